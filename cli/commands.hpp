@@ -1,0 +1,14 @@
+#pragma once
+/// @file
+/// @brief The spansim subcommands; each registers itself on the CLI11 app and prints its own result.
+
+#include <CLI/CLI.hpp>
+
+namespace spansim::cli {
+
+/// @brief `spansim topology describe FILE|PRESET [--dot FILE] [--json]`.
+void add_topology_command(CLI::App& app);
+/// @brief `spansim collective --topology T --op allreduce --ranks R --sizes A:B [--json]`.
+void add_collective_command(CLI::App& app);
+
+} // namespace spansim::cli

@@ -1,0 +1,34 @@
+#pragma once
+/// @file
+/// @brief How commands print: one JSON document with --json, otherwise readable tables.
+
+#include <nlohmann/json.hpp>
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace spansim::cli {
+
+/// @brief A plain text table with right-aligned numeric columns.
+struct Table {
+  std::string title;
+  std::vector<std::string> headers;
+  std::vector<std::vector<std::string>> rows;
+};
+
+/// @brief Prints a table with aligned columns.
+void print_table(std::ostream& out, const Table& table);
+
+/// @brief The provenance block every result carries: tool name, version, git hash.
+nlohmann::json provenance();
+
+/// @brief Formats a double with `digits` significant digits.
+std::string fmt(double value, int digits = 4);
+/// @brief Formats a double with `decimals` digits after the point.
+std::string fixed(double value, int decimals);
+
+/// @brief Whether stderr is a terminal (progress bars only go there).
+bool stderr_is_terminal();
+
+} // namespace spansim::cli

@@ -1,0 +1,179 @@
+// `spansim topology describe`: counts, per-tier capacity and boundary capacities of a topology.
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "common/error.hpp"
+#include "common/units.hpp"
+#include "topology/topology.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+
+namespace spansim::cli {
+
+namespace {
+
+struct DescribeOptions {
+  std::string topology;
+  std::string dot_file;
+  bool json       = false;
+  bool boundaries = true;
+};
+
+struct TierRow {
+  topology::Tier tier;
+  std::int64_t links = 0;
+  double min_bw      = std::numeric_limits<double>::infinity();
+  double max_bw      = 0;
+  double min_lat     = std::numeric_limits<double>::infinity();
+  double max_lat     = 0;
+  double capacity    = 0;
+};
+
+std::string range(double lo, double hi, std::string (*format)(double))
+{
+  return lo == hi ? format(lo) : format(lo) + " - " + format(hi);
+}
+
+std::string with_commas(std::int64_t v)
+{
+  std::string s = std::to_string(v);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3)
+    s.insert(static_cast<std::size_t>(i), ",");
+  return s;
+}
+
+void describe(const DescribeOptions& o)
+{
+  topology::Topology topo(topology::load_topology_spec(o.topology));
+  const auto& c = topo.counts();
+
+  std::vector<TierRow> tiers(topology::kTierCount);
+  for (int t = 0; t < topology::kTierCount; ++t)
+    tiers[t].tier = static_cast<topology::Tier>(t);
+  for (const auto& l : topo.links()) {
+    auto& row = tiers[static_cast<int>(l.tier)];
+    row.links++;
+    row.min_bw = std::min(row.min_bw, l.bandwidth);
+    row.max_bw = std::max(row.max_bw, l.bandwidth);
+    row.min_lat = std::min(row.min_lat, l.latency);
+    row.max_lat = std::max(row.max_lat, l.latency);
+    row.capacity += l.bandwidth;
+  }
+  std::vector<topology::BoundaryCapacity> boundaries;
+  if (o.boundaries)
+    boundaries = topo.boundary_capacities();
+  if (!o.dot_file.empty()) {
+    std::ofstream dot(o.dot_file);
+    if (!dot)
+      throw UsageError("cannot write the DOT file \"" + o.dot_file + "\"");
+    topo.write_dot(dot);
+  }
+
+  if (o.json) {
+    nlohmann::json j;
+    j["spansim"]  = provenance();
+    j["topology"] = topo.spec().to_json();
+    j["counts"]   = {{"gpus", c.gpus},
+                     {"nodes", c.nodes},
+                     {"pods", c.pods},
+                     {"buildings", c.buildings},
+                     {"regions", c.regions},
+                     {"nvswitches", c.nodes},
+                     {"leaves", c.leaves},
+                     {"leaf_down_ports", c.leaf_down_ports},
+                     {"leaf_up_ports", c.leaf_up_ports},
+                     {"physical_spines", c.physical_spines},
+                     {"modelled_spines", c.pods},
+                     {"aggregations", c.buildings},
+                     {"region_gateways", c.regions > 1 ? c.regions : 0},
+                     {"vertices", topo.vertex_kinds().size()},
+                     {"links", topo.links().size()}};
+    j["tiers"] = nlohmann::json::array();
+    for (const auto& t : tiers)
+      if (t.links > 0)
+        j["tiers"].push_back({{"tier", topology::to_string(t.tier)},
+                              {"links", t.links},
+                              {"bandwidth_min_Bps", t.min_bw},
+                              {"bandwidth_max_Bps", t.max_bw},
+                              {"latency_min_s", t.min_lat},
+                              {"latency_max_s", t.max_lat},
+                              {"capacity_Bps", t.capacity}});
+    j["boundaries"] = nlohmann::json::array();
+    for (const auto& b : boundaries)
+      j["boundaries"].push_back({{"kind", b.kind},
+                                 {"name", b.name},
+                                 {"boundary_links_Bps", b.boundary_links},
+                                 {"max_flow_Bps", b.max_flow}});
+    if (!o.dot_file.empty())
+      j["dot_file"] = o.dot_file;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+
+  const auto& s = topo.spec();
+  std::cout << "Topology " << s.name << " (" << s.file << ")\n";
+  if (!s.description.empty())
+    std::cout << "  " << s.description << "\n";
+  std::cout << "\n"
+            << with_commas(c.gpus) << " GPUs: " << with_commas(c.nodes) << " nodes of " << s.node.gpus << ", "
+            << c.pods << " pod(s) of " << s.pod.nodes << " nodes, " << c.buildings << " building(s), " << c.regions
+            << " region(s)\n";
+  std::cout << "Scale-out: " << (s.pod.rail_optimized ? "rail-optimized " : "") << s.pod.fabric << ", "
+            << units::format_bandwidth(s.pod.nic_bandwidth) << " per GPU, leaf radix " << s.pod.leaf_radix << " ("
+            << c.leaf_down_ports << " down / " << c.leaf_up_ports << " up)\n\n";
+
+  Table switches{"Switches", {"kind", "count", "note"}, {}};
+  switches.rows.push_back({"nvswitch", with_commas(c.nodes), "one per node"});
+  switches.rows.push_back({"leaf", with_commas(c.leaves), std::to_string(c.leaves_per_pod) + " per pod"});
+  switches.rows.push_back(
+      {"spine", with_commas(c.physical_spines), "physical; modelled as one ideal-ECMP spine per pod"});
+  switches.rows.push_back({"aggregation", with_commas(c.buildings), "one non-blocking layer per building"});
+  if (c.regions > 1)
+    switches.rows.push_back({"region gateway", with_commas(c.regions), "one per region"});
+  print_table(std::cout, switches);
+  std::cout << "\n";
+
+  Table t{"Links per tier (bandwidth per direction)", {"tier", "links", "bandwidth/link", "latency", "capacity"}, {}};
+  for (const auto& row : tiers)
+    if (row.links > 0)
+      t.rows.push_back({topology::to_string(row.tier), with_commas(row.links),
+                        range(row.min_bw, row.max_bw, units::format_bandwidth),
+                        range(row.min_lat, row.max_lat, units::format_time), units::format_bandwidth(row.capacity)});
+  print_table(std::cout, t);
+  if (!boundaries.empty()) {
+    std::cout << "\n";
+    Table b{"Capacity out of each building and region (per direction)", {"boundary", "boundary links", "max-flow"},
+            {}};
+    for (const auto& row : boundaries)
+      b.rows.push_back({row.kind + " " + row.name, units::format_bandwidth(row.boundary_links),
+                        units::format_bandwidth(row.max_flow)});
+    print_table(std::cout, b);
+  }
+  if (!o.dot_file.empty())
+    std::cout << "\nGraphviz DOT written to " << o.dot_file << "\n";
+}
+
+} // namespace
+
+void add_topology_command(CLI::App& app)
+{
+  auto* topo = app.add_subcommand("topology", "Inspect topologies");
+  topo->require_subcommand(1);
+  auto options = std::make_shared<DescribeOptions>();
+  auto* d = topo->add_subcommand("describe", "GPU, switch and link counts, capacity per tier and across boundaries");
+  d->add_option("topology", options->topology, "Topology file or preset name (" + [] {
+    std::string list;
+    for (const auto& n : topology::preset_names())
+      list += (list.empty() ? "" : ", ") + n;
+    return list;
+  }() + ")")->required();
+  d->add_option("--dot", options->dot_file, "Write the graph as Graphviz DOT to this file");
+  d->add_flag("--json", options->json, "Print one JSON document");
+  d->add_flag("!--no-boundaries", options->boundaries, "Skip the max-flow across building and region boundaries");
+  d->callback([options] { describe(*options); });
+}
+
+} // namespace spansim::cli

@@ -1,0 +1,42 @@
+#pragma once
+/// @file
+/// @brief Typed exceptions thrown by spansim libraries; only `main` turns them into exit codes.
+
+#include <stdexcept>
+#include <string>
+
+namespace spansim {
+
+/// @brief Base of every error spansim reports to a user (exit code 2 in the CLI).
+class Error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+/// @brief A spec file (topology, job, scenario, ...) is unreadable, malformed or inconsistent.
+/// The message names the file, the JSON path and what is allowed.
+class SpecError : public Error {
+public:
+  /// @brief Builds "FILE: at PATH: WHAT".
+  SpecError(const std::string& file, const std::string& json_path, const std::string& what);
+  const std::string& file() const { return file_; }
+  const std::string& json_path() const { return json_path_; }
+
+private:
+  std::string file_;
+  std::string json_path_;
+};
+
+/// @brief A command-line argument or API argument is invalid.
+class UsageError : public Error {
+public:
+  using Error::Error;
+};
+
+/// @brief A simulation could not be run as asked (too large for the fidelity, engine failure, ...).
+class SimulationError : public Error {
+public:
+  using Error::Error;
+};
+
+} // namespace spansim

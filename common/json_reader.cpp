@@ -1,0 +1,296 @@
+#include "common/json_reader.hpp"
+
+#include "common/error.hpp"
+#include "common/units.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace spansim::spec {
+
+using nlohmann::json;
+
+json load_json_file(const std::string& path)
+{
+  std::ifstream in(path);
+  if (!in)
+    throw SpecError(path, "", "cannot open file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  try {
+    return json::parse(buffer.str());
+  } catch (const json::parse_error& e) {
+    // nlohmann's text starts with "[json.exception.parse_error.101] "; keep what follows.
+    std::string what = e.what();
+    if (auto pos = what.find("] "); pos != std::string::npos)
+      what = what.substr(pos + 2);
+    throw SpecError(path, "", "invalid JSON: " + what);
+  }
+}
+
+Location Location::member(std::string_view key) const
+{
+  return {file, path + "." + std::string(key)};
+}
+
+Location Location::element(std::size_t index) const
+{
+  return {file, path + "[" + std::to_string(index) + "]"};
+}
+
+void Location::fail(const std::string& what) const
+{
+  throw SpecError(file, path, what);
+}
+
+namespace {
+const char* type_name(const json& v)
+{
+  return v.type_name();
+}
+} // namespace
+
+ObjectReader::ObjectReader(const json& value, Location where) : value_(&value), where_(std::move(where))
+{
+  if (!value.is_object())
+    where_.fail(std::string("expected an object, found ") + type_name(value));
+}
+
+bool ObjectReader::has(std::string_view key) const
+{
+  known_.emplace(key);
+  return value_->contains(key);
+}
+
+void ObjectReader::fail(std::string_view key, const std::string& what) const
+{
+  where_.member(key).fail(what);
+}
+
+const json* ObjectReader::find(std::string_view key)
+{
+  known_.emplace(key);
+  auto it = value_->find(key);
+  return it == value_->end() ? nullptr : &*it;
+}
+
+const json& ObjectReader::member(std::string_view key)
+{
+  const json* v = find(key);
+  if (v == nullptr)
+    where_.fail("missing required key \"" + std::string(key) + "\"");
+  return *v;
+}
+
+const json& ObjectReader::raw(std::string_view key)
+{
+  return member(key);
+}
+
+std::string ObjectReader::string(std::string_view key)
+{
+  const json& v = member(key);
+  if (!v.is_string())
+    fail(key, std::string("expected a string, found ") + type_name(v));
+  return v.get<std::string>();
+}
+
+std::optional<std::string> ObjectReader::optional_string(std::string_view key)
+{
+  if (!has(key))
+    return std::nullopt;
+  return string(key);
+}
+
+std::string ObjectReader::choice(std::string_view key, std::initializer_list<std::string_view> allowed)
+{
+  std::string s = string(key);
+  std::string list;
+  for (auto a : allowed) {
+    if (a == s)
+      return s;
+    list += (list.empty() ? "" : ", ") + std::string("\"") + std::string(a) + "\"";
+  }
+  fail(key, "unknown value \"" + s + "\" (allowed: " + list + ")");
+}
+
+bool ObjectReader::boolean(std::string_view key)
+{
+  const json& v = member(key);
+  if (!v.is_boolean())
+    fail(key, std::string("expected true or false, found ") + type_name(v));
+  return v.get<bool>();
+}
+
+std::optional<bool> ObjectReader::optional_boolean(std::string_view key)
+{
+  if (!has(key))
+    return std::nullopt;
+  return boolean(key);
+}
+
+double ObjectReader::number(std::string_view key, double min, double max)
+{
+  const json& v = member(key);
+  if (!v.is_number())
+    fail(key, std::string("expected a number, found ") + type_name(v));
+  double d = v.get<double>();
+  if (!std::isfinite(d) || d < min || d > max) {
+    std::ostringstream os;
+    os << "value " << d << " out of range (allowed: " << min << " to " << max << ")";
+    fail(key, os.str());
+  }
+  return d;
+}
+
+std::optional<double> ObjectReader::optional_number(std::string_view key, double min, double max)
+{
+  if (!has(key))
+    return std::nullopt;
+  return number(key, min, max);
+}
+
+std::int64_t ObjectReader::integer(std::string_view key, std::int64_t min, std::int64_t max)
+{
+  const json& v = member(key);
+  if (!v.is_number_integer())
+    fail(key, std::string("expected an integer, found ") + (v.is_number() ? "a fractional number" : type_name(v)));
+  // Unsigned values beyond int64 are refused as out of range rather than wrapped.
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max))
+    fail(key, "value " + v.dump() + " out of range (allowed: " + std::to_string(min) + " to " + std::to_string(max) + ")");
+  std::int64_t i = v.get<std::int64_t>();
+  if (i < min || i > max)
+    fail(key, "value " + std::to_string(i) + " out of range (allowed: " + std::to_string(min) + " to " +
+                  std::to_string(max) + ")");
+  return i;
+}
+
+std::optional<std::int64_t> ObjectReader::optional_integer(std::string_view key, std::int64_t min, std::int64_t max)
+{
+  if (!has(key))
+    return std::nullopt;
+  return integer(key, min, max);
+}
+
+namespace {
+template <class Parse>
+double parse_quantity(ObjectReader& r, std::string_view key, const json& v, Parse parse, bool positive)
+{
+  if (!v.is_string())
+    r.fail(key, std::string("expected a quantity with a unit as a string (e.g. \"400Gbps\", \"5us\"), found ") +
+                    type_name(v));
+  double d = 0;
+  try {
+    d = parse(v.get<std::string>());
+  } catch (const UsageError& e) {
+    r.fail(key, e.what());
+  }
+  if (positive && !(d > 0))
+    r.fail(key, "must be greater than zero, found \"" + v.get<std::string>() + "\"");
+  return d;
+}
+} // namespace
+
+double ObjectReader::bandwidth(std::string_view key)
+{
+  return parse_quantity(*this, key, member(key), units::parse_bandwidth, true);
+}
+std::optional<double> ObjectReader::optional_bandwidth(std::string_view key)
+{
+  if (!has(key))
+    return std::nullopt;
+  return bandwidth(key);
+}
+double ObjectReader::time(std::string_view key)
+{
+  return parse_quantity(*this, key, member(key), units::parse_time, false);
+}
+std::optional<double> ObjectReader::optional_time(std::string_view key)
+{
+  if (!has(key))
+    return std::nullopt;
+  return time(key);
+}
+double ObjectReader::size(std::string_view key)
+{
+  return parse_quantity(*this, key, member(key), units::parse_size, false);
+}
+std::optional<double> ObjectReader::optional_size(std::string_view key)
+{
+  if (!has(key))
+    return std::nullopt;
+  return size(key);
+}
+double ObjectReader::distance(std::string_view key)
+{
+  return parse_quantity(*this, key, member(key), units::parse_distance, false);
+}
+std::optional<double> ObjectReader::optional_distance(std::string_view key)
+{
+  if (!has(key))
+    return std::nullopt;
+  return distance(key);
+}
+
+ObjectReader ObjectReader::object(std::string_view key)
+{
+  return ObjectReader(member(key), where_.member(key));
+}
+
+std::optional<ObjectReader> ObjectReader::optional_object(std::string_view key)
+{
+  if (!has(key))
+    return std::nullopt;
+  return object(key);
+}
+
+std::vector<ObjectReader> ObjectReader::objects(std::string_view key, bool required)
+{
+  std::vector<ObjectReader> out;
+  const json* v = required ? &member(key) : find(key);
+  if (v == nullptr)
+    return out;
+  if (!v->is_array())
+    fail(key, std::string("expected an array, found ") + type_name(*v));
+  Location at = where_.member(key);
+  for (std::size_t i = 0; i < v->size(); ++i)
+    out.emplace_back((*v)[i], at.element(i));
+  return out;
+}
+
+std::vector<std::string> ObjectReader::strings(std::string_view key)
+{
+  const json& v = member(key);
+  if (!v.is_array())
+    fail(key, std::string("expected an array of strings, found ") + type_name(v));
+  std::vector<std::string> out;
+  Location at = where_.member(key);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string())
+      at.element(i).fail(std::string("expected a string, found ") + type_name(v[i]));
+    out.push_back(v[i].get<std::string>());
+  }
+  return out;
+}
+
+void ObjectReader::finish(std::initializer_list<std::string_view> also_allowed) const
+{
+  for (const auto& [key, _] : value_->items()) {
+    if (known_.contains(key))
+      continue;
+    bool allowed_elsewhere = false;
+    for (auto a : also_allowed)
+      allowed_elsewhere = allowed_elsewhere || a == key;
+    if (allowed_elsewhere)
+      continue;
+    std::string list;
+    for (const auto& k : known_)
+      list += (list.empty() ? "" : ", ") + k;
+    for (auto a : also_allowed)
+      list += (list.empty() ? "" : ", ") + std::string(a);
+    where_.fail("unknown key \"" + key + "\" (allowed here: " + list + ")");
+  }
+}
+
+} // namespace spansim::spec

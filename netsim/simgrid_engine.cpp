@@ -1,0 +1,200 @@
+// Flow fidelity: a flow graph run on SimGrid's fluid (max-min) model. One controller actor issues every
+// transfer with Comm::sendto_async; no actor is needed on the GPUs themselves.
+#include "common/error.hpp"
+#include "netsim/child_process.hpp"
+#include "netsim/netsim.hpp"
+#include "netsim/simgrid_platform.hpp"
+
+#include <simgrid/version.h>
+
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <queue>
+
+namespace spansim::netsim {
+
+namespace sg4 = simgrid::s4u;
+using detail::SimgridPlatform;
+
+namespace {
+
+std::string num(double v)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// Runs the graph inside the current process. Event-driven: ops start when their dependencies have ended;
+// delays are timers handled by the controller itself.
+std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGraph& graph,
+                               const SimgridSettings& settings)
+{
+  int argc     = 1;
+  char name[]  = "spansim";
+  char* argv[] = {name, nullptr};
+  sg4::Engine engine(&argc, argv);
+  detail::configure_engine(engine, settings);
+  SimgridPlatform platform(topology, settings.gpu_speed);
+
+  const auto& ops = graph.ops();
+  const auto n    = ops.size();
+  std::vector<OpTiming> timing(n);
+  std::vector<int> remaining(n);
+  std::vector<std::vector<int>> dependents(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    remaining[i] = static_cast<int>(ops[i].deps.size());
+    for (int d : ops[i].deps)
+      dependents[d].push_back(static_cast<int>(i));
+  }
+  std::size_t done = 0;
+
+  sg4::Actor::create("controller", platform.host(0), [&] {
+    std::vector<int> ready;
+    for (std::size_t i = 0; i < n; ++i)
+      if (remaining[i] == 0)
+        ready.push_back(static_cast<int>(i));
+    std::vector<sg4::CommPtr> comms;
+    std::vector<int> comm_op;
+    using Timer = std::pair<double, int>;
+    std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
+
+    auto finish = [&](int op) {
+      timing[op].end = sg4::Engine::get_clock();
+      ++done;
+      for (int d : dependents[op])
+        if (--remaining[d] == 0)
+          ready.push_back(d);
+    };
+    for (;;) {
+      // Starting an op may end it at once (empty transfer, zero delay), which may make more ops ready.
+      while (!ready.empty()) {
+        int op = ready.back();
+        ready.pop_back();
+        const Op& o      = ops[op];
+        timing[op].start = sg4::Engine::get_clock();
+        if (o.kind == Op::Kind::transfer && o.bytes > 0 && o.src != o.dst) {
+          comms.push_back(sg4::Comm::sendto_async(platform.host(o.src), platform.host(o.dst),
+                                                  static_cast<uint64_t>(o.bytes + 0.5)));
+          comm_op.push_back(op);
+        } else if (o.kind == Op::Kind::delay && o.duration > 0) {
+          timers.emplace(timing[op].start + o.duration, op);
+        } else {
+          finish(op);
+        }
+      }
+      if (comms.empty() && timers.empty())
+        break;
+      if (!timers.empty() && (comms.empty() || timers.top().first <= sg4::Engine::get_clock())) {
+        sg4::this_actor::sleep_until(timers.top().first);
+      } else {
+        double timeout = timers.empty() ? -1.0 : timers.top().first - sg4::Engine::get_clock();
+        ssize_t index  = sg4::Comm::wait_any_for(comms, timeout);
+        if (index >= 0) {
+          int op = comm_op[index];
+          comms[index] = comms.back();
+          comms.pop_back();
+          comm_op[index] = comm_op.back();
+          comm_op.pop_back();
+          finish(op);
+        }
+      }
+      while (!timers.empty() && timers.top().first <= sg4::Engine::get_clock()) {
+        int op = timers.top().second;
+        timers.pop();
+        finish(op);
+      }
+    }
+  });
+  engine.run();
+  if (done != n)
+    throw SimulationError("flow simulation ended with " + std::to_string(n - done) + " of " + std::to_string(n) +
+                          " ops not run");
+  return timing;
+}
+
+} // namespace
+
+std::vector<std::string> SimgridSettings::config_lines() const
+{
+  return {"network/model:" + network_model,
+          std::string("network/crosstraffic:") + (crosstraffic ? "1" : "0"),
+          "network/TCP-gamma:" + num(tcp_gamma),
+          "network/latency-factor:" + num(latency_factor),
+          "network/bandwidth-factor:" + num(bandwidth_factor),
+          "network/weight-S:" + num(weight_s),
+          "maxmin/precision:" + num(maxmin_precision),
+          "surf/precision:" + num(timing_precision)};
+}
+
+nlohmann::json SimgridSettings::to_json() const
+{
+  nlohmann::json config = nlohmann::json::object();
+  for (const auto& line : config_lines()) {
+    auto colon                  = line.find(':');
+    config[line.substr(0, colon)] = line.substr(colon + 1);
+  }
+  return {{"engine", "simgrid"},
+          {"simgrid_version", std::to_string(SIMGRID_VERSION_MAJOR) + "." + std::to_string(SIMGRID_VERSION_MINOR) + "." + std::to_string(SIMGRID_VERSION_PATCH)},
+          {"config", config},
+          {"gpu_speed_flops", gpu_speed}};
+}
+
+RunResult run_flow(const topology::Topology& topology, const FlowGraph& graph, const SimgridSettings& settings)
+{
+  for (const auto& op : graph.ops())
+    if (op.kind == Op::Kind::transfer && (op.src < 0 || op.dst < 0 || op.src >= topology.gpu_count() ||
+                                          op.dst >= topology.gpu_count()))
+      throw UsageError("flow graph: transfer between GPUs " + std::to_string(op.src) + " and " +
+                       std::to_string(op.dst) + " outside the topology's " + std::to_string(topology.gpu_count()) +
+                       " GPUs");
+  std::string bytes = detail::run_in_child([&] {
+    auto timing = simulate(topology, graph, settings);
+    return std::string(reinterpret_cast<const char*>(timing.data()), timing.size() * sizeof(OpTiming));
+  });
+  RunResult result;
+  if (bytes.size() != graph.ops().size() * sizeof(OpTiming))
+    throw SimulationError("the simulation process returned a truncated result");
+  result.ops.resize(graph.ops().size());
+  std::memcpy(result.ops.data(), bytes.data(), bytes.size());
+  for (const auto& t : result.ops)
+    result.makespan = std::max(result.makespan, t.end);
+  result.settings = settings.to_json();
+  return result;
+}
+
+std::vector<std::string> route_link_names(const topology::Topology& topology, const std::vector<topology::Hop>& route)
+{
+  std::vector<std::string> names;
+  for (const auto& h : route)
+    names.push_back(SimgridPlatform::link_name(topology, h.link) + (h.forward ? "_UP" : "_DOWN"));
+  return names;
+}
+
+std::vector<std::vector<std::string>> simgrid_routes(const topology::Topology& topology,
+                                                     const std::vector<std::pair<int, int>>& pairs)
+{
+  std::string text = detail::run_in_child([&] {
+    int argc     = 1;
+    char name[]  = "spansim";
+    char* argv[] = {name, nullptr};
+    sg4::Engine engine(&argc, argv);
+    detail::configure_engine(engine, SimgridSettings{});
+    SimgridPlatform platform(topology, 1e15);
+    nlohmann::json out = nlohmann::json::array();
+    for (auto [src, dst] : pairs) {
+      std::vector<sg4::Link*> links;
+      double latency = 0;
+      platform.host(src)->route_to(platform.host(dst), links, &latency);
+      nlohmann::json names = nlohmann::json::array();
+      for (auto* l : links)
+        names.push_back(l->get_name());
+      out.push_back(names);
+    }
+    return out.dump();
+  });
+  return nlohmann::json::parse(text).get<std::vector<std::vector<std::string>>>();
+}
+
+} // namespace spansim::netsim

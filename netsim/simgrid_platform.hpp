@@ -1,0 +1,45 @@
+#pragma once
+// Internal: the SimGrid platform built from a topology graph. Only ever built inside a child process.
+//
+//   root (full zone)
+//    +-- region zone (full)           inter-region links, gateways as zone-to-zone routes
+//    |    +-- building zone (full)    inter-building links, building uplinks
+//    |    |    +-- pod zone (RailZone) GPUs as hosts, spine as the gateway; routes from Topology::route
+//    |    |    +-- aggregation zone (full, one router)
+//    |    +-- gateway zone (full, one router; only with several regions)
+//
+// Full zones hold the few zone-to-zone routes of the upper levels. Pods use a zone of our own, because
+// neither SimGrid's fat-tree nor its star zones express rails, and Dijkstra would let traffic transit
+// through GPUs (a GPU is a vertex joined to both its NVSwitch and its leaf).
+
+#include "netsim/netsim.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <vector>
+
+namespace spansim::netsim::detail {
+
+namespace sg4 = simgrid::s4u;
+
+/// @brief The SimGrid objects standing for a topology: one host per GPU, one split-duplex link per link.
+class SimgridPlatform {
+public:
+  /// @brief Builds the platform into the (already configured) engine's root.
+  explicit SimgridPlatform(const topology::Topology& topology, double gpu_speed);
+
+  sg4::Host* host(int gpu) const { return hosts_[gpu]; }
+  sg4::Link* link(int id) const { return links_[id]; }
+  /// @brief Name of a link of the topology as created in SimGrid.
+  static std::string link_name(const topology::Topology& topology, int id);
+
+private:
+  const topology::Topology& topology_;
+  std::vector<sg4::Host*> hosts_;
+  std::vector<sg4::Link*> links_;
+};
+
+/// @brief Applies spansim's pinned settings to a new engine and quiets SimGrid's own logging.
+void configure_engine(sg4::Engine& engine, const SimgridSettings& settings);
+
+} // namespace spansim::netsim::detail

@@ -1,0 +1,330 @@
+// Reading topology spec files: strict, with units, and with errors that name the file, the JSON
+// path and what is allowed.
+#include "common/error.hpp"
+#include "common/json_reader.hpp"
+#include "common/units.hpp"
+#include "topology/topology.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <set>
+
+#ifndef SPANSIM_DATA_DIR
+#error "SPANSIM_DATA_DIR must point at the source tree (topology/presets lives there)"
+#endif
+
+namespace spansim::topology {
+
+using nlohmann::json;
+using spec::Location;
+using spec::ObjectReader;
+
+namespace {
+
+constexpr std::int64_t kMaxGpus = 4'000'000;
+
+// Either "distance" (latency = distance * 5 us/km + equipment latency) or "latency", never both.
+LongLinkSpec read_long_link(ObjectReader& r, const LongLinkSpec* fallback)
+{
+  LongLinkSpec link;
+  if (fallback != nullptr)
+    link = *fallback;
+  if (auto bw = r.optional_bandwidth("bandwidth"))
+    link.bandwidth = *bw;
+  else if (fallback == nullptr)
+    r.bandwidth("bandwidth"); // throws: missing required key
+  bool has_distance = r.has("distance");
+  bool has_latency  = r.has("latency");
+  if (has_distance && has_latency)
+    r.where().fail("give either \"distance\" (latency = 5 us/km plus \"equipment_latency\") or \"latency\", not both");
+  if (auto eq = r.optional_time("equipment_latency")) {
+    if (has_latency)
+      r.fail("equipment_latency", "only meaningful with \"distance\"; with \"latency\" give the total");
+    link.equipment_latency = *eq;
+  }
+  if (has_distance) {
+    link.distance = r.distance("distance");
+    link.latency  = link.distance * units::kFiberSecondsPerMeter + link.equipment_latency;
+  } else if (has_latency) {
+    link.distance          = 0;
+    link.equipment_latency = 0;
+    link.latency           = r.time("latency");
+  } else if (fallback == nullptr) {
+    r.where().fail("missing \"distance\" or \"latency\" (give one of them)");
+  } else if (link.distance > 0) {
+    link.latency = link.distance * units::kFiberSecondsPerMeter + link.equipment_latency;
+  }
+  return link;
+}
+
+std::vector<LinkOverride> read_overrides(ObjectReader& r, const LongLinkSpec& fallback,
+                                         const std::vector<std::string>& known, const char* what)
+{
+  std::vector<LinkOverride> out;
+  std::set<std::pair<std::string, std::string>> seen;
+  for (auto& o : r.objects("overrides", false)) {
+    auto names = o.strings("between");
+    if (names.size() != 2)
+      o.fail("between", "expected exactly two " + std::string(what) + " names");
+    for (const auto& n : names)
+      if (std::find(known.begin(), known.end(), n) == known.end()) {
+        std::string list;
+        for (const auto& k : known)
+          list += (list.empty() ? "" : ", ") + k;
+        o.fail("between", "unknown " + std::string(what) + " \"" + n + "\" (known: " + list + ")");
+      }
+    if (names[0] == names[1])
+      o.fail("between", "a link joins two different " + std::string(what) + "s");
+    auto key = std::minmax(names[0], names[1]);
+    if (!seen.insert(key).second)
+      o.fail("between", "a second override for the same pair");
+    LinkOverride ov{names[0], names[1], read_long_link(o, &fallback)};
+    o.finish();
+    out.push_back(ov);
+  }
+  return out;
+}
+
+// Exact enough to read back: %.15g drops the float noise but keeps every digit a user wrote.
+std::string num(double v)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  return buf;
+}
+std::string bw(double bytes_per_second)
+{
+  return num(bytes_per_second * 8 / 1e9) + "Gbps";
+}
+std::string tm(double seconds)
+{
+  return num(seconds * 1e6) + "us";
+}
+std::string dist(double meters)
+{
+  return num(meters / 1e3) + "km";
+}
+
+json long_link_json(const LongLinkSpec& l)
+{
+  json j = {{"bandwidth", bw(l.bandwidth)}, {"effective_latency", tm(l.latency)}};
+  if (l.distance > 0) {
+    j["distance"]          = dist(l.distance);
+    j["equipment_latency"] = tm(l.equipment_latency);
+  }
+  return j;
+}
+
+} // namespace
+
+std::string preset_directory()
+{
+  return std::string(SPANSIM_DATA_DIR) + "/topology/presets";
+}
+
+std::vector<std::string> preset_names()
+{
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(preset_directory(), ec))
+    if (entry.path().extension() == ".json")
+      names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TopologySpec load_topology_spec(const std::string& file_or_preset)
+{
+  std::string path = file_or_preset;
+  if (!std::filesystem::exists(path)) {
+    auto names = preset_names();
+    if (std::find(names.begin(), names.end(), file_or_preset) == names.end()) {
+      std::string list;
+      for (const auto& n : names)
+        list += (list.empty() ? "" : ", ") + n;
+      throw SpecError(file_or_preset, "", "no such file, and not a preset name (presets: " + list + ")");
+    }
+    path = preset_directory() + "/" + file_or_preset + ".json";
+  }
+  return parse_topology_spec(spec::load_json_file(path), path);
+}
+
+TopologySpec parse_topology_spec(const json& document, const std::string& file)
+{
+  TopologySpec s;
+  s.file = file;
+  ObjectReader root(document, Location{file});
+  s.name        = root.string("name");
+  s.description = root.optional_string("description").value_or("");
+  if (root.has("sources"))
+    root.strings("sources"); // free text citations, kept in the file for readers
+
+  {
+    auto r             = root.object("node");
+    s.node.gpus        = static_cast<int>(r.integer("gpus", 1, 1024));
+    s.node.nvlink_bandwidth = r.bandwidth("nvlink_bandwidth");
+    s.node.nvlink_latency   = r.time("nvlink_latency");
+    r.finish();
+  }
+  {
+    auto r                 = root.object("pod");
+    s.pod.nodes            = static_cast<int>(r.integer("nodes", 1, 1'000'000));
+    s.pod.rail_optimized   = r.boolean("rail_optimized");
+    s.pod.nic_bandwidth    = r.bandwidth("nic_bandwidth");
+    s.pod.leaf_radix       = static_cast<int>(r.integer("leaf_radix", 2, 4096));
+    s.pod.spine_radix      = static_cast<int>(r.integer("spine_radix", 2, 4096));
+    s.pod.oversubscription = r.number("oversubscription", 1, 64);
+    s.pod.link_latency     = r.time("link_latency");
+    if (r.has("fabric"))
+      s.pod.fabric = r.choice("fabric", {"roce", "ib"});
+    r.finish();
+    int down = static_cast<int>(std::lround(s.pod.leaf_radix * s.pod.oversubscription / (1 + s.pod.oversubscription)));
+    int up   = s.pod.leaf_radix - down;
+    if (up < 1 || down < 1)
+      r.fail("leaf_radix", "a leaf of radix " + std::to_string(s.pod.leaf_radix) + " at oversubscription " +
+                               num(s.pod.oversubscription) + " leaves no uplink or downlink port");
+    if (!s.pod.rail_optimized && down < s.node.gpus)
+      r.fail("leaf_radix", "a leaf has " + std::to_string(down) + " downlink ports, fewer than the " +
+                               std::to_string(s.node.gpus) +
+                               " GPUs of a node: without rails a whole node must sit under one leaf");
+  }
+  {
+    auto r                                 = root.object("building");
+    s.building.pods                        = static_cast<int>(r.integer("pods", 1, 100'000));
+    s.building.aggregation_oversubscription = r.number("aggregation_oversubscription", 1, 1000);
+    s.building.aggregation_latency         = r.time("aggregation_latency");
+    r.finish();
+  }
+
+  std::vector<std::string> building_names;
+  std::vector<std::string> region_names;
+  auto regions = root.objects("regions", true);
+  if (regions.empty())
+    root.fail("regions", "at least one region is needed");
+  bool any_multi_building = false;
+  for (auto& r : regions) {
+    RegionSpec region;
+    region.name = r.string("name");
+    if (region.name.empty() || region.name.find_first_of("/ ") != std::string::npos)
+      r.fail("name", "region names must be non-empty, without spaces or '/'");
+    if (std::find(region_names.begin(), region_names.end(), region.name) != region_names.end())
+      r.fail("name", "duplicate region name \"" + region.name + "\"");
+    region_names.push_back(region.name);
+    const json& b = r.raw("buildings");
+    if (b.is_number_integer()) {
+      auto n = r.integer("buildings", 1, 64);
+      for (int i = 0; i < n; ++i)
+        region.buildings.push_back(region.name + "-b" + std::to_string(i));
+    } else if (b.is_array()) {
+      region.buildings = r.strings("buildings");
+      if (region.buildings.empty())
+        r.fail("buildings", "a region needs at least one building");
+      if (region.buildings.size() > 64)
+        r.fail("buildings", "at most 64 buildings per region");
+    } else {
+      r.fail("buildings", "expected a count (e.g. 2) or a list of building names");
+    }
+    for (const auto& name : region.buildings) {
+      if (name.empty() || name.find_first_of("/ ") != std::string::npos)
+        r.fail("buildings", "building names must be non-empty, without spaces or '/'");
+      if (std::find(building_names.begin(), building_names.end(), name) != building_names.end())
+        r.fail("buildings", "duplicate building name \"" + name + "\"");
+      building_names.push_back(name);
+    }
+    any_multi_building = any_multi_building || region.buildings.size() > 1;
+    r.finish();
+    s.regions.push_back(std::move(region));
+  }
+  if (s.regions.size() > 16)
+    root.fail("regions", "at most 16 regions");
+
+  std::int64_t gpus = std::int64_t(s.node.gpus) * s.pod.nodes * s.building.pods * std::int64_t(building_names.size());
+  if (gpus > kMaxGpus)
+    root.where().fail("the topology has " + std::to_string(gpus) + " GPUs; at most " + std::to_string(kMaxGpus) +
+                      " are supported");
+
+  if (auto r = root.optional_object("inter_building")) {
+    s.inter_building           = read_long_link(*r, nullptr);
+    // Overrides name buildings of one region: links only join buildings of the same region.
+    s.inter_building_overrides = read_overrides(*r, s.inter_building, building_names, "building");
+    for (const auto& ov : s.inter_building_overrides) {
+      auto region_of = [&](const std::string& name) {
+        for (std::size_t i = 0; i < s.regions.size(); ++i)
+          for (const auto& b : s.regions[i].buildings)
+            if (b == name)
+              return i;
+        return s.regions.size();
+      };
+      if (region_of(ov.a) != region_of(ov.b))
+        r->fail("overrides", "\"" + ov.a + "\" and \"" + ov.b +
+                                 "\" are in different regions: they are joined by inter_region links");
+    }
+    r->finish();
+  } else if (any_multi_building) {
+    root.where().fail("missing \"inter_building\": a region has several buildings");
+  }
+
+  if (auto r = root.optional_object("inter_region")) {
+    s.inter_region              = read_long_link(*r, nullptr);
+    s.building_uplink_bandwidth = r->bandwidth("building_uplink");
+    s.building_uplink_latency   = r->time("building_uplink_latency");
+    s.inter_region_overrides    = read_overrides(*r, s.inter_region, region_names, "region");
+    r->finish();
+  } else if (s.regions.size() > 1) {
+    root.where().fail("missing \"inter_region\": there are several regions");
+  }
+  root.finish();
+  return s;
+}
+
+json TopologySpec::to_json() const
+{
+  json regions_json = json::array();
+  for (const auto& r : regions)
+    regions_json.push_back({{"name", r.name}, {"buildings", r.buildings}});
+  json j = {{"name", name},
+            {"node",
+             {{"gpus", node.gpus},
+              {"nvlink_bandwidth", bw(node.nvlink_bandwidth)},
+              {"nvlink_latency", tm(node.nvlink_latency)}}},
+            {"pod",
+             {{"nodes", pod.nodes},
+              {"rail_optimized", pod.rail_optimized},
+              {"nic_bandwidth", bw(pod.nic_bandwidth)},
+              {"leaf_radix", pod.leaf_radix},
+              {"spine_radix", pod.spine_radix},
+              {"oversubscription", pod.oversubscription},
+              {"link_latency", tm(pod.link_latency)},
+              {"fabric", pod.fabric}}},
+            {"building",
+             {{"pods", building.pods},
+              {"aggregation_oversubscription", building.aggregation_oversubscription},
+              {"aggregation_latency", tm(building.aggregation_latency)}}},
+            {"regions", regions_json}};
+  auto overrides_json = [](const std::vector<LinkOverride>& ovs) {
+    json a = json::array();
+    for (const auto& ov : ovs) {
+      json o       = long_link_json(ov.link);
+      o["between"] = {ov.a, ov.b};
+      a.push_back(o);
+    }
+    return a;
+  };
+  if (inter_building.bandwidth > 0) {
+    j["inter_building"]              = long_link_json(inter_building);
+    j["inter_building"]["overrides"] = overrides_json(inter_building_overrides);
+  }
+  if (inter_region.bandwidth > 0) {
+    j["inter_region"]                            = long_link_json(inter_region);
+    j["inter_region"]["building_uplink"]         = bw(building_uplink_bandwidth);
+    j["inter_region"]["building_uplink_latency"] = tm(building_uplink_latency);
+    j["inter_region"]["overrides"]               = overrides_json(inter_region_overrides);
+  }
+  if (!file.empty())
+    j["file"] = file;
+  return j;
+}
+
+} // namespace spansim::topology

@@ -1,0 +1,411 @@
+// Builds the explicit graph of a hierarchical scale-across network and routes over it.
+//
+//   region gateway ========= inter-region (long haul, latency from distance) ========= region gateway
+//        |  building uplink                                                                  |
+//   aggregation (one per building) ===== inter-building (mesh inside a region) ===== aggregation
+//        |  pod uplink = pod leaf uplinks / aggregation oversubscription
+//   pod spine (one vertex per pod: ideal ECMP over the physical spines)
+//        |  leaf uplink = up ports x port speed
+//   leaf (rail r of a node range, or a whole node range when not rail-optimized)
+//        |  NIC, one per GPU
+//   GPU --- NVLink --- NVSwitch (one per node)
+//
+// A route goes up only as far as the lowest level the two GPUs share, then down: NVLink inside a
+// node, one leaf when they share it, the pod spine inside a pod, and so on. GPUs never forward.
+#include "topology/topology.hpp"
+
+#include "common/error.hpp"
+
+#include <boost/graph/push_relabel_max_flow.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <ostream>
+
+namespace spansim::topology {
+
+const char* to_string(VertexKind kind)
+{
+  switch (kind) {
+    case VertexKind::gpu:
+      return "gpu";
+    case VertexKind::nvswitch:
+      return "nvswitch";
+    case VertexKind::leaf:
+      return "leaf";
+    case VertexKind::spine:
+      return "spine";
+    case VertexKind::aggregation:
+      return "aggregation";
+    case VertexKind::region_gateway:
+      return "region_gateway";
+  }
+  return "?";
+}
+
+const char* to_string(Tier tier)
+{
+  switch (tier) {
+    case Tier::nvlink:
+      return "nvlink";
+    case Tier::nic:
+      return "nic";
+    case Tier::leaf_spine:
+      return "leaf_spine";
+    case Tier::pod_aggregation:
+      return "pod_aggregation";
+    case Tier::inter_building:
+      return "inter_building";
+    case Tier::building_uplink:
+      return "building_uplink";
+    case Tier::inter_region:
+      return "inter_region";
+  }
+  return "?";
+}
+
+int pair_index(int i, int j, int n)
+{
+  if (i > j)
+    std::swap(i, j);
+  // Rows i = 0..n-2 hold pairs (i, i+1..n-1).
+  return i * n - i * (i + 1) / 2 + (j - i - 1);
+}
+
+Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
+{
+  const auto& node = spec_.node;
+  const auto& pod  = spec_.pod;
+
+  for (std::size_t r = 0; r < spec_.regions.size(); ++r) {
+    region_first_building_.push_back(static_cast<int>(building_names_.size()));
+    for (const auto& b : spec_.regions[r].buildings) {
+      building_names_.push_back(b);
+      building_region_.push_back(static_cast<int>(r));
+    }
+  }
+
+  counts_.leaf_down_ports =
+      static_cast<int>(std::lround(pod.leaf_radix * pod.oversubscription / (1 + pod.oversubscription)));
+  counts_.leaf_up_ports = pod.leaf_radix - counts_.leaf_down_ports;
+  const int down        = counts_.leaf_down_ports;
+  if (pod.rail_optimized)
+    counts_.leaves_per_pod = std::int64_t(node.gpus) * ((pod.nodes + down - 1) / down);
+  else {
+    int nodes_per_leaf     = down / node.gpus;
+    counts_.leaves_per_pod = (pod.nodes + nodes_per_leaf - 1) / nodes_per_leaf;
+  }
+  counts_.regions   = static_cast<std::int64_t>(spec_.regions.size());
+  counts_.buildings = static_cast<std::int64_t>(building_names_.size());
+  counts_.pods      = counts_.buildings * spec_.building.pods;
+  counts_.nodes     = counts_.pods * pod.nodes;
+  counts_.gpus      = counts_.nodes * node.gpus;
+  counts_.leaves    = counts_.pods * counts_.leaves_per_pod;
+  counts_.physical_spines =
+      counts_.pods * ((counts_.leaves_per_pod * counts_.leaf_up_ports + pod.spine_radix - 1) / pod.spine_radix);
+
+  // Vertices in blocks, so that ids are arithmetic: GPUs first (vertex id == GPU index).
+  auto add_block = [this](VertexKind kind, std::int64_t n) {
+    int base = static_cast<int>(vertex_kind_.size());
+    vertex_kind_.insert(vertex_kind_.end(), static_cast<std::size_t>(n), kind);
+    return base;
+  };
+  add_block(VertexKind::gpu, counts_.gpus);
+  nvswitch_base_    = add_block(VertexKind::nvswitch, counts_.nodes);
+  leaf_base_        = add_block(VertexKind::leaf, counts_.leaves);
+  spine_base_       = add_block(VertexKind::spine, counts_.pods);
+  aggregation_base_ = add_block(VertexKind::aggregation, counts_.buildings);
+  if (counts_.regions > 1)
+    gateway_base_ = add_block(VertexKind::region_gateway, counts_.regions);
+
+  links_.reserve(static_cast<std::size_t>(2 * counts_.gpus + counts_.leaves + counts_.pods + 64));
+  for (int g = 0; g < counts_.gpus; ++g)
+    add_link(Tier::nvlink, g, nvswitch_vertex(g / node.gpus), node.nvlink_bandwidth, node.nvlink_latency);
+  for (int g = 0; g < counts_.gpus; ++g)
+    add_link(Tier::nic, g, leaf_vertex(locate(g).leaf), pod.nic_bandwidth, pod.link_latency);
+
+  // A leaf's uplink is its up ports at port speed; ECMP over the physical spines is taken as ideal.
+  leaf_uplink_base_ = static_cast<int>(links_.size());
+  double leaf_up    = counts_.leaf_up_ports * pod.nic_bandwidth;
+  for (int l = 0; l < counts_.leaves; ++l)
+    add_link(Tier::leaf_spine, leaf_vertex(l), spine_vertex(static_cast<int>(l / counts_.leaves_per_pod)), leaf_up,
+             pod.link_latency);
+
+  pod_uplink_base_ = static_cast<int>(links_.size());
+  double pod_up    = counts_.leaves_per_pod * leaf_up / spec_.building.aggregation_oversubscription;
+  for (int p = 0; p < counts_.pods; ++p)
+    add_link(Tier::pod_aggregation, spine_vertex(p), aggregation_vertex(p / spec_.building.pods), pod_up,
+             spec_.building.aggregation_latency);
+
+  for (std::size_t r = 0; r < spec_.regions.size(); ++r) {
+    inter_building_first_.push_back(static_cast<int>(links_.size()));
+    int first = region_first_building_[r];
+    int n     = static_cast<int>(spec_.regions[r].buildings.size());
+    for (int i = 0; i < n; ++i)
+      for (int j = i + 1; j < n; ++j) {
+        const auto& l = long_link_for(spec_.inter_building_overrides, spec_.inter_building,
+                                      building_names_[first + i], building_names_[first + j]);
+        add_link(Tier::inter_building, aggregation_vertex(first + i), aggregation_vertex(first + j), l.bandwidth,
+                 l.latency);
+      }
+  }
+
+  if (counts_.regions > 1) {
+    building_uplink_base_ = static_cast<int>(links_.size());
+    for (int b = 0; b < counts_.buildings; ++b)
+      add_link(Tier::building_uplink, aggregation_vertex(b), region_gateway_vertex(building_region_[b]),
+               spec_.building_uplink_bandwidth, spec_.building_uplink_latency);
+    inter_region_base_ = static_cast<int>(links_.size());
+    int n              = static_cast<int>(counts_.regions);
+    for (int i = 0; i < n; ++i)
+      for (int j = i + 1; j < n; ++j) {
+        const auto& l =
+            long_link_for(spec_.inter_region_overrides, spec_.inter_region, region_name(i), region_name(j));
+        add_link(Tier::inter_region, region_gateway_vertex(i), region_gateway_vertex(j), l.bandwidth, l.latency);
+      }
+  }
+}
+
+void Topology::add_link(Tier tier, int a, int b, double bandwidth, double latency)
+{
+  links_.push_back(Link{tier, a, b, bandwidth, latency});
+}
+
+const LongLinkSpec& Topology::long_link_for(const std::vector<LinkOverride>& overrides, const LongLinkSpec& fallback,
+                                            const std::string& a, const std::string& b) const
+{
+  for (const auto& ov : overrides)
+    if ((ov.a == a && ov.b == b) || (ov.a == b && ov.b == a))
+      return ov.link;
+  return fallback;
+}
+
+GpuLocation Topology::locate(int gpu) const
+{
+  const auto& pod   = spec_.pod;
+  const int gpn     = spec_.node.gpus;
+  GpuLocation loc{};
+  loc.node          = gpu / gpn;
+  loc.local         = gpu % gpn;
+  loc.pod           = loc.node / pod.nodes;
+  loc.building      = loc.pod / spec_.building.pods;
+  loc.region        = building_region_[loc.building];
+  int node_in_pod   = loc.node % pod.nodes;
+  const int down    = counts_.leaf_down_ports;
+  int leaf_in_pod   = 0;
+  if (pod.rail_optimized) {
+    int leaves_per_rail = (pod.nodes + down - 1) / down;
+    leaf_in_pod         = loc.local * leaves_per_rail + node_in_pod / down;
+  } else {
+    leaf_in_pod = node_in_pod / (down / gpn);
+  }
+  loc.leaf = static_cast<int>(loc.pod * counts_.leaves_per_pod + leaf_in_pod);
+  return loc;
+}
+
+int Topology::inter_building_link(int building_a, int building_b) const
+{
+  int r = building_region_[building_a];
+  if (building_a == building_b || r != building_region_[building_b])
+    return -1;
+  int first = region_first_building_[r];
+  int n     = static_cast<int>(spec_.regions[r].buildings.size());
+  return inter_building_first_[r] + pair_index(building_a - first, building_b - first, n);
+}
+
+int Topology::inter_region_link(int region_a, int region_b) const
+{
+  if (inter_region_base_ < 0 || region_a == region_b)
+    return -1;
+  return inter_region_base_ + pair_index(region_a, region_b, static_cast<int>(counts_.regions));
+}
+
+std::vector<Hop> Topology::route(int src, int dst) const
+{
+  if (src < 0 || dst < 0 || src >= counts_.gpus || dst >= counts_.gpus)
+    throw UsageError("GPU index out of range: " + std::to_string(src) + " -> " + std::to_string(dst) +
+                     " (the topology has " + std::to_string(counts_.gpus) + " GPUs)");
+  std::vector<Hop> up;
+  std::vector<Hop> down; // built from the destination upwards, reversed at the end
+  if (src == dst)
+    return up;
+  GpuLocation s = locate(src);
+  GpuLocation d = locate(dst);
+  auto finish   = [&]() {
+    up.insert(up.end(), down.rbegin(), down.rend());
+    return up;
+  };
+  if (s.node == d.node) {
+    up.push_back({nvlink_link(src), true});
+    down.push_back({nvlink_link(dst), false});
+    return finish();
+  }
+  up.push_back({nic_link(src), true});
+  down.push_back({nic_link(dst), false});
+  if (s.leaf == d.leaf)
+    return finish();
+  up.push_back({leaf_uplink(s.leaf), true});
+  down.push_back({leaf_uplink(d.leaf), false});
+  if (s.pod == d.pod)
+    return finish();
+  up.push_back({pod_uplink(s.pod), true});
+  down.push_back({pod_uplink(d.pod), false});
+  if (s.building == d.building)
+    return finish();
+  if (s.region == d.region) {
+    int l = inter_building_link(s.building, d.building);
+    up.push_back({l, links_[l].a == aggregation_vertex(s.building)});
+    return finish();
+  }
+  up.push_back({building_uplink(s.building), true});
+  down.push_back({building_uplink(d.building), false});
+  int l = inter_region_link(s.region, d.region);
+  up.push_back({l, links_[l].a == region_gateway_vertex(s.region)});
+  return finish();
+}
+
+double Topology::route_latency(const std::vector<Hop>& route) const
+{
+  double sum = 0;
+  for (const auto& h : route)
+    sum += links_[h.link].latency;
+  return sum;
+}
+
+double Topology::route_bandwidth(const std::vector<Hop>& route) const
+{
+  double bw = std::numeric_limits<double>::infinity();
+  for (const auto& h : route)
+    bw = std::min(bw, links_[h.link].bandwidth);
+  return bw;
+}
+
+std::string Topology::vertex_name(int v) const
+{
+  switch (vertex_kind_[v]) {
+    case VertexKind::gpu: {
+      auto loc = locate(v);
+      return building_names_[loc.building] + "/pod" + std::to_string(loc.pod % spec_.building.pods) + "/node" +
+             std::to_string(loc.node % spec_.pod.nodes) + "/gpu" + std::to_string(loc.local);
+    }
+    case VertexKind::nvswitch: {
+      int n = v - nvswitch_base_;
+      int p = n / spec_.pod.nodes;
+      return building_names_[p / spec_.building.pods] + "/pod" + std::to_string(p % spec_.building.pods) + "/node" +
+             std::to_string(n % spec_.pod.nodes) + "/nvswitch";
+    }
+    case VertexKind::leaf: {
+      int l = v - leaf_base_;
+      int p = static_cast<int>(l / counts_.leaves_per_pod);
+      return building_names_[p / spec_.building.pods] + "/pod" + std::to_string(p % spec_.building.pods) + "/leaf" +
+             std::to_string(l % counts_.leaves_per_pod);
+    }
+    case VertexKind::spine: {
+      int p = v - spine_base_;
+      return building_names_[p / spec_.building.pods] + "/pod" + std::to_string(p % spec_.building.pods) + "/spine";
+    }
+    case VertexKind::aggregation:
+      return building_names_[v - aggregation_base_] + "/aggregation";
+    case VertexKind::region_gateway:
+      return spec_.regions[v - gateway_base_].name + "/gateway";
+  }
+  return "?";
+}
+
+Graph Topology::to_graph() const
+{
+  Graph g(vertex_kind_.size());
+  for (std::size_t i = 0; i < links_.size(); ++i) {
+    const auto& l = links_[i];
+    boost::add_edge(l.a, l.b, EdgeProperties{static_cast<int>(i), true, l.bandwidth}, g);
+    boost::add_edge(l.b, l.a, EdgeProperties{static_cast<int>(i), false, l.bandwidth}, g);
+  }
+  return g;
+}
+
+double Topology::max_flow_out(const std::vector<bool>& inside) const
+{
+  // A separate flow network: Boost's push-relabel wants explicit reverse edges with zero capacity.
+  using Traits   = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
+  using FlowEdge = Traits::edge_descriptor;
+  using FlowGraph =
+      boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property,
+                            boost::property<boost::edge_capacity_t, double,
+                                            boost::property<boost::edge_residual_capacity_t, double,
+                                                            boost::property<boost::edge_reverse_t, FlowEdge>>>>;
+  const auto n = vertex_kind_.size();
+  FlowGraph g(n + 2);
+  const auto source = n;
+  const auto sink   = n + 1;
+  auto capacity     = boost::get(boost::edge_capacity, g);
+  auto reverse      = boost::get(boost::edge_reverse, g);
+  auto add          = [&](std::size_t a, std::size_t b, double c) {
+    FlowEdge e  = boost::add_edge(a, b, g).first;
+    FlowEdge re = boost::add_edge(b, a, g).first;
+    capacity[e]  = c;
+    capacity[re] = 0;
+    reverse[e]   = re;
+    reverse[re]  = e;
+  };
+  for (const auto& l : links_) {
+    add(l.a, l.b, l.bandwidth);
+    add(l.b, l.a, l.bandwidth);
+  }
+  // Unbounded source and sink edges: only the network limits the flow.
+  const double unbounded = 1e30;
+  for (int gpu = 0; gpu < counts_.gpus; ++gpu)
+    if (inside[gpu])
+      add(source, gpu, unbounded);
+    else
+      add(gpu, sink, unbounded);
+  return boost::push_relabel_max_flow(g, source, sink);
+}
+
+std::vector<BoundaryCapacity> Topology::boundary_capacities() const
+{
+  std::vector<BoundaryCapacity> out;
+  if (counts_.buildings < 2)
+    return out;
+  const auto gpus_per_building = counts_.gpus / counts_.buildings;
+  for (int b = 0; b < counts_.buildings; ++b) {
+    BoundaryCapacity c{"building", building_names_[b], 0, 0};
+    for (const auto& l : links_)
+      if ((l.tier == Tier::inter_building || l.tier == Tier::building_uplink) &&
+          (l.a == aggregation_vertex(b) || l.b == aggregation_vertex(b)))
+        c.boundary_links += l.bandwidth;
+    std::vector<bool> inside(counts_.gpus, false);
+    std::fill(inside.begin() + b * gpus_per_building, inside.begin() + (b + 1) * gpus_per_building, true);
+    c.max_flow = max_flow_out(inside);
+    out.push_back(c);
+  }
+  if (counts_.regions < 2)
+    return out;
+  for (int r = 0; r < counts_.regions; ++r) {
+    BoundaryCapacity c{"region", spec_.regions[r].name, 0, 0};
+    for (const auto& l : links_)
+      if (l.tier == Tier::inter_region && (l.a == region_gateway_vertex(r) || l.b == region_gateway_vertex(r)))
+        c.boundary_links += l.bandwidth;
+    std::vector<bool> inside(counts_.gpus, false);
+    for (int b = 0; b < counts_.buildings; ++b)
+      if (building_region_[b] == r)
+        std::fill(inside.begin() + b * gpus_per_building, inside.begin() + (b + 1) * gpus_per_building, true);
+    c.max_flow = max_flow_out(inside);
+    out.push_back(c);
+  }
+  return out;
+}
+
+void Topology::write_dot(std::ostream& out) const
+{
+  out << "graph \"" << spec_.name << "\" {\n  node [shape=box, fontsize=8];\n";
+  for (std::size_t v = 0; v < vertex_kind_.size(); ++v)
+    out << "  v" << v << " [label=\"" << vertex_name(static_cast<int>(v)) << "\", class=\""
+        << to_string(vertex_kind_[v]) << "\"];\n";
+  for (const auto& l : links_)
+    out << "  v" << l.a << " -- v" << l.b << " [tier=\"" << to_string(l.tier) << "\", bandwidth_Gbps="
+        << l.bandwidth * 8 / 1e9 << ", latency_us=" << l.latency * 1e6 << "];\n";
+  out << "}\n";
+}
+
+} // namespace spansim::topology

@@ -1,0 +1,231 @@
+#pragma once
+/// @file
+/// @brief The topology stage: spec files -> a value graph of GPUs, switches and links, with routing.
+///
+/// Nothing here knows SimGrid or ns-3: the engines in netsim/ are built from this graph and use
+/// `Topology::route` so that every fidelity sends a flow over the same links.
+
+#include <boost/graph/adjacency_list.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spansim::topology {
+
+/// @brief Scale-up domain: GPUs of one node joined through an NVSwitch.
+struct NodeSpec {
+  int gpus                = 8;
+  double nvlink_bandwidth = 0; ///< bytes/s per GPU per direction
+  double nvlink_latency   = 0; ///< seconds per link (GPU <-> NVSwitch)
+};
+
+/// @brief Scale-out fabric of one pod (or "AI zone"): leaf/spine, rail-optimized or not.
+struct PodSpec {
+  int nodes               = 1;
+  bool rail_optimized     = true;
+  double nic_bandwidth    = 0; ///< bytes/s per GPU per direction; also the switch port speed
+  int leaf_radix          = 64;
+  int spine_radix         = 64;
+  double oversubscription = 1; ///< leaf downlink : uplink ports
+  double link_latency     = 0; ///< seconds per link (GPU <-> leaf, leaf <-> spine)
+  std::string fabric      = "roce"; ///< "roce" or "ib": a label for reports
+};
+
+/// @brief A building: pods joined by an aggregation layer.
+struct BuildingSpec {
+  int pods                            = 1;
+  double aggregation_oversubscription = 1; ///< pod spine capacity : pod uplink capacity to the aggregation layer
+  double aggregation_latency          = 0; ///< seconds per link (pod spine <-> aggregation)
+};
+
+/// @brief A long link (between buildings or regions): capacity and latency, the latter from distance or given.
+struct LongLinkSpec {
+  double bandwidth         = 0; ///< bytes/s per direction
+  double distance          = 0; ///< meters (0 when the latency was given directly)
+  double equipment_latency = 0; ///< seconds added to the fiber latency (transceivers, DWDM, switches)
+  double latency           = 0; ///< effective one-way latency in seconds
+};
+
+/// @brief A per-pair override of a long link's defaults, by building or region names.
+struct LinkOverride {
+  std::string a;
+  std::string b;
+  LongLinkSpec link;
+};
+
+/// @brief A region: its name and its buildings' names.
+struct RegionSpec {
+  std::string name;
+  std::vector<std::string> buildings;
+};
+
+/// @brief The whole topology spec, as read from a file; units already converted to SI.
+struct TopologySpec {
+  std::string name;
+  std::string description;
+  std::string file; ///< where it was read from, for error messages and results
+  NodeSpec node;
+  PodSpec pod;
+  BuildingSpec building;
+  std::vector<RegionSpec> regions;
+  LongLinkSpec inter_building;
+  std::vector<LinkOverride> inter_building_overrides;
+  LongLinkSpec inter_region;
+  std::vector<LinkOverride> inter_region_overrides;
+  double building_uplink_bandwidth = 0; ///< bytes/s from a building's aggregation to its region gateway
+  double building_uplink_latency   = 0; ///< seconds
+
+  /// @brief The spec as canonical JSON with explicit units (the effective configuration).
+  nlohmann::json to_json() const;
+};
+
+/// @brief Names of the shipped presets (topology/presets/NAME.json).
+std::vector<std::string> preset_names();
+/// @brief Directory holding the presets.
+std::string preset_directory();
+/// @brief Loads a spec from a file path, or from a preset name when no such file exists.
+/// @throws SpecError naming the file, JSON path and allowed values.
+TopologySpec load_topology_spec(const std::string& file_or_preset);
+/// @brief Parses a spec from JSON; `file` is used in error messages.
+TopologySpec parse_topology_spec(const nlohmann::json& json, const std::string& file);
+
+enum class VertexKind { gpu, nvswitch, leaf, spine, aggregation, region_gateway };
+/// @brief The tiers of links, from the scale-up domain outwards.
+enum class Tier { nvlink, nic, leaf_spine, pod_aggregation, inter_building, building_uplink, inter_region };
+inline constexpr int kTierCount = 7;
+
+const char* to_string(VertexKind kind);
+const char* to_string(Tier tier);
+
+/// @brief A full-duplex link; `bandwidth` is available in each direction. Forward is a -> b.
+struct Link {
+  Tier tier;
+  int a;
+  int b;
+  double bandwidth;
+  double latency;
+};
+
+/// @brief One traversal of a link in a route.
+struct Hop {
+  int link;
+  bool forward; ///< true when traversed from Link::a to Link::b
+  bool operator==(const Hop&) const = default;
+};
+
+/// @brief Where a GPU sits in the hierarchy (all indices global, except local and rail).
+struct GpuLocation {
+  int region;
+  int building;
+  int pod;
+  int node;
+  int local; ///< index inside the node, which is also its rail
+  int leaf;  ///< global leaf index
+};
+
+/// @brief Directed graph for Boost algorithms: one edge per link direction.
+struct EdgeProperties {
+  int link;
+  bool forward;
+  double capacity;
+};
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, EdgeProperties>;
+
+/// @brief Counts of the modelled and physical elements of a topology.
+struct Counts {
+  std::int64_t gpus, nodes, pods, buildings, regions;
+  std::int64_t leaves;          ///< modelled one vertex each
+  std::int64_t leaves_per_pod;
+  std::int64_t physical_spines; ///< from leaf uplinks and spine radix; modelled as one vertex per pod
+  int leaf_down_ports, leaf_up_ports;
+};
+
+/// @brief Capacity across one boundary (out of one building or region), per direction.
+struct BoundaryCapacity {
+  std::string kind; ///< "building" or "region"
+  std::string name;
+  double boundary_links; ///< sum of the bandwidths of the links that cross the boundary
+  double max_flow;       ///< max-flow from the GPUs inside to all GPUs outside
+};
+
+/// @brief The built topology: vertices, links and routes. A value; copying it is allowed but large.
+class Topology {
+public:
+  /// @brief Builds the graph from a validated spec.
+  explicit Topology(TopologySpec spec);
+
+  const TopologySpec& spec() const { return spec_; }
+  const Counts& counts() const { return counts_; }
+  int gpu_count() const { return static_cast<int>(counts_.gpus); }
+  const std::vector<VertexKind>& vertex_kinds() const { return vertex_kind_; }
+  const std::vector<Link>& links() const { return links_; }
+  /// @brief The human-readable name of a vertex, e.g. "east-b0/pod1/node3/gpu5".
+  std::string vertex_name(int vertex) const;
+  /// @brief The name of a building (global index) or region.
+  const std::string& building_name(int building) const { return building_names_[building]; }
+  const std::string& region_name(int region) const { return spec_.regions[region].name; }
+  int building_count() const { return static_cast<int>(building_names_.size()); }
+  int region_of_building(int building) const { return building_region_[building]; }
+
+  /// @brief Where GPU `gpu` (0-based, in node order) sits.
+  GpuLocation locate(int gpu) const;
+  /// @brief The route from one GPU to another: NVLink inside a node, otherwise up the hierarchy to the
+  /// lowest common level and down again (rails, pod spine, aggregation, inter-building, inter-region).
+  std::vector<Hop> route(int src_gpu, int dst_gpu) const;
+  /// @brief Sum of latencies along a route.
+  double route_latency(const std::vector<Hop>& route) const;
+  /// @brief Smallest bandwidth along a route.
+  double route_bandwidth(const std::vector<Hop>& route) const;
+
+  /// @brief Vertex ids of special switches (for builders of engine platforms).
+  int nvswitch_vertex(int node) const { return nvswitch_base_ + node; }
+  int leaf_vertex(int leaf) const { return leaf_base_ + leaf; }
+  int spine_vertex(int pod) const { return spine_base_ + pod; }
+  int aggregation_vertex(int building) const { return aggregation_base_ + building; }
+  /// @brief -1 when the topology has a single region (no gateways).
+  int region_gateway_vertex(int region) const { return gateway_base_ < 0 ? -1 : gateway_base_ + region; }
+
+  /// @brief Link ids by role (see route()).
+  int nvlink_link(int gpu) const { return gpu; }
+  int nic_link(int gpu) const { return static_cast<int>(counts_.gpus) + gpu; }
+  int leaf_uplink(int leaf) const { return leaf_uplink_base_ + leaf; }
+  int pod_uplink(int pod) const { return pod_uplink_base_ + pod; }
+  /// @brief -1 when the two buildings are the same or in different regions.
+  int inter_building_link(int building_a, int building_b) const;
+  /// @brief -1 for a single-region topology.
+  int building_uplink(int building) const { return building_uplink_base_ < 0 ? -1 : building_uplink_base_ + building; }
+  int inter_region_link(int region_a, int region_b) const;
+
+  /// @brief The directed graph (two edges per link) for Boost algorithms.
+  Graph to_graph() const;
+  /// @brief Max-flow from every GPU with inside[gpu] true to every other GPU (bytes/s).
+  double max_flow_out(const std::vector<bool>& inside) const;
+  /// @brief Capacity out of every building and every region: boundary links and max-flow.
+  std::vector<BoundaryCapacity> boundary_capacities() const;
+  /// @brief Writes the graph in Graphviz DOT.
+  void write_dot(std::ostream& out) const;
+
+private:
+  void add_link(Tier tier, int a, int b, double bandwidth, double latency);
+  const LongLinkSpec& long_link_for(const std::vector<LinkOverride>& overrides, const LongLinkSpec& fallback,
+                                    const std::string& a, const std::string& b) const;
+
+  TopologySpec spec_;
+  Counts counts_{};
+  std::vector<VertexKind> vertex_kind_;
+  std::vector<Link> links_;
+  std::vector<std::string> building_names_;
+  std::vector<int> building_region_;
+  std::vector<int> region_first_building_;
+  int nvswitch_base_ = 0, leaf_base_ = 0, spine_base_ = 0, aggregation_base_ = 0, gateway_base_ = -1;
+  int leaf_uplink_base_ = 0, pod_uplink_base_ = 0, building_uplink_base_ = -1;
+  std::vector<int> inter_building_first_; ///< per region: first link id of its building mesh
+  int inter_region_base_ = -1;
+};
+
+/// @brief Index of the unordered pair (i, j), i != j, among n items in a dense triangular layout.
+int pair_index(int i, int j, int n);
+
+} // namespace spansim::topology
