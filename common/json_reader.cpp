@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "common/units.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -49,6 +50,23 @@ const char* type_name(const json& v)
 {
   return v.type_name();
 }
+
+std::size_t edit_distance(std::string_view a, std::string_view b)
+{
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0]               = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j]         = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal       = up;
+    }
+  }
+  return row[b.size()];
+}
 } // namespace
 
 ObjectReader::ObjectReader(const json& value, Location where) : value_(&value), where_(std::move(where))
@@ -78,8 +96,14 @@ const json* ObjectReader::find(std::string_view key)
 const json& ObjectReader::member(std::string_view key)
 {
   const json* v = find(key);
-  if (v == nullptr)
-    where_.fail("missing required key \"" + std::string(key) + "\"");
+  if (v == nullptr) {
+    // A missing key is most often a misspelt one: point at the closest key that is present.
+    std::string hint;
+    for (const auto& [present, _] : value_->items())
+      if (!known_.contains(present) && edit_distance(present, key) <= 2)
+        hint = " (is \"" + present + "\" a misspelling of it?)";
+    where_.fail("missing required key \"" + std::string(key) + "\"" + hint);
+  }
   return *v;
 }
 

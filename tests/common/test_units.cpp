@@ -1,3 +1,49 @@
-#include <catch2/catch.hpp>
-#include "common/units.hpp"
 #include "common/error.hpp"
+#include "common/units.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace spansim;
+
+TEST_CASE("bandwidths convert to bytes per second", "[units]")
+{
+  CHECK(units::parse_bandwidth("400Gbps") == Approx(50e9));
+  CHECK(units::parse_bandwidth("3.2Tbps") == Approx(400e9));
+  CHECK(units::parse_bandwidth("450GBps") == Approx(450e9));
+  CHECK(units::parse_bandwidth("450GB/s") == Approx(450e9));
+  CHECK(units::parse_bandwidth("1GiB/s") == Approx(1073741824.0));
+  CHECK(units::parse_bandwidth("1 Pbps") == Approx(1.25e14));
+}
+
+TEST_CASE("times, sizes and distances convert to seconds, bytes and meters", "[units]")
+{
+  CHECK(units::parse_time("5us") == Approx(5e-6));
+  CHECK(units::parse_time("1.5ms") == Approx(1.5e-3));
+  CHECK(units::parse_time("100ns") == Approx(1e-7));
+  CHECK(units::parse_time("2s") == Approx(2.0));
+  CHECK(units::parse_size("80GiB") == Approx(80.0 * 1024 * 1024 * 1024));
+  CHECK(units::parse_size("1MB") == Approx(1e6));
+  CHECK(units::parse_size("4096B") == Approx(4096));
+  CHECK(units::parse_distance("120km") == Approx(120e3));
+  CHECK(units::parse_distance("300m") == Approx(300));
+  // 5 us per km of fiber: 1,000 km is 5 ms one way.
+  CHECK(units::parse_distance("1000km") * units::kFiberSecondsPerMeter == Approx(5e-3));
+}
+
+TEST_CASE("quantities without a known unit are refused with the allowed units", "[units]")
+{
+  CHECK_THROWS_AS(units::parse_bandwidth("400"), UsageError);
+  CHECK_THROWS_AS(units::parse_bandwidth("400Gbit"), UsageError);
+  CHECK_THROWS_AS(units::parse_time("5 parsecs"), UsageError);
+  CHECK_THROWS_AS(units::parse_size("-1GiB"), UsageError);
+  CHECK_THROWS_AS(units::parse_size("GiB"), UsageError);
+  CHECK_THROWS_WITH(units::parse_time("5uss"), Catch::Contains("units: ns, us, ms, s"));
+}
+
+TEST_CASE("formatting picks a readable unit", "[units]")
+{
+  CHECK(units::format_bandwidth(50e9) == "400 Gbps");
+  CHECK(units::format_time(12.5e-6) == "12.5 us");
+  CHECK(units::format_size(1073741824.0) == "1 GiB");
+  CHECK(units::format_distance(120e3) == "120 km");
+}

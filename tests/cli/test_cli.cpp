@@ -1,0 +1,167 @@
+// The spansim command line as a user meets it: bad input gives one clear line on stderr and exit code 2,
+// --json gives one JSON document on stdout.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace {
+
+struct Run {
+  int exit_code;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const std::string& path)
+{
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Run spansim(const std::string& args)
+{
+  std::string base = "/tmp/spansim-test-cli-" + std::to_string(::getpid());
+  std::string cmd  = std::string(SPANSIM_BINARY) + " " + args + " >" + base + ".out 2>" + base + ".err";
+  int status       = std::system(cmd.c_str());
+  Run r{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(base + ".out"), slurp(base + ".err")};
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  return r;
+}
+
+std::size_t lines(const std::string& s)
+{
+  std::size_t n = 0;
+  for (char c : s)
+    n += c == '\n';
+  return n;
+}
+
+std::string data(const std::string& name)
+{
+  return std::string(SPANSIM_SOURCE_DIR) + "/tests/data/bad_topologies/" + name;
+}
+
+} // namespace
+
+TEST_CASE("bad topology files: one line on stderr naming file and JSON path, exit code 2", "[cli]")
+{
+  struct Bad {
+    const char* file;
+    const char* path; // JSON path in the message ("" when the file as a whole is wrong)
+    const char* says;
+  };
+  const Bad cases[] = {
+      {"syntax_error.json", "", "invalid JSON"},
+      {"not_an_object.json", "at $:", "expected an object"},
+      {"unknown_key.json", "at $.node:", "unknown key \"nvlink_lanes\" (allowed here: gpus, nvlink_bandwidth"},
+      {"misspelt_key.json", "at $.node:", "missing required key \"nvlink_latency\" (is \"nvlink_latnecy\" a misspelling"},
+      {"missing_key.json", "at $.pod:", "missing required key \"nic_bandwidth\""},
+      {"unknown_unit.json", "at $.pod.nic_bandwidth:", "missing or unknown unit"},
+      {"number_without_unit.json", "at $.pod.nic_bandwidth:", "with a unit"},
+      {"zero_bandwidth.json", "at $.pod.nic_bandwidth:", "greater than zero"},
+      {"gpus_out_of_range.json", "at $.node.gpus:", "allowed: 1 to 1024"},
+      {"fractional_count.json", "at $.pod.nodes:", "expected an integer"},
+      {"wrong_type.json", "at $.pod.rail_optimized:", "expected true or false"},
+      {"oversubscription_below_one.json", "at $.pod.oversubscription:", "out of range"},
+      {"leaf_too_small.json", "at $.pod.leaf_radix:", "fewer than the 8 GPUs"},
+      {"no_regions.json", "at $.regions:", "at least one region"},
+      {"duplicate_region.json", "at $.regions[1].name:", "duplicate region name"},
+      {"missing_inter_building.json", "at $:", "missing \"inter_building\""},
+      {"distance_and_latency.json", "at $.inter_building:", "either \"distance\""},
+      {"override_unknown_building.json", "at $.inter_building.overrides[0].between:", "unknown building \"r-b7\""},
+      {"missing_inter_region.json", "at $:", "missing \"inter_region\""},
+      {"bad_fabric.json", "at $.pod.fabric:", "allowed: \"roce\", \"ib\""},
+      {"too_many_gpus.json", "at $:", "at most 4000000"},
+  };
+  for (const auto& c : cases) {
+    auto r = spansim("topology describe " + data(c.file));
+    INFO(c.file << "\nexit code " << r.exit_code << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.rfind("spansim: error: ", 0) == 0);
+    CHECK(r.err.find(data(c.file)) != std::string::npos);
+    CHECK(r.err.find(c.path) != std::string::npos);
+    CHECK(r.err.find(c.says) != std::string::npos);
+    CHECK(r.out.empty());
+  }
+}
+
+TEST_CASE("bad command-line arguments: one line, exit code 2", "[cli]")
+{
+  const std::pair<const char*, const char*> cases[] = {
+      {"topology describe no-such-preset", "not a preset name"},
+      {"collective -t hgx-h100-pod --ranks 1", "at least 2 GPUs"},
+      {"collective -t hgx-h100-pod --ranks 8 --op alltoall", "allowed: allreduce"},
+      {"collective -t hgx-h100-pod --ranks 8 --sizes 1MiB:1Gfoo", "--sizes"},
+      {"collective -t hgx-h100-pod --gpus 0,3072", "outside the topology"},
+      {"collective -t hgx-h100-pod --gpus 0,1,1", "appears twice"},
+      {"collective -t hgx-h100-pod", "--ranks"},
+  };
+  for (const auto& [args, says] : cases) {
+    auto r = spansim(args);
+    INFO(args << "\nexit code " << r.exit_code << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.find(says) != std::string::npos);
+  }
+  auto r = spansim("--no-such-flag");
+  CHECK(r.exit_code == 2);
+}
+
+TEST_CASE("topology describe --json prints one document with counts, tiers and boundaries", "[cli]")
+{
+  auto r = spansim("topology describe two-buildings --json");
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["spansim"]["version"].is_string());
+  CHECK(j["spansim"]["git_hash"].is_string());
+  CHECK(j["counts"]["gpus"] == 32768);
+  CHECK(j["counts"]["buildings"] == 2);
+  REQUIRE(j["boundaries"].size() == 2);
+  // The inter-building link (204.8 Tbps) is the only way out of a building.
+  CHECK(j["boundaries"][0]["max_flow_Bps"].get<double>() == Approx(204.8e12 / 8));
+}
+
+TEST_CASE("topology describe --dot writes Graphviz with every vertex and link", "[cli]")
+{
+  std::string dot = "/tmp/spansim-test-" + std::to_string(::getpid()) + ".dot";
+  auto r          = spansim("topology describe " + std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json --json --dot " + dot);
+  REQUIRE(r.exit_code == 0);
+  auto j        = nlohmann::json::parse(r.out);
+  std::string g = slurp(dot);
+  std::remove(dot.c_str());
+  std::size_t vertices = 0, edges = 0;
+  std::istringstream in(g);
+  for (std::string line; std::getline(in, line);) {
+    vertices += line.find(" [label=") != std::string::npos;
+    edges += line.find(" -- ") != std::string::npos;
+  }
+  CHECK(vertices == j["counts"]["vertices"].get<std::size_t>());
+  CHECK(edges == j["counts"]["links"].get<std::size_t>());
+}
+
+TEST_CASE("collective --json: an NVLink ring all-reduce equals its alpha-beta time", "[cli]")
+{
+  auto r = spansim("collective -t hgx-h100-pod --ranks 8 --sizes 1MiB:64MiB --json");
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["engine"]["config"]["network/model"] == "CM02");
+  REQUIRE(j["results"].size() == 7);
+  for (const auto& row : j["results"]) {
+    double s        = row["bytes"];
+    double expected = 2.0 * 7 / 8 * s / 450e9 + 2 * 7 * 1e-6; // B = 450 GB/s, alpha = 2 x 0.5 us
+    double t        = row["time_s"];
+    std::cout << "cli ring all-reduce of " << s << " B: expected " << expected << " s, actual " << t << " s\n";
+    CHECK(t == Approx(expected).epsilon(0.01));
+    CHECK(row["busbw_Bps"].get<double>() == Approx(s / t * 2 * 7 / 8));
+  }
+}

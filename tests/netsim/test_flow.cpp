@@ -1,0 +1,179 @@
+// Flow fidelity (SimGrid) against closed forms: alpha-beta for single flows, max-min shares for contention,
+// and the ring all-reduce formula. Each run forks its own SimGrid process.
+#include "netsim/netsim.hpp"
+#include "topology/topology.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+
+using namespace spansim;
+using namespace spansim::netsim;
+
+namespace {
+
+topology::Topology tiny()
+{
+  return topology::Topology(topology::load_topology_spec(std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json"));
+}
+
+void expect_within(const std::string& what, double expected, double actual, double tolerance)
+{
+  double rel = std::fabs(actual - expected) / expected;
+  std::cout << what << ": expected " << expected << " s, actual " << actual << " s (rel. error " << rel
+            << ", tolerance " << tolerance << ")\n";
+  INFO(what << ": expected " << expected << ", actual " << actual << ", rel. error " << rel);
+  CHECK(rel <= tolerance);
+}
+
+} // namespace
+
+TEST_CASE("one flow takes the sum of latencies plus size over the bottleneck bandwidth", "[flow]")
+{
+  auto t = tiny();
+  const double bytes = 1e9;
+  struct Case {
+    int src, dst;
+    const char* what;
+  };
+  for (auto c : {Case{0, 1, "NVLink"}, Case{0, 5, "pod spine"}, Case{0, 32, "inter-building"},
+                 Case{0, 64, "inter-region"}}) {
+    FlowGraph g;
+    g.add_transfer(c.src, c.dst, bytes);
+    auto r          = run_flow(t, g);
+    auto route      = t.route(c.src, c.dst);
+    double expected = t.route_latency(route) + bytes / t.route_bandwidth(route);
+    expect_within(std::string("single flow over ") + c.what, expected, r.ops[0].end - r.ops[0].start, 1e-3);
+  }
+}
+
+TEST_CASE("a flow across the region boundary pays the inter-region latency", "[flow]")
+{
+  auto t = tiny();
+  FlowGraph near_graph, far_graph;
+  // A small message makes latency dominant; both flows share the same NIC bottleneck.
+  near_graph.add_transfer(0, 32, 1000);
+  far_graph.add_transfer(0, 64, 1000);
+  double near = run_flow(t, near_graph).makespan;
+  double far  = run_flow(t, far_graph).makespan;
+  // Far route minus near route: + 2 building uplinks (2 us) + inter-region (510 us) - inter-building (6 us).
+  expect_within("extra latency across the region boundary", 4e-6 + 510e-6 - 6e-6, far - near, 1e-3);
+}
+
+TEST_CASE("flows on one bottleneck get equal max-min shares", "[flow]")
+{
+  auto t = tiny();
+  const double bytes = 1e9;
+  // GPUs 0 and 1 are on different rails (separate NICs and leaves) of one node; both cross the 20 GB/s
+  // inter-region link, which is the only shared and the narrowest link: 10 GB/s each.
+  FlowGraph g;
+  g.add_transfer(0, 64, bytes);
+  g.add_transfer(1, 65, bytes);
+  auto r          = run_flow(t, g);
+  double share    = t.spec().inter_region.bandwidth / 2;
+  double expected = t.route_latency(t.route(0, 64)) + bytes / share;
+  expect_within("first of two flows sharing the inter-region link", expected, r.ops[0].end, 1e-3);
+  expect_within("second of two flows sharing the inter-region link", expected, r.ops[1].end, 1e-3);
+
+  // Three flows on the 20 GB/s link, each on its own 12.5 GB/s NIC: the fair share 20/3 GB/s is below every
+  // NIC, so all three get 6.67 GB/s.
+  FlowGraph g3;
+  for (int i = 0; i < 3; ++i)
+    g3.add_transfer(i, 64 + i, bytes);
+  auto r3 = run_flow(t, g3);
+  for (int i = 0; i < 3; ++i)
+    expect_within("one of three flows on the inter-region link",
+                  t.route_latency(t.route(i, 64 + i)) + bytes / (t.spec().inter_region.bandwidth / 3), r3.ops[i].end,
+                  1e-3);
+}
+
+TEST_CASE("a flow limited elsewhere leaves its unused share to the others (max-min)", "[flow]")
+{
+  auto t = tiny();
+  // Two flows leave GPU 0 (one NIC, 12.5 GB/s) and one flow leaves GPU 1; all three cross the 20 GB/s
+  // inter-region link. The fair share of the long haul, 20/3 GB/s, is more than the GPU-0 flows can use: their
+  // NIC caps them at 6.25 GB/s each, and the GPU-1 flow takes the rest, 20 - 12.5 = 7.5 GB/s. It ends first;
+  // the GPU-0 flows stay NIC-bound to the end.
+  const double bytes = 1e9;
+  FlowGraph g;
+  g.add_transfer(0, 64, bytes);
+  g.add_transfer(0, 68, bytes);
+  g.add_transfer(1, 65, bytes);
+  auto r     = run_flow(t, g);
+  double lat = t.route_latency(t.route(0, 64));
+  expect_within("NIC-bound flow 1", lat + bytes / 6.25e9, r.ops[0].end, 1e-3);
+  expect_within("NIC-bound flow 2", lat + bytes / 6.25e9, r.ops[1].end, 1e-3);
+  expect_within("flow taking the leftover share", t.route_latency(t.route(1, 65)) + bytes / 7.5e9, r.ops[2].end, 1e-3);
+}
+
+TEST_CASE("dependencies and delays order the flow graph", "[flow]")
+{
+  auto t = tiny();
+  FlowGraph g;
+  int d  = g.add_delay(1e-3);
+  int a  = g.add_transfer(0, 1, 1e6, {d});
+  int b  = g.add_transfer(1, 0, 1e6, {a});
+  auto r = run_flow(t, g);
+  CHECK(r.ops[d].end == Approx(1e-3));
+  CHECK(r.ops[a].start == Approx(1e-3));
+  CHECK(r.ops[b].start == Approx(r.ops[a].end));
+  double one = t.route_latency(t.route(0, 1)) + 1e6 / t.route_bandwidth(t.route(0, 1));
+  expect_within("delay then two chained transfers", 1e-3 + 2 * one, r.makespan, 1e-6);
+}
+
+TEST_CASE("ring all-reduce on the 8 GPUs of one HGX node matches alpha-beta", "[flow][collective]")
+{
+  topology::Topology t(topology::load_topology_spec("hgx-h100-pod"));
+  std::vector<int> gpus{0, 1, 2, 3, 4, 5, 6, 7};
+  const double bandwidth = t.spec().node.nvlink_bandwidth;
+  const double alpha     = 2 * t.spec().node.nvlink_latency;
+  for (double s : {1048576.0, 67108864.0, 1073741824.0, 8589934592.0}) {
+    FlowGraph g;
+    int end = add_ring_allreduce(g, t, {gpus, s}, {});
+    auto r  = run_flow(t, g);
+    expect_within("8-GPU NVLink ring all-reduce of " + std::to_string(static_cast<long long>(s)) + " B",
+                  ring_allreduce_time(8, s, bandwidth, alpha), r.ops[end].end, 0.01);
+  }
+}
+
+TEST_CASE("ring all-reduce over 16 nodes of one rail matches alpha-beta", "[flow][collective]")
+{
+  topology::Topology t(topology::load_topology_spec("hgx-h100-pod"));
+  std::vector<int> gpus;
+  for (int n = 0; n < 16; ++n)
+    gpus.push_back(n * 8); // GPU 0 of nodes 0..15: rail 0, all under one 32-port leaf
+  const double bandwidth = t.spec().pod.nic_bandwidth;
+  const double alpha     = 2 * t.spec().pod.link_latency;
+  for (double s : {1048576.0, 67108864.0, 1073741824.0}) {
+    FlowGraph g;
+    int end = add_ring_allreduce(g, t, {gpus, s}, {});
+    auto r  = run_flow(t, g);
+    expect_within("16-node rail ring all-reduce of " + std::to_string(static_cast<long long>(s)) + " B",
+                  ring_allreduce_time(16, s, bandwidth, alpha), r.ops[end].end, 0.01);
+  }
+}
+
+TEST_CASE("the effective SimGrid settings are pinned and reported", "[flow]")
+{
+  auto t = tiny();
+  FlowGraph g;
+  g.add_transfer(0, 1, 1);
+  auto r = run_flow(t, g);
+  CHECK(r.settings["config"]["network/model"] == "CM02");
+  CHECK(r.settings["config"]["network/crosstraffic"] == "0");
+  CHECK(r.settings["config"]["network/TCP-gamma"] == "0");
+  CHECK(r.settings["simgrid_version"].get<std::string>().rfind("3.32", 0) == 0);
+}
+
+TEST_CASE("two runs of the same graph give identical numbers", "[flow]")
+{
+  auto t = tiny();
+  FlowGraph g;
+  for (int i = 0; i < 16; ++i)
+    g.add_transfer(i, 127 - i, 1e7 * (i + 1));
+  auto a = run_flow(t, g);
+  auto b = run_flow(t, g);
+  for (std::size_t i = 0; i < a.ops.size(); ++i)
+    CHECK(a.ops[i].end == b.ops[i].end);
+}
