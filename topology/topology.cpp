@@ -125,15 +125,24 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
   for (int g = 0; g < counts_.gpus; ++g)
     add_link(Tier::nic, g, leaf_vertex(locate(g).leaf), pod.nic_bandwidth, pod.link_latency);
 
-  // A leaf's uplink is its up ports at port speed; ECMP over the physical spines is taken as ideal.
+  // A leaf's uplink is its up ports at port speed, scaled down for a partly filled leaf so that it keeps the
+  // oversubscription ratio (nobody cables 32 uplinks to a leaf with 16 GPUs). ECMP over the physical spines
+  // is taken as ideal: one spine vertex per pod.
   leaf_uplink_base_ = static_cast<int>(links_.size());
-  double leaf_up    = counts_.leaf_up_ports * pod.nic_bandwidth;
-  for (int l = 0; l < counts_.leaves; ++l)
-    add_link(Tier::leaf_spine, leaf_vertex(l), spine_vertex(static_cast<int>(l / counts_.leaves_per_pod)), leaf_up,
+  double pod_leaf_capacity = 0;
+  for (int l = 0; l < counts_.leaves_per_pod; ++l) {
+    double up = leaf_gpus(l) * pod.nic_bandwidth * counts_.leaf_up_ports / counts_.leaf_down_ports;
+    pod_leaf_capacity += up;
+  }
+  for (int l = 0; l < counts_.leaves; ++l) {
+    int in_pod = static_cast<int>(l % counts_.leaves_per_pod);
+    add_link(Tier::leaf_spine, leaf_vertex(l), spine_vertex(static_cast<int>(l / counts_.leaves_per_pod)),
+             leaf_gpus(in_pod) * pod.nic_bandwidth * counts_.leaf_up_ports / counts_.leaf_down_ports,
              pod.link_latency);
+  }
 
   pod_uplink_base_ = static_cast<int>(links_.size());
-  double pod_up    = counts_.leaves_per_pod * leaf_up / spec_.building.aggregation_oversubscription;
+  double pod_up    = pod_leaf_capacity / spec_.building.aggregation_oversubscription;
   for (int p = 0; p < counts_.pods; ++p)
     add_link(Tier::pod_aggregation, spine_vertex(p), aggregation_vertex(p / spec_.building.pods), pod_up,
              spec_.building.aggregation_latency);
@@ -165,6 +174,20 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
         add_link(Tier::inter_region, region_gateway_vertex(i), region_gateway_vertex(j), l.bandwidth, l.latency);
       }
   }
+}
+
+int Topology::leaf_gpus(int leaf_in_pod) const
+{
+  const auto& pod = spec_.pod;
+  const int down  = counts_.leaf_down_ports;
+  if (pod.rail_optimized) {
+    int leaves_per_rail = (pod.nodes + down - 1) / down;
+    int first_node      = (leaf_in_pod % leaves_per_rail) * down;
+    return std::min(down, pod.nodes - first_node);
+  }
+  int nodes_per_leaf = down / spec_.node.gpus;
+  int first_node     = leaf_in_pod * nodes_per_leaf;
+  return std::min(nodes_per_leaf, pod.nodes - first_node) * spec_.node.gpus;
 }
 
 void Topology::add_link(Tier tier, int a, int b, double bandwidth, double latency)

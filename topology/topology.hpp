@@ -208,6 +208,8 @@ public:
   void write_dot(std::ostream& out) const;
 
 private:
+  /// @brief GPUs attached to leaf `leaf_in_pod` of a pod (fewer than its down ports on a partly filled leaf).
+  int leaf_gpus(int leaf_in_pod) const;
   void add_link(Tier tier, int a, int b, double bandwidth, double latency);
   const LongLinkSpec& long_link_for(const std::vector<LinkOverride>& overrides, const LongLinkSpec& fallback,
                                     const std::string& a, const std::string& b) const;

@@ -165,3 +165,34 @@ TEST_CASE("collective --json: an NVLink ring all-reduce equals its alpha-beta ti
     CHECK(row["busbw_Bps"].get<double>() == Approx(s / t * 2 * 7 / 8));
   }
 }
+
+TEST_CASE("every example and preset topology, and the format doc's example, loads and describes", "[cli][docs]")
+{
+  std::vector<std::string> files;
+  for (const char* name : {"three-building-campus", "two-region-nvl72"})
+    files.push_back(std::string(SPANSIM_SOURCE_DIR) + "/examples/topologies/" + name + ".json");
+  for (const char* name : {"hgx-h100-pod", "llama3-24k", "two-buildings"})
+    files.push_back(name);
+  // The JSON block of topology/README.md is an example users copy: it must stay valid.
+  std::string doc = slurp(std::string(SPANSIM_SOURCE_DIR) + "/topology/README.md");
+  auto begin      = doc.find("```json\n");
+  REQUIRE(begin != std::string::npos);
+  begin += 8;
+  auto end         = doc.find("```", begin);
+  std::string path = "/tmp/spansim-doc-example-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << doc.substr(begin, end - begin);
+  files.push_back(path);
+  for (const auto& f : files) {
+    auto r = spansim("topology describe " + f + " --json");
+    INFO(f << ": " << r.err);
+    REQUIRE(r.exit_code == 0);
+    auto j = nlohmann::json::parse(r.out);
+    CHECK(j["counts"]["gpus"].get<long>() > 0);
+  }
+  auto j = nlohmann::json::parse(spansim("topology describe " + path + " --json").out);
+  std::remove(path.c_str());
+  // 3 buildings x 2 pods x 128 nodes x 8 GPUs; the override makes east-west 80 Tbps.
+  CHECK(j["counts"]["gpus"] == 6144);
+  CHECK(j["boundaries"][3]["name"] == "east");
+  CHECK(j["boundaries"][3]["boundary_links_Bps"].get<double>() == Approx(80e12 / 8));
+}

@@ -130,6 +130,19 @@ TEST_CASE("every route of a topology is a connected walk (exhaustive on tiny)", 
       check_walk(t, s, d, t.route(s, d));
 }
 
+TEST_CASE("a partly filled leaf keeps the oversubscription ratio on its uplinks", "[topology]")
+{
+  auto spec      = tiny_spec();
+  spec.pod.nodes = 3; // rail leaves: nodes {0, 1} and {2}
+  Topology t(spec);
+  const double nic = 100e9 / 8;
+  CHECK(t.counts().leaves_per_pod == 8);
+  expect_close("full leaf uplink (2 GPUs x 12.5 GB/s x 2 up / 2 down)", 2 * nic, t.links()[t.leaf_uplink(0)].bandwidth);
+  expect_close("half leaf uplink (1 GPU)", nic, t.links()[t.leaf_uplink(1)].bandwidth);
+  // Pod uplink: 4 rails x (25 + 12.5) GB/s / aggregation oversubscription 2.
+  expect_close("pod uplink", 4 * 3 * nic / 2, t.links()[t.pod_uplink(0)].bandwidth);
+}
+
 TEST_CASE("non-rail-optimized pods put whole nodes under one leaf", "[topology]")
 {
   auto spec                = tiny_spec();
