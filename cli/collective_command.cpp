@@ -3,6 +3,7 @@
 #include "cli/output.hpp"
 #include "common/error.hpp"
 #include "common/units.hpp"
+#include "netsim/collectives.hpp"
 #include "netsim/netsim.hpp"
 #include "topology/topology.hpp"
 
@@ -18,8 +19,12 @@ namespace {
 
 struct CollectiveOptions {
   std::string topology;
-  std::string op   = "allreduce";
-  std::string algo = "ring";
+  std::string op       = "allreduce";
+  std::string algo     = "auto";
+  std::string fidelity = "flow";
+  bool compare         = false;
+  int root             = 0;
+  int channels         = 1;
   int ranks        = 0;
   int stride       = 1;
   int first        = 0;
@@ -96,95 +101,131 @@ std::vector<double> parse_sizes(const std::string& text, double factor)
   return out;
 }
 
-void run(const CollectiveOptions& o)
+std::vector<int> select_gpus(const CollectiveOptions& o)
 {
-  topology::Topology topo(topology::load_topology_spec(o.topology));
-  if (o.op != "allreduce")
-    throw UsageError("--op \"" + o.op + "\" is not supported yet (allowed: allreduce)");
-  if (o.algo != "ring")
-    throw UsageError("--algo \"" + o.algo + "\" is not supported yet (allowed: ring)");
-
   std::vector<int> gpus;
   if (!o.gpus.empty()) {
     if (o.ranks > 0)
       throw UsageError("give either --gpus or --ranks, not both");
-    gpus = parse_gpu_list(o.gpus);
-  } else {
-    if (o.ranks < 1)
-      throw UsageError("give --ranks R (the first R GPUs, or every --stride-th from --first) or --gpus LIST");
-    for (int i = 0; i < o.ranks; ++i)
-      gpus.push_back(o.first + i * o.stride);
+    return parse_gpu_list(o.gpus);
   }
-  for (int g : gpus)
-    if (g < 0 || g >= topo.gpu_count())
-      throw UsageError("GPU " + std::to_string(g) + " is outside the topology (" + std::to_string(topo.gpu_count()) +
-                       " GPUs: 0 to " + std::to_string(topo.gpu_count() - 1) + ")");
-  {
-    auto sorted = gpus;
-    std::sort(sorted.begin(), sorted.end());
-    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-      throw UsageError("a GPU appears twice in the group");
-  }
-  if (gpus.size() < 2)
-    throw UsageError("a collective needs at least 2 GPUs");
-  auto sizes = parse_sizes(o.sizes, o.factor);
+  if (o.ranks < 1)
+    throw UsageError("give --ranks R (the first R GPUs, or every --stride-th from --first) or --gpus LIST");
+  for (int i = 0; i < o.ranks; ++i)
+    gpus.push_back(o.first + i * o.stride);
+  return gpus;
+}
 
-  // Alpha-beta reference: the slowest ring edge's latency, the narrowest link on any ring edge.
-  const int k      = static_cast<int>(gpus.size());
-  double alpha     = 0;
-  double bandwidth = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < k; ++i) {
-    auto r    = topo.route(gpus[i], gpus[(i + 1) % k]);
-    alpha     = std::max(alpha, topo.route_latency(r));
-    bandwidth = std::min(bandwidth, topo.route_bandwidth(r));
-  }
+struct SweepPoint {
+  double bytes;
+  std::vector<double> time; // per fidelity
+};
 
+void run(const CollectiveOptions& o)
+{
+  topology::Topology topo(topology::load_topology_spec(o.topology));
+  netsim::Collective c;
+  c.op        = netsim::parse_collective_op(o.op);
+  c.algorithm = netsim::parse_algorithm(o.algo);
+  c.gpus      = select_gpus(o);
+  c.root      = o.root;
+  c.channels  = o.channels;
+  auto sizes  = parse_sizes(o.sizes, o.factor);
+
+  std::vector<netsim::Fidelity> fidelities;
+  if (o.compare)
+    fidelities = {netsim::Fidelity::analytical, netsim::Fidelity::flow, netsim::Fidelity::packet};
+  else
+    fidelities = {netsim::parse_fidelity(o.fidelity)};
+
+  // Sizes run one after another in one graph: each sweep point starts when the previous one has ended.
   netsim::FlowGraph graph;
-  std::vector<int> begin_ops;
-  std::vector<int> end_ops;
+  std::vector<int> begin_ops, end_ops;
   std::vector<int> deps;
+  std::vector<std::string> algorithms; // the policy may pick a different algorithm per size
+  std::size_t flows = 0;
   for (double s : sizes) {
-    // Sizes run one after another: each sweep point starts when the previous one has ended.
-    int begin = graph.add_delay(0, deps);
-    int end   = netsim::add_ring_allreduce(graph, topo, {gpus, s}, {begin});
+    c.bytes     = s;
+    int begin   = graph.add_delay(0, deps);
+    auto lowered = netsim::add_collective(graph, topo, c, {begin});
     begin_ops.push_back(begin);
-    end_ops.push_back(end);
-    deps = {end};
+    end_ops.push_back(lowered.end_op);
+    deps  = {lowered.end_op};
+    flows = std::max(flows, lowered.flows);
+    algorithms.push_back(netsim::to_string(lowered.algorithm));
   }
-  auto result = netsim::run_flow(topo, graph);
 
-  const double bus_factor = 2.0 * (k - 1) / k;
-  nlohmann::json rows     = nlohmann::json::array();
-  Table table{"", {"size", "bytes", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "alpha-beta(us)"}, {}};
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    double t     = result.ops[end_ops[i]].end - result.ops[begin_ops[i]].start;
-    double algbw = sizes[i] / t;
-    double model = netsim::ring_allreduce_time(k, sizes[i], bandwidth, alpha);
-    rows.push_back({{"bytes", sizes[i]},
-                    {"time_s", t},
-                    {"algbw_Bps", algbw},
-                    {"busbw_Bps", algbw * bus_factor},
-                    {"alpha_beta_s", model}});
-    table.rows.push_back({units::format_size(sizes[i]), fixed(sizes[i], 0), fixed(t * 1e6, 2), fixed(algbw / 1e9, 2),
-                          fixed(algbw * bus_factor / 1e9, 2), fixed(model * 1e6, 2)});
+  std::vector<SweepPoint> points;
+  for (double s : sizes)
+    points.push_back({s, {}});
+  nlohmann::json engines = nlohmann::json::object();
+  for (auto f : fidelities) {
+    auto result = netsim::run(topo, graph, f, netsim::EngineOptions{});
+    engines[netsim::to_string(f)] = result.settings;
+    for (std::size_t i = 0; i < sizes.size(); ++i)
+      points[i].time.push_back(result.ops[end_ops[i]].end - result.ops[begin_ops[i]].start);
   }
+
+  const int k             = static_cast<int>(c.gpus.size());
+  const double bus_factor = netsim::bus_bandwidth_factor(c.op, k);
   if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      nlohmann::json row = {{"bytes", points[i].bytes}, {"algorithm", algorithms[i]}};
+      for (std::size_t f = 0; f < fidelities.size(); ++f) {
+        double t     = points[i].time[f];
+        double algbw = points[i].bytes / t;
+        row[netsim::to_string(fidelities[f])] = {{"time_s", t}, {"algbw_Bps", algbw}, {"busbw_Bps", algbw * bus_factor}};
+      }
+      rows.push_back(row);
+    }
     nlohmann::json j;
     j["spansim"]    = provenance();
     j["topology"]   = topo.spec().to_json();
-    j["collective"] = {{"op", o.op}, {"algorithm", o.algo}, {"ranks", k}, {"gpus", gpus}};
-    j["fidelity"]   = "flow";
-    j["engine"]     = result.settings;
-    j["alpha_beta"] = {{"alpha_s", alpha}, {"bandwidth_Bps", bandwidth}};
-    j["flows_per_collective"] = k;
-    j["results"]    = rows;
+    j["collective"] = {{"op", netsim::to_string(c.op)},
+                       {"algorithm", netsim::to_string(c.algorithm)},
+                       {"ranks", k},
+                       {"gpus", c.gpus},
+                       {"root", c.root},
+                       {"channels", c.channels},
+                       {"max_flows_per_call", flows}};
+    j["engines"] = engines;
+    j["results"] = rows;
     std::cout << j.dump(2) << "\n";
     return;
   }
-  table.title = "Ring all-reduce over " + std::to_string(k) + " GPUs of " + topo.spec().name +
-                " (flow fidelity: SimGrid " + result.settings["config"]["network/model"].get<std::string>() +
-                ")\nalpha-beta reference: 2(K-1)/K*S/B + 2(K-1)*alpha with B = " + units::format_bandwidth(bandwidth) +
-                ", alpha = " + units::format_time(alpha);
+  Table table;
+  table.headers = {"size", "bytes", "algorithm"};
+  for (auto f : fidelities) {
+    std::string name = netsim::to_string(f);
+    if (fidelities.size() == 1) {
+      table.headers.insert(table.headers.end(), {"time(us)", "algbw(GB/s)", "busbw(GB/s)"});
+    } else {
+      table.headers.push_back(name + "(us)");
+    }
+  }
+  if (fidelities.size() > 1)
+    table.headers.push_back("busbw(GB/s) flow");
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    std::vector<std::string> row{units::format_size(points[i].bytes), fixed(points[i].bytes, 0), algorithms[i]};
+    for (std::size_t f = 0; f < fidelities.size(); ++f) {
+      double t = points[i].time[f];
+      row.push_back(fixed(t * 1e6, 2));
+      if (fidelities.size() == 1) {
+        row.push_back(fixed(points[i].bytes / t / 1e9, 2));
+        row.push_back(fixed(points[i].bytes / t * bus_factor / 1e9, 2));
+      }
+    }
+    if (fidelities.size() > 1)
+      row.push_back(fixed(points[i].bytes / points[i].time[1] * bus_factor / 1e9, 2));
+    table.rows.push_back(row);
+  }
+  std::string fids;
+  for (auto f : fidelities)
+    fids += (fids.empty() ? "" : ", ") + std::string(netsim::to_string(f));
+  table.title = std::string(netsim::to_string(c.op)) + " over " + std::to_string(k) + " GPUs of " + topo.spec().name +
+                " (" + fids + " fidelity; up to " + std::to_string(flows) + " flows per call, " +
+                std::to_string(c.channels) + " channel(s))";
   print_table(std::cout, table);
 }
 
@@ -195,8 +236,14 @@ void add_collective_command(CLI::App& app)
   auto o   = std::make_shared<CollectiveOptions>();
   auto* c  = app.add_subcommand("collective", "Sweep a collective's time over message sizes (nccl-tests style)");
   c->add_option("--topology,-t", o->topology, "Topology file or preset name")->required();
-  c->add_option("--op", o->op, "Collective operation (allreduce)");
-  c->add_option("--algo", o->algo, "Algorithm (ring)");
+  c->add_option("--op", o->op,
+                "Collective: allreduce, reducescatter, allgather, alltoall, broadcast, reduce, sendrecv");
+  c->add_option("--algo", o->algo, "Algorithm: auto (NCCL-like policy), ring, tree, halving-doubling, direct, "
+                                   "hierarchical");
+  c->add_option("--fidelity", o->fidelity, "Engine: analytical, flow (SimGrid), packet (ns-3)");
+  c->add_flag("--compare", o->compare, "Run the three fidelities side by side");
+  c->add_option("--root", o->root, "Root rank for broadcast and reduce");
+  c->add_option("--channels", o->channels, "Flows per GPU pair (NCCL channels)");
   c->add_option("--ranks,-r", o->ranks, "Number of GPUs: the first R in node order (see --stride, --first)");
   c->add_option("--stride", o->stride, "Take every N-th GPU (8 = one GPU per HGX node, same rail)")
       ->check(CLI::PositiveNumber);

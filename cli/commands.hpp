@@ -10,5 +10,8 @@ namespace spansim::cli {
 void add_topology_command(CLI::App& app);
 /// @brief `spansim collective --topology T --op allreduce --ranks R --sizes A:B [--json]`.
 void add_collective_command(CLI::App& app);
+/// @brief `spansim workload describe JOB [--json [--graph]]`: training-step graph size, FLOPs, bytes per dimension,
+/// memory per GPU and the compute-and-bubble lower bound on the step time.
+void add_workload_command(CLI::App& app);
 
 } // namespace spansim::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv)
   app.require_subcommand(1);
   spansim::cli::add_topology_command(app);
   spansim::cli::add_collective_command(app);
+  spansim::cli::add_workload_command(app);
 
   try {
     app.parse(argc, argv);

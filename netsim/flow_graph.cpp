@@ -46,33 +46,26 @@ std::size_t FlowGraph::transfer_count() const
       std::count_if(ops_.begin(), ops_.end(), [](const Op& op) { return op.kind == Op::Kind::transfer; }));
 }
 
+RunResult run(const topology::Topology& topology, const FlowGraph& graph, Fidelity fidelity,
+              const EngineOptions& options)
+{
+  switch (fidelity) {
+    case Fidelity::analytical:
+      return run_analytical(topology, graph);
+    case Fidelity::flow:
+      return run_flow(topology, graph, options.simgrid);
+    case Fidelity::packet:
+      return run_packet(topology, graph, options.packet);
+  }
+  throw UsageError("unknown fidelity");
+}
+
 double ring_allreduce_time(int ranks, double bytes, double bandwidth, double alpha)
 {
   if (ranks < 2)
     return 0;
   const double k = ranks;
   return 2 * (k - 1) / k * bytes / bandwidth + 2 * (k - 1) * alpha;
-}
-
-int add_ring_allreduce(FlowGraph& graph, const topology::Topology& topology, const RingAllReduce& ring,
-                       const std::vector<int>& deps)
-{
-  const int k = static_cast<int>(ring.gpus.size());
-  if (k < 2)
-    return graph.add_delay(0, deps);
-  // Pipelined ring: every rank streams 2(K-1)/K * S to its successor over one long-lived flow. The flow pays
-  // its path latency once; the other 2(K-1)-1 steps each wait for the slowest edge of the ring.
-  const double per_flow = 2.0 * (k - 1) / k * ring.bytes;
-  double alpha          = 0;
-  std::vector<int> flows;
-  flows.reserve(k);
-  for (int i = 0; i < k; ++i) {
-    int src = ring.gpus[i];
-    int dst = ring.gpus[(i + 1) % k];
-    alpha   = std::max(alpha, topology.route_latency(topology.route(src, dst)));
-    flows.push_back(graph.add_transfer(src, dst, per_flow, deps));
-  }
-  return graph.add_delay((2.0 * (k - 1) - 1) * alpha, flows);
 }
 
 } // namespace spansim::netsim

@@ -1,12 +1,18 @@
 #pragma once
 /// @file
-/// @brief The network simulation stage: flow graphs, collectives lowered to flows, and the engines that run them.
+/// @brief The network simulation stage: flow graphs, and the engines that run them at three fidelities.
+///
+/// A flow graph is a DAG of transfers between GPUs and delays. Every engine takes the same graph on the same
+/// topology::Topology and routes each transfer over `Topology::route`; collectives are lowered into flow
+/// graphs by netsim/collectives.hpp.
 
 #include "topology/topology.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -49,7 +55,12 @@ struct RunResult {
   std::vector<OpTiming> ops;
   double makespan = 0;
   nlohmann::json settings; ///< effective engine settings
+  /// @brief Bytes carried per link and direction: index 2 * link + (forward ? 0 : 1).
+  std::vector<double> link_bytes;
 };
+
+/// @brief Bytes every link carries in each direction when the graph runs (the same for every engine).
+std::vector<double> link_bytes(const topology::Topology& topology, const FlowGraph& graph);
 
 /// @brief SimGrid settings, all pinned explicitly: the defaults (LV08) model TCP, not RDMA.
 struct SimgridSettings {
@@ -73,23 +84,60 @@ struct SimgridSettings {
 /// @throws SimulationError when the engine fails.
 RunResult run_flow(const topology::Topology& topology, const FlowGraph& graph, const SimgridSettings& settings = {});
 
-/// @brief The SimGrid route between pairs of GPUs, as link names ("nic-12:UP"), computed in a child process.
+/// @brief Runs a flow graph analytically: per wave of ops that become ready together, max-min fair shares of
+/// the links (progressive filling), then latency + bytes / share per flow. No event simulation; flows of
+/// different waves do not share bandwidth. Built for the optimizer's inner loop.
+RunResult run_analytical(const topology::Topology& topology, const FlowGraph& graph);
+
+/// @brief Packet-level (ns-3) settings, all pinned and reported with every result.
+struct PacketSettings {
+  std::string transport       = "dctcp"; ///< "dctcp" (ECN marking on RED queues) or "newreno"
+  int mtu                     = 9000;    ///< bytes: jumbo frames
+  int segment_size            = 8948;    ///< TCP payload per segment: MTU - 52 bytes of IP and TCP headers
+  int send_size               = 65536;   ///< bytes handed to the socket per write
+  double socket_buffer        = 0;       ///< bytes; 0: sized from the bandwidth-delay product
+  int initial_cwnd            = 10;      ///< segments
+  double min_rto              = 1e-3;    ///< seconds
+  double delayed_ack          = 1e-4;    ///< seconds
+  int queue_packets           = 1000;    ///< per port
+  int ecn_threshold           = 20;      ///< packets (lower bound of the DCTCP marking threshold)
+  int device_queue_packets    = 1;       ///< per device, below the queue disc: marking then sees the backlog
+  std::uint32_t seed          = 1;       ///< ns-3 RNG seed
+  int max_gpus                = 1024;    ///< refuse larger runs: packet level is for hundreds of GPUs
+  double max_total_bytes      = 16.0 * 1073741824.0;
+  int max_transfers           = 100000;
+
+  /// @brief The effective settings for results.
+  nlohmann::json to_json() const;
+};
+
+/// @brief Runs a flow graph at packet fidelity on ns-3 (driven directly), in a child process.
+/// @throws UsageError when the graph is too large for packet level (see the limits in PacketSettings);
+/// SimulationError when ns-3 fails.
+RunResult run_packet(const topology::Topology& topology, const FlowGraph& graph, const PacketSettings& settings = {});
+
+/// @brief The three fidelities behind one interface.
+enum class Fidelity { analytical, flow, packet };
+const char* to_string(Fidelity fidelity);
+/// @brief Parses "analytical", "flow" or "packet". @throws UsageError listing them.
+Fidelity parse_fidelity(std::string_view name);
+
+/// @brief Options of every engine; each run reports its effective settings.
+struct EngineOptions {
+  SimgridSettings simgrid;
+  PacketSettings packet;
+};
+
+/// @brief Runs a flow graph at the given fidelity: the one engine interface behind which the three swap.
+RunResult run(const topology::Topology& topology, const FlowGraph& graph, Fidelity fidelity,
+              const EngineOptions& options);
+
+/// @brief The SimGrid route between pairs of GPUs, as link names ("nic-12_UP"), computed in a child process.
 /// Used to check that the platform routes exactly as Topology::route.
 std::vector<std::vector<std::string>> simgrid_routes(const topology::Topology& topology,
                                                      const std::vector<std::pair<int, int>>& pairs);
 /// @brief The same names for a topology route, for comparison with simgrid_routes.
 std::vector<std::string> route_link_names(const topology::Topology& topology, const std::vector<topology::Hop>& route);
-
-/// @brief A ring all-reduce lowered the way NCCL runs it: K long-lived neighbour flows of 2(K-1)/K * S bytes,
-/// plus the 2(K-1) step latencies of the slowest ring edge (one is paid by the flows themselves).
-struct RingAllReduce {
-  std::vector<int> gpus; ///< ring order
-  double bytes = 0;      ///< buffer size S per rank
-};
-
-/// @brief Adds a ring all-reduce after `deps`; returns the index of the op that marks its end.
-int add_ring_allreduce(FlowGraph& graph, const topology::Topology& topology, const RingAllReduce& ring,
-                       const std::vector<int>& deps);
 
 /// @brief Alpha-beta time of a ring all-reduce: 2(K-1)/K * S / B + 2(K-1) * alpha.
 double ring_allreduce_time(int ranks, double bytes, double bandwidth, double alpha);

@@ -160,7 +160,8 @@ RunResult run_flow(const topology::Topology& topology, const FlowGraph& graph, c
   std::memcpy(result.ops.data(), bytes.data(), bytes.size());
   for (const auto& t : result.ops)
     result.makespan = std::max(result.makespan, t.end);
-  result.settings = settings.to_json();
+  result.settings   = settings.to_json();
+  result.link_bytes = link_bytes(topology, graph);
   return result;
 }
 

@@ -100,7 +100,9 @@ TEST_CASE("bad command-line arguments: one line, exit code 2", "[cli]")
   const std::pair<const char*, const char*> cases[] = {
       {"topology describe no-such-preset", "not a preset name"},
       {"collective -t hgx-h100-pod --ranks 1", "at least 2 GPUs"},
-      {"collective -t hgx-h100-pod --ranks 8 --op alltoall", "allowed: allreduce"},
+      {"collective -t hgx-h100-pod --ranks 8 --op alltoal", "allowed: allreduce, reducescatter"},
+      {"collective -t hgx-h100-pod --ranks 8 --op alltoall --algo ring", "allowed: direct"},
+      {"collective -t hgx-h100-pod --ranks 8 --fidelity fluid", "allowed: analytical, flow, packet"},
       {"collective -t hgx-h100-pod --ranks 8 --sizes 1MiB:1Gfoo", "--sizes"},
       {"collective -t hgx-h100-pod --gpus 0,3072", "outside the topology"},
       {"collective -t hgx-h100-pod --gpus 0,1,1", "appears twice"},
@@ -151,18 +153,18 @@ TEST_CASE("topology describe --dot writes Graphviz with every vertex and link", 
 
 TEST_CASE("collective --json: an NVLink ring all-reduce equals its alpha-beta time", "[cli]")
 {
-  auto r = spansim("collective -t hgx-h100-pod --ranks 8 --sizes 1MiB:64MiB --json");
+  auto r = spansim("collective -t hgx-h100-pod --ranks 8 --algo ring --sizes 1MiB:64MiB --json");
   REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
-  CHECK(j["engine"]["config"]["network/model"] == "CM02");
+  CHECK(j["engines"]["flow"]["config"]["network/model"] == "CM02");
   REQUIRE(j["results"].size() == 7);
   for (const auto& row : j["results"]) {
     double s        = row["bytes"];
     double expected = 2.0 * 7 / 8 * s / 450e9 + 2 * 7 * 1e-6; // B = 450 GB/s, alpha = 2 x 0.5 us
-    double t        = row["time_s"];
+    double t        = row["flow"]["time_s"];
     std::cout << "cli ring all-reduce of " << s << " B: expected " << expected << " s, actual " << t << " s\n";
     CHECK(t == Approx(expected).epsilon(0.01));
-    CHECK(row["busbw_Bps"].get<double>() == Approx(s / t * 2 * 7 / 8));
+    CHECK(row["flow"]["busbw_Bps"].get<double>() == Approx(s / t * 2 * 7 / 8));
   }
 }
 

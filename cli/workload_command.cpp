@@ -1,0 +1,176 @@
+// `spansim workload describe JOB [--json]`: the training-step graph's size, FLOPs, traffic per parallelism
+// dimension, memory per GPU and the compute-and-bubble lower bound on the step time.
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "common/error.hpp"
+#include "common/units.hpp"
+#include "workload/workload.hpp"
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+namespace spansim::cli {
+
+namespace {
+
+struct DescribeOptions {
+  std::string job;
+  bool json  = false;
+  bool graph = false;
+};
+
+std::string_view dp_mode_name(workload::DataParallelMode m)
+{
+  switch (m) {
+  case workload::DataParallelMode::ddp:
+    return "ddp";
+  case workload::DataParallelMode::fsdp:
+    return "fsdp";
+  case workload::DataParallelMode::hsdp:
+    return "hsdp";
+  }
+  return "?";
+}
+
+std::string_view schedule_name(workload::ScheduleKind k)
+{
+  switch (k) {
+  case workload::ScheduleKind::gpipe:
+    return "gpipe";
+  case workload::ScheduleKind::one_f_one_b:
+    return "1f1b";
+  case workload::ScheduleKind::interleaved_1f1b:
+    return "interleaved-1f1b";
+  }
+  return "?";
+}
+
+nlohmann::json memory_json(const workload::MemoryEstimate& m)
+{
+  return {{"weights_bytes", m.weights},
+          {"gradients_bytes", m.gradients},
+          {"optimizer_bytes", m.optimizer},
+          {"activations_bytes", m.activations},
+          {"total_bytes", m.total()}};
+}
+
+void describe(const DescribeOptions& o)
+{
+  if (o.graph && !o.json)
+    throw UsageError("--graph lists every op as JSON: use it with --json");
+  const workload::JobSpec job        = workload::load_job(o.job);
+  const workload::StepGraph graph    = workload::build_step_graph(job);
+  const workload::StepSummary s      = workload::summarize(graph);
+  const workload::ModelParams params = workload::count_params(job.model);
+  const auto& par                    = job.parallelism;
+  const double peak      = job.precision == workload::Precision::fp8 ? job.gpu.peak_fp8_flops : job.gpu.peak_bf16_flops;
+  const double mfu_bound = s.model_flops / (s.step_lower_bound * double(job.gpus) * peak);
+
+  if (o.json) {
+    nlohmann::json traffic = nlohmann::json::object();
+    for (const auto& t : s.traffic)
+      traffic[std::string(workload::traffic_name(t.traffic))] = {{"per_gpu_max_bytes", t.per_gpu_max},
+                                                                 {"job_total_bytes", t.job_total},
+                                                                 {"buffer_per_gpu_bytes", t.buffer_per_gpu}};
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& st : graph.stages)
+      stages.push_back({{"stage", st.stage},
+                        {"chunk_layers", st.chunk_layers},
+                        {"ops", st.ops.size()},
+                        {"params_per_gpu", st.params},
+                        {"memory", memory_json(st.memory)}});
+    nlohmann::json out{
+        {"spansim", provenance()},
+        {"job", job.name},
+        {"model", {{"name", job.model.name}, {"params_total", params.total}, {"params_active", params.active}}},
+        {"gpu", job.gpu.name},
+        {"gpus", job.gpus},
+        {"parallelism",
+         {{"tp", par.tp},
+          {"cp", par.cp},
+          {"pp", par.pp},
+          {"dp", par.dp},
+          {"ep", par.ep},
+          {"data_parallel", dp_mode_name(par.dp_mode)}}},
+        {"schedule",
+         {{"kind", schedule_name(job.schedule.kind)},
+          {"virtual_stages", job.schedule.virtual_stages},
+          {"micro_batches", graph.micro_batches}}},
+        {"graph", {{"programs", s.programs}, {"ops", s.ops}, {"ranks", s.ranks}}},
+        {"tokens_per_step", s.tokens},
+        {"model_flops_per_step", s.model_flops},
+        {"hardware_flops_per_step", s.hardware_flops},
+        {"traffic", traffic},
+        {"memory_peak", memory_json(s.peak_memory)},
+        {"memory_peak_stage", s.peak_memory_stage},
+        {"hbm_capacity_bytes", job.gpu.hbm_capacity},
+        {"stages", stages},
+        {"step_time_lower_bound_seconds", s.step_lower_bound},
+        {"busiest_stage_compute_seconds", s.stage_compute_max},
+        {"bubble_fraction", s.bubble_fraction},
+        {"bubble_formula", s.bubble_formula},
+        {"mfu_upper_bound", mfu_bound}};
+    if (o.graph)
+      out["step_graph"] = workload::to_json(graph);
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+
+  Table t{"job " + job.name, {"quantity", "value"}, {}};
+  t.rows.push_back({"model", job.model.name + " (" + fmt(params.total / 1e9) + "B params, " + fmt(params.active / 1e9) +
+                                 "B active)"});
+  t.rows.push_back({"gpus", std::to_string(job.gpus) + " x " + job.gpu.name});
+  t.rows.push_back({"parallelism", "tp " + std::to_string(par.tp) + ", cp " + std::to_string(par.cp) + ", pp " +
+                                       std::to_string(par.pp) + ", dp " + std::to_string(par.dp) + " (" +
+                                       std::string(dp_mode_name(par.dp_mode)) + "), ep " + std::to_string(par.ep)});
+  t.rows.push_back({"schedule", std::string(schedule_name(job.schedule.kind)) + ", v " +
+                                    std::to_string(job.schedule.virtual_stages) + ", " +
+                                    std::to_string(graph.micro_batches) + " micro-batches"});
+  t.rows.push_back({"graph", std::to_string(s.programs) + " stage programs, " + std::to_string(s.ops) + " ops, for " +
+                                 std::to_string(s.ranks) + " ranks"});
+  t.rows.push_back({"tokens per step", fmt(s.tokens, 6)});
+  t.rows.push_back({"model FLOPs per step", fmt(s.model_flops)});
+  t.rows.push_back({"hardware FLOPs per step", fmt(s.hardware_flops) + " (with recompute)"});
+  t.rows.push_back({"busiest stage compute", units::format_time(s.stage_compute_max)});
+  t.rows.push_back({"bubble", fixed(100 * s.bubble_fraction, 2) +
+                                  "% (formula (pp-1)/(v*m): " + fixed(100 * s.bubble_formula, 2) + "%)"});
+  t.rows.push_back({"step time lower bound", units::format_time(s.step_lower_bound) + " (compute and bubble only)"});
+  t.rows.push_back({"MFU upper bound", fixed(100 * mfu_bound, 1) + "%"});
+  print_table(std::cout, t);
+  std::cout << "\n";
+
+  Table tr{"bytes per step per parallelism dimension (sent, textbook ring/pairwise algorithms)",
+           {"dimension", "per GPU (busiest stage)", "collective buffers per GPU", "whole job"},
+           {}};
+  for (const auto& x : s.traffic)
+    tr.rows.push_back({std::string(workload::traffic_name(x.traffic)), units::format_size(x.per_gpu_max),
+                       units::format_size(x.buffer_per_gpu), units::format_size(x.job_total)});
+  print_table(std::cout, tr);
+  std::cout << "\n";
+
+  Table mt{"memory per GPU", {"stage", "weights", "gradients", "optimizer", "activations", "total", "of HBM"}, {}};
+  for (const auto& st : graph.stages) {
+    const auto& m = st.memory;
+    mt.rows.push_back({std::to_string(st.stage), units::format_size(m.weights), units::format_size(m.gradients),
+                       units::format_size(m.optimizer), units::format_size(m.activations),
+                       units::format_size(m.total()), fixed(100 * m.total() / job.gpu.hbm_capacity, 1) + "%"});
+  }
+  print_table(std::cout, mt);
+}
+
+} // namespace
+
+void add_workload_command(CLI::App& app)
+{
+  CLI::App* wl = app.add_subcommand("workload", "Training jobs and their training-step graphs");
+  wl->require_subcommand(1);
+  auto opts   = std::make_shared<DescribeOptions>();
+  CLI::App* d = wl->add_subcommand("describe", "Graph size, FLOPs, bytes per dimension, memory, step-time bound");
+  d->add_option("job", opts->job, "Job spec (JSON), e.g. examples/jobs/llama3-405b-8k-h100.json")->required();
+  d->add_flag("--json", opts->json, "Print one JSON document");
+  d->add_flag("--graph", opts->graph, "With --json, include every op of every stage program");
+  d->callback([opts]() { describe(*opts); });
+}
+
+} // namespace spansim::cli

@@ -1,0 +1,583 @@
+// Collective lowering. Pipelined algorithms (ring, chain, tree) become long-lived flows that all start
+// together and carry the whole volume of their edge, plus one delay for the latency of the pipeline steps
+// beyond the first (which the flows pay themselves). Step-synchronous algorithms (halving-doubling) become
+// one flow per step with dependencies between steps.
+#include "netsim/collectives.hpp"
+
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace spansim::netsim {
+
+using topology::Topology;
+
+const char* to_string(CollectiveOp op)
+{
+  switch (op) {
+    case CollectiveOp::all_reduce:
+      return "allreduce";
+    case CollectiveOp::reduce_scatter:
+      return "reducescatter";
+    case CollectiveOp::all_gather:
+      return "allgather";
+    case CollectiveOp::all_to_all:
+      return "alltoall";
+    case CollectiveOp::broadcast:
+      return "broadcast";
+    case CollectiveOp::reduce:
+      return "reduce";
+    case CollectiveOp::send_recv:
+      return "sendrecv";
+  }
+  return "?";
+}
+
+const char* to_string(Algorithm algorithm)
+{
+  switch (algorithm) {
+    case Algorithm::automatic:
+      return "auto";
+    case Algorithm::ring:
+      return "ring";
+    case Algorithm::tree:
+      return "tree";
+    case Algorithm::halving_doubling:
+      return "halving-doubling";
+    case Algorithm::direct:
+      return "direct";
+    case Algorithm::hierarchical:
+      return "hierarchical";
+  }
+  return "?";
+}
+
+CollectiveOp parse_collective_op(std::string_view name)
+{
+  for (auto op : {CollectiveOp::all_reduce, CollectiveOp::reduce_scatter, CollectiveOp::all_gather,
+                  CollectiveOp::all_to_all, CollectiveOp::broadcast, CollectiveOp::reduce, CollectiveOp::send_recv})
+    if (name == to_string(op))
+      return op;
+  throw UsageError("unknown collective \"" + std::string(name) +
+                   "\" (allowed: allreduce, reducescatter, allgather, alltoall, broadcast, reduce, sendrecv)");
+}
+
+Algorithm parse_algorithm(std::string_view name)
+{
+  for (auto a : {Algorithm::automatic, Algorithm::ring, Algorithm::tree, Algorithm::halving_doubling,
+                 Algorithm::direct, Algorithm::hierarchical})
+    if (name == to_string(a))
+      return a;
+  throw UsageError("unknown algorithm \"" + std::string(name) +
+                   "\" (allowed: auto, ring, tree, halving-doubling, direct, hierarchical)");
+}
+
+double bus_bandwidth_factor(CollectiveOp op, int ranks)
+{
+  const double k = ranks;
+  switch (op) {
+    case CollectiveOp::all_reduce:
+      return 2 * (k - 1) / k;
+    case CollectiveOp::reduce_scatter:
+    case CollectiveOp::all_gather:
+    case CollectiveOp::all_to_all:
+      return (k - 1) / k;
+    case CollectiveOp::broadcast:
+    case CollectiveOp::reduce:
+    case CollectiveOp::send_recv:
+      return 1;
+  }
+  return 1;
+}
+
+namespace {
+
+bool is_power_of_two(std::size_t k)
+{
+  return k > 0 && (k & (k - 1)) == 0;
+}
+
+int tree_depth(int k)
+{
+  int depth = 0;
+  while ((1 << (depth + 1)) <= k)
+    ++depth;
+  return depth; // heap layout: the last position k-1 sits at depth floor(log2 k)
+}
+
+/// @brief The edges of the two binary trees of NCCL's double binary tree: a heap over the ranks, and the same
+/// heap over the ranks reversed, so that (for powers of two) every rank is interior in one tree, leaf in the other.
+std::vector<std::pair<int, int>> tree_edges(int k, bool mirrored)
+{
+  std::vector<std::pair<int, int>> edges; // (child, parent) as rank indices
+  auto rank = [&](int position) { return mirrored ? k - 1 - position : position; };
+  for (int p = 1; p < k; ++p)
+    edges.emplace_back(rank(p), rank((p - 1) / 2));
+  return edges;
+}
+
+/// @brief Slowest latency and narrowest bandwidth over a set of GPU pairs: the alpha-beta parameters.
+struct AlphaBeta {
+  double alpha     = 0;
+  double bandwidth = std::numeric_limits<double>::infinity();
+};
+
+AlphaBeta alpha_beta(const Topology& t, const std::vector<std::pair<int, int>>& pairs)
+{
+  AlphaBeta ab;
+  for (auto [a, b] : pairs) {
+    auto r       = t.route(a, b);
+    ab.alpha     = std::max(ab.alpha, t.route_latency(r));
+    ab.bandwidth = std::min(ab.bandwidth, t.route_bandwidth(r));
+  }
+  return ab;
+}
+
+std::vector<std::pair<int, int>> ring_pairs(const std::vector<int>& gpus)
+{
+  std::vector<std::pair<int, int>> pairs;
+  for (std::size_t i = 0; i < gpus.size(); ++i)
+    pairs.emplace_back(gpus[i], gpus[(i + 1) % gpus.size()]);
+  return pairs;
+}
+
+/// @brief A group split by node and by building, when it is regular: every node holds the same local GPU
+/// indices of the group, and every building the same number of the group's nodes.
+struct Hierarchy {
+  int per_node      = 0; // L
+  int nodes         = 0; // N
+  int buildings     = 0; // B
+  std::vector<std::vector<int>> by_node; // by_node[n][l], nodes in first-appearance order
+  std::vector<int> building_of_node;
+};
+
+bool regular_hierarchy(const Topology& t, const std::vector<int>& gpus, Hierarchy& h)
+{
+  std::map<int, int> node_index;
+  std::vector<std::vector<int>> by_node;
+  std::vector<int> building;
+  for (int g : gpus) {
+    auto loc      = t.locate(g);
+    auto [it, ok] = node_index.emplace(loc.node, static_cast<int>(by_node.size()));
+    if (ok) {
+      by_node.emplace_back();
+      building.push_back(loc.building);
+    }
+    by_node[it->second].push_back(g);
+  }
+  std::vector<int> locals;
+  for (std::size_t n = 0; n < by_node.size(); ++n) {
+    auto& members = by_node[n];
+    std::sort(members.begin(), members.end(), [&](int a, int b) { return t.locate(a).local < t.locate(b).local; });
+    std::vector<int> l;
+    for (int g : members)
+      l.push_back(t.locate(g).local);
+    if (n == 0)
+      locals = l;
+    else if (l != locals)
+      return false;
+  }
+  std::map<int, int> per_building;
+  for (int b : building)
+    per_building[b]++;
+  std::set<int> counts;
+  for (auto [b, c] : per_building)
+    counts.insert(c);
+  if (counts.size() != 1)
+    return false;
+  h.per_node         = static_cast<int>(locals.size());
+  h.nodes            = static_cast<int>(by_node.size());
+  h.buildings        = static_cast<int>(per_building.size());
+  h.by_node          = std::move(by_node);
+  h.building_of_node = std::move(building);
+  return true;
+}
+
+double ring_time(double steps, double volume, const AlphaBeta& ab)
+{
+  return volume / ab.bandwidth + steps * ab.alpha;
+}
+
+class Lowering {
+public:
+  Lowering(FlowGraph& graph, const Topology& topology, int channels)
+      : graph_(graph), topology_(topology), channels_(channels)
+  {
+  }
+
+  std::size_t flows() const { return flows_; }
+
+  /// @brief One logical transfer, spread over the channels; returns the ops.
+  void transfer(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out)
+  {
+    for (int c = 0; c < channels_; ++c) {
+      out.push_back(graph_.add_transfer(src, dst, bytes / channels_, deps));
+      ++flows_;
+    }
+  }
+
+  int barrier(const std::vector<int>& deps) { return graph_.add_delay(0, deps); }
+
+  /// @brief Pipelined flows over `pairs`, each carrying `volume`, lasting `steps` pipeline steps.
+  int pipelined(const std::vector<std::pair<int, int>>& pairs, double volume, double steps,
+                const std::vector<int>& deps)
+  {
+    if (pairs.empty())
+      return barrier(deps);
+    std::vector<int> ops;
+    for (auto [a, b] : pairs)
+      transfer(a, b, volume, deps, ops);
+    double alpha = alpha_beta(topology_, pairs).alpha;
+    return graph_.add_delay(std::max(0.0, steps - 1) * alpha, ops);
+  }
+
+  // Ring all-reduce: 2(K-1) steps of S/K; reduce-scatter and all-gather: K-1 steps.
+  int ring(CollectiveOp op, const std::vector<int>& gpus, double bytes, const std::vector<int>& deps)
+  {
+    const double k = static_cast<double>(gpus.size());
+    if (gpus.size() < 2)
+      return barrier(deps);
+    const double steps = op == CollectiveOp::all_reduce ? 2 * (k - 1) : k - 1;
+    return pipelined(ring_pairs(gpus), steps * bytes / k, steps, deps);
+  }
+
+  // Broadcast along the ring from the root (a pipelined chain); reduce is the same chain reversed.
+  int chain(CollectiveOp op, const std::vector<int>& gpus, int root, double bytes, const std::vector<int>& deps)
+  {
+    const int k = static_cast<int>(gpus.size());
+    std::vector<std::pair<int, int>> pairs;
+    for (int i = 0; i + 1 < k; ++i) {
+      int from = gpus[(root + i) % k];
+      int to   = gpus[(root + i + 1) % k];
+      pairs.emplace_back(op == CollectiveOp::reduce ? std::pair{to, from} : std::pair{from, to});
+    }
+    return pipelined(pairs, bytes, k - 1, deps);
+  }
+
+  int tree(CollectiveOp op, const std::vector<int>& gpus, int root, double bytes, const std::vector<int>& deps)
+  {
+    const int k = static_cast<int>(gpus.size());
+    if (k < 2)
+      return barrier(deps);
+    const int depth = tree_depth(k);
+    if (op == CollectiveOp::all_reduce) {
+      // Two trees, each reducing then broadcasting half of the buffer, all pipelined.
+      std::vector<std::pair<int, int>> pairs;
+      for (bool mirrored : {false, true})
+        for (auto [child, parent] : tree_edges(k, mirrored)) {
+          pairs.emplace_back(gpus[child], gpus[parent]);
+          pairs.emplace_back(gpus[parent], gpus[child]);
+        }
+      return pipelined(pairs, bytes / 2, 2.0 * depth, deps);
+    }
+    // Broadcast or reduce: one tree rooted at `root` (positions rotated so that the root is position 0).
+    std::vector<std::pair<int, int>> pairs;
+    for (auto [child, parent] : tree_edges(k, false)) {
+      int c = gpus[(child + root) % k];
+      int p = gpus[(parent + root) % k];
+      pairs.emplace_back(op == CollectiveOp::reduce ? std::pair{c, p} : std::pair{p, c});
+    }
+    return pipelined(pairs, bytes, depth, deps);
+  }
+
+  // Rabenseifner: reduce-scatter by recursive halving, all-gather by recursive doubling; one flow per step.
+  int halving_doubling(CollectiveOp op, const std::vector<int>& gpus, double bytes, const std::vector<int>& deps)
+  {
+    const int k = static_cast<int>(gpus.size());
+    std::vector<std::vector<int>> last(k, deps); // per rank: what its next step waits for
+    auto step = [&](int distance, double size) {
+      std::vector<std::vector<int>> sent(k);
+      for (int r = 0; r < k; ++r)
+        transfer(gpus[r], gpus[r ^ distance], size, last[r], sent[r]);
+      for (int r = 0; r < k; ++r) {
+        // A rank goes on once it has sent its part and received its partner's.
+        last[r] = sent[r];
+        last[r].insert(last[r].end(), sent[r ^ distance].begin(), sent[r ^ distance].end());
+      }
+    };
+    if (op != CollectiveOp::all_gather)
+      for (int d = k / 2, s = 1; d >= 1; d /= 2, ++s)
+        step(d, bytes / (1 << s));
+    if (op != CollectiveOp::reduce_scatter)
+      for (int d = 1, s = tree_depth(k); d < k; d *= 2, --s)
+        step(d, bytes / (1 << s));
+    std::vector<int> all;
+    for (const auto& l : last)
+      all.insert(all.end(), l.begin(), l.end());
+    return barrier(all);
+  }
+
+  int direct(CollectiveOp op, const Collective& c, const std::vector<int>& deps)
+  {
+    const auto& gpus = c.gpus;
+    const int k      = static_cast<int>(gpus.size());
+    std::vector<int> ops;
+    switch (op) {
+      case CollectiveOp::all_to_all:
+      case CollectiveOp::all_gather:
+      case CollectiveOp::reduce_scatter:
+        for (int i = 0; i < k; ++i)
+          for (int j = 0; j < k; ++j)
+            if (i != j)
+              transfer(gpus[i], gpus[j], c.matrix.empty() ? c.bytes / k : c.matrix[i][j], deps, ops);
+        return barrier(ops);
+      case CollectiveOp::all_reduce: {
+        int mid = direct(CollectiveOp::reduce_scatter, c, deps);
+        return direct(CollectiveOp::all_gather, c, {mid});
+      }
+      case CollectiveOp::broadcast:
+      case CollectiveOp::reduce:
+        for (int i = 0; i < k; ++i)
+          if (i != c.root) {
+            int a = gpus[c.root], b = gpus[i];
+            op == CollectiveOp::broadcast ? transfer(a, b, c.bytes, deps, ops) : transfer(b, a, c.bytes, deps, ops);
+          }
+        return barrier(ops);
+      case CollectiveOp::send_recv:
+        transfer(gpus[0], gpus[1], c.bytes, deps, ops);
+        return barrier(ops);
+    }
+    return barrier(deps);
+  }
+
+  // Reduce-scatter inside each node, the rest across nodes per local rank (rails), all-gather inside each node.
+  // Across buildings, one more level: reduce-scatter inside each building, a ring across buildings of the
+  // GPUs holding the same shard, all-gather inside each building.
+  int hierarchical(const Hierarchy& h, double bytes, const std::vector<int>& deps)
+  {
+    std::vector<int> ends;
+    for (const auto& node : h.by_node)
+      ends.push_back(ring(CollectiveOp::reduce_scatter, node, bytes, deps));
+    int phase1 = barrier(ends);
+    ends.clear();
+    const double shard = bytes / h.per_node;
+    const int per_building = h.nodes / h.buildings;
+    for (int l = 0; l < h.per_node; ++l) {
+      std::vector<int> rail;
+      for (const auto& node : h.by_node)
+        rail.push_back(node[l]);
+      if (h.buildings < 2 || per_building < 2) {
+        ends.push_back(ring(CollectiveOp::all_reduce, rail, shard, {phase1}));
+        continue;
+      }
+      // Nodes of each building, in group order.
+      std::map<int, std::vector<int>> in_building;
+      for (int n = 0; n < h.nodes; ++n)
+        in_building[h.building_of_node[n]].push_back(rail[n]);
+      std::vector<int> rs;
+      for (auto& [b, members] : in_building)
+        rs.push_back(ring(CollectiveOp::reduce_scatter, members, shard, {phase1}));
+      int after_rs = barrier(rs);
+      std::vector<int> across;
+      for (int m = 0; m < per_building; ++m) {
+        std::vector<int> peers;
+        for (auto& [b, members] : in_building)
+          peers.push_back(members[m]);
+        across.push_back(ring(CollectiveOp::all_reduce, peers, shard / per_building, {after_rs}));
+      }
+      int after_across = barrier(across);
+      for (auto& [b, members] : in_building)
+        ends.push_back(ring(CollectiveOp::all_gather, members, shard, {after_across}));
+    }
+    int phase2 = barrier(ends);
+    ends.clear();
+    for (const auto& node : h.by_node)
+      ends.push_back(ring(CollectiveOp::all_gather, node, bytes, {phase2}));
+    return barrier(ends);
+  }
+
+private:
+  FlowGraph& graph_;
+  const Topology& topology_;
+  int channels_;
+  std::size_t flows_ = 0;
+};
+
+void validate(const Topology& t, const Collective& c)
+{
+  const auto k = c.gpus.size();
+  if (k < 2)
+    throw UsageError("a collective needs at least 2 GPUs");
+  std::set<int> seen;
+  for (int g : c.gpus) {
+    if (g < 0 || g >= t.gpu_count())
+      throw UsageError("GPU " + std::to_string(g) + " is outside the topology (" + std::to_string(t.gpu_count()) +
+                       " GPUs)");
+    if (!seen.insert(g).second)
+      throw UsageError("GPU " + std::to_string(g) + " appears twice in the group");
+  }
+  if (!(c.bytes >= 0))
+    throw UsageError("collective size must be non-negative");
+  if (c.channels < 1 || c.channels > 64)
+    throw UsageError("channels must be between 1 and 64");
+  if (c.root < 0 || c.root >= static_cast<int>(k))
+    throw UsageError("root rank " + std::to_string(c.root) + " is outside the group of " + std::to_string(k));
+  if (c.op == CollectiveOp::send_recv && k != 2)
+    throw UsageError("sendrecv takes exactly 2 GPUs (source, destination)");
+  if (!c.matrix.empty()) {
+    if (c.op != CollectiveOp::all_to_all)
+      throw UsageError("a size matrix is only for alltoall");
+    if (c.matrix.size() != k)
+      throw UsageError("the all-to-all matrix must be " + std::to_string(k) + " x " + std::to_string(k));
+    for (const auto& row : c.matrix) {
+      if (row.size() != k)
+        throw UsageError("the all-to-all matrix must be " + std::to_string(k) + " x " + std::to_string(k));
+      for (double v : row)
+        if (!(v >= 0))
+          throw UsageError("the all-to-all matrix holds a negative or invalid size");
+    }
+  }
+}
+
+// The algorithms each op accepts, for error messages and the default policy.
+std::vector<Algorithm> applicable(CollectiveOp op)
+{
+  switch (op) {
+    case CollectiveOp::all_reduce:
+      return {Algorithm::ring, Algorithm::tree, Algorithm::halving_doubling, Algorithm::direct,
+              Algorithm::hierarchical};
+    case CollectiveOp::reduce_scatter:
+    case CollectiveOp::all_gather:
+      return {Algorithm::ring, Algorithm::halving_doubling, Algorithm::direct};
+    case CollectiveOp::all_to_all:
+    case CollectiveOp::send_recv:
+      return {Algorithm::direct};
+    case CollectiveOp::broadcast:
+    case CollectiveOp::reduce:
+      return {Algorithm::ring, Algorithm::tree, Algorithm::direct};
+  }
+  return {};
+}
+
+// Alpha-beta estimate of each candidate on its own edges, for the default policy.
+double estimate(const Topology& t, const Collective& c, Algorithm a)
+{
+  const auto& gpus = c.gpus;
+  const int k      = static_cast<int>(gpus.size());
+  const double s   = c.bytes;
+  switch (a) {
+    case Algorithm::ring: {
+      auto ab = alpha_beta(t, ring_pairs(gpus));
+      double steps = c.op == CollectiveOp::all_reduce ? 2.0 * (k - 1)
+                     : (c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce) ? k - 1.0
+                                                                                          : k - 1.0;
+      double volume = (c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce) ? s : steps * s / k;
+      return ring_time(steps, volume, ab);
+    }
+    case Algorithm::tree: {
+      std::vector<std::pair<int, int>> pairs;
+      for (auto [child, parent] : tree_edges(k, false))
+        pairs.emplace_back(gpus[child], gpus[parent]);
+      auto ab = alpha_beta(t, pairs);
+      return c.op == CollectiveOp::all_reduce ? ring_time(2.0 * tree_depth(k), 2 * s, ab)
+                                              : ring_time(tree_depth(k), 2 * s, ab);
+    }
+    case Algorithm::halving_doubling: {
+      std::vector<std::pair<int, int>> pairs;
+      for (int d = 1; d < k; d *= 2)
+        for (int r = 0; r < k; ++r)
+          pairs.emplace_back(gpus[r], gpus[r ^ d]);
+      auto ab      = alpha_beta(t, pairs);
+      double steps = tree_depth(k) * (c.op == CollectiveOp::all_reduce ? 2.0 : 1.0);
+      double vol   = (c.op == CollectiveOp::all_reduce ? 2.0 : 1.0) * (k - 1) * s / k;
+      return ring_time(steps, vol, ab);
+    }
+    case Algorithm::hierarchical: {
+      Hierarchy h;
+      regular_hierarchy(t, gpus, h);
+      auto intra = alpha_beta(t, ring_pairs(h.by_node[0]));
+      std::vector<int> rail;
+      for (const auto& node : h.by_node)
+        rail.push_back(node[0]);
+      auto inter     = alpha_beta(t, ring_pairs(rail));
+      const double l = h.per_node, n = h.nodes;
+      double time = n > 1 ? ring_time(2 * (n - 1), 2 * (n - 1) / n * s / l, inter) : 0;
+      if (l > 1)
+        time += 2 * ring_time(l - 1, (l - 1) / l * s, intra);
+      return time;
+    }
+    case Algorithm::direct:
+    case Algorithm::automatic:
+      return std::numeric_limits<double>::infinity();
+  }
+  return std::numeric_limits<double>::infinity();
+}
+
+} // namespace
+
+Algorithm default_algorithm(const Topology& topology, const Collective& c)
+{
+  validate(topology, c);
+  auto candidates = applicable(c.op);
+  if (candidates.size() == 1)
+    return candidates[0];
+  Algorithm best   = Algorithm::ring;
+  double best_time = std::numeric_limits<double>::infinity();
+  Hierarchy h;
+  for (auto a : candidates) {
+    if (a == Algorithm::direct)
+      continue; // all-pairs flows: only when asked for (O(K^2) flows)
+    if (a == Algorithm::halving_doubling && !is_power_of_two(c.gpus.size()))
+      continue;
+    if (a == Algorithm::hierarchical && !(regular_hierarchy(topology, c.gpus, h) && h.nodes > 1 && h.per_node > 1))
+      continue;
+    double t = estimate(topology, c, a);
+    if (t < best_time) {
+      best_time = t;
+      best      = a;
+    }
+  }
+  return best;
+}
+
+Lowered add_collective(FlowGraph& graph, const Topology& topology, const Collective& c, const std::vector<int>& deps)
+{
+  validate(topology, c);
+  Algorithm a = c.algorithm == Algorithm::automatic ? default_algorithm(topology, c) : c.algorithm;
+  auto allowed = applicable(c.op);
+  if (std::find(allowed.begin(), allowed.end(), a) == allowed.end()) {
+    std::string list;
+    for (auto x : allowed)
+      list += (list.empty() ? "" : ", ") + std::string(to_string(x));
+    throw UsageError(std::string("algorithm ") + to_string(a) + " does not apply to " + to_string(c.op) +
+                     " (allowed: " + list + ", auto)");
+  }
+  Lowering low(graph, topology, c.channels);
+  int end = 0;
+  switch (a) {
+    case Algorithm::ring:
+      end = (c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce)
+                ? low.chain(c.op, c.gpus, c.root, c.bytes, deps)
+                : low.ring(c.op, c.gpus, c.bytes, deps);
+      break;
+    case Algorithm::tree:
+      end = low.tree(c.op, c.gpus, c.root, c.bytes, deps);
+      break;
+    case Algorithm::halving_doubling:
+      if (!is_power_of_two(c.gpus.size()))
+        throw UsageError("halving-doubling needs a power-of-two group; this one has " +
+                         std::to_string(c.gpus.size()) + " GPUs");
+      end = low.halving_doubling(c.op, c.gpus, c.bytes, deps);
+      break;
+    case Algorithm::direct:
+      end = low.direct(c.op, c, deps);
+      break;
+    case Algorithm::hierarchical: {
+      Hierarchy h;
+      if (!regular_hierarchy(topology, c.gpus, h))
+        throw UsageError("hierarchical all-reduce needs a regular group: the same local GPUs on every node and "
+                         "the same number of nodes in every building");
+      end = low.hierarchical(h, c.bytes, deps);
+      break;
+    }
+    case Algorithm::automatic:
+      break;
+  }
+  return {end, a, low.flows()};
+}
+
+} // namespace spansim::netsim

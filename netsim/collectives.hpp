@@ -1,0 +1,59 @@
+#pragma once
+/// @file
+/// @brief Collectives lowered to flows with dependencies, the way NCCL runs them (pipelined, long-lived flows).
+///
+/// Sizes follow nccl-tests: `bytes` is the per-rank buffer for all-reduce, broadcast and reduce; the total
+/// (all ranks') buffer for all-gather and reduce-scatter; each rank's whole send buffer for all-to-all.
+
+#include "netsim/netsim.hpp"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spansim::netsim {
+
+enum class CollectiveOp { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce, send_recv };
+enum class Algorithm { automatic, ring, tree, halving_doubling, direct, hierarchical };
+
+const char* to_string(CollectiveOp op);
+const char* to_string(Algorithm algorithm);
+/// @brief Parses "allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "reduce", "sendrecv".
+/// @throws UsageError listing the allowed names.
+CollectiveOp parse_collective_op(std::string_view name);
+/// @brief Parses "auto", "ring", "tree", "halving-doubling", "direct", "hierarchical".
+Algorithm parse_algorithm(std::string_view name);
+
+/// @brief One collective call on a group of GPUs.
+struct Collective {
+  CollectiveOp op     = CollectiveOp::all_reduce;
+  Algorithm algorithm = Algorithm::automatic;
+  std::vector<int> gpus; ///< the group, in rank order
+  double bytes = 0;      ///< nccl-tests size (see the file comment)
+  int root     = 0;      ///< rank of the root for broadcast and reduce
+  int channels = 1;      ///< flows per GPU pair (NCCL channels / ECMP spreading)
+  /// @brief All-to-all with a size matrix: bytes from rank i to rank j (MoE dispatch/combine). Empty: uniform.
+  std::vector<std::vector<double>> matrix;
+};
+
+/// @brief What a lowering produced.
+struct Lowered {
+  int end_op;          ///< the op that ends when the collective has ended
+  Algorithm algorithm; ///< the algorithm used (resolved when `automatic`)
+  std::size_t flows;   ///< transfers added
+};
+
+/// @brief Adds a collective to `graph`, starting after `deps`.
+/// @throws UsageError for an algorithm that does not apply (named, with the allowed ones).
+Lowered add_collective(FlowGraph& graph, const topology::Topology& topology, const Collective& collective,
+                       const std::vector<int>& deps);
+
+/// @brief The algorithm the default policy picks: the smallest alpha-beta estimate among those that apply
+/// (ring, double binary tree, halving-doubling for powers of two, hierarchical for regular multi-node groups;
+/// direct for all-to-all and send/recv), like NCCL's tuning by message size and group shape.
+Algorithm default_algorithm(const topology::Topology& topology, const Collective& collective);
+
+/// @brief nccl-tests' bus bandwidth factor: busbw = algbw * factor.
+double bus_bandwidth_factor(CollectiveOp op, int ranks);
+
+} // namespace spansim::netsim

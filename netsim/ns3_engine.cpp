@@ -1,0 +1,507 @@
+// Packet fidelity: a flow graph run on ns-3 (3.37) with a datacenter TCP. Only the sub-graph the graph's
+// routes touch is built: one ns-3 node per vertex, one point-to-point link per topology link, static host
+// routes hop by hop along Topology::route (data along route(src, dst), ACKs along route(dst, src)), so every
+// fidelity sends a flow over the same links. A transfer is a BulkSend to a PacketSink; it ends when the sink
+// has received its last byte, and its dependents are started from that callback.
+#include "common/error.hpp"
+#include "netsim/child_process.hpp"
+#include "netsim/netsim.hpp"
+
+#include <ns3/boolean.h>
+#include <ns3/bulk-send-helper.h>
+#include <ns3/config.h>
+#include <ns3/data-rate.h>
+#include <ns3/double.h>
+#include <ns3/inet-socket-address.h>
+#include <ns3/internet-stack-helper.h>
+#include <ns3/ipv4-address-helper.h>
+#include <ns3/ipv4-static-routing-helper.h>
+#include <ns3/ipv4-static-routing.h>
+#include <ns3/ipv4.h>
+#include <ns3/log.h>
+#include <ns3/nstime.h>
+#include <ns3/packet-sink-helper.h>
+#include <ns3/packet.h>
+#include <ns3/point-to-point-helper.h>
+#include <ns3/queue-size.h>
+#include <ns3/rng-seed-manager.h>
+#include <ns3/simulator.h>
+#include <ns3/string.h>
+#include <ns3/traffic-control-helper.h>
+#include <ns3/type-id.h>
+#include <ns3/uinteger.h>
+#include <ns3/version-defines.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <utility>
+
+namespace spansim::netsim {
+
+namespace {
+
+constexpr double kTcpIpHeaders = 20 + 20 + 12; // IPv4, TCP and the timestamp option padded to 4 bytes
+constexpr int kMaxSocketsPerGpu = 16000;       // ns-3 hands out 16,384 ephemeral ports per node
+constexpr int kFirstSinkPort    = 1024;
+// Linux's default: the first ECN mark halves the window. It costs long-haul flows dearly (see the README).
+constexpr double kDctcpAlphaOnInit = 1.0;
+
+std::string version()
+{
+  return std::to_string(NS3_VERSION_MAJOR) + "." + std::to_string(NS3_VERSION_MINOR);
+}
+
+/// One ordered GPU pair the graph sends over, with both directions of its route.
+struct PairRoute {
+  int src = -1;
+  int dst = -1;
+  std::vector<topology::Hop> data; ///< route(src, dst)
+  std::vector<topology::Hop> acks; ///< route(dst, src)
+};
+
+/// One used link with the queue it gets at each of its two ports.
+struct LinkPlan {
+  int link          = -1;
+  int ecn_threshold = 0; ///< packets
+  int queue_limit   = 0; ///< packets
+};
+
+/// The part of the topology a graph touches, computed in the parent so that limits are checked before forking.
+struct Plan {
+  std::vector<int> transfers; ///< ops that move bytes between two GPUs
+  std::vector<int> pair_of;   ///< per op: index into pairs, or -1
+  std::vector<PairRoute> pairs;
+  std::vector<LinkPlan> links;
+  std::vector<int> vertices;
+  int gpus             = 0;
+  double total_bytes   = 0;
+  double socket_buffer = 0;
+};
+
+std::uint64_t op_bytes(const Op& op)
+{
+  return static_cast<std::uint64_t>(op.bytes + 0.5);
+}
+
+bool moves_bytes(const Op& op)
+{
+  return op.kind == Op::Kind::transfer && op_bytes(op) > 0 && op.src != op.dst;
+}
+
+void check_settings(const PacketSettings& s)
+{
+  if (s.transport != "dctcp" && s.transport != "newreno")
+    throw UsageError("packet settings: transport \"" + s.transport + "\" is not one of dctcp, newreno");
+  if (s.mtu < 576 || s.mtu > 65535)
+    throw UsageError("packet settings: MTU " + std::to_string(s.mtu) + " is outside 576..65535 bytes");
+  if (s.segment_size < 1 || s.segment_size + kTcpIpHeaders > s.mtu)
+    throw UsageError("packet settings: segment size " + std::to_string(s.segment_size) +
+                     " does not fit the MTU with 52 bytes of IP and TCP headers");
+  if (s.send_size < 1 || s.socket_buffer < 0 || s.socket_buffer > 4e9 || s.initial_cwnd < 1 || s.min_rto <= 0 ||
+      s.delayed_ack <= 0 || s.queue_packets < 1 || s.ecn_threshold < 1 || s.device_queue_packets < 1)
+    throw UsageError("packet settings: sizes, windows, timers and queue limits must be positive "
+                     "(socket buffer at most 4e9 bytes)");
+}
+
+Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const PacketSettings& settings)
+{
+  const auto& ops  = graph.ops();
+  const auto& lks  = topology.links();
+  const int ngpus  = topology.gpu_count();
+  Plan plan;
+  plan.pair_of.assign(ops.size(), -1);
+  std::map<std::pair<int, int>, int> pair_index;
+  std::vector<int> connections(ngpus, 0);
+  std::vector<bool> gpu_used(ngpus, false);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.kind == Op::Kind::transfer && (op.src < 0 || op.dst < 0 || op.src >= ngpus || op.dst >= ngpus))
+      throw UsageError("flow graph: transfer between GPUs " + std::to_string(op.src) + " and " +
+                       std::to_string(op.dst) + " outside the topology's " + std::to_string(ngpus) + " GPUs");
+    if (!moves_bytes(op))
+      continue;
+    plan.transfers.push_back(static_cast<int>(i));
+    plan.total_bytes += static_cast<double>(op_bytes(op));
+    ++connections[op.src];
+    ++connections[op.dst];
+    gpu_used[op.src] = gpu_used[op.dst] = true;
+    auto [it, inserted] = pair_index.try_emplace({op.src, op.dst}, static_cast<int>(plan.pairs.size()));
+    if (inserted)
+      plan.pairs.push_back({op.src, op.dst, topology.route(op.src, op.dst), topology.route(op.dst, op.src)});
+    plan.pair_of[i] = it->second;
+  }
+  plan.gpus = static_cast<int>(std::count(gpu_used.begin(), gpu_used.end(), true));
+
+  const std::string advice = "; run it with --fidelity flow, or split it";
+  if (plan.gpus > settings.max_gpus)
+    throw UsageError("packet level: the flow graph touches " + std::to_string(plan.gpus) + " GPUs, more than the " +
+                     std::to_string(settings.max_gpus) + " ns-3 can simulate in reasonable time" + advice);
+  if (plan.total_bytes > settings.max_total_bytes)
+    throw UsageError("packet level: the flow graph moves " + std::to_string(plan.total_bytes / 1073741824.0) +
+                     " GiB, more than the limit of " + std::to_string(settings.max_total_bytes / 1073741824.0) +
+                     " GiB (ns-3 needs about 5 s of wall time per GB at datacenter round trips)" + advice);
+  if (static_cast<int>(plan.transfers.size()) > settings.max_transfers)
+    throw UsageError("packet level: the flow graph has " + std::to_string(plan.transfers.size()) +
+                     " transfers, more than the limit of " + std::to_string(settings.max_transfers) + advice);
+  for (int g = 0; g < ngpus; ++g)
+    if (connections[g] > kMaxSocketsPerGpu)
+      throw UsageError("packet level: GPU " + std::to_string(g) + " takes part in " +
+                       std::to_string(connections[g]) + " transfers, more than the " +
+                       std::to_string(kMaxSocketsPerGpu) + " TCP connections a node can open" + advice);
+
+  // A port marks at K > C x RTT / 7 (the DCTCP paper's rule for full throughput), where RTT is the longest
+  // round trip of the routes that cross it; long-haul ports thus get deep thresholds, datacenter ports small ones.
+  std::vector<double> link_rtt(lks.size(), -1);
+  double max_bdp = 0;
+  for (const auto& p : plan.pairs) {
+    double rtt = topology.route_latency(p.data) + topology.route_latency(p.acks);
+    max_bdp    = std::max(max_bdp, topology.route_bandwidth(p.data) * rtt);
+    for (const auto* route : {&p.data, &p.acks})
+      for (const auto& h : *route)
+        link_rtt[h.link] = std::max(link_rtt[h.link], rtt);
+  }
+  std::vector<bool> vertex_used(topology.vertex_kinds().size(), false);
+  for (std::size_t l = 0; l < lks.size(); ++l) {
+    if (link_rtt[l] < 0)
+      continue;
+    LinkPlan lp;
+    lp.link          = static_cast<int>(l);
+    double k         = std::ceil(lks[l].bandwidth * link_rtt[l] / 7 / settings.mtu);
+    lp.ecn_threshold = static_cast<int>(std::max<double>(settings.ecn_threshold, std::min(k, 1e6)));
+    lp.queue_limit   = std::max(settings.queue_packets, 4 * lp.ecn_threshold);
+    plan.links.push_back(lp);
+    vertex_used[lks[l].a] = vertex_used[lks[l].b] = true;
+  }
+  for (std::size_t v = 0; v < vertex_used.size(); ++v)
+    if (vertex_used[v])
+      plan.vertices.push_back(static_cast<int>(v));
+  plan.socket_buffer = settings.socket_buffer > 0 ? settings.socket_buffer
+                                                  : std::min(4e9, std::max(4194304.0, std::ceil(2 * max_bdp)));
+  return plan;
+}
+
+void set_default(const std::string& name, const ns3::AttributeValue& value)
+{
+  if (!ns3::Config::SetDefaultFailSafe(name, value))
+    throw SimulationError("ns-3 " + version() + " has no attribute " + name);
+}
+
+/// One packet-level run inside the child process: owns the ns-3 objects of the sub-graph and the op state.
+class PacketRun {
+public:
+  PacketRun(const topology::Topology& topology, const FlowGraph& graph, const PacketSettings& settings,
+            const Plan& plan)
+      : topology_(topology), graph_(graph), settings_(settings), plan_(plan)
+  {
+  }
+
+  std::vector<OpTiming> run()
+  {
+    configure();
+    build_network();
+    install_routes();
+    install_sinks();
+    const auto& ops = graph_.ops();
+    timing_.assign(ops.size(), {});
+    remaining_.assign(ops.size(), 0);
+    dependents_.assign(ops.size(), {});
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      remaining_[i] = static_cast<int>(ops[i].deps.size());
+      for (int d : ops[i].deps)
+        dependents_[d].push_back(static_cast<int>(i));
+    }
+    ns3::Simulator::ScheduleNow([this] {
+      for (std::size_t i = 0; i < remaining_.size(); ++i)
+        if (remaining_[i] == 0)
+          start(static_cast<int>(i));
+    });
+    ns3::Simulator::Run();
+    ns3::Simulator::Destroy();
+    if (done_ != ops.size())
+      throw SimulationError("packet simulation ended with " + std::to_string(ops.size() - done_) + " of " +
+                            std::to_string(ops.size()) + " ops not run (a TCP connection gave up?)");
+    return timing_;
+  }
+
+private:
+  // Process-wide defaults: every socket, queue disc and device created below picks them up.
+  void configure()
+  {
+    // Picoseconds: a 9 kB frame takes 20 ns on NVLink and under 1 ns on an aggregation trunk.
+    ns3::Time::SetResolution(ns3::Time::PS);
+    ns3::LogComponentDisableAll(ns3::LOG_LEVEL_ALL);
+    ns3::RngSeedManager::SetSeed(settings_.seed);
+    ns3::RngSeedManager::SetRun(1);
+    const bool dctcp = settings_.transport == "dctcp";
+    set_default("ns3::TcpL4Protocol::SocketType", ns3::StringValue(dctcp ? "ns3::TcpDctcp" : "ns3::TcpNewReno"));
+    set_default("ns3::TcpSocketBase::UseEcn", ns3::StringValue(dctcp ? "On" : "Off"));
+    set_default("ns3::TcpSocket::SegmentSize", ns3::UintegerValue(static_cast<std::uint32_t>(settings_.segment_size)));
+    const auto buffer = static_cast<std::uint32_t>(plan_.socket_buffer);
+    set_default("ns3::TcpSocket::SndBufSize", ns3::UintegerValue(buffer));
+    set_default("ns3::TcpSocket::RcvBufSize", ns3::UintegerValue(buffer));
+    set_default("ns3::TcpSocket::InitialCwnd", ns3::UintegerValue(static_cast<std::uint32_t>(settings_.initial_cwnd)));
+    set_default("ns3::TcpSocket::DelAckCount", ns3::UintegerValue(2));
+    set_default("ns3::TcpSocket::DelAckTimeout", ns3::TimeValue(ns3::Seconds(settings_.delayed_ack)));
+    set_default("ns3::TcpSocketBase::MinRto", ns3::TimeValue(ns3::Seconds(settings_.min_rto)));
+    set_default("ns3::TcpDctcp::DctcpAlphaOnInit", ns3::DoubleValue(kDctcpAlphaOnInit));
+    set_default("ns3::RedQueueDisc::UseEcn", ns3::BooleanValue(true));
+    set_default("ns3::RedQueueDisc::UseHardDrop", ns3::BooleanValue(false));
+    // Instantaneous queue and a step at K: DCTCP's marking, not RED's averaged ramp.
+    set_default("ns3::RedQueueDisc::QW", ns3::DoubleValue(1));
+    set_default("ns3::RedQueueDisc::Gentle", ns3::BooleanValue(false));
+    set_default("ns3::RedQueueDisc::LInterm", ns3::DoubleValue(1));
+    set_default("ns3::RedQueueDisc::MeanPktSize", ns3::UintegerValue(static_cast<std::uint32_t>(settings_.mtu)));
+  }
+
+  void build_network()
+  {
+    const auto& lks = topology_.links();
+    node_of_.assign(topology_.vertex_kinds().size(), -1);
+    nodes_.Create(static_cast<std::uint32_t>(plan_.vertices.size()));
+    for (std::size_t i = 0; i < plan_.vertices.size(); ++i)
+      node_of_[plan_.vertices[i]] = static_cast<int>(i);
+
+    ns3::InternetStackHelper stack;
+    stack.SetIpv6StackInstall(false);
+    stack.SetRoutingHelper(ns3::Ipv4StaticRoutingHelper());
+    stack.Install(nodes_);
+
+    // Queue discs go in before addresses: assigning an address installs the default one otherwise.
+    std::vector<ns3::NetDeviceContainer> devices;
+    devices.reserve(plan_.links.size());
+    for (const auto& lp : plan_.links) {
+      const auto& link = lks[lp.link];
+      const ns3::DataRate rate(static_cast<std::uint64_t>(std::llround(link.bandwidth * 8)));
+      const ns3::Time delay = ns3::Seconds(link.latency);
+      ns3::PointToPointHelper p2p;
+      p2p.SetDeviceAttribute("DataRate", ns3::DataRateValue(rate));
+      p2p.SetDeviceAttribute("Mtu", ns3::UintegerValue(static_cast<std::uint16_t>(settings_.mtu)));
+      p2p.SetChannelAttribute("Delay", ns3::TimeValue(delay));
+      p2p.SetQueue("ns3::DropTailQueue<Packet>", "MaxSize",
+                   ns3::QueueSizeValue(ns3::QueueSize(ns3::QueueSizeUnit::PACKETS,
+                                                      static_cast<std::uint32_t>(settings_.device_queue_packets))));
+      devices.push_back(p2p.Install(nodes_.Get(node_of_[link.a]), nodes_.Get(node_of_[link.b])));
+
+      const ns3::QueueSize limit(ns3::QueueSizeUnit::PACKETS, static_cast<std::uint32_t>(lp.queue_limit));
+      ns3::TrafficControlHelper tc;
+      if (settings_.transport == "dctcp")
+        tc.SetRootQueueDisc("ns3::RedQueueDisc", "MaxSize", ns3::QueueSizeValue(limit), "MinTh",
+                            ns3::DoubleValue(lp.ecn_threshold), "MaxTh", ns3::DoubleValue(lp.ecn_threshold + 1),
+                            "LinkBandwidth", ns3::DataRateValue(rate), "LinkDelay", ns3::TimeValue(delay));
+      else
+        tc.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", ns3::QueueSizeValue(limit));
+      tc.Install(devices.back());
+    }
+
+    ns3::Ipv4AddressHelper addresses("10.0.0.0", "255.255.255.252");
+    ends_.resize(lks.size());
+    for (std::size_t i = 0; i < plan_.links.size(); ++i) {
+      auto interfaces = addresses.Assign(devices[i]);
+      addresses.NewNetwork();
+      auto& e = ends_[plan_.links[i].link];
+      for (int side = 0; side < 2; ++side) {
+        e.address[side]   = interfaces.GetAddress(side);
+        e.interface[side] = interfaces.Get(side).second;
+      }
+    }
+    // GPUs are endpoints only: a packet that reaches a GPU for another address is dropped, never forwarded.
+    for (int v : plan_.vertices)
+      if (topology_.vertex_kinds()[v] == topology::VertexKind::gpu)
+        nodes_.Get(node_of_[v])->GetObject<ns3::Ipv4>()->SetAttribute("IpForward", ns3::BooleanValue(false));
+  }
+
+  /// The address of `vertex` on `link` (the side of the link it is on).
+  ns3::Ipv4Address address_on(int link, int vertex) const
+  {
+    return ends_[link].address[topology_.links()[link].a == vertex ? 0 : 1];
+  }
+
+  // Host routes, one per (node, destination address): topology routes go up the hierarchy and down again,
+  // so every node forwards a given destination the same way whatever the source; a clash is an error.
+  void add_path(const std::vector<topology::Hop>& route, ns3::Ipv4Address destination)
+  {
+    ns3::Ipv4StaticRoutingHelper helper;
+    for (const auto& h : route) {
+      const auto& link = topology_.links()[h.link];
+      const int from   = h.forward ? 0 : 1;
+      const int vertex = h.forward ? link.a : link.b;
+      const auto& e    = ends_[h.link];
+      auto [it, inserted] = next_hop_.try_emplace({vertex, destination.Get()}, h.link);
+      if (!inserted) {
+        if (it->second != h.link)
+          throw SimulationError("packet level: " + topology_.vertex_name(vertex) +
+                                " would forward one destination over two links; routes are not destination-based");
+        continue;
+      }
+      auto ipv4 = nodes_.Get(node_of_[vertex])->GetObject<ns3::Ipv4>();
+      helper.GetStaticRouting(ipv4)->AddHostRouteTo(destination, e.address[1 - from], e.interface[from]);
+    }
+  }
+
+  void install_routes()
+  {
+    for (const auto& p : plan_.pairs) {
+      destination_.push_back(address_on(p.data.back().link, p.dst));
+      add_path(p.data, destination_.back());
+      add_path(p.acks, address_on(p.data.front().link, p.src));
+    }
+  }
+
+  // Every sink listens from time 0 on a port of its own, so a transfer only has to connect when it starts.
+  void install_sinks()
+  {
+    const auto& ops = graph_.ops();
+    port_.assign(ops.size(), 0);
+    received_.assign(ops.size(), 0);
+    std::vector<int> next_port(topology_.vertex_kinds().size(), kFirstSinkPort);
+    for (int op : plan_.transfers) {
+      const int dst = ops[op].dst;
+      port_[op]     = static_cast<std::uint16_t>(next_port[dst]++);
+      ns3::PacketSinkHelper helper("ns3::TcpSocketFactory",
+                                   ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), port_[op]));
+      auto app = helper.Install(nodes_.Get(node_of_[dst])).Get(0);
+      const std::uint64_t bytes = op_bytes(ops[op]);
+      app->TraceConnectWithoutContext(
+          "Rx", ns3::Callback<void, ns3::Ptr<const ns3::Packet>, const ns3::Address&>(
+                    [this, op, bytes](ns3::Ptr<const ns3::Packet> packet, const ns3::Address&) {
+                      received_[op] += packet->GetSize();
+                      if (received_[op] == bytes)
+                        finish(op);
+                    }));
+    }
+  }
+
+  void start(int op)
+  {
+    const Op& o       = graph_.ops()[op];
+    timing_[op].start = ns3::Simulator::Now().GetSeconds();
+    if (moves_bytes(o)) {
+      // An application added while the simulation runs is initialized and started at the current time.
+      ns3::BulkSendHelper helper("ns3::TcpSocketFactory",
+                                 ns3::InetSocketAddress(destination_[plan_.pair_of[op]], port_[op]));
+      helper.SetAttribute("MaxBytes", ns3::UintegerValue(op_bytes(o)));
+      helper.SetAttribute("SendSize", ns3::UintegerValue(static_cast<std::uint32_t>(settings_.send_size)));
+      helper.Install(nodes_.Get(node_of_[o.src]));
+    } else if (o.kind == Op::Kind::delay && o.duration > 0) {
+      ns3::Simulator::Schedule(ns3::Seconds(o.duration), [this, op] { finish(op); });
+    } else {
+      finish(op);
+    }
+  }
+
+  void finish(int op)
+  {
+    timing_[op].end = ns3::Simulator::Now().GetSeconds();
+    if (++done_ == timing_.size())
+      ns3::Simulator::Stop();
+    for (int d : dependents_[op])
+      if (--remaining_[d] == 0)
+        start(d);
+  }
+
+  struct LinkEnds {
+    ns3::Ipv4Address address[2]; ///< a side, b side
+    std::uint32_t interface[2] = {0, 0};
+  };
+
+  const topology::Topology& topology_;
+  const FlowGraph& graph_;
+  const PacketSettings& settings_;
+  const Plan& plan_;
+  ns3::NodeContainer nodes_;
+  std::vector<int> node_of_;                        ///< per vertex: index in nodes_, or -1
+  std::vector<LinkEnds> ends_;                      ///< per link id
+  std::map<std::pair<int, std::uint32_t>, int> next_hop_; ///< (vertex, destination) -> link
+  std::vector<ns3::Ipv4Address> destination_;       ///< per pair: the destination GPU's address on the route
+  std::vector<std::uint16_t> port_;                 ///< per op: the sink's port
+  std::vector<std::uint64_t> received_;             ///< per op: bytes at the sink
+  std::vector<OpTiming> timing_;
+  std::vector<int> remaining_;
+  std::vector<std::vector<int>> dependents_;
+  std::size_t done_ = 0;
+};
+
+nlohmann::json plan_json(const Plan& plan)
+{
+  int k_min = 0, k_max = 0;
+  for (const auto& lp : plan.links) {
+    k_min = k_min == 0 ? lp.ecn_threshold : std::min(k_min, lp.ecn_threshold);
+    k_max = std::max(k_max, lp.ecn_threshold);
+  }
+  return {{"socket_buffer_bytes", plan.socket_buffer},
+          {"nodes", plan.vertices.size()},
+          {"links", plan.links.size()},
+          {"gpus", plan.gpus},
+          {"transfers", plan.transfers.size()},
+          {"ecn_threshold_packets_min", k_min},
+          {"ecn_threshold_packets_max", k_max}};
+}
+
+} // namespace
+
+nlohmann::json PacketSettings::to_json() const
+{
+  const bool dctcp = transport == "dctcp";
+  nlohmann::json queue;
+  if (dctcp)
+    queue = {{"type", "RedQueueDisc"},
+             {"use_ecn", true},
+             {"use_hard_drop", false},
+             {"qw", 1},
+             {"gentle", false},
+             {"min_th_packets", "max(ecn_threshold, ceil(C * RTT / 7 / MTU)) per port"},
+             {"max_th_packets", "min_th + 1"},
+             {"limit_packets", "max(queue_packets, 4 * min_th) per port"}};
+  else
+    queue = {{"type", "FifoQueueDisc"}, {"limit_packets", queue_packets}};
+  return {{"engine", "ns-3"},
+          {"ns3_version", std::to_string(NS3_VERSION_MAJOR) + "." + std::to_string(NS3_VERSION_MINOR)},
+          {"transport", transport},
+          {"socket_type", dctcp ? "ns3::TcpDctcp" : "ns3::TcpNewReno"},
+          {"ecn", dctcp},
+          {"mtu_bytes", mtu},
+          {"segment_size_bytes", segment_size},
+          {"send_size_bytes", send_size},
+          {"socket_buffer_bytes", socket_buffer > 0 ? nlohmann::json(socket_buffer) : nlohmann::json("auto")},
+          {"initial_cwnd_segments", initial_cwnd},
+          {"min_rto_s", min_rto},
+          {"delayed_ack_count", 2},
+          {"delayed_ack_timeout_s", delayed_ack},
+          {"dctcp_alpha_on_init", kDctcpAlphaOnInit},
+          {"sack", true},
+          {"timestamps", true},
+          {"queue_packets", queue_packets},
+          {"ecn_threshold_packets", ecn_threshold},
+          {"device_queue_packets", device_queue_packets},
+          {"queue_disc", queue},
+          {"time_resolution", "ps"},
+          {"rng_seed", seed},
+          {"rng_run", 1},
+          {"routing", "static host routes along Topology::route"},
+          {"limits", {{"max_gpus", max_gpus}, {"max_total_bytes", max_total_bytes}, {"max_transfers", max_transfers}}}};
+}
+
+RunResult run_packet(const topology::Topology& topology, const FlowGraph& graph, const PacketSettings& settings)
+{
+  check_settings(settings);
+  const Plan plan   = make_plan(topology, graph, settings);
+  std::string bytes = detail::run_in_child([&] {
+    auto timing = PacketRun(topology, graph, settings, plan).run();
+    return std::string(reinterpret_cast<const char*>(timing.data()), timing.size() * sizeof(OpTiming));
+  });
+  if (bytes.size() != graph.ops().size() * sizeof(OpTiming))
+    throw SimulationError("the packet simulation process returned a truncated result");
+  RunResult result;
+  result.ops.resize(graph.ops().size());
+  std::memcpy(result.ops.data(), bytes.data(), bytes.size());
+  for (const auto& t : result.ops)
+    result.makespan = std::max(result.makespan, t.end);
+  result.settings              = settings.to_json();
+  result.settings["effective"] = plan_json(plan);
+  result.link_bytes            = link_bytes(topology, graph);
+  return result;
+}
+
+} // namespace spansim::netsim

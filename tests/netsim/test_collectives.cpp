@@ -1,0 +1,285 @@
+// Every collective algorithm against its alpha-beta closed form on uncontended groups (one node, one rail
+// fabric, two buildings over one link), at analytical and flow fidelity; contention on a shared link;
+// flow counts; channels; size matrices.
+#include "netsim/collectives.hpp"
+#include "netsim/netsim.hpp"
+#include "topology/topology.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+
+using namespace spansim;
+using namespace spansim::netsim;
+
+namespace {
+
+topology::Topology preset(const char* name)
+{
+  return topology::Topology(topology::load_topology_spec(name));
+}
+
+// tiny.json reshaped into one region of two buildings, so that one inter-building link joins them.
+topology::Topology two_buildings(double link_bandwidth, int nodes, int gpus_per_node)
+{
+  auto spec        = topology::load_topology_spec(std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json");
+  spec.regions     = {{"campus", {"b0", "b1"}}};
+  spec.node.gpus   = gpus_per_node;
+  spec.pod.nodes   = nodes;
+  spec.building.pods = 1;
+  spec.building.aggregation_oversubscription = 1; // pods never the bottleneck: only the link is
+  spec.inter_building.bandwidth = link_bandwidth;
+  spec.inter_region             = {};
+  spec.building_uplink_bandwidth = 0;
+  return topology::Topology(spec);
+}
+
+Collective make(CollectiveOp op, Algorithm algorithm, std::vector<int> gpus, double bytes)
+{
+  Collective c;
+  c.op        = op;
+  c.algorithm = algorithm;
+  c.gpus      = std::move(gpus);
+  c.bytes     = bytes;
+  return c;
+}
+
+double simulate(const topology::Topology& t, const Collective& c, Fidelity f)
+{
+  FlowGraph g;
+  auto lowered = add_collective(g, t, c, {});
+  return run(t, g, f, EngineOptions{}).ops[lowered.end_op].end;
+}
+
+void expect_within(const std::string& what, double expected, double actual, double tolerance)
+{
+  double rel = std::fabs(actual - expected) / expected;
+  std::cout << what << ": expected " << expected * 1e6 << " us, actual " << actual * 1e6 << " us (rel. error "
+            << rel << ", tolerance " << tolerance << ")\n";
+  INFO(what << ": expected " << expected << ", actual " << actual << ", rel. error " << rel);
+  CHECK(rel <= tolerance);
+}
+
+std::vector<int> range(int first, int count, int stride = 1)
+{
+  std::vector<int> v;
+  for (int i = 0; i < count; ++i)
+    v.push_back(first + i * stride);
+  return v;
+}
+
+struct Case {
+  CollectiveOp op;
+  Algorithm algorithm;
+  // Closed form for K ranks, size S, bandwidth B, per-hop latency alpha.
+  double (*time)(double k, double s, double b, double alpha);
+};
+
+double log2k(double k)
+{
+  return std::log2(k);
+}
+
+const Case kCases[] = {
+    {CollectiveOp::all_reduce, Algorithm::ring,
+     [](double k, double s, double b, double a) { return 2 * (k - 1) / k * s / b + 2 * (k - 1) * a; }},
+    {CollectiveOp::reduce_scatter, Algorithm::ring,
+     [](double k, double s, double b, double a) { return (k - 1) / k * s / b + (k - 1) * a; }},
+    {CollectiveOp::all_gather, Algorithm::ring,
+     [](double k, double s, double b, double a) { return (k - 1) / k * s / b + (k - 1) * a; }},
+    {CollectiveOp::broadcast, Algorithm::ring, [](double k, double s, double b, double a) { return s / b + (k - 1) * a; }},
+    {CollectiveOp::reduce, Algorithm::ring, [](double k, double s, double b, double a) { return s / b + (k - 1) * a; }},
+    // Double binary tree: each rank is interior in one tree (3 half-buffers out) and a leaf in the other (1).
+    {CollectiveOp::all_reduce, Algorithm::tree,
+     [](double k, double s, double b, double a) { return 2 * s / b + 2 * std::floor(log2k(k)) * a; }},
+    // One tree: an interior rank sends the whole buffer to its two children.
+    {CollectiveOp::broadcast, Algorithm::tree,
+     [](double k, double s, double b, double a) { return 2 * s / b + std::floor(log2k(k)) * a; }},
+    {CollectiveOp::all_reduce, Algorithm::halving_doubling,
+     [](double k, double s, double b, double a) { return 2 * (k - 1) / k * s / b + 2 * log2k(k) * a; }},
+    {CollectiveOp::reduce_scatter, Algorithm::halving_doubling,
+     [](double k, double s, double b, double a) { return (k - 1) / k * s / b + log2k(k) * a; }},
+    {CollectiveOp::all_gather, Algorithm::halving_doubling,
+     [](double k, double s, double b, double a) { return (k - 1) / k * s / b + log2k(k) * a; }},
+    {CollectiveOp::all_to_all, Algorithm::direct,
+     [](double k, double s, double b, double a) { return (k - 1) / k * s / b + a; }},
+    {CollectiveOp::all_reduce, Algorithm::direct,
+     [](double k, double s, double b, double a) { return 2 * (k - 1) / k * s / b + 2 * a; }},
+    {CollectiveOp::broadcast, Algorithm::direct, [](double k, double s, double b, double a) { return (k - 1) * s / b + a; }},
+};
+
+void check_all_cases(const topology::Topology& t, const std::vector<int>& gpus, double bandwidth, double alpha,
+                     const char* where)
+{
+  const double k = static_cast<double>(gpus.size());
+  for (const auto& c : kCases)
+    for (double s : {1048576.0, 268435456.0})
+      for (auto f : {Fidelity::analytical, Fidelity::flow}) {
+        Collective col = make(c.op, c.algorithm, gpus, s);
+        std::string what = std::string(where) + ": " + to_string(c.op) + "/" + to_string(c.algorithm) + " of " +
+                           std::to_string(static_cast<long>(s)) + " B at " + to_string(f) + " fidelity";
+        expect_within(what, c.time(k, s, bandwidth, alpha), simulate(t, col, f), 0.01);
+      }
+}
+
+} // namespace
+
+TEST_CASE("every algorithm matches its closed form inside one NVLink node", "[collective]")
+{
+  auto t = preset("hgx-h100-pod");
+  check_all_cases(t, range(0, 8), t.spec().node.nvlink_bandwidth, 2 * t.spec().node.nvlink_latency, "one node");
+}
+
+TEST_CASE("every algorithm matches its closed form on one rail fabric", "[collective]")
+{
+  auto t = preset("hgx-h100-pod");
+  // GPU 0 of 16 nodes: rail 0, all under one leaf, one NIC each.
+  check_all_cases(t, range(0, 16, 8), t.spec().pod.nic_bandwidth, 2 * t.spec().pod.link_latency, "one rail");
+}
+
+TEST_CASE("ring all-reduce across two buildings over one link matches its closed form", "[collective]")
+{
+  // The 10 GB/s inter-building link is narrower than the 12.5 GB/s NICs; the ring crosses it once each way.
+  auto t = two_buildings(10e9, 4, 4);
+  std::vector<int> gpus{0, 1, 16, 17}; // two GPUs of one node in each building
+  const double alpha = t.route_latency(t.route(1, 16));
+  for (auto f : {Fidelity::analytical, Fidelity::flow})
+    for (double s : {1048576.0, 268435456.0}) {
+      Collective c = make(CollectiveOp::all_reduce, Algorithm::ring, gpus, s);
+      expect_within(std::string("ring across two buildings at ") + to_string(f), 2 * 3.0 / 4 * s / 10e9 + 6 * alpha,
+                    simulate(t, c, f), 0.01);
+    }
+}
+
+TEST_CASE("hierarchical all-reduce: intra-node, rails, intra-node phases add up", "[collective]")
+{
+  auto t                 = preset("hgx-h100-pod");
+  const auto& s          = t.spec();
+  auto gpus              = range(0, 16); // two nodes of 8
+  const double b1        = s.node.nvlink_bandwidth, a1 = 2 * s.node.nvlink_latency;
+  const double b2        = s.pod.nic_bandwidth, a2 = 2 * s.pod.link_latency; // GPU i of both nodes: one leaf
+  for (double size : {1048576.0, 268435456.0}) {
+    double expected = 2 * (7.0 / 8 * size / b1 + 7 * a1) + (2 * 1.0 / 2 * (size / 8) / b2 + 2 * a2);
+    for (auto f : {Fidelity::analytical, Fidelity::flow}) {
+      Collective c = make(CollectiveOp::all_reduce, Algorithm::hierarchical, gpus, size);
+      expect_within(std::string("hierarchical 2 x 8 at ") + to_string(f), expected, simulate(t, c, f), 0.01);
+    }
+  }
+}
+
+TEST_CASE("hierarchical all-reduce across buildings adds a cross-building level", "[collective]")
+{
+  // 2 buildings x 2 nodes x 2 GPUs; GPU i of both nodes of a building sit under one leaf.
+  auto t   = two_buildings(100e9, 2, 2);
+  auto gpus = range(0, 8);
+  const auto& s    = t.spec();
+  const double b1  = s.node.nvlink_bandwidth, a1 = 2 * s.node.nvlink_latency;
+  const double b2  = s.pod.nic_bandwidth, a2 = 2 * s.pod.link_latency;
+  const double a3  = t.route_latency(t.route(0, 4));
+  const double size = 268435456.0;
+  // RS in node (L=2), RS in building (M=2) on S/2, AR across buildings on S/4, AG in building, AG in node.
+  double expected = 2 * (1.0 / 2 * size / b1 + a1) + 2 * (1.0 / 2 * (size / 2) / b2 + a2) +
+                    (2 * 1.0 / 2 * (size / 4) / b2 + 2 * a3);
+  for (auto f : {Fidelity::analytical, Fidelity::flow}) {
+    Collective c = make(CollectiveOp::all_reduce, Algorithm::hierarchical, gpus, size);
+    expect_within(std::string("hierarchical across buildings at ") + to_string(f), expected, simulate(t, c, f), 0.01);
+  }
+}
+
+TEST_CASE("two all-reduces sharing the inter-building link each take about twice as long", "[collective][contention]")
+{
+  auto t = two_buildings(12.5e9, 4, 4); // the link is as fast as one NIC
+  const double s = 268435456.0;
+  Collective a = make(CollectiveOp::all_reduce, Algorithm::ring, {0, 16}, s);
+  Collective b = make(CollectiveOp::all_reduce, Algorithm::ring, {1, 17}, s);
+  double alone_flow = simulate(t, a, Fidelity::flow);
+  FlowGraph g;
+  int ea = add_collective(g, t, a, {}).end_op;
+  int eb = add_collective(g, t, b, {}).end_op;
+  auto flow       = run(t, g, Fidelity::flow, EngineOptions{});
+  auto analytical = run(t, g, Fidelity::analytical, EngineOptions{});
+  const double alpha = t.route_latency(t.route(0, 16));
+  // Alone: S over the 12.5 GB/s link; together each gets half of it.
+  expect_within("ring alone (flow)", s / 12.5e9 + 2 * alpha, alone_flow, 0.01);
+  expect_within("ring A sharing the link (flow)", 2 * s / 12.5e9 + 2 * alpha, flow.ops[ea].end, 0.01);
+  expect_within("ring B sharing the link (flow)", 2 * s / 12.5e9 + 2 * alpha, flow.ops[eb].end, 0.01);
+  expect_within("analytical against flow, ring A", flow.ops[ea].end, analytical.ops[ea].end, 0.05);
+  expect_within("analytical against flow, ring B", flow.ops[eb].end, analytical.ops[eb].end, 0.05);
+}
+
+TEST_CASE("all-to-all with a size matrix is bound by the busiest sender", "[collective]")
+{
+  auto t    = preset("hgx-h100-pod");
+  auto gpus = range(0, 4, 8); // four nodes, one rail, one leaf
+  const double x = 16e6;
+  std::vector<std::vector<double>> m(4, std::vector<double>(4, x));
+  for (int j = 0; j < 4; ++j) {
+    m[j][j] = 0;
+    if (j != 0)
+      m[0][j] = 3 * x; // rank 0 sends 9x in all, every other rank 3x
+  }
+  Collective c = make(CollectiveOp::all_to_all, Algorithm::direct, gpus, 0);
+  c.matrix       = m;
+  const double b = t.spec().pod.nic_bandwidth, a = 2 * t.spec().pod.link_latency;
+  for (auto f : {Fidelity::analytical, Fidelity::flow})
+    expect_within(std::string("skewed all-to-all at ") + to_string(f), 9 * x / b + a, simulate(t, c, f), 0.01);
+}
+
+TEST_CASE("channels split flows without changing uncontended times", "[collective]")
+{
+  auto t = preset("hgx-h100-pod");
+  Collective c = make(CollectiveOp::all_reduce, Algorithm::ring, range(0, 16, 8), 268435456.0);
+  FlowGraph one, four;
+  auto l1    = add_collective(one, t, c, {});
+  c.channels = 4;
+  auto l4    = add_collective(four, t, c, {});
+  CHECK(l1.flows == 16);
+  CHECK(l4.flows == 64);
+  double t1 = run_flow(t, one).ops[l1.end_op].end;
+  double t4 = run_flow(t, four).ops[l4.end_op].end;
+  expect_within("4 channels against 1", t1, t4, 1e-6);
+}
+
+TEST_CASE("flow counts grow as O(K log K), O(K^2) only for all-to-all", "[collective]")
+{
+  auto t = preset("hgx-h100-pod");
+  for (int k : {64, 256, 1024}) {
+    auto gpus = range(0, k);
+    const double bound = 4.0 * k * std::log2(k);
+    for (auto a : {Algorithm::ring, Algorithm::tree, Algorithm::halving_doubling, Algorithm::hierarchical}) {
+      FlowGraph g;
+      auto l = add_collective(g, t, make(CollectiveOp::all_reduce, a, gpus, 1e6), {});
+      INFO(to_string(a) << " over " << k << ": " << l.flows << " flows, bound " << bound);
+      CHECK(static_cast<double>(l.flows) <= bound);
+    }
+    FlowGraph g;
+    auto l = add_collective(g, t, make(CollectiveOp::all_to_all, Algorithm::direct, gpus, 1e6), {});
+    CHECK(l.flows == static_cast<std::size_t>(k) * (k - 1));
+  }
+}
+
+TEST_CASE("the default policy: latency-bound small messages pick few steps, big ones the rails", "[collective]")
+{
+  auto t = preset("hgx-h100-pod");
+  // 64 GPUs on one rail: a flat ring pays 126 steps; halving-doubling 12.
+  Collective small = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 64, 8), 4096);
+  CHECK(default_algorithm(t, small) == Algorithm::halving_doubling);
+  // 4 full nodes: hierarchical moves the inter-node part over all 8 rails at once.
+  Collective big = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 32), 1073741824.0);
+  CHECK(default_algorithm(t, big) == Algorithm::hierarchical);
+  Collective a2a = make(CollectiveOp::all_to_all, Algorithm::automatic, range(0, 8), 1e6);
+  CHECK(default_algorithm(t, a2a) == Algorithm::direct);
+}
+
+TEST_CASE("algorithms that do not apply are refused with the allowed ones", "[collective]")
+{
+  auto t = preset("hgx-h100-pod");
+  FlowGraph g;
+  CHECK_THROWS_WITH(add_collective(g, t, make(CollectiveOp::all_to_all, Algorithm::ring, range(0, 8), 1e6), {}),
+                    Catch::Contains("allowed: direct"));
+  CHECK_THROWS_WITH(add_collective(g, t, make(CollectiveOp::all_reduce, Algorithm::halving_doubling, range(0, 6), 1e6), {}),
+                    Catch::Contains("power-of-two"));
+  CHECK_THROWS_WITH(add_collective(g, t, make(CollectiveOp::all_reduce, Algorithm::hierarchical, {0, 1, 2, 8}, 1e6), {}),
+                    Catch::Contains("regular group"));
+}

@@ -1,0 +1,463 @@
+// The training-step graph against closed forms: FLOPs (6 N D plus causal attention), bytes per parallelism
+// dimension (textbook collective volumes), pipeline bubbles ((pp - 1) / (v m)) and memory (hand-computed cases).
+#include "common/error.hpp"
+#include "workload/workload.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <string>
+
+namespace wl = spansim::workload;
+using nlohmann::json;
+
+namespace {
+
+const std::string kSource = SPANSIM_SOURCE_DIR;
+
+void check_close(const std::string& what, double expected, double actual, double rel)
+{
+  INFO(what << ": expected " << expected << " actual " << actual << " (tolerance " << rel * 100 << "%)");
+  std::cout << what << ": expected " << expected << " actual " << actual << "\n";
+  CHECK(std::fabs(actual - expected) <= rel * std::fabs(expected));
+}
+
+// A job's shape; the parallelism degrees default to 1.
+struct Shape {
+  json model;
+  int tp = 1, cp = 1, pp = 1, dp = 1;
+  int seq       = 4096;
+  int sequences = 16;
+  json schedule = {{"kind", "1f1b"}};
+  json extra    = json::object(); ///< more parallelism keys (ep, data_parallel, ...)
+};
+
+json job(const Shape& sh)
+{
+  json par = {{"tp", sh.tp}, {"cp", sh.cp}, {"pp", sh.pp}, {"dp", sh.dp}};
+  par.update(sh.extra);
+  return {{"model", sh.model},
+          {"gpu", "h100"},
+          {"gpus", sh.tp * sh.cp * sh.pp * sh.dp},
+          {"parallelism", par},
+          {"batch", {{"global_sequences", sh.sequences}, {"sequence_length", sh.seq}, {"micro_batch", 1}}},
+          {"schedule", sh.schedule}};
+}
+
+wl::StepSummary summary_of(const json& j)
+{
+  const wl::JobSpec spec = wl::parse_job(j, "test.json");
+  return wl::summarize(wl::build_step_graph(spec, wl::BuildOptions{false}));
+}
+
+double traffic(const wl::StepSummary& s, wl::Traffic t, bool job_total)
+{
+  for (const auto& x : s.traffic)
+    if (x.traffic == t)
+      return job_total ? x.job_total : x.per_gpu_max;
+  return -1;
+}
+
+// Llama 3 8B from its published shape (arXiv 2407.21783 Table 3).
+constexpr double kL = 32, kH = 4096, kF = 14336, kHeads = 32, kKv = 8, kVocab = 128256;
+constexpr double kHd = kH / kHeads;
+double llama8b_layer_params()
+{
+  return 2 * kH * kH + 2 * kH * kKv * kHd + 3 * kH * kF + 2 * kH;
+}
+double llama8b_params()
+{
+  return kL * llama8b_layer_params() + 2 * kVocab * kH + kH;
+}
+
+} // namespace
+
+TEST_CASE("Dense FLOPs are 6 N D plus causal attention, whatever the parallelism")
+{
+  const double seq = 4096, sequences = 16, tokens = seq * sequences;
+  // The input embedding is a lookup and the norms are element-wise: they do no matmul FLOPs.
+  const double n_matmul = llama8b_params() - kVocab * kH - (2 * kL + 1) * kH;
+  // Causal attention: QK^T and PV over half of an s x s score matrix, 2 s^2 h FLOPs per sequence and layer
+  // forward; backward twice that.
+  const double attention = 3 * kL * 2 * seq * seq * kH * sequences;
+  const double expected  = 6 * n_matmul * tokens + attention;
+  check_close("llama3-8b tp2 cp2 pp2 dp2 1f1b", expected,
+              summary_of(job({.model = "llama3-8b", .tp = 2, .cp = 2, .pp = 2, .dp = 2})).model_flops, 1e-9);
+  check_close("llama3-8b tp8 pp4 interleaved v2", expected,
+              summary_of(job({.model    = "llama3-8b",
+                              .tp       = 8,
+                              .pp       = 4,
+                              .schedule = {{"kind", "interleaved-1f1b"}, {"virtual_stages", 2}}}))
+                  .model_flops,
+              1e-9);
+  const double six_nd = 6 * llama8b_params() * tokens;
+  std::cout << "llama3-8b: model FLOPs / (6 N D) = " << expected / six_nd << " (attention adds, lookups subtract)\n";
+
+  // GPT-3 175B: tied embeddings, so the output projection is the only use of the vocab x d matrix and 6 N D
+  // counts it exactly; plain two-matrix GELU MLP.
+  const double L = 96, h = 12288, s = 2048, seqs = 8;
+  const double n            = L * (4 * h * h + 2 * h * 4 * h + 2 * h) + 50257 * h + h;
+  const double gpt_expected = 6 * (n - (2 * L + 1) * h) * s * seqs + 3 * L * 2 * s * s * h * seqs;
+  check_close(
+      "gpt3-175b tp4 pp4 gpipe", gpt_expected,
+      summary_of(
+          job({.model = "gpt3-175b", .tp = 4, .pp = 4, .seq = 2048, .sequences = 8, .schedule = {{"kind", "gpipe"}}}))
+          .model_flops,
+      1e-9);
+}
+
+TEST_CASE("MoE FLOPs are 6 N_active D plus attention")
+{
+  {
+    // Llama 4 Scout: every layer routes each token to 1 of 16 experts plus the shared one (3 h 8192 each) and
+    // runs the router (h x 16); GQA 40 heads of 128, 8 K/V heads.
+    const double L = 48, h = 5120, s = 4096, seqs = 32;
+    const double attn     = 2 * h * h + 2 * h * 8 * 128;
+    const double active   = L * (attn + 2 * 3 * h * 8192 + h * 16) + 202048 * h;
+    const double expected = 6 * active * s * seqs + 3 * L * 2 * s * s * (40 * 128) * seqs;
+    check_close(
+        "llama4-scout tp2 pp2 dp8 ep4", expected,
+        summary_of(job({.model = "llama4-scout", .tp = 2, .pp = 2, .dp = 8, .sequences = 32, .extra = {{"ep", 4}}}))
+            .model_flops,
+        1e-9);
+  }
+  {
+    // DeepSeek-V3, MLA: q down 7168x1536, q up 1536 x 128 x 192, kv down 7168 x 576, kv up 512 x 128 x 256,
+    // out 128 x 128 x 7168; attention scores over qk 192 and values 128. Three dense layers (FFN 18432), 58 MoE
+    // layers with 8 routed + 1 shared experts of 3 x 7168 x 2048 and a 7168 x 256 router.
+    const double h = 7168, s = 4096, seqs = 64;
+    const double mla       = h * 1536 + 1536.0 * 128 * 192 + h * 576 + 512.0 * 128 * 256 + 128.0 * 128 * h;
+    const double active    = 3 * (mla + 3 * h * 18432) + 58 * (mla + 9 * 3 * h * 2048 + h * 256) + 129280 * h;
+    const double attention = 3 * 61 * s * s * 128 * (192 + 128) * seqs;
+    const double expected  = 6 * active * s * seqs + attention;
+    check_close(
+        "deepseek-v3 tp4 pp4 dp8 ep8", expected,
+        summary_of(job({.model = "deepseek-v3", .tp = 4, .pp = 4, .dp = 8, .sequences = 64, .extra = {{"ep", 8}}}))
+            .model_flops,
+        1e-9);
+  }
+}
+
+TEST_CASE("Compute time follows the roofline with the GPU's efficiency factors")
+{
+  // Llama 3 8B on one H100 (989 TFLOP/s BF16, 3.35 TB/s; efficiencies matmul 0.75, attention 0.5, element-wise
+  // 0.8). The forward pass reads every bf16 weight except the embedding table (a lookup).
+  const double peak = 989e12, bw = 3.35e12;
+  const double weights = 2 * (llama8b_params() - kVocab * kH);
+  auto forward         = [](int seq) {
+    const json j          = job({.model = "llama3-8b", .seq = seq, .sequences = 1, .schedule = {{"kind", "gpipe"}}});
+    const wl::StepGraph g = wl::build_step_graph(wl::parse_job(j, "test.json"), wl::BuildOptions{false});
+    for (const auto& op : g.stages[0].ops)
+      if (op.kind == wl::OpKind::forward)
+        return op;
+    return wl::Op{};
+  };
+  {
+    // 16 tokens: 2 x 16 x 7.5e9 FLOPs take 0.3 ms at 742 TFLOP/s, 16 GB of weights take 6 ms: bandwidth-bound.
+    const wl::Op f = forward(16);
+    check_close("weight-bound forward, s", weights / (bw * 0.8), f.seconds, 0.02);
+  }
+  {
+    // 8192 tokens: compute-bound. Matmul FLOPs at the matmul efficiency, causal attention at the attention
+    // efficiency, and the element-wise traffic (the op's HBM bytes beyond its weights) at the element-wise one.
+    const double s        = 8192;
+    const double n_matmul = llama8b_params() - kVocab * kH - (2 * kL + 1) * kH;
+    const double mm = 2 * s * n_matmul, attn = kL * 2 * s * s * kH;
+    const wl::Op f = forward(8192);
+    check_close("forward FLOPs", mm + attn, f.model_flops, 1e-12);
+    const double elementwise = f.hbm_bytes - weights;
+    CHECK(elementwise > 0);
+    CHECK(elementwise < weights * 10);
+    check_close("compute-bound forward, s", mm / (peak * 0.75) + attn / (peak * 0.5) + elementwise / (bw * 0.8),
+                f.seconds, 1e-9);
+  }
+}
+
+TEST_CASE("Bytes per dimension follow the textbook collective volumes")
+{
+  // Llama 3 8B, tp 4 with sequence parallelism, cp 2, pp 2, dp 2, FSDP without resharding; 8 micro-batches of one
+  // 8192-token sequence. Each stage holds 16 layers.
+  const double tp = 4, cp = 2, pp = 2, dp = 2, s = 8192, m = 8, layers_per_stage = 16;
+  const json j              = job({.model = "llama3-8b",
+                                   .tp    = 4,
+                                   .cp    = 2,
+                                   .pp    = 2,
+                                   .dp    = 2,
+                                   .seq   = 8192,
+                                   .extra = {{"data_parallel", "fsdp"}, {"reshard_after_forward", false}}});
+  const wl::StepSummary sum = summary_of(j);
+  const double act          = s / cp * kH * 2; // bf16 activation of one micro-batch on a CP rank
+  // TP: per layer and pass, 2 all-gathers + 2 reduce-scatters of `act`, each (n-1)/n of it on the wire.
+  check_close("tp bytes per GPU", 2 * 4 * layers_per_stage * m * (tp - 1) / tp * act,
+              traffic(sum, wl::Traffic::tp, false), 1e-12);
+  // CP: K and V of the whole sequence all-gathered per layer forward, gathered again and their gradients
+  // reduce-scattered backward: 3 collectives of s x (2 heads per rank x (128 + 128)) x 2 bytes.
+  const double kv = s * (kKv / tp) * 2 * kHd * 2;
+  check_close("cp bytes per GPU", 3 * layers_per_stage * m * (cp - 1) / cp * kv, traffic(sum, wl::Traffic::cp, false),
+              1e-12);
+  // PP: one boundary, each micro-batch crosses it forward and backward with the sequence-parallel shard.
+  const double msg = s / cp * kH * 2 / tp;
+  check_close("pp bytes, whole job", 2 * (pp - 1) * m * msg * tp * cp * dp, traffic(sum, wl::Traffic::pp, true), 1e-12);
+  // FSDP over cp x dp = n ranks: each GPU all-gathers its bf16 parameters once and reduce-scatters fp32 gradients
+  // once; summed over the job that is (n - 1) x 6 bytes x N.
+  const double n = cp * dp;
+  check_close("dp bytes, whole job", (n - 1) * 6 * llama8b_params(), traffic(sum, wl::Traffic::dp, true), 1e-12);
+  // The busiest GPU is on the last stage: 16 layers, the output layer and the final norm, split over tp.
+  check_close("dp bytes per GPU, last stage",
+              (n - 1) / n * 6 * (layers_per_stage * llama8b_layer_params() + kVocab * kH + kH) / tp,
+              traffic(sum, wl::Traffic::dp, false), 1e-12);
+  CHECK(traffic(sum, wl::Traffic::ep, true) == 0);
+
+  // DDP: one ring all-reduce of fp32 gradients per replica group: 2 (n - 1) / n x 4 N per GPU-set of a replica.
+  const wl::StepSummary ddp = summary_of(job(
+      {.model = "llama3-8b", .tp = 4, .cp = 2, .pp = 2, .dp = 2, .seq = 8192, .extra = {{"data_parallel", "ddp"}}}));
+  check_close("ddp bytes, whole job", 2 * (n - 1) * 4 * llama8b_params(), traffic(ddp, wl::Traffic::dp, true), 1e-12);
+
+  // Without sequence parallelism: 2 all-reduces per layer and pass, 2 (n - 1) / n each: the same wire volume.
+  const wl::StepSummary nosp = summary_of(job({.model = "llama3-8b",
+                                               .tp    = 4,
+                                               .cp    = 2,
+                                               .pp    = 2,
+                                               .dp    = 2,
+                                               .seq   = 8192,
+                                               .extra = {{"sequence_parallel", false}}}));
+  check_close("tp bytes per GPU without SP", 2 * 2 * layers_per_stage * m * 2 * (tp - 1) / tp * act,
+              traffic(nosp, wl::Traffic::tp, false), 1e-12);
+
+  // Full recompute repeats the forward's collectives in backward: 3 passes instead of 2.
+  json full         = j;
+  full["recompute"] = "full";
+  check_close("tp bytes per GPU, full recompute", 3 * 4 * layers_per_stage * m * (tp - 1) / tp * act,
+              traffic(summary_of(full), wl::Traffic::tp, false), 1e-12);
+}
+
+TEST_CASE("HSDP shards inside a group and all-reduces the shards across replicas")
+{
+  // Llama 3 8B, tp 4, pp 2, dp 8 as 2 replicas of 4-way shards, no resharding: per GPU one bf16 all-gather and
+  // one fp32 reduce-scatter in the shard group (S = 4), then an all-reduce of the 1/S gradient shard across the
+  // R = 2 replicas.
+  const double tp = 4, S = 4, R = 2;
+  const json hsdp           = {{"data_parallel", "hsdp"}, {"hsdp_shard_size", 4}, {"reshard_after_forward", false}};
+  const json j              = job({.model = "llama3-8b", .tp = 4, .pp = 2, .dp = 8, .seq = 8192, .extra = hsdp});
+  const wl::StepGraph g     = wl::build_step_graph(wl::parse_job(j, "test.json"), wl::BuildOptions{false});
+  const wl::StepSummary sum = wl::summarize(g);
+  const double p_last       = (16 * llama8b_layer_params() + kVocab * kH + kH) / tp;
+  const double per_gpu      = (S - 1) / S * (2 + 4) * p_last + 2 * (R - 1) / R * 4 * p_last / S;
+  check_close("hsdp dp bytes per GPU, last stage", per_gpu, traffic(sum, wl::Traffic::dp, false), 1e-12);
+  check_close("hsdp dp bytes, whole job", 8 * llama8b_params() * ((S - 1) / S * 6 + 2 * (R - 1) / R * 4 / S),
+              traffic(sum, wl::Traffic::dp, true), 1e-12);
+  int shard_ops = 0, replica_ops = 0;
+  for (const auto& op : g.stages[1].ops) {
+    shard_ops += wl::group_name(op.group) == "dp_shard" ? 1 : 0;
+    replica_ops += wl::group_name(op.group) == "dp_replicate" ? 1 : 0;
+  }
+  // One gather and one reduce-scatter per chunk in the shard group, one all-reduce across replicas.
+  CHECK(shard_ops == 2);
+  CHECK(replica_ops == 1);
+}
+
+TEST_CASE("Expert parallelism: all-to-all volumes and expert-data-parallel gradients")
+{
+  // Llama 4 Scout, tp 2 with SP, pp 2, dp 8, ep 4 (so expert data parallelism 2), FSDP resharding after forward.
+  const double tp = 2, dp = 8, ep = 4, s = 4096, m = 4, h = 5120, moe_layers_per_stage = 24;
+  const wl::StepSummary sum = summary_of(job({.model     = "llama4-scout",
+                                              .tp        = 2,
+                                              .pp        = 2,
+                                              .dp        = 8,
+                                              .sequences = 32,
+                                              .extra     = {{"ep", 4}, {"data_parallel", "fsdp"}}}));
+  // Dispatch and combine, forward and backward: 4 all-to-alls per MoE layer of the top-1 copies of the rank's
+  // s / tp tokens, (ep - 1) / ep of each leaves the rank.
+  const double a2a = s / tp * 1 * h * 2;
+  check_close("ep bytes per GPU", 4 * moe_layers_per_stage * m * (ep - 1) / ep * a2a,
+              traffic(sum, wl::Traffic::ep, false), 1e-12);
+  // FSDP resharding: per micro-batch, all-gather bf16 weights before forward and before backward, reduce-scatter
+  // fp32 gradients after backward: (2 + 2 + 4) bytes per parameter per micro-batch. Dense parameters over the
+  // 8 dp ranks, routed experts over the 2 expert-data-parallel ranks; whole job: (n - 1) x 8 bytes x params x m.
+  const double attn    = 2 * h * h + 2 * h * 8 * 128;
+  const double experts = 48 * 16 * 3 * h * 8192;
+  const double dense   = 48 * (attn + 3 * h * 8192 + h * 16 + 2 * h) + 2 * 202048 * h + h;
+  const double edp     = dp / ep;
+  check_close("dp bytes, whole job", ((dp - 1) * dense + (edp - 1) * experts) * 8 * m,
+              traffic(sum, wl::Traffic::dp, true), 1e-12);
+}
+
+TEST_CASE("Pipeline bubbles match (pp - 1) / (v m)")
+{
+  // Equal stages: 16 identical layers and a negligible vocabulary, so every chunk costs the same.
+  const json tiny = {{"name", "tiny"}, {"layers", 16}, {"hidden", 1024}, {"ffn", 4096}, {"heads", 8}, {"vocab", 8}};
+  struct Case {
+    json schedule;
+    int m;
+  };
+  const Case cases[] = {{{{"kind", "gpipe"}}, 8},
+                        {{{"kind", "1f1b"}}, 8},
+                        {{{"kind", "1f1b"}}, 16},
+                        {{{"kind", "interleaved-1f1b"}, {"virtual_stages", 2}}, 8},
+                        {{{"kind", "interleaved-1f1b"}, {"virtual_stages", 4}}, 16},
+                        {{{"kind", "interleaved-1f1b"}, {"virtual_stages", 2}, {"microbatch_group", 8}}, 16}};
+  const int pp       = 4;
+  for (const auto& c : cases) {
+    const wl::StepSummary s =
+        summary_of(job({.model = tiny, .pp = pp, .seq = 1024, .sequences = c.m, .schedule = c.schedule}));
+    const int v           = c.schedule.value("virtual_stages", 1);
+    const double expected = double(pp - 1) / (v * c.m);
+    INFO(c.schedule.dump() << " m " << c.m << ": expected bubble " << expected << " actual " << s.bubble_fraction);
+    std::cout << c.schedule.dump() << " m=" << c.m << ": bubble expected " << expected << " actual "
+              << s.bubble_fraction << "\n";
+    // The output layer (vocabulary 8) makes the last stage slightly heavier than the others (< 0.1%).
+    CHECK(std::fabs(s.bubble_fraction - expected) <= 1e-3 * expected);
+  }
+}
+
+TEST_CASE("Memory matches hand-computed cases")
+{
+  // 4 layers, h 256, FFN 1024, 4 heads of 64, 2 K/V heads, vocabulary 1000, SwiGLU, untied. pp 2, DDP, 1F1B,
+  // 4 micro-batches of 512 tokens.
+  const json tiny = {{"name", "tiny"}, {"layers", 4},   {"hidden", 256}, {"ffn", 1024},
+                     {"heads", 4},     {"kv_heads", 2}, {"vocab", 1000}};
+  // Layer: Q, O 2 x 256^2 = 131072; K, V 2 x 256 x 128 = 65536; MLP 3 x 256 x 1024 = 786432; norms 512.
+  const double layer  = 131072 + 65536 + 786432 + 512; // 983552
+  const double stage0 = 2 * layer + 256000;            // + embedding 1000 x 256
+  const double stage1 = 2 * layer + 256000 + 256;      // + output layer and final norm
+  // Activations kept per token and layer, in bf16 elements: norm inputs and outputs 4 x 256, Q 256, K and V
+  // 2 x 2 x 64, attention output 256, gate, up and product 3 x 1024 = 4864 elements = 9728 bytes; x 512 tokens.
+  const double act_layer = 9728.0 * 512; // 4980736
+  const double logits    = 512.0 * 1000 * (2 + 4);
+  auto build             = [&](const std::string& recompute, const json& schedule, const json& par) {
+    json j         = job({.model     = tiny,
+                                      .pp        = 2,
+                                      .dp        = par.value("dp", 1),
+                                      .seq       = 512,
+                                      .sequences = 4 * par.value("dp", 1),
+                                      .schedule  = schedule,
+                                      .extra     = par});
+    j["recompute"] = recompute;
+    return wl::build_step_graph(wl::parse_job(j, "test.json"));
+  };
+  const json ddp = {{"data_parallel", "ddp"}};
+  {
+    const wl::StepGraph g = build("none", {{"kind", "1f1b"}}, ddp);
+    const auto& m0        = g.stages[0].memory;
+    const auto& m1        = g.stages[1].memory;
+    check_close("stage 0 weights (bf16)", 2 * stage0, m0.weights, 1e-12);
+    check_close("stage 0 gradients (fp32)", 4 * stage0, m0.gradients, 1e-12);
+    check_close("stage 0 Adam state", 12 * stage0, m0.optimizer, 1e-12);
+    check_close("stage 1 weights", 2 * stage1, m1.weights, 1e-12);
+    // 1F1B: stage 0 holds pp = 2 micro-batches of its 2 layers, plus one layer's working set.
+    check_close("stage 0 activations, 1f1b", 2 * 2 * act_layer + act_layer, m0.activations, 1e-12);
+    // The last stage holds one micro-batch, and its logits.
+    check_close("stage 1 activations, 1f1b", 2 * act_layer + logits + act_layer, m1.activations, 1e-12);
+  }
+  {
+    // GPipe: all 4 micro-batches in flight.
+    const wl::StepGraph g = build("none", {{"kind", "gpipe"}}, ddp);
+    check_close("stage 0 activations, gpipe", 4 * 2 * act_layer + act_layer, g.stages[0].memory.activations, 1e-12);
+  }
+  {
+    // Full recompute keeps each layer's input only: 256 elements per token.
+    const wl::StepGraph g = build("full", {{"kind", "1f1b"}}, ddp);
+    check_close("stage 0 activations, full recompute", 2 * 2 * (512.0 * 256 * 2) + act_layer,
+                g.stages[0].memory.activations, 1e-12);
+    // Selective drops norm outputs (2 x 256), attention output (256) and the MLP product (1024): 3072 elements.
+    const wl::StepGraph s = build("selective", {{"kind", "1f1b"}}, ddp);
+    check_close("stage 0 activations, selective", 2 * 2 * (512.0 * 3072 * 2) + act_layer,
+                s.stages[0].memory.activations, 1e-12);
+  }
+  {
+    // FSDP over dp 2 without resharding: whole bf16 weights and fp32 gradients, Adam state halved.
+    const wl::StepGraph g =
+        build("none", {{"kind", "1f1b"}}, {{"dp", 2}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}});
+    check_close("fsdp stage 0 weights", 2 * stage0, g.stages[0].memory.weights, 1e-12);
+    check_close("fsdp stage 0 Adam state", 12 * stage0 / 2, g.stages[0].memory.optimizer, 1e-12);
+    // Resharding: a shard at rest plus the chunk being computed and the one prefetched.
+    const wl::StepGraph r = build("none", {{"kind", "1f1b"}}, {{"dp", 2}, {"data_parallel", "fsdp"}});
+    check_close("fsdp reshard stage 0 weights", 2 * (stage0 / 2 + 2 * stage0), r.stages[0].memory.weights, 1e-12);
+    check_close("fsdp reshard stage 0 gradients", 4 * (stage0 / 2 + stage0), r.stages[0].memory.gradients, 1e-12);
+  }
+}
+
+TEST_CASE("Interleaved 1F1B keeps the warm-up's micro-batch chunks in flight")
+{
+  // 16 layers over pp 4 x v 2 chunks of 2 layers; full recompute keeps each layer's input, 1024 tokens x h 1024
+  // x 2 bytes. Megatron's interleaved warm-up on stage 0 runs (pp - 1) x 2 + (v - 1) x N forwards, one more
+  // before the first backward: 3 x 2 + 1 x 4 + 1 = 11 chunks in flight with N = 4; with N = 8, 3 x 2 + 8 + 1 = 15.
+  const json tiny    = {{"name", "tiny"}, {"layers", 16}, {"hidden", 1024}, {"ffn", 4096}, {"heads", 8}, {"vocab", 8}};
+  const double chunk = 2 * 1024.0 * 1024 * 2;
+  // One layer's full working set during backward: norms 4h, Q, K, V, O 4h, MLP 3 x 4096, bf16, 1024 tokens.
+  const double working = 1024.0 * 2 * (4 * 1024 + 4 * 1024 + 3 * 4096);
+  struct Case {
+    int group;
+    double in_flight;
+  };
+  for (const Case c : {Case{4, 11}, Case{8, 15}}) {
+    const json schedule   = {{"kind", "interleaved-1f1b"}, {"virtual_stages", 2}, {"microbatch_group", c.group}};
+    json j                = job({.model = tiny, .pp = 4, .seq = 1024, .sequences = 16, .schedule = schedule});
+    j["recompute"]        = "full";
+    const wl::StepGraph g = wl::build_step_graph(wl::parse_job(j, "test.json"));
+    check_close("stage 0 activations, interleaved N=" + std::to_string(c.group), c.in_flight * chunk + working,
+                g.stages[0].memory.activations, 1e-12);
+  }
+}
+
+TEST_CASE("A job that does not fit is refused with the numbers")
+{
+  json j = json::parse(R"({
+    "model": "llama3-405b", "gpu": "h100", "gpus": 1024,
+    "parallelism": {"tp": 8, "pp": 16, "dp": 8, "data_parallel": "ddp"},
+    "batch": {"global_tokens": 2097152, "sequence_length": 8192},
+    "schedule": {"kind": "1f1b"}
+  })");
+  try {
+    wl::build_step_graph(wl::parse_job(j, "big.json"));
+    FAIL("accepted");
+  } catch (const spansim::SpecError& e) {
+    const std::string what = e.what();
+    INFO(what);
+    CHECK(what.find("does not fit") != std::string::npos);
+    CHECK(what.find("weights") != std::string::npos);
+    CHECK(what.find("activations") != std::string::npos);
+    CHECK(what.find("80 GiB") != std::string::npos);
+  }
+}
+
+TEST_CASE("The graph is one program per stage with matching sends and receives")
+{
+  const wl::JobSpec spec = wl::load_job(kSource + "/examples/jobs/llama3-405b-8k-h100.json");
+  const wl::StepGraph g  = wl::build_step_graph(spec);
+  REQUIRE(g.stages.size() == 16);
+  // Layers: 126 over 64 chunks of 2, one fewer in the very first and very last chunk (embedding, output layer).
+  int layers = 0;
+  for (const auto& st : g.stages)
+    for (int n : st.chunk_layers)
+      layers += n;
+  CHECK(layers == 126);
+  CHECK(g.stages[0].chunk_layers[0] == 1);
+  CHECK(g.stages[15].chunk_layers[3] == 1);
+  // Every send has exactly one receive on its peer stage, with the same size.
+  std::map<std::pair<int, std::int64_t>, double> sends, recvs;
+  std::size_t ops = 0;
+  for (const auto& st : g.stages) {
+    ops += st.ops.size();
+    for (std::size_t i = 0; i < st.ops.size(); ++i) {
+      const wl::Op& op = st.ops[i];
+      for (int d : op.deps)
+        CHECK((d >= 0 && std::size_t(d) < i));
+      if (op.kind == wl::OpKind::send)
+        CHECK(sends.emplace(std::make_pair(op.peer_stage, op.tag), op.bytes).second);
+      if (op.kind == wl::OpKind::recv)
+        CHECK(recvs.emplace(std::make_pair(st.stage, op.tag), op.bytes).second);
+      if (op.traffic == wl::Traffic::tp)
+        CHECK(wl::group_name(op.group) == "tp");
+      if (op.traffic == wl::Traffic::dp)
+        CHECK(wl::group_name(op.group) == "dp");
+    }
+  }
+  CHECK(sends == recvs);
+  // 2 x 32 micro-batches x 4 chunks x 2 sends on 63 boundaries: the graph scales with pp v m, not with 8192 GPUs.
+  CHECK(sends.size() == std::size_t(2 * 32 * 63));
+  CHECK(ops < 30000);
+  std::cout << "llama3-405b example: " << ops << " ops in " << g.stages.size() << " programs\n";
+}

@@ -1,0 +1,416 @@
+// Reading and validating job, model and GPU specs. Every inconsistency is a SpecError at the JSON path that
+// carries the offending value, with the numbers that do not add up.
+#include "workload/workload.hpp"
+
+#include "common/error.hpp"
+#include "common/json_reader.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+
+#ifndef SPANSIM_DATA_DIR
+#error "SPANSIM_DATA_DIR must name the source root (set by workload/CMakeLists.txt)"
+#endif
+
+namespace spansim::workload {
+
+namespace {
+
+constexpr int kMaxDim = 1 << 30;
+
+struct RateUnit {
+  std::string_view suffix;
+  double factor;
+};
+constexpr std::array kRateUnits{RateUnit{"PFLOPs", 1e15},  RateUnit{"TFLOPs", 1e12},  RateUnit{"GFLOPs", 1e9},
+                                RateUnit{"PFLOP/s", 1e15}, RateUnit{"TFLOP/s", 1e12}, RateUnit{"GFLOP/s", 1e9},
+                                RateUnit{"FLOP/s", 1.0},   RateUnit{"FLOPs", 1.0}};
+
+// Zoo names are plain identifiers; anything else is a path, so a typo cannot escape the zoo directory.
+bool is_zoo_name(const std::string& s)
+{
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+  }) && !s.ends_with(".json");
+}
+
+std::string resolve(const std::string& ref, const std::string& zoo_subdir, const std::string& relative_to)
+{
+  if (is_zoo_name(ref))
+    return data_dir() + "/" + zoo_subdir + "/" + ref + ".json";
+  std::filesystem::path p(ref);
+  if (p.is_relative() && !relative_to.empty())
+    p = std::filesystem::path(relative_to).parent_path() / p;
+  return p.string();
+}
+
+std::vector<std::string> zoo_names(const std::string& zoo_subdir)
+{
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(data_dir() + "/" + zoo_subdir, ec))
+    if (e.path().extension() == ".json")
+      names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+int dim(spec::ObjectReader& r, std::string_view key, int min = 1, int max = kMaxDim)
+{
+  return static_cast<int>(r.integer(key, min, max));
+}
+
+int optional_dim(spec::ObjectReader& r, std::string_view key, int fallback, int min = 1, int max = kMaxDim)
+{
+  return static_cast<int>(r.optional_integer(key, min, max).value_or(fallback));
+}
+
+ModelSpec read_model(spec::ObjectReader r)
+{
+  ModelSpec m;
+  m.name            = r.string("name");
+  m.source          = r.optional_string("source").value_or("");
+  m.layers          = dim(r, "layers", 1, 100000);
+  m.hidden          = dim(r, "hidden");
+  m.ffn             = dim(r, "ffn");
+  m.heads           = dim(r, "heads");
+  m.kv_heads        = optional_dim(r, "kv_heads", m.heads);
+  m.vocab           = dim(r, "vocab");
+  m.mlp             = r.has("mlp") && r.choice("mlp", {"swiglu", "gelu"}) == "gelu" ? MlpKind::plain : MlpKind::gated;
+  m.tied_embeddings = r.optional_boolean("tied_embeddings").value_or(false);
+  if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
+    r.fail("kv_heads", "kv_heads " + std::to_string(m.kv_heads) + " must divide heads " + std::to_string(m.heads));
+  if (!r.has("head_dim") && m.hidden % m.heads != 0)
+    r.fail("heads", "hidden " + std::to_string(m.hidden) + " is not a multiple of heads " + std::to_string(m.heads) +
+                        "; give head_dim explicitly");
+  m.head_dim = optional_dim(r, "head_dim", m.hidden / m.heads);
+
+  if (auto a = r.optional_object("attention")) {
+    if (a->choice("kind", {"gqa", "mla"}) == "mla") {
+      m.attention            = AttentionKind::mla;
+      m.mla.q_lora_rank      = static_cast<int>(a->optional_integer("q_lora_rank", 0, kMaxDim).value_or(0));
+      m.mla.kv_lora_rank     = dim(*a, "kv_lora_rank");
+      m.mla.qk_nope_head_dim = dim(*a, "qk_nope_head_dim");
+      m.mla.qk_rope_head_dim = dim(*a, "qk_rope_head_dim");
+      m.mla.v_head_dim       = dim(*a, "v_head_dim");
+      m.kv_heads             = m.heads; // MLA expands the latent into one K/V per head.
+    }
+    a->finish();
+  }
+  if (auto e = r.optional_object("moe")) {
+    m.moe.experts            = dim(*e, "experts");
+    m.moe.experts_per_token  = dim(*e, "experts_per_token");
+    m.moe.shared_experts     = static_cast<int>(e->optional_integer("shared_experts", 0, 1024).value_or(0));
+    m.moe.expert_ffn         = dim(*e, "expert_ffn");
+    m.moe.every              = optional_dim(*e, "every", 1);
+    m.moe.first_dense_layers = static_cast<int>(e->optional_integer("first_dense_layers", 0, m.layers).value_or(0));
+    if (m.moe.experts_per_token > m.moe.experts)
+      e->fail("experts_per_token", "experts_per_token " + std::to_string(m.moe.experts_per_token) +
+                                       " exceeds experts " + std::to_string(m.moe.experts));
+    e->finish();
+  }
+  r.finish();
+  return m;
+}
+
+double read_rate(spec::ObjectReader& r, std::string_view key)
+{
+  const auto& v = r.raw(key);
+  if (!v.is_string())
+    r.fail(key, "expected a FLOP rate as a string (e.g. \"989TFLOPs\")");
+  double d = 0;
+  try {
+    d = parse_flop_rate(v.get<std::string>());
+  } catch (const UsageError& e) {
+    r.fail(key, e.what());
+  }
+  return d;
+}
+
+GpuSpec read_gpu(spec::ObjectReader r)
+{
+  GpuSpec g;
+  g.name            = r.string("name");
+  g.source          = r.optional_string("source").value_or("");
+  g.peak_bf16_flops = read_rate(r, "peak_bf16");
+  if (!(g.peak_bf16_flops > 0))
+    r.fail("peak_bf16", "must be greater than zero");
+  g.peak_fp8_flops = r.has("peak_fp8") ? read_rate(r, "peak_fp8") : 0;
+  g.hbm_bandwidth  = r.bandwidth("hbm_bandwidth");
+  g.hbm_capacity   = r.size("hbm_capacity");
+  if (!(g.hbm_capacity > 0))
+    r.fail("hbm_capacity", "must be greater than zero");
+  auto eff                 = r.object("efficiency");
+  g.matmul_efficiency      = eff.number("matmul", 0.01, 1);
+  g.attention_efficiency   = eff.number("attention", 0.01, 1);
+  g.elementwise_efficiency = eff.number("elementwise", 0.01, 1);
+  eff.finish();
+  r.finish();
+  return g;
+}
+
+ModelSpec model_from(spec::ObjectReader& job, const std::string& file)
+{
+  const auto& v = job.raw("model");
+  if (v.is_object())
+    return read_model(spec::ObjectReader(v, job.where().member("model")));
+  if (!v.is_string())
+    job.fail("model", "expected a zoo name (e.g. \"llama3-405b\"), a path to a model file or an object");
+  std::string ref  = v.get<std::string>();
+  std::string path = resolve(ref, "models", file);
+  if (is_zoo_name(ref) && !std::filesystem::exists(path)) {
+    std::string list;
+    for (const auto& n : zoo_names("models"))
+      list += (list.empty() ? "" : ", ") + n;
+    job.fail("model", "unknown model \"" + ref + "\" (zoo: " + list + ")");
+  }
+  return load_model(path);
+}
+
+GpuSpec gpu_from(spec::ObjectReader& job, const std::string& file)
+{
+  const auto& v = job.raw("gpu");
+  if (v.is_object())
+    return read_gpu(spec::ObjectReader(v, job.where().member("gpu")));
+  if (!v.is_string())
+    job.fail("gpu", "expected a zoo name (e.g. \"h100\"), a path to a GPU file or an object");
+  std::string ref  = v.get<std::string>();
+  std::string path = resolve(ref, "gpus", file);
+  if (is_zoo_name(ref) && !std::filesystem::exists(path)) {
+    std::string list;
+    for (const auto& n : zoo_names("gpus"))
+      list += (list.empty() ? "" : ", ") + n;
+    job.fail("gpu", "unknown GPU \"" + ref + "\" (zoo: " + list + ")");
+  }
+  return load_gpu(path);
+}
+
+} // namespace
+
+double parse_flop_rate(std::string_view text)
+{
+  std::string_view t = text;
+  while (!t.empty() && t.front() == ' ')
+    t.remove_prefix(1);
+  while (!t.empty() && t.back() == ' ')
+    t.remove_suffix(1);
+  const RateUnit* best = nullptr;
+  for (const auto& u : kRateUnits)
+    if (t.size() > u.suffix.size() && t.ends_with(u.suffix) &&
+        (best == nullptr || u.suffix.size() > best->suffix.size()))
+      best = &u;
+  auto fail = [&](const std::string& why) -> double {
+    throw UsageError("invalid FLOP rate \"" + std::string(text) + "\": " + why +
+                     " (write e.g. \"989TFLOPs\"; units: PFLOPs, TFLOPs, GFLOPs, FLOPs, or the same with FLOP/s)");
+  };
+  if (best == nullptr)
+    return fail("missing or unknown unit");
+  std::string_view number = t.substr(0, t.size() - best->suffix.size());
+  while (!number.empty() && number.back() == ' ')
+    number.remove_suffix(1);
+  double value   = 0;
+  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec != std::errc() || ptr != number.data() + number.size())
+    return fail("not a number");
+  if (!std::isfinite(value) || value < 0)
+    return fail("must be a finite, non-negative number");
+  return value * best->factor;
+}
+
+std::string data_dir()
+{
+  return std::string(SPANSIM_DATA_DIR) + "/workload";
+}
+
+bool ModelSpec::is_moe_layer(int layer) const
+{
+  if (moe.experts == 0 || layer < moe.first_dense_layers)
+    return false;
+  return (layer - moe.first_dense_layers + 1) % moe.every == 0;
+}
+
+ModelSpec load_model(const std::string& name_or_path)
+{
+  std::string path = resolve(name_or_path, "models", "");
+  return read_model(spec::ObjectReader(spec::load_json_file(path), spec::Location{path}));
+}
+
+GpuSpec load_gpu(const std::string& name_or_path)
+{
+  std::string path = resolve(name_or_path, "gpus", "");
+  return read_gpu(spec::ObjectReader(spec::load_json_file(path), spec::Location{path}));
+}
+
+JobSpec load_job(const std::string& path)
+{
+  return parse_job(spec::load_json_file(path), path);
+}
+
+int JobSpec::micro_batches() const
+{
+  return static_cast<int>(batch.global_sequences / (static_cast<std::int64_t>(parallelism.dp) * batch.micro_batch));
+}
+
+double JobSpec::tokens_per_step() const
+{
+  return static_cast<double>(batch.global_sequences) * batch.sequence_length;
+}
+
+JobSpec parse_job(const nlohmann::json& json, const std::string& file)
+{
+  spec::ObjectReader r(json, spec::Location{file});
+  JobSpec job;
+  job.file           = file;
+  job.name           = r.optional_string("name").value_or(std::filesystem::path(file).stem().string());
+  job.model          = model_from(r, file);
+  job.gpu            = gpu_from(r, file);
+  job.gpus           = r.integer("gpus", 1, std::int64_t{1} << 40);
+  const ModelSpec& m = job.model;
+
+  auto p                = r.object("parallelism");
+  ParallelismSpec& par  = job.parallelism;
+  par.tp                = optional_dim(p, "tp", 1);
+  par.sequence_parallel = p.optional_boolean("sequence_parallel").value_or(par.tp > 1);
+  par.cp                = optional_dim(p, "cp", 1);
+  par.pp                = optional_dim(p, "pp", 1);
+  par.dp                = optional_dim(p, "dp", 1);
+  par.ep                = optional_dim(p, "ep", 1);
+  std::string mode      = p.has("data_parallel") ? p.choice("data_parallel", {"ddp", "fsdp", "hsdp"}) : "fsdp";
+  par.dp_mode           = mode == "ddp"    ? DataParallelMode::ddp
+                          : mode == "fsdp" ? DataParallelMode::fsdp
+                                           : DataParallelMode::hsdp;
+  if (par.dp_mode == DataParallelMode::ddp) {
+    par.reshard_after_forward = false;
+  } else {
+    par.reshard_after_forward = p.optional_boolean("reshard_after_forward").value_or(true);
+  }
+  if (par.dp_mode == DataParallelMode::hsdp) {
+    par.hsdp_shard = dim(p, "hsdp_shard_size");
+    if (par.dp % par.hsdp_shard != 0)
+      p.fail("hsdp_shard_size",
+             "dp " + std::to_string(par.dp) + " is not divisible by hsdp_shard_size " + std::to_string(par.hsdp_shard));
+  }
+  if (p.has("order")) {
+    par.order                       = p.strings("order");
+    std::vector<std::string> sorted = par.order;
+    std::sort(sorted.begin(), sorted.end());
+    if (sorted != std::vector<std::string>{"cp", "dp", "pp", "tp"})
+      p.fail("order", "must list each of \"tp\", \"cp\", \"pp\", \"dp\" once (innermost first)");
+  }
+  // Keys valid only for some modes: name them so that the error for a misplaced one says where it belongs.
+  if (par.dp_mode == DataParallelMode::ddp && p.has("reshard_after_forward"))
+    p.fail("reshard_after_forward", "only meaningful with data_parallel \"fsdp\" or \"hsdp\"");
+  if (par.dp_mode != DataParallelMode::hsdp && p.has("hsdp_shard_size"))
+    p.fail("hsdp_shard_size", "only meaningful with data_parallel \"hsdp\"");
+  p.finish();
+
+  const std::int64_t product = std::int64_t{par.tp} * par.cp * par.pp * par.dp;
+  if (product != job.gpus)
+    r.fail("parallelism", "tp " + std::to_string(par.tp) + " x cp " + std::to_string(par.cp) + " x pp " +
+                              std::to_string(par.pp) + " x dp " + std::to_string(par.dp) + " = " +
+                              std::to_string(product) + " but gpus is " + std::to_string(job.gpus));
+  auto at_par = [&](std::string_view key, const std::string& what) {
+    r.where().member("parallelism").member(key).fail(what);
+  };
+  if (m.heads % par.tp != 0)
+    at_par("tp", "attention heads " + std::to_string(m.heads) + " are not divisible by tp " + std::to_string(par.tp));
+  if (m.kv_heads % par.tp != 0 && par.tp % m.kv_heads != 0)
+    at_par("tp", "kv_heads " + std::to_string(m.kv_heads) + " and tp " + std::to_string(par.tp) +
+                     " must divide one another (K/V heads are split or replicated across tp)");
+  if (m.ffn % par.tp != 0)
+    at_par("tp", "ffn " + std::to_string(m.ffn) + " is not divisible by tp " + std::to_string(par.tp));
+  if (m.moe.experts > 0 && m.moe.expert_ffn % par.tp != 0)
+    at_par("tp",
+           "expert_ffn " + std::to_string(m.moe.expert_ffn) + " is not divisible by tp " + std::to_string(par.tp));
+  if (par.ep > 1 && m.moe.experts == 0)
+    at_par("ep", "ep " + std::to_string(par.ep) + " needs a mixture-of-experts model; " + m.name + " is dense");
+  if (m.moe.experts > 0 && m.moe.experts % par.ep != 0)
+    at_par("ep", "experts " + std::to_string(m.moe.experts) + " are not divisible by ep " + std::to_string(par.ep));
+  if ((std::int64_t{par.cp} * par.dp) % par.ep != 0)
+    at_par("ep", "ep " + std::to_string(par.ep) + " must divide cp x dp = " + std::to_string(par.cp * par.dp) +
+                     " (expert parallelism is carved out of the data and context dimensions)");
+
+  auto b                = r.object("batch");
+  BatchSpec& batch      = job.batch;
+  batch.sequence_length = dim(b, "sequence_length");
+  batch.micro_batch     = optional_dim(b, "micro_batch", 1);
+  const bool by_tokens  = b.has("global_tokens");
+  const bool by_seqs    = b.has("global_sequences");
+  if (by_tokens == by_seqs)
+    b.fail("global_tokens", "give exactly one of \"global_tokens\" and \"global_sequences\"");
+  if (by_tokens) {
+    std::int64_t tokens = b.integer("global_tokens", 1, std::int64_t{1} << 50);
+    if (tokens % batch.sequence_length != 0)
+      b.fail("global_tokens", "global_tokens " + std::to_string(tokens) + " is not a multiple of sequence_length " +
+                                  std::to_string(batch.sequence_length));
+    batch.global_sequences = tokens / batch.sequence_length;
+  } else {
+    batch.global_sequences = b.integer("global_sequences", 1, std::int64_t{1} << 40);
+  }
+  if (batch.sequence_length % (2 * par.cp) != 0)
+    b.fail("sequence_length", "sequence_length " + std::to_string(batch.sequence_length) +
+                                  " is not divisible by 2 x cp = " + std::to_string(2 * par.cp) +
+                                  " (context parallelism splits a sequence into 2 x cp chunks)");
+  const std::int64_t per_step = std::int64_t{par.dp} * batch.micro_batch;
+  if (batch.global_sequences % per_step != 0)
+    b.fail(by_tokens ? "global_tokens" : "global_sequences",
+           "the batch of " + std::to_string(batch.global_sequences) +
+               " sequences is not divisible by dp x micro_batch = " + std::to_string(per_step));
+  b.finish();
+  const int mbs = job.micro_batches();
+
+  auto s               = r.object("schedule");
+  std::string kind     = s.choice("kind", {"gpipe", "1f1b", "interleaved-1f1b"});
+  ScheduleSpec& sched  = job.schedule;
+  sched.kind           = kind == "gpipe"  ? ScheduleKind::gpipe
+                         : kind == "1f1b" ? ScheduleKind::one_f_one_b
+                                          : ScheduleKind::interleaved_1f1b;
+  sched.virtual_stages = optional_dim(s, "virtual_stages", 1);
+  if (sched.kind == ScheduleKind::interleaved_1f1b) {
+    if (par.pp < 2)
+      s.fail("kind", "interleaved-1f1b needs pp >= 2, found pp " + std::to_string(par.pp));
+    if (sched.virtual_stages < 2)
+      s.fail("virtual_stages",
+             "interleaved-1f1b needs virtual_stages >= 2, found " + std::to_string(sched.virtual_stages));
+    sched.microbatch_group = optional_dim(s, "microbatch_group", par.pp);
+    if (sched.microbatch_group < par.pp || sched.microbatch_group > mbs || mbs % sched.microbatch_group != 0)
+      s.fail("microbatch_group", "microbatch_group " + std::to_string(sched.microbatch_group) + " must be between pp " +
+                                     std::to_string(par.pp) + " and the " + std::to_string(mbs) +
+                                     " micro-batches per step, and divide them");
+  } else {
+    if (sched.virtual_stages != 1)
+      s.fail("virtual_stages", kind + " runs one model chunk per stage; virtual_stages must be 1, found " +
+                                   std::to_string(sched.virtual_stages));
+    if (s.has("microbatch_group"))
+      s.fail("microbatch_group", "only meaningful with kind \"interleaved-1f1b\"");
+  }
+  if (sched.kind != ScheduleKind::gpipe && mbs < par.pp)
+    r.where().member("batch").fail(
+        std::to_string(mbs) + " micro-batches per step (" + std::to_string(batch.global_sequences) +
+        " sequences / dp " + std::to_string(par.dp) + " / micro_batch " + std::to_string(batch.micro_batch) +
+        ") are fewer than the " + std::to_string(par.pp) + " pipeline stages, which " + kind + " needs");
+  const int chunks = par.pp * sched.virtual_stages;
+  if (m.layers < chunks)
+    s.fail("virtual_stages", "the model's " + std::to_string(m.layers) + " layers cannot fill pp x virtual_stages = " +
+                                 std::to_string(chunks) + " model chunks");
+  s.finish();
+
+  std::string rc = r.has("recompute") ? r.choice("recompute", {"none", "selective", "full"}) : "none";
+  job.recompute  = rc == "none" ? Recompute::none : rc == "selective" ? Recompute::selective : Recompute::full;
+  if (auto pr = r.optional_object("precision")) {
+    std::string c = pr->has("compute") ? pr->choice("compute", {"bf16", "fp8"}) : "bf16";
+    job.precision = c == "fp8" ? Precision::fp8 : Precision::bf16;
+    if (job.precision == Precision::fp8 && !(job.gpu.peak_fp8_flops > 0))
+      pr->fail("compute", "GPU " + job.gpu.name + " has no peak_fp8 rate");
+    std::string g             = pr->has("gradient_reduce") ? pr->choice("gradient_reduce", {"fp32", "bf16"}) : "fp32";
+    job.gradient_reduce_bytes = g == "fp32" ? 4 : 2;
+    pr->finish();
+  }
+  r.finish();
+  return job;
+}
+
+} // namespace spansim::workload

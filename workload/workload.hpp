@@ -1,0 +1,312 @@
+#pragma once
+/// @file
+/// @brief The workload stage: a training job (model, GPU, parallelism, batch, schedule) becomes a training-step
+/// graph: one op program per pipeline stage, communication groups named by parallelism dimensions, not GPU ids.
+///
+/// Units inside: seconds, bytes, bytes/s, FLOP and FLOP/s as doubles. Spec files carry units as strings.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace spansim::workload {
+
+/// @brief Parses a FLOP rate ("989TFLOPs", "2.25PFLOPs", "500GFLOP/s") into FLOP/s.
+/// @throws UsageError naming the accepted units.
+double parse_flop_rate(std::string_view text);
+
+/// @brief Dense SwiGLU-style gated MLP (three matrices) or a plain two-matrix MLP (GELU, GPT-3).
+enum class MlpKind { gated, plain };
+/// @brief Grouped-query attention (covers MHA and MQA) or DeepSeek's multi-head latent attention.
+enum class AttentionKind { gqa, mla };
+
+/// @brief Multi-head latent attention shape (DeepSeek-V2/V3); only read when the attention kind is mla.
+struct MlaSpec {
+  int q_lora_rank      = 0; ///< 0: queries are projected directly from the hidden state.
+  int kv_lora_rank     = 0;
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim       = 0;
+};
+
+/// @brief Mixture-of-experts shape; `experts == 0` means a dense model.
+struct MoeSpec {
+  int experts            = 0;
+  int experts_per_token  = 0;
+  int shared_experts     = 0;
+  int expert_ffn         = 0;
+  int every              = 1; ///< Layer i (after the leading dense ones) is MoE when (i + 1) % every == 0.
+  int first_dense_layers = 0;
+};
+
+/// @brief A transformer's shape, as in the model zoo files.
+struct ModelSpec {
+  std::string name;
+  std::string source;
+  int layers              = 0;
+  int hidden              = 0;
+  int ffn                 = 0; ///< FFN size of the dense layers.
+  int heads               = 0;
+  int kv_heads            = 0;
+  int head_dim            = 0;
+  int vocab               = 0;
+  MlpKind mlp             = MlpKind::gated;
+  bool tied_embeddings    = false;
+  AttentionKind attention = AttentionKind::gqa;
+  MlaSpec mla;
+  MoeSpec moe;
+
+  /// @brief Whether layer `layer` (0-based) is a mixture-of-experts layer.
+  bool is_moe_layer(int layer) const;
+};
+
+/// @brief Parameter counts of a model (exact for the shapes above; biases are not modeled).
+struct ModelParams {
+  double total         = 0; ///< Every distinct parameter (a tied embedding counted once).
+  double active        = 0; ///< Parameters a token goes through (routed experts: only the top-k).
+  double matmul_active = 0; ///< Active parameters used in matrix products (no input embedding, no norms).
+  double embedding     = 0; ///< Input embedding table.
+};
+
+/// @brief Counts the parameters of `model`.
+ModelParams count_params(const ModelSpec& model);
+
+/// @brief A GPU's peak rates and the compute model's achievable-efficiency factors.
+struct GpuSpec {
+  std::string name;
+  std::string source;
+  double peak_bf16_flops        = 0; ///< Dense (no sparsity), FLOP/s.
+  double peak_fp8_flops         = 0;
+  double hbm_bandwidth          = 0; ///< bytes/s
+  double hbm_capacity           = 0; ///< bytes
+  double matmul_efficiency      = 0; ///< Achieved fraction of peak on large GEMMs.
+  double attention_efficiency   = 0; ///< Achieved fraction of peak in fused (flash) attention, fwd+bwd mix.
+  double elementwise_efficiency = 0; ///< Achieved fraction of HBM bandwidth in memory-bound kernels.
+};
+
+/// @brief How the data-parallel dimension holds parameters, gradients and optimizer state.
+enum class DataParallelMode { ddp, fsdp, hsdp };
+/// @brief Pipeline schedules.
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b };
+/// @brief Activation recomputation: none, selective (attention core and norms) or full (whole layers).
+enum class Recompute { none, selective, full };
+/// @brief Precision of the matrix products.
+enum class Precision { bf16, fp8 };
+
+/// @brief Degrees of parallelism and how data parallelism shards.
+struct ParallelismSpec {
+  int tp                     = 1;
+  bool sequence_parallel     = true;
+  int cp                     = 1;
+  int pp                     = 1;
+  int dp                     = 1;
+  int ep                     = 1; ///< Carved out of cp x dp: expert layers use ep groups inside it.
+  DataParallelMode dp_mode   = DataParallelMode::fsdp;
+  bool reshard_after_forward = true;
+  int hsdp_shard             = 0;                         ///< HSDP: data-parallel ranks sharding one replica.
+  std::vector<std::string> order{"tp", "cp", "pp", "dp"}; ///< Rank order, innermost first, for placement.
+};
+
+/// @brief Batch shape: the global batch in sequences, the micro-batch in sequences.
+struct BatchSpec {
+  std::int64_t global_sequences = 0;
+  int micro_batch               = 1;
+  int sequence_length           = 0;
+};
+
+/// @brief Pipeline schedule and its knobs.
+struct ScheduleSpec {
+  ScheduleKind kind    = ScheduleKind::one_f_one_b;
+  int virtual_stages   = 1; ///< Model chunks per pipeline stage (interleaving).
+  int microbatch_group = 0; ///< Interleaved: consecutive micro-batches per chunk (Llama 3's N); 0 means pp.
+};
+
+/// @brief A whole training job, validated.
+struct JobSpec {
+  std::string name;
+  std::string file; ///< Where it was read from, for error messages.
+  ModelSpec model;
+  GpuSpec gpu;
+  std::int64_t gpus = 0;
+  ParallelismSpec parallelism;
+  BatchSpec batch;
+  ScheduleSpec schedule;
+  Recompute recompute          = Recompute::none;
+  Precision precision          = Precision::bf16;
+  double gradient_reduce_bytes = 4; ///< Bytes per gradient element on the wire (fp32: 4, bf16: 2).
+
+  /// @brief Micro-batches per step on each data-parallel replica.
+  int micro_batches() const;
+  /// @brief Tokens per optimizer step across the job.
+  double tokens_per_step() const;
+};
+
+/// @brief Loads a model: a zoo name ("llama3-405b") or a path to a JSON file.
+ModelSpec load_model(const std::string& name_or_path);
+/// @brief Loads a GPU spec: a zoo name ("h100") or a path to a JSON file.
+GpuSpec load_gpu(const std::string& name_or_path);
+/// @brief Reads and validates a job spec file. @throws SpecError with the JSON path of the problem.
+JobSpec load_job(const std::string& path);
+/// @brief Validates a job given as JSON; `file` names it in errors and anchors relative model/GPU paths.
+JobSpec parse_job(const nlohmann::json& json, const std::string& file);
+/// @brief Directory of the shipped model and GPU zoo (the source tree's workload/).
+std::string data_dir();
+
+/// @brief Parallelism dimensions a communication group spans (a bit set).
+enum Dim : unsigned {
+  kTp          = 1U << 0,
+  kCp          = 1U << 1,
+  kPp          = 1U << 2,
+  kDp          = 1U << 3,
+  kEp          = 1U << 4, ///< The ep factor of cp x dp (its fastest-varying part).
+  kEdp         = 1U << 5, ///< The rest of cp x dp once ep is taken: expert data parallelism.
+  kDpShard     = 1U << 6, ///< HSDP: the sharding part of dp.
+  kDpReplicate = 1U << 7, ///< HSDP: the replicating part of dp.
+};
+
+/// @brief A communication group: the dimensions it spans, and its size.
+struct Group {
+  unsigned dims = 0;
+  int size      = 1;
+};
+/// @brief Names a group by its dimensions, e.g. "cp+dp".
+std::string group_name(const Group& group);
+
+/// @brief What an op is.
+enum class OpKind {
+  forward,
+  backward,
+  recompute,
+  optimizer,
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  all_to_all,
+  send,
+  recv
+};
+/// @brief The parallelism dimension an op's traffic is accounted to.
+enum class Traffic { none, tp, cp, pp, dp, ep };
+
+/// @brief Why a communication op exists, finer than its kind (an all-to-all dispatches or combines tokens).
+enum class Purpose {
+  compute,
+  tp_activations,
+  cp_kv,
+  cp_kv_grads,
+  pp_activations,
+  pp_gradients,
+  param_gather,
+  grad_reduce,
+  ep_dispatch,
+  ep_combine
+};
+
+/// @brief Names an op kind ("forward", "all_gather", ...).
+std::string_view op_kind_name(OpKind kind);
+/// @brief Names a purpose ("ep_dispatch", ...).
+std::string_view purpose_name(Purpose purpose);
+/// @brief Names a traffic dimension ("tp", ...).
+std::string_view traffic_name(Traffic traffic);
+
+/// @brief One op of a stage program. Every rank of the stage runs it.
+///
+/// Compute ops run one after another on the compute stream in program order. A communication op is issued when
+/// its dependencies are done; `count` identical collectives of `bytes` each (one per layer, say) are folded into it.
+struct Op {
+  OpKind kind     = OpKind::forward;
+  Traffic traffic = Traffic::none;
+  Purpose purpose = Purpose::compute;
+  int chunk       = -1; ///< Model chunk (virtual stage) on this pipeline stage.
+  int micro_batch = -1;
+  // Compute.
+  double model_flops    = 0; ///< FLOPs that count towards MFU (no recompute).
+  double hardware_flops = 0; ///< FLOPs executed, recompute included.
+  double seconds        = 0; ///< Compute time under the roofline and efficiency factors.
+  double hbm_bytes      = 0; ///< HBM traffic: weights (and fp32 gradient accumulation) plus element-wise ops.
+  // Communication.
+  Group group;
+  double bytes      = 0; ///< Buffer size of one collective: the gathered/reduced/exchanged tensor, or the message.
+  int count         = 0;
+  int peer_stage    = -1;    ///< send/recv: the other pipeline stage.
+  std::int64_t tag  = -1;    ///< send/recv: a send and its recv share a tag.
+  bool overlappable = false; ///< May run under compute (prefetch, gradient reduction, pipeline transfers).
+  std::vector<int> deps;     ///< Indices of ops in the same program.
+};
+
+/// @brief Bytes one rank sends for `op` under the textbook ring/pairwise algorithms, all `count` instances.
+double wire_bytes_per_rank(const Op& op);
+
+/// @brief Per-GPU memory estimate of one pipeline stage, bytes.
+struct MemoryEstimate {
+  double weights     = 0;
+  double gradients   = 0;
+  double optimizer   = 0;
+  double activations = 0; ///< Peak over the schedule, including one layer's transient working set.
+  /// @brief Sum of the parts.
+  double total() const { return weights + gradients + optimizer + activations; }
+};
+
+/// @brief The program every rank of one pipeline stage runs in one training step.
+struct StageProgram {
+  int stage = 0;
+  std::vector<int> chunk_layers; ///< Transformer layers in each model chunk.
+  double params = 0;             ///< Parameters held per GPU (before data-parallel sharding).
+  MemoryEstimate memory;
+  std::vector<Op> ops;
+};
+
+/// @brief The training-step graph: one program per pipeline stage; ranks differ only by group coordinates.
+struct StepGraph {
+  JobSpec job;
+  int micro_batches = 0;
+  std::vector<StageProgram> stages;
+};
+
+/// @brief Knobs of the graph builder.
+struct BuildOptions {
+  bool check_memory = true; ///< Refuse (SpecError) a job whose memory estimate exceeds the GPU's HBM.
+};
+
+/// @brief Builds the training-step graph of `job`. @throws SpecError when the job does not fit in memory.
+StepGraph build_step_graph(const JobSpec& job, const BuildOptions& options = {});
+
+/// @brief Communication volume of one traffic dimension.
+struct TrafficBytes {
+  Traffic traffic       = Traffic::none;
+  double per_gpu_max    = 0; ///< Bytes one GPU sends per step, on the busiest pipeline stage.
+  double job_total      = 0; ///< Bytes sent per step by all GPUs.
+  double buffer_per_gpu = 0; ///< Sum of collective buffer sizes per GPU on the busiest stage.
+};
+
+/// @brief What `spansim workload describe` prints.
+struct StepSummary {
+  std::size_t programs  = 0;
+  std::size_t ops       = 0;
+  std::size_t ranks     = 0;
+  double model_flops    = 0; ///< Per step, whole job.
+  double hardware_flops = 0;
+  double tokens         = 0;
+  std::vector<TrafficBytes> traffic;
+  double stage_compute_max = 0; ///< Compute seconds of the busiest stage (no bubble).
+  double step_lower_bound  = 0; ///< Makespan of the graph with free communication.
+  double bubble_fraction   = 0; ///< (lower bound - busiest stage compute) / busiest stage compute.
+  double bubble_formula    = 0; ///< (pp - 1) / (v * m); GPipe and 1F1B have v = 1.
+  int peak_memory_stage    = 0;
+  MemoryEstimate peak_memory;
+};
+
+/// @brief Summarizes a graph: its size, FLOPs, traffic per dimension, memory and the step-time lower bound.
+StepSummary summarize(const StepGraph& graph);
+
+/// @brief Makespan of the graph when communication is free and compute ops take their `seconds`.
+/// @throws SimulationError if the programs deadlock (a recv whose send never comes).
+double compute_makespan(const StepGraph& graph);
+
+/// @brief The graph as JSON (ops of every stage program), for tools downstream.
+nlohmann::json to_json(const StepGraph& graph);
+
+} // namespace spansim::workload
