@@ -14,4 +14,7 @@ void add_collective_command(CLI::App& app);
 /// memory per GPU and the compute-and-bubble lower bound on the step time.
 void add_workload_command(CLI::App& app);
 
+/// @brief `spansim run [SCENARIO] [--fidelity F] [--out DIR] [--json]`: one co-simulated training step.
+void add_run_command(CLI::App& app);
+
 } // namespace spansim::cli

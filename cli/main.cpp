@@ -18,6 +18,7 @@ int main(int argc, char** argv)
   spansim::cli::add_topology_command(app);
   spansim::cli::add_collective_command(app);
   spansim::cli::add_workload_command(app);
+  spansim::cli::add_run_command(app);
 
   try {
     app.parse(argc, argv);

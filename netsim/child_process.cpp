@@ -3,6 +3,8 @@
 #include "common/error.hpp"
 
 #include <cerrno>
+#include <cstdio>
+#include <iostream>
 #include <cstring>
 #include <exception>
 #include <sys/wait.h>
@@ -30,6 +32,10 @@ bool write_all(int fd, const char* data, std::size_t size)
 
 std::string run_in_child(const std::function<std::string()>& work)
 {
+  // Anything buffered in the parent would otherwise be written twice, once by each process.
+  std::fflush(nullptr);
+  std::cout.flush();
+  std::cerr.flush();
   int fds[2];
   if (::pipe(fds) != 0)
     throw SimulationError(std::string("cannot create a pipe to the simulation process: ") + std::strerror(errno));

@@ -23,6 +23,8 @@
 #include <ns3/packet-sink-helper.h>
 #include <ns3/packet.h>
 #include <ns3/point-to-point-helper.h>
+#include <ns3/queue-disc-container.h>
+#include <ns3/queue-disc.h>
 #include <ns3/queue-size.h>
 #include <ns3/rng-seed-manager.h>
 #include <ns3/simulator.h>
@@ -42,8 +44,8 @@ namespace spansim::netsim {
 
 namespace {
 
-constexpr double kTcpIpHeaders = 20 + 20 + 12; // IPv4, TCP and the timestamp option padded to 4 bytes
-constexpr int kMaxSocketsPerGpu = 16000;       // ns-3 hands out 16,384 ephemeral ports per node
+constexpr double kTcpIpHeaders  = 20 + 20 + 12; // IPv4, TCP and the timestamp option padded to 4 bytes
+constexpr int kMaxSocketsPerGpu = 16000;        // ns-3 hands out 16,384 ephemeral ports per node
 constexpr int kFirstSinkPort    = 1024;
 // Linux's default: the first ECN mark halves the window. It costs long-haul flows dearly (see the README).
 constexpr double kDctcpAlphaOnInit = 1.0;
@@ -107,9 +109,9 @@ void check_settings(const PacketSettings& s)
 
 Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const PacketSettings& settings)
 {
-  const auto& ops  = graph.ops();
-  const auto& lks  = topology.links();
-  const int ngpus  = topology.gpu_count();
+  const auto& ops = graph.ops();
+  const auto& lks = topology.links();
+  const int ngpus = topology.gpu_count();
   Plan plan;
   plan.pair_of.assign(ops.size(), -1);
   std::map<std::pair<int, int>, int> pair_index;
@@ -127,7 +129,7 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
     ++connections[op.src];
     ++connections[op.dst];
     gpu_used[op.src] = gpu_used[op.dst] = true;
-    auto [it, inserted] = pair_index.try_emplace({op.src, op.dst}, static_cast<int>(plan.pairs.size()));
+    auto [it, inserted]                 = pair_index.try_emplace({op.src, op.dst}, static_cast<int>(plan.pairs.size()));
     if (inserted)
       plan.pairs.push_back({op.src, op.dst, topology.route(op.src, op.dst), topology.route(op.dst, op.src)});
     plan.pair_of[i] = it->second;
@@ -147,9 +149,9 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
                      " transfers, more than the limit of " + std::to_string(settings.max_transfers) + advice);
   for (int g = 0; g < ngpus; ++g)
     if (connections[g] > kMaxSocketsPerGpu)
-      throw UsageError("packet level: GPU " + std::to_string(g) + " takes part in " +
-                       std::to_string(connections[g]) + " transfers, more than the " +
-                       std::to_string(kMaxSocketsPerGpu) + " TCP connections a node can open" + advice);
+      throw UsageError("packet level: GPU " + std::to_string(g) + " takes part in " + std::to_string(connections[g]) +
+                       " transfers, more than the " + std::to_string(kMaxSocketsPerGpu) +
+                       " TCP connections a node can open" + advice);
 
   // A port marks at K > C x RTT / 7 (the DCTCP paper's rule for full throughput), where RTT is the longest
   // round trip of the routes that cross it; long-haul ports thus get deep thresholds, datacenter ports small ones.
@@ -177,8 +179,8 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
   for (std::size_t v = 0; v < vertex_used.size(); ++v)
     if (vertex_used[v])
       plan.vertices.push_back(static_cast<int>(v));
-  plan.socket_buffer = settings.socket_buffer > 0 ? settings.socket_buffer
-                                                  : std::min(4e9, std::max(4194304.0, std::ceil(2 * max_bdp)));
+  plan.socket_buffer =
+      settings.socket_buffer > 0 ? settings.socket_buffer : std::min(4e9, std::max(4194304.0, std::ceil(2 * max_bdp)));
   return plan;
 }
 
@@ -197,7 +199,8 @@ public:
   {
   }
 
-  std::vector<OpTiming> run()
+  /// Op timings, then queue statistics as JSON.
+  std::pair<std::vector<OpTiming>, nlohmann::json> run()
   {
     configure();
     build_network();
@@ -218,11 +221,12 @@ public:
           start(static_cast<int>(i));
     });
     ns3::Simulator::Run();
+    auto statistics = queue_statistics();
     ns3::Simulator::Destroy();
     if (done_ != ops.size())
       throw SimulationError("packet simulation ended with " + std::to_string(ops.size() - done_) + " of " +
                             std::to_string(ops.size()) + " ops not run (a TCP connection gave up?)");
-    return timing_;
+    return {timing_, statistics};
   }
 
 private:
@@ -292,7 +296,7 @@ private:
                             "LinkBandwidth", ns3::DataRateValue(rate), "LinkDelay", ns3::TimeValue(delay));
       else
         tc.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", ns3::QueueSizeValue(limit));
-      tc.Install(devices.back());
+      queue_discs_.Add(tc.Install(devices.back()));
     }
 
     ns3::Ipv4AddressHelper addresses("10.0.0.0", "255.255.255.252");
@@ -312,6 +316,18 @@ private:
         nodes_.Get(node_of_[v])->GetObject<ns3::Ipv4>()->SetAttribute("IpForward", ns3::BooleanValue(false));
   }
 
+  nlohmann::json queue_statistics()
+  {
+    std::uint64_t sent = 0, dropped = 0, marked = 0;
+    for (auto it = queue_discs_.Begin(); it != queue_discs_.End(); ++it) {
+      const auto& stats = (*it)->GetStats();
+      sent += stats.nTotalSentPackets;
+      dropped += stats.nTotalDroppedPackets;
+      marked += stats.nTotalMarkedPackets;
+    }
+    return {{"packets_sent_by_ports", sent}, {"packets_dropped", dropped}, {"packets_ecn_marked", marked}};
+  }
+
   /// The address of `vertex` on `link` (the side of the link it is on).
   ns3::Ipv4Address address_on(int link, int vertex) const
   {
@@ -324,10 +340,10 @@ private:
   {
     ns3::Ipv4StaticRoutingHelper helper;
     for (const auto& h : route) {
-      const auto& link = topology_.links()[h.link];
-      const int from   = h.forward ? 0 : 1;
-      const int vertex = h.forward ? link.a : link.b;
-      const auto& e    = ends_[h.link];
+      const auto& link    = topology_.links()[h.link];
+      const int from      = h.forward ? 0 : 1;
+      const int vertex    = h.forward ? link.a : link.b;
+      const auto& e       = ends_[h.link];
       auto [it, inserted] = next_hop_.try_emplace({vertex, destination.Get()}, h.link);
       if (!inserted) {
         if (it->second != h.link)
@@ -361,15 +377,15 @@ private:
       port_[op]     = static_cast<std::uint16_t>(next_port[dst]++);
       ns3::PacketSinkHelper helper("ns3::TcpSocketFactory",
                                    ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), port_[op]));
-      auto app = helper.Install(nodes_.Get(node_of_[dst])).Get(0);
+      auto app                  = helper.Install(nodes_.Get(node_of_[dst])).Get(0);
       const std::uint64_t bytes = op_bytes(ops[op]);
-      app->TraceConnectWithoutContext(
-          "Rx", ns3::Callback<void, ns3::Ptr<const ns3::Packet>, const ns3::Address&>(
-                    [this, op, bytes](ns3::Ptr<const ns3::Packet> packet, const ns3::Address&) {
-                      received_[op] += packet->GetSize();
-                      if (received_[op] == bytes)
-                        finish(op);
-                    }));
+      app->TraceConnectWithoutContext("Rx",
+                                      ns3::Callback<void, ns3::Ptr<const ns3::Packet>, const ns3::Address&>(
+                                          [this, op, bytes](ns3::Ptr<const ns3::Packet> packet, const ns3::Address&) {
+                                            received_[op] += packet->GetSize();
+                                            if (received_[op] == bytes)
+                                              finish(op);
+                                          }));
     }
   }
 
@@ -411,12 +427,13 @@ private:
   const PacketSettings& settings_;
   const Plan& plan_;
   ns3::NodeContainer nodes_;
-  std::vector<int> node_of_;                        ///< per vertex: index in nodes_, or -1
-  std::vector<LinkEnds> ends_;                      ///< per link id
+  ns3::QueueDiscContainer queue_discs_;
+  std::vector<int> node_of_;                              ///< per vertex: index in nodes_, or -1
+  std::vector<LinkEnds> ends_;                            ///< per link id
   std::map<std::pair<int, std::uint32_t>, int> next_hop_; ///< (vertex, destination) -> link
-  std::vector<ns3::Ipv4Address> destination_;       ///< per pair: the destination GPU's address on the route
-  std::vector<std::uint16_t> port_;                 ///< per op: the sink's port
-  std::vector<std::uint64_t> received_;             ///< per op: bytes at the sink
+  std::vector<ns3::Ipv4Address> destination_;             ///< per pair: the destination GPU's address on the route
+  std::vector<std::uint16_t> port_;                       ///< per op: the sink's port
+  std::vector<std::uint64_t> received_;                   ///< per op: bytes at the sink
   std::vector<OpTiming> timing_;
   std::vector<int> remaining_;
   std::vector<std::vector<int>> dependents_;
@@ -455,7 +472,8 @@ nlohmann::json PacketSettings::to_json() const
              {"max_th_packets", "min_th + 1"},
              {"limit_packets", "max(queue_packets, 4 * min_th) per port"}};
   else
-    queue = {{"type", "FifoQueueDisc"}, {"limit_packets", queue_packets}};
+    queue = {{"type", "FifoQueueDisc"},
+             {"limit_packets", "max(queue_packets, 4 * max(ecn_threshold, ceil(C * RTT / 7 / MTU))) per port"}};
   return {{"engine", "ns-3"},
           {"ns3_version", std::to_string(NS3_VERSION_MAJOR) + "." + std::to_string(NS3_VERSION_MINOR)},
           {"transport", transport},
@@ -486,21 +504,24 @@ nlohmann::json PacketSettings::to_json() const
 RunResult run_packet(const topology::Topology& topology, const FlowGraph& graph, const PacketSettings& settings)
 {
   check_settings(settings);
-  const Plan plan   = make_plan(topology, graph, settings);
-  std::string bytes = detail::run_in_child([&] {
-    auto timing = PacketRun(topology, graph, settings, plan).run();
-    return std::string(reinterpret_cast<const char*>(timing.data()), timing.size() * sizeof(OpTiming));
+  const Plan plan                = make_plan(topology, graph, settings);
+  std::string bytes              = detail::run_in_child([&] {
+    auto [timing, statistics] = PacketRun(topology, graph, settings, plan).run();
+    return std::string(reinterpret_cast<const char*>(timing.data()), timing.size() * sizeof(OpTiming)) +
+           statistics.dump();
   });
-  if (bytes.size() != graph.ops().size() * sizeof(OpTiming))
+  const std::size_t timing_bytes = graph.ops().size() * sizeof(OpTiming);
+  if (bytes.size() <= timing_bytes)
     throw SimulationError("the packet simulation process returned a truncated result");
   RunResult result;
   result.ops.resize(graph.ops().size());
-  std::memcpy(result.ops.data(), bytes.data(), bytes.size());
+  std::memcpy(result.ops.data(), bytes.data(), timing_bytes);
   for (const auto& t : result.ops)
     result.makespan = std::max(result.makespan, t.end);
-  result.settings              = settings.to_json();
-  result.settings["effective"] = plan_json(plan);
-  result.link_bytes            = link_bytes(topology, graph);
+  result.settings               = settings.to_json();
+  result.settings["effective"]  = plan_json(plan);
+  result.settings["statistics"] = nlohmann::json::parse(bytes.substr(timing_bytes));
+  result.link_bytes             = link_bytes(topology, graph);
   return result;
 }
 

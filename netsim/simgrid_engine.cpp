@@ -1,5 +1,5 @@
-// Flow fidelity: a flow graph run on SimGrid's fluid (max-min) model. One controller actor issues every
-// transfer with Comm::sendto_async; no actor is needed on the GPUs themselves.
+// Flow fidelity: a flow graph run on SimGrid's fluid (max-min) model. Worker actors issue the transfers with
+// Comm::sendto_async; no actor is needed on the GPUs themselves.
 #include "common/error.hpp"
 #include "netsim/child_process.hpp"
 #include "netsim/netsim.hpp"
@@ -7,6 +7,7 @@
 
 #include <simgrid/version.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -26,8 +27,102 @@ std::string num(double v)
   return buf;
 }
 
-// Runs the graph inside the current process. Event-driven: ops start when their dependencies have ended;
-// delays are timers handled by the controller itself.
+// Most ops a worker actor keeps in flight. SimGrid 3.32 keeps an actor's pending comms in a list that it
+// scans whenever one of them ends, and Comm::wait_any_for registers on every comm it is given, so one
+// controller for n concurrent flows costs O(n) per completion (O(n^2) in all); workers of bounded size keep
+// that cost O(kWorkerOps) per completion.
+constexpr std::size_t kWorkerOps = 64;
+
+/// @brief The state shared by the workers of one simulation. SimGrid runs one actor at a time, so they
+/// share it without locks.
+struct Schedule {
+  const std::vector<Op>& ops;
+  const SimgridPlatform& platform;
+  sg4::Host* home; ///< where the workers run; they compute nothing, so any host will do
+  std::vector<OpTiming> timing;
+  std::vector<int> remaining;            ///< dependencies not yet ended, per op
+  std::vector<int> dependents_first;     ///< CSR: the dependents of op i are
+  std::vector<int> dependents;           ///< dependents[dependents_first[i] .. dependents_first[i + 1])
+  std::size_t done = 0;
+};
+
+// A worker runs a set of ops that became ready, and the ops they make ready in turn, until none is left.
+// Ops beyond kWorkerOps in flight are handed to new workers. Event-driven: transfers are comms, delays are
+// timers of the worker itself.
+void run_worker(Schedule& s, std::vector<int> ready)
+{
+  std::vector<sg4::CommPtr> comms;
+  std::vector<int> comm_op;
+  using Timer = std::pair<double, int>;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
+
+  auto finish = [&](int op) {
+    s.timing[op].end = sg4::Engine::get_clock();
+    ++s.done;
+    for (int i = s.dependents_first[op]; i < s.dependents_first[op + 1]; ++i)
+      if (--s.remaining[s.dependents[i]] == 0)
+        ready.push_back(s.dependents[i]);
+  };
+  for (;;) {
+    // Starting an op may end it at once (empty transfer, zero delay), which may make more ops ready.
+    while (!ready.empty()) {
+      if (comms.size() + timers.size() >= kWorkerOps) {
+        std::vector<int> chunk(ready.end() - static_cast<std::ptrdiff_t>(std::min(ready.size(), kWorkerOps)),
+                               ready.end());
+        ready.resize(ready.size() - chunk.size());
+        sg4::Actor::create("worker", s.home, [&s, chunk = std::move(chunk)]() mutable { run_worker(s, std::move(chunk)); });
+        continue;
+      }
+      int op = ready.back();
+      ready.pop_back();
+      const Op& o        = s.ops[op];
+      s.timing[op].start = sg4::Engine::get_clock();
+      if (o.kind == Op::Kind::transfer && o.bytes > 0 && o.src != o.dst) {
+        comms.push_back(sg4::Comm::sendto_async(s.platform.host(o.src), s.platform.host(o.dst),
+                                                static_cast<uint64_t>(o.bytes + 0.5)));
+        comm_op.push_back(op);
+      } else if (o.kind == Op::Kind::delay && o.duration > 0) {
+        timers.emplace(s.timing[op].start + o.duration, op);
+      } else {
+        finish(op);
+      }
+    }
+    if (comms.empty() && timers.empty())
+      break;
+    if (!timers.empty() && (comms.empty() || timers.top().first <= sg4::Engine::get_clock())) {
+      sg4::this_actor::sleep_until(timers.top().first);
+    } else {
+      double timeout = timers.empty() ? -1.0 : timers.top().first - sg4::Engine::get_clock();
+      ssize_t index  = sg4::Comm::wait_any_for(comms, timeout);
+      if (index >= 0) {
+        int op         = comm_op[index];
+        comms[index]   = comms.back();
+        comms.pop_back();
+        comm_op[index] = comm_op.back();
+        comm_op.pop_back();
+        finish(op);
+      }
+    }
+    while (!timers.empty() && timers.top().first <= sg4::Engine::get_clock()) {
+      int op = timers.top().second;
+      timers.pop();
+      finish(op);
+    }
+  }
+}
+
+/// @brief The GPUs a graph's transfers touch: the platform holds hosts and links for these only.
+std::vector<bool> used_gpus(const topology::Topology& topology, const FlowGraph& graph)
+{
+  std::vector<bool> used(topology.gpu_count(), false);
+  used[0] = true; // the workers' home
+  for (const auto& o : graph.ops())
+    if (o.kind == Op::Kind::transfer && o.bytes > 0 && o.src != o.dst)
+      used[o.src] = used[o.dst] = true;
+  return used;
+}
+
+// Runs the graph inside the current process.
 std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGraph& graph,
                                const SimgridSettings& settings)
 {
@@ -36,82 +131,35 @@ std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGra
   char* argv[] = {name, nullptr};
   sg4::Engine engine(&argc, argv);
   detail::configure_engine(engine, settings);
-  SimgridPlatform platform(topology, settings.gpu_speed);
+  SimgridPlatform platform(topology, settings.gpu_speed, used_gpus(topology, graph));
 
   const auto& ops = graph.ops();
   const auto n    = ops.size();
-  std::vector<OpTiming> timing(n);
-  std::vector<int> remaining(n);
-  std::vector<std::vector<int>> dependents(n);
+  Schedule s{ops, platform, platform.host(0), std::vector<OpTiming>(n), std::vector<int>(n),
+             std::vector<int>(n + 1, 0), {}, 0};
   for (std::size_t i = 0; i < n; ++i) {
-    remaining[i] = static_cast<int>(ops[i].deps.size());
+    s.remaining[i] = static_cast<int>(ops[i].deps.size());
     for (int d : ops[i].deps)
-      dependents[d].push_back(static_cast<int>(i));
+      ++s.dependents_first[d + 1];
   }
-  std::size_t done = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    s.dependents_first[i + 1] += s.dependents_first[i];
+  s.dependents.resize(s.dependents_first[n]);
+  std::vector<int> fill(s.dependents_first.begin(), s.dependents_first.end() - 1);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int d : ops[i].deps)
+      s.dependents[fill[d]++] = static_cast<int>(i);
 
-  sg4::Actor::create("controller", platform.host(0), [&] {
-    std::vector<int> ready;
-    for (std::size_t i = 0; i < n; ++i)
-      if (remaining[i] == 0)
-        ready.push_back(static_cast<int>(i));
-    std::vector<sg4::CommPtr> comms;
-    std::vector<int> comm_op;
-    using Timer = std::pair<double, int>;
-    std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
-
-    auto finish = [&](int op) {
-      timing[op].end = sg4::Engine::get_clock();
-      ++done;
-      for (int d : dependents[op])
-        if (--remaining[d] == 0)
-          ready.push_back(d);
-    };
-    for (;;) {
-      // Starting an op may end it at once (empty transfer, zero delay), which may make more ops ready.
-      while (!ready.empty()) {
-        int op = ready.back();
-        ready.pop_back();
-        const Op& o      = ops[op];
-        timing[op].start = sg4::Engine::get_clock();
-        if (o.kind == Op::Kind::transfer && o.bytes > 0 && o.src != o.dst) {
-          comms.push_back(sg4::Comm::sendto_async(platform.host(o.src), platform.host(o.dst),
-                                                  static_cast<uint64_t>(o.bytes + 0.5)));
-          comm_op.push_back(op);
-        } else if (o.kind == Op::Kind::delay && o.duration > 0) {
-          timers.emplace(timing[op].start + o.duration, op);
-        } else {
-          finish(op);
-        }
-      }
-      if (comms.empty() && timers.empty())
-        break;
-      if (!timers.empty() && (comms.empty() || timers.top().first <= sg4::Engine::get_clock())) {
-        sg4::this_actor::sleep_until(timers.top().first);
-      } else {
-        double timeout = timers.empty() ? -1.0 : timers.top().first - sg4::Engine::get_clock();
-        ssize_t index  = sg4::Comm::wait_any_for(comms, timeout);
-        if (index >= 0) {
-          int op = comm_op[index];
-          comms[index] = comms.back();
-          comms.pop_back();
-          comm_op[index] = comm_op.back();
-          comm_op.pop_back();
-          finish(op);
-        }
-      }
-      while (!timers.empty() && timers.top().first <= sg4::Engine::get_clock()) {
-        int op = timers.top().second;
-        timers.pop();
-        finish(op);
-      }
-    }
-  });
+  std::vector<int> ready;
+  for (std::size_t i = 0; i < n; ++i)
+    if (s.remaining[i] == 0)
+      ready.push_back(static_cast<int>(i));
+  sg4::Actor::create("worker", s.home, [&s, ready = std::move(ready)]() mutable { run_worker(s, std::move(ready)); });
   engine.run();
-  if (done != n)
-    throw SimulationError("flow simulation ended with " + std::to_string(n - done) + " of " + std::to_string(n) +
+  if (s.done != n)
+    throw SimulationError("flow simulation ended with " + std::to_string(n - s.done) + " of " + std::to_string(n) +
                           " ops not run");
-  return timing;
+  return std::move(s.timing);
 }
 
 } // namespace
@@ -182,7 +230,11 @@ std::vector<std::vector<std::string>> simgrid_routes(const topology::Topology& t
     char* argv[] = {name, nullptr};
     sg4::Engine engine(&argc, argv);
     detail::configure_engine(engine, SimgridSettings{});
-    SimgridPlatform platform(topology, 1e15);
+    std::vector<bool> used(topology.gpu_count(), false);
+    for (auto [src, dst] : pairs)
+      if (src >= 0 && dst >= 0 && src < topology.gpu_count() && dst < topology.gpu_count())
+        used[src] = used[dst] = true;
+    SimgridPlatform platform(topology, 1e15, used);
     nlohmann::json out = nlohmann::json::array();
     for (auto [src, dst] : pairs) {
       std::vector<sg4::Link*> links;

@@ -99,13 +99,21 @@ std::string SimgridPlatform::link_name(const Topology& topology, int id)
   return std::string(topology::to_string(topology.links()[id].tier)) + "-" + std::to_string(id);
 }
 
-SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed) : topology_(topology)
+SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, const std::vector<bool>& gpus)
+    : topology_(topology)
 {
   const auto& counts = topology.counts();
   const auto& spec   = topology.spec();
   const auto& tl     = topology.links();
   hosts_.resize(counts.gpus, nullptr);
   links_.resize(tl.size(), nullptr);
+  // A platform of 131K hosts and 400K links takes seconds and half a GiB to build; a run touching a few
+  // thousand GPUs needs only theirs.
+  auto wanted = [&](int gpu) { return gpus.empty() || gpus[gpu]; };
+  std::vector<bool> leaf_used(counts.leaves, gpus.empty());
+  for (int g = 0; g < counts.gpus; ++g)
+    if (wanted(g))
+      leaf_used[topology.locate(g).leaf] = true;
 
   auto* root = sg4::create_full_zone("spansim");
   auto make_link = [&](sg4::NetZone* zone, int id) {
@@ -145,6 +153,8 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed) : t
       auto* pod  = impl->get_iface();
       pod->set_parent(building);
       for (int g = p * gpus_per_pod; g < (p + 1) * gpus_per_pod; ++g) {
+        if (!wanted(g))
+          continue;
         hosts_[g] = pod->create_host(topology.vertex_name(g), gpu_speed);
         hosts_[g]->seal();
         impl->register_gpu(hosts_[g]->get_netpoint(), g);
@@ -152,7 +162,8 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed) : t
         make_link(pod, topology.nic_link(g));
       }
       for (int l = static_cast<int>(p * counts.leaves_per_pod); l < (p + 1) * counts.leaves_per_pod; ++l)
-        make_link(pod, topology.leaf_uplink(l));
+        if (leaf_used[l])
+          make_link(pod, topology.leaf_uplink(l));
       auto* spine = pod->create_router(topology.vertex_name(topology.spine_vertex(p)));
       impl->set_spine(spine);
       pod->seal();

@@ -23,10 +23,13 @@ namespace spansim::netsim::detail {
 namespace sg4 = simgrid::s4u;
 
 /// @brief The SimGrid objects standing for a topology: one host per GPU, one split-duplex link per link.
+/// Only the GPUs a run uses get a host, with their NVLink, NIC and leaf uplinks: the zones and the links
+/// above the leaves are always built, so routes between the hosts that exist are those of the whole platform.
 class SimgridPlatform {
 public:
-  /// @brief Builds the platform into the (already configured) engine's root.
-  explicit SimgridPlatform(const topology::Topology& topology, double gpu_speed);
+  /// @brief Builds the platform into the (already configured) engine's root, with hosts for the GPUs marked
+  /// in `gpus` (all of them when it is empty); host() of any other GPU is null.
+  SimgridPlatform(const topology::Topology& topology, double gpu_speed, const std::vector<bool>& gpus = {});
 
   sg4::Host* host(int gpu) const { return hosts_[gpu]; }
   sg4::Link* link(int id) const { return links_[id]; }

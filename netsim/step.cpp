@@ -1,0 +1,357 @@
+// Lowering a placed training-step graph to one flow graph, running it, and reading the stage timelines back.
+#include "netsim/step.hpp"
+
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace spansim::netsim {
+
+using workload::OpKind;
+using workload::Traffic;
+
+int traffic_index(Traffic traffic)
+{
+  for (std::size_t i = 0; i < kTrafficDims.size(); ++i)
+    if (kTrafficDims[i] == traffic)
+      return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
+bool is_compute(OpKind k)
+{
+  return k == OpKind::forward || k == OpKind::backward || k == OpKind::recompute || k == OpKind::optimizer;
+}
+
+bool is_p2p(OpKind k)
+{
+  return k == OpKind::send || k == OpKind::recv;
+}
+
+CollectiveOp collective_of(OpKind k)
+{
+  switch (k) {
+    case OpKind::all_reduce:
+      return CollectiveOp::all_reduce;
+    case OpKind::all_gather:
+      return CollectiveOp::all_gather;
+    case OpKind::reduce_scatter:
+      return CollectiveOp::reduce_scatter;
+    case OpKind::all_to_all:
+      return CollectiveOp::all_to_all;
+    default:
+      throw SimulationError("not a collective op");
+  }
+}
+
+/// @brief The flow-graph nodes standing for one op of a stage program.
+struct Node {
+  int start = -1; ///< ends when the op may begin (its dependencies are done)
+  int end   = -1; ///< ends when the op is done
+};
+
+class StepLowering {
+public:
+  StepLowering(const topology::Topology& topology, const workload::StepGraph& graph,
+               const placement::Placement& placement, const StepOptions& options)
+      : topology_(topology), step_(graph), placement_(placement), options_(options)
+  {
+    const auto& stages = graph.stages;
+    nodes_.resize(stages.size());
+    stream_prev_.resize(stages.size());
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      const auto& ops = stages[s].ops;
+      nodes_[s].resize(ops.size());
+      stream_prev_[s].assign(ops.size(), -1);
+      // One stream for compute, one per communicator; pipeline transfers are not serialized.
+      std::map<int, int> last_in_stream;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        int stream = is_compute(ops[i].kind) ? -1 : is_p2p(ops[i].kind) ? -2 : traffic_index(ops[i].traffic);
+        if (stream == -2)
+          continue;
+        auto it = last_in_stream.find(stream);
+        if (it != last_in_stream.end())
+          stream_prev_[s][i] = it->second;
+        last_in_stream[stream] = static_cast<int>(i);
+      }
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const auto& op = ops[i];
+        if (op.kind == OpKind::send)
+          sends_[{static_cast<int>(s), op.peer_stage, op.tag}] = static_cast<int>(i);
+        else if (op.kind == OpKind::recv)
+          recvs_[{op.peer_stage, static_cast<int>(s), op.tag}] = static_cast<int>(i);
+      }
+    }
+  }
+
+  void build()
+  {
+    const auto& stages = step_.stages;
+    std::vector<std::size_t> first_pending(stages.size(), 0);
+    std::vector<std::vector<bool>> counted(stages.size());
+    std::size_t remaining = 0;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      remaining += stages[s].ops.size();
+      counted[s].assign(stages[s].ops.size(), false);
+    }
+    // An op is done when its end node exists; pairing a send ends its receive too, so count each op once.
+    auto count = [&](std::size_t s, std::size_t i) {
+      if (nodes_[s][i].end >= 0 && !counted[s][i]) {
+        counted[s][i] = true;
+        --remaining;
+      }
+    };
+    while (remaining > 0) {
+      std::size_t before = remaining;
+      for (std::size_t s = 0; s < stages.size(); ++s) {
+        const auto& ops = stages[s].ops;
+        for (std::size_t i = first_pending[s]; i < ops.size(); ++i) {
+          Node& n = nodes_[s][i];
+          if (n.end >= 0) {
+            count(s, i);
+            continue;
+          }
+          if (n.start < 0) {
+            std::vector<int> deps;
+            if (!ready(static_cast<int>(s), static_cast<int>(i), deps))
+              continue;
+            emit(static_cast<int>(s), static_cast<int>(i), deps);
+          }
+          if (n.end < 0 && is_p2p(ops[i].kind)) {
+            pair(static_cast<int>(s), static_cast<int>(i));
+            if (n.end >= 0) {
+              auto [ps, pi] = peer_of(static_cast<int>(s), static_cast<int>(i));
+              count(static_cast<std::size_t>(ps), static_cast<std::size_t>(pi));
+            }
+          }
+          count(s, i);
+        }
+        while (first_pending[s] < ops.size() && nodes_[s][first_pending[s]].end >= 0)
+          ++first_pending[s];
+      }
+      if (remaining == before)
+        throw SimulationError("the stage programs deadlock: a send or receive never finds its peer (" +
+                              std::to_string(remaining) + " ops left)");
+    }
+  }
+
+  FlowGraph& graph() { return graph_; }
+  const std::vector<std::vector<Node>>& nodes() const { return nodes_; }
+  const std::vector<std::vector<int>>& stream_prev() const { return stream_prev_; }
+  /// @brief For a send or receive: the node of its peer op (both share the transfer).
+  std::pair<int, int> peer_of(int s, int i) const
+  {
+    const auto& op = step_.stages[s].ops[i];
+    if (op.kind == OpKind::send)
+      return {op.peer_stage, recvs_.at({s, op.peer_stage, op.tag})};
+    return {op.peer_stage, sends_.at({op.peer_stage, s, op.tag})};
+  }
+
+private:
+  bool ready(int s, int i, std::vector<int>& deps) const
+  {
+    const auto& op = step_.stages[s].ops[i];
+    for (int d : op.deps) {
+      if (nodes_[s][d].end < 0)
+        return false;
+      deps.push_back(nodes_[s][d].end);
+    }
+    int prev = stream_prev_[s][i];
+    if (prev >= 0) {
+      if (nodes_[s][prev].end < 0)
+        return false;
+      deps.push_back(nodes_[s][prev].end);
+    }
+    return true;
+  }
+
+  const std::vector<std::vector<int>>& groups(int s, const workload::Group& g)
+  {
+    auto key = std::pair{s, g.dims};
+    auto it  = groups_.find(key);
+    if (it == groups_.end())
+      it = groups_.emplace(key, placement_.groups(s, g)).first;
+    return it->second;
+  }
+
+  bool node_local(const std::vector<std::vector<int>>& groups) const
+  {
+    for (const auto& g : groups)
+      for (int gpu : g)
+        if (topology_.locate(gpu).node != topology_.locate(g.front()).node)
+          return false;
+    return true;
+  }
+
+  void emit(int s, int i, const std::vector<int>& deps)
+  {
+    const auto& op = step_.stages[s].ops[i];
+    Node& n        = nodes_[s][i];
+    if (is_compute(op.kind)) {
+      n.start = n.end = graph_.add_delay(op.seconds, deps);
+      return;
+    }
+    n.start = graph_.add_delay(0, deps);
+    if (is_p2p(op.kind))
+      return; // the transfer waits for the peer (pair())
+    const auto& all = groups(s, op.group);
+    std::vector<int> ends;
+    if (op.group.size > 1 && op.bytes > 0 && op.count > 0) {
+      // Groups confined to single nodes only use their own NVLink: one stands for all.
+      const std::size_t lowered = node_local(all) ? 1 : all.size();
+      for (std::size_t g = 0; g < lowered; ++g) {
+        Collective c;
+        c.op        = collective_of(op.kind);
+        c.algorithm = options_.algorithms[traffic_index(op.traffic)];
+        c.gpus      = all[g];
+        c.bytes     = op.bytes * op.count;
+        c.channels  = options_.channels;
+        ends.push_back(add_collective(graph_, topology_, c, {n.start}).end_op);
+      }
+    }
+    n.end = ends.empty() ? n.start : graph_.add_delay(0, ends);
+  }
+
+  // A send and its receive share one transfer: every rank of the sending stage to its counterpart.
+  void pair(int s, int i)
+  {
+    auto [ps, pi] = peer_of(s, i);
+    Node& mine    = nodes_[s][i];
+    Node& theirs  = nodes_[ps][pi];
+    if (mine.start < 0 || theirs.start < 0)
+      return;
+    const auto& op   = step_.stages[s].ops[i];
+    const int from   = op.kind == OpKind::send ? s : ps;
+    const int to     = op.kind == OpKind::send ? ps : s;
+    const auto& send = op.kind == OpKind::send ? op : step_.stages[ps].ops[pi];
+    std::vector<int> flows;
+    const double bytes = send.bytes * std::max(1, send.count);
+    if (bytes > 0)
+      for (int gpu : placement_.stage_gpus(from))
+        for (int c = 0; c < options_.channels; ++c)
+          flows.push_back(graph_.add_transfer(gpu, placement_.peer_gpu(gpu, to), bytes / options_.channels,
+                                              {mine.start, theirs.start}));
+    int end    = flows.empty() ? graph_.add_delay(0, {mine.start, theirs.start}) : graph_.add_delay(0, flows);
+    mine.end   = end;
+    theirs.end = end;
+  }
+
+  const topology::Topology& topology_;
+  const workload::StepGraph& step_;
+  const placement::Placement& placement_;
+  const StepOptions& options_;
+  FlowGraph graph_;
+  std::vector<std::vector<Node>> nodes_;
+  std::vector<std::vector<int>> stream_prev_;
+  std::map<std::tuple<int, int, std::int64_t>, int> sends_; // (from, to, tag) -> op in from's program
+  std::map<std::tuple<int, int, std::int64_t>, int> recvs_; // (from, to, tag) -> op in to's program
+  std::map<std::pair<int, unsigned>, std::vector<std::vector<int>>> groups_;
+};
+
+} // namespace
+
+StepResult simulate_step(const topology::Topology& topology, const workload::StepGraph& graph,
+                         const placement::Placement& placement, const StepOptions& options)
+{
+  if (options.channels < 1 || options.channels > 64)
+    throw UsageError("channels must be between 1 and 64");
+  StepLowering lowering(topology, graph, placement, options);
+  lowering.build();
+  auto& flow_graph = lowering.graph();
+  auto run_result  = run(topology, flow_graph, options.fidelity, options.engine);
+
+  StepResult r;
+  r.flow_ops   = flow_graph.ops().size();
+  r.engine     = run_result.settings;
+  r.link_bytes = std::move(run_result.link_bytes);
+  r.step_time  = run_result.makespan;
+  const auto& timing = run_result.ops;
+  for (std::size_t k = 0; k < flow_graph.ops().size(); ++k) {
+    const auto& op = flow_graph.ops()[k];
+    if (op.kind == Op::Kind::transfer && op.bytes > 0 && op.src != op.dst)
+      r.transfers.push_back({op.src, op.dst, op.bytes, timing[k].start, timing[k].end});
+  }
+
+  const auto& nodes = lowering.nodes();
+  r.ops.resize(graph.stages.size());
+  for (std::size_t s = 0; s < graph.stages.size(); ++s) {
+    const auto& ops = graph.stages[s].ops;
+    r.ops[s].resize(ops.size());
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const auto& n = nodes[s][i];
+      // A compute op is a delay node: it starts when it starts. Other ops start when their start barrier ends.
+      r.ops[s][i] = {is_compute(ops[i].kind) ? timing[n.start].start : timing[n.start].end, timing[n.end].end};
+    }
+  }
+
+  // Stage timelines: the compute stream's gaps are charged to whatever the next compute op waited for last.
+  for (std::size_t s = 0; s < graph.stages.size(); ++s) {
+    const auto& ops = graph.stages[s].ops;
+    StageBreakdown b;
+    b.stage    = static_cast<int>(s);
+    double now = 0;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (!is_compute(ops[i].kind))
+        continue;
+      const auto& t = r.ops[s][i];
+      double gap    = std::max(0.0, t.start - now);
+      int critical  = -1;
+      double latest = -1;
+      std::vector<int> deps = ops[i].deps;
+      if (lowering.stream_prev()[s][i] >= 0)
+        deps.push_back(lowering.stream_prev()[s][i]);
+      for (int d : deps)
+        if (r.ops[s][d].end > latest) {
+          latest   = r.ops[s][d].end;
+          critical = d;
+        }
+      auto charge = [&](int cause, double seconds) {
+        if (seconds <= 0)
+          return;
+        if (cause < kWaitBubble)
+          b.exposed[cause] += seconds;
+        else if (cause == kWaitBubble)
+          b.bubble += seconds;
+        else
+          b.idle += seconds;
+        r.waits.push_back({static_cast<int>(s), static_cast<int>(i), cause, seconds});
+      };
+      if (gap > 0 && critical >= 0) {
+        const auto& dep = ops[critical];
+        if (is_p2p(dep.kind)) {
+          // The transfer itself is exposed pipeline communication; waiting for the peer to get there is bubble.
+          auto [ps, pi]     = lowering.peer_of(static_cast<int>(s), critical);
+          double both_ready = std::max(r.ops[s][critical].start, r.ops[ps][pi].start);
+          double exposed    = std::min(gap, std::max(0.0, r.ops[s][critical].end - both_ready));
+          charge(traffic_index(Traffic::pp), exposed);
+          charge(kWaitBubble, gap - exposed);
+        } else if (!is_compute(dep.kind) && traffic_index(dep.traffic) >= 0) {
+          charge(traffic_index(dep.traffic), gap);
+        } else {
+          charge(kWaitIdle, gap);
+        }
+      } else {
+        charge(kWaitIdle, gap);
+      }
+      b.compute += t.end - t.start;
+      now = t.end;
+    }
+    b.idle += std::max(0.0, r.step_time - now);
+    r.stages.push_back(b);
+  }
+
+  const auto& job   = graph.job;
+  auto summary      = workload::summarize(graph);
+  r.model_flops     = summary.model_flops;
+  r.tokens_per_second = r.step_time > 0 ? job.tokens_per_step() / r.step_time : 0;
+  r.tflops_per_gpu  = r.step_time > 0 ? r.model_flops / r.step_time / static_cast<double>(job.gpus) / 1e12 : 0;
+  const double peak = job.precision == workload::Precision::fp8 ? job.gpu.peak_fp8_flops : job.gpu.peak_bf16_flops;
+  r.mfu             = peak > 0 ? r.tflops_per_gpu * 1e12 / peak : 0;
+  return r;
+}
+
+} // namespace spansim::netsim

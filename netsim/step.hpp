@@ -1,0 +1,92 @@
+#pragma once
+/// @file
+/// @brief Co-simulation of a placed training step: compute on GPUs, communication lowered to flows, one engine.
+///
+/// Every rank of a pipeline stage runs the same program, and its collectives keep it in step with the others,
+/// so each op of a stage program becomes one node of the flow graph standing for all the stage's ranks.
+/// Compute ops take their modelled time; a collective is lowered for every group of the stage (so groups that
+/// share links contend), except groups that all sit inside single nodes, which are lowered once: NVLink is
+/// theirs alone. Compute ops run one after another (one compute stream); the collectives of each dimension
+/// too (one communicator each); pipeline sends and receives start when both sides are ready.
+
+#include "netsim/collectives.hpp"
+#include "netsim/netsim.hpp"
+#include "placement/placement.hpp"
+#include "workload/workload.hpp"
+
+#include <array>
+#include <nlohmann/json.hpp>
+
+namespace spansim::netsim {
+
+/// @brief The traffic dimensions, in the order used by per-dimension arrays.
+inline constexpr std::array<workload::Traffic, 5> kTrafficDims{workload::Traffic::tp, workload::Traffic::cp,
+                                                               workload::Traffic::pp, workload::Traffic::dp,
+                                                               workload::Traffic::ep};
+
+/// @brief Options of a step simulation.
+struct StepOptions {
+  Fidelity fidelity = Fidelity::flow;
+  EngineOptions engine;
+  /// @brief Algorithm per dimension (index as kTrafficDims); automatic picks per call.
+  std::array<Algorithm, 5> algorithms{Algorithm::automatic, Algorithm::automatic, Algorithm::automatic,
+                                      Algorithm::automatic, Algorithm::automatic};
+  int channels = 1;
+};
+
+/// @brief Where one stage's step time went. The parts add up to the step time.
+struct StageBreakdown {
+  int stage      = 0;
+  double compute = 0;
+  std::array<double, 5> exposed{}; ///< communication the compute stream waited for, per dimension
+  double bubble  = 0;              ///< waiting for another stage (pipeline fill and drain)
+  double idle    = 0;              ///< done before the step ended (others were slower)
+};
+
+/// @brief Start and end of one op of a stage program.
+struct StepOpTiming {
+  double start = 0;
+  double end   = 0;
+};
+
+/// @brief What a compute op waited for before it could start (one gap of the compute stream).
+struct Wait {
+  int stage = 0;
+  int op    = 0;     ///< the compute op that waited (index in the stage program)
+  int cause = 0;     ///< 0-4: exposed communication of kTrafficDims[cause]; 5: bubble; 6: idle
+  double seconds = 0;
+};
+inline constexpr int kWaitBubble = 5;
+inline constexpr int kWaitIdle   = 6;
+
+/// @brief A transfer of the lowered graph with its timing (for link utilisation over time).
+struct TransferRecord {
+  int src, dst;
+  double bytes, start, end;
+};
+
+/// @brief The outcome of a step simulation.
+struct StepResult {
+  double step_time         = 0;
+  double tokens_per_second = 0;
+  double model_flops       = 0; ///< per step, whole job
+  double tflops_per_gpu    = 0; ///< model FLOP/s per GPU, in TFLOP/s
+  double mfu               = 0; ///< against the GPU's dense peak at the job's precision
+  std::vector<StageBreakdown> stages;
+  std::vector<std::vector<StepOpTiming>> ops; ///< [stage][op of the stage program]
+  std::vector<Wait> waits;                    ///< every gap of every stage's compute stream, by cause
+  std::vector<TransferRecord> transfers;
+  std::vector<double> link_bytes; ///< per link and direction, as RunResult::link_bytes
+  std::size_t flow_ops = 0;       ///< ops of the lowered flow graph
+  nlohmann::json engine;          ///< effective engine settings
+};
+
+/// @brief Lowers the placed step graph to a flow graph and runs it at the chosen fidelity.
+/// @throws SimulationError if the programs deadlock.
+StepResult simulate_step(const topology::Topology& topology, const workload::StepGraph& graph,
+                         const placement::Placement& placement, const StepOptions& options);
+
+/// @brief Index of a traffic dimension in kTrafficDims (-1 for none).
+int traffic_index(workload::Traffic traffic);
+
+} // namespace spansim::netsim

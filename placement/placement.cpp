@@ -1,0 +1,284 @@
+#include "placement/placement.hpp"
+
+#include "common/error.hpp"
+#include "common/json_reader.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace spansim::placement {
+
+namespace {
+
+constexpr std::array<const char*, 4> kDims{"tp", "cp", "pp", "dp"};
+
+int dim_index(const std::string& name)
+{
+  for (int i = 0; i < 4; ++i)
+    if (name == kDims[i])
+      return i;
+  return -1;
+}
+
+} // namespace
+
+nlohmann::json PlacementSpec::to_json() const
+{
+  return {{"order", order}, {"buildings", buildings}};
+}
+
+PlacementSpec parse_placement(const nlohmann::json& json, const std::string& file, const std::string& json_path)
+{
+  PlacementSpec spec;
+  spec::ObjectReader r(json, spec::Location{file, json_path});
+  if (r.has("order")) {
+    spec.order = r.strings("order");
+    std::set<std::string> seen(spec.order.begin(), spec.order.end());
+    if (spec.order.size() != 4 || seen.size() != 4 ||
+        std::any_of(spec.order.begin(), spec.order.end(), [](const auto& d) { return dim_index(d) < 0; }))
+      r.fail("order", "expected a permutation of \"tp\", \"cp\", \"pp\", \"dp\" (innermost first)");
+  }
+  if (r.has("buildings"))
+    spec.buildings = r.strings("buildings");
+  r.finish();
+  return spec;
+}
+
+Placement::Placement(const topology::Topology& topology, const workload::JobSpec& job, const PlacementSpec& spec,
+                     const std::string& where)
+    : topology_(topology), par_(job.parallelism)
+{
+  auto fail = [&](const std::string& why) { throw SpecError(job.file, where, why); };
+  order_ = spec.order.empty() ? par_.order : spec.order;
+  if (order_.size() != 4)
+    fail("the rank order must name tp, cp, pp and dp");
+  degree_ = {par_.tp, par_.cp, par_.pp, par_.dp};
+  int stride = 1;
+  for (const auto& name : order_) {
+    int d = dim_index(name);
+    if (d < 0)
+      fail("unknown dimension \"" + name + "\" in the rank order (allowed: tp, cp, pp, dp)");
+    stride_[d] = stride;
+    stride *= degree_[d];
+  }
+  const std::int64_t ranks = std::int64_t(par_.tp) * par_.cp * par_.pp * par_.dp;
+  if (ranks != job.gpus)
+    fail("tp x cp x pp x dp = " + std::to_string(ranks) + " ranks, but the job has " + std::to_string(job.gpus) +
+         " GPUs");
+
+  // Buildings: named ones, or as many as needed from the first.
+  const auto& counts        = topology.counts();
+  const std::int64_t per_b  = counts.gpus / counts.buildings;
+  if (spec.buildings.empty()) {
+    std::int64_t needed = (job.gpus + per_b - 1) / per_b;
+    if (needed > counts.buildings)
+      fail("the job needs " + std::to_string(job.gpus) + " GPUs; topology \"" + topology.spec().name + "\" has " +
+           std::to_string(counts.gpus));
+    for (int b = 0; b < needed; ++b)
+      buildings_.push_back(b);
+  } else {
+    for (const auto& name : spec.buildings) {
+      int found = -1;
+      for (int b = 0; b < topology.building_count(); ++b)
+        if (topology.building_name(b) == name)
+          found = b;
+      if (found < 0) {
+        std::string list;
+        for (int b = 0; b < topology.building_count(); ++b)
+          list += (list.empty() ? "" : ", ") + topology.building_name(b);
+        fail("unknown building \"" + name + "\" (buildings: " + list + ")");
+      }
+      if (std::find(buildings_.begin(), buildings_.end(), found) != buildings_.end())
+        fail("building \"" + name + "\" is listed twice");
+      buildings_.push_back(found);
+    }
+  }
+  const auto nb = static_cast<std::int64_t>(buildings_.size());
+  if (job.gpus % nb != 0)
+    fail(std::to_string(job.gpus) + " GPUs do not split evenly over " + std::to_string(nb) + " buildings");
+  const std::int64_t in_each = job.gpus / nb;
+  if (in_each > per_b)
+    fail(std::to_string(in_each) + " GPUs per building are needed, a building has " + std::to_string(per_b));
+
+  gpus_.reserve(static_cast<std::size_t>(job.gpus));
+  for (int b : buildings_)
+    for (std::int64_t i = 0; i < in_each; ++i)
+      gpus_.push_back(static_cast<int>(b * per_b + i));
+  rank_of_gpu_.assign(static_cast<std::size_t>(counts.gpus), -1);
+  for (std::size_t r = 0; r < gpus_.size(); ++r)
+    rank_of_gpu_[gpus_[r]] = static_cast<int>(r);
+
+  // A TP group that fits in a node must not straddle two: its all-gathers would leave NVLink. Every stage is
+  // laid out alike, so stage 0's groups tell.
+  const int gpn = topology.spec().node.gpus;
+  if (par_.tp <= gpn)
+    for (const auto& g : groups(0, workload::Group{workload::kTp, par_.tp}))
+      for (int gpu : g)
+        if (topology.locate(gpu).node != topology.locate(g.front()).node)
+          fail("TP groups of " + std::to_string(par_.tp) + " straddle nodes of " + std::to_string(gpn) +
+               " GPUs with rank order [" + order_[0] + ", " + order_[1] + ", " + order_[2] + ", " + order_[3] +
+               "]: put tp innermost, or make the GPUs per node a multiple of tp");
+}
+
+Coordinates Placement::coordinates(int rank) const
+{
+  Coordinates c;
+  c.tp = (rank / stride_[0]) % degree_[0];
+  c.cp = (rank / stride_[1]) % degree_[1];
+  c.pp = (rank / stride_[2]) % degree_[2];
+  c.dp = (rank / stride_[3]) % degree_[3];
+  return c;
+}
+
+int Placement::rank_of(const Coordinates& c) const
+{
+  return c.tp * stride_[0] + c.cp * stride_[1] + c.pp * stride_[2] + c.dp * stride_[3];
+}
+
+std::array<int, 4> Placement::group_key(const Coordinates& c, unsigned dims) const
+{
+  using namespace workload;
+  // cp x dp is one space for expert parallelism: cp varies fastest, ep is the fastest part of it.
+  const int cpdp  = c.cp + par_.cp * c.dp;
+  const int ep    = std::max(1, par_.ep);
+  const int shard = par_.dp_mode == DataParallelMode::hsdp && par_.hsdp_shard > 0 ? par_.hsdp_shard : par_.dp;
+  std::array<int, 4> key{(dims & kTp) ? -1 : c.tp, (dims & kPp) ? -1 : c.pp, -1, -1};
+  if (dims & kEp) {
+    key[2] = cpdp / ep; // members differ only in the ep part
+  } else if (dims & kEdp) {
+    key[2] = cpdp % ep;
+  } else {
+    key[2] = (dims & kCp) ? -1 : c.cp;
+    if (dims & kDp)
+      key[3] = -1;
+    else if (dims & kDpShard)
+      key[3] = c.dp / shard;
+    else if (dims & kDpReplicate)
+      key[3] = c.dp % shard;
+    else
+      key[3] = c.dp;
+  }
+  return key;
+}
+
+std::vector<std::vector<int>> Placement::groups(int stage, const workload::Group& group) const
+{
+  std::map<std::array<int, 4>, std::vector<int>> by_key;
+  for (int r = 0; r < ranks(); ++r) {
+    auto c = coordinates(r);
+    if (!(group.dims & workload::kPp) && c.pp != stage)
+      continue;
+    by_key[group_key(c, group.dims)].push_back(gpus_[r]);
+  }
+  std::vector<std::vector<int>> out;
+  out.reserve(by_key.size());
+  for (auto& [key, members] : by_key)
+    out.push_back(std::move(members));
+  return out;
+}
+
+std::vector<int> Placement::stage_gpus(int stage) const
+{
+  std::vector<int> out;
+  for (int r = 0; r < ranks(); ++r)
+    if (coordinates(r).pp == stage)
+      out.push_back(gpus_[r]);
+  return out;
+}
+
+int Placement::peer_gpu(int gpu_of_rank, int stage) const
+{
+  int r = rank_of_gpu_.at(gpu_of_rank);
+  auto c = coordinates(r);
+  c.pp   = stage;
+  return gpus_[rank_of(c)];
+}
+
+PlacementReport Placement::report(const workload::StepGraph& graph) const
+{
+  PlacementReport rep;
+  for (int b : buildings_)
+    rep.buildings_used.push_back(topology_.building_name(b));
+  auto crosses = [&](const std::vector<int>& g, auto level) {
+    for (int gpu : g)
+      if (level(topology_.locate(gpu)) != level(topology_.locate(g.front())))
+        return true;
+    return false;
+  };
+  std::map<std::string, GroupCrossing> rows;
+  std::set<std::pair<int, unsigned>> counted; // (stage or -1 for groups spanning pp, dims)
+  for (const auto& stage : graph.stages) {
+    std::map<unsigned, std::vector<std::vector<int>>> cache;
+    std::vector<std::vector<int>> pairs_cache;
+    for (const auto& op : stage.ops) {
+      const bool send = op.kind == workload::OpKind::send;
+      if (op.traffic == workload::Traffic::none || op.kind == workload::OpKind::recv)
+        continue;
+      const std::vector<std::vector<int>>* members = nullptr;
+      std::string name;
+      unsigned dims = op.group.dims;
+      if (send) {
+        pairs_cache.clear();
+        for (int gpu : stage_gpus(stage.stage))
+          pairs_cache.push_back({gpu, peer_gpu(gpu, op.peer_stage)});
+        members = &pairs_cache;
+        name    = "pp";
+        dims    = workload::kPp | (static_cast<unsigned>(op.peer_stage) << 16);
+      } else {
+        auto it = cache.find(dims);
+        if (it == cache.end())
+          it = cache.emplace(dims, groups(stage.stage, op.group)).first;
+        members = &it->second;
+        name    = workload::group_name(op.group);
+      }
+      auto& row   = rows[name];
+      row.group   = name;
+      row.traffic = std::string(workload::traffic_name(op.traffic));
+      row.size    = send ? 2 : op.group.size;
+      const int key_stage = (!send && (op.group.dims & workload::kPp)) ? -1 : stage.stage;
+      if (counted.insert({key_stage, dims}).second)
+        for (const auto& g : *members) {
+          row.groups++;
+          row.across_nodes += crosses(g, [](const topology::GpuLocation& l) { return l.node; });
+          row.across_pods += crosses(g, [](const topology::GpuLocation& l) { return l.pod; });
+          row.across_buildings += crosses(g, [](const topology::GpuLocation& l) { return l.building; });
+          row.across_regions += crosses(g, [](const topology::GpuLocation& l) { return l.region; });
+        }
+      // Ring lowering: each member sends wire_bytes_per_rank to its successor; a send goes one way.
+      const double per_edge = workload::wire_bytes_per_rank(op);
+      for (const auto& g : *members) {
+        const std::size_t edges = send ? 1 : g.size();
+        for (std::size_t e = 0; e < edges && g.size() > 1; ++e) {
+          auto a = topology_.locate(g[e]), b = topology_.locate(g[(e + 1) % g.size()]);
+          if (a.building != b.building)
+            row.bytes_across_buildings += per_edge;
+          if (a.region != b.region)
+            row.bytes_across_regions += per_edge;
+        }
+      }
+    }
+  }
+  for (auto& [key, row] : rows)
+    rep.groups.push_back(row);
+  return rep;
+}
+
+nlohmann::json PlacementReport::to_json() const
+{
+  nlohmann::json j = {{"buildings_used", buildings_used}, {"groups", nlohmann::json::array()}};
+  for (const auto& g : groups)
+    j["groups"].push_back({{"group", g.group},
+                           {"traffic", g.traffic},
+                           {"size", g.size},
+                           {"groups", g.groups},
+                           {"across_nodes", g.across_nodes},
+                           {"across_pods", g.across_pods},
+                           {"across_buildings", g.across_buildings},
+                           {"across_regions", g.across_regions},
+                           {"bytes_across_buildings_per_step", g.bytes_across_buildings},
+                           {"bytes_across_regions_per_step", g.bytes_across_regions}});
+  return j;
+}
+
+} // namespace spansim::placement

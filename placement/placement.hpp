@@ -1,0 +1,103 @@
+#pragma once
+/// @file
+/// @brief The placement stage: ranks of every parallelism group -> GPUs of a topology.
+///
+/// A rank has coordinates (tp, cp, pp, dp). Its index is their mixed-radix number in `order`, innermost
+/// first; rank index i runs on the i-th GPU of the job's GPU list: the first GPUs, in node order, of each
+/// building the job uses. So the innermost dimension fills a node (TP on NVLink), dimensions in the middle
+/// stay on the same rail of neighbouring nodes, and the outermost dimension is the one whose groups cross
+/// building (and region) boundaries.
+
+#include "topology/topology.hpp"
+#include "workload/workload.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace spansim::placement {
+
+/// @brief How a job is laid out on a topology.
+struct PlacementSpec {
+  /// @brief Rank order, innermost first, a permutation of tp, cp, pp, dp. Empty: the job's own order.
+  std::vector<std::string> order;
+  /// @brief Buildings the job uses, in order. Empty: as many buildings as the job needs, from the first.
+  std::vector<std::string> buildings;
+
+  /// @brief The spec as JSON (for results).
+  nlohmann::json to_json() const;
+};
+
+/// @brief Reads a placement spec (the "placement" object of a scenario). Unknown keys are errors.
+PlacementSpec parse_placement(const nlohmann::json& json, const std::string& file, const std::string& json_path);
+
+/// @brief A rank's coordinates.
+struct Coordinates {
+  int tp = 0, cp = 0, pp = 0, dp = 0;
+};
+
+/// @brief How many groups of one kind cross each level of the hierarchy.
+struct GroupCrossing {
+  std::string group;      ///< e.g. "dp", "cp+dp"
+  std::string traffic;    ///< tp, cp, pp, dp, ep
+  int size          = 0;  ///< ranks per group
+  int groups        = 0;  ///< groups of this kind in the job
+  int across_nodes  = 0;  ///< groups spanning more than one node
+  int across_pods   = 0;
+  int across_buildings = 0;
+  int across_regions   = 0;
+  double bytes_across_buildings = 0; ///< per step, ring lowering, whole job
+  double bytes_across_regions   = 0;
+};
+
+/// @brief What a placement does: which groups cross which boundaries, bytes per step across them.
+struct PlacementReport {
+  std::vector<GroupCrossing> groups;
+  std::vector<std::string> buildings_used;
+  /// @brief Per dimension, bytes per step sent across building boundaries under ring lowering.
+  nlohmann::json to_json() const;
+};
+
+/// @brief Ranks placed on GPUs. Built once; queries are arithmetic.
+class Placement {
+public:
+  /// @brief Places `job` on `topology`. @throws SpecError (at `where`) for impossible placements, naming why.
+  Placement(const topology::Topology& topology, const workload::JobSpec& job, const PlacementSpec& spec,
+            const std::string& where = "placement");
+
+  int ranks() const { return static_cast<int>(gpus_.size()); }
+  /// @brief The GPU that runs rank `rank`.
+  int gpu(int rank) const { return gpus_[rank]; }
+  Coordinates coordinates(int rank) const;
+  int rank_of(const Coordinates& c) const;
+  const std::vector<std::string>& order() const { return order_; }
+  const std::vector<int>& buildings() const { return buildings_; }
+
+  /// @brief The groups of kind `group` among the ranks of pipeline stage `stage` (every group when the group
+  /// spans pp), each as GPU indices in rank order.
+  std::vector<std::vector<int>> groups(int stage, const workload::Group& group) const;
+  /// @brief GPUs of the ranks of one pipeline stage, in rank order.
+  std::vector<int> stage_gpus(int stage) const;
+  /// @brief The GPU that rank-coordinates `from`'s counterpart on `stage` runs on.
+  int peer_gpu(int gpu_of_rank, int stage) const;
+
+  /// @brief Boundary crossings and bytes for the communication of `graph`.
+  PlacementReport report(const workload::StepGraph& graph) const;
+
+private:
+  /// @brief The key shared by the members of a group: the coordinates the group does not span.
+  std::array<int, 4> group_key(const Coordinates& c, unsigned dims) const;
+
+  const topology::Topology& topology_;
+  workload::ParallelismSpec par_;
+  std::vector<std::string> order_;
+  std::array<int, 4> degree_{};  ///< by dimension index: tp, cp, pp, dp
+  std::array<int, 4> stride_{};  ///< rank-index stride of each dimension
+  std::vector<int> gpus_;        ///< rank -> GPU
+  std::vector<int> rank_of_gpu_; ///< GPU -> rank, -1 when unused (sized to the topology)
+  std::vector<int> buildings_;
+};
+
+} // namespace spansim::placement

@@ -1,0 +1,157 @@
+// Co-simulated training steps against closed forms: a two-stage pipeline across two buildings, an exposed
+// data-parallel all-reduce; the breakdown's accounting identity; determinism.
+#include "netsim/step.hpp"
+#include "placement/placement.hpp"
+#include "topology/topology.hpp"
+#include "workload/workload.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+
+using namespace spansim;
+using nlohmann::json;
+
+namespace {
+
+json small_model()
+{
+  return {{"name", "small"}, {"layers", 4},     {"hidden", 2048}, {"ffn", 8192},
+          {"heads", 16},     {"kv_heads", 16},  {"vocab", 32000}, {"mlp", "swiglu"}};
+}
+
+workload::JobSpec job(json parallelism, json schedule, int sequences, int sequence_length)
+{
+  json j = {{"name", "test-job"},
+            {"model", small_model()},
+            {"gpu", "h100"},
+            {"gpus", parallelism["tp"].get<int>() * parallelism["pp"].get<int>() * parallelism["dp"].get<int>()},
+            {"parallelism", parallelism},
+            {"batch", {{"global_sequences", sequences}, {"sequence_length", sequence_length}, {"micro_batch", 1}}},
+            {"schedule", schedule},
+            {"recompute", "none"}};
+  return workload::parse_job(j, std::string(SPANSIM_SOURCE_DIR) + "/tests/test-job.json");
+}
+
+void expect_within(const std::string& what, double expected, double actual, double tolerance)
+{
+  double rel = std::fabs(actual - expected) / expected;
+  std::cout << what << ": expected " << expected << " s, actual " << actual << " s (rel. error " << rel
+            << ", tolerance " << tolerance << ")\n";
+  INFO(what << ": expected " << expected << ", actual " << actual);
+  CHECK(rel <= tolerance);
+}
+
+double seconds_of(const workload::StageProgram& p, workload::OpKind kind, int micro_batch)
+{
+  double t = 0;
+  for (const auto& op : p.ops)
+    if (op.kind == kind && op.micro_batch == micro_batch)
+      t += op.seconds;
+  return t;
+}
+
+void check_identity(const netsim::StepResult& r)
+{
+  for (const auto& b : r.stages) {
+    double sum = b.compute + b.bubble + b.idle;
+    for (double e : b.exposed)
+      sum += e;
+    INFO("stage " << b.stage << ": parts sum to " << sum << ", step " << r.step_time);
+    CHECK(sum == Approx(r.step_time).epsilon(1e-9));
+  }
+}
+
+} // namespace
+
+TEST_CASE("a two-stage GPipe pipeline across two buildings matches the schedule's closed form", "[step]")
+{
+  topology::Topology topo(topology::load_topology_spec("two-buildings"));
+  auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 2}, {"dp", 1}, {"data_parallel", "ddp"}}, {{"kind", "gpipe"}}, 8, 4096);
+  auto graph = workload::build_step_graph(j);
+  // pp outermost: stage 0 in bldg-a, stage 1 in bldg-b.
+  placement::Placement place(topo, j, {{"tp", "cp", "dp", "pp"}, {"bldg-a", "bldg-b"}});
+  REQUIRE(topo.locate(place.stage_gpus(0)[0]).building == 0);
+  REQUIRE(topo.locate(place.stage_gpus(1)[0]).building == 1);
+
+  // One activation (or gradient) message: route latency + bytes over the narrowest link (the NIC).
+  double bytes = 0;
+  for (const auto& op : graph.stages[0].ops)
+    if (op.kind == workload::OpKind::send)
+      bytes = op.bytes;
+  auto route      = topo.route(place.stage_gpus(0)[0], place.stage_gpus(1)[0]);
+  const double x  = topo.route_latency(route) + bytes / topo.route_bandwidth(route);
+  const int m     = graph.micro_batches;
+  const auto& s0  = graph.stages[0];
+  const auto& s1  = graph.stages[1];
+  // GPipe on two stages: stage 1 runs forward i once it has finished i-1 and received i; backwards run in
+  // reverse order, stage 0's once it has finished its previous one and received the gradient.
+  double f0_end = 0, s1_end = 0;
+  std::vector<double> s1_forward_end(m);
+  for (int i = 0; i < m; ++i) {
+    f0_end            = f0_end + seconds_of(s0, workload::OpKind::forward, i);
+    s1_end            = std::max(s1_end, f0_end + x) + seconds_of(s1, workload::OpKind::forward, i);
+    s1_forward_end[i] = s1_end;
+  }
+  double s0_end = f0_end;
+  for (int i = m - 1; i >= 0; --i) {
+    s1_end = s1_end + seconds_of(s1, workload::OpKind::backward, i);
+    s0_end = std::max(s0_end, s1_end + x) + seconds_of(s0, workload::OpKind::backward, i);
+  }
+  double expected = std::max(s0_end + seconds_of(s0, workload::OpKind::optimizer, -1),
+                             s1_end + seconds_of(s1, workload::OpKind::optimizer, -1));
+  for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
+    netsim::StepOptions o;
+    o.fidelity = f;
+    auto r     = netsim::simulate_step(topo, graph, place, o);
+    expect_within(std::string("two-stage pipeline step at ") + netsim::to_string(f), expected, r.step_time, 0.02);
+    check_identity(r);
+  }
+}
+
+TEST_CASE("a DP all-reduce that backward cannot hide is exposed for its closed-form time", "[step]")
+{
+  topology::Topology topo(topology::load_topology_spec("two-buildings"));
+  // A short backward (one 512-token sequence per rank) and a large gradient (4-layer, 2048-wide model, fp32).
+  auto j     = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 512);
+  auto graph = workload::build_step_graph(j);
+  placement::Placement place(topo, j, {{"tp", "cp", "pp", "dp"}, {"bldg-a", "bldg-b"}});
+  double gradient_bytes = 0;
+  for (const auto& op : graph.stages[0].ops)
+    if (op.kind == workload::OpKind::all_reduce && op.traffic == workload::Traffic::dp)
+      gradient_bytes += op.bytes * op.count;
+  REQUIRE(gradient_bytes > 0);
+  auto route     = topo.route(place.gpu(0), place.gpu(1));
+  const double a = topo.route_latency(route), b = topo.route_bandwidth(route);
+  // Ring all-reduce over 2 ranks: 2(K-1)/K * S / B + 2(K-1) * alpha = S / B + 2 alpha.
+  const double expected = gradient_bytes / b + 2 * a;
+  for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
+    netsim::StepOptions o;
+    o.fidelity      = f;
+    o.algorithms[3] = netsim::Algorithm::ring;
+    auto r          = netsim::simulate_step(topo, graph, place, o);
+    expect_within(std::string("exposed DP all-reduce at ") + netsim::to_string(f), expected,
+                  r.stages[0].exposed[netsim::traffic_index(workload::Traffic::dp)], 0.02);
+    check_identity(r);
+  }
+}
+
+TEST_CASE("two runs of the same step give identical results", "[step]")
+{
+  topology::Topology topo(topology::load_topology_spec("hgx-h100-pod"));
+  auto j = job({{"tp", 2}, {"cp", 1}, {"pp", 2}, {"dp", 4}, {"data_parallel", "fsdp"}},
+               {{"kind", "1f1b"}}, 16, 2048);
+  auto graph = workload::build_step_graph(j);
+  placement::Placement place(topo, j, {});
+  netsim::StepOptions o;
+  auto a = netsim::simulate_step(topo, graph, place, o);
+  auto b = netsim::simulate_step(topo, graph, place, o);
+  CHECK(a.step_time == b.step_time);
+  for (std::size_t s = 0; s < a.stages.size(); ++s) {
+    CHECK(a.stages[s].compute == b.stages[s].compute);
+    CHECK(a.stages[s].bubble == b.stages[s].bubble);
+    CHECK(a.stages[s].exposed == b.stages[s].exposed);
+  }
+  check_identity(a);
+}

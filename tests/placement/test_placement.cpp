@@ -1,0 +1,111 @@
+// Rank -> GPU placement: Megatron order, rail alignment, boundary crossing by the outermost dimension, refusals.
+#include "common/error.hpp"
+#include "placement/placement.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+
+using namespace spansim;
+using nlohmann::json;
+
+namespace {
+
+workload::JobSpec job(int tp, int cp, int pp, int dp, int ep = 1, const char* model = "llama3-8b")
+{
+  json j = {{"name", "placement-test"},
+            {"model", model},
+            {"gpu", "h100"},
+            {"gpus", tp * cp * pp * dp},
+            {"parallelism", {{"tp", tp}, {"cp", cp}, {"pp", pp}, {"dp", dp}, {"ep", ep}}},
+            {"batch", {{"global_sequences", 16 * dp * cp}, {"sequence_length", 8192}, {"micro_batch", 1}}},
+            {"schedule", {{"kind", "1f1b"}}}};
+  return workload::parse_job(j, "placement-test.json");
+}
+
+std::set<int> nodes_of(const topology::Topology& t, const std::vector<int>& gpus)
+{
+  std::set<int> s;
+  for (int g : gpus)
+    s.insert(t.locate(g).node);
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("Megatron order: TP fills a node, DP groups stay on one rail", "[placement]")
+{
+  topology::Topology t(topology::load_topology_spec("hgx-h100-pod"));
+  auto j = job(8, 1, 4, 8);
+  placement::Placement p(t, j, {});
+  CHECK(p.ranks() == 256);
+  // Rank index = tp + 8 * (cp + 1 * (pp + 4 * dp)).
+  auto c = p.coordinates(8 * 4 * 3 + 8 * 2 + 5);
+  CHECK(c.tp == 5);
+  CHECK(c.pp == 2);
+  CHECK(c.dp == 3);
+  CHECK(p.rank_of(c) == 8 * 4 * 3 + 8 * 2 + 5);
+  for (const auto& g : p.groups(0, {workload::kTp, 8}))
+    CHECK(nodes_of(t, g).size() == 1);
+  auto dp = p.groups(1, {workload::kDp, 8});
+  CHECK(dp.size() == 8); // one per TP rank of stage 1
+  for (const auto& g : dp) {
+    CHECK(g.size() == 8);
+    std::set<int> rails;
+    for (int gpu : g)
+      rails.insert(t.locate(gpu).local);
+    CHECK(rails.size() == 1); // rail-aligned
+  }
+  // A stage's pipeline peer is the same TP rank of the next stage's node.
+  int gpu = p.stage_gpus(0)[3];
+  CHECK(p.peer_gpu(gpu, 1) == gpu + 8);
+}
+
+TEST_CASE("the outermost dimension is the one that crosses buildings", "[placement]")
+{
+  topology::Topology t(topology::load_topology_spec("two-buildings"));
+  auto j = job(8, 1, 4, 8);
+  placement::Placement dp_across(t, j, {{"tp", "cp", "pp", "dp"}, {"bldg-a", "bldg-b"}});
+  placement::Placement pp_across(t, j, {{"tp", "cp", "dp", "pp"}, {"bldg-a", "bldg-b"}});
+  auto buildings = [&](const std::vector<int>& g) {
+    std::set<int> b;
+    for (int gpu : g)
+      b.insert(t.locate(gpu).building);
+    return b.size();
+  };
+  for (const auto& g : dp_across.groups(0, {workload::kDp, 8}))
+    CHECK(buildings(g) == 2);
+  for (int s = 0; s < 4; ++s)
+    CHECK(buildings(dp_across.stage_gpus(s)) == 2);
+  for (const auto& g : pp_across.groups(0, {workload::kDp, 8}))
+    CHECK(buildings(g) == 1);
+  CHECK(buildings(pp_across.stage_gpus(0)) == 1);
+  CHECK(buildings(pp_across.stage_gpus(3)) == 1);
+  CHECK(t.locate(pp_across.stage_gpus(0)[0]).building != t.locate(pp_across.stage_gpus(3)[0]).building);
+}
+
+TEST_CASE("expert groups are carved out of cp x dp, fastest first", "[placement]")
+{
+  topology::Topology t(topology::load_topology_spec("hgx-h100-pod"));
+  auto j = job(1, 1, 1, 16, 4, "llama4-scout");
+  placement::Placement p(t, j, {});
+  auto ep = p.groups(0, {workload::kEp, 4});
+  REQUIRE(ep.size() == 4);
+  CHECK(ep[0] == std::vector<int>{0, 1, 2, 3});
+  auto edp = p.groups(0, {workload::kEdp, 4});
+  REQUIRE(edp.size() == 4);
+  CHECK(edp[0] == std::vector<int>{0, 4, 8, 12});
+}
+
+TEST_CASE("impossible placements are refused with the reason", "[placement]")
+{
+  topology::Topology t(topology::load_topology_spec("two-buildings"));
+  auto j = job(8, 1, 4, 8);
+  CHECK_THROWS_WITH(placement::Placement(t, j, {{}, {"bldg-a", "bldg-z"}}),
+                    Catch::Contains("unknown building \"bldg-z\"") && Catch::Contains("bldg-a, bldg-b"));
+  CHECK_THROWS_WITH(placement::Placement(t, j, {{"pp", "tp", "cp", "dp"}, {}}), Catch::Contains("straddle nodes"));
+  auto big = job(8, 1, 16, 512); // 65,536 GPUs on a 32,768-GPU topology
+  CHECK_THROWS_WITH(placement::Placement(t, big, {}), Catch::Contains("has 32768"));
+  auto odd = job(1, 1, 1, 3); // 3 GPUs cannot split over 2 buildings
+  CHECK_THROWS_WITH(placement::Placement(t, odd, {{}, {"bldg-a", "bldg-b"}}), Catch::Contains("split evenly"));
+}
