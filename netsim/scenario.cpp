@@ -55,9 +55,13 @@ std::string default_scenario_path()
 
 Scenario load_scenario(const std::string& path)
 {
+  return parse_scenario(spec::load_json_file(path), path);
+}
+
+Scenario parse_scenario(const json& document, const std::string& path)
+{
   Scenario sc;
   sc.file = path;
-  auto document = spec::load_json_file(path);
   spec::ObjectReader r(document, spec::Location{path});
   sc.name = r.string("name");
   r.optional_string("description");

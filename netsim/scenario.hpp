@@ -30,6 +30,8 @@ std::string default_scenario_path();
 /// @brief Reads a scenario file. Topology and job are preset/zoo names, paths (relative to the scenario's
 /// folder, the working directory or the source tree) or inline objects. @throws SpecError.
 Scenario load_scenario(const std::string& path);
+/// @brief Reads a scenario given as JSON; `file` names it in errors and anchors relative paths.
+Scenario parse_scenario(const nlohmann::json& document, const std::string& file);
 
 /// @brief A scenario's outcome, with the pieces needed to report it.
 struct ScenarioRun {
