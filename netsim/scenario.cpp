@@ -347,7 +347,7 @@ std::vector<std::string> write_outputs(const Scenario& scenario, const ScenarioR
           rows[chunk][2] += dt;
       }
       for (const auto& w : r.waits) {
-        if (w.stage != s)
+        if (w.stage != s || w.op < 0)
           continue;
         int chunk = ops[w.op][2];
         if (chunk >= 0 && chunk < static_cast<int>(layers.size()))

@@ -27,11 +27,19 @@ std::string num(double v)
   return buf;
 }
 
-// Most ops a worker actor keeps in flight. SimGrid 3.32 keeps an actor's pending comms in a list that it
-// scans whenever one of them ends, and Comm::wait_any_for registers on every comm it is given, so one
-// controller for n concurrent flows costs O(n) per completion (O(n^2) in all); workers of bounded size keep
-// that cost O(kWorkerOps) per completion.
+// Most ops a worker actor keeps in flight. SimGrid 3.32 scans every comm handed to Comm::wait_any_for, and
+// finishing a comm (which wait_any_for does again for every comm already done) walks the list of all comms
+// in flight. One controller waiting on n concurrent flows thus costs O(n^2) per batch of simultaneous
+// completions; workers of bounded size that drop their ended comms before waiting again keep it near O(n).
 constexpr std::size_t kWorkerOps = 64;
+
+struct Worker;
+
+/// @brief What a comm's data points to: the op it carries and the worker waiting for it.
+struct CommTag {
+  Worker* worker = nullptr;
+  int op         = -1;
+};
 
 /// @brief The state shared by the workers of one simulation. SimGrid runs one actor at a time, so they
 /// share it without locks.
@@ -40,37 +48,68 @@ struct Schedule {
   const SimgridPlatform& platform;
   sg4::Host* home; ///< where the workers run; they compute nothing, so any host will do
   std::vector<OpTiming> timing;
-  std::vector<int> remaining;            ///< dependencies not yet ended, per op
-  std::vector<int> dependents_first;     ///< CSR: the dependents of op i are
-  std::vector<int> dependents;           ///< dependents[dependents_first[i] .. dependents_first[i + 1])
+  std::vector<int> remaining;        ///< dependencies not yet ended, per op
+  std::vector<int> dependents_first; ///< CSR: the dependents of op i are
+  std::vector<int> dependents;       ///< dependents[dependents_first[i] .. dependents_first[i + 1])
+  std::vector<CommTag> tags;         ///< per op
+  std::vector<int> slot;             ///< per transfer op in flight: its index in its worker's comms
   std::size_t done = 0;
 };
 
-// A worker runs a set of ops that became ready, and the ops they make ready in turn, until none is left.
-// Ops beyond kWorkerOps in flight are handed to new workers. Event-driven: transfers are comms, delays are
-// timers of the worker itself.
-void run_worker(Schedule& s, std::vector<int> ready)
-{
+/// @brief A worker runs a set of ops that became ready, and the ops they make ready in turn, until none is
+/// left; ops beyond kWorkerOps in flight go to new workers. Transfers are comms, delays its own timers.
+struct Worker {
+  explicit Worker(Schedule& schedule) : s(schedule) {}
+
+  void run(std::vector<int> initial);
+
+  Schedule& s;
+  std::vector<int> ready;
   std::vector<sg4::CommPtr> comms;
   std::vector<int> comm_op;
+  std::vector<int> ended; ///< ops whose comm has ended, filled by the completion signal
   using Timer = std::pair<double, int>;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
 
-  auto finish = [&](int op) {
+private:
+  void finish(int op)
+  {
     s.timing[op].end = sg4::Engine::get_clock();
     ++s.done;
     for (int i = s.dependents_first[op]; i < s.dependents_first[op + 1]; ++i)
       if (--s.remaining[s.dependents[i]] == 0)
         ready.push_back(s.dependents[i]);
-  };
+  }
+
+  void drop_comm(int op)
+  {
+    const int index = s.slot[op];
+    comms[index]    = std::move(comms.back());
+    comm_op[index]  = comm_op.back();
+    s.slot[comm_op[index]] = index;
+    comms.pop_back();
+    comm_op.pop_back();
+  }
+};
+
+void spawn_worker(Schedule& s, std::vector<int> initial)
+{
+  sg4::Actor::create("worker", s.home, [&s, initial = std::move(initial)]() mutable {
+    Worker worker(s);
+    worker.run(std::move(initial));
+  });
+}
+
+void Worker::run(std::vector<int> initial)
+{
+  ready = std::move(initial);
   for (;;) {
     // Starting an op may end it at once (empty transfer, zero delay), which may make more ops ready.
     while (!ready.empty()) {
       if (comms.size() + timers.size() >= kWorkerOps) {
-        std::vector<int> chunk(ready.end() - static_cast<std::ptrdiff_t>(std::min(ready.size(), kWorkerOps)),
-                               ready.end());
-        ready.resize(ready.size() - chunk.size());
-        sg4::Actor::create("worker", s.home, [&s, chunk = std::move(chunk)]() mutable { run_worker(s, std::move(chunk)); });
+        const auto take = static_cast<std::ptrdiff_t>(std::min(ready.size(), kWorkerOps));
+        spawn_worker(s, std::vector<int>(ready.end() - take, ready.end()));
+        ready.resize(ready.size() - static_cast<std::size_t>(take));
         continue;
       }
       int op = ready.back();
@@ -78,8 +117,11 @@ void run_worker(Schedule& s, std::vector<int> ready)
       const Op& o        = s.ops[op];
       s.timing[op].start = sg4::Engine::get_clock();
       if (o.kind == Op::Kind::transfer && o.bytes > 0 && o.src != o.dst) {
+        s.tags[op] = {this, op};
+        s.slot[op] = static_cast<int>(comms.size());
         comms.push_back(sg4::Comm::sendto_async(s.platform.host(o.src), s.platform.host(o.dst),
                                                 static_cast<uint64_t>(o.bytes + 0.5)));
+        comms.back()->set_data(&s.tags[op]);
         comm_op.push_back(op);
       } else if (o.kind == Op::Kind::delay && o.duration > 0) {
         timers.emplace(s.timing[op].start + o.duration, op);
@@ -94,15 +136,17 @@ void run_worker(Schedule& s, std::vector<int> ready)
     } else {
       double timeout = timers.empty() ? -1.0 : timers.top().first - sg4::Engine::get_clock();
       ssize_t index  = sg4::Comm::wait_any_for(comms, timeout);
-      if (index >= 0) {
-        int op         = comm_op[index];
-        comms[index]   = comms.back();
-        comms.pop_back();
-        comm_op[index] = comm_op.back();
-        comm_op.pop_back();
-        finish(op);
-      }
+      if (index >= 0 && ended.empty())
+        ended.push_back(comm_op[index]); // the signal did not report it (it always should)
     }
+    // Every comm that ended at this instant, not only the one wait_any_for returned: handing ended comms
+    // to wait_any_for again is what costs O(n) each.
+    for (int op : ended) {
+      s.tags[op].worker = nullptr;
+      drop_comm(op);
+      finish(op);
+    }
+    ended.clear();
     while (!timers.empty() && timers.top().first <= sg4::Engine::get_clock()) {
       int op = timers.top().second;
       timers.pop();
@@ -136,7 +180,7 @@ std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGra
   const auto& ops = graph.ops();
   const auto n    = ops.size();
   Schedule s{ops, platform, platform.host(0), std::vector<OpTiming>(n), std::vector<int>(n),
-             std::vector<int>(n + 1, 0), {}, 0};
+             std::vector<int>(n + 1, 0), {}, std::vector<CommTag>(n), std::vector<int>(n, -1), 0};
   for (std::size_t i = 0; i < n; ++i) {
     s.remaining[i] = static_cast<int>(ops[i].deps.size());
     for (int d : ops[i].deps)
@@ -154,7 +198,12 @@ std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGra
   for (std::size_t i = 0; i < n; ++i)
     if (s.remaining[i] == 0)
       ready.push_back(static_cast<int>(i));
-  sg4::Actor::create("worker", s.home, [&s, ready = std::move(ready)]() mutable { run_worker(s, std::move(ready)); });
+  // Engine and signal live in this (child) process only: one simulation per process.
+  sg4::Activity::on_completion_cb([](const sg4::Activity& activity) {
+    if (auto* tag = activity.get_data<CommTag>(); tag != nullptr && tag->worker != nullptr)
+      tag->worker->ended.push_back(tag->op);
+  });
+  spawn_worker(s, std::move(ready));
   engine.run();
   if (s.done != n)
     throw SimulationError("flow simulation ended with " + std::to_string(n - s.done) + " of " + std::to_string(n) +

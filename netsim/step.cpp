@@ -288,59 +288,85 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
     }
   }
 
-  // Stage timelines: the compute stream's gaps are charged to whatever the next compute op waited for last.
+  // Stage timelines. A gap of the compute stream is split along time by what was running for the op that
+  // waited: its communication dependencies (and theirs, back to the previous compute op). Blocking
+  // collectives (TP, CP, EP) count first, then pipeline transfers while bytes move, then overlappable
+  // collectives (DP); time nothing accounts for is bubble when the op waited for a pipeline peer, else idle.
   for (std::size_t s = 0; s < graph.stages.size(); ++s) {
     const auto& ops = graph.stages[s].ops;
     StageBreakdown b;
     b.stage    = static_cast<int>(s);
     double now = 0;
+    auto charge = [&](int op, int cause, double seconds) {
+      if (seconds <= 0)
+        return;
+      if (cause < kWaitBubble)
+        b.exposed[cause] += seconds;
+      else if (cause == kWaitBubble)
+        b.bubble += seconds;
+      else
+        b.idle += seconds;
+      r.waits.push_back({static_cast<int>(s), op, cause, seconds});
+    };
+    struct Busy {
+      double from, to;
+      int priority; // 0 blocking collective, 1 pipeline transfer, 2 overlappable collective
+      int cause;
+    };
     for (std::size_t i = 0; i < ops.size(); ++i) {
       if (!is_compute(ops[i].kind))
         continue;
-      const auto& t = r.ops[s][i];
-      double gap    = std::max(0.0, t.start - now);
-      int critical  = -1;
-      double latest = -1;
-      std::vector<int> deps = ops[i].deps;
-      if (lowering.stream_prev()[s][i] >= 0)
-        deps.push_back(lowering.stream_prev()[s][i]);
-      for (int d : deps)
-        if (r.ops[s][d].end > latest) {
-          latest   = r.ops[s][d].end;
-          critical = d;
+      const auto& t   = r.ops[s][i];
+      const double a  = now, gap_end = t.start;
+      std::vector<Busy> busy;
+      bool waited_for_peer = false;
+      if (gap_end > a) {
+        std::vector<int> frontier = ops[i].deps;
+        if (lowering.stream_prev()[s][i] >= 0)
+          frontier.push_back(lowering.stream_prev()[s][i]);
+        std::vector<bool> seen(ops.size(), false);
+        while (!frontier.empty()) {
+          int d = frontier.back();
+          frontier.pop_back();
+          if (seen[d] || is_compute(ops[d].kind) || r.ops[s][d].end <= a)
+            continue;
+          seen[d]          = true;
+          const auto& dep  = ops[d];
+          const int cause  = traffic_index(dep.traffic);
+          if (is_p2p(dep.kind)) {
+            auto [ps, pi]     = lowering.peer_of(static_cast<int>(s), d);
+            double both_ready = std::max(r.ops[s][d].start, r.ops[ps][pi].start);
+            busy.push_back({both_ready, r.ops[s][d].end, 1, cause});
+            waited_for_peer = waited_for_peer || r.ops[s][d].end >= gap_end;
+          } else if (cause >= 0) {
+            busy.push_back({r.ops[s][d].start, r.ops[s][d].end, dep.overlappable ? 2 : 0, cause});
+          }
+          for (int dd : dep.deps)
+            frontier.push_back(dd);
+          if (lowering.stream_prev()[s][d] >= 0)
+            frontier.push_back(lowering.stream_prev()[s][d]);
         }
-      auto charge = [&](int cause, double seconds) {
-        if (seconds <= 0)
-          return;
-        if (cause < kWaitBubble)
-          b.exposed[cause] += seconds;
-        else if (cause == kWaitBubble)
-          b.bubble += seconds;
-        else
-          b.idle += seconds;
-        r.waits.push_back({static_cast<int>(s), static_cast<int>(i), cause, seconds});
-      };
-      if (gap > 0 && critical >= 0) {
-        const auto& dep = ops[critical];
-        if (is_p2p(dep.kind)) {
-          // The transfer itself is exposed pipeline communication; waiting for the peer to get there is bubble.
-          auto [ps, pi]     = lowering.peer_of(static_cast<int>(s), critical);
-          double both_ready = std::max(r.ops[s][critical].start, r.ops[ps][pi].start);
-          double exposed    = std::min(gap, std::max(0.0, r.ops[s][critical].end - both_ready));
-          charge(traffic_index(Traffic::pp), exposed);
-          charge(kWaitBubble, gap - exposed);
-        } else if (!is_compute(dep.kind) && traffic_index(dep.traffic) >= 0) {
-          charge(traffic_index(dep.traffic), gap);
-        } else {
-          charge(kWaitIdle, gap);
+        std::vector<double> cuts{a, gap_end};
+        for (const auto& x : busy)
+          for (double c : {x.from, x.to})
+            if (c > a && c < gap_end)
+              cuts.push_back(c);
+        std::sort(cuts.begin(), cuts.end());
+        for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+          double lo = cuts[k], hi = cuts[k + 1];
+          if (hi <= lo)
+            continue;
+          const Busy* best = nullptr;
+          for (const auto& x : busy)
+            if (x.from <= lo && x.to >= hi && (best == nullptr || x.priority < best->priority))
+              best = &x;
+          charge(static_cast<int>(i), best ? best->cause : (waited_for_peer ? kWaitBubble : kWaitIdle), hi - lo);
         }
-      } else {
-        charge(kWaitIdle, gap);
       }
       b.compute += t.end - t.start;
-      now = t.end;
+      now = std::max(now, t.end);
     }
-    b.idle += std::max(0.0, r.step_time - now);
+    charge(-1, kWaitIdle, r.step_time - now);
     r.stages.push_back(b);
   }
 

@@ -52,7 +52,7 @@ struct StepOpTiming {
 /// @brief What a compute op waited for before it could start (one gap of the compute stream).
 struct Wait {
   int stage = 0;
-  int op    = 0;     ///< the compute op that waited (index in the stage program)
+  int op    = 0;     ///< the compute op that waited (index in the stage program); -1: the end of the step
   int cause = 0;     ///< 0-4: exposed communication of kTrafficDims[cause]; 5: bubble; 6: idle
   double seconds = 0;
 };
