@@ -215,10 +215,15 @@ public:
       for (int d : ops[i].deps)
         dependents_[d].push_back(static_cast<int>(i));
     }
-    ns3::Simulator::ScheduleNow([this] {
-      for (std::size_t i = 0; i < remaining_.size(); ++i)
-        if (remaining_[i] == 0)
-          start(static_cast<int>(i));
+    // Collect the ready ops first: starting one may end it at once and start its dependents, which must
+    // not be started a second time by this loop.
+    std::vector<int> initial;
+    for (std::size_t i = 0; i < remaining_.size(); ++i)
+      if (remaining_[i] == 0)
+        initial.push_back(static_cast<int>(i));
+    ns3::Simulator::ScheduleNow([this, initial] {
+      for (int i : initial)
+        start(i);
     });
     ns3::Simulator::Run();
     auto statistics = queue_statistics();
