@@ -82,10 +82,11 @@ void run(const RunOptions& o)
   print_table(std::cout, parts);
 
   std::cout << "\n";
-  Table tiers{"Network per step", {"tier", "bytes", "mean utilisation"}, {}};
+  Table tiers{"Network per step", {"tier", "links used", "bytes", "mean utilisation of used links"}, {}};
   for (const auto& t : summary["network"]["tiers"])
     if (t["bytes"].get<double>() > 0)
-      tiers.rows.push_back({t["tier"], units::format_size(t["bytes"]), pct(t["mean_utilisation"], 1)});
+      tiers.rows.push_back({t["tier"], std::to_string(t["links_used"].get<int>()), units::format_size(t["bytes"]),
+                            pct(t["mean_utilisation"], 1)});
   print_table(std::cout, tiers);
   if (!summary["network"]["boundaries"].empty()) {
     std::cout << "\n";
@@ -96,7 +97,7 @@ void run(const RunOptions& o)
     print_table(std::cout, b);
   }
   std::cout << "\n";
-  Table busy{"Busiest links (mean utilisation over the step)", {"link", "tier", "bytes", "utilisation"}, {}};
+  Table busy{"Busiest scale-out links (mean utilisation over the step)", {"link", "tier", "bytes", "utilisation"}, {}};
   for (const auto& l : summary["network"]["busiest_links"])
     if (busy.rows.size() < 5)
       busy.rows.push_back({l["link"], l["tier"], units::format_size(l["bytes"]), pct(l["utilisation"], 1)});

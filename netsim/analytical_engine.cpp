@@ -1,6 +1,7 @@
 // The analytical engine: waves of ops that become ready at the same instant share the network by max-min
 // fairness (progressive filling on directed links); each flow then takes its route latency plus its bytes
-// over its share. Cost: O(flows x hops x log) per wave, no events inside a wave.
+// over its share. Cost: O(flows x hops x log) per wave (only the links a wave uses are touched), no events
+// inside a wave; routes are computed once per transfer.
 #include "common/error.hpp"
 #include "netsim/netsim.hpp"
 
@@ -12,46 +13,134 @@ namespace spansim::netsim {
 
 namespace {
 
-/// @brief Max-min fair rates of flows over shared resources, by progressive filling.
-std::vector<double> max_min_rates(const std::vector<std::vector<int>>& flow_resources,
-                                  const std::vector<double>& capacity)
+/// @brief Routes of the transfers that move bytes, as directed resources (2 * link + backward), in CSR form:
+/// the resources of op i are resource[first[i] .. first[i + 1]). Computed once, for the rates and link_bytes.
+struct Routes {
+  std::vector<int> first;
+  std::vector<int> resource;
+  std::vector<double> latency;
+};
+
+bool moves_bytes(const Op& op)
 {
-  const auto flows = flow_resources.size();
-  std::vector<double> rate(flows, 0);
-  std::vector<double> remaining(capacity);
-  std::vector<int> unfixed(capacity.size(), 0);
-  std::vector<std::vector<int>> users(capacity.size());
-  for (std::size_t f = 0; f < flows; ++f)
-    for (int r : flow_resources[f]) {
-      unfixed[r]++;
-      users[r].push_back(static_cast<int>(f));
-    }
-  using Entry = std::pair<double, int>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
-  for (std::size_t r = 0; r < capacity.size(); ++r)
-    if (unfixed[r] > 0)
-      heap.emplace(remaining[r] / unfixed[r], static_cast<int>(r));
-  std::vector<bool> fixed(flows, false);
-  while (!heap.empty()) {
-    auto [share, r] = heap.top();
-    heap.pop();
-    // Shares only grow as flows are fixed elsewhere, so an entry that no longer matches is stale.
-    if (unfixed[r] == 0 || share != remaining[r] / unfixed[r])
-      continue;
-    for (int f : users[r]) {
-      if (fixed[f])
-        continue;
-      fixed[f] = true;
-      rate[f]  = share;
-      for (int other : flow_resources[f]) {
-        remaining[other] = std::max(0.0, remaining[other] - share);
-        if (--unfixed[other] > 0)
-          heap.emplace(remaining[other] / unfixed[other], other);
-      }
-    }
-  }
-  return rate;
+  return op.kind == Op::Kind::transfer && op.bytes > 0 && op.src != op.dst;
 }
+
+Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
+{
+  Routes r;
+  r.first.assign(ops.size() + 1, 0);
+  r.latency.assign(ops.size(), 0);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (moves_bytes(ops[i])) {
+      auto route = topology.route(ops[i].src, ops[i].dst);
+      for (const auto& h : route)
+        r.resource.push_back(2 * h.link + (h.forward ? 0 : 1));
+      r.latency[i] = topology.route_latency(route);
+    }
+    r.first[i + 1] = static_cast<int>(r.resource.size());
+  }
+  return r;
+}
+
+/// @brief Max-min fair rates by progressive filling, with scratch space reused across waves. Only the
+/// resources a wave uses are touched, so a wave costs O(its flows x hops x log), not O(links).
+class MaxMin {
+public:
+  MaxMin(const topology::Topology& topology, const Routes& routes)
+      : links_(topology.links()), routes_(routes), local_(2 * links_.size(), -1)
+  {
+  }
+
+  /// @brief Rates of the transfer ops `flows`, in that order.
+  const std::vector<double>& rates(const std::vector<int>& flows)
+  {
+    // Local numbering of the wave's resources, in order of first use; users in flow order.
+    used_.clear();
+    count_.clear();
+    for (int op : flows)
+      for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k) {
+        int r = routes_.resource[k];
+        if (local_[r] < 0) {
+          local_[r] = static_cast<int>(used_.size());
+          used_.push_back(r);
+          count_.push_back(0);
+        }
+        ++count_[local_[r]];
+      }
+    const auto m = used_.size();
+    users_first_.assign(m + 1, 0);
+    for (std::size_t l = 0; l < m; ++l)
+      users_first_[l + 1] = users_first_[l] + count_[l];
+    users_.resize(users_first_[m]);
+    fill_.assign(users_first_.begin(), users_first_.end() - 1);
+    for (std::size_t f = 0; f < flows.size(); ++f)
+      for (int k = routes_.first[flows[f]]; k < routes_.first[flows[f] + 1]; ++k)
+        users_[fill_[local_[routes_.resource[k]]]++] = static_cast<int>(f);
+    remaining_.resize(m);
+    for (std::size_t l = 0; l < m; ++l)
+      remaining_[l] = links_[used_[l] / 2].bandwidth;
+    unfixed_ = count_;
+    rate_.assign(flows.size(), 0);
+    fixed_.assign(flows.size(), 0);
+    touched_.assign(m, 0);
+
+    // Entries carry the global resource id, so that ties between equal shares break as they always have.
+    heap_.clear();
+    for (std::size_t l = 0; l < m; ++l)
+      heap_.emplace_back(remaining_[l] / unfixed_[l], used_[l]);
+    std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      auto [share, r] = heap_.back();
+      heap_.pop_back();
+      const int l = local_[r];
+      // Shares only grow as flows are fixed elsewhere, so an entry that no longer matches is stale.
+      if (unfixed_[l] == 0 || share != remaining_[l] / unfixed_[l])
+        continue;
+      for (int u = users_first_[l]; u < users_first_[l + 1]; ++u) {
+        const int f = users_[u];
+        if (fixed_[f])
+          continue;
+        fixed_[f] = 1;
+        rate_[f]  = share;
+        for (int k = routes_.first[flows[f]]; k < routes_.first[flows[f] + 1]; ++k) {
+          const int other = local_[routes_.resource[k]];
+          remaining_[other] = std::max(0.0, remaining_[other] - share);
+          --unfixed_[other];
+          if (!touched_[other]) {
+            touched_[other] = 1;
+            touched_list_.push_back(other);
+          }
+        }
+      }
+      // One entry per resource whose share changed, with its final value: the entries a push per change
+      // would add in between are stale before the next pop anyway.
+      for (int other : touched_list_) {
+        touched_[other] = 0;
+        if (unfixed_[other] > 0) {
+          heap_.emplace_back(remaining_[other] / unfixed_[other], used_[other]);
+          std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+        }
+      }
+      touched_list_.clear();
+    }
+    for (int r : used_)
+      local_[r] = -1;
+    return rate_;
+  }
+
+private:
+  const std::vector<topology::Link>& links_;
+  const Routes& routes_;
+  std::vector<int> local_; ///< per global resource: its index in this wave, or -1
+  std::vector<int> used_;  ///< per local resource: the global one
+  std::vector<int> count_, unfixed_, users_first_, users_, fill_;
+  std::vector<double> remaining_, rate_;
+  std::vector<char> fixed_, touched_;
+  std::vector<int> touched_list_;
+  std::vector<std::pair<double, int>> heap_;
+};
 
 } // namespace
 
@@ -93,7 +182,7 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
   RunResult result;
   result.ops.resize(n);
   std::vector<int> remaining(n);
-  std::vector<std::vector<int>> dependents(n);
+  std::vector<int> dependents_first(n + 1, 0); // CSR, as in Routes
   std::vector<double> ready_at(n, 0);
   using Ready = std::pair<double, int>;
   std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
@@ -106,19 +195,24 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
                        " GPUs");
     remaining[i] = static_cast<int>(op.deps.size());
     for (int d : op.deps)
-      dependents[d].push_back(static_cast<int>(i));
+      ++dependents_first[d + 1];
     if (remaining[i] == 0)
       ready.emplace(0.0, static_cast<int>(i));
   }
-  const auto& links = topology.links();
-  std::vector<double> capacity(2 * links.size());
-  for (std::size_t l = 0; l < links.size(); ++l)
-    capacity[2 * l] = capacity[2 * l + 1] = links[l].bandwidth;
+  for (std::size_t i = 0; i < n; ++i)
+    dependents_first[i + 1] += dependents_first[i];
+  std::vector<int> dependents(dependents_first[n]);
+  {
+    std::vector<int> fill(dependents_first.begin(), dependents_first.end() - 1);
+    for (std::size_t i = 0; i < n; ++i)
+      for (int d : ops[i].deps)
+        dependents[fill[d]++] = static_cast<int>(i);
+  }
+  const Routes routes = routes_of(topology, ops);
+  MaxMin max_min(topology, routes);
 
   std::vector<int> wave;
   std::vector<int> transfers;
-  std::vector<std::vector<int>> resources;
-  std::vector<double> latency;
   while (!ready.empty()) {
     const double now = ready.top().first;
     wave.clear();
@@ -127,41 +221,36 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
       ready.pop();
     }
     transfers.clear();
-    resources.clear();
-    latency.clear();
     for (int i : wave) {
-      const auto& op        = ops[i];
+      const auto& op      = ops[i];
       result.ops[i].start = now;
-      if (op.kind == Op::Kind::transfer && op.bytes > 0 && op.src != op.dst) {
-        auto route = topology.route(op.src, op.dst);
-        std::vector<int> res;
-        res.reserve(route.size());
-        for (const auto& h : route)
-          res.push_back(2 * h.link + (h.forward ? 0 : 1));
+      if (moves_bytes(op))
         transfers.push_back(i);
-        resources.push_back(std::move(res));
-        latency.push_back(topology.route_latency(route));
-      } else {
+      else
         result.ops[i].end = now + (op.kind == Op::Kind::delay ? op.duration : 0);
-      }
     }
     if (!transfers.empty()) {
-      auto rates = max_min_rates(resources, capacity);
+      const auto& rates = max_min.rates(transfers);
       for (std::size_t f = 0; f < transfers.size(); ++f)
-        result.ops[transfers[f]].end = now + latency[f] + ops[transfers[f]].bytes / rates[f];
+        result.ops[transfers[f]].end = now + routes.latency[transfers[f]] + ops[transfers[f]].bytes / rates[f];
     }
     for (int i : wave) {
       result.makespan = std::max(result.makespan, result.ops[i].end);
-      for (int d : dependents[i]) {
+      for (int k = dependents_first[i]; k < dependents_first[i + 1]; ++k) {
+        const int d = dependents[k];
         ready_at[d] = std::max(ready_at[d], result.ops[i].end);
         if (--remaining[d] == 0)
           ready.emplace(ready_at[d], d);
       }
     }
   }
-  result.settings   = {{"engine", "analytical"},
-                       {"model", "max-min fair shares per wave of simultaneously ready ops, alpha-beta per flow"}};
-  result.link_bytes = link_bytes(topology, graph);
+  result.settings = {{"engine", "analytical"},
+                     {"model", "max-min fair shares per wave of simultaneously ready ops, alpha-beta per flow"}};
+  // The same sums, in the same order, as link_bytes(): the routes are already known.
+  result.link_bytes.assign(2 * topology.links().size(), 0);
+  for (std::size_t i = 0; i < n; ++i)
+    for (int k = routes.first[i]; k < routes.first[i + 1]; ++k)
+      result.link_bytes[routes.resource[k]] += ops[i].bytes;
   return result;
 }
 

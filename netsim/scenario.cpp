@@ -192,9 +192,14 @@ ScenarioRun run_scenario(const Scenario& scenario)
   const auto& links = topo.links();
   std::vector<double> tier_bytes(topology::kTierCount, 0), tier_capacity(topology::kTierCount, 0);
   std::vector<std::pair<double, int>> busiest; // (utilisation, directed link)
+  std::vector<int> tier_links(topology::kTierCount, 0);
   for (std::size_t l = 0; l < links.size(); ++l) {
     int t = static_cast<int>(links[l].tier);
-    tier_capacity[t] += 2 * links[l].bandwidth;
+    // Utilisation is over the links the job used: a 64-GPU job on a 131K-GPU topology leaves most idle.
+    if (r.link_bytes[2 * l] + r.link_bytes[2 * l + 1] > 0) {
+      tier_capacity[t] += 2 * links[l].bandwidth;
+      tier_links[t]++;
+    }
     for (int dir = 0; dir < 2; ++dir) {
       double bytes = r.link_bytes[2 * l + dir];
       tier_bytes[t] += bytes;
@@ -207,18 +212,23 @@ ScenarioRun run_scenario(const Scenario& scenario)
     if (tier_capacity[t] > 0)
       tiers.push_back({{"tier", topology::to_string(static_cast<topology::Tier>(t))},
                        {"bytes", tier_bytes[t]},
+                       {"links_used", tier_links[t]},
                        {"mean_utilisation", r.step_time > 0 ? tier_bytes[t] / (tier_capacity[t] * r.step_time) : 0}});
   std::sort(busiest.begin(), busiest.end(), std::greater<>());
-  json top = json::array();
-  for (std::size_t k = 0; k < std::min<std::size_t>(10, busiest.size()); ++k) {
-    int l = busiest[k].second / 2;
-    const auto& link = links[l];
-    bool forward     = busiest[k].second % 2 == 0;
-    top.push_back({{"link", topo.vertex_name(forward ? link.a : link.b) + " -> " +
-                                topo.vertex_name(forward ? link.b : link.a)},
-                   {"tier", topology::to_string(link.tier)},
-                   {"bytes", r.link_bytes[busiest[k].second]},
-                   {"utilisation", busiest[k].first}});
+  // NVLinks are listed apart: inside a node they are almost always the busiest, and the question is usually
+  // which scale-out or boundary links saturate.
+  json top = json::array(), top_nvlink = json::array();
+  for (const auto& [util, directed] : busiest) {
+    const auto& link = links[directed / 2];
+    bool forward     = directed % 2 == 0;
+    json& list       = link.tier == topology::Tier::nvlink ? top_nvlink : top;
+    if (list.size() >= 10)
+      continue;
+    list.push_back({{"link", topo.vertex_name(forward ? link.a : link.b) + " -> " +
+                                 topo.vertex_name(forward ? link.b : link.a)},
+                    {"tier", topology::to_string(link.tier)},
+                    {"bytes", r.link_bytes[directed]},
+                    {"utilisation", util}});
   }
   json boundaries = json::array();
   for (int b = 0; b < topo.building_count() && topo.building_count() > 1; ++b) {
@@ -241,7 +251,7 @@ ScenarioRun run_scenario(const Scenario& scenario)
                           {"bytes_in", in_bytes},
                           {"mean_utilisation_out", r.step_time > 0 ? out_bytes / (capacity * r.step_time) : 0}});
   }
-  j["network"] = {{"tiers", tiers}, {"boundaries", boundaries}, {"busiest_links", top}};
+  j["network"] = {{"tiers", tiers}, {"boundaries", boundaries}, {"busiest_links", top}, {"busiest_nvlinks", top_nvlink}};
 
   // Boundary links over time: each transfer's bytes spread evenly over its lifetime, in 50 bins.
   const int bins = 50;

@@ -27,19 +27,12 @@ std::string num(double v)
   return buf;
 }
 
-// Most ops a worker actor keeps in flight. SimGrid 3.32 scans every comm handed to Comm::wait_any_for, and
-// finishing a comm (which wait_any_for does again for every comm already done) walks the list of all comms
-// in flight. One controller waiting on n concurrent flows thus costs O(n^2) per batch of simultaneous
-// completions; workers of bounded size that drop their ended comms before waiting again keep it near O(n).
+// Most ops a worker actor keeps in flight. In SimGrid 3.32 every comm in flight sits in one list that is
+// walked whenever a comm is finished, and Comm::wait_any_for finishes once more every comm handed to it that
+// has already ended. One controller waiting on n concurrent flows, one completion per call, thus walks that
+// list O(n) times per batch of simultaneous completions: O(n^3) for a ring all-reduce. Bounded workers that
+// drop every ended comm before they wait again keep it at about two walks per comm.
 constexpr std::size_t kWorkerOps = 64;
-
-struct Worker;
-
-/// @brief What a comm's data points to: the op it carries and the worker waiting for it.
-struct CommTag {
-  Worker* worker = nullptr;
-  int op         = -1;
-};
 
 /// @brief The state shared by the workers of one simulation. SimGrid runs one actor at a time, so they
 /// share it without locks.
@@ -51,45 +44,101 @@ struct Schedule {
   std::vector<int> remaining;        ///< dependencies not yet ended, per op
   std::vector<int> dependents_first; ///< CSR: the dependents of op i are
   std::vector<int> dependents;       ///< dependents[dependents_first[i] .. dependents_first[i + 1])
-  std::vector<CommTag> tags;         ///< per op
-  std::vector<int> slot;             ///< per transfer op in flight: its index in its worker's comms
   std::size_t done = 0;
 };
 
-/// @brief A worker runs a set of ops that became ready, and the ops they make ready in turn, until none is
-/// left; ops beyond kWorkerOps in flight go to new workers. Transfers are comms, delays its own timers.
-struct Worker {
-  explicit Worker(Schedule& schedule) : s(schedule) {}
+void spawn_worker(Schedule& s, std::vector<int> initial);
 
-  void run(std::vector<int> initial);
+/// @brief Runs a set of ops that became ready, and the ops they make ready in turn, until none is left;
+/// ops beyond kWorkerOps in flight go to new workers. Transfers are comms, delays the worker's own timers.
+class Worker {
+public:
+  explicit Worker(Schedule& schedule) : s_(schedule) {}
 
-  Schedule& s;
-  std::vector<int> ready;
-  std::vector<sg4::CommPtr> comms;
-  std::vector<int> comm_op;
-  std::vector<int> ended; ///< ops whose comm has ended, filled by the completion signal
-  using Timer = std::pair<double, int>;
-  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
+  void run(std::vector<int> initial)
+  {
+    ready_ = std::move(initial);
+    for (;;) {
+      start_ready();
+      if (comms_.empty() && timers_.empty())
+        break;
+      if (!timers_.empty() && (comms_.empty() || timers_.top().first <= sg4::Engine::get_clock())) {
+        sg4::this_actor::sleep_until(timers_.top().first);
+      } else {
+        double timeout = timers_.empty() ? -1.0 : timers_.top().first - sg4::Engine::get_clock();
+        ssize_t index  = sg4::Comm::wait_any_for(comms_, timeout);
+        if (index >= 0)
+          end_comm(static_cast<std::size_t>(index));
+        // Comms that ended at the same instant are dropped now rather than handed to wait_any_for again.
+        // An ended comm has nothing left to send; a running one has (empty comms are never taken for ended).
+        for (std::size_t i = comms_.size(); i-- > 0;)
+          if (payload_[i] > 0 && comms_[i]->get_remaining() <= 0)
+            end_comm(i);
+      }
+      while (!timers_.empty() && timers_.top().first <= sg4::Engine::get_clock()) {
+        int op = timers_.top().second;
+        timers_.pop();
+        finish(op);
+      }
+    }
+  }
 
 private:
-  void finish(int op)
+  // Starting an op may end it at once (empty transfer, zero delay), which may make more ops ready.
+  void start_ready()
   {
-    s.timing[op].end = sg4::Engine::get_clock();
-    ++s.done;
-    for (int i = s.dependents_first[op]; i < s.dependents_first[op + 1]; ++i)
-      if (--s.remaining[s.dependents[i]] == 0)
-        ready.push_back(s.dependents[i]);
+    while (!ready_.empty()) {
+      if (comms_.size() + timers_.size() >= kWorkerOps) {
+        const auto take = static_cast<std::ptrdiff_t>(std::min(ready_.size(), kWorkerOps));
+        spawn_worker(s_, std::vector<int>(ready_.end() - take, ready_.end()));
+        ready_.resize(ready_.size() - static_cast<std::size_t>(take));
+        continue;
+      }
+      int op = ready_.back();
+      ready_.pop_back();
+      const Op& o         = s_.ops[op];
+      s_.timing[op].start = sg4::Engine::get_clock();
+      if (o.kind == Op::Kind::transfer && o.bytes > 0 && o.src != o.dst) {
+        const auto payload = static_cast<uint64_t>(o.bytes + 0.5);
+        comms_.push_back(sg4::Comm::sendto_async(s_.platform.host(o.src), s_.platform.host(o.dst), payload));
+        comm_op_.push_back(op);
+        payload_.push_back(payload);
+      } else if (o.kind == Op::Kind::delay && o.duration > 0) {
+        timers_.emplace(s_.timing[op].start + o.duration, op);
+      } else {
+        finish(op);
+      }
+    }
   }
 
-  void drop_comm(int op)
+  void end_comm(std::size_t index)
   {
-    const int index = s.slot[op];
-    comms[index]    = std::move(comms.back());
-    comm_op[index]  = comm_op.back();
-    s.slot[comm_op[index]] = index;
-    comms.pop_back();
-    comm_op.pop_back();
+    const int op    = comm_op_[index];
+    comms_[index]   = std::move(comms_.back());
+    comm_op_[index] = comm_op_.back();
+    payload_[index] = payload_.back();
+    comms_.pop_back();
+    comm_op_.pop_back();
+    payload_.pop_back();
+    finish(op);
   }
+
+  void finish(int op)
+  {
+    s_.timing[op].end = sg4::Engine::get_clock();
+    ++s_.done;
+    for (int i = s_.dependents_first[op]; i < s_.dependents_first[op + 1]; ++i)
+      if (--s_.remaining[s_.dependents[i]] == 0)
+        ready_.push_back(s_.dependents[i]);
+  }
+
+  Schedule& s_;
+  std::vector<int> ready_;
+  std::vector<sg4::CommPtr> comms_;
+  std::vector<int> comm_op_;
+  std::vector<uint64_t> payload_;
+  using Timer = std::pair<double, int>;
+  std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
 };
 
 void spawn_worker(Schedule& s, std::vector<int> initial)
@@ -98,61 +147,6 @@ void spawn_worker(Schedule& s, std::vector<int> initial)
     Worker worker(s);
     worker.run(std::move(initial));
   });
-}
-
-void Worker::run(std::vector<int> initial)
-{
-  ready = std::move(initial);
-  for (;;) {
-    // Starting an op may end it at once (empty transfer, zero delay), which may make more ops ready.
-    while (!ready.empty()) {
-      if (comms.size() + timers.size() >= kWorkerOps) {
-        const auto take = static_cast<std::ptrdiff_t>(std::min(ready.size(), kWorkerOps));
-        spawn_worker(s, std::vector<int>(ready.end() - take, ready.end()));
-        ready.resize(ready.size() - static_cast<std::size_t>(take));
-        continue;
-      }
-      int op = ready.back();
-      ready.pop_back();
-      const Op& o        = s.ops[op];
-      s.timing[op].start = sg4::Engine::get_clock();
-      if (o.kind == Op::Kind::transfer && o.bytes > 0 && o.src != o.dst) {
-        s.tags[op] = {this, op};
-        s.slot[op] = static_cast<int>(comms.size());
-        comms.push_back(sg4::Comm::sendto_async(s.platform.host(o.src), s.platform.host(o.dst),
-                                                static_cast<uint64_t>(o.bytes + 0.5)));
-        comms.back()->set_data(&s.tags[op]);
-        comm_op.push_back(op);
-      } else if (o.kind == Op::Kind::delay && o.duration > 0) {
-        timers.emplace(s.timing[op].start + o.duration, op);
-      } else {
-        finish(op);
-      }
-    }
-    if (comms.empty() && timers.empty())
-      break;
-    if (!timers.empty() && (comms.empty() || timers.top().first <= sg4::Engine::get_clock())) {
-      sg4::this_actor::sleep_until(timers.top().first);
-    } else {
-      double timeout = timers.empty() ? -1.0 : timers.top().first - sg4::Engine::get_clock();
-      ssize_t index  = sg4::Comm::wait_any_for(comms, timeout);
-      if (index >= 0 && ended.empty())
-        ended.push_back(comm_op[index]); // the signal did not report it (it always should)
-    }
-    // Every comm that ended at this instant, not only the one wait_any_for returned: handing ended comms
-    // to wait_any_for again is what costs O(n) each.
-    for (int op : ended) {
-      s.tags[op].worker = nullptr;
-      drop_comm(op);
-      finish(op);
-    }
-    ended.clear();
-    while (!timers.empty() && timers.top().first <= sg4::Engine::get_clock()) {
-      int op = timers.top().second;
-      timers.pop();
-      finish(op);
-    }
-  }
 }
 
 /// @brief The GPUs a graph's transfers touch: the platform holds hosts and links for these only.
@@ -180,7 +174,7 @@ std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGra
   const auto& ops = graph.ops();
   const auto n    = ops.size();
   Schedule s{ops, platform, platform.host(0), std::vector<OpTiming>(n), std::vector<int>(n),
-             std::vector<int>(n + 1, 0), {}, std::vector<CommTag>(n), std::vector<int>(n, -1), 0};
+             std::vector<int>(n + 1, 0), {}, 0};
   for (std::size_t i = 0; i < n; ++i) {
     s.remaining[i] = static_cast<int>(ops[i].deps.size());
     for (int d : ops[i].deps)
@@ -198,11 +192,6 @@ std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGra
   for (std::size_t i = 0; i < n; ++i)
     if (s.remaining[i] == 0)
       ready.push_back(static_cast<int>(i));
-  // Engine and signal live in this (child) process only: one simulation per process.
-  sg4::Activity::on_completion_cb([](const sg4::Activity& activity) {
-    if (auto* tag = activity.get_data<CommTag>(); tag != nullptr && tag->worker != nullptr)
-      tag->worker->ended.push_back(tag->op);
-  });
   spawn_worker(s, std::move(ready));
   engine.run();
   if (s.done != n)

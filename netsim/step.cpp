@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 namespace spansim::netsim {
@@ -140,6 +141,8 @@ public:
   }
 
   FlowGraph& graph() { return graph_; }
+  /// @brief (GPU of a lowered representative group, GPU of a group it stands for), member by member.
+  const std::set<std::pair<int, int>>& mirrors() const { return mirrors_; }
   const std::vector<std::vector<Node>>& nodes() const { return nodes_; }
   const std::vector<std::vector<int>>& stream_prev() const { return stream_prev_; }
   /// @brief For a send or receive: the node of its peer op (both share the transfer).
@@ -202,7 +205,12 @@ private:
     std::vector<int> ends;
     if (op.group.size > 1 && op.bytes > 0 && op.count > 0) {
       // Groups confined to single nodes only use their own NVLink: one stands for all.
-      const std::size_t lowered = node_local(all) ? 1 : all.size();
+      const bool local          = node_local(all);
+      const std::size_t lowered = local ? 1 : all.size();
+      if (local)
+        for (std::size_t g = 1; g < all.size(); ++g)
+          for (std::size_t k = 0; k < all[g].size() && k < all[0].size(); ++k)
+            mirrors_.insert({all[0][k], all[g][k]});
       for (std::size_t g = 0; g < lowered; ++g) {
         Collective c;
         c.op        = collective_of(op.kind);
@@ -250,6 +258,7 @@ private:
   std::map<std::tuple<int, int, std::int64_t>, int> sends_; // (from, to, tag) -> op in from's program
   std::map<std::tuple<int, int, std::int64_t>, int> recvs_; // (from, to, tag) -> op in to's program
   std::map<std::pair<int, unsigned>, std::vector<std::vector<int>>> groups_;
+  std::set<std::pair<int, int>> mirrors_;
 };
 
 } // namespace
@@ -268,6 +277,10 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   r.flow_ops   = flow_graph.ops().size();
   r.engine     = run_result.settings;
   r.link_bytes = std::move(run_result.link_bytes);
+  // The groups a representative stood for moved the same bytes over their own NVLinks.
+  for (auto [from, to] : lowering.mirrors())
+    for (int dir = 0; dir < 2; ++dir)
+      r.link_bytes[2 * topology.nvlink_link(to) + dir] += r.link_bytes[2 * topology.nvlink_link(from) + dir];
   r.step_time  = run_result.makespan;
   const auto& timing = run_result.ops;
   for (std::size_t k = 0; k < flow_graph.ops().size(); ++k) {

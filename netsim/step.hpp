@@ -76,7 +76,9 @@ struct StepResult {
   std::vector<std::vector<StepOpTiming>> ops; ///< [stage][op of the stage program]
   std::vector<Wait> waits;                    ///< every gap of every stage's compute stream, by cause
   std::vector<TransferRecord> transfers;
-  std::vector<double> link_bytes; ///< per link and direction, as RunResult::link_bytes
+  /// @brief Per link and direction, as RunResult::link_bytes; NVLinks of groups a representative stood for
+  /// carry the representative's bytes.
+  std::vector<double> link_bytes;
   std::size_t flow_ops = 0;       ///< ops of the lowered flow graph
   nlohmann::json engine;          ///< effective engine settings
 };
