@@ -198,3 +198,80 @@ TEST_CASE("every example and preset topology, and the format doc's example, load
   CHECK(j["boundaries"][3]["name"] == "east");
   CHECK(j["boundaries"][3]["boundary_links_Bps"].get<double>() == Approx(80e12 / 8));
 }
+
+namespace {
+// Writes the first ```json block of a markdown file to a temporary file and returns its path.
+std::string doc_example(const std::string& markdown)
+{
+  std::string doc = slurp(std::string(SPANSIM_SOURCE_DIR) + "/" + markdown);
+  auto begin      = doc.find("```json\n");
+  REQUIRE(begin != std::string::npos);
+  begin += 8;
+  auto end         = doc.find("```", begin);
+  std::string path = "/tmp/spansim-doc-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << doc.substr(begin, end - begin);
+  return path;
+}
+} // namespace
+
+TEST_CASE("run: the scenario format doc's example runs and writes summary, CSV and trace", "[cli][docs][run]")
+{
+  std::string scenario = doc_example("netsim/README.md");
+  std::string out      = "/tmp/spansim-run-" + std::to_string(::getpid());
+  auto r               = spansim("run " + scenario + " --out " + out + " --json");
+  std::remove(scenario.c_str());
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["spansim"]["git_hash"].is_string());
+  CHECK(j["configuration"]["engine"]["config"]["network/model"] == "CM02");
+  double step = j["metrics"]["step_time_s"];
+  CHECK(step > 0);
+  // Every stage's parts add up to the step time.
+  for (const auto& s : j["breakdown"]["stages"]) {
+    double sum = s["compute_s"].get<double>() + s["bubble_s"].get<double>() + s["idle_s"].get<double>();
+    for (const char* d : {"tp", "cp", "pp", "dp", "ep"})
+      sum += s[std::string("exposed_") + d + "_s"].get<double>();
+    CHECK(sum == Approx(step).epsilon(1e-9));
+  }
+  // Stage 0 and stage 1 sit in different regions: pipeline bytes cross the long haul.
+  double inter_region = 0;
+  for (const auto& t : j["network"]["tiers"])
+    if (t["tier"] == "inter_region")
+      inter_region = t["bytes"];
+  CHECK(inter_region > 0);
+  auto summary = nlohmann::json::parse(slurp(out + "/summary.json"));
+  CHECK(summary["metrics"]["step_time_s"] == j["metrics"]["step_time_s"]);
+  auto trace = nlohmann::json::parse(slurp(out + "/trace.json"));
+  CHECK(trace["traceEvents"].size() > 100);
+  std::string csv = slurp(out + "/layers.csv");
+  CHECK(csv.rfind("stage,chunk,layers,forward_s", 0) == 0);
+  CHECK(lines(csv) == 1 + 2); // header + one chunk per stage (1F1B, two stages)
+  std::system(("rm -rf " + out).c_str());
+}
+
+TEST_CASE("run: bad scenarios give one line and exit code 2", "[cli][run]")
+{
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"name": "x", "topology": "two-buildings", "job": "examples/jobs/llama3-8b-64-h100.json", "fidelty": "flow"})",
+       "unknown key \"fidelty\""},
+      {R"({"name": "x", "topology": "two-buildings", "job": "examples/jobs/llama3-8b-64-h100.json", "fidelity": "fluid"})",
+       "allowed: analytical, flow, packet"},
+      {R"({"name": "x", "topology": "two-buildings", "job": "examples/jobs/llama3-8b-64-h100.json",
+           "placement": {"buildings": ["bldg-z"]}})",
+       "unknown building \"bldg-z\""},
+      {R"({"name": "x", "topology": "two-buildings", "job": "examples/jobs/no-such-job.json"})", "cannot open"},
+      {R"({"name": "x", "topology": "hgx-h100-pod", "job": "examples/jobs/llama3-405b-8k-h100.json"})",
+       "topology \"hgx-h100-pod\" has 3072"},
+  };
+  std::string path = "/tmp/spansim-bad-scenario-" + std::to_string(::getpid()) + ".json";
+  for (const auto& [text, says] : cases) {
+    std::ofstream(path) << text;
+    auto r = spansim("run " + path + " --no-outputs");
+    INFO(text << "\nexit " << r.exit_code << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.find(says) != std::string::npos);
+  }
+  std::remove(path.c_str());
+}
