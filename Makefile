@@ -31,6 +31,7 @@ test-slow: build
 
 bench: build
 	cmake --build $(BUILD_DIR) --target bench
+	$(BUILD_DIR)/bench/spansim_bench $(BENCH_ARGS)
 
 format:
 	find common topology netsim cli tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i

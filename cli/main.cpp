@@ -19,6 +19,8 @@ int main(int argc, char** argv)
   spansim::cli::add_collective_command(app);
   spansim::cli::add_workload_command(app);
   spansim::cli::add_run_command(app);
+  spansim::cli::add_optimize_command(app);
+  spansim::cli::add_campaign_command(app);
 
   try {
     app.parse(argc, argv);

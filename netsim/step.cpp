@@ -202,6 +202,20 @@ private:
     if (is_p2p(op.kind))
       return; // the transfer waits for the peer (pair())
     const auto& all = groups(s, op.group);
+    if (options_.collapse_communication) {
+      auto key = std::tuple{s, op.group.dims, static_cast<int>(op.kind), op.bytes * op.count};
+      auto it  = isolated_.find(key);
+      if (it == isolated_.end()) {
+        FlowGraph alone;
+        std::vector<int> ends;
+        if (op.group.size > 1 && op.bytes > 0 && op.count > 0)
+          for (std::size_t g = 0; g < (node_local(all) ? 1 : all.size()); ++g)
+            ends.push_back(add_collective(alone, topology_, collective_for(op, all[g]), {}).end_op);
+        it = isolated_.emplace(key, ends.empty() ? 0.0 : run_analytical(topology_, alone).makespan).first;
+      }
+      n.end = graph_.add_delay(it->second, {n.start});
+      return;
+    }
     std::vector<int> ends;
     if (op.group.size > 1 && op.bytes > 0 && op.count > 0) {
       // Groups confined to single nodes only use their own NVLink: one stands for all.
@@ -212,16 +226,21 @@ private:
           for (std::size_t k = 0; k < all[g].size() && k < all[0].size(); ++k)
             mirrors_.insert({all[0][k], all[g][k]});
       for (std::size_t g = 0; g < lowered; ++g) {
-        Collective c;
-        c.op        = collective_of(op.kind);
-        c.algorithm = options_.algorithms[traffic_index(op.traffic)];
-        c.gpus      = all[g];
-        c.bytes     = op.bytes * op.count;
-        c.channels  = options_.channels;
-        ends.push_back(add_collective(graph_, topology_, c, {n.start}).end_op);
+        ends.push_back(add_collective(graph_, topology_, collective_for(op, all[g]), {n.start}).end_op);
       }
     }
     n.end = ends.empty() ? n.start : graph_.add_delay(0, ends);
+  }
+
+  Collective collective_for(const workload::Op& op, const std::vector<int>& gpus) const
+  {
+    Collective c;
+    c.op        = collective_of(op.kind);
+    c.algorithm = options_.algorithms[traffic_index(op.traffic)];
+    c.gpus      = gpus;
+    c.bytes     = op.bytes * op.count;
+    c.channels  = options_.channels;
+    return c;
   }
 
   // A send and its receive share one transfer: every rank of the sending stage to its counterpart.
@@ -238,6 +257,21 @@ private:
     const auto& send = op.kind == OpKind::send ? op : step_.stages[ps].ops[pi];
     std::vector<int> flows;
     const double bytes = send.bytes * std::max(1, send.count);
+    if (options_.collapse_communication) {
+      auto key = std::tuple{from, to, bytes};
+      auto it  = isolated_p2p_.find(key);
+      if (it == isolated_p2p_.end()) {
+        FlowGraph alone;
+        if (bytes > 0)
+          for (int gpu : placement_.stage_gpus(from))
+            alone.add_transfer(gpu, placement_.peer_gpu(gpu, to), bytes);
+        it = isolated_p2p_.emplace(key, bytes > 0 ? run_analytical(topology_, alone).makespan : 0.0).first;
+      }
+      int end    = graph_.add_delay(it->second, {mine.start, theirs.start});
+      mine.end   = end;
+      theirs.end = end;
+      return;
+    }
     if (bytes > 0)
       for (int gpu : placement_.stage_gpus(from))
         for (int c = 0; c < options_.channels; ++c)
@@ -259,6 +293,8 @@ private:
   std::map<std::tuple<int, int, std::int64_t>, int> recvs_; // (from, to, tag) -> op in to's program
   std::map<std::pair<int, unsigned>, std::vector<std::vector<int>>> groups_;
   std::set<std::pair<int, int>> mirrors_;
+  std::map<std::tuple<int, unsigned, int, double>, double> isolated_; ///< collapsed collectives' durations
+  std::map<std::tuple<int, int, double>, double> isolated_p2p_;       ///< collapsed pipeline transfers
 };
 
 } // namespace
@@ -271,7 +307,10 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   StepLowering lowering(topology, graph, placement, options);
   lowering.build();
   auto& flow_graph = lowering.graph();
-  auto run_result  = run(topology, flow_graph, options.fidelity, options.engine);
+  auto run_result  = options.collapse_communication ? run_analytical(topology, flow_graph)
+                                                    : run(topology, flow_graph, options.fidelity, options.engine);
+  if (options.collapse_communication)
+    run_result.settings = {{"engine", "analytical"}, {"mode", "collapsed communication (optimizer scoring)"}};
 
   StepResult r;
   r.flow_ops   = flow_graph.ops().size();

@@ -32,6 +32,10 @@ struct StepOptions {
   std::array<Algorithm, 5> algorithms{Algorithm::automatic, Algorithm::automatic, Algorithm::automatic,
                                       Algorithm::automatic, Algorithm::automatic};
   int channels = 1;
+  /// @brief Optimizer's fast mode: each communication op becomes one delay lasting what the op takes alone
+  /// (its groups' flows run analytically in isolation, cached per stage, group, kind and size). Contention
+  /// between different ops is ignored; `fidelity` is then not used.
+  bool collapse_communication = false;
 };
 
 /// @brief Where one stage's step time went. The parts add up to the step time.

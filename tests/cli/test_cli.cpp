@@ -275,3 +275,28 @@ TEST_CASE("run: bad scenarios give one line and exit code 2", "[cli][run]")
   }
   std::remove(path.c_str());
 }
+
+TEST_CASE("optimize: the printed scenarios reproduce the reported times and speedup with spansim run", "[cli][optimizer]")
+{
+  std::string out = "/tmp/spansim-opt-" + std::to_string(::getpid());
+  auto r = spansim("optimize " + std::string(SPANSIM_SOURCE_DIR) + "/examples/optimize/llama3-8b-two-regions.json --top-k 2 --out " +
+                   out + " --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["ranked"].size() == 2);
+  auto rerun = [&](const std::string& file) {
+    auto run = spansim("run " + file + " --no-outputs --json");
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+    return nlohmann::json::parse(run.out)["metrics"]["step_time_s"].get<double>();
+  };
+  double winner   = rerun(j["ranked"][0]["scenario"]);
+  double baseline = rerun(j["baseline"]["scenario"]);
+  std::cout << "optimizer winner " << j["ranked"][0]["step_time_s"] << " s, re-run " << winner << " s; baseline "
+            << j["baseline"]["step_time_s"] << " s, re-run " << baseline << " s\n";
+  CHECK(winner == Approx(j["ranked"][0]["step_time_s"].get<double>()).epsilon(1e-9));
+  CHECK(baseline == Approx(j["baseline"]["step_time_s"].get<double>()).epsilon(1e-9));
+  CHECK(baseline / winner == Approx(j["speedup_over_baseline"].get<double>()).epsilon(1e-9));
+  std::system(("rm -rf " + out).c_str());
+}

@@ -1,0 +1,383 @@
+// spansim_bench: figures for the network simulation stage (issue 3). A benchmark prints, it never asserts.
+//
+// Every case runs in a forked child of its own, so that its peak memory can be read from wait4 alone and
+// so that SimGrid's one-Engine-per-process rule holds; the flow engine forks once more inside the child
+// (netsim::run_flow), and the child reports that process's peak as the engine's.
+//
+//   spansim_bench              all cases
+//   spansim_bench ring 16K     only cases whose name contains "ring" or "16K"
+//   spansim_bench --list       the case names
+//   spansim_bench --large      add the cases that take minutes (100K flows on one link, 30K random flows)
+//   spansim_bench --exact      simulated times with 17 significant digits (to compare builds bit for bit)
+//   spansim_bench --timeout S  give up a case after S seconds of wall time (default 600)
+#include "netsim/collectives.hpp"
+#include "netsim/netsim.hpp"
+#include "netsim/simgrid_platform.hpp"
+#include "topology/topology.hpp"
+
+#include <simgrid/s4u.hpp>
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace spansim;
+using Clock = std::chrono::steady_clock;
+
+constexpr double kGiB = 1073741824.0;
+
+double seconds_since(Clock::time_point start)
+{
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// @brief Peak resident set of this process (self) or of its largest waited-for child, in MiB.
+double max_rss_mib(int who)
+{
+  rusage usage{};
+  getrusage(who, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+/// @brief What a case child sends back to the bench process (plain bytes through a pipe).
+struct Figures {
+  double simulated   = 0; ///< makespan in simulated seconds
+  double lower_wall  = 0; ///< building the flow graph (lowering), seconds
+  double engine_wall = 0; ///< running the engine (fork, platform, simulation), seconds
+  double warm_wall   = 0; ///< analytical: the fastest of a few more runs in the same process (no page faults,
+                          ///< no lazy symbol binding), as in an optimizer's inner loop
+  double engine_rss  = 0; ///< MiB: the flow engine's process, or the child itself for the analytical engine
+  long transfers     = 0;
+  int gpus           = 0;
+  char error[200]    = {};
+};
+
+/// @brief One benchmark case: a topology preset and what to run on it.
+struct Case {
+  std::string name;
+  std::string preset;
+  std::string fidelity; ///< "analytical", "flow" or "platform" (build the SimGrid platform only)
+  std::function<void(const topology::Topology&, netsim::FlowGraph&, Figures&)> build;
+  double target_wall = 0; ///< seconds; 0: no target
+  std::string target_text;
+  bool large = false; ///< minutes rather than seconds: only with --large
+};
+
+/// @brief Runs `work` in a forked child; returns its figures and its peak RSS (wait4, children included).
+/// The child leads a process group of its own, so that a case over `timeout` seconds ends with its engine.
+Figures in_child(const std::function<void(Figures&)>& work, double timeout, double& child_rss_mib)
+{
+  int fds[2];
+  Figures figures;
+  if (pipe(fds) != 0) {
+    std::snprintf(figures.error, sizeof figures.error, "pipe: %s", std::strerror(errno));
+    return figures;
+  }
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    close(fds[0]);
+    Figures out;
+    try {
+      work(out);
+    } catch (const std::exception& e) {
+      std::snprintf(out.error, sizeof out.error, "%s", e.what());
+    }
+    ssize_t written = write(fds[1], &out, sizeof out);
+    _exit(written == static_cast<ssize_t>(sizeof out) ? 0 : 1);
+  }
+  close(fds[1]);
+  setpgid(pid, pid);
+  ssize_t got    = 0;
+  bool timed_out = false;
+  auto start     = Clock::now();
+  while (got < static_cast<ssize_t>(sizeof figures)) {
+    pollfd p{fds[0], POLLIN, 0};
+    int left = static_cast<int>((timeout - seconds_since(start)) * 1000);
+    if (left <= 0 || poll(&p, 1, left) == 0) {
+      timed_out = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    ssize_t n = read(fds[0], reinterpret_cast<char*>(&figures) + got, sizeof figures - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    got += n;
+  }
+  close(fds[0]);
+  int status = 0;
+  rusage usage{};
+  while (wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+  }
+  child_rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;
+  if (timed_out)
+    std::snprintf(figures.error, sizeof figures.error, "gave up after %.0f s (--timeout)", timeout);
+  else if (got != static_cast<ssize_t>(sizeof figures))
+    std::snprintf(figures.error, sizeof figures.error, "case process died (status %d)", status);
+  return figures;
+}
+
+std::vector<int> range(int first, int count)
+{
+  std::vector<int> gpus(count);
+  for (int i = 0; i < count; ++i)
+    gpus[i] = first + i;
+  return gpus;
+}
+
+// Half of the group in each building of two-buildings: the first K/2 GPUs of each.
+std::vector<int> two_building_group(const topology::Topology& t, int k)
+{
+  auto gpus            = range(0, k / 2);
+  const int per_building = t.gpu_count() / t.building_count();
+  auto second          = range(per_building, k / 2);
+  gpus.insert(gpus.end(), second.begin(), second.end());
+  return gpus;
+}
+
+std::function<void(const topology::Topology&, netsim::FlowGraph&, Figures&)>
+collective(netsim::CollectiveOp op, netsim::Algorithm algorithm, double bytes,
+           std::function<std::vector<int>(const topology::Topology&)> group)
+{
+  return [=](const topology::Topology& t, netsim::FlowGraph& g, Figures& f) {
+    netsim::Collective c;
+    c.op        = op;
+    c.algorithm = algorithm;
+    c.bytes     = bytes;
+    c.gpus      = group(t);
+    netsim::add_collective(g, t, c, {});
+    f.gpus = static_cast<int>(c.gpus.size());
+  };
+}
+
+// Concurrent flows from east to west of two-regions, all through the one inter-region link: flow i goes
+// from GPU 64 i of the first region to GPU 64 i of the second (distinct nodes on both sides) when there
+// are few flows, else from GPU i to GPU i, wrapping around (more flows than GPUs share their NICs).
+std::function<void(const topology::Topology&, netsim::FlowGraph&, Figures&)> region_flows(int flows, double bytes)
+{
+  return [=](const topology::Topology& t, netsim::FlowGraph& g, Figures& f) {
+    const int per_region = t.gpu_count() / static_cast<int>(t.counts().regions);
+    const int spacing    = per_region / flows >= 64 ? 64 : 1;
+    for (int i = 0; i < flows; ++i) {
+      const int gpu = (i * spacing) % per_region;
+      g.add_transfer(gpu, per_region + gpu, bytes);
+    }
+    f.gpus = 2 * std::min(flows, per_region);
+  };
+}
+
+// Concurrent flows between GPUs drawn uniformly (fixed seed) from the whole topology, src != dst.
+std::function<void(const topology::Topology&, netsim::FlowGraph&, Figures&)> random_flows(int flows, double bytes)
+{
+  return [=](const topology::Topology& t, netsim::FlowGraph& g, Figures& f) {
+    std::mt19937 rng(1);
+    std::uniform_int_distribution<int> gpu(0, t.gpu_count() - 1);
+    for (int i = 0; i < flows; ++i) {
+      int src = gpu(rng), dst = gpu(rng);
+      while (dst == src)
+        dst = gpu(rng);
+      g.add_transfer(src, dst, bytes);
+    }
+    f.gpus = t.gpu_count();
+  };
+}
+
+std::vector<Case> cases()
+{
+  using netsim::Algorithm;
+  using netsim::CollectiveOp;
+  std::vector<Case> all;
+  for (const char* preset : {"two-buildings", "two-regions"})
+    all.push_back({std::string("platform build ") + preset, preset, "platform", nullptr, 0, ""});
+  struct Size {
+    int gpus;
+    const char* label;
+  };
+  for (auto [algorithm, algo_name] : {std::pair{Algorithm::ring, "ring"}, {Algorithm::hierarchical, "hier"}})
+    for (bool across : {false, true})
+      for (auto [k, label] : {Size{1024, "1K"}, Size{4096, "4K"}, Size{16384, "16K"}})
+        for (const char* fidelity : {"analytical", "flow"}) {
+          std::string name = std::string(algo_name) + " allreduce 1GiB " + label + (across ? " 2-bldg" : " 1-bldg");
+          auto group       = across ? std::function<std::vector<int>(const topology::Topology&)>(
+                                    [k = k](const topology::Topology& t) { return two_building_group(t, k); })
+                                    : [k = k](const topology::Topology&) { return range(0, k); };
+          Case c{name, "two-buildings", fidelity, collective(CollectiveOp::all_reduce, algorithm, kGiB, group), 0,
+                 ""};
+          if (k == 16384 && !across && fidelity == std::string("flow")) {
+            c.target_wall = 10;
+            c.target_text = "< 10 s";
+          }
+          if (k == 16384 && !across && algorithm == Algorithm::ring && fidelity == std::string("analytical")) {
+            c.target_wall = 0.010;
+            c.target_text = "< 10 ms";
+          }
+          all.push_back(std::move(c));
+        }
+  for (const char* fidelity : {"analytical", "flow"})
+    all.push_back({"alltoall 1GiB 64 GPUs", "two-buildings", fidelity,
+                   collective(CollectiveOp::all_to_all, Algorithm::direct, kGiB,
+                              [](const topology::Topology&) { return range(0, 64); }),
+                   0, ""});
+  for (int flows : {1000, 10000, 100000})
+    for (const char* fidelity : {"analytical", "flow"})
+      all.push_back({std::to_string(flows) + " flows 1GiB east->west", "two-regions", fidelity,
+                     region_flows(flows, kGiB), 0, "", flows > 10000});
+  for (int flows : {10000, 30000})
+    for (const char* fidelity : {"analytical", "flow"})
+      all.push_back({std::to_string(flows) + " random flows 64MiB", "two-buildings", fidelity,
+                     random_flows(flows, 64.0 * 1048576.0), 0, "", flows > 10000});
+  return all;
+}
+
+void run_engine_case(const Case& c, const topology::Topology& t, Figures& f)
+{
+  netsim::FlowGraph graph;
+  auto start = Clock::now();
+  c.build(t, graph, f);
+  f.lower_wall = seconds_since(start);
+  f.transfers  = static_cast<long>(graph.transfer_count());
+  auto fidelity = netsim::parse_fidelity(c.fidelity);
+  start         = Clock::now();
+  auto result   = netsim::run(t, graph, fidelity, netsim::EngineOptions{});
+  f.engine_wall = seconds_since(start);
+  f.simulated   = result.makespan;
+  if (fidelity == netsim::Fidelity::analytical) {
+    f.warm_wall = f.engine_wall;
+    for (int i = 0; i < 10; ++i) {
+      start       = Clock::now();
+      auto again  = netsim::run(t, graph, fidelity, netsim::EngineOptions{});
+      f.warm_wall = std::min(f.warm_wall, seconds_since(start));
+    }
+  }
+  f.engine_rss  = fidelity == netsim::Fidelity::flow ? max_rss_mib(RUSAGE_CHILDREN) : max_rss_mib(RUSAGE_SELF);
+}
+
+// The SimGrid platform of the whole topology, as the flow engine builds it, in this (child) process.
+void run_platform_case(const topology::Topology& t, Figures& f)
+{
+  const double before = max_rss_mib(RUSAGE_SELF);
+  auto start          = Clock::now();
+  int argc            = 1;
+  char name[]         = "spansim_bench";
+  char* argv[]        = {name, nullptr};
+  simgrid::s4u::Engine engine(&argc, argv);
+  netsim::detail::configure_engine(engine, netsim::SimgridSettings{});
+  netsim::detail::SimgridPlatform platform(t, netsim::SimgridSettings{}.gpu_speed); // every GPU
+  f.engine_wall = seconds_since(start);
+  f.engine_rss  = max_rss_mib(RUSAGE_SELF) - before;
+  f.gpus        = t.gpu_count();
+}
+
+std::string human_time(double s)
+{
+  char buf[32];
+  if (s < 1e-3)
+    std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  else if (s < 1)
+    std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f s", s);
+  return buf;
+}
+
+} // namespace
+
+int main(int argc, char** argv)
+{
+  std::vector<std::string> filters;
+  bool list      = false;
+  bool exact     = false;
+  bool large     = false;
+  double timeout = 600;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--list") == 0)
+      list = true;
+    else if (std::strcmp(argv[i], "--exact") == 0)
+      exact = true;
+    else if (std::strcmp(argv[i], "--large") == 0)
+      large = true;
+    else if (std::strcmp(argv[i], "--timeout") == 0 && i + 1 < argc)
+      timeout = std::atof(argv[++i]);
+    else
+      filters.emplace_back(argv[i]);
+  }
+  auto all = cases();
+  std::vector<const Case*> selected;
+  for (const auto& c : all) {
+    bool match = filters.empty() && (large || !c.large);
+    for (const auto& f : filters)
+      match = match || ((large || !c.large) && (c.name + " " + c.fidelity).find(f) != std::string::npos);
+    if (match)
+      selected.push_back(&c);
+  }
+  if (list) {
+    for (const auto* c : selected)
+      std::printf("%s [%s]\n", c->name.c_str(), c->fidelity.c_str());
+    return 0;
+  }
+
+  std::printf("spansim_bench: one case per forked process; wall = engine call (fork, platform, simulation);\n"
+              "rss(engine) = peak of the simulating process; rss(case) = peak of the case process (inherits "
+              "the bench's pages)\n\n");
+  std::printf("%-34s %-10s %6s %8s %20s %10s %10s %9s %11s %9s  %s\n", "case", "fidelity", "GPUs", "flows",
+              "simulated(s)", "wall", "warm", "lowering", "rss(engine)", "rss(case)", "target");
+  std::map<std::string, std::unique_ptr<topology::Topology>> topologies;
+  std::map<std::string, double> topology_wall;
+  for (const auto* c : selected) {
+    auto& t = topologies[c->preset];
+    if (!t) {
+      auto start               = Clock::now();
+      t                        = std::make_unique<topology::Topology>(topology::load_topology_spec(c->preset));
+      topology_wall[c->preset] = seconds_since(start);
+    }
+    double case_rss = 0;
+    Figures f       = in_child(
+        [&](Figures& out) {
+          if (c->fidelity == "platform")
+            run_platform_case(*t, out);
+          else
+            run_engine_case(*c, *t, out);
+        },
+        timeout, case_rss);
+    if (f.error[0] != '\0') {
+      std::printf("%-34s %-10s error: %s\n", c->name.c_str(), c->fidelity.c_str(), f.error);
+      continue;
+    }
+    std::string target;
+    const double measured = f.warm_wall > 0 ? f.warm_wall : f.engine_wall;
+    if (c->target_wall > 0)
+      target = c->target_text + (measured < c->target_wall ? " PASS" : " MISS");
+    char simulated[32] = "-";
+    if (c->fidelity != "platform")
+      std::snprintf(simulated, sizeof simulated, exact ? "%.17g" : "%.9f", f.simulated);
+    std::printf("%-34s %-10s %6d %8ld %20s %10s %10s %9s %8.0f MiB %5.0f MiB  %s\n", c->name.c_str(),
+                c->fidelity.c_str(), f.gpus, f.transfers, simulated, human_time(f.engine_wall).c_str(),
+                f.warm_wall > 0 ? human_time(f.warm_wall).c_str() : "-",
+                c->fidelity == "platform" ? "-" : human_time(f.lower_wall).c_str(), f.engine_rss, case_rss,
+                target.c_str());
+  }
+  std::printf("\nbench process: peak RSS %.0f MiB; topology builds:", max_rss_mib(RUSAGE_SELF));
+  for (const auto& [preset, wall] : topology_wall)
+    std::printf(" %s %s", preset.c_str(), human_time(wall).c_str());
+  std::printf("\n");
+  return 0;
+}

@@ -1,0 +1,284 @@
+// `spansim campaign run|merge|slurm|plot`: sweeps of scenarios, run on all cores or as a Slurm job array,
+// gathered into one HDF5 file and a CSV, and plotted.
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "common/error.hpp"
+#include "common/units.hpp"
+#include "experiments/runner.hpp"
+#include "experiments/slurm.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef SPANSIM_SOURCE_DIR
+#error "SPANSIM_SOURCE_DIR must point at the source tree (experiments/plot_campaign.py lives there)"
+#endif
+
+namespace spansim::cli {
+
+namespace {
+
+namespace ex = experiments;
+using nlohmann::json;
+
+struct CampaignRunOptions {
+  std::string campaign;
+  std::string out;
+  int jobs = 0;
+  std::string shard;
+  double flush_every = 2;
+  bool json          = false;
+};
+
+struct CampaignSlurmOptions {
+  std::string campaign;
+  std::string out;
+  int tasks         = 0;
+  int cpus_per_task = 1;
+  std::string partition;
+  std::string time_limit;
+  std::vector<std::string> sbatch_args;
+  bool dry_run = false;
+  bool wait    = false;
+  bool json    = false;
+};
+
+struct CampaignPlotOptions {
+  std::string results;
+  std::string x;
+  std::string series;
+  std::string out;
+  std::string python = "/usr/bin/python3"; // Debian's, where python3-matplotlib and python3-h5py install
+  bool json          = false;
+};
+
+std::string clock_text(double seconds)
+{
+  const long s = std::lround(seconds);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
+void draw_progress(const ex::Progress& p)
+{
+  const int width  = 30;
+  const double f   = p.total > 0 ? static_cast<double>(p.done) / p.total : 1.0;
+  const int filled = static_cast<int>(f * width);
+  std::string bar  = std::string(filled, '#') + std::string(width - filled, '.');
+  std::cerr << "\r[" << bar << "] " << p.done << "/" << p.total << " points, " << p.running << " running, " << p.failed
+            << " failed, " << clock_text(p.elapsed_s) << std::flush;
+  if (p.done == p.total)
+    std::cerr << "\n";
+}
+
+void parse_shard(const std::string& text, ex::RunOptions& o)
+{
+  auto slash = text.find('/');
+  try {
+    if (slash == std::string::npos)
+      throw std::invalid_argument("no slash");
+    std::size_t used = 0;
+    o.shard          = std::stoi(text.substr(0, slash), &used);
+    if (used != slash)
+      throw std::invalid_argument("junk");
+    o.shards = std::stoi(text.substr(slash + 1), &used);
+    if (used != text.size() - slash - 1)
+      throw std::invalid_argument("junk");
+  } catch (const std::exception&) {
+    throw UsageError("--shard expects K/N (shard K of N, from 0), got \"" + text + "\"");
+  }
+}
+
+json report_json(const ex::Campaign& c, const ex::RunReport& r)
+{
+  return {{"spansim", provenance()},
+          {"campaign", {{"name", c.name}, {"file", c.file}}},
+          {"points", r.points},
+          {"shard_points", r.shard_points},
+          {"found", r.found},
+          {"ran", r.ran},
+          {"failed", r.failed},
+          {"missing", r.missing},
+          {"errors", r.errors},
+          {"hdf5", r.hdf5},
+          {"csv", r.csv},
+          {"points_directory", r.points_directory},
+          {"elapsed_s", r.elapsed_s}};
+}
+
+void print_report(const ex::Campaign& c, const ex::RunReport& r, bool json_output)
+{
+  if (json_output) {
+    std::cout << report_json(c, r).dump(2) << "\n";
+  } else {
+    std::cout << "Campaign " << c.name << ": " << r.points << " points";
+    if (r.shard_points != r.points)
+      std::cout << " (" << r.shard_points << " in this shard)";
+    std::cout << "; " << r.found << " already recorded, " << r.ran << " run now in " << units::format_time(r.elapsed_s)
+              << ", " << r.failed << " failed, " << r.missing << " missing\n";
+    for (const auto& e : r.errors)
+      std::cout << "  " << e << "\n";
+    std::cout << "Results: " << r.hdf5 << (r.csv.empty() ? "" : " and " + r.csv) << "\n";
+  }
+}
+
+ex::Campaign load(const std::string& path)
+{
+  if (path.empty())
+    throw UsageError("a campaign file is required");
+  return ex::load_campaign(path);
+}
+
+void run(const CampaignRunOptions& o, bool merge_only)
+{
+  auto campaign = load(o.campaign);
+  ex::RunOptions options;
+  options.output        = o.out;
+  options.jobs          = o.jobs;
+  options.flush_every_s = o.flush_every;
+  options.merge_only    = merge_only;
+  if (!o.shard.empty())
+    parse_shard(o.shard, options);
+  if (stderr_is_terminal() && !merge_only)
+    options.on_progress = draw_progress;
+  auto report = ex::run_campaign(campaign, options);
+  print_report(campaign, report, o.json);
+  if (report.missing > 0 && (merge_only || options.shards == 1))
+    throw SimulationError(std::to_string(report.missing) + " of " + std::to_string(report.shard_points) +
+                          " points have no result (" + (merge_only ? "a shard did not finish" : "a worker crashed") +
+                          "); run the campaign again to complete it");
+}
+
+void slurm(const CampaignSlurmOptions& o)
+{
+  auto campaign = load(o.campaign);
+  ex::SlurmOptions options;
+  options.output        = o.out;
+  options.tasks         = o.tasks;
+  options.cpus_per_task = o.cpus_per_task;
+  options.partition     = o.partition;
+  options.time_limit    = o.time_limit;
+  options.sbatch_args   = o.sbatch_args;
+  options.submit        = !o.dry_run;
+  options.wait          = o.wait;
+  auto s                = ex::submit_slurm(campaign, options);
+  if (o.json) {
+    std::cout << json{{"spansim", provenance()},
+                      {"campaign", {{"name", campaign.name}, {"file", campaign.file}}},
+                      {"tasks", s.tasks},
+                      {"array_script", s.array_script},
+                      {"merge_script", s.merge_script},
+                      {"array_job", s.array_job},
+                      {"merge_job", s.merge_job},
+                      {"merge_exit", s.merge_exit},
+                      {"hdf5", s.hdf5}}
+                     .dump(2)
+              << "\n";
+  } else {
+    std::cout << "Campaign " << campaign.name << ": " << s.tasks << " array tasks\n  " << s.array_script << "\n  "
+              << s.merge_script << "\n";
+    if (!s.array_job.empty())
+      std::cout << "Submitted array job " << s.array_job << " and merge job " << s.merge_job << " (after the array)\n";
+    if (o.wait)
+      std::cout << "Merge job ended with exit status " << s.merge_exit << "\n";
+    std::cout << "Results: " << s.hdf5 << "\n";
+  }
+  if (o.wait && s.merge_exit != 0)
+    throw SimulationError("the merge job " + s.merge_job + " failed (exit " + std::to_string(s.merge_exit) +
+                          "); see " + std::filesystem::path(s.merge_script).parent_path().string() + "/merge.log");
+}
+
+void plot(const CampaignPlotOptions& o)
+{
+  const std::string script = std::string(SPANSIM_SOURCE_DIR) + "/experiments/plot_campaign.py";
+  std::vector<std::string> argv{o.python, script, o.results, "--provenance", provenance().dump()};
+  if (!o.x.empty())
+    argv.insert(argv.end(), {"--x", o.x});
+  if (!o.series.empty())
+    argv.insert(argv.end(), {"--series", o.series});
+  if (!o.out.empty())
+    argv.insert(argv.end(), {"--out", o.out});
+  if (o.json)
+    argv.push_back("--json");
+  std::cout.flush();
+  std::cerr.flush();
+  pid_t pid = ::fork();
+  if (pid < 0)
+    throw UsageError(std::string("cannot fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    std::vector<char*> args;
+    for (auto& a : argv)
+      args.push_back(a.data());
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    std::cerr << "spansim: error: cannot run " << o.python << ": " << std::strerror(errno) << "\n";
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw UsageError("plotting failed (" + script + " exit status " +
+                     std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) +
+                     "); it needs Debian's python3-matplotlib and python3-h5py");
+}
+
+} // namespace
+
+void add_campaign_command(CLI::App& app)
+{
+  auto* c = app.add_subcommand("campaign", "Sweeps of scenarios: run them on all cores or on Slurm, gather the "
+                                           "results into HDF5 and CSV, plot them");
+  c->require_subcommand(1);
+
+  auto ro  = std::make_shared<CampaignRunOptions>();
+  auto* r  = c->add_subcommand("run", "Run a campaign's points in worker processes (resumes an interrupted run)");
+  r->add_option("campaign", ro->campaign, "Campaign file")->required();
+  r->add_option("--out", ro->out, "HDF5 result file (default: the campaign's \"output\")");
+  r->add_option("--jobs,-j", ro->jobs, "Worker processes (default: one per core)")->check(CLI::NonNegativeNumber);
+  r->add_option("--shard", ro->shard, "Run only shard K of N (K/N, from 0): points with index % N == K");
+  r->add_option("--flush-every", ro->flush_every, "Rewrite the HDF5 file at most every S seconds while running")
+      ->check(CLI::NonNegativeNumber);
+  r->add_flag("--json", ro->json, "Print one JSON document (what the run did)");
+  r->callback([ro] { run(*ro, false); });
+
+  auto mo = std::make_shared<CampaignRunOptions>();
+  auto* m = c->add_subcommand("merge", "Gather every recorded point (all shards) into the HDF5 file and the CSV");
+  m->add_option("campaign", mo->campaign, "Campaign file")->required();
+  m->add_option("--out", mo->out, "HDF5 result file (default: the campaign's \"output\")");
+  m->add_flag("--json", mo->json, "Print one JSON document");
+  m->callback([mo] { run(*mo, true); });
+
+  auto so = std::make_shared<CampaignSlurmOptions>();
+  auto* s = c->add_subcommand("slurm", "Submit a campaign as a Slurm job array plus a dependent merge job");
+  s->add_option("campaign", so->campaign, "Campaign file")->required();
+  s->add_option("--out", so->out, "HDF5 result file, on a file system the nodes share");
+  s->add_option("--tasks", so->tasks, "Array tasks (default: one per 8 points, at most 64)")->check(CLI::PositiveNumber);
+  s->add_option("--cpus-per-task", so->cpus_per_task, "Worker processes per task")->check(CLI::PositiveNumber);
+  s->add_option("--partition", so->partition, "Slurm partition");
+  s->add_option("--time", so->time_limit, "Time limit per task (Slurm syntax)");
+  s->add_option("--sbatch-arg", so->sbatch_args, "Extra sbatch argument (repeatable)");
+  s->add_flag("--dry-run", so->dry_run, "Write the batch scripts, submit nothing");
+  s->add_flag("--wait", so->wait, "Wait for the merge job to end");
+  s->add_flag("--json", so->json, "Print one JSON document");
+  s->callback([so] { slurm(*so); });
+
+  auto po = std::make_shared<CampaignPlotOptions>();
+  auto* p = c->add_subcommand("plot", "Plot a campaign result: step time against an axis, time breakdown (PNG, SVG)");
+  p->add_option("results", po->results, "HDF5 result file")->required();
+  p->add_option("--x", po->x, "Axis on the horizontal axis (default: the first numeric axis)");
+  p->add_option("--series", po->series, "Axis giving one series per value (default: the first other axis)");
+  p->add_option("--out", po->out, "Directory for the figures (default: next to the results)");
+  p->add_option("--python", po->python, "Python interpreter with matplotlib and h5py");
+  p->add_flag("--json", po->json, "Print one JSON document (the figures written)");
+  p->callback([po] { plot(*po); });
+}
+
+} // namespace spansim::cli

@@ -1,0 +1,189 @@
+// `spansim optimize`: search placement, parallelism and schedules; print the ranked table and why the winner won.
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "common/error.hpp"
+#include "common/units.hpp"
+#include "optimizer/optimizer.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+namespace spansim::cli {
+
+namespace {
+
+struct OptimizeOptions {
+  std::string spec;
+  std::string out;
+  int top_k   = 0;
+  int workers = -1;
+  bool json   = false;
+};
+
+std::string pct(double x)
+{
+  return fixed(100 * x, 1) + "%";
+}
+
+nlohmann::json evaluation_json(const optimizer::Evaluation& e)
+{
+  nlohmann::json j = {{"configuration", e.point.to_json()},
+                      {"label", e.point.label()},
+                      {"lower_bound_s", e.lower_bound},
+                      {"analytical_score_s", e.score},
+                      {"metrics", e.metrics}};
+  if (e.refined)
+    j["step_time_s"] = *e.refined;
+  return j;
+}
+
+void run(const OptimizeOptions& o)
+{
+  auto spec = optimizer::load_optimize_spec(o.spec);
+  if (o.top_k > 0)
+    spec.top_k = o.top_k;
+  if (o.workers >= 0)
+    spec.workers = o.workers;
+  const bool bar = !o.json && stderr_is_terminal();
+  auto progress  = [bar](const std::string& phase, std::size_t done, std::size_t total) {
+    if (!bar)
+      return;
+    const int width = 30;
+    int filled      = total > 0 ? static_cast<int>(width * done / total) : width;
+    std::cerr << "\r" << phase << " [" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done
+              << "/" << total << std::flush;
+    if (done >= total)
+      std::cerr << "\n";
+  };
+  auto result = optimizer::optimize(spec, progress);
+
+  // Every configuration as a scenario `spansim run` accepts.
+  const std::string dir = o.out.empty() ? "out/optimize/" + spec.name : o.out;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw UsageError("cannot create \"" + dir + "\": " + ec.message());
+  auto write = [&](const std::string& name, const optimizer::Point& p) {
+    std::string path = dir + "/" + name + ".json";
+    std::ofstream f(path);
+    if (!f)
+      throw UsageError("cannot write \"" + path + "\"");
+    f << optimizer::scenario_json(spec, p).dump(2) << "\n";
+    return path;
+  };
+  std::vector<std::string> ranked_files;
+  for (std::size_t i = 0; i < result.ranked.size(); ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "rank-%02zu", i + 1);
+    ranked_files.push_back(write(name, result.ranked[i].point));
+  }
+  std::string baseline_file = write("baseline", result.baseline.point);
+  std::string single_file   = result.single_change.empty() ? "" : write("single-change", result.best_single_change.point);
+
+  const auto& best   = result.ranked.front();
+  const double base  = *result.baseline.refined;
+  const double win   = *best.refined;
+  if (o.json) {
+    nlohmann::json j;
+    j["spansim"] = provenance();
+    j["spec"]    = spec.to_json();
+    j["search"]  = {{"points", result.points},
+                    {"feasible", result.feasible},
+                    {"pruned", result.pruned},
+                    {"bound_pruned", result.bound_pruned},
+                    {"scored", result.scored},
+                    {"wall_seconds", result.wall_seconds}};
+    j["ranked"] = nlohmann::json::array();
+    for (std::size_t i = 0; i < result.ranked.size(); ++i) {
+      auto e        = evaluation_json(result.ranked[i]);
+      e["scenario"] = ranked_files[i];
+      j["ranked"].push_back(e);
+    }
+    j["baseline"]             = evaluation_json(result.baseline);
+    j["baseline"]["scenario"] = baseline_file;
+    if (!single_file.empty()) {
+      j["best_single_change"]             = evaluation_json(result.best_single_change);
+      j["best_single_change"]["change"]   = result.single_change;
+      j["best_single_change"]["scenario"] = single_file;
+    }
+    j["speedup_over_baseline"] = base / win;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+
+  std::cout << "Optimize " << spec.name << ": " << spec.gpus << " GPUs on " << spec.topology.name << "\n";
+  std::cout << result.points << " points: " << result.feasible << " feasible, " << result.bound_pruned
+            << " skipped by bound, " << result.scored << " scored analytically, " << result.ranked.size()
+            << " re-simulated at " << netsim::to_string(spec.refine) << " fidelity (" << fixed(result.wall_seconds, 1)
+            << " s)\n";
+  if (!result.pruned.empty()) {
+    std::cout << "Pruned:";
+    for (const auto& [reason, n] : result.pruned)
+      std::cout << " " << reason << " " << n << ";";
+    std::cout << "\n";
+  }
+  std::cout << "\n";
+  Table t{"Best configurations (step time at " + std::string(netsim::to_string(spec.refine)) + " fidelity)",
+          {"#", "configuration", "step", "analytical", "MFU", "exposed tp", "exposed pp", "exposed dp", "bubble",
+           "across buildings"},
+          {}};
+  auto row = [&](const std::string& rank, const optimizer::Evaluation& e) {
+    const auto& m = e.metrics;
+    return std::vector<std::string>{rank,
+                                    e.point.label(),
+                                    units::format_time(*e.refined),
+                                    units::format_time(e.score),
+                                    pct(m["mfu"]),
+                                    units::format_time(m["exposed_s"]["tp"]),
+                                    units::format_time(m["exposed_s"]["pp"]),
+                                    units::format_time(m["exposed_s"]["dp"]),
+                                    units::format_time(m["bubble_s"]),
+                                    units::format_size(m.value("bytes_across_buildings", 0.0))};
+  };
+  for (std::size_t i = 0; i < result.ranked.size(); ++i)
+    t.rows.push_back(row(std::to_string(i + 1), result.ranked[i]));
+  t.rows.push_back(row("default", result.baseline));
+  if (!single_file.empty())
+    t.rows.push_back(row("1 change", result.best_single_change));
+  print_table(std::cout, t);
+
+  std::cout << "\nWhy: the winner, " << best.point.label() << ", takes " << units::format_time(win) << " per step, "
+            << fixed(base / win, 2) << "x the speed of the production default (" << result.baseline.point.label()
+            << ": " << units::format_time(base) << ").\n";
+  if (!single_file.empty())
+    std::cout << "The best single change from the default, " << result.single_change << ", gives "
+              << units::format_time(*result.best_single_change.refined) << " ("
+              << fixed(base / *result.best_single_change.refined, 2) << "x).\n";
+  std::cout << "Against the default, the winner's step changes by:";
+  const auto& mb = result.baseline.metrics;
+  const auto& mw = best.metrics;
+  for (const char* d : {"tp", "cp", "pp", "dp", "ep"}) {
+    double delta = mw["exposed_s"][d].get<double>() - mb["exposed_s"][d].get<double>();
+    if (std::abs(delta) > 1e-4 * base)
+      std::cout << " exposed " << d << " " << (delta > 0 ? "+" : "") << units::format_time(delta) << ";";
+  }
+  double dbubble = mw["bubble_s"].get<double>() - mb["bubble_s"].get<double>();
+  std::cout << " bubble " << (dbubble > 0 ? "+" : "") << units::format_time(dbubble) << "; bytes across buildings "
+            << units::format_size(mb.value("bytes_across_buildings", 0.0)) << " -> "
+            << units::format_size(mw.value("bytes_across_buildings", 0.0)) << ".\n";
+  std::cout << "\nScenarios (re-run any with `spansim run FILE`): " << dir << "/rank-NN.json, " << baseline_file
+            << (single_file.empty() ? "" : ", " + single_file) << "\n";
+}
+
+} // namespace
+
+void add_optimize_command(CLI::App& app)
+{
+  auto o  = std::make_shared<OptimizeOptions>();
+  auto* c = app.add_subcommand("optimize", "Search placement, parallelism and schedules for the shortest step");
+  c->add_option("spec", o->spec, "Optimize spec (topology, model, GPUs, batch, search space)")->required();
+  c->add_option("--out", o->out, "Directory for the scenario files (default out/optimize/NAME)");
+  c->add_option("--top-k", o->top_k, "Configurations re-simulated at the refine fidelity (default: the spec's)");
+  c->add_option("--workers", o->workers, "Child processes (default: the spec's, 0 = one per core)");
+  c->add_flag("--json", o->json, "Print one JSON document");
+  c->callback([o] { run(*o); });
+}
+
+} // namespace spansim::cli

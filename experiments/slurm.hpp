@@ -1,0 +1,42 @@
+#pragma once
+/// @file
+/// @brief A campaign as a Slurm job array: each array task runs one shard of the points (on a shared file
+/// system), and a last job, dependent on the whole array, merges the recorded points into the HDF5 file.
+
+#include "experiments/campaign.hpp"
+
+#include <string>
+#include <vector>
+
+namespace spansim::experiments {
+
+/// @brief How to submit a campaign to Slurm.
+struct SlurmOptions {
+  std::string output;             ///< HDF5 path; empty: the campaign's own
+  int tasks = 0;                  ///< array tasks (shards); 0: one per 8 points, at most 64
+  int cpus_per_task = 1;          ///< worker processes per task
+  std::string partition;          ///< empty: the cluster's default
+  std::string time_limit;         ///< per task, Slurm syntax ("30:00"); empty: the partition's default
+  std::vector<std::string> sbatch_args; ///< extra sbatch arguments for both jobs
+  std::string spansim;            ///< the spansim binary the jobs run (absolute); empty: this one
+  std::string sbatch = "sbatch";
+  bool submit = true;             ///< false: write the scripts only
+  bool wait   = false;            ///< block until the merge job has ended
+};
+
+/// @brief What was written and submitted.
+struct SlurmSubmission {
+  std::string array_script;
+  std::string merge_script;
+  int tasks = 0;
+  std::string array_job; ///< job ids (empty when not submitted)
+  std::string merge_job;
+  int merge_exit = -1;   ///< with `wait`: sbatch --wait's exit status (the merge job's)
+  std::string hdf5;
+};
+
+/// @brief Writes the array and merge batch scripts next to the results (R.h5.d/slurm/) and submits them.
+/// @throws UsageError if sbatch fails (its message included).
+SlurmSubmission submit_slurm(const Campaign& campaign, const SlurmOptions& options);
+
+} // namespace spansim::experiments

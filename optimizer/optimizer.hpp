@@ -1,0 +1,116 @@
+#pragma once
+/// @file
+/// @brief The optimizer: the configuration with the shortest simulated step for a topology, model, GPU budget
+/// and batch, with the evidence (ranked table, named baselines) and a scenario per configuration.
+///
+/// Multi-fidelity search: every point of the space is checked (divisibility, memory, placement; infeasible
+/// points are counted by reason) and bounded below by its compute and pipeline bubble; feasible points are
+/// scored in child processes with the collapsed analytical step (each communication op alone), skipping those
+/// whose bound cannot enter the best K; the best K are re-simulated at flow fidelity. Deterministic.
+
+#include "netsim/step.hpp"
+#include "placement/placement.hpp"
+#include "topology/topology.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spansim::optimizer {
+
+/// @brief The values each knob may take. Every list holds at least one value.
+struct SearchSpace {
+  std::vector<int> tp{1, 2, 4, 8};
+  std::vector<int> cp{1};
+  std::vector<int> pp{1, 2, 4, 8, 16};
+  std::vector<int> ep{1};
+  std::vector<std::string> data_parallel{"fsdp"};
+  std::vector<bool> reshard_after_forward{false};
+  std::vector<int> micro_batch{1};
+  std::vector<std::string> schedule{"1f1b", "interleaved-1f1b"};
+  std::vector<int> virtual_stages{2, 4};
+  std::vector<std::vector<std::string>> order{{"tp", "cp", "pp", "dp"}, {"tp", "cp", "dp", "pp"}};
+  std::vector<std::string> recompute{"none", "selective"};
+  std::vector<std::string> dp_algorithm{"auto"};
+  std::vector<int> channels{1};
+};
+
+/// @brief What to optimize: fixed inputs and the search space.
+struct OptimizeSpec {
+  std::string name;
+  std::string file;
+  topology::TopologySpec topology;
+  nlohmann::json model; ///< a zoo name or an inline model, as in a job
+  nlohmann::json gpu;   ///< a zoo name or an inline GPU
+  std::int64_t gpus = 0;
+  nlohmann::json batch; ///< a job's batch object without micro_batch (searched)
+  std::vector<std::string> buildings;
+  SearchSpace space;
+  int top_k                   = 20;
+  netsim::Fidelity refine     = netsim::Fidelity::flow;
+  int workers                 = 0; ///< child processes; 0: one per core
+  std::uint64_t seed          = 1; ///< recorded; the search itself has no randomness
+
+  /// @brief The effective spec as JSON (for results).
+  nlohmann::json to_json() const;
+};
+
+/// @brief Reads an optimize spec. @throws SpecError naming the file, JSON path and allowed values.
+OptimizeSpec load_optimize_spec(const std::string& path);
+
+/// @brief One point of the search space.
+struct Point {
+  int tp = 1, cp = 1, pp = 1, dp = 1, ep = 1;
+  std::string data_parallel = "fsdp";
+  bool reshard_after_forward = false;
+  int micro_batch            = 1;
+  std::string schedule       = "1f1b";
+  int virtual_stages         = 1;
+  std::vector<std::string> order{"tp", "cp", "pp", "dp"};
+  std::string recompute    = "none";
+  std::string dp_algorithm = "auto";
+  int channels             = 1;
+
+  /// @brief A short label, e.g. "tp8 pp16 dp64 fsdp mb1 i1f1b(v4) [tp,cp,pp,dp] sel dp:auto".
+  std::string label() const;
+  nlohmann::json to_json() const;
+  bool operator==(const Point&) const = default;
+};
+
+/// @brief A point and what is known of it.
+struct Evaluation {
+  Point point;
+  double lower_bound = 0; ///< compute and pipeline bubble with free communication
+  double score       = 0; ///< collapsed analytical step time
+  std::optional<double> refined; ///< step time at the refine fidelity
+  nlohmann::json metrics;        ///< of the most faithful run: step, MFU, exposed communication per dimension
+};
+
+/// @brief The outcome of a search.
+struct OptimizeResult {
+  std::size_t points = 0;
+  std::size_t feasible = 0;
+  std::map<std::string, std::size_t> pruned; ///< infeasible points by reason
+  std::size_t bound_pruned = 0;              ///< feasible points skipped: their bound could not enter the best K
+  std::size_t scored       = 0;
+  std::vector<Evaluation> ranked;            ///< the refined best K, fastest first
+  Evaluation baseline;                       ///< production default: order [tp, cp, pp, dp], DP across, 1F1B
+  Evaluation best_single_change;             ///< the best one-knob change from the baseline
+  std::string single_change;                 ///< which knob, e.g. "order = [tp, cp, dp, pp]"
+  double wall_seconds = 0;
+};
+
+/// @brief Progress of a search: phase name, points done, points in the phase.
+using Progress = std::function<void(const std::string&, std::size_t, std::size_t)>;
+
+/// @brief Runs the search.
+OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress = {});
+
+/// @brief A scenario file (for `spansim run`) that reproduces one evaluated point at the refine fidelity.
+nlohmann::json scenario_json(const OptimizeSpec& spec, const Point& point);
+
+} // namespace spansim::optimizer

@@ -1,0 +1,172 @@
+// A real `spansim campaign run` SIGKILLed several times mid-run: after every kill the HDF5 file opens and holds
+// only complete points; the re-runs finish the campaign with every point exactly once and results identical to
+// an uninterrupted run. Then h5py and pandas read the file.
+#include "experiments/results.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <set>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using spansim::experiments::read_results_hdf5;
+using spansim::experiments::ResultTable;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kCampaign = std::string(SPANSIM_SOURCE_DIR) + "/tests/experiments/data/tiny-campaign.json";
+
+pid_t start_run(const std::string& out, const std::string& jobs)
+{
+  // Otherwise the child's freopen would flush what this process has buffered a second time.
+  std::cout.flush();
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::freopen("/dev/null", "w", stdout);
+    ::execl(SPANSIM_BINARY, SPANSIM_BINARY, "campaign", "run", kCampaign.c_str(), "--out", out.c_str(), "--jobs",
+            jobs.c_str(), "--flush-every", "0", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid)
+{
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int records(const std::string& dir)
+{
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    n += e.path().extension() == ".json";
+  return n;
+}
+
+std::string scratch()
+{
+  auto dir = fs::temp_directory_path() / ("spansim-kill-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+} // namespace
+
+TEST_CASE("a campaign run killed with SIGKILL resumes, loses no point and matches an uninterrupted run", "[kill]")
+{
+  const std::string dir = scratch();
+  const std::string full = dir + "/full.h5", killed = dir + "/killed.h5";
+  REQUIRE(wait_exit(start_run(full, "2")) == 0);
+  const ResultTable reference = read_results_hdf5(full);
+  std::cout << "uninterrupted run: expected 12 rows, actual " << reference.rows << "\n";
+  REQUIRE(reference.rows == 12);
+
+  const std::string points = killed + ".d/points";
+  int kills = 0, rounds = 0;
+  for (; rounds < 12; ++rounds) {
+    const int before = records(points);
+    if (before >= 12)
+      break;
+    pid_t pid = start_run(killed, "1");
+    // Kill once two more points are recorded, or after a varying delay: sometimes mid-write of the HDF5 file.
+    const auto t0     = std::chrono::steady_clock::now();
+    const auto budget = std::chrono::milliseconds(150 + 70 * rounds);
+    bool exited       = false;
+    int status        = 0;
+    while (!exited && records(points) < before + 2 && std::chrono::steady_clock::now() - t0 < budget) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      exited = ::waitpid(pid, &status, WNOHANG) == pid;
+    }
+    if (!exited) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      ++kills;
+    }
+    const int after = records(points);
+    std::cout << "round " << rounds << ": " << before << " -> " << after << " point records"
+              << (exited ? " (run ended by itself)" : " (SIGKILLed)") << "\n";
+    if (fs::exists(killed)) {
+      ResultTable t;
+      REQUIRE_NOTHROW(t = read_results_hdf5(killed));
+      std::set<double> seen(t.numbers["index"].begin(), t.numbers["index"].end());
+      INFO("after round " << rounds << ": " << t.rows << " rows, " << seen.size() << " distinct, " << after
+                          << " records on disk");
+      CHECK(seen.size() == t.rows);
+      CHECK(static_cast<int>(t.rows) <= after);
+      for (std::size_t r = 0; r < t.rows; ++r) {
+        CHECK(t.texts["status"][r] == "ok");
+        CHECK(t.numbers["step_time_s"][r] > 0);
+        CHECK(fs::exists(points + "/" + t.texts["key"][r] + ".json"));
+      }
+    }
+  }
+  std::cout << "SIGKILLs of a running campaign: " << kills << " (need at least 2)\n";
+  CHECK(kills >= 2);
+  // The last run completes whatever is left (or finds everything done) and exits 0.
+  REQUIRE(wait_exit(start_run(killed, "2")) == 0);
+  ResultTable t = read_results_hdf5(killed);
+  std::cout << "resumed run: expected 12 rows, actual " << t.rows << "\n";
+  REQUIRE(t.rows == 12);
+  for (std::size_t r = 0; r < 12; ++r)
+    CHECK(t.numbers["index"][r] == static_cast<double>(r));
+  for (const auto& [name, column] : reference.numbers) {
+    if (name == "elapsed_s")
+      continue;
+    INFO("column " << name);
+    for (std::size_t r = 0; r < 12; ++r) {
+      const double a = column[r], b = t.numbers[name][r];
+      INFO("row " << r << ": uninterrupted " << a << ", resumed " << b);
+      CHECK(((std::isnan(a) && std::isnan(b)) || a == b));
+    }
+  }
+  for (const auto& [name, column] : reference.texts) {
+    INFO("column " << name);
+    CHECK(column == t.texts[name]);
+  }
+  const std::string csv = dir + "/killed.csv";
+  CHECK(fs::exists(csv));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("h5py and pandas read a campaign result", "[kill]")
+{
+  const std::string dir = scratch() + "-py";
+  fs::create_directories(dir);
+  const std::string out = dir + "/r.h5";
+  REQUIRE(wait_exit(start_run(out, "2")) == 0);
+  const ResultTable t = read_results_hdf5(out);
+  const std::string cmd = "/usr/bin/python3 " + std::string(SPANSIM_SOURCE_DIR) +
+                          "/tests/experiments/read_with_pandas.py " + out + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string text;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p))
+    text += buf;
+  const int rc = ::pclose(p);
+  std::cout << "read_with_pandas.py (exit " << rc << "):\n" << text;
+  REQUIRE(rc == 0);
+  // The script prints "rows N", "columns C" and the step time sum with 17 digits.
+  double sum = 0;
+  for (double s : t.numbers.at("step_time_s"))
+    sum += s;
+  char expected[128];
+  std::snprintf(expected, sizeof expected, "rows %zu\ncolumns %zu\nstep_time_sum %.17g\n", t.rows,
+                t.numbers.size() + t.texts.size(), sum);
+  std::cout << "expected:\n" << expected;
+  CHECK(text.find(expected) != std::string::npos);
+  fs::remove_all(dir);
+}

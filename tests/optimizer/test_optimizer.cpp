@@ -1,0 +1,110 @@
+// The optimizer against an exhaustive search at flow fidelity, its pruning, and its baselines.
+#include "common/error.hpp"
+#include "optimizer/optimizer.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <unistd.h>
+
+using namespace spansim;
+using nlohmann::json;
+
+namespace {
+
+optimizer::OptimizeSpec spec_from(const json& j)
+{
+  std::string path = "/tmp/spansim-optimize-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << j.dump();
+  auto spec = optimizer::load_optimize_spec(path);
+  std::remove(path.c_str());
+  return spec;
+}
+
+json small_space()
+{
+  return {{"name", "small"},
+          {"topology", "two-regions"},
+          {"model", "llama3-8b"},
+          {"gpu", "h100"},
+          {"gpus", 32},
+          {"buildings", {"east-b0", "west-b0"}},
+          {"batch", {{"global_tokens", 1048576}, {"sequence_length", 8192}}},
+          {"search",
+           {{"tp", {4, 8}},
+            {"pp", {1, 2}},
+            {"data_parallel", {"fsdp", "hsdp"}},
+            {"schedule", {"1f1b"}},
+            {"order", {{"tp", "cp", "pp", "dp"}, {"tp", "cp", "dp", "pp"}}},
+            {"recompute", {"none"}},
+            {"dp_algorithm", {"auto"}}}},
+          {"top_k", 3},
+          {"workers", 2},
+          {"refine_fidelity", "flow"}};
+}
+
+} // namespace
+
+TEST_CASE("the optimizer's pick is within 2% of the exhaustive flow-fidelity optimum", "[optimizer]")
+{
+  auto spec       = spec_from(small_space());
+  auto picked     = optimizer::optimize(spec);
+  spec.top_k      = 1000; // every feasible point re-simulated at flow fidelity: the exhaustive answer
+  auto exhaustive = optimizer::optimize(spec);
+  REQUIRE(exhaustive.ranked.size() == exhaustive.scored);
+  const double best = *exhaustive.ranked.front().refined;
+  const double pick = *picked.ranked.front().refined;
+  std::cout << "exhaustive optimum " << best << " s (" << exhaustive.ranked.front().point.label() << "), pick "
+            << pick << " s (" << picked.ranked.front().point.label() << "), over " << exhaustive.ranked.size()
+            << " feasible points\n";
+  CHECK(pick <= best * 1.02);
+  CHECK(picked.ranked.size() == 3);
+  // Orders that only differ in a degree-1 dimension are one placement, counted once.
+  for (std::size_t i = 0; i < exhaustive.ranked.size(); ++i)
+    for (std::size_t j = i + 1; j < exhaustive.ranked.size(); ++j)
+      CHECK(exhaustive.ranked[i].point.label() != exhaustive.ranked[j].point.label());
+}
+
+TEST_CASE("the baseline is the production default and every ranked point beats or ties the bound", "[optimizer]")
+{
+  auto spec = spec_from(small_space());
+  auto r    = optimizer::optimize(spec);
+  const auto& b = r.baseline.point;
+  CHECK(b.schedule == "1f1b");
+  CHECK(b.dp_algorithm == "auto");
+  // The production order [tp, cp, pp, dp]: DP outermost, so it is DP that crosses the regions.
+  CHECK((b.order == std::vector<std::string>{"tp", "cp", "pp", "dp"} || b.pp == 1 || b.dp == 1));
+  for (const auto& e : r.ranked) {
+    INFO(e.point.label() << ": bound " << e.lower_bound << ", analytical " << e.score << ", flow " << *e.refined);
+    CHECK(e.lower_bound <= e.score * (1 + 1e-9));
+    CHECK(e.lower_bound <= *e.refined * (1 + 1e-9));
+  }
+  CHECK(*r.ranked.front().refined <= *r.baseline.refined);
+}
+
+TEST_CASE("infeasible points are counted by reason", "[optimizer]")
+{
+  auto j                   = small_space();
+  j["model"]               = "llama3-405b"; // 405B on 32 GPUs does not fit in memory
+  j["search"]["tp"]        = {8};
+  j["search"]["pp"]        = {1, 2, 3};
+  auto spec                = spec_from(j);
+  CHECK_THROWS_WITH(optimizer::optimize(spec), Catch::Contains("no feasible configuration") &&
+                                                   Catch::Contains("memory") &&
+                                                   Catch::Contains("gpus not divisible by tp x cp x pp"));
+}
+
+TEST_CASE("bad optimize specs name the JSON path and the allowed values", "[optimizer]")
+{
+  auto j                        = small_space();
+  j["search"]["schedule"]       = {"zero-bubble"};
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.schedule") && Catch::Contains("allowed: gpipe"));
+  j                             = small_space();
+  j["search"]["tensor"]         = {8};
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("unknown key \"tensor\""));
+  j                             = small_space();
+  j["batch"]["micro_batch"]     = 2;
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.batch") && Catch::Contains("searched"));
+}
