@@ -131,8 +131,11 @@ TEST_CASE("ring all-reduce on the 8 GPUs of one HGX node matches alpha-beta", "[
   const double alpha     = 2 * t.spec().node.nvlink_latency;
   for (double s : {1048576.0, 67108864.0, 1073741824.0, 8589934592.0}) {
     FlowGraph g;
-    Collective c{CollectiveOp::all_reduce, Algorithm::ring, gpus, s};
-    int end = add_collective(g, t, c, {}).end_op;
+    Collective c;
+    c.algorithm = Algorithm::ring;
+    c.gpus      = gpus;
+    c.bytes     = s;
+    int end     = add_collective(g, t, c, {}).end_op;
     auto r  = run_flow(t, g);
     expect_within("8-GPU NVLink ring all-reduce of " + std::to_string(static_cast<long long>(s)) + " B",
                   ring_allreduce_time(8, s, bandwidth, alpha), r.ops[end].end, 0.01);
@@ -149,8 +152,11 @@ TEST_CASE("ring all-reduce over 16 nodes of one rail matches alpha-beta", "[flow
   const double alpha     = 2 * t.spec().pod.link_latency;
   for (double s : {1048576.0, 67108864.0, 1073741824.0}) {
     FlowGraph g;
-    Collective c{CollectiveOp::all_reduce, Algorithm::ring, gpus, s};
-    int end = add_collective(g, t, c, {}).end_op;
+    Collective c;
+    c.algorithm = Algorithm::ring;
+    c.gpus      = gpus;
+    c.bytes     = s;
+    int end     = add_collective(g, t, c, {}).end_op;
     auto r  = run_flow(t, g);
     expect_within("16-node rail ring all-reduce of " + std::to_string(static_cast<long long>(s)) + " B",
                   ring_allreduce_time(16, s, bandwidth, alpha), r.ops[end].end, 0.01);

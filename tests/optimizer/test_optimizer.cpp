@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <unistd.h>
 
@@ -107,4 +108,18 @@ TEST_CASE("bad optimize specs name the JSON path and the allowed values", "[opti
   j                             = small_space();
   j["batch"]["micro_batch"]     = 2;
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.batch") && Catch::Contains("searched"));
+}
+
+TEST_CASE("the optimize spec format doc's example loads", "[optimizer][docs]")
+{
+  std::ifstream in(std::string(SPANSIM_SOURCE_DIR) + "/optimizer/README.md");
+  std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto begin = doc.find("```json\n");
+  REQUIRE(begin != std::string::npos);
+  begin += 8;
+  auto spec = spec_from(json::parse(doc.substr(begin, doc.find("```", begin) - begin)));
+  CHECK(spec.gpus == 64);
+  CHECK(spec.space.pp == std::vector<int>{1, 2, 4});
+  CHECK(spec.space.order.size() == 2);
+  CHECK(spec.refine == netsim::Fidelity::flow);
 }
