@@ -187,6 +187,15 @@ ScenarioRun run_scenario(const Scenario& scenario)
   for (std::size_t k = 0; k < mean.size(); ++k)
     agg[std::string(parts[k]) + "_s"] = {{"mean", mean[k]}, {"max", worst[k]}};
   j["breakdown"] = {{"stages", stages}, {"over_stages", agg}};
+  // Ranks of a stage run in lockstep (same program, kept in step by their collectives): each stage's timeline
+  // stands for all its ranks. Name the first rank of each stage, the one the trace shows.
+  json sampled = json::array();
+  for (int s = 0; s < job.parallelism.pp; ++s) {
+    int gpu = place.stage_gpus(s).front();
+    sampled.push_back({{"stage", s}, {"ranks_in_stage", place.stage_gpus(s).size()}, {"gpu", gpu},
+                       {"gpu_name", topo.vertex_name(gpu)}});
+  }
+  j["breakdown"]["stage_ranks"] = sampled;
 
   // Links: bytes and utilisation per tier, per boundary, and the busiest ones.
   const auto& links = topo.links();
@@ -381,7 +390,13 @@ std::vector<std::string> write_outputs(const Scenario& scenario, const ScenarioR
         stages.push_back(s);
     const char* threads[] = {"compute", "tp", "cp", "pp", "dp", "ep"};
     for (int s : stages) {
-      events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", s}, {"args", {{"name", "stage " + std::to_string(s)}}}});
+      const auto& who = run.summary["breakdown"]["stage_ranks"][s];
+      events.push_back({{"ph", "M"},
+                        {"name", "process_name"},
+                        {"pid", s},
+                        {"args",
+                         {{"name", "stage " + std::to_string(s) + " (" + who["gpu_name"].get<std::string>() + " and " +
+                                       std::to_string(who["ranks_in_stage"].get<int>() - 1) + " ranks in lockstep)"}}}});
       for (int t = 0; t < 6; ++t)
         events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", s}, {"tid", t}, {"args", {{"name", threads[t]}}}});
       const auto& ops = programs[s]["ops"];
