@@ -62,10 +62,10 @@ struct Figures {
   double engine_wall = 0; ///< running the engine (fork, platform, simulation), seconds
   double warm_wall   = 0; ///< analytical: the fastest of a few more runs in the same process (no page faults,
                           ///< no lazy symbol binding), as in an optimizer's inner loop
-  double engine_rss  = 0; ///< MiB: the flow engine's process, or the child itself for the analytical engine
-  long transfers     = 0;
-  int gpus           = 0;
-  char error[200]    = {};
+  double engine_rss = 0;  ///< MiB: the flow engine's process, or the child itself for the analytical engine
+  long transfers    = 0;
+  int gpus          = 0;
+  char error[200]   = {};
 };
 
 /// @brief One benchmark case: a topology preset and what to run on it.
@@ -147,9 +147,9 @@ std::vector<int> range(int first, int count)
 // Half of the group in each building of two-buildings: the first K/2 GPUs of each.
 std::vector<int> two_building_group(const topology::Topology& t, int k)
 {
-  auto gpus            = range(0, k / 2);
+  auto gpus              = range(0, k / 2);
   const int per_building = t.gpu_count() / t.building_count();
-  auto second          = range(per_building, k / 2);
+  auto second            = range(per_building, k / 2);
   gpus.insert(gpus.end(), second.begin(), second.end());
   return gpus;
 }
@@ -220,9 +220,8 @@ std::vector<Case> cases()
           auto group       = across ? std::function<std::vector<int>(const topology::Topology&)>(
                                     [k = k](const topology::Topology& t) { return two_building_group(t, k); })
                                     : [k = k](const topology::Topology&) { return range(0, k); };
-          Case c{name, "two-buildings", fidelity, collective(CollectiveOp::all_reduce, algorithm, kGiB, group), 0,
-                 ""};
-          if (k == 16384 && !across && fidelity == std::string("flow")) {
+          Case c{name, "two-buildings", fidelity, collective(CollectiveOp::all_reduce, algorithm, kGiB, group), 0, ""};
+          if (k == 16384 && fidelity == std::string("flow")) {
             c.target_wall = 10;
             c.target_text = "< 10 s";
           }
@@ -253,8 +252,8 @@ void run_engine_case(const Case& c, const topology::Topology& t, Figures& f)
   netsim::FlowGraph graph;
   auto start = Clock::now();
   c.build(t, graph, f);
-  f.lower_wall = seconds_since(start);
-  f.transfers  = static_cast<long>(graph.transfer_count());
+  f.lower_wall  = seconds_since(start);
+  f.transfers   = static_cast<long>(graph.transfer_count());
   auto fidelity = netsim::parse_fidelity(c.fidelity);
   start         = Clock::now();
   auto result   = netsim::run(t, graph, fidelity, netsim::EngineOptions{});
@@ -268,7 +267,7 @@ void run_engine_case(const Case& c, const topology::Topology& t, Figures& f)
       f.warm_wall = std::min(f.warm_wall, seconds_since(start));
     }
   }
-  f.engine_rss  = fidelity == netsim::Fidelity::flow ? max_rss_mib(RUSAGE_CHILDREN) : max_rss_mib(RUSAGE_SELF);
+  f.engine_rss = fidelity == netsim::Fidelity::flow ? max_rss_mib(RUSAGE_CHILDREN) : max_rss_mib(RUSAGE_SELF);
 }
 
 // The SimGrid platform of the whole topology, as the flow engine builds it, in this (child) process.

@@ -85,10 +85,30 @@ public:
     fixed_.assign(flows.size(), 0);
     touched_.assign(m, 0);
 
+    // A flow alone on every link it uses gets the smallest of their capacities, which is the share the
+    // filling below would fix it at; it is fixed here and its links stay out of the heap (most NVLink
+    // flows of a collective are alone, so the heap shrinks to the links that are shared).
+    for (std::size_t f = 0; f < flows.size(); ++f) {
+      bool alone   = true;
+      double share = std::numeric_limits<double>::infinity();
+      for (int k = routes_.first[flows[f]]; alone && k < routes_.first[flows[f] + 1]; ++k) {
+        const int l = local_[routes_.resource[k]];
+        alone       = count_[l] == 1;
+        share       = std::min(share, remaining_[l]);
+      }
+      if (!alone)
+        continue;
+      fixed_[f] = 1;
+      rate_[f]  = share;
+      for (int k = routes_.first[flows[f]]; k < routes_.first[flows[f] + 1]; ++k)
+        unfixed_[local_[routes_.resource[k]]] = 0;
+    }
+
     // Entries carry the global resource id, so that ties between equal shares break as they always have.
     heap_.clear();
     for (std::size_t l = 0; l < m; ++l)
-      heap_.emplace_back(remaining_[l] / unfixed_[l], used_[l]);
+      if (unfixed_[l] > 0)
+        heap_.emplace_back(remaining_[l] / unfixed_[l], used_[l]);
     std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
     while (!heap_.empty()) {
       std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
@@ -105,7 +125,7 @@ public:
         fixed_[f] = 1;
         rate_[f]  = share;
         for (int k = routes_.first[flows[f]]; k < routes_.first[flows[f] + 1]; ++k) {
-          const int other = local_[routes_.resource[k]];
+          const int other   = local_[routes_.resource[k]];
           remaining_[other] = std::max(0.0, remaining_[other] - share);
           --unfixed_[other];
           if (!touched_[other]) {

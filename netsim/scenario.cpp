@@ -407,7 +407,7 @@ std::vector<std::string> write_outputs(const Scenario& scenario, const ScenarioR
           if (traffic == threads[t] && kind != "forward" && kind != "backward" && kind != "recompute" &&
               kind != "optimizer")
             tid = t;
-        double start = r.ops[s][i].start, end = r.ops[s][i].end;
+        double start = r.ops[s][i].active, end = r.ops[s][i].end;
         json args    = {{"chunk", ops[i][2]}, {"micro_batch", ops[i][3]}};
         if (tid > 0)
           args["bytes"] = ops[i][4];

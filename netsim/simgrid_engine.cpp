@@ -31,7 +31,7 @@ std::string num(double v)
 // walked whenever a comm is finished, and Comm::wait_any_for finishes once more every comm handed to it that
 // has already ended. One controller waiting on n concurrent flows, one completion per call, thus walks that
 // list O(n) times per batch of simultaneous completions: O(n^3) for a ring all-reduce. Bounded workers that
-// drop every ended comm before they wait again keep it at about two walks per comm.
+// drop every ended comm before they wait again keep it at one walk per comm (two for the one returned).
 constexpr std::size_t kWorkerOps = 64;
 
 /// @brief The state shared by the workers of one simulation. SimGrid runs one actor at a time, so they

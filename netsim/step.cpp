@@ -336,9 +336,16 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const auto& n = nodes[s][i];
       // A compute op is a delay node: it starts when it starts. Other ops start when their start barrier ends.
-      r.ops[s][i] = {is_compute(ops[i].kind) ? timing[n.start].start : timing[n.start].end, timing[n.end].end};
+      double start = is_compute(ops[i].kind) ? timing[n.start].start : timing[n.start].end;
+      r.ops[s][i]  = {start, timing[n.end].end, start};
     }
   }
+  for (std::size_t s = 0; s < graph.stages.size(); ++s)
+    for (std::size_t i = 0; i < graph.stages[s].ops.size(); ++i)
+      if (is_p2p(graph.stages[s].ops[i].kind)) {
+        auto [ps, pi]       = lowering.peer_of(static_cast<int>(s), static_cast<int>(i));
+        r.ops[s][i].active = std::max(r.ops[s][i].start, r.ops[ps][pi].start);
+      }
 
   // Stage timelines. A gap of the compute stream is split along time by what was running for the op that
   // waited: its communication dependencies (and theirs, back to the previous compute op). Blocking
@@ -386,9 +393,7 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
           const auto& dep  = ops[d];
           const int cause  = traffic_index(dep.traffic);
           if (is_p2p(dep.kind)) {
-            auto [ps, pi]     = lowering.peer_of(static_cast<int>(s), d);
-            double both_ready = std::max(r.ops[s][d].start, r.ops[ps][pi].start);
-            busy.push_back({both_ready, r.ops[s][d].end, 1, cause});
+            busy.push_back({r.ops[s][d].active, r.ops[s][d].end, 1, cause});
             waited_for_peer = waited_for_peer || r.ops[s][d].end >= gap_end;
           } else if (cause >= 0) {
             busy.push_back({r.ops[s][d].start, r.ops[s][d].end, dep.overlappable ? 2 : 0, cause});

@@ -49,8 +49,9 @@ struct StageBreakdown {
 
 /// @brief Start and end of one op of a stage program.
 struct StepOpTiming {
-  double start = 0;
-  double end   = 0;
+  double start  = 0; ///< when its dependencies were done (a receive is posted early and waits)
+  double end    = 0;
+  double active = 0; ///< when it began its work: for a send or receive, when both sides were ready
 };
 
 /// @brief What a compute op waited for before it could start (one gap of the compute stream).
