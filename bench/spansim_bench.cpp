@@ -13,6 +13,10 @@
 #include "netsim/collectives.hpp"
 #include "netsim/netsim.hpp"
 #include "netsim/simgrid_platform.hpp"
+#include "netsim/step.hpp"
+#include "optimizer/optimizer.hpp"
+#include "placement/placement.hpp"
+#include "workload/workload.hpp"
 #include "topology/topology.hpp"
 
 #include <simgrid/s4u.hpp>
@@ -77,6 +81,8 @@ struct Case {
   double target_wall = 0; ///< seconds; 0: no target
   std::string target_text;
   bool large = false; ///< minutes rather than seconds: only with --large
+  /// @brief Whole-workflow cases (a training step, a search) that run themselves instead of `build`.
+  std::function<void(Figures&)> custom;
 };
 
 /// @brief Runs `work` in a forked child; returns its figures and its peak RSS (wait4, children included).
@@ -201,6 +207,38 @@ std::function<void(const topology::Topology&, netsim::FlowGraph&, Figures&)> ran
   };
 }
 
+// One co-simulated training step of Llama 3 405B (TP 8, PP 16, interleaved 1F1B, FSDP) with DP across the
+// buildings; `dp` replicas, 16 micro-batches of one 8K sequence each.
+std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* fidelity)
+{
+  return [=](Figures& f) {
+    topology::Topology topo(topology::load_topology_spec(preset));
+    nlohmann::json j = {{"name", "bench-405b"},
+                        {"model", "llama3-405b"},
+                        {"gpu", "h100"},
+                        {"gpus", 8 * 16 * dp},
+                        {"parallelism",
+                         {{"tp", 8}, {"pp", 16}, {"dp", dp}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}}},
+                        {"batch", {{"global_sequences", 16 * dp}, {"sequence_length", 8192}, {"micro_batch", 1}}},
+                        {"schedule", {{"kind", "interleaved-1f1b"}, {"virtual_stages", 4}}},
+                        {"recompute", "selective"}};
+    auto start = Clock::now();
+    auto job   = workload::parse_job(j, "bench-405b.json");
+    auto graph = workload::build_step_graph(job);
+    placement::Placement place(topo, job, {});
+    f.lower_wall = seconds_since(start);
+    netsim::StepOptions o;
+    o.fidelity    = netsim::parse_fidelity(fidelity);
+    start         = Clock::now();
+    auto r        = netsim::simulate_step(topo, graph, place, o);
+    f.engine_wall = seconds_since(start);
+    f.simulated   = r.step_time;
+    f.transfers   = static_cast<long>(r.transfers.size());
+    f.gpus        = static_cast<int>(job.gpus);
+    f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+  };
+}
+
 std::vector<Case> cases()
 {
   using netsim::Algorithm;
@@ -244,6 +282,28 @@ std::vector<Case> cases()
     for (const char* fidelity : {"analytical", "flow"})
       all.push_back({std::to_string(flows) + " random flows 64MiB", "two-buildings", fidelity,
                      random_flows(flows, 64.0 * 1048576.0), 0, "", flows > 10000});
+  // Issue 5: one step of Llama 3 405B on 16K GPUs over two buildings, and on all 131K GPUs of two-regions.
+  all.push_back({"405B step 16K 2-bldg", "two-buildings", "analytical", nullptr, 0, "", false,
+                 step_405b("two-buildings", 128, "analytical")});
+  all.push_back({"405B step 16K 2-bldg", "two-buildings", "flow", nullptr, 60, "< 60 s, 8 GiB", true,
+                 step_405b("two-buildings", 128, "flow")});
+  all.push_back({"405B step 131K 2-region", "two-regions", "analytical", nullptr, 0, "", true,
+                 step_405b("two-regions", 1024, "analytical")});
+  all.push_back({"405B step 131K 2-region", "two-regions", "flow", nullptr, 600, "< 10 min", true,
+                 step_405b("two-regions", 1024, "flow")});
+  // Issue 6: the full search of examples/optimize/llama3-405b-16k-two-buildings.json on every core.
+  all.push_back({"optimize 405B 16K 2-bldg", "two-buildings", "search", nullptr, 600, "< 10 min", false,
+                 [](Figures& f) {
+                   auto spec   = optimizer::load_optimize_spec(std::string(SPANSIM_SOURCE_DIR) +
+                                                               "/examples/optimize/llama3-405b-16k-two-buildings.json");
+                   auto start  = Clock::now();
+                   auto result = optimizer::optimize(spec);
+                   f.engine_wall = seconds_since(start);
+                   f.simulated   = *result.ranked.front().refined;
+                   f.transfers   = static_cast<long>(result.scored);
+                   f.gpus        = static_cast<int>(spec.gpus);
+                   f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+                 }});
   return all;
 }
 
@@ -351,7 +411,9 @@ int main(int argc, char** argv)
     double case_rss = 0;
     Figures f       = in_child(
         [&](Figures& out) {
-          if (c->fidelity == "platform")
+          if (c->custom)
+            c->custom(out);
+          else if (c->fidelity == "platform")
             run_platform_case(*t, out);
           else
             run_engine_case(*c, *t, out);

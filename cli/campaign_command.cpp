@@ -73,7 +73,12 @@ void draw_progress(const ex::Progress& p)
   const int filled = static_cast<int>(f * width);
   std::string bar  = std::string(filled, '#') + std::string(width - filled, '.');
   std::cerr << "\r[" << bar << "] " << p.done << "/" << p.total << " points, " << p.running << " running, " << p.failed
-            << " failed, " << clock_text(p.elapsed_s) << std::flush;
+            << " failed, " << clock_text(p.elapsed_s);
+  // Points found from an earlier run took no time in this one, so the rate counts only those run now.
+  const int ran_now = p.done - p.found;
+  if (ran_now > 0 && p.done < p.total)
+    std::cerr << ", ETA " << clock_text(p.elapsed_s / ran_now * (p.total - p.done));
+  std::cerr << "   " << std::flush;
   if (p.done == p.total)
     std::cerr << "\n";
 }
@@ -113,10 +118,16 @@ json report_json(const ex::Campaign& c, const ex::RunReport& r)
           {"elapsed_s", r.elapsed_s}};
 }
 
-void print_report(const ex::Campaign& c, const ex::RunReport& r, bool json_output)
+void print_report(const ex::Campaign& c, const ex::RunReport& r, bool json_output, bool merge_only)
 {
   if (json_output) {
     std::cout << report_json(c, r).dump(2) << "\n";
+  } else if (merge_only) {
+    std::cout << "Campaign " << c.name << ": merged " << r.found << " of " << r.points << " points (" << r.failed
+              << " failed, " << r.missing << " missing)\n";
+    for (const auto& e : r.errors)
+      std::cout << "  " << e << "\n";
+    std::cout << "Results: " << r.hdf5 << " and " << r.csv << "\n";
   } else {
     std::cout << "Campaign " << c.name << ": " << r.points << " points";
     if (r.shard_points != r.points)
@@ -149,7 +160,7 @@ void run(const CampaignRunOptions& o, bool merge_only)
   if (stderr_is_terminal() && !merge_only)
     options.on_progress = draw_progress;
   auto report = ex::run_campaign(campaign, options);
-  print_report(campaign, report, o.json);
+  print_report(campaign, report, o.json, merge_only);
   if (report.missing > 0 && (merge_only || options.shards == 1))
     throw SimulationError(std::to_string(report.missing) + " of " + std::to_string(report.shard_points) +
                           " points have no result (" + (merge_only ? "a shard did not finish" : "a worker crashed") +
@@ -191,8 +202,8 @@ void slurm(const CampaignSlurmOptions& o)
     std::cout << "Results: " << s.hdf5 << "\n";
   }
   if (o.wait && s.merge_exit != 0)
-    throw SimulationError("the merge job " + s.merge_job + " failed (exit " + std::to_string(s.merge_exit) +
-                          "); see " + std::filesystem::path(s.merge_script).parent_path().string() + "/merge.log");
+    throw SimulationError("the merge job " + s.merge_job + " failed (exit " + std::to_string(s.merge_exit) + "); see " +
+                          std::filesystem::path(s.merge_script).parent_path().string() + "/merge.log");
 }
 
 void plot(const CampaignPlotOptions& o)
@@ -238,8 +249,8 @@ void add_campaign_command(CLI::App& app)
                                            "results into HDF5 and CSV, plot them");
   c->require_subcommand(1);
 
-  auto ro  = std::make_shared<CampaignRunOptions>();
-  auto* r  = c->add_subcommand("run", "Run a campaign's points in worker processes (resumes an interrupted run)");
+  auto ro = std::make_shared<CampaignRunOptions>();
+  auto* r = c->add_subcommand("run", "Run a campaign's points in worker processes (resumes an interrupted run)");
   r->add_option("campaign", ro->campaign, "Campaign file")->required();
   r->add_option("--out", ro->out, "HDF5 result file (default: the campaign's \"output\")");
   r->add_option("--jobs,-j", ro->jobs, "Worker processes (default: one per core)")->check(CLI::NonNegativeNumber);
@@ -260,7 +271,8 @@ void add_campaign_command(CLI::App& app)
   auto* s = c->add_subcommand("slurm", "Submit a campaign as a Slurm job array plus a dependent merge job");
   s->add_option("campaign", so->campaign, "Campaign file")->required();
   s->add_option("--out", so->out, "HDF5 result file, on a file system the nodes share");
-  s->add_option("--tasks", so->tasks, "Array tasks (default: one per 8 points, at most 64)")->check(CLI::PositiveNumber);
+  s->add_option("--tasks", so->tasks, "Array tasks (default: one per 8 points, at most 64)")
+      ->check(CLI::PositiveNumber);
   s->add_option("--cpus-per-task", so->cpus_per_task, "Worker processes per task")->check(CLI::PositiveNumber);
   s->add_option("--partition", so->partition, "Slurm partition");
   s->add_option("--time", so->time_limit, "Time limit per task (Slurm syntax)");

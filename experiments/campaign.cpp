@@ -25,8 +25,8 @@ namespace {
 // A path in a campaign: as given, next to the campaign file, or in the source tree (experiments/..., examples/...).
 std::string resolve(const std::string& name, const std::string& anchor_file)
 {
-  for (const fs::path& candidate : {fs::path(name), fs::path(anchor_file).parent_path() / name,
-                                    fs::path(SPANSIM_DATA_DIR) / name})
+  for (const fs::path& candidate :
+       {fs::path(name), fs::path(anchor_file).parent_path() / name, fs::path(SPANSIM_DATA_DIR) / name})
     if (fs::exists(candidate))
       return fs::absolute(candidate).lexically_normal().string();
   return name;
@@ -56,9 +56,9 @@ json::json_pointer to_pointer(const std::string& path, const spec::Location& whe
     std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
     if (part.empty())
       where.fail("empty segment in field path \"" + path + "\"");
+    pointer += "/";
     for (char c : part)
       pointer += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
-    pointer.insert(pointer.size() - part.size(), "/");
     if (dot == std::string::npos)
       break;
     start = dot + 1;
@@ -109,12 +109,12 @@ bool split_quantity(const json& v, double& number, std::string& unit)
 
 std::vector<json> range_values(spec::ObjectReader r)
 {
-  const double from = r.number("from", -1e300, 1e300);
-  const double to   = r.number("to", -1e300, 1e300);
+  const double from       = r.number("from", -1e300, 1e300);
+  const double to         = r.number("to", -1e300, 1e300);
   const std::string scale = r.has("scale") ? r.choice("scale", {"linear", "log"}) : "linear";
-  auto step  = r.optional_number("step", -1e300, 1e300);
-  auto count = r.optional_integer("count", 1, 100000);
-  auto unit  = r.optional_string("unit");
+  auto step               = r.optional_number("step", -1e300, 1e300);
+  auto count              = r.optional_integer("count", 1, 100000);
+  auto unit               = r.optional_string("unit");
   if (step.has_value() == count.has_value())
     r.fail("step", "give exactly one of \"step\" (linear: added, log: multiplied) or \"count\"");
   if (scale == "log" && (from <= 0 || to <= 0))
@@ -127,7 +127,8 @@ std::vector<json> range_values(spec::ObjectReader r)
     }
   } else {
     const double s = *step;
-    if (scale == "linear" ? (s == 0 || (to - from) / s < 0) : (s <= 0 || s == 1 || std::log(to / from) / std::log(s) < 0))
+    if (scale == "linear" ? (s == 0 || (to - from) / s < 0)
+                          : (s <= 0 || s == 1 || std::log(to / from) / std::log(s) < 0))
       r.fail("step", "the step never reaches \"to\" from \"from\"");
     // Inclusive end, with a relative tolerance so that 0.1 steps reach 1.0.
     const double tolerance = 1e-9 * std::max(std::fabs(from), std::fabs(to));
@@ -209,8 +210,8 @@ Axis read_axis(spec::ObjectReader r)
   if (r.has("labels")) {
     a.labels = r.strings("labels");
     if (a.labels.size() != n)
-      r.fail("labels", "expected one label per value (" + std::to_string(n) + "), got " +
-                           std::to_string(a.labels.size()));
+      r.fail("labels",
+             "expected one label per value (" + std::to_string(n) + "), got " + std::to_string(a.labels.size()));
   } else {
     for (std::size_t s = 0; s < n; ++s) {
       std::string l;
@@ -331,6 +332,7 @@ Campaign parse_campaign(const json& document, const std::string& file)
   if (auto rec = r.optional_object("record")) {
     c.record.links  = rec->optional_boolean("links").value_or(false);
     c.record.stages = rec->optional_boolean("stages").value_or(true);
+    c.record.ranks  = rec->optional_boolean("ranks").value_or(false);
     rec->finish();
   }
   c.output = r.optional_string("output").value_or("out/campaigns/" + c.name + ".h5");
@@ -352,8 +354,9 @@ void set_field(json& document, const AxisField& field, const json& value, const 
   const json::json_pointer parent = field.pointer.parent_pointer();
   const std::string last          = field.pointer.back();
   if (!document.contains(parent))
-    throw SpecError(file, "$", "the swept field \"" + field.path + "\" is not in the base scenario (its parent \"" +
-                                   parent.to_string() + "\" does not exist)");
+    throw SpecError(file, "$",
+                    "the swept field \"" + field.path + "\" is not in the base scenario (its parent \"" +
+                        parent.to_string() + "\" does not exist)");
   json& p = document[parent];
   if (p.is_array()) {
     std::size_t i = 0;
@@ -363,14 +366,15 @@ void set_field(json& document, const AxisField& field, const json& value, const 
       throw SpecError(file, "$", "the swept field \"" + field.path + "\" indexes a list with \"" + last + "\"");
     }
     if (i >= p.size())
-      throw SpecError(file, "$", "the swept field \"" + field.path + "\" is past the end of its list (" +
-                                     std::to_string(p.size()) + " elements)");
+      throw SpecError(file, "$",
+                      "the swept field \"" + field.path + "\" is past the end of its list (" +
+                          std::to_string(p.size()) + " elements)");
     p[i] = value;
   } else if (p.is_object()) {
     p[last] = value;
   } else {
-    throw SpecError(file, "$", "the swept field \"" + field.path + "\" is inside a " + p.type_name() +
-                                   ", not an object or a list");
+    throw SpecError(
+        file, "$", "the swept field \"" + field.path + "\" is inside a " + p.type_name() + ", not an object or a list");
   }
 }
 
@@ -409,8 +413,8 @@ std::vector<Point> expand(const Campaign& campaign)
     try {
       netsim::parse_scenario(p.scenario, campaign.scenario_file);
     } catch (const SpecError& e) {
-      throw SpecError(campaign.file, "$.axes", "point " + std::to_string(n) + " (" + label + ") is not a valid scenario: " +
-                                                   e.what());
+      throw SpecError(campaign.file, "$.axes",
+                      "point " + std::to_string(n) + " (" + label + ") is not a valid scenario: " + e.what());
     }
     p.key = content_hash(p.scenario.dump() + "|seed=" + std::to_string(p.seed) + "|rep=" + std::to_string(rep));
     points.push_back(std::move(p));

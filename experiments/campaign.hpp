@@ -16,7 +16,7 @@ namespace spansim::experiments {
 
 /// @brief One scenario field an axis sets, with a value per axis step.
 struct AxisField {
-  std::string path;                  ///< as written in the campaign
+  std::string path; ///< as written in the campaign
   nlohmann::json::json_pointer pointer;
   std::vector<nlohmann::json> values;
 };
@@ -36,27 +36,28 @@ struct Axis {
 struct RecordOptions {
   bool links  = false; ///< bytes per link and direction, with link names, tiers and capacities
   bool stages = true;  ///< the breakdown per pipeline stage (every rank of a stage runs the same program)
+  bool ranks  = false; ///< per rank: GPU, coordinates and its stage's breakdown
 };
 
 /// @brief A parsed campaign file.
 struct Campaign {
   std::string name;
   std::string description;
-  std::string file;           ///< the campaign file (absolute)
-  nlohmann::json base;        ///< the base scenario, with topology and job inlined where an axis edits them
-  std::string scenario_file;  ///< anchors the base scenario's relative paths (absolute)
+  std::string file;          ///< the campaign file (absolute)
+  nlohmann::json base;       ///< the base scenario, with topology and job inlined where an axis edits them
+  std::string scenario_file; ///< anchors the base scenario's relative paths (absolute)
   std::vector<Axis> axes;
   int repetitions    = 1;
   std::uint32_t seed = 1;
   RecordOptions record;
-  std::string output;         ///< HDF5 result path (relative to the working directory unless absolute)
-  nlohmann::json document;    ///< the campaign file as written
+  std::string output;      ///< HDF5 result path (relative to the working directory unless absolute)
+  nlohmann::json document; ///< the campaign file as written
 };
 
 /// @brief One point of a campaign: an effective scenario and where it sits on the axes.
 struct Point {
-  int index      = 0; ///< position in expansion order (rows of the result table follow it)
-  int repetition = 0;
+  int index          = 0; ///< position in expansion order (rows of the result table follow it)
+  int repetition     = 0;
   std::uint32_t seed = 1;
   std::vector<std::size_t> steps; ///< step per axis
   nlohmann::json scenario;        ///< the effective scenario JSON

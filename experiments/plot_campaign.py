@@ -151,7 +151,9 @@ def main():
     plt.close(fig)
 
     # Breakdown as stacked bars: a group per x value, a bar per series (told apart by hatching).
-    fig, axes = plt.subplots(nrows, ncols, figsize=(max(5.2, 0.5 * len(x_labels) * len(series_values) + 2) * ncols,
+    # Wide panels (a bar per x value and series), so one per row.
+    ncols, nrows = 1, len(facet_values)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(max(6.0, 0.45 * len(x_labels) * len(series_values) + 3),
                                                     4.2 * nrows), squeeze=False)
     width = 0.8 / len(series_values)
     for k, facet in enumerate(facet_values):

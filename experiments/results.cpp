@@ -24,12 +24,12 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-const char* const kParts[] = {"compute", "exposed_tp", "exposed_cp", "exposed_pp", "exposed_dp",
-                              "exposed_ep", "bubble", "idle", "exposed_total"};
-const char* const kTiers[] = {"nvlink", "nic", "leaf_spine", "pod_aggregation", "inter_building",
+const char* const kParts[] = {"compute",    "exposed_tp", "exposed_cp", "exposed_pp",   "exposed_dp",
+                              "exposed_ep", "bubble",     "idle",       "exposed_total"};
+const char* const kTiers[] = {"nvlink",          "nic",         "leaf_spine", "pod_aggregation", "inter_building",
                               "building_uplink", "inter_region"};
-const char* const kStageColumns[] = {"compute_s", "exposed_tp_s", "exposed_cp_s", "exposed_pp_s",
-                                     "exposed_dp_s", "exposed_ep_s", "bubble_s", "idle_s"};
+const char* const kStageColumns[] = {"compute_s",    "exposed_tp_s", "exposed_cp_s", "exposed_pp_s",
+                                     "exposed_dp_s", "exposed_ep_s", "bubble_s",     "idle_s"};
 
 // The value of a metric column from a point record (NaN when the point failed or lacks it).
 double metric_value(const json& record, const std::string& column)
@@ -140,7 +140,8 @@ void string_attribute(hid_t where, const std::string& name, const std::string& v
 {
   Hid type(string_type(), H5Tclose, "make a string type");
   Hid space(H5Screate(H5S_SCALAR), H5Sclose, "make a dataspace");
-  Hid attr(H5Acreate2(where, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, "create attribute " + name);
+  Hid attr(H5Acreate2(where, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+           "create attribute " + name);
   const char* p = value.c_str();
   check(H5Awrite(attr, type, &p), "write attribute " + name);
 }
@@ -270,7 +271,8 @@ void write_file(const Campaign& campaign, const std::vector<Point>& points, cons
       const json& r = results.at(p->key);
       if (!r.contains("stages"))
         continue;
-      Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "create /stages/" + p->key);
+      Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+            "create /stages/" + p->key);
       std::vector<long long> stage;
       for (const auto& s : r["stages"])
         stage.push_back(s["stage"].get<long long>());
@@ -283,6 +285,20 @@ void write_file(const Campaign& campaign, const std::vector<Point>& points, cons
       }
     }
   }
+  if (campaign.record.ranks) {
+    Hid group(H5Gcreate2(file, "ranks", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "create /ranks");
+    for (const Point* p : rows) {
+      const json& r = results.at(p->key);
+      if (!r.contains("ranks"))
+        continue;
+      Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+            "create /ranks/" + p->key);
+      for (const char* c : {"gpu", "tp", "cp", "pp", "dp"})
+        write_ints(g, c, r["ranks"][c].get<std::vector<long long>>());
+      for (const char* c : kStageColumns)
+        write_doubles(g, c, r["ranks"][c].get<std::vector<double>>());
+    }
+  }
   if (campaign.record.links) {
     Hid group(H5Gcreate2(file, "links", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "create /links");
     for (const Point* p : rows) {
@@ -290,7 +306,8 @@ void write_file(const Campaign& campaign, const std::vector<Point>& points, cons
       if (!r.contains("links"))
         continue;
       const json& l = r["links"];
-      Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "create /links/" + p->key);
+      Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+            "create /links/" + p->key);
       write_strings(g, "name", l["name"].get<std::vector<std::string>>());
       write_strings(g, "tier", l["tier"].get<std::vector<std::string>>());
       write_doubles(g, "capacity_Bps", l["capacity_Bps"].get<std::vector<double>>());
@@ -311,12 +328,13 @@ std::string csv_cell(const std::string& s)
   return q + "\"";
 }
 
-std::string number_cell(double v)
+// 17 digits give back the same double (results); axis values read better with 12 (0.4, not 0.40000000000000002).
+std::string number_cell(double v, int digits = 17)
 {
   if (std::isnan(v))
     return "";
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
+  std::snprintf(buf, sizeof buf, "%.*g", digits, v);
   return buf;
 }
 
@@ -349,7 +367,7 @@ std::string read_string_attribute(hid_t where, const char* name)
 const std::vector<std::string>& metric_columns()
 {
   static const std::vector<std::string> columns = [] {
-    std::vector<std::string> c{"step_time_s",    "tokens_per_s",   "tflops_per_gpu", "mfu",
+    std::vector<std::string> c{"step_time_s",          "tokens_per_s",   "tflops_per_gpu", "mfu",
                                "model_flops_per_step", "flow_graph_ops", "transfers"};
     for (const char* part : kParts)
       for (const char* stat : {"mean", "max"})
@@ -402,7 +420,7 @@ void write_results_csv(const Campaign& campaign, const std::vector<Point>& point
       f << p->index << "," << p->repetition << "," << p->seed << "," << p->key << "," << r.value("status", "error");
       for (std::size_t k = 0; k < campaign.axes.size(); ++k) {
         const Axis& a = campaign.axes[k];
-        f << "," << (a.numeric ? number_cell(a.numbers[p->steps[k]]) : csv_cell(a.labels[p->steps[k]]));
+        f << "," << (a.numeric ? number_cell(a.numbers[p->steps[k]], 12) : csv_cell(a.labels[p->steps[k]]));
       }
       for (const auto& c : metric_columns())
         f << "," << number_cell(metric_value(r, c));
@@ -423,8 +441,8 @@ ResultTable read_results_hdf5(const std::string& path)
     throw Error("\"" + path + "\" is not a readable HDF5 file");
   Hid file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose, "open \"" + path + "\"");
   ResultTable t;
-  for (const char* a : {"format", "campaign", "campaign_file", "spansim_version", "git_hash", "points_total",
-                        "points_done"})
+  for (const char* a :
+       {"format", "campaign", "campaign_file", "spansim_version", "git_hash", "points_total", "points_done"})
     t.attributes[a] = read_string_attribute(file, a);
   if (t.attributes["format"] != "spansim-campaign/1")
     throw Error("\"" + path + "\" is not a spansim campaign result (format \"" + t.attributes["format"] + "\")");

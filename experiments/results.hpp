@@ -10,7 +10,9 @@
 ///                      attribute; else text), label.NAME, metrics, breakdown parts (PART_mean_s, PART_max_s),
 ///                      bytes per tier, scenario and configuration (JSON text), spansim_version, git_hash, elapsed_s
 ///   /stages/KEY/COL    per pipeline stage breakdown of point KEY (when recorded)
-///   /links/KEY/...     name, tier, capacity_Bps [L], bytes [L x 2] (forward a->b, backward) of point KEY (when recorded)
+///   /ranks/KEY/COL     per rank: gpu, tp, cp, pp, dp and its stage's breakdown (when recorded)
+///   /links/KEY/...     name, tier, capacity_Bps [L], bytes [L x 2] (forward a->b, backward) of point KEY (when
+///   recorded)
 
 #include "experiments/campaign.hpp"
 
@@ -38,9 +40,9 @@ void write_results_csv(const Campaign& campaign, const std::vector<Point>& point
 
 /// @brief The /points table of a result file, as read back (for tests and merges).
 struct ResultTable {
-  std::map<std::string, std::vector<double>> numbers;      ///< numeric columns
-  std::map<std::string, std::vector<std::string>> texts;   ///< text columns
-  std::map<std::string, std::string> attributes;          ///< root attributes (numbers as text)
+  std::map<std::string, std::vector<double>> numbers;    ///< numeric columns
+  std::map<std::string, std::vector<std::string>> texts; ///< text columns
+  std::map<std::string, std::string> attributes;         ///< root attributes (numbers as text)
   std::size_t rows = 0;
 };
 

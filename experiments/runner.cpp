@@ -4,7 +4,10 @@
 #include "common/error.hpp"
 #include "common/version.hpp"
 #include "netsim/scenario.hpp"
+#include "placement/placement.hpp"
 #include "topology/topology.hpp"
+
+#include <array>
 
 #include <cerrno>
 #include <chrono>
@@ -75,9 +78,8 @@ bool write_record(const std::string& path, const std::string& text)
   return true;
 }
 
-json link_record(const topology::TopologySpec& spec, const std::vector<double>& link_bytes)
+json link_record(const topology::Topology& topo, const std::vector<double>& link_bytes)
 {
-  topology::Topology topo(spec);
   json names = json::array(), tiers = json::array(), capacity = json::array();
   for (const auto& l : topo.links()) {
     names.push_back(topo.vertex_name(l.a) + " -- " + topo.vertex_name(l.b));
@@ -85,6 +87,35 @@ json link_record(const topology::TopologySpec& spec, const std::vector<double>& 
     capacity.push_back(l.bandwidth);
   }
   return {{"name", names}, {"tier", tiers}, {"capacity_Bps", capacity}, {"bytes", link_bytes}};
+}
+
+// Every rank with its GPU, coordinates and the breakdown of its pipeline stage (all ranks of a stage run the
+// same program, so they share it).
+json rank_record(const topology::Topology& topo, const netsim::Scenario& scenario, const netsim::StepResult& r)
+{
+  placement::Placement place(topo, scenario.job, scenario.placement, "$.placement");
+  json gpu = json::array(), tp = json::array(), cp = json::array(), pp = json::array(), dp = json::array();
+  std::array<json, 8> parts;
+  parts.fill(json::array());
+  for (int k = 0; k < place.ranks(); ++k) {
+    const auto c = place.coordinates(k);
+    gpu.push_back(place.gpu(k));
+    tp.push_back(c.tp);
+    cp.push_back(c.cp);
+    pp.push_back(c.pp);
+    dp.push_back(c.dp);
+    const auto& b     = r.stages.at(static_cast<std::size_t>(c.pp));
+    const double v[8] = {b.compute,    b.exposed[0], b.exposed[1], b.exposed[2],
+                         b.exposed[3], b.exposed[4], b.bubble,     b.idle};
+    for (int p = 0; p < 8; ++p)
+      parts[p].push_back(v[p]);
+  }
+  json out             = {{"gpu", gpu}, {"tp", tp}, {"cp", cp}, {"pp", pp}, {"dp", dp}};
+  const char* names[8] = {"compute_s",    "exposed_tp_s", "exposed_cp_s", "exposed_pp_s",
+                          "exposed_dp_s", "exposed_ep_s", "bubble_s",     "idle_s"};
+  for (int p = 0; p < 8; ++p)
+    out[names[p]] = parts[p];
+  return out;
 }
 
 // The body of a worker process: simulate one point and record it. Errors of the scenario are recorded (they
@@ -95,22 +126,27 @@ void run_point(const Campaign& campaign, const Point& point, const std::string& 
   json axes     = json::object();
   for (std::size_t k = 0; k < campaign.axes.size(); ++k)
     axes[campaign.axes[k].name] = campaign.axes[k].labels[point.steps[k]];
-  json record = {{"key", point.key},   {"index", point.index},     {"repetition", point.repetition},
-                 {"seed", point.seed}, {"axes", axes},             {"spansim_version", version()},
+  json record = {{"key", point.key},      {"index", point.index}, {"repetition", point.repetition},
+                 {"seed", point.seed},    {"axes", axes},         {"spansim_version", version()},
                  {"git_hash", git_hash()}};
   try {
-    auto scenario                         = netsim::parse_scenario(point.scenario, campaign.scenario_file);
-    scenario.options.engine.packet.seed   = point.seed;
-    auto run                              = netsim::run_scenario(scenario);
-    json summary                          = run.summary;
+    auto scenario                       = netsim::parse_scenario(point.scenario, campaign.scenario_file);
+    scenario.options.engine.packet.seed = point.seed;
+    auto run                            = netsim::run_scenario(scenario);
+    json summary                        = run.summary;
     summary.erase("_programs");
     summary["network"].erase("boundary_utilisation_over_time");
     record["stages"] = summary["breakdown"]["stages"];
     summary["breakdown"].erase("stages");
     if (!campaign.record.stages)
       record.erase("stages");
-    if (campaign.record.links)
-      record["links"] = link_record(scenario.topology, run.result.link_bytes);
+    if (campaign.record.links || campaign.record.ranks) {
+      topology::Topology topo(scenario.topology);
+      if (campaign.record.links)
+        record["links"] = link_record(topo, run.result.link_bytes);
+      if (campaign.record.ranks)
+        record["ranks"] = rank_record(topo, scenario, run.result);
+    }
     record["summary"] = summary;
     record["status"]  = "ok";
   } catch (const std::exception& e) {
@@ -162,11 +198,11 @@ void remove_stale_temporaries(const std::string& directory)
 OutputPaths output_paths(const std::string& hdf5)
 {
   OutputPaths p;
-  p.hdf5      = hdf5;
+  p.hdf5 = hdf5;
   fs::path h(hdf5);
-  p.csv       = (h.extension() == ".h5" || h.extension() == ".hdf5" ? fs::path(h).replace_extension(".csv")
-                                                                     : fs::path(hdf5 + ".csv"))
-                    .string();
+  p.csv = (h.extension() == ".h5" || h.extension() == ".hdf5" ? fs::path(h).replace_extension(".csv")
+                                                              : fs::path(hdf5 + ".csv"))
+              .string();
   p.directory = hdf5 + ".d";
   p.points    = p.directory + "/points";
   return p;
@@ -206,9 +242,9 @@ RunReport run_campaign(const Campaign& campaign, const RunOptions& options)
   if (options.shards < 1 || options.shard < 0 || options.shard >= options.shards)
     throw UsageError("shard " + std::to_string(options.shard) + " of " + std::to_string(options.shards) +
                      ": expected 0 <= shard < shards");
-  const auto t0      = Clock::now();
-  const auto points  = expand(campaign);
-  const auto paths   = output_paths(options.output.empty() ? campaign.output : options.output);
+  const auto t0     = Clock::now();
+  const auto points = expand(campaign);
+  const auto paths  = output_paths(options.output.empty() ? campaign.output : options.output);
   std::error_code ec;
   fs::create_directories(paths.points, ec);
   if (ec)
@@ -216,7 +252,8 @@ RunReport run_campaign(const Campaign& campaign, const RunOptions& options)
   const bool sharded = options.shards > 1 && !options.merge_only;
   Lock lock(paths.directory + (sharded ? "/lock-shard-" + std::to_string(options.shard) : "/lock"));
   remove_stale_temporaries(paths.points);
-  remove_stale_temporaries(fs::path(paths.hdf5).parent_path().empty() ? "." : fs::path(paths.hdf5).parent_path().string());
+  remove_stale_temporaries(fs::path(paths.hdf5).parent_path().empty() ? "."
+                                                                      : fs::path(paths.hdf5).parent_path().string());
 
   RunReport report;
   report.points           = static_cast<int>(points.size());
@@ -249,6 +286,7 @@ RunReport run_campaign(const Campaign& campaign, const RunOptions& options)
 
   Progress progress;
   progress.total = static_cast<int>(mine.size());
+  progress.found = report.found;
   auto count     = [&] {
     progress.done   = static_cast<int>(results.size());
     progress.failed = 0;
@@ -263,9 +301,9 @@ RunReport run_campaign(const Campaign& campaign, const RunOptions& options)
   const int jobs = options.jobs > 0 ? options.jobs : default_jobs();
   std::map<pid_t, const Point*> workers;
   std::map<std::string, std::string> crashes;
-  std::size_t next = 0;
-  auto last_flush  = Clock::now();
-  bool unflushed   = false;
+  std::size_t next   = 0;
+  auto last_flush    = Clock::now();
+  bool unflushed     = false;
   const pid_t parent = ::getpid();
   try {
     while (next < pending.size() || !workers.empty()) {

@@ -18,32 +18,33 @@ namespace spansim::experiments {
 
 /// @brief Progress of a run, reported after every finished point.
 struct Progress {
-  int total   = 0; ///< points this run is responsible for (its shard)
-  int done    = 0; ///< recorded, including those found from earlier runs
-  int failed  = 0; ///< recorded with an error
-  int running = 0;
+  int total        = 0; ///< points this run is responsible for (its shard)
+  int done         = 0; ///< recorded, including those found from earlier runs
+  int found        = 0; ///< recorded by earlier runs
+  int failed       = 0; ///< recorded with an error
+  int running      = 0;
   double elapsed_s = 0;
 };
 
 /// @brief How to run a campaign.
 struct RunOptions {
   std::string output;       ///< HDF5 path; empty: the campaign's own
-  int jobs = 0;             ///< worker processes; 0: one per core
-  int shard = 0;            ///< run only points with index % shards == shard
-  int shards = 1;
-  double flush_every_s = 2; ///< rewrite the HDF5 file at most this often while running (0: after every point)
-  bool merge_only = false;  ///< run nothing: gather the recorded points into the HDF5 file and the CSV
+  int jobs             = 0; ///< worker processes; 0: one per core
+  int shard            = 0; ///< run only points with index % shards == shard
+  int shards           = 1;
+  double flush_every_s = 2;     ///< rewrite the HDF5 file at most this often while running (0: after every point)
+  bool merge_only      = false; ///< run nothing: gather the recorded points into the HDF5 file and the CSV
   std::function<void(const Progress&)> on_progress;
 };
 
 /// @brief What a run did.
 struct RunReport {
-  int points       = 0; ///< in the campaign
-  int shard_points = 0; ///< this run's share
-  int found        = 0; ///< already recorded when the run started
-  int ran          = 0; ///< run now
-  int failed       = 0; ///< recorded with an error (all runs)
-  int missing      = 0; ///< not recorded at the end (crashed workers, other shards)
+  int points       = 0;            ///< in the campaign
+  int shard_points = 0;            ///< this run's share
+  int found        = 0;            ///< already recorded when the run started
+  int ran          = 0;            ///< run now
+  int failed       = 0;            ///< recorded with an error (all runs)
+  int missing      = 0;            ///< not recorded at the end (crashed workers, other shards)
   std::vector<std::string> errors; ///< "point N (axes): message"
   std::string hdf5;
   std::string csv;

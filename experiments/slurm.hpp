@@ -12,16 +12,16 @@ namespace spansim::experiments {
 
 /// @brief How to submit a campaign to Slurm.
 struct SlurmOptions {
-  std::string output;             ///< HDF5 path; empty: the campaign's own
-  int tasks = 0;                  ///< array tasks (shards); 0: one per 8 points, at most 64
-  int cpus_per_task = 1;          ///< worker processes per task
-  std::string partition;          ///< empty: the cluster's default
-  std::string time_limit;         ///< per task, Slurm syntax ("30:00"); empty: the partition's default
+  std::string output;                   ///< HDF5 path; empty: the campaign's own
+  int tasks         = 0;                ///< array tasks (shards); 0: one per 8 points, at most 64
+  int cpus_per_task = 1;                ///< worker processes per task
+  std::string partition;                ///< empty: the cluster's default
+  std::string time_limit;               ///< per task, Slurm syntax ("30:00"); empty: the partition's default
   std::vector<std::string> sbatch_args; ///< extra sbatch arguments for both jobs
-  std::string spansim;            ///< the spansim binary the jobs run (absolute); empty: this one
+  std::string spansim;                  ///< the spansim binary the jobs run (absolute); empty: this one
   std::string sbatch = "sbatch";
-  bool submit = true;             ///< false: write the scripts only
-  bool wait   = false;            ///< block until the merge job has ended
+  bool submit        = true;  ///< false: write the scripts only
+  bool wait          = false; ///< block until the merge job has ended
 };
 
 /// @brief What was written and submitted.
@@ -31,7 +31,7 @@ struct SlurmSubmission {
   int tasks = 0;
   std::string array_job; ///< job ids (empty when not submitted)
   std::string merge_job;
-  int merge_exit = -1;   ///< with `wait`: sbatch --wait's exit status (the merge job's)
+  int merge_exit = -1; ///< with `wait`: sbatch --wait's exit status (the merge job's)
   std::string hdf5;
 };
 

@@ -113,6 +113,7 @@ for k in 0 1 2; do
   [ -s "$out.d/shards/shard-$k.h5" ] || fail "shard $k wrote no shard file ($out.d/shards/shard-$k.h5)"
   grep -q "Campaign tiny-sweep" "$out.d/slurm/task-$k.log" || fail "array task $k's log does not show its run"
 done
+grep -q "merged 12 of 12 points" "$out.d/slurm/merge.log" || fail "the merge job did not find all 12 points: $(cat "$out.d/slurm/merge.log")"
 report=$(/usr/bin/python3 "$src/tests/experiments/read_with_pandas.py" "$out") || fail "h5py could not read $out"
 echo "$report"
 rows=$(echo "$report" | awk '/^rows/ {print $2}')

@@ -10,9 +10,11 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fcntl.h>
 #include <filesystem>
 #include <iostream>
 #include <set>
+#include <sys/file.h>
 #include <unistd.h>
 
 using namespace spansim;
@@ -83,57 +85,64 @@ TEST_CASE("a Cartesian campaign expands first axis outermost, repetitions innerm
     CHECK(again[k].key == points[k].key);
 }
 
-TEST_CASE("zipped fields step together; ranges are inclusive, linear or log, with units", "[campaign]")
+TEST_CASE("zipped fields step together and ranges are inclusive (linear or log, with units)", "[campaign]")
 {
   json doc    = base_campaign();
   doc["axes"] = json::array({
       {{"name", "link"},
-       {"zip", {{{"path", "topology.inter_region.bandwidth"}, {"values", {"10GBps", "40GBps"}}},
-                {{"path", "/topology/inter_region/distance"}, {"values", {"10km", "4000km"}}}}},
+       {"zip",
+        {{{"path", "topology.inter_region.bandwidth"}, {"values", {"10GBps", "40GBps"}}},
+         {{"path", "/topology/inter_region/distance"}, {"values", {"10km", "4000km"}}}}},
        {"labels", {"short", "long"}}},
-      {{"name", "buildings"}, {"path", "topology.regions.0.buildings"}, {"range", {{"from", 1}, {"to", 1000}, {"count", 4}, {"scale", "log"}}}},
+      {{"name", "buildings"},
+       {"path", "topology.regions.0.buildings"},
+       {"range", {{"from", 1}, {"to", 1000}, {"count", 4}, {"scale", "log"}}}},
   });
-  auto c = experiments::parse_campaign(doc, kTinyCampaign);
+  auto c      = experiments::parse_campaign(doc, kTinyCampaign);
   CHECK(c.axes[0].size() == 2);
   CHECK_FALSE(c.axes[0].numeric);
   CHECK(c.axes[1].numbers == std::vector<double>{1, 10, 100, 1000});
   // Only the numbers are checked there; a sequence-length axis is expanded instead.
-  doc["axes"][1] = {{"name", "seq"}, {"path", "job.batch.sequence_length"}, {"range", {{"from", 512}, {"to", 2048}, {"step", 2}, {"scale", "log"}}}};
-  c           = experiments::parse_campaign(doc, kTinyCampaign);
-  auto points = experiments::expand(c);
+  doc["axes"][1] = {{"name", "seq"},
+                    {"path", "job.batch.sequence_length"},
+                    {"range", {{"from", 512}, {"to", 2048}, {"step", 2}, {"scale", "log"}}}};
+  c              = experiments::parse_campaign(doc, kTinyCampaign);
+  auto points    = experiments::expand(c);
   REQUIRE(points.size() == 6);
   CHECK(c.axes[1].numbers == std::vector<double>{512, 1024, 2048});
   CHECK(points[3].scenario["topology"]["inter_region"]["bandwidth"] == "40GBps");
   CHECK(points[3].scenario["topology"]["inter_region"]["distance"] == "4000km");
   CHECK(points[3].scenario["job"]["batch"]["sequence_length"] == 512);
-  json lin = base_campaign();
+  json lin    = base_campaign();
   lin["axes"] = json::array({{{"path", "topology.inter_region.bandwidth"},
                               {"range", {{"from", 0.1}, {"to", 0.5}, {"step", 0.1}, {"unit", "Tbps"}}}}});
-  auto cl = experiments::parse_campaign(lin, kTinyCampaign);
+  auto cl     = experiments::parse_campaign(lin, kTinyCampaign);
   CHECK(cl.axes[0].labels == std::vector<std::string>{"0.1Tbps", "0.2Tbps", "0.3Tbps", "0.4Tbps", "0.5Tbps"});
 }
 
 TEST_CASE("bad campaigns are refused with the file, the JSON path and why", "[campaign]")
 {
-  json unknown = base_campaign();
+  json unknown          = base_campaign();
   unknown["repetitons"] = 2;
   expect_error(unknown, "$: unknown key \"repetitons\"");
 
   json zip    = base_campaign();
-  zip["axes"] = json::array({{{"zip", {{{"path", "topology.inter_region.bandwidth"}, {"values", {"1GBps", "2GBps"}}},
-                                       {{"path", "topology.inter_region.distance"}, {"values", {"1km"}}}}}}});
+  zip["axes"] = json::array({{{"zip",
+                               {{{"path", "topology.inter_region.bandwidth"}, {"values", {"1GBps", "2GBps"}}},
+                                {{"path", "topology.inter_region.distance"}, {"values", {"1km"}}}}}}});
   expect_error(zip, "zipped fields need as many values each");
 
   json parent    = base_campaign();
   parent["axes"] = json::array({{{"path", "topology.no_such_block.bandwidth"}, {"values", {"1GBps"}}}});
   expect_error(parent, "\"topology.no_such_block.bandwidth\" is not in the base scenario");
 
-  json bad_value    = base_campaign();
-  bad_value["axes"] = json::array({{{"name", "bw"}, {"path", "topology.inter_region.bandwidth"}, {"values", {"1GBps", "fast"}}}});
+  json bad_value = base_campaign();
+  bad_value["axes"] =
+      json::array({{{"name", "bw"}, {"path", "topology.inter_region.bandwidth"}, {"values", {"1GBps", "fast"}}}});
   expect_error(bad_value, "point 1 (bw=fast) is not a valid scenario");
 
-  json both     = base_campaign();
-  both["axes"]  = json::array({{{"path", "job.gpus"}, {"range", {{"from", 1}, {"to", 2}, {"step", 1}, {"count", 2}}}}});
+  json both    = base_campaign();
+  both["axes"] = json::array({{{"path", "job.gpus"}, {"range", {{"from", 1}, {"to", 2}, {"step", 1}, {"count", 2}}}}});
   expect_error(both, "give exactly one of \"step\"");
 
   json labels    = base_campaign();
@@ -149,22 +158,40 @@ TEST_CASE("the HDF5 table reads back: a row per finished point in order, NaN met
   // Point 3 finished, point 1 failed, the others have no record.
   json summary = {{"spansim", {{"version", "0.1.0"}, {"git_hash", "abc"}}},
                   {"configuration", {{"fidelity", "flow"}}},
-                  {"metrics", {{"step_time_s", 0.25}, {"tokens_per_s", 1e6}, {"tflops_per_gpu", 100.0}, {"mfu", 0.1},
-                               {"model_flops_per_step", 1e15}, {"flow_graph_ops", 10}, {"transfers", 5}}},
+                  {"metrics",
+                   {{"step_time_s", 0.25},
+                    {"tokens_per_s", 1e6},
+                    {"tflops_per_gpu", 100.0},
+                    {"mfu", 0.1},
+                    {"model_flops_per_step", 1e15},
+                    {"flow_graph_ops", 10},
+                    {"transfers", 5}}},
                   {"breakdown", {{"over_stages", json::object()}}},
-                  {"network", {{"tiers", {{{"tier", "inter_region"}, {"bytes", 4096.0}, {"mean_utilisation", 0.5}}}},
-                               {"boundaries", json::array()}}}};
+                  {"network",
+                   {{"tiers", {{{"tier", "inter_region"}, {"bytes", 4096.0}, {"mean_utilisation", 0.5}}}},
+                    {"boundaries", json::array()}}}};
   for (const char* part : {"compute", "exposed_tp", "exposed_cp", "exposed_pp", "exposed_dp", "exposed_ep", "bubble",
                            "idle", "exposed_total"})
     summary["breakdown"]["over_stages"][std::string(part) + "_s"] = {{"mean", 0.01}, {"max", 0.02}};
-  results[points[3].key] = {{"key", points[3].key}, {"status", "ok"}, {"summary", summary}, {"elapsed_s", 0.5},
-                            {"stages", {{{"stage", 0}, {"compute_s", 0.1}, {"exposed_tp_s", 0}, {"exposed_cp_s", 0},
-                                         {"exposed_pp_s", 0}, {"exposed_dp_s", 0}, {"exposed_ep_s", 0},
-                                         {"bubble_s", 0.1}, {"idle_s", 0.05}}}},
-                            {"links", {{"name", {"a -- b"}}, {"tier", {"nic"}}, {"capacity_Bps", {1e9}}, {"bytes", {1.0, 2.0}}}}};
+  results[points[3].key] = {
+      {"key", points[3].key},
+      {"status", "ok"},
+      {"summary", summary},
+      {"elapsed_s", 0.5},
+      {"stages",
+       {{{"stage", 0},
+         {"compute_s", 0.1},
+         {"exposed_tp_s", 0},
+         {"exposed_cp_s", 0},
+         {"exposed_pp_s", 0},
+         {"exposed_dp_s", 0},
+         {"exposed_ep_s", 0},
+         {"bubble_s", 0.1},
+         {"idle_s", 0.05}}}},
+      {"links", {{"name", {"a -- b"}}, {"tier", {"nic"}}, {"capacity_Bps", {1e9}}, {"bytes", {1.0, 2.0}}}}};
   results[points[1].key] = {{"key", points[1].key}, {"status", "error"}, {"error", "does not fit"}};
-  const std::string dir = scratch("hdf5");
-  const std::string h5  = dir + "/r.h5";
+  const std::string dir  = scratch("hdf5");
+  const std::string h5   = dir + "/r.h5";
   experiments::write_results_hdf5(c, points, results, h5);
   auto t = experiments::read_results_hdf5(h5);
   std::cout << "rows: expected 2, actual " << t.rows << "\n";
@@ -192,18 +219,19 @@ TEST_CASE("the HDF5 table reads back: a row per finished point in order, NaN met
 
 TEST_CASE("a campaign run in workers gives each point the result of running its scenario directly", "[run]")
 {
-  json doc    = base_campaign();
-  doc["axes"] = json::array({doc["axes"][0], doc["axes"][1]});
+  json doc                      = base_campaign();
+  doc["axes"]                   = json::array({doc["axes"][0], doc["axes"][1]});
   doc["axes"][0]["range"]["to"] = 10; // 2 bandwidths x 2 policies
-  const std::string dir = scratch("run");
-  doc["output"]         = dir + "/r.h5";
-  auto c                = experiments::parse_campaign(doc, kTinyCampaign);
-  auto points           = experiments::expand(c);
+  const std::string dir         = scratch("run");
+  doc["output"]                 = dir + "/r.h5";
+  auto c                        = experiments::parse_campaign(doc, kTinyCampaign);
+  auto points                   = experiments::expand(c);
   REQUIRE(points.size() == 4);
   experiments::RunOptions o;
-  o.jobs    = 2;
-  auto rep  = experiments::run_campaign(c, o);
-  std::cout << "ran: expected 4, actual " << rep.ran << "; failed " << rep.failed << ", missing " << rep.missing << "\n";
+  o.jobs   = 2;
+  auto rep = experiments::run_campaign(c, o);
+  std::cout << "ran: expected 4, actual " << rep.ran << "; failed " << rep.failed << ", missing " << rep.missing
+            << "\n";
   CHECK(rep.ran == 4);
   CHECK(rep.failed == 0);
   CHECK(rep.missing == 0);
@@ -224,5 +252,54 @@ TEST_CASE("a campaign run in workers gives each point the result of running its 
   CHECK(again.found == 4);
   CHECK(again.ran == 0);
   CHECK(fs::exists(rep.csv));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("the shipped campaigns parse and expand to the documented points", "[campaign]")
+{
+  const std::string dir = std::string(SPANSIM_SOURCE_DIR) + "/experiments/campaigns/";
+  const std::vector<std::pair<std::string, std::size_t>> expected{
+      {"inter-region-dp-vs-pp", 42}, {"building-oversubscription", 18}, {"dense-vs-moe-regions", 10}};
+  for (const auto& [name, count] : expected) {
+    auto c      = experiments::load_campaign(dir + name + ".json");
+    auto points = experiments::expand(c);
+    std::cout << name << ": expected " << count << " points, actual " << points.size() << "\n";
+    CHECK(points.size() == count);
+  }
+  auto b = experiments::load_campaign(dir + "building-oversubscription.json");
+  CHECK(b.axes[0].numeric);
+  CHECK(b.axes[0].unit == "GPU injection : boundary");
+  CHECK(b.axes[0].numbers == std::vector<double>{1, 2, 4, 8, 16, 32, 64, 128, 256});
+  CHECK(b.axes[0].labels[8] == "0.8Tbps");
+  auto m = experiments::expand(experiments::load_campaign(dir + "dense-vs-moe-regions.json"));
+  CHECK(m[0].scenario["job"]["model"] == "llama3-70b");
+  CHECK(m[0].scenario["job"]["parallelism"]["ep"] == 1);
+  CHECK(m[1].scenario["job"]["model"] == "llama4-maverick");
+  CHECK(m[1].scenario["job"]["parallelism"]["ep"] == 16);
+}
+
+TEST_CASE("a second run of the same campaign output is refused while the first holds the lock", "[run]")
+{
+  json doc              = base_campaign();
+  const std::string dir = scratch("lock");
+  doc["output"]         = dir + "/r.h5";
+  auto c                = experiments::parse_campaign(doc, kTinyCampaign);
+  fs::create_directories(dir + "/r.h5.d");
+  const int fd = ::open((dir + "/r.h5.d/lock").c_str(), O_RDWR | O_CREAT, 0644);
+  REQUIRE(fd >= 0);
+  REQUIRE(::flock(fd, LOCK_EX | LOCK_NB) == 0);
+  std::string message;
+  try {
+    experiments::run_campaign(c, {});
+  } catch (const UsageError& e) {
+    message = e.what();
+  }
+  std::cout << "expected \"another run of this campaign is in progress\", got \"" << message << "\"\n";
+  CHECK(message.find("another run of this campaign is in progress") != std::string::npos);
+  ::close(fd); // the kernel releases the lock, as it does when a run is killed
+  experiments::RunOptions o;
+  o.jobs   = 2;
+  auto rep = experiments::run_campaign(c, o);
+  CHECK(rep.ran == 12);
   fs::remove_all(dir);
 }

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -67,7 +68,7 @@ std::string scratch()
 
 TEST_CASE("a campaign run killed with SIGKILL resumes, loses no point and matches an uninterrupted run", "[kill]")
 {
-  const std::string dir = scratch();
+  const std::string dir  = scratch();
   const std::string full = dir + "/full.h5", killed = dir + "/killed.h5";
   REQUIRE(wait_exit(start_run(full, "2")) == 0);
   const ResultTable reference = read_results_hdf5(full);
@@ -148,8 +149,8 @@ TEST_CASE("h5py and pandas read a campaign result", "[kill]")
   const std::string out = dir + "/r.h5";
   REQUIRE(wait_exit(start_run(out, "2")) == 0);
   const ResultTable t = read_results_hdf5(out);
-  const std::string cmd = "/usr/bin/python3 " + std::string(SPANSIM_SOURCE_DIR) +
-                          "/tests/experiments/read_with_pandas.py " + out + " 2>&1";
+  const std::string cmd =
+      "/usr/bin/python3 " + std::string(SPANSIM_SOURCE_DIR) + "/tests/experiments/read_with_pandas.py " + out + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
   std::string text;
@@ -159,14 +160,90 @@ TEST_CASE("h5py and pandas read a campaign result", "[kill]")
   const int rc = ::pclose(p);
   std::cout << "read_with_pandas.py (exit " << rc << "):\n" << text;
   REQUIRE(rc == 0);
-  // The script prints "rows N", "columns C" and the step time sum with 17 digits.
+  // The script prints "rows N", "columns C", the step time sum with 17 digits and the ranks of the 32-GPU job
+  // (after checking that every rank has its own GPU and its stage's breakdown).
   double sum = 0;
   for (double s : t.numbers.at("step_time_s"))
     sum += s;
   char expected[128];
-  std::snprintf(expected, sizeof expected, "rows %zu\ncolumns %zu\nstep_time_sum %.17g\n", t.rows,
+  std::snprintf(expected, sizeof expected, "rows %zu\ncolumns %zu\nstep_time_sum %.17g\nranks per point 32\n", t.rows,
                 t.numbers.size() + t.texts.size(), sum);
   std::cout << "expected:\n" << expected;
   CHECK(text.find(expected) != std::string::npos);
+  fs::remove_all(dir);
+}
+
+namespace {
+
+struct Output {
+  int status = -1;
+  std::string text;
+};
+
+Output run_shell(const std::string& command)
+{
+  std::cout.flush();
+  FILE* p = ::popen(command.c_str(), "r");
+  Output o;
+  if (!p)
+    return o;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p))
+    o.text += buf;
+  int rc   = ::pclose(p);
+  o.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+  return o;
+}
+
+} // namespace
+
+TEST_CASE("campaign command errors: one stderr line naming file and JSON path, exit code 2", "[cli]")
+{
+  const std::string dir = scratch() + "-cli";
+  fs::create_directories(dir);
+  const std::string bad = dir + "/bad.json";
+  {
+    std::FILE* f = std::fopen(bad.c_str(), "w");
+    std::fputs("{\"name\": \"bad\", \"scenario\": \"examples/scenarios/llama3-405b-two-buildings.json\", \"axes\": "
+               "[{\"path\": \"topology.inter_building.bandwidth\", \"values\": [\"1Tbps\"], \"step\": 2}]}\n",
+               f);
+    std::fclose(f);
+  }
+  auto o = run_shell(std::string(SPANSIM_BINARY) + " campaign run " + bad + " 2>&1 >/dev/null");
+  std::cout << "exit " << o.status << " (expected 2), stderr: " << o.text;
+  CHECK(o.status == 2);
+  CHECK(o.text.find(bad + ": at $.axes[0]: unknown key \"step\"") != std::string::npos);
+  CHECK(std::count(o.text.begin(), o.text.end(), '\n') == 1);
+  auto shard = run_shell(std::string(SPANSIM_BINARY) + " campaign run " + kCampaign + " --shard 3/3 2>&1 >/dev/null");
+  std::cout << "exit " << shard.status << " (expected 2), stderr: " << shard.text;
+  CHECK(shard.status == 2);
+  CHECK(shard.text.find("expected 0 <= shard < shards") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("campaign plot draws step time and breakdown as PNG and SVG", "[cli]")
+{
+  const std::string dir = scratch() + "-plot";
+  fs::create_directories(dir);
+  REQUIRE(wait_exit(start_run(dir + "/r.h5", "2")) == 0);
+  auto o = run_shell(std::string(SPANSIM_BINARY) + " campaign plot " + dir + "/r.h5 --out " + dir + "/fig --json");
+  std::cout << "exit " << o.status << ":\n" << o.text;
+  REQUIRE(o.status == 0);
+  auto j = nlohmann::json::parse(o.text);
+  CHECK(j["x"] == "inter_region_bandwidth");
+  CHECK(j["series"] == "policy");
+  REQUIRE(j["figures"].size() == 4);
+  for (const auto& f : j["figures"]) {
+    const std::string path = f.get<std::string>();
+    std::FILE* in          = std::fopen(path.c_str(), "rb");
+    REQUIRE(in != nullptr);
+    char head[8] = {};
+    std::fread(head, 1, sizeof head, in);
+    std::fclose(in);
+    const bool png = path.ends_with(".png");
+    INFO(path << ": " << fs::file_size(path) << " bytes");
+    CHECK(fs::file_size(path) > 5000);
+    CHECK((png ? std::string(head + 1, 3) == "PNG" : std::string(head, 5) == "<?xml"));
+  }
   fs::remove_all(dir);
 }
