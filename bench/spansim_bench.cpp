@@ -245,7 +245,7 @@ std::vector<Case> cases()
   using netsim::CollectiveOp;
   std::vector<Case> all;
   for (const char* preset : {"two-buildings", "two-regions"})
-    all.push_back({std::string("platform build ") + preset, preset, "platform", nullptr, 0, ""});
+    all.push_back({std::string("platform build ") + preset, preset, "platform", nullptr, 0, "", false, {}});
   struct Size {
     int gpus;
     const char* label;
@@ -258,7 +258,7 @@ std::vector<Case> cases()
           auto group       = across ? std::function<std::vector<int>(const topology::Topology&)>(
                                     [k = k](const topology::Topology& t) { return two_building_group(t, k); })
                                     : [k = k](const topology::Topology&) { return range(0, k); };
-          Case c{name, "two-buildings", fidelity, collective(CollectiveOp::all_reduce, algorithm, kGiB, group), 0, ""};
+          Case c{name, "two-buildings", fidelity, collective(CollectiveOp::all_reduce, algorithm, kGiB, group), 0, "", false, {}};
           if (k == 16384 && fidelity == std::string("flow")) {
             c.target_wall = 10;
             c.target_text = "< 10 s";
@@ -273,15 +273,15 @@ std::vector<Case> cases()
     all.push_back({"alltoall 1GiB 64 GPUs", "two-buildings", fidelity,
                    collective(CollectiveOp::all_to_all, Algorithm::direct, kGiB,
                               [](const topology::Topology&) { return range(0, 64); }),
-                   0, ""});
+                   0, "", false, {}});
   for (int flows : {1000, 10000, 100000})
     for (const char* fidelity : {"analytical", "flow"})
       all.push_back({std::to_string(flows) + " flows 1GiB east->west", "two-regions", fidelity,
-                     region_flows(flows, kGiB), 0, "", flows > 10000});
+                     region_flows(flows, kGiB), 0, "", flows > 10000, {}});
   for (int flows : {10000, 30000})
     for (const char* fidelity : {"analytical", "flow"})
       all.push_back({std::to_string(flows) + " random flows 64MiB", "two-buildings", fidelity,
-                     random_flows(flows, 64.0 * 1048576.0), 0, "", flows > 10000});
+                     random_flows(flows, 64.0 * 1048576.0), 0, "", flows > 10000, {}});
   // Issue 5: one step of Llama 3 405B on 16K GPUs over two buildings, and on all 131K GPUs of two-regions.
   all.push_back({"405B step 16K 2-bldg", "two-buildings", "analytical", nullptr, 0, "", false,
                  step_405b("two-buildings", 128, "analytical")});

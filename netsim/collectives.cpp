@@ -197,10 +197,6 @@ bool regular_hierarchy(const Topology& t, const std::vector<int>& gpus, Hierarch
   return true;
 }
 
-double ring_time(double steps, double volume, const AlphaBeta& ab)
-{
-  return volume / ab.bandwidth + steps * ab.alpha;
-}
 
 class Lowering {
 public:
@@ -453,81 +449,51 @@ std::vector<Algorithm> applicable(CollectiveOp op)
   return {};
 }
 
-// Alpha-beta estimate of each candidate on its own edges, for the default policy.
-double estimate(const Topology& t, const Collective& c, Algorithm a)
-{
-  const auto& gpus = c.gpus;
-  const int k      = static_cast<int>(gpus.size());
-  const double s   = c.bytes;
-  switch (a) {
-    case Algorithm::ring: {
-      auto ab = alpha_beta(t, ring_pairs(gpus));
-      double steps = c.op == CollectiveOp::all_reduce ? 2.0 * (k - 1)
-                     : (c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce) ? k - 1.0
-                                                                                          : k - 1.0;
-      double volume = (c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce) ? s : steps * s / k;
-      return ring_time(steps, volume, ab);
-    }
-    case Algorithm::tree: {
-      std::vector<std::pair<int, int>> pairs;
-      for (auto [child, parent] : tree_edges(k, false))
-        pairs.emplace_back(gpus[child], gpus[parent]);
-      auto ab = alpha_beta(t, pairs);
-      return c.op == CollectiveOp::all_reduce ? ring_time(2.0 * tree_depth(k), 2 * s, ab)
-                                              : ring_time(tree_depth(k), 2 * s, ab);
-    }
-    case Algorithm::halving_doubling: {
-      std::vector<std::pair<int, int>> pairs;
-      for (int d = 1; d < k; d *= 2)
-        for (int r = 0; r < k; ++r)
-          pairs.emplace_back(gpus[r], gpus[r ^ d]);
-      auto ab      = alpha_beta(t, pairs);
-      double steps = tree_depth(k) * (c.op == CollectiveOp::all_reduce ? 2.0 : 1.0);
-      double vol   = (c.op == CollectiveOp::all_reduce ? 2.0 : 1.0) * (k - 1) * s / k;
-      return ring_time(steps, vol, ab);
-    }
-    case Algorithm::hierarchical: {
-      Hierarchy h;
-      regular_hierarchy(t, gpus, h);
-      auto intra = alpha_beta(t, ring_pairs(h.by_node[0]));
-      std::vector<int> rail;
-      for (const auto& node : h.by_node)
-        rail.push_back(node[0]);
-      auto inter     = alpha_beta(t, ring_pairs(rail));
-      const double l = h.per_node, n = h.nodes;
-      double time = n > 1 ? ring_time(2 * (n - 1), 2 * (n - 1) / n * s / l, inter) : 0;
-      if (l > 1)
-        time += 2 * ring_time(l - 1, (l - 1) / l * s, intra);
-      return time;
-    }
-    case Algorithm::direct:
-    case Algorithm::automatic:
-      return std::numeric_limits<double>::infinity();
-  }
-  return std::numeric_limits<double>::infinity();
-}
-
 } // namespace
 
 Algorithm default_algorithm(const Topology& topology, const Collective& c)
 {
-  validate(topology, c);
+  return choose_algorithm(topology, {c});
+}
+
+Algorithm choose_algorithm(const Topology& topology, const std::vector<Collective>& concurrent)
+{
+  if (concurrent.empty())
+    throw UsageError("choose_algorithm: no collective given");
+  const Collective& c = concurrent.front();
+  for (const auto& x : concurrent)
+    validate(topology, x);
   auto candidates = applicable(c.op);
   if (candidates.size() == 1)
     return candidates[0];
   Algorithm best   = Algorithm::ring;
   double best_time = std::numeric_limits<double>::infinity();
-  Hierarchy h;
   for (auto a : candidates) {
     if (a == Algorithm::direct)
       continue; // all-pairs flows: only when asked for (O(K^2) flows)
-    if (a == Algorithm::halving_doubling && !is_power_of_two(c.gpus.size()))
+    bool fits = true;
+    for (const auto& x : concurrent) {
+      Hierarchy h;
+      if (a == Algorithm::halving_doubling && !is_power_of_two(x.gpus.size()))
+        fits = false;
+      if (a == Algorithm::hierarchical &&
+          !(regular_hierarchy(topology, x.gpus, h) && h.nodes > 1 && (h.per_node > 1 || h.buildings > 1)))
+        fits = false;
+    }
+    if (!fits)
       continue;
-    if (a == Algorithm::hierarchical && !(regular_hierarchy(topology, c.gpus, h) && h.nodes > 1 && h.per_node > 1))
-      continue;
-    double t = estimate(topology, c, a);
-    if (t < best_time) {
-      best_time = t;
+    FlowGraph trial;
+    std::vector<int> ends;
+    for (auto x : concurrent) {
+      x.algorithm = a;
+      ends.push_back(add_collective(trial, topology, x, {}).end_op);
+    }
+    auto run    = run_analytical(topology, trial);
+    double time = 0;
+    for (int e : ends)
+      time = std::max(time, run.ops[e].end);
+    if (time < best_time) {
+      best_time = time;
       best      = a;
     }
   }

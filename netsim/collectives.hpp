@@ -48,10 +48,15 @@ struct Lowered {
 Lowered add_collective(FlowGraph& graph, const topology::Topology& topology, const Collective& collective,
                        const std::vector<int>& deps);
 
-/// @brief The algorithm the default policy picks: the smallest alpha-beta estimate among those that apply
-/// (ring, double binary tree, halving-doubling for powers of two, hierarchical for regular multi-node groups;
-/// direct for all-to-all and send/recv), like NCCL's tuning by message size and group shape.
+/// @brief The algorithm the default policy picks for one call: see choose_algorithm.
 Algorithm default_algorithm(const topology::Topology& topology, const Collective& collective);
+
+/// @brief The algorithm under which `concurrent` collectives (the same op on different groups, issued together)
+/// end first, each candidate's flows run together in the analytical engine, so links the groups share count.
+/// Candidates: ring, double binary tree, halving-doubling (powers of two), hierarchical (regular groups over
+/// several nodes or buildings); all-to-all and send/recv are direct. Like NCCL's tuning by size and shape, but
+/// measured on the topology rather than read from a table.
+Algorithm choose_algorithm(const topology::Topology& topology, const std::vector<Collective>& concurrent);
 
 /// @brief nccl-tests' bus bandwidth factor: busbw = algbw * factor.
 double bus_bandwidth_factor(CollectiveOp op, int ranks);

@@ -209,8 +209,8 @@ private:
         FlowGraph alone;
         std::vector<int> ends;
         if (op.group.size > 1 && op.bytes > 0 && op.count > 0)
-          for (std::size_t g = 0; g < (node_local(all) ? 1 : all.size()); ++g)
-            ends.push_back(add_collective(alone, topology_, collective_for(op, all[g]), {}).end_op);
+          for (const auto& c : collectives_for(s, op, all, node_local(all) ? 1 : all.size()))
+            ends.push_back(add_collective(alone, topology_, c, {}).end_op);
         it = isolated_.emplace(key, ends.empty() ? 0.0 : run_analytical(topology_, alone).makespan).first;
       }
       n.end = graph_.add_delay(it->second, {n.start});
@@ -241,6 +241,25 @@ private:
     c.bytes     = op.bytes * op.count;
     c.channels  = options_.channels;
     return c;
+  }
+
+  /// @brief The op's collective on each group it lowers; `auto` resolved once for all of them, with the groups
+  /// run together (so that the links they share count), and cached per stage, group, kind and size.
+  std::vector<Collective> collectives_for(int s, const workload::Op& op, const std::vector<std::vector<int>>& all,
+                                          std::size_t lowered)
+  {
+    std::vector<Collective> out;
+    for (std::size_t g = 0; g < lowered; ++g)
+      out.push_back(collective_for(op, all[g]));
+    if (!out.empty() && out.front().algorithm == Algorithm::automatic) {
+      auto key = std::tuple{s, op.group.dims, static_cast<int>(op.kind), op.bytes * op.count};
+      auto it  = chosen_.find(key);
+      if (it == chosen_.end())
+        it = chosen_.emplace(key, choose_algorithm(topology_, out)).first;
+      for (auto& c : out)
+        c.algorithm = it->second;
+    }
+    return out;
   }
 
   // A send and its receive share one transfer: every rank of the sending stage to its counterpart.
@@ -295,6 +314,7 @@ private:
   std::set<std::pair<int, int>> mirrors_;
   std::map<std::tuple<int, unsigned, int, double>, double> isolated_; ///< collapsed collectives' durations
   std::map<std::tuple<int, int, double>, double> isolated_p2p_;       ///< collapsed pipeline transfers
+  std::map<std::tuple<int, unsigned, int, double>, Algorithm> chosen_;  ///< `auto` resolved per op pattern
 };
 
 } // namespace
