@@ -34,7 +34,7 @@ bench: build
 	$(BUILD_DIR)/bench/spansim_bench $(BENCH_ARGS)
 
 format:
-	find common topology netsim cli tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i
+	find common topology workload placement netsim optimizer experiments cli tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD_DIR)

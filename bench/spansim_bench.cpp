@@ -16,8 +16,8 @@
 #include "netsim/step.hpp"
 #include "optimizer/optimizer.hpp"
 #include "placement/placement.hpp"
-#include "workload/workload.hpp"
 #include "topology/topology.hpp"
+#include "workload/workload.hpp"
 
 #include <simgrid/s4u.hpp>
 
@@ -213,15 +213,16 @@ std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* 
 {
   return [=](Figures& f) {
     topology::Topology topo(topology::load_topology_spec(preset));
-    nlohmann::json j = {{"name", "bench-405b"},
-                        {"model", "llama3-405b"},
-                        {"gpu", "h100"},
-                        {"gpus", 8 * 16 * dp},
-                        {"parallelism",
-                         {{"tp", 8}, {"pp", 16}, {"dp", dp}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}}},
-                        {"batch", {{"global_sequences", 16 * dp}, {"sequence_length", 8192}, {"micro_batch", 1}}},
-                        {"schedule", {{"kind", "interleaved-1f1b"}, {"virtual_stages", 4}}},
-                        {"recompute", "selective"}};
+    nlohmann::json j = {
+        {"name", "bench-405b"},
+        {"model", "llama3-405b"},
+        {"gpu", "h100"},
+        {"gpus", 8 * 16 * dp},
+        {"parallelism",
+         {{"tp", 8}, {"pp", 16}, {"dp", dp}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}}},
+        {"batch", {{"global_sequences", 16 * dp}, {"sequence_length", 8192}, {"micro_batch", 1}}},
+        {"schedule", {{"kind", "interleaved-1f1b"}, {"virtual_stages", 4}}},
+        {"recompute", "selective"}};
     auto start = Clock::now();
     auto job   = workload::parse_job(j, "bench-405b.json");
     auto graph = workload::build_step_graph(job);
@@ -258,7 +259,8 @@ std::vector<Case> cases()
           auto group       = across ? std::function<std::vector<int>(const topology::Topology&)>(
                                     [k = k](const topology::Topology& t) { return two_building_group(t, k); })
                                     : [k = k](const topology::Topology&) { return range(0, k); };
-          Case c{name, "two-buildings", fidelity, collective(CollectiveOp::all_reduce, algorithm, kGiB, group), 0, "", false, {}};
+          Case c{name, "two-buildings", fidelity, collective(CollectiveOp::all_reduce, algorithm, kGiB, group), 0,
+                 "",   false,           {}};
           if (k == 16384 && fidelity == std::string("flow")) {
             c.target_wall = 10;
             c.target_text = "< 10 s";
@@ -270,18 +272,35 @@ std::vector<Case> cases()
           all.push_back(std::move(c));
         }
   for (const char* fidelity : {"analytical", "flow"})
-    all.push_back({"alltoall 1GiB 64 GPUs", "two-buildings", fidelity,
+    all.push_back({"alltoall 1GiB 64 GPUs",
+                   "two-buildings",
+                   fidelity,
                    collective(CollectiveOp::all_to_all, Algorithm::direct, kGiB,
                               [](const topology::Topology&) { return range(0, 64); }),
-                   0, "", false, {}});
+                   0,
+                   "",
+                   false,
+                   {}});
   for (int flows : {1000, 10000, 100000})
     for (const char* fidelity : {"analytical", "flow"})
-      all.push_back({std::to_string(flows) + " flows 1GiB east->west", "two-regions", fidelity,
-                     region_flows(flows, kGiB), 0, "", flows > 10000, {}});
+      all.push_back({std::to_string(flows) + " flows 1GiB east->west",
+                     "two-regions",
+                     fidelity,
+                     region_flows(flows, kGiB),
+                     0,
+                     "",
+                     flows > 10000,
+                     {}});
   for (int flows : {10000, 30000})
     for (const char* fidelity : {"analytical", "flow"})
-      all.push_back({std::to_string(flows) + " random flows 64MiB", "two-buildings", fidelity,
-                     random_flows(flows, 64.0 * 1048576.0), 0, "", flows > 10000, {}});
+      all.push_back({std::to_string(flows) + " random flows 64MiB",
+                     "two-buildings",
+                     fidelity,
+                     random_flows(flows, 64.0 * 1048576.0),
+                     0,
+                     "",
+                     flows > 10000,
+                     {}});
   // Issue 5: one step of Llama 3 405B on 16K GPUs over two buildings, and on all 131K GPUs of two-regions.
   all.push_back({"405B step 16K 2-bldg", "two-buildings", "analytical", nullptr, 0, "", false,
                  step_405b("two-buildings", 128, "analytical")});
@@ -292,18 +311,18 @@ std::vector<Case> cases()
   all.push_back({"405B step 131K 2-region", "two-regions", "flow", nullptr, 600, "< 10 min", true,
                  step_405b("two-regions", 1024, "flow")});
   // Issue 6: the full search of examples/optimize/llama3-405b-16k-two-buildings.json on every core.
-  all.push_back({"optimize 405B 16K 2-bldg", "two-buildings", "search", nullptr, 600, "< 10 min", false,
-                 [](Figures& f) {
-                   auto spec   = optimizer::load_optimize_spec(std::string(SPANSIM_SOURCE_DIR) +
-                                                               "/examples/optimize/llama3-405b-16k-two-buildings.json");
-                   auto start  = Clock::now();
-                   auto result = optimizer::optimize(spec);
-                   f.engine_wall = seconds_since(start);
-                   f.simulated   = *result.ranked.front().refined;
-                   f.transfers   = static_cast<long>(result.scored);
-                   f.gpus        = static_cast<int>(spec.gpus);
-                   f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
-                 }});
+  all.push_back(
+      {"optimize 405B 16K 2-bldg", "two-buildings", "search", nullptr, 600, "< 10 min", false, [](Figures& f) {
+         auto spec     = optimizer::load_optimize_spec(std::string(SPANSIM_SOURCE_DIR) +
+                                                       "/examples/optimize/llama3-405b-16k-two-buildings.json");
+         auto start    = Clock::now();
+         auto result   = optimizer::optimize(spec);
+         f.engine_wall = seconds_since(start);
+         f.simulated   = *result.ranked.front().refined;
+         f.transfers   = static_cast<long>(result.scored);
+         f.gpus        = static_cast<int>(spec.gpus);
+         f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+       }});
   return all;
 }
 

@@ -25,9 +25,9 @@ struct CollectiveOptions {
   bool compare         = false;
   int root             = 0;
   int channels         = 1;
-  int ranks        = 0;
-  int stride       = 1;
-  int first        = 0;
+  int ranks            = 0;
+  int stride           = 1;
+  int first            = 0;
   std::string gpus;
   std::string sizes = "1MiB:1GiB";
   double factor     = 2;
@@ -36,7 +36,7 @@ struct CollectiveOptions {
 
 int parse_int(const std::string& text, const std::string& what)
 {
-  int v     = 0;
+  int v        = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || p != text.data() + text.size() || v < 0)
     throw UsageError("--gpus: \"" + text + "\" is not a GPU index (" + what + ")");
@@ -49,7 +49,7 @@ std::vector<int> parse_gpu_list(const std::string& text)
   std::vector<int> out;
   std::size_t pos = 0;
   while (pos <= text.size()) {
-    auto comma = text.find(',', pos);
+    auto comma       = text.find(',', pos);
     std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     auto dash        = item.find('-');
     if (dash == std::string::npos) {
@@ -87,7 +87,8 @@ std::vector<double> parse_sizes(const std::string& text, double factor)
       std::size_t pos = 0;
       while (pos <= text.size()) {
         auto comma = text.find(',', pos);
-        out.push_back(units::parse_size(text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos)));
+        out.push_back(
+            units::parse_size(text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos)));
         if (comma == std::string::npos)
           break;
         pos = comma + 1;
@@ -145,8 +146,8 @@ void run(const CollectiveOptions& o)
   std::vector<std::string> algorithms; // the policy may pick a different algorithm per size
   std::size_t flows = 0;
   for (double s : sizes) {
-    c.bytes     = s;
-    int begin   = graph.add_delay(0, deps);
+    c.bytes      = s;
+    int begin    = graph.add_delay(0, deps);
     auto lowered = netsim::add_collective(graph, topo, c, {begin});
     begin_ops.push_back(begin);
     end_ops.push_back(lowered.end_op);
@@ -160,7 +161,7 @@ void run(const CollectiveOptions& o)
     points.push_back({s, {}});
   nlohmann::json engines = nlohmann::json::object();
   for (auto f : fidelities) {
-    auto result = netsim::run(topo, graph, f, netsim::EngineOptions{});
+    auto result                   = netsim::run(topo, graph, f, netsim::EngineOptions{});
     engines[netsim::to_string(f)] = result.settings;
     for (std::size_t i = 0; i < sizes.size(); ++i)
       points[i].time.push_back(result.ops[end_ops[i]].end - result.ops[begin_ops[i]].start);
@@ -173,9 +174,10 @@ void run(const CollectiveOptions& o)
     for (std::size_t i = 0; i < points.size(); ++i) {
       nlohmann::json row = {{"bytes", points[i].bytes}, {"algorithm", algorithms[i]}};
       for (std::size_t f = 0; f < fidelities.size(); ++f) {
-        double t     = points[i].time[f];
-        double algbw = points[i].bytes / t;
-        row[netsim::to_string(fidelities[f])] = {{"time_s", t}, {"algbw_Bps", algbw}, {"busbw_Bps", algbw * bus_factor}};
+        double t                              = points[i].time[f];
+        double algbw                          = points[i].bytes / t;
+        row[netsim::to_string(fidelities[f])] = {
+            {"time_s", t}, {"algbw_Bps", algbw}, {"busbw_Bps", algbw * bus_factor}};
       }
       rows.push_back(row);
     }
@@ -189,8 +191,8 @@ void run(const CollectiveOptions& o)
                        {"root", c.root},
                        {"channels", c.channels},
                        {"max_flows_per_call", flows}};
-    j["engines"] = engines;
-    j["results"] = rows;
+    j["engines"]    = engines;
+    j["results"]    = rows;
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -233,13 +235,14 @@ void run(const CollectiveOptions& o)
 
 void add_collective_command(CLI::App& app)
 {
-  auto o   = std::make_shared<CollectiveOptions>();
-  auto* c  = app.add_subcommand("collective", "Sweep a collective's time over message sizes (nccl-tests style)");
+  auto o  = std::make_shared<CollectiveOptions>();
+  auto* c = app.add_subcommand("collective", "Sweep a collective's time over message sizes (nccl-tests style)");
   c->add_option("--topology,-t", o->topology, "Topology file or preset name")->required();
   c->add_option("--op", o->op,
                 "Collective: allreduce, reducescatter, allgather, alltoall, broadcast, reduce, sendrecv");
-  c->add_option("--algo", o->algo, "Algorithm: auto (NCCL-like policy), ring, tree, halving-doubling, direct, "
-                                   "hierarchical");
+  c->add_option("--algo", o->algo,
+                "Algorithm: auto (NCCL-like policy), ring, tree, halving-doubling, direct, "
+                "hierarchical");
   c->add_option("--fidelity", o->fidelity, "Engine: analytical, flow (SimGrid), packet (ns-3)");
   c->add_flag("--compare", o->compare, "Run the three fidelities side by side");
   c->add_option("--root", o->root, "Root rank for broadcast and reduce");

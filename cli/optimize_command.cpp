@@ -80,22 +80,19 @@ void run(const OptimizeOptions& o)
     ranked_files.push_back(write(name, result.ranked[i].point));
   }
   std::string baseline_file = write("baseline", result.baseline.point);
-  std::string single_file   = result.single_change.empty() ? "" : write("single-change", result.best_single_change.point);
+  std::string single_file = result.single_change.empty() ? "" : write("single-change", result.best_single_change.point);
 
-  const auto& best   = result.ranked.front();
-  const double base  = *result.baseline.refined;
-  const double win   = *best.refined;
+  const auto& best  = result.ranked.front();
+  const double base = *result.baseline.refined;
+  const double win  = *best.refined;
   if (o.json) {
     nlohmann::json j;
     j["spansim"] = provenance();
     j["spec"]    = spec.to_json();
-    j["search"]  = {{"points", result.points},
-                    {"feasible", result.feasible},
-                    {"pruned", result.pruned},
-                    {"bound_pruned", result.bound_pruned},
-                    {"scored", result.scored},
-                    {"wall_seconds", result.wall_seconds}};
-    j["ranked"] = nlohmann::json::array();
+    j["search"]  = {{"points", result.points}, {"feasible", result.feasible},
+                    {"pruned", result.pruned}, {"bound_pruned", result.bound_pruned},
+                    {"scored", result.scored}, {"wall_seconds", result.wall_seconds}};
+    j["ranked"]  = nlohmann::json::array();
     for (std::size_t i = 0; i < result.ranked.size(); ++i) {
       auto e        = evaluation_json(result.ranked[i]);
       e["scenario"] = ranked_files[i];

@@ -42,9 +42,9 @@ void run(const RunOptions& o)
     std::cout << summary.dump(2) << "\n";
     return;
   }
-  const auto& m   = summary["metrics"];
-  const auto& cfg = summary["configuration"];
-  const auto& job = cfg["job"];
+  const auto& m     = summary["metrics"];
+  const auto& cfg   = summary["configuration"];
+  const auto& job   = cfg["job"];
   const double step = m["step_time_s"];
   std::cout << "Scenario " << scenario.name << ": " << job["model"].get<std::string>() << " on "
             << job["gpus"].get<long>() << " " << job["gpu"].get<std::string>() << " GPUs of "
@@ -70,12 +70,11 @@ void run(const RunOptions& o)
   print_table(std::cout, headline);
 
   std::cout << "\n";
-  Table parts{"Where the step goes, per pipeline stage (mean and max over stages)",
-              {"part", "mean", "max", "mean share"},
-              {}};
+  Table parts{
+      "Where the step goes, per pipeline stage (mean and max over stages)", {"part", "mean", "max", "mean share"}, {}};
   const auto& agg = summary["breakdown"]["over_stages"];
-  for (const char* p : {"compute", "exposed_tp", "exposed_cp", "exposed_pp", "exposed_dp", "exposed_ep", "bubble",
-                        "idle"}) {
+  for (const char* p :
+       {"compute", "exposed_tp", "exposed_cp", "exposed_pp", "exposed_dp", "exposed_ep", "bubble", "idle"}) {
     const auto& v = agg[std::string(p) + "_s"];
     parts.rows.push_back({p, units::format_time(v["mean"]), units::format_time(v["max"]), pct(v["mean"], step)});
   }

@@ -56,8 +56,8 @@ void describe(const DescribeOptions& o)
   for (const auto& l : topo.links()) {
     auto& row = tiers[static_cast<int>(l.tier)];
     row.links++;
-    row.min_bw = std::min(row.min_bw, l.bandwidth);
-    row.max_bw = std::max(row.max_bw, l.bandwidth);
+    row.min_bw  = std::min(row.min_bw, l.bandwidth);
+    row.max_bw  = std::max(row.max_bw, l.bandwidth);
     row.min_lat = std::min(row.min_lat, l.latency);
     row.max_lat = std::max(row.max_lat, l.latency);
     row.capacity += l.bandwidth;
@@ -91,7 +91,7 @@ void describe(const DescribeOptions& o)
                      {"region_gateways", c.regions > 1 ? c.regions : 0},
                      {"vertices", topo.vertex_kinds().size()},
                      {"links", topo.links().size()}};
-    j["tiers"] = nlohmann::json::array();
+    j["tiers"]    = nlohmann::json::array();
     for (const auto& t : tiers)
       if (t.links > 0)
         j["tiers"].push_back({{"tier", topology::to_string(t.tier)},
@@ -103,10 +103,8 @@ void describe(const DescribeOptions& o)
                               {"capacity_Bps", t.capacity}});
     j["boundaries"] = nlohmann::json::array();
     for (const auto& b : boundaries)
-      j["boundaries"].push_back({{"kind", b.kind},
-                                 {"name", b.name},
-                                 {"boundary_links_Bps", b.boundary_links},
-                                 {"max_flow_Bps", b.max_flow}});
+      j["boundaries"].push_back(
+          {{"kind", b.kind}, {"name", b.name}, {"boundary_links_Bps", b.boundary_links}, {"max_flow_Bps", b.max_flow}});
     if (!o.dot_file.empty())
       j["dot_file"] = o.dot_file;
     std::cout << j.dump(2) << "\n";
@@ -118,8 +116,8 @@ void describe(const DescribeOptions& o)
   if (!s.description.empty())
     std::cout << "  " << s.description << "\n";
   std::cout << "\n"
-            << with_commas(c.gpus) << " GPUs: " << with_commas(c.nodes) << " nodes of " << s.node.gpus << ", "
-            << c.pods << " pod(s) of " << s.pod.nodes << " nodes, " << c.buildings << " building(s), " << c.regions
+            << with_commas(c.gpus) << " GPUs: " << with_commas(c.nodes) << " nodes of " << s.node.gpus << ", " << c.pods
+            << " pod(s) of " << s.pod.nodes << " nodes, " << c.buildings << " building(s), " << c.regions
             << " region(s)\n";
   std::cout << "Scale-out: " << (s.pod.rail_optimized ? "rail-optimized " : "") << s.pod.fabric << ", "
             << units::format_bandwidth(s.pod.nic_bandwidth) << " per GPU, leaf radix " << s.pod.leaf_radix << " ("
@@ -145,8 +143,7 @@ void describe(const DescribeOptions& o)
   print_table(std::cout, t);
   if (!boundaries.empty()) {
     std::cout << "\n";
-    Table b{"Capacity out of each building and region (per direction)", {"boundary", "boundary links", "max-flow"},
-            {}};
+    Table b{"Capacity out of each building and region (per direction)", {"boundary", "boundary links", "max-flow"}, {}};
     for (const auto& row : boundaries)
       b.rows.push_back({row.kind + " " + row.name, units::format_bandwidth(row.boundary_links),
                         units::format_bandwidth(row.max_flow)});
@@ -164,12 +161,17 @@ void add_topology_command(CLI::App& app)
   topo->require_subcommand(1);
   auto options = std::make_shared<DescribeOptions>();
   auto* d = topo->add_subcommand("describe", "GPU, switch and link counts, capacity per tier and across boundaries");
-  d->add_option("topology", options->topology, "Topology file or preset name (" + [] {
-    std::string list;
-    for (const auto& n : topology::preset_names())
-      list += (list.empty() ? "" : ", ") + n;
-    return list;
-  }() + ")")->required();
+  d->add_option(
+       "topology", options->topology,
+       "Topology file or preset name (" +
+           [] {
+             std::string list;
+             for (const auto& n : topology::preset_names())
+               list += (list.empty() ? "" : ", ") + n;
+             return list;
+           }() +
+           ")")
+      ->required();
   d->add_option("--dot", options->dot_file, "Write the graph as Graphviz DOT to this file");
   d->add_flag("--json", options->json, "Print one JSON document");
   d->add_flag("!--no-boundaries", options->boundaries, "Skip the max-flow across building and region boundaries");

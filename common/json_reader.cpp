@@ -182,7 +182,8 @@ std::int64_t ObjectReader::integer(std::string_view key, std::int64_t min, std::
     fail(key, std::string("expected an integer, found ") + (v.is_number() ? "a fractional number" : type_name(v)));
   // Unsigned values beyond int64 are refused as out of range rather than wrapped.
   if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max))
-    fail(key, "value " + v.dump() + " out of range (allowed: " + std::to_string(min) + " to " + std::to_string(max) + ")");
+    fail(key,
+         "value " + v.dump() + " out of range (allowed: " + std::to_string(min) + " to " + std::to_string(max) + ")");
   std::int64_t i = v.get<std::int64_t>();
   if (i < min || i > max)
     fail(key, "value " + std::to_string(i) + " out of range (allowed: " + std::to_string(min) + " to " +

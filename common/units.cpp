@@ -18,19 +18,20 @@ struct Unit {
 };
 
 // Longest suffixes first so that "Gbps" is not read as "bps" with a "G" number tail.
-constexpr std::array kBandwidthUnits{
-    Unit{"Pbps", 1e15 / 8},  Unit{"Tbps", 1e12 / 8},  Unit{"Gbps", 1e9 / 8},    Unit{"Mbps", 1e6 / 8},
-    Unit{"Kbps", 1e3 / 8},   Unit{"kbps", 1e3 / 8},   Unit{"bps", 1.0 / 8},     Unit{"PB/s", 1e15},
-    Unit{"TB/s", 1e12},      Unit{"GB/s", 1e9},       Unit{"MB/s", 1e6},        Unit{"KB/s", 1e3},
-    Unit{"kB/s", 1e3},       Unit{"B/s", 1.0},        Unit{"PBps", 1e15},       Unit{"TBps", 1e12},
-    Unit{"GBps", 1e9},       Unit{"MBps", 1e6},       Unit{"KBps", 1e3},        Unit{"kBps", 1e3},
-    Unit{"Bps", 1.0},        Unit{"GiB/s", 1073741824.0}, Unit{"MiB/s", 1048576.0}};
+constexpr std::array kBandwidthUnits{Unit{"Pbps", 1e15 / 8},      Unit{"Tbps", 1e12 / 8},  Unit{"Gbps", 1e9 / 8},
+                                     Unit{"Mbps", 1e6 / 8},       Unit{"Kbps", 1e3 / 8},   Unit{"kbps", 1e3 / 8},
+                                     Unit{"bps", 1.0 / 8},        Unit{"PB/s", 1e15},      Unit{"TB/s", 1e12},
+                                     Unit{"GB/s", 1e9},           Unit{"MB/s", 1e6},       Unit{"KB/s", 1e3},
+                                     Unit{"kB/s", 1e3},           Unit{"B/s", 1.0},        Unit{"PBps", 1e15},
+                                     Unit{"TBps", 1e12},          Unit{"GBps", 1e9},       Unit{"MBps", 1e6},
+                                     Unit{"KBps", 1e3},           Unit{"kBps", 1e3},       Unit{"Bps", 1.0},
+                                     Unit{"GiB/s", 1073741824.0}, Unit{"MiB/s", 1048576.0}};
 constexpr std::array kTimeUnits{Unit{"ns", 1e-9}, Unit{"us", 1e-6}, Unit{"ms", 1e-3}, Unit{"s", 1.0},
                                 Unit{"min", 60.0}};
-constexpr std::array kSizeUnits{Unit{"KiB", 1024.0},      Unit{"MiB", 1048576.0}, Unit{"GiB", 1073741824.0},
-                                Unit{"TiB", 1099511627776.0}, Unit{"kB", 1e3},     Unit{"KB", 1e3},
-                                Unit{"MB", 1e6},          Unit{"GB", 1e9},        Unit{"TB", 1e12},
-                                Unit{"B", 1.0}};
+constexpr std::array kSizeUnits{
+    Unit{"KiB", 1024.0}, Unit{"MiB", 1048576.0}, Unit{"GiB", 1073741824.0}, Unit{"TiB", 1099511627776.0},
+    Unit{"kB", 1e3},     Unit{"KB", 1e3},        Unit{"MB", 1e6},           Unit{"GB", 1e9},
+    Unit{"TB", 1e12},    Unit{"B", 1.0}};
 constexpr std::array kDistanceUnits{Unit{"km", 1e3}, Unit{"m", 1.0}};
 
 template <std::size_t N>
@@ -69,7 +70,7 @@ double parse_with(std::string_view text, const std::array<Unit, N>& units, const
   std::string_view number = trimmed.substr(0, trimmed.size() - best->suffix.size());
   while (!number.empty() && number.back() == ' ')
     number.remove_suffix(1);
-  double value = 0;
+  double value   = 0;
   auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
   if (ec != std::errc() || ptr != number.data() + number.size())
     return fail("not a number");
@@ -113,8 +114,8 @@ double parse_distance(std::string_view text)
 
 std::string format_bandwidth(double bytes_per_second)
 {
-  return format_scaled(bytes_per_second * 8, {{{1e15, "Pbps"}, {1e12, "Tbps"}, {1e9, "Gbps"}, {1e6, "Mbps"},
-                                               {1e3, "Kbps"}, {1.0, "bps"}}});
+  return format_scaled(bytes_per_second * 8,
+                       {{{1e15, "Pbps"}, {1e12, "Tbps"}, {1e9, "Gbps"}, {1e6, "Mbps"}, {1e3, "Kbps"}, {1.0, "bps"}}});
 }
 std::string format_time(double seconds)
 {
@@ -122,8 +123,9 @@ std::string format_time(double seconds)
 }
 std::string format_size(double bytes)
 {
-  return format_scaled(bytes, {{{1099511627776.0, "TiB"}, {1073741824.0, "GiB"}, {1048576.0, "MiB"}, {1024.0, "KiB"},
-                                {1.0, "B"}, {1.0, "B"}}});
+  return format_scaled(
+      bytes,
+      {{{1099511627776.0, "TiB"}, {1073741824.0, "GiB"}, {1048576.0, "MiB"}, {1024.0, "KiB"}, {1.0, "B"}, {1.0, "B"}}});
 }
 std::string format_distance(double meters)
 {

@@ -167,12 +167,12 @@ private:
 const char* to_string(Fidelity fidelity)
 {
   switch (fidelity) {
-    case Fidelity::analytical:
-      return "analytical";
-    case Fidelity::flow:
-      return "flow";
-    case Fidelity::packet:
-      return "packet";
+  case Fidelity::analytical:
+    return "analytical";
+  case Fidelity::flow:
+    return "flow";
+  case Fidelity::packet:
+    return "packet";
   }
   return "?";
 }
@@ -208,8 +208,8 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
   std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& op = ops[i];
-    if (op.kind == Op::Kind::transfer && (op.src < 0 || op.dst < 0 || op.src >= topology.gpu_count() ||
-                                          op.dst >= topology.gpu_count()))
+    if (op.kind == Op::Kind::transfer &&
+        (op.src < 0 || op.dst < 0 || op.src >= topology.gpu_count() || op.dst >= topology.gpu_count()))
       throw UsageError("flow graph: transfer between GPUs " + std::to_string(op.src) + " and " +
                        std::to_string(op.dst) + " outside the topology's " + std::to_string(topology.gpu_count()) +
                        " GPUs");

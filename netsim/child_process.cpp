@@ -4,9 +4,9 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <iostream>
 #include <cstring>
 #include <exception>
+#include <iostream>
 #include <sys/wait.h>
 #include <unistd.h>
 

@@ -19,20 +19,20 @@ using topology::Topology;
 const char* to_string(CollectiveOp op)
 {
   switch (op) {
-    case CollectiveOp::all_reduce:
-      return "allreduce";
-    case CollectiveOp::reduce_scatter:
-      return "reducescatter";
-    case CollectiveOp::all_gather:
-      return "allgather";
-    case CollectiveOp::all_to_all:
-      return "alltoall";
-    case CollectiveOp::broadcast:
-      return "broadcast";
-    case CollectiveOp::reduce:
-      return "reduce";
-    case CollectiveOp::send_recv:
-      return "sendrecv";
+  case CollectiveOp::all_reduce:
+    return "allreduce";
+  case CollectiveOp::reduce_scatter:
+    return "reducescatter";
+  case CollectiveOp::all_gather:
+    return "allgather";
+  case CollectiveOp::all_to_all:
+    return "alltoall";
+  case CollectiveOp::broadcast:
+    return "broadcast";
+  case CollectiveOp::reduce:
+    return "reduce";
+  case CollectiveOp::send_recv:
+    return "sendrecv";
   }
   return "?";
 }
@@ -40,18 +40,18 @@ const char* to_string(CollectiveOp op)
 const char* to_string(Algorithm algorithm)
 {
   switch (algorithm) {
-    case Algorithm::automatic:
-      return "auto";
-    case Algorithm::ring:
-      return "ring";
-    case Algorithm::tree:
-      return "tree";
-    case Algorithm::halving_doubling:
-      return "halving-doubling";
-    case Algorithm::direct:
-      return "direct";
-    case Algorithm::hierarchical:
-      return "hierarchical";
+  case Algorithm::automatic:
+    return "auto";
+  case Algorithm::ring:
+    return "ring";
+  case Algorithm::tree:
+    return "tree";
+  case Algorithm::halving_doubling:
+    return "halving-doubling";
+  case Algorithm::direct:
+    return "direct";
+  case Algorithm::hierarchical:
+    return "hierarchical";
   }
   return "?";
 }
@@ -68,8 +68,8 @@ CollectiveOp parse_collective_op(std::string_view name)
 
 Algorithm parse_algorithm(std::string_view name)
 {
-  for (auto a : {Algorithm::automatic, Algorithm::ring, Algorithm::tree, Algorithm::halving_doubling,
-                 Algorithm::direct, Algorithm::hierarchical})
+  for (auto a : {Algorithm::automatic, Algorithm::ring, Algorithm::tree, Algorithm::halving_doubling, Algorithm::direct,
+                 Algorithm::hierarchical})
     if (name == to_string(a))
       return a;
   throw UsageError("unknown algorithm \"" + std::string(name) +
@@ -80,16 +80,16 @@ double bus_bandwidth_factor(CollectiveOp op, int ranks)
 {
   const double k = ranks;
   switch (op) {
-    case CollectiveOp::all_reduce:
-      return 2 * (k - 1) / k;
-    case CollectiveOp::reduce_scatter:
-    case CollectiveOp::all_gather:
-    case CollectiveOp::all_to_all:
-      return (k - 1) / k;
-    case CollectiveOp::broadcast:
-    case CollectiveOp::reduce:
-    case CollectiveOp::send_recv:
-      return 1;
+  case CollectiveOp::all_reduce:
+    return 2 * (k - 1) / k;
+  case CollectiveOp::reduce_scatter:
+  case CollectiveOp::all_gather:
+  case CollectiveOp::all_to_all:
+    return (k - 1) / k;
+  case CollectiveOp::broadcast:
+  case CollectiveOp::reduce:
+  case CollectiveOp::send_recv:
+    return 1;
   }
   return 1;
 }
@@ -148,9 +148,9 @@ std::vector<std::pair<int, int>> ring_pairs(const std::vector<int>& gpus)
 /// @brief A group split by node and by building, when it is regular: every node holds the same local GPU
 /// indices of the group, and every building the same number of the group's nodes.
 struct Hierarchy {
-  int per_node      = 0; // L
-  int nodes         = 0; // N
-  int buildings     = 0; // B
+  int per_node  = 0;                     // L
+  int nodes     = 0;                     // N
+  int buildings = 0;                     // B
   std::vector<std::vector<int>> by_node; // by_node[n][l], nodes in first-appearance order
   std::vector<int> building_of_node;
 };
@@ -196,7 +196,6 @@ bool regular_hierarchy(const Topology& t, const std::vector<int>& gpus, Hierarch
   h.building_of_node = std::move(building);
   return true;
 }
-
 
 class Lowering {
 public:
@@ -313,29 +312,29 @@ public:
     const int k      = static_cast<int>(gpus.size());
     std::vector<int> ops;
     switch (op) {
-      case CollectiveOp::all_to_all:
-      case CollectiveOp::all_gather:
-      case CollectiveOp::reduce_scatter:
-        for (int i = 0; i < k; ++i)
-          for (int j = 0; j < k; ++j)
-            if (i != j)
-              transfer(gpus[i], gpus[j], c.matrix.empty() ? c.bytes / k : c.matrix[i][j], deps, ops);
-        return barrier(ops);
-      case CollectiveOp::all_reduce: {
-        int mid = direct(CollectiveOp::reduce_scatter, c, deps);
-        return direct(CollectiveOp::all_gather, c, {mid});
-      }
-      case CollectiveOp::broadcast:
-      case CollectiveOp::reduce:
-        for (int i = 0; i < k; ++i)
-          if (i != c.root) {
-            int a = gpus[c.root], b = gpus[i];
-            op == CollectiveOp::broadcast ? transfer(a, b, c.bytes, deps, ops) : transfer(b, a, c.bytes, deps, ops);
-          }
-        return barrier(ops);
-      case CollectiveOp::send_recv:
-        transfer(gpus[0], gpus[1], c.bytes, deps, ops);
-        return barrier(ops);
+    case CollectiveOp::all_to_all:
+    case CollectiveOp::all_gather:
+    case CollectiveOp::reduce_scatter:
+      for (int i = 0; i < k; ++i)
+        for (int j = 0; j < k; ++j)
+          if (i != j)
+            transfer(gpus[i], gpus[j], c.matrix.empty() ? c.bytes / k : c.matrix[i][j], deps, ops);
+      return barrier(ops);
+    case CollectiveOp::all_reduce: {
+      int mid = direct(CollectiveOp::reduce_scatter, c, deps);
+      return direct(CollectiveOp::all_gather, c, {mid});
+    }
+    case CollectiveOp::broadcast:
+    case CollectiveOp::reduce:
+      for (int i = 0; i < k; ++i)
+        if (i != c.root) {
+          int a = gpus[c.root], b = gpus[i];
+          op == CollectiveOp::broadcast ? transfer(a, b, c.bytes, deps, ops) : transfer(b, a, c.bytes, deps, ops);
+        }
+      return barrier(ops);
+    case CollectiveOp::send_recv:
+      transfer(gpus[0], gpus[1], c.bytes, deps, ops);
+      return barrier(ops);
     }
     return barrier(deps);
   }
@@ -350,7 +349,7 @@ public:
       ends.push_back(ring(CollectiveOp::reduce_scatter, node, bytes, deps));
     int phase1 = barrier(ends);
     ends.clear();
-    const double shard = bytes / h.per_node;
+    const double shard     = bytes / h.per_node;
     const int per_building = h.nodes / h.buildings;
     for (int l = 0; l < h.per_node; ++l) {
       std::vector<int> rail;
@@ -433,18 +432,17 @@ void validate(const Topology& t, const Collective& c)
 std::vector<Algorithm> applicable(CollectiveOp op)
 {
   switch (op) {
-    case CollectiveOp::all_reduce:
-      return {Algorithm::ring, Algorithm::tree, Algorithm::halving_doubling, Algorithm::direct,
-              Algorithm::hierarchical};
-    case CollectiveOp::reduce_scatter:
-    case CollectiveOp::all_gather:
-      return {Algorithm::ring, Algorithm::halving_doubling, Algorithm::direct};
-    case CollectiveOp::all_to_all:
-    case CollectiveOp::send_recv:
-      return {Algorithm::direct};
-    case CollectiveOp::broadcast:
-    case CollectiveOp::reduce:
-      return {Algorithm::ring, Algorithm::tree, Algorithm::direct};
+  case CollectiveOp::all_reduce:
+    return {Algorithm::ring, Algorithm::tree, Algorithm::halving_doubling, Algorithm::direct, Algorithm::hierarchical};
+  case CollectiveOp::reduce_scatter:
+  case CollectiveOp::all_gather:
+    return {Algorithm::ring, Algorithm::halving_doubling, Algorithm::direct};
+  case CollectiveOp::all_to_all:
+  case CollectiveOp::send_recv:
+    return {Algorithm::direct};
+  case CollectiveOp::broadcast:
+  case CollectiveOp::reduce:
+    return {Algorithm::ring, Algorithm::tree, Algorithm::direct};
   }
   return {};
 }
@@ -503,7 +501,7 @@ Algorithm choose_algorithm(const Topology& topology, const std::vector<Collectiv
 Lowered add_collective(FlowGraph& graph, const Topology& topology, const Collective& c, const std::vector<int>& deps)
 {
   validate(topology, c);
-  Algorithm a = c.algorithm == Algorithm::automatic ? default_algorithm(topology, c) : c.algorithm;
+  Algorithm a  = c.algorithm == Algorithm::automatic ? default_algorithm(topology, c) : c.algorithm;
   auto allowed = applicable(c.op);
   if (std::find(allowed.begin(), allowed.end(), a) == allowed.end()) {
     std::string list;
@@ -515,33 +513,33 @@ Lowered add_collective(FlowGraph& graph, const Topology& topology, const Collect
   Lowering low(graph, topology, c.channels);
   int end = 0;
   switch (a) {
-    case Algorithm::ring:
-      end = (c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce)
-                ? low.chain(c.op, c.gpus, c.root, c.bytes, deps)
-                : low.ring(c.op, c.gpus, c.bytes, deps);
-      break;
-    case Algorithm::tree:
-      end = low.tree(c.op, c.gpus, c.root, c.bytes, deps);
-      break;
-    case Algorithm::halving_doubling:
-      if (!is_power_of_two(c.gpus.size()))
-        throw UsageError("halving-doubling needs a power-of-two group; this one has " +
-                         std::to_string(c.gpus.size()) + " GPUs");
-      end = low.halving_doubling(c.op, c.gpus, c.bytes, deps);
-      break;
-    case Algorithm::direct:
-      end = low.direct(c.op, c, deps);
-      break;
-    case Algorithm::hierarchical: {
-      Hierarchy h;
-      if (!regular_hierarchy(topology, c.gpus, h))
-        throw UsageError("hierarchical all-reduce needs a regular group: the same local GPUs on every node and "
-                         "the same number of nodes in every building");
-      end = low.hierarchical(h, c.bytes, deps);
-      break;
-    }
-    case Algorithm::automatic:
-      break;
+  case Algorithm::ring:
+    end = (c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce)
+              ? low.chain(c.op, c.gpus, c.root, c.bytes, deps)
+              : low.ring(c.op, c.gpus, c.bytes, deps);
+    break;
+  case Algorithm::tree:
+    end = low.tree(c.op, c.gpus, c.root, c.bytes, deps);
+    break;
+  case Algorithm::halving_doubling:
+    if (!is_power_of_two(c.gpus.size()))
+      throw UsageError("halving-doubling needs a power-of-two group; this one has " + std::to_string(c.gpus.size()) +
+                       " GPUs");
+    end = low.halving_doubling(c.op, c.gpus, c.bytes, deps);
+    break;
+  case Algorithm::direct:
+    end = low.direct(c.op, c, deps);
+    break;
+  case Algorithm::hierarchical: {
+    Hierarchy h;
+    if (!regular_hierarchy(topology, c.gpus, h))
+      throw UsageError("hierarchical all-reduce needs a regular group: the same local GPUs on every node and "
+                       "the same number of nodes in every building");
+    end = low.hierarchical(h, c.bytes, deps);
+    break;
+  }
+  case Algorithm::automatic:
+    break;
   }
   return {end, a, low.flows()};
 }

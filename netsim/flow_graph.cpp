@@ -50,12 +50,12 @@ RunResult run(const topology::Topology& topology, const FlowGraph& graph, Fideli
               const EngineOptions& options)
 {
   switch (fidelity) {
-    case Fidelity::analytical:
-      return run_analytical(topology, graph);
-    case Fidelity::flow:
-      return run_flow(topology, graph, options.simgrid);
-    case Fidelity::packet:
-      return run_packet(topology, graph, options.packet);
+  case Fidelity::analytical:
+    return run_analytical(topology, graph);
+  case Fidelity::flow:
+    return run_flow(topology, graph, options.simgrid);
+  case Fidelity::packet:
+    return run_packet(topology, graph, options.packet);
   }
   throw UsageError("unknown fidelity");
 }

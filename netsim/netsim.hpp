@@ -22,10 +22,10 @@ namespace spansim::netsim {
 struct Op {
   enum class Kind { transfer, delay };
   Kind kind       = Kind::delay;
-  int src         = -1; ///< source GPU (transfer)
-  int dst         = -1; ///< destination GPU (transfer)
-  double bytes    = 0;  ///< transfer size
-  double duration = 0;  ///< delay length in seconds
+  int src         = -1;  ///< source GPU (transfer)
+  int dst         = -1;  ///< destination GPU (transfer)
+  double bytes    = 0;   ///< transfer size
+  double duration = 0;   ///< delay length in seconds
   std::vector<int> deps; ///< ops that must end before this one starts (always earlier indices)
 };
 
@@ -91,21 +91,21 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
 
 /// @brief Packet-level (ns-3) settings, all pinned and reported with every result.
 struct PacketSettings {
-  std::string transport       = "dctcp"; ///< "dctcp" (ECN marking on RED queues) or "newreno"
-  int mtu                     = 9000;    ///< bytes: jumbo frames
-  int segment_size            = 8948;    ///< TCP payload per segment: MTU - 52 bytes of IP and TCP headers
-  int send_size               = 65536;   ///< bytes handed to the socket per write
-  double socket_buffer        = 0;       ///< bytes; 0: sized from the bandwidth-delay product
-  int initial_cwnd            = 10;      ///< segments
-  double min_rto              = 1e-3;    ///< seconds
-  double delayed_ack          = 1e-4;    ///< seconds
-  int queue_packets           = 1000;    ///< per port
-  int ecn_threshold           = 20;      ///< packets (lower bound of the DCTCP marking threshold)
-  int device_queue_packets    = 1;       ///< per device, below the queue disc: marking then sees the backlog
-  std::uint32_t seed          = 1;       ///< ns-3 RNG seed
-  int max_gpus                = 1024;    ///< refuse larger runs: packet level is for hundreds of GPUs
-  double max_total_bytes      = 16.0 * 1073741824.0;
-  int max_transfers           = 100000;
+  std::string transport    = "dctcp"; ///< "dctcp" (ECN marking on RED queues) or "newreno"
+  int mtu                  = 9000;    ///< bytes: jumbo frames
+  int segment_size         = 8948;    ///< TCP payload per segment: MTU - 52 bytes of IP and TCP headers
+  int send_size            = 65536;   ///< bytes handed to the socket per write
+  double socket_buffer     = 0;       ///< bytes; 0: sized from the bandwidth-delay product
+  int initial_cwnd         = 10;      ///< segments
+  double min_rto           = 1e-3;    ///< seconds
+  double delayed_ack       = 1e-4;    ///< seconds
+  int queue_packets        = 1000;    ///< per port
+  int ecn_threshold        = 20;      ///< packets (lower bound of the DCTCP marking threshold)
+  int device_queue_packets = 1;       ///< per device, below the queue disc: marking then sees the backlog
+  std::uint32_t seed       = 1;       ///< ns-3 RNG seed
+  int max_gpus             = 1024;    ///< refuse larger runs: packet level is for hundreds of GPUs
+  double max_total_bytes   = 16.0 * 1073741824.0;
+  int max_transfers        = 100000;
 
   /// @brief The effective settings for results.
   nlohmann::json to_json() const;

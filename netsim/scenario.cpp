@@ -26,8 +26,8 @@ constexpr const char* kCauseNames[] = {"tp", "cp", "pp", "dp", "ep", "bubble", "
 // A path in a scenario: as given, next to the scenario file, or in the source tree (examples/...).
 std::string resolve(const std::string& name, const std::string& scenario_file)
 {
-  for (const fs::path& candidate : {fs::path(name), fs::path(scenario_file).parent_path() / name,
-                                    fs::path(SPANSIM_DATA_DIR) / name})
+  for (const fs::path& candidate :
+       {fs::path(name), fs::path(scenario_file).parent_path() / name, fs::path(SPANSIM_DATA_DIR) / name})
     if (fs::exists(candidate))
       return candidate.string();
   return name;
@@ -138,40 +138,39 @@ ScenarioRun run_scenario(const Scenario& scenario)
   json algorithms;
   for (std::size_t d = 0; d < kTrafficDims.size(); ++d)
     algorithms[std::string(workload::traffic_name(kTrafficDims[d]))] = to_string(scenario.options.algorithms[d]);
-  const auto& job = scenario.job;
-  j["configuration"] = {
-      {"topology", scenario.topology.to_json()},
-      {"job",
-       {{"name", job.name},
-        {"file", job.file},
-        {"model", job.model.name},
-        {"gpu", job.gpu.name},
-        {"gpus", job.gpus},
-        {"tp", job.parallelism.tp},
-        {"cp", job.parallelism.cp},
-        {"pp", job.parallelism.pp},
-        {"dp", job.parallelism.dp},
-        {"ep", job.parallelism.ep},
-        {"micro_batches", job.micro_batches()},
-        {"tokens_per_step", job.tokens_per_step()}}},
-      {"placement", {{"order", place.order()}, {"buildings", out.placement.buildings_used}}},
-      {"fidelity", to_string(scenario.options.fidelity)},
-      {"collectives", {{"algorithms", algorithms}, {"channels", scenario.options.channels}}},
-      {"engine", r.engine}};
-  j["metrics"] = {{"step_time_s", r.step_time},
-                  {"tokens_per_s", r.tokens_per_second},
-                  {"model_flops_per_step", r.model_flops},
-                  {"tflops_per_gpu", r.tflops_per_gpu},
-                  {"mfu", r.mfu},
-                  {"flow_graph_ops", r.flow_ops},
-                  {"transfers", r.transfers.size()}};
+  const auto& job    = scenario.job;
+  j["configuration"] = {{"topology", scenario.topology.to_json()},
+                        {"job",
+                         {{"name", job.name},
+                          {"file", job.file},
+                          {"model", job.model.name},
+                          {"gpu", job.gpu.name},
+                          {"gpus", job.gpus},
+                          {"tp", job.parallelism.tp},
+                          {"cp", job.parallelism.cp},
+                          {"pp", job.parallelism.pp},
+                          {"dp", job.parallelism.dp},
+                          {"ep", job.parallelism.ep},
+                          {"micro_batches", job.micro_batches()},
+                          {"tokens_per_step", job.tokens_per_step()}}},
+                        {"placement", {{"order", place.order()}, {"buildings", out.placement.buildings_used}}},
+                        {"fidelity", to_string(scenario.options.fidelity)},
+                        {"collectives", {{"algorithms", algorithms}, {"channels", scenario.options.channels}}},
+                        {"engine", r.engine}};
+  j["metrics"]       = {{"step_time_s", r.step_time},
+                        {"tokens_per_s", r.tokens_per_second},
+                        {"model_flops_per_step", r.model_flops},
+                        {"tflops_per_gpu", r.tflops_per_gpu},
+                        {"mfu", r.mfu},
+                        {"flow_graph_ops", r.flow_ops},
+                        {"transfers", r.transfers.size()}};
 
   // Per stage, and the mean and max over stages.
   json stages = json::array();
   std::array<double, 9> mean{}, worst{};
   for (const auto& b : r.stages) {
-    std::array<double, 9> v{b.compute, b.exposed[0], b.exposed[1], b.exposed[2], b.exposed[3], b.exposed[4],
-                            b.bubble, b.idle, sum_exposed(b)};
+    std::array<double, 9> v{b.compute,    b.exposed[0], b.exposed[1], b.exposed[2],  b.exposed[3],
+                            b.exposed[4], b.bubble,     b.idle,       sum_exposed(b)};
     json e = {{"stage", b.stage}, {"compute_s", b.compute}, {"bubble_s", b.bubble}, {"idle_s", b.idle}};
     for (std::size_t d = 0; d < kTrafficDims.size(); ++d)
       e["exposed_" + std::string(workload::traffic_name(kTrafficDims[d])) + "_s"] = b.exposed[d];
@@ -181,8 +180,8 @@ ScenarioRun run_scenario(const Scenario& scenario)
       worst[k] = std::max(worst[k], v[k]);
     }
   }
-  const char* parts[] = {"compute", "exposed_tp", "exposed_cp", "exposed_pp", "exposed_dp",
-                         "exposed_ep", "bubble", "idle", "exposed_total"};
+  const char* parts[] = {"compute",    "exposed_tp", "exposed_cp", "exposed_pp",   "exposed_dp",
+                         "exposed_ep", "bubble",     "idle",       "exposed_total"};
   json agg;
   for (std::size_t k = 0; k < mean.size(); ++k)
     agg[std::string(parts[k]) + "_s"] = {{"mean", mean[k]}, {"max", worst[k]}};
@@ -192,7 +191,9 @@ ScenarioRun run_scenario(const Scenario& scenario)
   json sampled = json::array();
   for (int s = 0; s < job.parallelism.pp; ++s) {
     int gpu = place.stage_gpus(s).front();
-    sampled.push_back({{"stage", s}, {"ranks_in_stage", place.stage_gpus(s).size()}, {"gpu", gpu},
+    sampled.push_back({{"stage", s},
+                       {"ranks_in_stage", place.stage_gpus(s).size()},
+                       {"gpu", gpu},
                        {"gpu_name", topo.vertex_name(gpu)}});
   }
   j["breakdown"]["stage_ranks"] = sampled;
@@ -233,11 +234,11 @@ ScenarioRun run_scenario(const Scenario& scenario)
     json& list       = link.tier == topology::Tier::nvlink ? top_nvlink : top;
     if (list.size() >= 10)
       continue;
-    list.push_back({{"link", topo.vertex_name(forward ? link.a : link.b) + " -> " +
-                                 topo.vertex_name(forward ? link.b : link.a)},
-                    {"tier", topology::to_string(link.tier)},
-                    {"bytes", r.link_bytes[directed]},
-                    {"utilisation", util}});
+    list.push_back(
+        {{"link", topo.vertex_name(forward ? link.a : link.b) + " -> " + topo.vertex_name(forward ? link.b : link.a)},
+         {"tier", topology::to_string(link.tier)},
+         {"bytes", r.link_bytes[directed]},
+         {"utilisation", util}});
   }
   json boundaries = json::array();
   for (int b = 0; b < topo.building_count() && topo.building_count() > 1; ++b) {
@@ -260,7 +261,8 @@ ScenarioRun run_scenario(const Scenario& scenario)
                           {"bytes_in", in_bytes},
                           {"mean_utilisation_out", r.step_time > 0 ? out_bytes / (capacity * r.step_time) : 0}});
   }
-  j["network"] = {{"tiers", tiers}, {"boundaries", boundaries}, {"busiest_links", top}, {"busiest_nvlinks", top_nvlink}};
+  j["network"] = {
+      {"tiers", tiers}, {"boundaries", boundaries}, {"busiest_links", top}, {"busiest_nvlinks", top_nvlink}};
 
   // Boundary links over time: each transfer's bytes spread evenly over its lifetime, in 50 bins.
   const int bins = 50;
@@ -293,14 +295,14 @@ ScenarioRun run_scenario(const Scenario& scenario)
     for (double bytes : v)
       util.push_back(bytes / (link.bandwidth * r.step_time / bins));
     bool forward = dl % 2 == 0;
-    over_time.push_back({{"link", topo.vertex_name(forward ? link.a : link.b) + " -> " +
-                                      topo.vertex_name(forward ? link.b : link.a)},
-                         {"tier", topology::to_string(link.tier)},
-                         {"bin_seconds", r.step_time / bins},
-                         {"utilisation", util}});
+    over_time.push_back(
+        {{"link", topo.vertex_name(forward ? link.a : link.b) + " -> " + topo.vertex_name(forward ? link.b : link.a)},
+         {"tier", topology::to_string(link.tier)},
+         {"bin_seconds", r.step_time / bins},
+         {"utilisation", util}});
   }
   j["network"]["boundary_utilisation_over_time"] = over_time;
-  j["placement"] = out.placement.to_json();
+  j["placement"]                                 = out.placement.to_json();
 
   // What the CSV and the trace need of the step graph, kept small.
   json programs = json::array();
@@ -311,7 +313,7 @@ ScenarioRun run_scenario(const Scenario& scenario)
                      op.chunk, op.micro_batch, op.bytes * std::max(1, op.count)});
     programs.push_back({{"stage", st.stage}, {"chunk_layers", st.chunk_layers}, {"ops", ops}});
   }
-  out.summary = j;
+  out.summary              = j;
   out.summary["_programs"] = programs; // removed before writing summary.json
   return out;
 }
@@ -383,7 +385,7 @@ std::vector<std::string> write_outputs(const Scenario& scenario, const ScenarioR
 
   // Perfetto / Chrome trace: one process per traced stage, one thread per stream; boundary links as counters.
   {
-    json events = json::array();
+    json events             = json::array();
     std::vector<int> stages = scenario.trace_stages;
     if (stages.empty())
       for (int s = 0; s < std::min<int>(16, static_cast<int>(programs.size())); ++s)
@@ -391,37 +393,48 @@ std::vector<std::string> write_outputs(const Scenario& scenario, const ScenarioR
     const char* threads[] = {"compute", "tp", "cp", "pp", "dp", "ep"};
     for (int s : stages) {
       const auto& who = run.summary["breakdown"]["stage_ranks"][s];
-      events.push_back({{"ph", "M"},
-                        {"name", "process_name"},
-                        {"pid", s},
-                        {"args",
-                         {{"name", "stage " + std::to_string(s) + " (" + who["gpu_name"].get<std::string>() + " and " +
-                                       std::to_string(who["ranks_in_stage"].get<int>() - 1) + " ranks in lockstep)"}}}});
+      events.push_back(
+          {{"ph", "M"},
+           {"name", "process_name"},
+           {"pid", s},
+           {"args",
+            {{"name", "stage " + std::to_string(s) + " (" + who["gpu_name"].get<std::string>() + " and " +
+                          std::to_string(who["ranks_in_stage"].get<int>() - 1) + " ranks in lockstep)"}}}});
       for (int t = 0; t < 6; ++t)
-        events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", s}, {"tid", t}, {"args", {{"name", threads[t]}}}});
+        events.push_back(
+            {{"ph", "M"}, {"name", "thread_name"}, {"pid", s}, {"tid", t}, {"args", {{"name", threads[t]}}}});
       const auto& ops = programs[s]["ops"];
       for (std::size_t i = 0; i < ops.size(); ++i) {
         std::string kind = ops[i][0], traffic = ops[i][1];
-        int tid          = 0;
+        int tid = 0;
         for (int t = 1; t < 6; ++t)
           if (traffic == threads[t] && kind != "forward" && kind != "backward" && kind != "recompute" &&
               kind != "optimizer")
             tid = t;
         double start = r.ops[s][i].active, end = r.ops[s][i].end;
-        json args    = {{"chunk", ops[i][2]}, {"micro_batch", ops[i][3]}};
+        json args = {{"chunk", ops[i][2]}, {"micro_batch", ops[i][3]}};
         if (tid > 0)
           args["bytes"] = ops[i][4];
-        events.push_back({{"ph", "X"}, {"name", kind}, {"pid", s}, {"tid", tid}, {"ts", start * 1e6},
-                          {"dur", std::max(0.0, end - start) * 1e6}, {"args", args}});
+        events.push_back({{"ph", "X"},
+                          {"name", kind},
+                          {"pid", s},
+                          {"tid", tid},
+                          {"ts", start * 1e6},
+                          {"dur", std::max(0.0, end - start) * 1e6},
+                          {"args", args}});
       }
     }
     const int links_pid = 100000;
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", links_pid}, {"args", {{"name", "boundary links"}}}});
+    events.push_back(
+        {{"ph", "M"}, {"name", "process_name"}, {"pid", links_pid}, {"args", {{"name", "boundary links"}}}});
     for (const auto& s : run.summary["network"]["boundary_utilisation_over_time"]) {
       double width = s["bin_seconds"];
       int k        = 0;
       for (const auto& u : s["utilisation"]) {
-        events.push_back({{"ph", "C"}, {"name", s["link"]}, {"pid", links_pid}, {"ts", k * width * 1e6},
+        events.push_back({{"ph", "C"},
+                          {"name", s["link"]},
+                          {"pid", links_pid},
+                          {"ts", k * width * 1e6},
                           {"args", {{"utilisation", u}}}});
         ++k;
       }

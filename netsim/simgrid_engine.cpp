@@ -173,8 +173,8 @@ std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGra
 
   const auto& ops = graph.ops();
   const auto n    = ops.size();
-  Schedule s{ops, platform, platform.host(0), std::vector<OpTiming>(n), std::vector<int>(n),
-             std::vector<int>(n + 1, 0), {}, 0};
+  Schedule s{ops, platform, platform.host(0), std::vector<OpTiming>(n), std::vector<int>(n), std::vector<int>(n + 1, 0),
+             {},  0};
   for (std::size_t i = 0; i < n; ++i) {
     s.remaining[i] = static_cast<int>(ops[i].deps.size());
     for (int d : ops[i].deps)
@@ -218,11 +218,12 @@ nlohmann::json SimgridSettings::to_json() const
 {
   nlohmann::json config = nlohmann::json::object();
   for (const auto& line : config_lines()) {
-    auto colon                  = line.find(':');
+    auto colon                    = line.find(':');
     config[line.substr(0, colon)] = line.substr(colon + 1);
   }
   return {{"engine", "simgrid"},
-          {"simgrid_version", std::to_string(SIMGRID_VERSION_MAJOR) + "." + std::to_string(SIMGRID_VERSION_MINOR) + "." + std::to_string(SIMGRID_VERSION_PATCH)},
+          {"simgrid_version", std::to_string(SIMGRID_VERSION_MAJOR) + "." + std::to_string(SIMGRID_VERSION_MINOR) +
+                                  "." + std::to_string(SIMGRID_VERSION_PATCH)},
           {"config", config},
           {"gpu_speed_flops", gpu_speed}};
 }
@@ -230,8 +231,8 @@ nlohmann::json SimgridSettings::to_json() const
 RunResult run_flow(const topology::Topology& topology, const FlowGraph& graph, const SimgridSettings& settings)
 {
   for (const auto& op : graph.ops())
-    if (op.kind == Op::Kind::transfer && (op.src < 0 || op.dst < 0 || op.src >= topology.gpu_count() ||
-                                          op.dst >= topology.gpu_count()))
+    if (op.kind == Op::Kind::transfer &&
+        (op.src < 0 || op.dst < 0 || op.src >= topology.gpu_count() || op.dst >= topology.gpu_count()))
       throw UsageError("flow graph: transfer between GPUs " + std::to_string(op.src) + " and " +
                        std::to_string(op.dst) + " outside the topology's " + std::to_string(topology.gpu_count()) +
                        " GPUs");

@@ -30,8 +30,7 @@ public:
   void register_gpu(const skr::NetPoint* point, int gpu) { gpu_of_[point] = gpu; }
   void set_spine(const skr::NetPoint* point) { spine_ = point; }
 
-  void get_local_route(const skr::NetPoint* src, const skr::NetPoint* dst, skr::Route* into,
-                       double* latency) override
+  void get_local_route(const skr::NetPoint* src, const skr::NetPoint* dst, skr::Route* into, double* latency) override
   {
     std::vector<Hop> hops;
     if (src == spine_)
@@ -115,7 +114,7 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
     if (wanted(g))
       leaf_used[topology.locate(g).leaf] = true;
 
-  auto* root = sg4::create_full_zone("spansim");
+  auto* root     = sg4::create_full_zone("spansim");
   auto make_link = [&](sg4::NetZone* zone, int id) {
     auto* link = zone->create_split_duplex_link(link_name(topology, id), tl[id].bandwidth);
     link->set_latency(tl[id].latency);
@@ -143,8 +142,8 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
   int pods_per_building = spec.building.pods;
   int gpus_per_pod      = spec.pod.nodes * spec.node.gpus;
   for (int b = 0; b < counts.buildings; ++b) {
-    auto* region   = region_zones[topology.region_of_building(b)];
-    auto* building = child_full_zone(topology.building_name(b), region);
+    auto* region      = region_zones[topology.region_of_building(b)];
+    auto* building    = child_full_zone(topology.building_name(b), region);
     building_zones[b] = building;
     std::vector<sg4::NetZone*> pod_zones;
     std::vector<skr::NetPoint*> spines;

@@ -36,16 +36,16 @@ bool is_p2p(OpKind k)
 CollectiveOp collective_of(OpKind k)
 {
   switch (k) {
-    case OpKind::all_reduce:
-      return CollectiveOp::all_reduce;
-    case OpKind::all_gather:
-      return CollectiveOp::all_gather;
-    case OpKind::reduce_scatter:
-      return CollectiveOp::reduce_scatter;
-    case OpKind::all_to_all:
-      return CollectiveOp::all_to_all;
-    default:
-      throw SimulationError("not a collective op");
+  case OpKind::all_reduce:
+    return CollectiveOp::all_reduce;
+  case OpKind::all_gather:
+    return CollectiveOp::all_gather;
+  case OpKind::reduce_scatter:
+    return CollectiveOp::reduce_scatter;
+  case OpKind::all_to_all:
+    return CollectiveOp::all_to_all;
+  default:
+    throw SimulationError("not a collective op");
   }
 }
 
@@ -312,9 +312,9 @@ private:
   std::map<std::tuple<int, int, std::int64_t>, int> recvs_; // (from, to, tag) -> op in to's program
   std::map<std::pair<int, unsigned>, std::vector<std::vector<int>>> groups_;
   std::set<std::pair<int, int>> mirrors_;
-  std::map<std::tuple<int, unsigned, int, double>, double> isolated_; ///< collapsed collectives' durations
-  std::map<std::tuple<int, int, double>, double> isolated_p2p_;       ///< collapsed pipeline transfers
-  std::map<std::tuple<int, unsigned, int, double>, Algorithm> chosen_;  ///< `auto` resolved per op pattern
+  std::map<std::tuple<int, unsigned, int, double>, double> isolated_;  ///< collapsed collectives' durations
+  std::map<std::tuple<int, int, double>, double> isolated_p2p_;        ///< collapsed pipeline transfers
+  std::map<std::tuple<int, unsigned, int, double>, Algorithm> chosen_; ///< `auto` resolved per op pattern
 };
 
 } // namespace
@@ -340,7 +340,7 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   for (auto [from, to] : lowering.mirrors())
     for (int dir = 0; dir < 2; ++dir)
       r.link_bytes[2 * topology.nvlink_link(to) + dir] += r.link_bytes[2 * topology.nvlink_link(from) + dir];
-  r.step_time  = run_result.makespan;
+  r.step_time        = run_result.makespan;
   const auto& timing = run_result.ops;
   for (std::size_t k = 0; k < flow_graph.ops().size(); ++k) {
     const auto& op = flow_graph.ops()[k];
@@ -363,7 +363,7 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   for (std::size_t s = 0; s < graph.stages.size(); ++s)
     for (std::size_t i = 0; i < graph.stages[s].ops.size(); ++i)
       if (is_p2p(graph.stages[s].ops[i].kind)) {
-        auto [ps, pi]       = lowering.peer_of(static_cast<int>(s), static_cast<int>(i));
+        auto [ps, pi]      = lowering.peer_of(static_cast<int>(s), static_cast<int>(i));
         r.ops[s][i].active = std::max(r.ops[s][i].start, r.ops[ps][pi].start);
       }
 
@@ -374,8 +374,8 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   for (std::size_t s = 0; s < graph.stages.size(); ++s) {
     const auto& ops = graph.stages[s].ops;
     StageBreakdown b;
-    b.stage    = static_cast<int>(s);
-    double now = 0;
+    b.stage     = static_cast<int>(s);
+    double now  = 0;
     auto charge = [&](int op, int cause, double seconds) {
       if (seconds <= 0)
         return;
@@ -395,8 +395,8 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
     for (std::size_t i = 0; i < ops.size(); ++i) {
       if (!is_compute(ops[i].kind))
         continue;
-      const auto& t   = r.ops[s][i];
-      const double a  = now, gap_end = t.start;
+      const auto& t  = r.ops[s][i];
+      const double a = now, gap_end = t.start;
       std::vector<Busy> busy;
       bool waited_for_peer = false;
       if (gap_end > a) {
@@ -409,9 +409,9 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
           frontier.pop_back();
           if (seen[d] || is_compute(ops[d].kind) || r.ops[s][d].end <= a)
             continue;
-          seen[d]          = true;
-          const auto& dep  = ops[d];
-          const int cause  = traffic_index(dep.traffic);
+          seen[d]         = true;
+          const auto& dep = ops[d];
+          const int cause = traffic_index(dep.traffic);
           if (is_p2p(dep.kind)) {
             busy.push_back({r.ops[s][d].active, r.ops[s][d].end, 1, cause});
             waited_for_peer = waited_for_peer || r.ops[s][d].end >= gap_end;
@@ -447,13 +447,13 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
     r.stages.push_back(b);
   }
 
-  const auto& job   = graph.job;
-  auto summary      = workload::summarize(graph);
-  r.model_flops     = summary.model_flops;
+  const auto& job     = graph.job;
+  auto summary        = workload::summarize(graph);
+  r.model_flops       = summary.model_flops;
   r.tokens_per_second = r.step_time > 0 ? job.tokens_per_step() / r.step_time : 0;
-  r.tflops_per_gpu  = r.step_time > 0 ? r.model_flops / r.step_time / static_cast<double>(job.gpus) / 1e12 : 0;
-  const double peak = job.precision == workload::Precision::fp8 ? job.gpu.peak_fp8_flops : job.gpu.peak_bf16_flops;
-  r.mfu             = peak > 0 ? r.tflops_per_gpu * 1e12 / peak : 0;
+  r.tflops_per_gpu    = r.step_time > 0 ? r.model_flops / r.step_time / static_cast<double>(job.gpus) / 1e12 : 0;
+  const double peak   = job.precision == workload::Precision::fp8 ? job.gpu.peak_fp8_flops : job.gpu.peak_bf16_flops;
+  r.mfu               = peak > 0 ? r.tflops_per_gpu * 1e12 / peak : 0;
   return r;
 }
 

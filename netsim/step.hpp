@@ -20,9 +20,8 @@
 namespace spansim::netsim {
 
 /// @brief The traffic dimensions, in the order used by per-dimension arrays.
-inline constexpr std::array<workload::Traffic, 5> kTrafficDims{workload::Traffic::tp, workload::Traffic::cp,
-                                                               workload::Traffic::pp, workload::Traffic::dp,
-                                                               workload::Traffic::ep};
+inline constexpr std::array<workload::Traffic, 5> kTrafficDims{
+    workload::Traffic::tp, workload::Traffic::cp, workload::Traffic::pp, workload::Traffic::dp, workload::Traffic::ep};
 
 /// @brief Options of a step simulation.
 struct StepOptions {
@@ -43,8 +42,8 @@ struct StageBreakdown {
   int stage      = 0;
   double compute = 0;
   std::array<double, 5> exposed{}; ///< communication the compute stream waited for, per dimension
-  double bubble  = 0;              ///< waiting for another stage (pipeline fill and drain)
-  double idle    = 0;              ///< done before the step ended (others were slower)
+  double bubble = 0;               ///< waiting for another stage (pipeline fill and drain)
+  double idle   = 0;               ///< done before the step ended (others were slower)
 };
 
 /// @brief Start and end of one op of a stage program.
@@ -56,9 +55,9 @@ struct StepOpTiming {
 
 /// @brief What a compute op waited for before it could start (one gap of the compute stream).
 struct Wait {
-  int stage = 0;
-  int op    = 0;     ///< the compute op that waited (index in the stage program); -1: the end of the step
-  int cause = 0;     ///< 0-4: exposed communication of kTrafficDims[cause]; 5: bubble; 6: idle
+  int stage      = 0;
+  int op         = 0; ///< the compute op that waited (index in the stage program); -1: the end of the step
+  int cause      = 0; ///< 0-4: exposed communication of kTrafficDims[cause]; 5: bubble; 6: idle
   double seconds = 0;
 };
 inline constexpr int kWaitBubble = 5;
@@ -84,8 +83,8 @@ struct StepResult {
   /// @brief Per link and direction, as RunResult::link_bytes; NVLinks of groups a representative stood for
   /// carry the representative's bytes.
   std::vector<double> link_bytes;
-  std::size_t flow_ops = 0;       ///< ops of the lowered flow graph
-  nlohmann::json engine;          ///< effective engine settings
+  std::size_t flow_ops = 0; ///< ops of the lowered flow graph
+  nlohmann::json engine;    ///< effective engine settings
 };
 
 /// @brief Lowers the placed step graph to a flow graph and runs it at the chosen fidelity.

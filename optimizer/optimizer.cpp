@@ -79,7 +79,7 @@ std::vector<std::string> parallel_map(std::size_t n, int workers, const std::fun
         std::uint64_t header[2] = {i, r.size()};
         std::string record(reinterpret_cast<const char*>(header), sizeof header);
         record += r;
-        const char* p = record.data();
+        const char* p    = record.data();
         std::size_t left = record.size();
         while (left > 0) {
           ssize_t k = ::write(fds[1], p, left);
@@ -129,14 +129,14 @@ std::vector<std::string> parallel_map(std::size_t n, int workers, const std::fun
 
 json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
 {
-  json par = {{"tp", p.tp},       {"cp", p.cp},       {"pp", p.pp},
-              {"dp", p.dp},       {"ep", p.ep},       {"data_parallel", p.data_parallel},
+  json par = {{"tp", p.tp},      {"cp", p.cp}, {"pp", p.pp},
+              {"dp", p.dp},      {"ep", p.ep}, {"data_parallel", p.data_parallel},
               {"order", p.order}};
   if (p.data_parallel != "ddp")
     par["reshard_after_forward"] = p.reshard_after_forward;
   if (p.data_parallel == "hsdp")
     par["hsdp_shard_size"] = std::max(1, p.dp / std::max(1, buildings)); // one replica group per building
-  json batch          = spec.batch;
+  json batch           = spec.batch;
   batch["micro_batch"] = p.micro_batch;
   json schedule        = {{"kind", p.schedule}};
   if (p.schedule == "interleaved-1f1b")
@@ -154,9 +154,9 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
 netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool collapse)
 {
   netsim::StepOptions o;
-  o.fidelity               = fidelity;
-  o.collapse_communication = collapse;
-  o.channels               = p.channels;
+  o.fidelity                                                 = fidelity;
+  o.collapse_communication                                   = collapse;
+  o.channels                                                 = p.channels;
   o.algorithms[netsim::traffic_index(workload::Traffic::dp)] = netsim::parse_algorithm(p.dp_algorithm);
   return o;
 }
@@ -190,8 +190,11 @@ json metrics_of(const netsim::StepResult& r, const topology::Topology& topo, boo
   }
   for (const auto& s : r.stages)
     bubble += s.bubble / static_cast<double>(r.stages.size());
-  json m = {{"step_time_s", r.step_time}, {"mfu", r.mfu}, {"tflops_per_gpu", r.tflops_per_gpu},
-            {"exposed_s", exposed},       {"bubble_s", bubble}};
+  json m = {{"step_time_s", r.step_time},
+            {"mfu", r.mfu},
+            {"tflops_per_gpu", r.tflops_per_gpu},
+            {"exposed_s", exposed},
+            {"bubble_s", bubble}};
   if (with_links) {
     double across_buildings = 0, across_regions = 0;
     for (std::size_t l = 0; l < topo.links().size(); ++l) {
@@ -226,9 +229,9 @@ Built build(const OptimizeSpec& spec, const topology::Topology& topo, const Poin
 json score_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
 {
   try {
-    auto b     = build(spec, topo, p);
-    double lb  = workload::compute_makespan(b.graph);
-    auto r     = netsim::simulate_step(topo, b.graph, *b.place, step_options(p, netsim::Fidelity::analytical, true));
+    auto b    = build(spec, topo, p);
+    double lb = workload::compute_makespan(b.graph);
+    auto r    = netsim::simulate_step(topo, b.graph, *b.place, step_options(p, netsim::Fidelity::analytical, true));
     return {{"score", r.step_time}, {"lower_bound", lb}, {"metrics", metrics_of(r, topo, false)}};
   } catch (const SpecError& e) {
     return {{"reason", reason_of(e)}};
@@ -262,8 +265,20 @@ std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std
                       for (const auto& rc : s.recompute)
                         for (const auto& algo : s.dp_algorithm)
                           for (int ch : s.channels) {
-                            Point p{tp, cp, pp, 1, ep, dpm, dpm == "ddp" ? false : reshard, mb, sched,
-                                    sched == "interleaved-1f1b" ? v : 1, order, rc, algo, ch};
+                            Point p{tp,
+                                    cp,
+                                    pp,
+                                    1,
+                                    ep,
+                                    dpm,
+                                    dpm == "ddp" ? false : reshard,
+                                    mb,
+                                    sched,
+                                    sched == "interleaved-1f1b" ? v : 1,
+                                    order,
+                                    rc,
+                                    algo,
+                                    ch};
                             const std::int64_t model_ranks = std::int64_t(tp) * cp * pp;
                             if (spec.gpus % model_ranks != 0) {
                               pruned["gpus not divisible by tp x cp x pp"]++;
@@ -284,10 +299,10 @@ Point with(const Point& base, const std::string& knob, const json& value)
 {
   Point p = base;
   if (knob == "tp" || knob == "cp" || knob == "pp") {
-    const std::int64_t total = std::int64_t(base.tp) * base.cp * base.pp * base.dp;
+    const std::int64_t total                           = std::int64_t(base.tp) * base.cp * base.pp * base.dp;
     (knob == "tp" ? p.tp : knob == "cp" ? p.cp : p.pp) = value.get<int>();
-    const std::int64_t model = std::int64_t(p.tp) * p.cp * p.pp;
-    p.dp                     = total % model == 0 ? static_cast<int>(total / model) : 0;
+    const std::int64_t model                           = std::int64_t(p.tp) * p.cp * p.pp;
+    p.dp                                               = total % model == 0 ? static_cast<int>(total / model) : 0;
   } else if (knob == "ep")
     p.ep = value;
   else if (knob == "data_parallel")
@@ -394,9 +409,10 @@ OptimizeSpec load_optimize_spec(const std::string& path)
                     "micro_batch, which is searched");
   if (r.has("buildings"))
     spec.buildings = r.strings("buildings");
-  spec.top_k  = static_cast<int>(r.optional_integer("top_k", 1, 1000).value_or(20));
+  spec.top_k   = static_cast<int>(r.optional_integer("top_k", 1, 1000).value_or(20));
   spec.workers = static_cast<int>(r.optional_integer("workers", 0, 256).value_or(0));
-  spec.seed    = static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::numeric_limits<std::int64_t>::max()).value_or(1));
+  spec.seed =
+      static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::numeric_limits<std::int64_t>::max()).value_or(1));
   if (r.has("refine_fidelity")) {
     try {
       spec.refine = netsim::parse_fidelity(r.string("refine_fidelity"));
@@ -418,7 +434,8 @@ OptimizeSpec load_optimize_spec(const std::string& path)
         out.push_back(x.get<int>());
       }
     };
-    auto strings = [&](const char* key, std::vector<std::string>& out, std::initializer_list<std::string_view> allowed) {
+    auto strings = [&](const char* key, std::vector<std::string>& out,
+                       std::initializer_list<std::string_view> allowed) {
       if (!s->has(key))
         return;
       auto v = s->strings(key);
@@ -579,7 +596,8 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
         s += (s.empty() ? "" : ", ") + reason + " " + std::to_string(n);
       return s;
     }() + ")");
-  std::stable_sort(scored.begin(), scored.end(), [](const Evaluation& a, const Evaluation& b) { return a.score < b.score; });
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const Evaluation& a, const Evaluation& b) { return a.score < b.score; });
 
   // The production default: order [tp, cp, pp, dp] (DP across the boundary), 1F1B; the best such point scored.
   auto is_default = [&](const Point& p) {
@@ -606,7 +624,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
 
   // The best single change from it: one knob at a time, over the values of the space.
   std::vector<std::pair<std::string, json>> changes;
-  const auto& s = spec.space;
+  const auto& s  = spec.space;
   const Point& b = baseline->point;
   for (int v : s.tp)
     if (v != b.tp)
@@ -654,12 +672,12 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
       single = Evaluation{with(b, changes[i].first, changes[i].second), j["lower_bound"], j["score"], std::nullopt,
                           j["metrics"]};
       auto v = changes[i].second;
-      result.single_change =
-          changes[i].first + " = " +
-          (changes[i].first == "schedule"
-               ? (v[0].get<std::string>() + (v[0] == "interleaved-1f1b" ? " (v" + std::to_string(v[1].get<int>()) + ")" : ""))
-               : changes[i].first == "order" ? "[" + join(v.get<std::vector<std::string>>()) + "]"
-                                             : (v.is_string() ? v.get<std::string>() : v.dump()));
+      result.single_change = changes[i].first + " = " +
+                             (changes[i].first == "schedule"
+                                  ? (v[0].get<std::string>() +
+                                     (v[0] == "interleaved-1f1b" ? " (v" + std::to_string(v[1].get<int>()) + ")" : ""))
+                              : changes[i].first == "order" ? "[" + join(v.get<std::vector<std::string>>()) + "]"
+                                                            : (v.is_string() ? v.get<std::string>() : v.dump()));
     }
   }
 

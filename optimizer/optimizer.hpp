@@ -50,10 +50,10 @@ struct OptimizeSpec {
   nlohmann::json batch; ///< a job's batch object without micro_batch (searched)
   std::vector<std::string> buildings;
   SearchSpace space;
-  int top_k                   = 20;
-  netsim::Fidelity refine     = netsim::Fidelity::flow;
-  int workers                 = 0; ///< child processes; 0: one per core
-  std::uint64_t seed          = 1; ///< recorded; the search itself has no randomness
+  int top_k               = 20;
+  netsim::Fidelity refine = netsim::Fidelity::flow;
+  int workers             = 0; ///< child processes; 0: one per core
+  std::uint64_t seed      = 1; ///< recorded; the search itself has no randomness
 
   /// @brief The effective spec as JSON (for results).
   nlohmann::json to_json() const;
@@ -65,7 +65,7 @@ OptimizeSpec load_optimize_spec(const std::string& path);
 /// @brief One point of the search space.
 struct Point {
   int tp = 1, cp = 1, pp = 1, dp = 1, ep = 1;
-  std::string data_parallel = "fsdp";
+  std::string data_parallel  = "fsdp";
   bool reshard_after_forward = false;
   int micro_batch            = 1;
   std::string schedule       = "1f1b";
@@ -84,23 +84,23 @@ struct Point {
 /// @brief A point and what is known of it.
 struct Evaluation {
   Point point;
-  double lower_bound = 0; ///< compute and pipeline bubble with free communication
-  double score       = 0; ///< collapsed analytical step time
+  double lower_bound = 0;        ///< compute and pipeline bubble with free communication
+  double score       = 0;        ///< collapsed analytical step time
   std::optional<double> refined; ///< step time at the refine fidelity
   nlohmann::json metrics;        ///< of the most faithful run: step, MFU, exposed communication per dimension
 };
 
 /// @brief The outcome of a search.
 struct OptimizeResult {
-  std::size_t points = 0;
+  std::size_t points   = 0;
   std::size_t feasible = 0;
   std::map<std::string, std::size_t> pruned; ///< infeasible points by reason
   std::size_t bound_pruned = 0;              ///< feasible points skipped: their bound could not enter the best K
   std::size_t scored       = 0;
-  std::vector<Evaluation> ranked;            ///< the refined best K, fastest first
-  Evaluation baseline;                       ///< production default: order [tp, cp, pp, dp], DP across, 1F1B
-  Evaluation best_single_change;             ///< the best one-knob change from the baseline
-  std::string single_change;                 ///< which knob, e.g. "order = [tp, cp, dp, pp]"
+  std::vector<Evaluation> ranked; ///< the refined best K, fastest first
+  Evaluation baseline;            ///< production default: order [tp, cp, pp, dp], DP across, 1F1B
+  Evaluation best_single_change;  ///< the best one-knob change from the baseline
+  std::string single_change;      ///< which knob, e.g. "order = [tp, cp, dp, pp]"
   double wall_seconds = 0;
 };
 

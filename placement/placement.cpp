@@ -50,10 +50,10 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
     : topology_(topology), par_(job.parallelism)
 {
   auto fail = [&](const std::string& why) { throw SpecError(job.file, where, why); };
-  order_ = spec.order.empty() ? par_.order : spec.order;
+  order_    = spec.order.empty() ? par_.order : spec.order;
   if (order_.size() != 4)
     fail("the rank order must name tp, cp, pp and dp");
-  degree_ = {par_.tp, par_.cp, par_.pp, par_.dp};
+  degree_    = {par_.tp, par_.cp, par_.pp, par_.dp};
   int stride = 1;
   for (const auto& name : order_) {
     int d = dim_index(name);
@@ -68,8 +68,8 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
          " GPUs");
 
   // Buildings: named ones, or as many as needed from the first.
-  const auto& counts        = topology.counts();
-  const std::int64_t per_b  = counts.gpus / counts.buildings;
+  const auto& counts       = topology.counts();
+  const std::int64_t per_b = counts.gpus / counts.buildings;
   if (spec.buildings.empty()) {
     std::int64_t needed = (job.gpus + per_b - 1) / per_b;
     if (needed > counts.buildings)
@@ -189,7 +189,7 @@ std::vector<int> Placement::stage_gpus(int stage) const
 
 int Placement::peer_gpu(int gpu_of_rank, int stage) const
 {
-  int r = rank_of_gpu_.at(gpu_of_rank);
+  int r  = rank_of_gpu_.at(gpu_of_rank);
   auto c = coordinates(r);
   c.pp   = stage;
   return gpus_[rank_of(c)];
@@ -232,10 +232,10 @@ PlacementReport Placement::report(const workload::StepGraph& graph) const
         members = &it->second;
         name    = workload::group_name(op.group);
       }
-      auto& row   = rows[name];
-      row.group   = name;
-      row.traffic = std::string(workload::traffic_name(op.traffic));
-      row.size    = send ? 2 : op.group.size;
+      auto& row           = rows[name];
+      row.group           = name;
+      row.traffic         = std::string(workload::traffic_name(op.traffic));
+      row.size            = send ? 2 : op.group.size;
       const int key_stage = (!send && (op.group.dims & workload::kPp)) ? -1 : stage.stage;
       if (counted.insert({key_stage, dims}).second)
         for (const auto& g : *members) {

@@ -40,14 +40,14 @@ struct Coordinates {
 
 /// @brief How many groups of one kind cross each level of the hierarchy.
 struct GroupCrossing {
-  std::string group;      ///< e.g. "dp", "cp+dp"
-  std::string traffic;    ///< tp, cp, pp, dp, ep
-  int size          = 0;  ///< ranks per group
-  int groups        = 0;  ///< groups of this kind in the job
-  int across_nodes  = 0;  ///< groups spanning more than one node
-  int across_pods   = 0;
-  int across_buildings = 0;
-  int across_regions   = 0;
+  std::string group;                 ///< e.g. "dp", "cp+dp"
+  std::string traffic;               ///< tp, cp, pp, dp, ep
+  int size                      = 0; ///< ranks per group
+  int groups                    = 0; ///< groups of this kind in the job
+  int across_nodes              = 0; ///< groups spanning more than one node
+  int across_pods               = 0;
+  int across_buildings          = 0;
+  int across_regions            = 0;
   double bytes_across_buildings = 0; ///< per step, ring lowering, whole job
   double bytes_across_regions   = 0;
 };

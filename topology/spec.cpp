@@ -162,8 +162,8 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file)
     root.strings("sources"); // free text citations, kept in the file for readers
 
   {
-    auto r             = root.object("node");
-    s.node.gpus        = static_cast<int>(r.integer("gpus", 1, 1024));
+    auto r                  = root.object("node");
+    s.node.gpus             = static_cast<int>(r.integer("gpus", 1, 1024));
     s.node.nvlink_bandwidth = r.bandwidth("nvlink_bandwidth");
     s.node.nvlink_latency   = r.time("nvlink_latency");
     r.finish();
@@ -191,10 +191,10 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file)
                                " GPUs of a node: without rails a whole node must sit under one leaf");
   }
   {
-    auto r                                 = root.object("building");
-    s.building.pods                        = static_cast<int>(r.integer("pods", 1, 100'000));
+    auto r                                  = root.object("building");
+    s.building.pods                         = static_cast<int>(r.integer("pods", 1, 100'000));
     s.building.aggregation_oversubscription = r.number("aggregation_oversubscription", 1, 1000);
-    s.building.aggregation_latency         = r.time("aggregation_latency");
+    s.building.aggregation_latency          = r.time("aggregation_latency");
     r.finish();
   }
 
@@ -246,7 +246,7 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file)
                       " are supported");
 
   if (auto r = root.optional_object("inter_building")) {
-    s.inter_building           = read_long_link(*r, nullptr);
+    s.inter_building = read_long_link(*r, nullptr);
     // Overrides name buildings of one region: links only join buildings of the same region.
     s.inter_building_overrides = read_overrides(*r, s.inter_building, building_names, "building");
     for (const auto& ov : s.inter_building_overrides) {
@@ -284,25 +284,25 @@ json TopologySpec::to_json() const
   json regions_json = json::array();
   for (const auto& r : regions)
     regions_json.push_back({{"name", r.name}, {"buildings", r.buildings}});
-  json j = {{"name", name},
-            {"node",
-             {{"gpus", node.gpus},
-              {"nvlink_bandwidth", bw(node.nvlink_bandwidth)},
-              {"nvlink_latency", tm(node.nvlink_latency)}}},
-            {"pod",
-             {{"nodes", pod.nodes},
-              {"rail_optimized", pod.rail_optimized},
-              {"nic_bandwidth", bw(pod.nic_bandwidth)},
-              {"leaf_radix", pod.leaf_radix},
-              {"spine_radix", pod.spine_radix},
-              {"oversubscription", pod.oversubscription},
-              {"link_latency", tm(pod.link_latency)},
-              {"fabric", pod.fabric}}},
-            {"building",
-             {{"pods", building.pods},
-              {"aggregation_oversubscription", building.aggregation_oversubscription},
-              {"aggregation_latency", tm(building.aggregation_latency)}}},
-            {"regions", regions_json}};
+  json j              = {{"name", name},
+                         {"node",
+                          {{"gpus", node.gpus},
+                           {"nvlink_bandwidth", bw(node.nvlink_bandwidth)},
+                           {"nvlink_latency", tm(node.nvlink_latency)}}},
+                         {"pod",
+                          {{"nodes", pod.nodes},
+                           {"rail_optimized", pod.rail_optimized},
+                           {"nic_bandwidth", bw(pod.nic_bandwidth)},
+                           {"leaf_radix", pod.leaf_radix},
+                           {"spine_radix", pod.spine_radix},
+                           {"oversubscription", pod.oversubscription},
+                           {"link_latency", tm(pod.link_latency)},
+                           {"fabric", pod.fabric}}},
+                         {"building",
+                          {{"pods", building.pods},
+                           {"aggregation_oversubscription", building.aggregation_oversubscription},
+                           {"aggregation_latency", tm(building.aggregation_latency)}}},
+                         {"regions", regions_json}};
   auto overrides_json = [](const std::vector<LinkOverride>& ovs) {
     json a = json::array();
     for (const auto& ov : ovs) {

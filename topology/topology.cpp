@@ -28,18 +28,18 @@ namespace spansim::topology {
 const char* to_string(VertexKind kind)
 {
   switch (kind) {
-    case VertexKind::gpu:
-      return "gpu";
-    case VertexKind::nvswitch:
-      return "nvswitch";
-    case VertexKind::leaf:
-      return "leaf";
-    case VertexKind::spine:
-      return "spine";
-    case VertexKind::aggregation:
-      return "aggregation";
-    case VertexKind::region_gateway:
-      return "region_gateway";
+  case VertexKind::gpu:
+    return "gpu";
+  case VertexKind::nvswitch:
+    return "nvswitch";
+  case VertexKind::leaf:
+    return "leaf";
+  case VertexKind::spine:
+    return "spine";
+  case VertexKind::aggregation:
+    return "aggregation";
+  case VertexKind::region_gateway:
+    return "region_gateway";
   }
   return "?";
 }
@@ -47,20 +47,20 @@ const char* to_string(VertexKind kind)
 const char* to_string(Tier tier)
 {
   switch (tier) {
-    case Tier::nvlink:
-      return "nvlink";
-    case Tier::nic:
-      return "nic";
-    case Tier::leaf_spine:
-      return "leaf_spine";
-    case Tier::pod_aggregation:
-      return "pod_aggregation";
-    case Tier::inter_building:
-      return "inter_building";
-    case Tier::building_uplink:
-      return "building_uplink";
-    case Tier::inter_region:
-      return "inter_region";
+  case Tier::nvlink:
+    return "nvlink";
+  case Tier::nic:
+    return "nic";
+  case Tier::leaf_spine:
+    return "leaf_spine";
+  case Tier::pod_aggregation:
+    return "pod_aggregation";
+  case Tier::inter_building:
+    return "inter_building";
+  case Tier::building_uplink:
+    return "building_uplink";
+  case Tier::inter_region:
+    return "inter_region";
   }
   return "?";
 }
@@ -128,7 +128,7 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
   // A leaf's uplink is its up ports at port speed, scaled down for a partly filled leaf so that it keeps the
   // oversubscription ratio (nobody cables 32 uplinks to a leaf with 16 GPUs). ECMP over the physical spines
   // is taken as ideal: one spine vertex per pod.
-  leaf_uplink_base_ = static_cast<int>(links_.size());
+  leaf_uplink_base_        = static_cast<int>(links_.size());
   double pod_leaf_capacity = 0;
   for (int l = 0; l < counts_.leaves_per_pod; ++l) {
     double up = leaf_gpus(l) * pod.nic_bandwidth * counts_.leaf_up_ports / counts_.leaf_down_ports;
@@ -137,8 +137,7 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
   for (int l = 0; l < counts_.leaves; ++l) {
     int in_pod = static_cast<int>(l % counts_.leaves_per_pod);
     add_link(Tier::leaf_spine, leaf_vertex(l), spine_vertex(static_cast<int>(l / counts_.leaves_per_pod)),
-             leaf_gpus(in_pod) * pod.nic_bandwidth * counts_.leaf_up_ports / counts_.leaf_down_ports,
-             pod.link_latency);
+             leaf_gpus(in_pod) * pod.nic_bandwidth * counts_.leaf_up_ports / counts_.leaf_down_ports, pod.link_latency);
   }
 
   pod_uplink_base_ = static_cast<int>(links_.size());
@@ -153,8 +152,8 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
     int n     = static_cast<int>(spec_.regions[r].buildings.size());
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n; ++j) {
-        const auto& l = long_link_for(spec_.inter_building_overrides, spec_.inter_building,
-                                      building_names_[first + i], building_names_[first + j]);
+        const auto& l = long_link_for(spec_.inter_building_overrides, spec_.inter_building, building_names_[first + i],
+                                      building_names_[first + j]);
         add_link(Tier::inter_building, aggregation_vertex(first + i), aggregation_vertex(first + j), l.bandwidth,
                  l.latency);
       }
@@ -169,8 +168,7 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
     int n              = static_cast<int>(counts_.regions);
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n; ++j) {
-        const auto& l =
-            long_link_for(spec_.inter_region_overrides, spec_.inter_region, region_name(i), region_name(j));
+        const auto& l = long_link_for(spec_.inter_region_overrides, spec_.inter_region, region_name(i), region_name(j));
         add_link(Tier::inter_region, region_gateway_vertex(i), region_gateway_vertex(j), l.bandwidth, l.latency);
       }
   }
@@ -206,17 +204,17 @@ const LongLinkSpec& Topology::long_link_for(const std::vector<LinkOverride>& ove
 
 GpuLocation Topology::locate(int gpu) const
 {
-  const auto& pod   = spec_.pod;
-  const int gpn     = spec_.node.gpus;
+  const auto& pod = spec_.pod;
+  const int gpn   = spec_.node.gpus;
   GpuLocation loc{};
-  loc.node          = gpu / gpn;
-  loc.local         = gpu % gpn;
-  loc.pod           = loc.node / pod.nodes;
-  loc.building      = loc.pod / spec_.building.pods;
-  loc.region        = building_region_[loc.building];
-  int node_in_pod   = loc.node % pod.nodes;
-  const int down    = counts_.leaf_down_ports;
-  int leaf_in_pod   = 0;
+  loc.node        = gpu / gpn;
+  loc.local       = gpu % gpn;
+  loc.pod         = loc.node / pod.nodes;
+  loc.building    = loc.pod / spec_.building.pods;
+  loc.region      = building_region_[loc.building];
+  int node_in_pod = loc.node % pod.nodes;
+  const int down  = counts_.leaf_down_ports;
+  int leaf_in_pod = 0;
   if (pod.rail_optimized) {
     int leaves_per_rail = (pod.nodes + down - 1) / down;
     leaf_in_pod         = loc.local * leaves_per_rail + node_in_pod / down;
@@ -307,31 +305,31 @@ double Topology::route_bandwidth(const std::vector<Hop>& route) const
 std::string Topology::vertex_name(int v) const
 {
   switch (vertex_kind_[v]) {
-    case VertexKind::gpu: {
-      auto loc = locate(v);
-      return building_names_[loc.building] + "/pod" + std::to_string(loc.pod % spec_.building.pods) + "/node" +
-             std::to_string(loc.node % spec_.pod.nodes) + "/gpu" + std::to_string(loc.local);
-    }
-    case VertexKind::nvswitch: {
-      int n = v - nvswitch_base_;
-      int p = n / spec_.pod.nodes;
-      return building_names_[p / spec_.building.pods] + "/pod" + std::to_string(p % spec_.building.pods) + "/node" +
-             std::to_string(n % spec_.pod.nodes) + "/nvswitch";
-    }
-    case VertexKind::leaf: {
-      int l = v - leaf_base_;
-      int p = static_cast<int>(l / counts_.leaves_per_pod);
-      return building_names_[p / spec_.building.pods] + "/pod" + std::to_string(p % spec_.building.pods) + "/leaf" +
-             std::to_string(l % counts_.leaves_per_pod);
-    }
-    case VertexKind::spine: {
-      int p = v - spine_base_;
-      return building_names_[p / spec_.building.pods] + "/pod" + std::to_string(p % spec_.building.pods) + "/spine";
-    }
-    case VertexKind::aggregation:
-      return building_names_[v - aggregation_base_] + "/aggregation";
-    case VertexKind::region_gateway:
-      return spec_.regions[v - gateway_base_].name + "/gateway";
+  case VertexKind::gpu: {
+    auto loc = locate(v);
+    return building_names_[loc.building] + "/pod" + std::to_string(loc.pod % spec_.building.pods) + "/node" +
+           std::to_string(loc.node % spec_.pod.nodes) + "/gpu" + std::to_string(loc.local);
+  }
+  case VertexKind::nvswitch: {
+    int n = v - nvswitch_base_;
+    int p = n / spec_.pod.nodes;
+    return building_names_[p / spec_.building.pods] + "/pod" + std::to_string(p % spec_.building.pods) + "/node" +
+           std::to_string(n % spec_.pod.nodes) + "/nvswitch";
+  }
+  case VertexKind::leaf: {
+    int l = v - leaf_base_;
+    int p = static_cast<int>(l / counts_.leaves_per_pod);
+    return building_names_[p / spec_.building.pods] + "/pod" + std::to_string(p % spec_.building.pods) + "/leaf" +
+           std::to_string(l % counts_.leaves_per_pod);
+  }
+  case VertexKind::spine: {
+    int p = v - spine_base_;
+    return building_names_[p / spec_.building.pods] + "/pod" + std::to_string(p % spec_.building.pods) + "/spine";
+  }
+  case VertexKind::aggregation:
+    return building_names_[v - aggregation_base_] + "/aggregation";
+  case VertexKind::region_gateway:
+    return spec_.regions[v - gateway_base_].name + "/gateway";
   }
   return "?";
 }
@@ -364,8 +362,8 @@ double Topology::max_flow_out(const std::vector<bool>& inside) const
   auto capacity     = boost::get(boost::edge_capacity, g);
   auto reverse      = boost::get(boost::edge_reverse, g);
   auto add          = [&](std::size_t a, std::size_t b, double c) {
-    FlowEdge e  = boost::add_edge(a, b, g).first;
-    FlowEdge re = boost::add_edge(b, a, g).first;
+    FlowEdge e   = boost::add_edge(a, b, g).first;
+    FlowEdge re  = boost::add_edge(b, a, g).first;
     capacity[e]  = c;
     capacity[re] = 0;
     reverse[e]   = re;
@@ -426,8 +424,8 @@ void Topology::write_dot(std::ostream& out) const
     out << "  v" << v << " [label=\"" << vertex_name(static_cast<int>(v)) << "\", class=\""
         << to_string(vertex_kind_[v]) << "\"];\n";
   for (const auto& l : links_)
-    out << "  v" << l.a << " -- v" << l.b << " [tier=\"" << to_string(l.tier) << "\", bandwidth_Gbps="
-        << l.bandwidth * 8 / 1e9 << ", latency_us=" << l.latency * 1e6 << "];\n";
+    out << "  v" << l.a << " -- v" << l.b << " [tier=\"" << to_string(l.tier)
+        << "\", bandwidth_Gbps=" << l.bandwidth * 8 / 1e9 << ", latency_us=" << l.latency * 1e6 << "];\n";
   out << "}\n";
 }
 

@@ -28,8 +28,8 @@ struct PodSpec {
   double nic_bandwidth    = 0; ///< bytes/s per GPU per direction; also the switch port speed
   int leaf_radix          = 64;
   int spine_radix         = 64;
-  double oversubscription = 1; ///< leaf downlink : uplink ports
-  double link_latency     = 0; ///< seconds per link (GPU <-> leaf, leaf <-> spine)
+  double oversubscription = 1;      ///< leaf downlink : uplink ports
+  double link_latency     = 0;      ///< seconds per link (GPU <-> leaf, leaf <-> spine)
   std::string fabric      = "roce"; ///< "roce" or "ib": a label for reports
 };
 
@@ -136,7 +136,7 @@ using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, 
 /// @brief Counts of the modelled and physical elements of a topology.
 struct Counts {
   std::int64_t gpus, nodes, pods, buildings, regions;
-  std::int64_t leaves;          ///< modelled one vertex each
+  std::int64_t leaves; ///< modelled one vertex each
   std::int64_t leaves_per_pod;
   std::int64_t physical_spines; ///< from leaf uplinks and spine radix; modelled as one vertex per pod
   int leaf_down_ports, leaf_up_ports;

@@ -63,7 +63,8 @@ TEST_CASE("bad topology files: one line on stderr naming file and JSON path, exi
       {"syntax_error.json", "", "invalid JSON"},
       {"not_an_object.json", "at $:", "expected an object"},
       {"unknown_key.json", "at $.node:", "unknown key \"nvlink_lanes\" (allowed here: gpus, nvlink_bandwidth"},
-      {"misspelt_key.json", "at $.node:", "missing required key \"nvlink_latency\" (is \"nvlink_latnecy\" a misspelling"},
+      {"misspelt_key.json",
+       "at $.node:", "missing required key \"nvlink_latency\" (is \"nvlink_latnecy\" a misspelling"},
       {"missing_key.json", "at $.pod:", "missing required key \"nic_bandwidth\""},
       {"unknown_unit.json", "at $.pod.nic_bandwidth:", "missing or unknown unit"},
       {"number_without_unit.json", "at $.pod.nic_bandwidth:", "with a unit"},
@@ -136,7 +137,8 @@ TEST_CASE("topology describe --json prints one document with counts, tiers and b
 TEST_CASE("topology describe --dot writes Graphviz with every vertex and link", "[cli]")
 {
   std::string dot = "/tmp/spansim-test-" + std::to_string(::getpid()) + ".dot";
-  auto r          = spansim("topology describe " + std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json --json --dot " + dot);
+  auto r =
+      spansim("topology describe " + std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json --json --dot " + dot);
   REQUIRE(r.exit_code == 0);
   auto j        = nlohmann::json::parse(r.out);
   std::string g = slurp(dot);
@@ -276,11 +278,12 @@ TEST_CASE("run: bad scenarios give one line and exit code 2", "[cli][run]")
   std::remove(path.c_str());
 }
 
-TEST_CASE("optimize: the printed scenarios reproduce the reported times and speedup with spansim run", "[cli][optimizer]")
+TEST_CASE("optimize: the printed scenarios reproduce the reported times and speedup with spansim run",
+          "[cli][optimizer]")
 {
   std::string out = "/tmp/spansim-opt-" + std::to_string(::getpid());
-  auto r = spansim("optimize " + std::string(SPANSIM_SOURCE_DIR) + "/examples/optimize/llama3-8b-two-regions.json --top-k 2 --out " +
-                   out + " --json");
+  auto r          = spansim("optimize " + std::string(SPANSIM_SOURCE_DIR) +
+                            "/examples/optimize/llama3-8b-two-regions.json --top-k 2 --out " + out + " --json");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);

@@ -23,15 +23,15 @@ topology::Topology preset(const char* name)
 // tiny.json reshaped into one region of two buildings, so that one inter-building link joins them.
 topology::Topology two_buildings(double link_bandwidth, int nodes, int gpus_per_node)
 {
-  auto spec        = topology::load_topology_spec(std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json");
-  spec.regions     = {{"campus", {"b0", "b1"}}};
-  spec.node.gpus   = gpus_per_node;
-  spec.pod.nodes   = nodes;
+  auto spec          = topology::load_topology_spec(std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json");
+  spec.regions       = {{"campus", {"b0", "b1"}}};
+  spec.node.gpus     = gpus_per_node;
+  spec.pod.nodes     = nodes;
   spec.building.pods = 1;
   spec.building.aggregation_oversubscription = 1; // pods never the bottleneck: only the link is
-  spec.inter_building.bandwidth = link_bandwidth;
-  spec.inter_region             = {};
-  spec.building_uplink_bandwidth = 0;
+  spec.inter_building.bandwidth              = link_bandwidth;
+  spec.inter_region                          = {};
+  spec.building_uplink_bandwidth             = 0;
   return topology::Topology(spec);
 }
 
@@ -55,8 +55,8 @@ double simulate(const topology::Topology& t, const Collective& c, Fidelity f)
 void expect_within(const std::string& what, double expected, double actual, double tolerance)
 {
   double rel = std::fabs(actual - expected) / expected;
-  std::cout << what << ": expected " << expected * 1e6 << " us, actual " << actual * 1e6 << " us (rel. error "
-            << rel << ", tolerance " << tolerance << ")\n";
+  std::cout << what << ": expected " << expected * 1e6 << " us, actual " << actual * 1e6 << " us (rel. error " << rel
+            << ", tolerance " << tolerance << ")\n";
   INFO(what << ": expected " << expected << ", actual " << actual << ", rel. error " << rel);
   CHECK(rel <= tolerance);
 }
@@ -88,7 +88,8 @@ const Case kCases[] = {
      [](double k, double s, double b, double a) { return (k - 1) / k * s / b + (k - 1) * a; }},
     {CollectiveOp::all_gather, Algorithm::ring,
      [](double k, double s, double b, double a) { return (k - 1) / k * s / b + (k - 1) * a; }},
-    {CollectiveOp::broadcast, Algorithm::ring, [](double k, double s, double b, double a) { return s / b + (k - 1) * a; }},
+    {CollectiveOp::broadcast, Algorithm::ring,
+     [](double k, double s, double b, double a) { return s / b + (k - 1) * a; }},
     {CollectiveOp::reduce, Algorithm::ring, [](double k, double s, double b, double a) { return s / b + (k - 1) * a; }},
     // Double binary tree: each rank is interior in one tree (3 half-buffers out) and a leaf in the other (1).
     {CollectiveOp::all_reduce, Algorithm::tree,
@@ -106,7 +107,8 @@ const Case kCases[] = {
      [](double k, double s, double b, double a) { return (k - 1) / k * s / b + a; }},
     {CollectiveOp::all_reduce, Algorithm::direct,
      [](double k, double s, double b, double a) { return 2 * (k - 1) / k * s / b + 2 * a; }},
-    {CollectiveOp::broadcast, Algorithm::direct, [](double k, double s, double b, double a) { return (k - 1) * s / b + a; }},
+    {CollectiveOp::broadcast, Algorithm::direct,
+     [](double k, double s, double b, double a) { return (k - 1) * s / b + a; }},
 };
 
 void check_all_cases(const topology::Topology& t, const std::vector<int>& gpus, double bandwidth, double alpha,
@@ -116,7 +118,7 @@ void check_all_cases(const topology::Topology& t, const std::vector<int>& gpus, 
   for (const auto& c : kCases)
     for (double s : {1048576.0, 268435456.0})
       for (auto f : {Fidelity::analytical, Fidelity::flow}) {
-        Collective col = make(c.op, c.algorithm, gpus, s);
+        Collective col   = make(c.op, c.algorithm, gpus, s);
         std::string what = std::string(where) + ": " + to_string(c.op) + "/" + to_string(c.algorithm) + " of " +
                            std::to_string(static_cast<long>(s)) + " B at " + to_string(f) + " fidelity";
         expect_within(what, c.time(k, s, bandwidth, alpha), simulate(t, col, f), 0.01);
@@ -154,11 +156,11 @@ TEST_CASE("ring all-reduce across two buildings over one link matches its closed
 
 TEST_CASE("hierarchical all-reduce: intra-node, rails, intra-node phases add up", "[collective]")
 {
-  auto t                 = preset("hgx-h100-pod");
-  const auto& s          = t.spec();
-  auto gpus              = range(0, 16); // two nodes of 8
-  const double b1        = s.node.nvlink_bandwidth, a1 = 2 * s.node.nvlink_latency;
-  const double b2        = s.pod.nic_bandwidth, a2 = 2 * s.pod.link_latency; // GPU i of both nodes: one leaf
+  auto t          = preset("hgx-h100-pod");
+  const auto& s   = t.spec();
+  auto gpus       = range(0, 16); // two nodes of 8
+  const double b1 = s.node.nvlink_bandwidth, a1 = 2 * s.node.nvlink_latency;
+  const double b2 = s.pod.nic_bandwidth, a2 = 2 * s.pod.link_latency; // GPU i of both nodes: one leaf
   for (double size : {1048576.0, 268435456.0}) {
     double expected = 2 * (7.0 / 8 * size / b1 + 7 * a1) + (2 * 1.0 / 2 * (size / 8) / b2 + 2 * a2);
     for (auto f : {Fidelity::analytical, Fidelity::flow}) {
@@ -171,16 +173,16 @@ TEST_CASE("hierarchical all-reduce: intra-node, rails, intra-node phases add up"
 TEST_CASE("hierarchical all-reduce across buildings adds a cross-building level", "[collective]")
 {
   // 2 buildings x 2 nodes x 2 GPUs; GPU i of both nodes of a building sit under one leaf.
-  auto t   = two_buildings(100e9, 2, 2);
-  auto gpus = range(0, 8);
-  const auto& s    = t.spec();
-  const double b1  = s.node.nvlink_bandwidth, a1 = 2 * s.node.nvlink_latency;
-  const double b2  = s.pod.nic_bandwidth, a2 = 2 * s.pod.link_latency;
-  const double a3  = t.route_latency(t.route(0, 4));
+  auto t          = two_buildings(100e9, 2, 2);
+  auto gpus       = range(0, 8);
+  const auto& s   = t.spec();
+  const double b1 = s.node.nvlink_bandwidth, a1 = 2 * s.node.nvlink_latency;
+  const double b2 = s.pod.nic_bandwidth, a2 = 2 * s.pod.link_latency;
+  const double a3   = t.route_latency(t.route(0, 4));
   const double size = 268435456.0;
   // RS in node (L=2), RS in building (M=2) on S/2, AR across buildings on S/4, AG in building, AG in node.
-  double expected = 2 * (1.0 / 2 * size / b1 + a1) + 2 * (1.0 / 2 * (size / 2) / b2 + a2) +
-                    (2 * 1.0 / 2 * (size / 4) / b2 + 2 * a3);
+  double expected =
+      2 * (1.0 / 2 * size / b1 + a1) + 2 * (1.0 / 2 * (size / 2) / b2 + a2) + (2 * 1.0 / 2 * (size / 4) / b2 + 2 * a3);
   for (auto f : {Fidelity::analytical, Fidelity::flow}) {
     Collective c = make(CollectiveOp::all_reduce, Algorithm::hierarchical, gpus, size);
     expect_within(std::string("hierarchical across buildings at ") + to_string(f), expected, simulate(t, c, f), 0.01);
@@ -189,16 +191,16 @@ TEST_CASE("hierarchical all-reduce across buildings adds a cross-building level"
 
 TEST_CASE("two all-reduces sharing the inter-building link each take about twice as long", "[collective][contention]")
 {
-  auto t = two_buildings(12.5e9, 4, 4); // the link is as fast as one NIC
-  const double s = 268435456.0;
-  Collective a = make(CollectiveOp::all_reduce, Algorithm::ring, {0, 16}, s);
-  Collective b = make(CollectiveOp::all_reduce, Algorithm::ring, {1, 17}, s);
+  auto t            = two_buildings(12.5e9, 4, 4); // the link is as fast as one NIC
+  const double s    = 268435456.0;
+  Collective a      = make(CollectiveOp::all_reduce, Algorithm::ring, {0, 16}, s);
+  Collective b      = make(CollectiveOp::all_reduce, Algorithm::ring, {1, 17}, s);
   double alone_flow = simulate(t, a, Fidelity::flow);
   FlowGraph g;
-  int ea = add_collective(g, t, a, {}).end_op;
-  int eb = add_collective(g, t, b, {}).end_op;
-  auto flow       = run(t, g, Fidelity::flow, EngineOptions{});
-  auto analytical = run(t, g, Fidelity::analytical, EngineOptions{});
+  int ea             = add_collective(g, t, a, {}).end_op;
+  int eb             = add_collective(g, t, b, {}).end_op;
+  auto flow          = run(t, g, Fidelity::flow, EngineOptions{});
+  auto analytical    = run(t, g, Fidelity::analytical, EngineOptions{});
   const double alpha = t.route_latency(t.route(0, 16));
   // Alone: S over the 12.5 GB/s link; together each gets half of it.
   expect_within("ring alone (flow)", s / 12.5e9 + 2 * alpha, alone_flow, 0.01);
@@ -210,8 +212,8 @@ TEST_CASE("two all-reduces sharing the inter-building link each take about twice
 
 TEST_CASE("all-to-all with a size matrix is bound by the busiest sender", "[collective]")
 {
-  auto t    = preset("hgx-h100-pod");
-  auto gpus = range(0, 4, 8); // four nodes, one rail, one leaf
+  auto t         = preset("hgx-h100-pod");
+  auto gpus      = range(0, 4, 8); // four nodes, one rail, one leaf
   const double x = 16e6;
   std::vector<std::vector<double>> m(4, std::vector<double>(4, x));
   for (int j = 0; j < 4; ++j) {
@@ -219,7 +221,7 @@ TEST_CASE("all-to-all with a size matrix is bound by the busiest sender", "[coll
     if (j != 0)
       m[0][j] = 3 * x; // rank 0 sends 9x in all, every other rank 3x
   }
-  Collective c = make(CollectiveOp::all_to_all, Algorithm::direct, gpus, 0);
+  Collective c   = make(CollectiveOp::all_to_all, Algorithm::direct, gpus, 0);
   c.matrix       = m;
   const double b = t.spec().pod.nic_bandwidth, a = 2 * t.spec().pod.link_latency;
   for (auto f : {Fidelity::analytical, Fidelity::flow})
@@ -228,7 +230,7 @@ TEST_CASE("all-to-all with a size matrix is bound by the busiest sender", "[coll
 
 TEST_CASE("channels split flows without changing uncontended times", "[collective]")
 {
-  auto t = preset("hgx-h100-pod");
+  auto t       = preset("hgx-h100-pod");
   Collective c = make(CollectiveOp::all_reduce, Algorithm::ring, range(0, 16, 8), 268435456.0);
   FlowGraph one, four;
   auto l1    = add_collective(one, t, c, {});
@@ -245,7 +247,7 @@ TEST_CASE("flow counts grow as O(K log K), O(K^2) only for all-to-all", "[collec
 {
   auto t = preset("hgx-h100-pod");
   for (int k : {64, 256, 1024}) {
-    auto gpus = range(0, k);
+    auto gpus          = range(0, k);
     const double bound = 4.0 * k * std::log2(k);
     for (auto a : {Algorithm::ring, Algorithm::tree, Algorithm::halving_doubling, Algorithm::hierarchical}) {
       FlowGraph g;
@@ -278,8 +280,10 @@ TEST_CASE("algorithms that do not apply are refused with the allowed ones", "[co
   FlowGraph g;
   CHECK_THROWS_WITH(add_collective(g, t, make(CollectiveOp::all_to_all, Algorithm::ring, range(0, 8), 1e6), {}),
                     Catch::Contains("allowed: direct"));
-  CHECK_THROWS_WITH(add_collective(g, t, make(CollectiveOp::all_reduce, Algorithm::halving_doubling, range(0, 6), 1e6), {}),
-                    Catch::Contains("power-of-two"));
-  CHECK_THROWS_WITH(add_collective(g, t, make(CollectiveOp::all_reduce, Algorithm::hierarchical, {0, 1, 2, 8}, 1e6), {}),
-                    Catch::Contains("regular group"));
+  CHECK_THROWS_WITH(
+      add_collective(g, t, make(CollectiveOp::all_reduce, Algorithm::halving_doubling, range(0, 6), 1e6), {}),
+      Catch::Contains("power-of-two"));
+  CHECK_THROWS_WITH(
+      add_collective(g, t, make(CollectiveOp::all_reduce, Algorithm::hierarchical, {0, 1, 2, 8}, 1e6), {}),
+      Catch::Contains("regular group"));
 }

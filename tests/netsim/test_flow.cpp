@@ -32,14 +32,14 @@ void expect_within(const std::string& what, double expected, double actual, doub
 
 TEST_CASE("one flow takes the sum of latencies plus size over the bottleneck bandwidth", "[flow]")
 {
-  auto t = tiny();
+  auto t             = tiny();
   const double bytes = 1e9;
   struct Case {
     int src, dst;
     const char* what;
   };
-  for (auto c : {Case{0, 1, "NVLink"}, Case{0, 5, "pod spine"}, Case{0, 32, "inter-building"},
-                 Case{0, 64, "inter-region"}}) {
+  for (auto c :
+       {Case{0, 1, "NVLink"}, Case{0, 5, "pod spine"}, Case{0, 32, "inter-building"}, Case{0, 64, "inter-region"}}) {
     FlowGraph g;
     g.add_transfer(c.src, c.dst, bytes);
     auto r          = run_flow(t, g);
@@ -64,7 +64,7 @@ TEST_CASE("a flow across the region boundary pays the inter-region latency", "[f
 
 TEST_CASE("flows on one bottleneck get equal max-min shares", "[flow]")
 {
-  auto t = tiny();
+  auto t             = tiny();
   const double bytes = 1e9;
   // GPUs 0 and 1 are on different rails (separate NICs and leaves) of one node; both cross the 20 GB/s
   // inter-region link, which is the only shared and the narrowest link: 10 GB/s each.
@@ -136,7 +136,7 @@ TEST_CASE("ring all-reduce on the 8 GPUs of one HGX node matches alpha-beta", "[
     c.gpus      = gpus;
     c.bytes     = s;
     int end     = add_collective(g, t, c, {}).end_op;
-    auto r  = run_flow(t, g);
+    auto r      = run_flow(t, g);
     expect_within("8-GPU NVLink ring all-reduce of " + std::to_string(static_cast<long long>(s)) + " B",
                   ring_allreduce_time(8, s, bandwidth, alpha), r.ops[end].end, 0.01);
   }
@@ -157,7 +157,7 @@ TEST_CASE("ring all-reduce over 16 nodes of one rail matches alpha-beta", "[flow
     c.gpus      = gpus;
     c.bytes     = s;
     int end     = add_collective(g, t, c, {}).end_op;
-    auto r  = run_flow(t, g);
+    auto r      = run_flow(t, g);
     expect_within("16-node rail ring all-reduce of " + std::to_string(static_cast<long long>(s)) + " B",
                   ring_allreduce_time(16, s, bandwidth, alpha), r.ops[end].end, 0.01);
   }

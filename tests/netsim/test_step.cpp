@@ -17,8 +17,8 @@ namespace {
 
 json small_model()
 {
-  return {{"name", "small"}, {"layers", 4},     {"hidden", 2048}, {"ffn", 8192},
-          {"heads", 16},     {"kv_heads", 16},  {"vocab", 32000}, {"mlp", "swiglu"}};
+  return {{"name", "small"}, {"layers", 4},    {"hidden", 2048}, {"ffn", 8192},
+          {"heads", 16},     {"kv_heads", 16}, {"vocab", 32000}, {"mlp", "swiglu"}};
 }
 
 workload::JobSpec job(json parallelism, json schedule, int sequences, int sequence_length)
@@ -80,11 +80,11 @@ TEST_CASE("a two-stage GPipe pipeline across two buildings matches the schedule'
   for (const auto& op : graph.stages[0].ops)
     if (op.kind == workload::OpKind::send)
       bytes = op.bytes;
-  auto route      = topo.route(place.stage_gpus(0)[0], place.stage_gpus(1)[0]);
-  const double x  = topo.route_latency(route) + bytes / topo.route_bandwidth(route);
-  const int m     = graph.micro_batches;
-  const auto& s0  = graph.stages[0];
-  const auto& s1  = graph.stages[1];
+  auto route     = topo.route(place.stage_gpus(0)[0], place.stage_gpus(1)[0]);
+  const double x = topo.route_latency(route) + bytes / topo.route_bandwidth(route);
+  const int m    = graph.micro_batches;
+  const auto& s0 = graph.stages[0];
+  const auto& s1 = graph.stages[1];
   // GPipe on two stages: stage 1 runs forward i once it has finished i-1 and received i; backwards run in
   // reverse order, stage 0's once it has finished its previous one and received the gradient.
   double f0_end = 0, s1_end = 0;
@@ -140,8 +140,7 @@ TEST_CASE("a DP all-reduce that backward cannot hide is exposed for its closed-f
 TEST_CASE("two runs of the same step give identical results", "[step]")
 {
   topology::Topology topo(topology::load_topology_spec("hgx-h100-pod"));
-  auto j = job({{"tp", 2}, {"cp", 1}, {"pp", 2}, {"dp", 4}, {"data_parallel", "fsdp"}},
-               {{"kind", "1f1b"}}, 16, 2048);
+  auto j = job({{"tp", 2}, {"cp", 1}, {"pp", 2}, {"dp", 4}, {"data_parallel", "fsdp"}}, {{"kind", "1f1b"}}, 16, 2048);
   auto graph = workload::build_step_graph(j);
   placement::Placement place(topo, j, {});
   netsim::StepOptions o;

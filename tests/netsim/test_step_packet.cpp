@@ -13,15 +13,21 @@ using nlohmann::json;
 TEST_CASE("a two-stage, two-replica step across two buildings runs at packet fidelity close to flow", "[step][packet]")
 {
   topology::Topology topo(topology::load_topology_spec("two-buildings"));
-  json j = {{"name", "small-pp2"},
-            {"model",
-             {{"name", "small"}, {"layers", 4}, {"hidden", 2048}, {"ffn", 8192}, {"heads", 16}, {"kv_heads", 16},
-              {"vocab", 32000}, {"mlp", "swiglu"}}},
-            {"gpu", "h100"},
-            {"gpus", 4},
-            {"parallelism", {{"tp", 1}, {"pp", 2}, {"dp", 2}, {"data_parallel", "ddp"}}},
-            {"batch", {{"global_sequences", 8}, {"sequence_length", 2048}, {"micro_batch", 1}}},
-            {"schedule", {{"kind", "1f1b"}}}};
+  json j     = {{"name", "small-pp2"},
+                {"model",
+                 {{"name", "small"},
+                  {"layers", 4},
+                  {"hidden", 2048},
+                  {"ffn", 8192},
+                  {"heads", 16},
+                  {"kv_heads", 16},
+                  {"vocab", 32000},
+                  {"mlp", "swiglu"}}},
+                {"gpu", "h100"},
+                {"gpus", 4},
+                {"parallelism", {{"tp", 1}, {"pp", 2}, {"dp", 2}, {"data_parallel", "ddp"}}},
+                {"batch", {{"global_sequences", 8}, {"sequence_length", 2048}, {"micro_batch", 1}}},
+                {"schedule", {{"kind", "1f1b"}}}};
   auto job   = workload::parse_job(j, "small-pp2.json");
   auto graph = workload::build_step_graph(job);
   placement::Placement place(topo, job, {{"tp", "cp", "dp", "pp"}, {"bldg-a", "bldg-b"}});

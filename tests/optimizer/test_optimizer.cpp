@@ -6,8 +6,8 @@
 
 #include <cmath>
 #include <fstream>
-#include <iterator>
 #include <iostream>
+#include <iterator>
 #include <unistd.h>
 
 using namespace spansim;
@@ -57,8 +57,8 @@ TEST_CASE("the optimizer's pick is within 2% of the exhaustive flow-fidelity opt
   REQUIRE(exhaustive.ranked.size() == exhaustive.scored);
   const double best = *exhaustive.ranked.front().refined;
   const double pick = *picked.ranked.front().refined;
-  std::cout << "exhaustive optimum " << best << " s (" << exhaustive.ranked.front().point.label() << "), pick "
-            << pick << " s (" << picked.ranked.front().point.label() << "), over " << exhaustive.ranked.size()
+  std::cout << "exhaustive optimum " << best << " s (" << exhaustive.ranked.front().point.label() << "), pick " << pick
+            << " s (" << picked.ranked.front().point.label() << "), over " << exhaustive.ranked.size()
             << " feasible points\n";
   CHECK(pick <= best * 1.02);
   CHECK(picked.ranked.size() == 3);
@@ -70,8 +70,8 @@ TEST_CASE("the optimizer's pick is within 2% of the exhaustive flow-fidelity opt
 
 TEST_CASE("the baseline is the production default and every ranked point beats or ties the bound", "[optimizer]")
 {
-  auto spec = spec_from(small_space());
-  auto r    = optimizer::optimize(spec);
+  auto spec     = spec_from(small_space());
+  auto r        = optimizer::optimize(spec);
   const auto& b = r.baseline.point;
   CHECK(b.schedule == "1f1b");
   CHECK(b.dp_algorithm == "auto");
@@ -87,11 +87,11 @@ TEST_CASE("the baseline is the production default and every ranked point beats o
 
 TEST_CASE("infeasible points are counted by reason", "[optimizer]")
 {
-  auto j                   = small_space();
-  j["model"]               = "llama3-405b"; // 405B on 32 GPUs does not fit in memory
-  j["search"]["tp"]        = {8};
-  j["search"]["pp"]        = {1, 2, 3};
-  auto spec                = spec_from(j);
+  auto j            = small_space();
+  j["model"]        = "llama3-405b"; // 405B on 32 GPUs does not fit in memory
+  j["search"]["tp"] = {8};
+  j["search"]["pp"] = {1, 2, 3};
+  auto spec         = spec_from(j);
   CHECK_THROWS_WITH(optimizer::optimize(spec), Catch::Contains("no feasible configuration") &&
                                                    Catch::Contains("memory") &&
                                                    Catch::Contains("gpus not divisible by tp x cp x pp"));
@@ -99,14 +99,14 @@ TEST_CASE("infeasible points are counted by reason", "[optimizer]")
 
 TEST_CASE("bad optimize specs name the JSON path and the allowed values", "[optimizer]")
 {
-  auto j                        = small_space();
-  j["search"]["schedule"]       = {"zero-bubble"};
+  auto j                  = small_space();
+  j["search"]["schedule"] = {"zero-bubble"};
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.schedule") && Catch::Contains("allowed: gpipe"));
-  j                             = small_space();
-  j["search"]["tensor"]         = {8};
+  j                     = small_space();
+  j["search"]["tensor"] = {8};
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("unknown key \"tensor\""));
-  j                             = small_space();
-  j["batch"]["micro_batch"]     = 2;
+  j                         = small_space();
+  j["batch"]["micro_batch"] = 2;
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.batch") && Catch::Contains("searched"));
 }
 

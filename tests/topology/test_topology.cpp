@@ -78,14 +78,12 @@ TEST_CASE("tiny topology: element counts per tier match the spec arithmetic", "[
 TEST_CASE("tiny topology: link bandwidths and latencies follow the spec", "[topology]")
 {
   Topology t(tiny_spec());
-  const auto& s = t.spec();
+  const auto& s    = t.spec();
   const double nic = 100e9 / 8;
   expect_close("leaf uplink (2 ports x 12.5 GB/s)", 2 * nic, t.links()[t.leaf_uplink(0)].bandwidth);
   expect_close("pod uplink (8 leaves x 25 GB/s / 2)", 8 * 2 * nic / 2, t.links()[t.pod_uplink(0)].bandwidth);
-  expect_close("inter-building latency (1 km x 5 us/km + 1 us)", 6e-6,
-               t.links()[t.inter_building_link(0, 1)].latency);
-  expect_close("inter-region latency (100 km x 5 us/km + 10 us)", 510e-6,
-               t.links()[t.inter_region_link(0, 1)].latency);
+  expect_close("inter-building latency (1 km x 5 us/km + 1 us)", 6e-6, t.links()[t.inter_building_link(0, 1)].latency);
+  expect_close("inter-region latency (100 km x 5 us/km + 10 us)", 510e-6, t.links()[t.inter_region_link(0, 1)].latency);
   CHECK(s.inter_region.distance == Approx(100e3));
 }
 
@@ -145,13 +143,13 @@ TEST_CASE("a partly filled leaf keeps the oversubscription ratio on its uplinks"
 
 TEST_CASE("non-rail-optimized pods put whole nodes under one leaf", "[topology]")
 {
-  auto spec                = tiny_spec();
+  auto spec               = tiny_spec();
   spec.pod.rail_optimized = false;
   spec.pod.leaf_radix     = 16; // 8 down: two 4-GPU nodes per leaf
   Topology t(spec);
   CHECK(t.counts().leaves_per_pod == 2);
-  CHECK(t.route(0, 5).size() == 2);  // node 0 and node 1 share a leaf: NIC up, NIC down
-  CHECK(t.route(0, 8).size() == 4);  // node 2 is under the other leaf
+  CHECK(t.route(0, 5).size() == 2); // node 0 and node 1 share a leaf: NIC up, NIC down
+  CHECK(t.route(0, 8).size() == 4); // node 2 is under the other leaf
 }
 
 TEST_CASE("capacity across building and region boundaries: max-flow equals the formula", "[topology]")
@@ -160,15 +158,15 @@ TEST_CASE("capacity across building and region boundaries: max-flow equals the f
   // the region gateway); out of region r, min(sum over its buildings of min(pod uplinks, building uplink),
   // its inter-region links). The receiving side is never narrower in these cases.
   auto formula = [](const TopologySpec& s) {
-    const double nic        = s.pod.nic_bandwidth;
-    const int down          = static_cast<int>(std::lround(s.pod.leaf_radix * s.pod.oversubscription /
-                                                  (1 + s.pod.oversubscription)));
-    const int up            = s.pod.leaf_radix - down;
-    const double leaves     = s.node.gpus * std::ceil(double(s.pod.nodes) / down);
-    const double pod_up     = leaves * up * nic / s.building.aggregation_oversubscription;
-    const double egress     = s.building.pods * pod_up;
-    const double building   = std::min(egress, s.inter_building.bandwidth + s.building_uplink_bandwidth);
-    const double region     = std::min(2 * std::min(egress, s.building_uplink_bandwidth), s.inter_region.bandwidth);
+    const double nic = s.pod.nic_bandwidth;
+    const int down =
+        static_cast<int>(std::lround(s.pod.leaf_radix * s.pod.oversubscription / (1 + s.pod.oversubscription)));
+    const int up          = s.pod.leaf_radix - down;
+    const double leaves   = s.node.gpus * std::ceil(double(s.pod.nodes) / down);
+    const double pod_up   = leaves * up * nic / s.building.aggregation_oversubscription;
+    const double egress   = s.building.pods * pod_up;
+    const double building = std::min(egress, s.inter_building.bandwidth + s.building_uplink_bandwidth);
+    const double region   = std::min(2 * std::min(egress, s.building_uplink_bandwidth), s.inter_region.bandwidth);
     return std::pair{building, region};
   };
   auto check = [&](const TopologySpec& spec, const char* label) {
