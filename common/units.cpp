@@ -33,6 +33,9 @@ constexpr std::array kSizeUnits{
     Unit{"kB", 1e3},     Unit{"KB", 1e3},        Unit{"MB", 1e6},           Unit{"GB", 1e9},
     Unit{"TB", 1e12},    Unit{"B", 1.0}};
 constexpr std::array kDistanceUnits{Unit{"km", 1e3}, Unit{"m", 1.0}};
+constexpr std::array kFlopRateUnits{Unit{"PFLOPs", 1e15},  Unit{"TFLOPs", 1e12},  Unit{"GFLOPs", 1e9},
+                                    Unit{"PFLOP/s", 1e15}, Unit{"TFLOP/s", 1e12}, Unit{"GFLOP/s", 1e9},
+                                    Unit{"FLOP/s", 1.0},   Unit{"FLOPs", 1.0}};
 
 template <std::size_t N>
 std::string list_units(const std::array<Unit, N>& units)
@@ -110,6 +113,11 @@ double parse_size(std::string_view text)
 double parse_distance(std::string_view text)
 {
   return parse_with(text, kDistanceUnits, "distance", "120km");
+}
+
+double parse_flop_rate(std::string_view text)
+{
+  return parse_with(text, kFlopRateUnits, "FLOP rate", "989TFLOPs");
 }
 
 std::string format_bandwidth(double bytes_per_second)

@@ -19,6 +19,8 @@ double parse_time(std::string_view text);
 double parse_size(std::string_view text);
 /// @brief Parses a distance ("120km", "300m") into meters.
 double parse_distance(std::string_view text);
+/// @brief Parses a FLOP rate ("989TFLOPs", "2.25PFLOPs", "500GFLOP/s") into FLOP/s.
+double parse_flop_rate(std::string_view text);
 
 /// @brief Formats bytes/s as a bit rate with a decimal prefix, e.g. "400 Gbps".
 std::string format_bandwidth(double bytes_per_second);

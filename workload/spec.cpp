@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
+#include "common/units.hpp"
 
 #include <algorithm>
 #include <array>
@@ -20,14 +21,6 @@ namespace spansim::workload {
 namespace {
 
 constexpr int kMaxDim = 1 << 30;
-
-struct RateUnit {
-  std::string_view suffix;
-  double factor;
-};
-constexpr std::array kRateUnits{RateUnit{"PFLOPs", 1e15},  RateUnit{"TFLOPs", 1e12},  RateUnit{"GFLOPs", 1e9},
-                                RateUnit{"PFLOP/s", 1e15}, RateUnit{"TFLOP/s", 1e12}, RateUnit{"GFLOP/s", 1e9},
-                                RateUnit{"FLOP/s", 1.0},   RateUnit{"FLOPs", 1.0}};
 
 // Zoo names are plain identifiers; anything else is a path, so a typo cannot escape the zoo directory.
 bool is_zoo_name(const std::string& s)
@@ -192,32 +185,7 @@ GpuSpec gpu_from(spec::ObjectReader& job, const std::string& file)
 
 double parse_flop_rate(std::string_view text)
 {
-  std::string_view t = text;
-  while (!t.empty() && t.front() == ' ')
-    t.remove_prefix(1);
-  while (!t.empty() && t.back() == ' ')
-    t.remove_suffix(1);
-  const RateUnit* best = nullptr;
-  for (const auto& u : kRateUnits)
-    if (t.size() > u.suffix.size() && t.ends_with(u.suffix) &&
-        (best == nullptr || u.suffix.size() > best->suffix.size()))
-      best = &u;
-  auto fail = [&](const std::string& why) -> double {
-    throw UsageError("invalid FLOP rate \"" + std::string(text) + "\": " + why +
-                     " (write e.g. \"989TFLOPs\"; units: PFLOPs, TFLOPs, GFLOPs, FLOPs, or the same with FLOP/s)");
-  };
-  if (best == nullptr)
-    return fail("missing or unknown unit");
-  std::string_view number = t.substr(0, t.size() - best->suffix.size());
-  while (!number.empty() && number.back() == ' ')
-    number.remove_suffix(1);
-  double value   = 0;
-  auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  if (ec != std::errc() || ptr != number.data() + number.size())
-    return fail("not a number");
-  if (!std::isfinite(value) || value < 0)
-    return fail("must be a finite, non-negative number");
-  return value * best->factor;
+  return units::parse_flop_rate(text);
 }
 
 std::string data_dir()

@@ -5,12 +5,15 @@
 #include "netsim/netsim.hpp"
 #include "topology/topology.hpp"
 
+#include "tests/support.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <iostream>
 
 using namespace spansim;
+using spansim::test::expect_within;
 using namespace spansim::netsim;
 
 namespace {
@@ -50,15 +53,6 @@ double simulate(const topology::Topology& t, const Collective& c, Fidelity f)
   FlowGraph g;
   auto lowered = add_collective(g, t, c, {});
   return run(t, g, f, EngineOptions{}).ops[lowered.end_op].end;
-}
-
-void expect_within(const std::string& what, double expected, double actual, double tolerance)
-{
-  double rel = std::fabs(actual - expected) / expected;
-  std::cout << what << ": expected " << expected * 1e6 << " us, actual " << actual * 1e6 << " us (rel. error " << rel
-            << ", tolerance " << tolerance << ")\n";
-  INFO(what << ": expected " << expected << ", actual " << actual << ", rel. error " << rel);
-  CHECK(rel <= tolerance);
 }
 
 std::vector<int> range(int first, int count, int stride = 1)

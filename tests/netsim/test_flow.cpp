@@ -4,35 +4,20 @@
 #include "netsim/netsim.hpp"
 #include "topology/topology.hpp"
 
+#include "tests/support.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <iostream>
 
 using namespace spansim;
+using spansim::test::expect_within;
 using namespace spansim::netsim;
-
-namespace {
-
-topology::Topology tiny()
-{
-  return topology::Topology(topology::load_topology_spec(std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json"));
-}
-
-void expect_within(const std::string& what, double expected, double actual, double tolerance)
-{
-  double rel = std::fabs(actual - expected) / expected;
-  std::cout << what << ": expected " << expected << " s, actual " << actual << " s (rel. error " << rel
-            << ", tolerance " << tolerance << ")\n";
-  INFO(what << ": expected " << expected << ", actual " << actual << ", rel. error " << rel);
-  CHECK(rel <= tolerance);
-}
-
-} // namespace
 
 TEST_CASE("one flow takes the sum of latencies plus size over the bottleneck bandwidth", "[flow]")
 {
-  auto t             = tiny();
+  auto t             = test::tiny_topology();
   const double bytes = 1e9;
   struct Case {
     int src, dst;
@@ -51,7 +36,7 @@ TEST_CASE("one flow takes the sum of latencies plus size over the bottleneck ban
 
 TEST_CASE("a flow across the region boundary pays the inter-region latency", "[flow]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   FlowGraph near_graph, far_graph;
   // A small message makes latency dominant; both flows share the same NIC bottleneck.
   near_graph.add_transfer(0, 32, 1000);
@@ -64,7 +49,7 @@ TEST_CASE("a flow across the region boundary pays the inter-region latency", "[f
 
 TEST_CASE("flows on one bottleneck get equal max-min shares", "[flow]")
 {
-  auto t             = tiny();
+  auto t             = test::tiny_topology();
   const double bytes = 1e9;
   // GPUs 0 and 1 are on different rails (separate NICs and leaves) of one node; both cross the 20 GB/s
   // inter-region link, which is the only shared and the narrowest link: 10 GB/s each.
@@ -91,7 +76,7 @@ TEST_CASE("flows on one bottleneck get equal max-min shares", "[flow]")
 
 TEST_CASE("a flow limited elsewhere leaves its unused share to the others (max-min)", "[flow]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   // Two flows leave GPU 0 (one NIC, 12.5 GB/s) and one flow leaves GPU 1; all three cross the 20 GB/s
   // inter-region link. The fair share of the long haul, 20/3 GB/s, is more than the GPU-0 flows can use: their
   // NIC caps them at 6.25 GB/s each, and the GPU-1 flow takes the rest, 20 - 12.5 = 7.5 GB/s. It ends first;
@@ -110,7 +95,7 @@ TEST_CASE("a flow limited elsewhere leaves its unused share to the others (max-m
 
 TEST_CASE("dependencies and delays order the flow graph", "[flow]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   FlowGraph g;
   int d  = g.add_delay(1e-3);
   int a  = g.add_transfer(0, 1, 1e6, {d});
@@ -165,7 +150,7 @@ TEST_CASE("ring all-reduce over 16 nodes of one rail matches alpha-beta", "[flow
 
 TEST_CASE("the effective SimGrid settings are pinned and reported", "[flow]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   FlowGraph g;
   g.add_transfer(0, 1, 1);
   auto r = run_flow(t, g);
@@ -177,7 +162,7 @@ TEST_CASE("the effective SimGrid settings are pinned and reported", "[flow]")
 
 TEST_CASE("two runs of the same graph give identical numbers", "[flow]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   FlowGraph g;
   for (int i = 0; i < 16; ++i)
     g.add_transfer(i, 127 - i, 1e7 * (i + 1));

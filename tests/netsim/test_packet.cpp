@@ -6,6 +6,8 @@
 #include "netsim/netsim.hpp"
 #include "topology/topology.hpp"
 
+#include "tests/support.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -13,23 +15,10 @@
 #include <iostream>
 
 using namespace spansim;
+using spansim::test::expect_within;
 using namespace spansim::netsim;
 
 namespace {
-
-topology::Topology tiny()
-{
-  return topology::Topology(topology::load_topology_spec(std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json"));
-}
-
-void expect_within(const std::string& what, double expected, double actual, double tolerance)
-{
-  double rel = std::fabs(actual - expected) / expected;
-  std::cout << what << ": expected " << expected << " s, actual " << actual << " s (rel. error " << rel
-            << ", tolerance " << tolerance << ")\n";
-  INFO(what << ": expected " << expected << ", actual " << actual << ", rel. error " << rel);
-  CHECK(rel <= tolerance);
-}
 
 /// Time of one uncontended TCP transfer: handshake and first-byte latency (three one-way latencies), then the
 /// payload with its headers at the bottleneck rate.
@@ -54,7 +43,7 @@ RunResult timed_run(const std::string& what, const topology::Topology& t, const 
 
 TEST_CASE("one packet-level flow takes latency plus size with headers over the bottleneck", "[packet]")
 {
-  auto t             = tiny();
+  auto t             = test::tiny_topology();
   const double bytes = 64.0 * 1048576;
   struct Case {
     int src, dst;
@@ -74,7 +63,7 @@ TEST_CASE("one packet-level flow takes latency plus size with headers over the b
 
 TEST_CASE("a small packet-level message pays the route's latency: routes follow Topology::route", "[packet]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   // 1,000 bytes: SYN and SYN-ACK (62 bytes on the wire each) and the data segment (1,054 bytes) cross the route
   // once each, every packet stored and forwarded at every hop. A route through a GPU or any other link than
   // Topology::route's would change the latency sum.
@@ -93,7 +82,7 @@ TEST_CASE("a small packet-level message pays the route's latency: routes follow 
 
 TEST_CASE("two packet-level flows sharing a bottleneck each take about twice as long", "[packet]")
 {
-  auto t             = tiny();
+  auto t             = test::tiny_topology();
   const double bytes = 64.0 * 1048576;
   // GPUs 0 and 8 sit on rail 0 of nodes 0 and 2; both send to GPU 5 (rail 1 of node 1) through the pod spine.
   // The only link they share is GPU 5's NIC (incast), where DCTCP keeps the queue near its threshold.
@@ -113,7 +102,7 @@ TEST_CASE("two packet-level flows sharing a bottleneck each take about twice as 
 
 TEST_CASE("packet-level dependencies and delays order the flow graph", "[packet]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   FlowGraph g;
   int d  = g.add_delay(1e-3);
   int a  = g.add_transfer(0, 5, 1e6, {d});
@@ -142,7 +131,7 @@ TEST_CASE("packet-level dependencies and delays order the flow graph", "[packet]
 
 TEST_CASE("ring all-reduce over 64 GPUs: packet and flow fidelity agree", "[packet][collective]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   // GPUs 0..63 in order: region r0 with NVLink edges inside nodes, rail-crossing edges through the pod spines,
   // and two inter-building edges. 16 MiB per rank keeps the 64 long-lived flows at 2.1 GB in total.
   std::vector<int> gpus;
@@ -191,7 +180,7 @@ TEST_CASE("ring all-reduce over one rail of 64 HGX nodes: packet and flow fideli
 
 TEST_CASE("a long-haul packet-level transfer pays TCP slow start", "[packet]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   // 64 MiB from region r0 to r1: a 1.05 ms round trip and a 13 MB bandwidth-delay product. ns-3 grows the window
   // by one segment per ACK (1.5x per round trip with delayed ACKs) from 10 segments, and DCTCP halves it at the
   // first mark: about 12 round trips before the NIC is full. The flow engine has no such ramp.
@@ -210,7 +199,7 @@ TEST_CASE("a long-haul packet-level transfer pays TCP slow start", "[packet]")
 
 TEST_CASE("packet level refuses graphs too large for it", "[packet]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   FlowGraph big;
   big.add_transfer(0, 5, 32.0 * 1073741824);
   CHECK_THROWS_AS(run_packet(t, big), UsageError);
@@ -236,7 +225,7 @@ TEST_CASE("packet level refuses graphs too large for it", "[packet]")
 
 TEST_CASE("packet-level settings are pinned and runs are deterministic", "[packet]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   FlowGraph g;
   for (int i = 0; i < 8; ++i)
     g.add_transfer(i, 127 - i, 1e6 * (i + 1));
@@ -255,7 +244,7 @@ TEST_CASE("packet-level settings are pinned and runs are deterministic", "[packe
 
 TEST_CASE("NewReno over drop-tail queues also carries a flow at line rate", "[packet]")
 {
-  auto t = tiny();
+  auto t = test::tiny_topology();
   PacketSettings s;
   s.transport        = "newreno";
   const double bytes = 64.0 * 1048576;

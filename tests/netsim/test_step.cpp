@@ -5,6 +5,8 @@
 #include "topology/topology.hpp"
 #include "workload/workload.hpp"
 
+#include "tests/support.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,6 +14,7 @@
 
 using namespace spansim;
 using nlohmann::json;
+using spansim::test::expect_within;
 
 namespace {
 
@@ -32,15 +35,6 @@ workload::JobSpec job(json parallelism, json schedule, int sequences, int sequen
             {"schedule", schedule},
             {"recompute", "none"}};
   return workload::parse_job(j, std::string(SPANSIM_SOURCE_DIR) + "/tests/test-job.json");
-}
-
-void expect_within(const std::string& what, double expected, double actual, double tolerance)
-{
-  double rel = std::fabs(actual - expected) / expected;
-  std::cout << what << ": expected " << expected << " s, actual " << actual << " s (rel. error " << rel
-            << ", tolerance " << tolerance << ")\n";
-  INFO(what << ": expected " << expected << ", actual " << actual);
-  CHECK(rel <= tolerance);
 }
 
 double seconds_of(const workload::StageProgram& p, workload::OpKind kind, int micro_batch)
