@@ -163,6 +163,7 @@ ScenarioRun run_scenario(const Scenario& scenario)
                         {"tflops_per_gpu", r.tflops_per_gpu},
                         {"mfu", r.mfu},
                         {"flow_graph_ops", r.flow_ops},
+                        {"simulated_rails", r.rails},
                         {"transfers", r.transfers.size()}};
 
   // Per stage, and the mean and max over stages.
@@ -284,7 +285,7 @@ ScenarioRun run_scenario(const Scenario& scenario)
         for (int k = std::max(0, static_cast<int>(t.start / width)); k < bins && k * width < t.end; ++k) {
           double overlap = std::min(t.end, (k + 1) * width) - std::max(t.start, k * width);
           if (overlap > 0)
-            v[k] += t.bytes * overlap / span;
+            v[k] += t.bytes * r.rails * overlap / span; // one simulated transfer per rail
         }
       }
     }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -58,8 +59,8 @@ struct Node {
 class StepLowering {
 public:
   StepLowering(const topology::Topology& topology, const workload::StepGraph& graph,
-               const placement::Placement& placement, const StepOptions& options)
-      : topology_(topology), step_(graph), placement_(placement), options_(options)
+               const placement::Placement& placement, const StepOptions& options, bool rail_only)
+      : topology_(topology), step_(graph), placement_(placement), options_(options), rail_only_(rail_only)
   {
     const auto& stages = graph.stages;
     nodes_.resize(stages.size());
@@ -176,9 +177,25 @@ private:
   {
     auto key = std::pair{s, g.dims};
     auto it  = groups_.find(key);
-    if (it == groups_.end())
-      it = groups_.emplace(key, placement_.groups(s, g)).first;
+    if (it == groups_.end()) {
+      auto all = placement_.groups(s, g);
+      // With rail symmetry, groups that leave the node are simulated on rail 0 only (their members share a rail).
+      if (rail_only_ && !node_local(all))
+        std::erase_if(all, [&](const std::vector<int>& members) { return !on_rail_zero(members.front()); });
+      it = groups_.emplace(key, std::move(all)).first;
+    }
     return it->second;
+  }
+
+  bool on_rail_zero(int gpu) const { return topology_.locate(gpu).local == 0; }
+
+  /// @brief The GPUs of a stage whose pipeline transfers are simulated.
+  std::vector<int> senders(int stage) const
+  {
+    auto gpus = placement_.stage_gpus(stage);
+    if (rail_only_)
+      std::erase_if(gpus, [&](int gpu) { return !on_rail_zero(gpu); });
+    return gpus;
   }
 
   bool node_local(const std::vector<std::vector<int>>& groups) const
@@ -282,7 +299,7 @@ private:
       if (it == isolated_p2p_.end()) {
         FlowGraph alone;
         if (bytes > 0)
-          for (int gpu : placement_.stage_gpus(from))
+          for (int gpu : senders(from))
             alone.add_transfer(gpu, placement_.peer_gpu(gpu, to), bytes);
         it = isolated_p2p_.emplace(key, bytes > 0 ? run_analytical(topology_, alone).makespan : 0.0).first;
       }
@@ -292,7 +309,7 @@ private:
       return;
     }
     if (bytes > 0)
-      for (int gpu : placement_.stage_gpus(from))
+      for (int gpu : senders(from))
         for (int c = 0; c < options_.channels; ++c)
           flows.push_back(graph_.add_transfer(gpu, placement_.peer_gpu(gpu, to), bytes / options_.channels,
                                               {mine.start, theirs.start}));
@@ -305,6 +322,7 @@ private:
   const workload::StepGraph& step_;
   const placement::Placement& placement_;
   const StepOptions& options_;
+  bool rail_only_;
   FlowGraph graph_;
   std::vector<std::vector<Node>> nodes_;
   std::vector<std::vector<int>> stream_prev_;
@@ -319,20 +337,47 @@ private:
 
 } // namespace
 
+namespace {
+
+// Every rail carries the same traffic when the pods are rail-optimized, TP fills each node and TP rank r sits
+// on rail r: then the groups and pipeline pairs of rail r are those of rail 0 moved over by r GPUs.
+bool rails_symmetric(const topology::Topology& topology, const workload::StepGraph& graph,
+                     const placement::Placement& placement)
+{
+  const int gpn = topology.spec().node.gpus;
+  if (!topology.spec().pod.rail_optimized || gpn < 2 || graph.job.parallelism.tp != gpn)
+    return false;
+  for (int r = 0; r < placement.ranks(); ++r)
+    if (topology.locate(placement.gpu(r)).local != placement.coordinates(r).tp)
+      return false;
+  return true;
+}
+
+} // namespace
+
 StepResult simulate_step(const topology::Topology& topology, const workload::StepGraph& graph,
                          const placement::Placement& placement, const StepOptions& options)
 {
   if (options.channels < 1 || options.channels > 64)
     throw UsageError("channels must be between 1 and 64");
-  StepLowering lowering(topology, graph, placement, options);
+  const bool rail_only = options.rail_symmetry && rails_symmetric(topology, graph, placement);
+  const int rails      = rail_only ? topology.spec().node.gpus : 1;
+  std::optional<topology::Topology> one_rail;
+  if (rail_only)
+    one_rail.emplace(topology.with_shared_links_divided(rails));
+  const topology::Topology& simulated = rail_only ? *one_rail : topology;
+  StepLowering lowering(simulated, graph, placement, options, rail_only);
   lowering.build();
   auto& flow_graph = lowering.graph();
-  auto run_result  = options.collapse_communication ? run_analytical(topology, flow_graph)
-                                                    : run(topology, flow_graph, options.fidelity, options.engine);
+  auto run_result  = options.collapse_communication ? run_analytical(simulated, flow_graph)
+                                                    : run(simulated, flow_graph, options.fidelity, options.engine);
   if (options.collapse_communication)
     run_result.settings = {{"engine", "analytical"}, {"mode", "collapsed communication (optimizer scoring)"}};
+  run_result.settings["rail_symmetry"] =
+      rail_only ? nlohmann::json(std::to_string(rails) + " identical rails, rail 0 simulated") : nlohmann::json(false);
 
   StepResult r;
+  r.rails      = rails;
   r.flow_ops   = flow_graph.ops().size();
   r.engine     = run_result.settings;
   r.link_bytes = std::move(run_result.link_bytes);
@@ -340,6 +385,30 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   for (auto [from, to] : lowering.mirrors())
     for (int dir = 0; dir < 2; ++dir)
       r.link_bytes[2 * topology.nvlink_link(to) + dir] += r.link_bytes[2 * topology.nvlink_link(from) + dir];
+  if (rail_only) {
+    // Rails 1.. moved what rail 0 moved over their own NICs and leaves; the shared links carried every rail.
+    std::set<std::pair<int, int>> leaves;
+    for (int rank = 0; rank < placement.ranks(); ++rank) {
+      const int gpu = placement.gpu(rank);
+      if (topology.locate(gpu).local != 0)
+        continue;
+      for (int k = 1; k < rails; ++k) {
+        for (int dir = 0; dir < 2; ++dir)
+          r.link_bytes[2 * topology.nic_link(gpu + k) + dir] += r.link_bytes[2 * topology.nic_link(gpu) + dir];
+        leaves.insert({topology.locate(gpu).leaf, topology.locate(gpu + k).leaf});
+      }
+    }
+    for (auto [from, to] : leaves)
+      for (int dir = 0; dir < 2; ++dir)
+        r.link_bytes[2 * topology.leaf_uplink(to) + dir] += r.link_bytes[2 * topology.leaf_uplink(from) + dir];
+    for (std::size_t l = 0; l < topology.links().size(); ++l) {
+      auto tier = topology.links()[l].tier;
+      if (tier == topology::Tier::pod_aggregation || tier == topology::Tier::inter_building ||
+          tier == topology::Tier::building_uplink || tier == topology::Tier::inter_region)
+        for (int dir = 0; dir < 2; ++dir)
+          r.link_bytes[2 * l + dir] *= rails;
+    }
+  }
   r.step_time        = run_result.makespan;
   const auto& timing = run_result.ops;
   for (std::size_t k = 0; k < flow_graph.ops().size(); ++k) {

@@ -35,6 +35,10 @@ struct StepOptions {
   /// (its groups' flows run analytically in isolation, cached per stage, group, kind and size). Contention
   /// between different ops is ignored; `fidelity` is then not used.
   bool collapse_communication = false;
+  /// @brief When every rail carries the same traffic (rail-optimized pods, TP filling each node, TP rank r on
+  /// rail r), simulate rail 0 alone with the links all rails share divided among them: max-min gives each rail
+  /// an equal share of those, so times are the same with 1/rails of the flows. Bytes are scaled back up.
+  bool rail_symmetry = true;
 };
 
 /// @brief Where one stage's step time went. The parts add up to the step time.
@@ -84,7 +88,10 @@ struct StepResult {
   /// carry the representative's bytes.
   std::vector<double> link_bytes;
   std::size_t flow_ops = 0; ///< ops of the lowered flow graph
-  nlohmann::json engine;    ///< effective engine settings
+  /// @brief Identical rails one simulated rail stood for (1 without rail symmetry); each TransferRecord stands
+  /// for this many transfers, one per rail.
+  int rails = 1;
+  nlohmann::json engine; ///< effective engine settings
 };
 
 /// @brief Lowers the placed step graph to a flow graph and runs it at the chosen fidelity.

@@ -174,6 +174,16 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
   }
 }
 
+Topology Topology::with_shared_links_divided(double factor) const
+{
+  Topology copy = *this;
+  for (auto& l : copy.links_)
+    if (l.tier == Tier::pod_aggregation || l.tier == Tier::inter_building || l.tier == Tier::building_uplink ||
+        l.tier == Tier::inter_region)
+      l.bandwidth /= factor;
+  return copy;
+}
+
 int Topology::leaf_gpus(int leaf_in_pod) const
 {
   const auto& pod = spec_.pod;

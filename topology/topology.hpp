@@ -156,6 +156,10 @@ public:
   /// @brief Builds the graph from a validated spec.
   explicit Topology(TopologySpec spec);
 
+  /// @brief A copy whose links above the leaves (pod uplinks, inter-building, building uplinks, inter-region)
+  /// have their bandwidth divided by `factor`: what one of `factor` identical rails sees of links all rails share.
+  Topology with_shared_links_divided(double factor) const;
+
   const TopologySpec& spec() const { return spec_; }
   const Counts& counts() const { return counts_; }
   int gpu_count() const { return static_cast<int>(counts_.gpus); }

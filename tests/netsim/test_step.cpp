@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -147,4 +148,55 @@ TEST_CASE("two runs of the same step give identical results", "[step]")
     CHECK(a.stages[s].exposed == b.stages[s].exposed);
   }
   check_identity(a);
+}
+
+TEST_CASE("rail symmetry: simulating rail 0 alone gives the same step, breakdown and bytes", "[step][rails]")
+{
+  // TP fills each 8-GPU node of a rail-optimized fabric; PP crosses the building boundary and DP stays inside.
+  topology::Topology topo(topology::load_topology_spec("two-buildings"));
+  auto j =
+      job({{"tp", 8}, {"cp", 1}, {"pp", 2}, {"dp", 4}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}},
+          {{"kind", "1f1b"}}, 16, 2048);
+  auto graph = workload::build_step_graph(j);
+  placement::Placement place(topo, j, {{"tp", "cp", "dp", "pp"}, {"bldg-a", "bldg-b"}});
+  for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
+    netsim::StepOptions o;
+    o.fidelity      = f;
+    o.rail_symmetry = false;
+    auto all        = netsim::simulate_step(topo, graph, place, o);
+    o.rail_symmetry = true;
+    auto one        = netsim::simulate_step(topo, graph, place, o);
+    REQUIRE(one.rails == 8);
+    REQUIRE(all.rails == 1);
+    std::cout << netsim::to_string(f) << ": all rails " << all.transfers.size() << " transfers, step " << all.step_time
+              << " s; rail 0 alone " << one.transfers.size() << " transfers, step " << one.step_time << " s\n";
+    // Transfers that leave their node are per rail; node-local (TP) ones are one representative group already.
+    auto scale_out = [&](const netsim::StepResult& r) {
+      return std::count_if(r.transfers.begin(), r.transfers.end(), [&](const netsim::TransferRecord& t) {
+        return topo.locate(t.src).node != topo.locate(t.dst).node;
+      });
+    };
+    CHECK(scale_out(one) * 8 == scale_out(all));
+    CHECK(one.step_time == Approx(all.step_time).epsilon(1e-9));
+    for (std::size_t s = 0; s < all.stages.size(); ++s) {
+      CHECK(one.stages[s].bubble == Approx(all.stages[s].bubble).epsilon(1e-9).margin(1e-12));
+      for (std::size_t d = 0; d < 5; ++d)
+        CHECK(one.stages[s].exposed[d] == Approx(all.stages[s].exposed[d]).epsilon(1e-9).margin(1e-12));
+    }
+    std::vector<double> tier_all(topology::kTierCount, 0), tier_one(topology::kTierCount, 0);
+    for (std::size_t l = 0; l < topo.links().size(); ++l) {
+      int t = static_cast<int>(topo.links()[l].tier);
+      tier_all[t] += all.link_bytes[2 * l] + all.link_bytes[2 * l + 1];
+      tier_one[t] += one.link_bytes[2 * l] + one.link_bytes[2 * l + 1];
+    }
+    for (int t = 0; t < topology::kTierCount; ++t) {
+      INFO(topology::to_string(static_cast<topology::Tier>(t)) << ": " << tier_all[t] << " vs " << tier_one[t]);
+      CHECK(tier_one[t] == Approx(tier_all[t]).epsilon(1e-9));
+    }
+    // Per link too: every NIC carries what it carried with all rails simulated.
+    for (std::size_t k = 0; k < all.link_bytes.size(); ++k)
+      if (all.link_bytes[k] != Approx(one.link_bytes[k]).epsilon(1e-9)) {
+        FAIL("link " << k / 2 << " direction " << k % 2 << ": " << all.link_bytes[k] << " vs " << one.link_bytes[k]);
+      }
+  }
 }
