@@ -5,6 +5,7 @@
 #include "common/units.hpp"
 #include "netsim/scenario.hpp"
 
+#include <chrono>
 #include <iostream>
 #include <memory>
 
@@ -30,7 +31,18 @@ void run(const RunOptions& o)
   auto scenario = netsim::load_scenario(o.scenario.empty() ? netsim::default_scenario_path() : o.scenario);
   if (!o.fidelity.empty())
     scenario.options.fidelity = netsim::parse_fidelity(o.fidelity);
-  auto result = netsim::run_scenario(scenario);
+  // A status line on a terminal: large steps take a while at flow and packet fidelity.
+  const bool status = !o.json && stderr_is_terminal();
+  const auto start  = std::chrono::steady_clock::now();
+  auto phase        = [&](const std::string& what) {
+    if (!status)
+      return;
+    double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cerr << "\r\033[K[" << fixed(t, 1) << " s] " << what << "..." << std::flush;
+  };
+  auto result = netsim::run_scenario(scenario, phase);
+  if (status)
+    std::cerr << "\r\033[K" << std::flush;
   std::vector<std::string> written;
   if (!o.no_outputs)
     written = netsim::write_outputs(scenario, result, o.out.empty() ? "out/" + scenario.name : o.out);

@@ -122,14 +122,23 @@ Scenario parse_scenario(const json& document, const std::string& path)
   return sc;
 }
 
-ScenarioRun run_scenario(const Scenario& scenario)
+ScenarioRun run_scenario(const Scenario& scenario, const PhaseCallback& phase)
 {
+  auto report = [&](const std::string& what) {
+    if (phase)
+      phase(what);
+  };
+  report("building the topology");
   topology::Topology topo(scenario.topology);
+  report("building the step graph");
   auto graph = workload::build_step_graph(scenario.job);
+  report("placing ranks");
   placement::Placement place(topo, scenario.job, scenario.placement, "$.placement");
   ScenarioRun out;
   out.placement = place.report(graph);
-  out.result    = simulate_step(topo, graph, place, scenario.options);
+  report(std::string("simulating the step at ") + to_string(scenario.options.fidelity) + " fidelity");
+  out.result = simulate_step(topo, graph, place, scenario.options);
+  report("summarising");
   const auto& r = out.result;
 
   json j;

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <string>
 
 namespace spansim::netsim {
@@ -40,8 +41,11 @@ struct ScenarioRun {
   nlohmann::json summary; ///< the JSON summary (effective configuration, version, metrics)
 };
 
+/// @brief Reports the phase a scenario run is in ("building the step graph", ...), for progress displays.
+using PhaseCallback = std::function<void(const std::string&)>;
+
 /// @brief Builds the topology, the step graph and the placement, and simulates the step.
-ScenarioRun run_scenario(const Scenario& scenario);
+ScenarioRun run_scenario(const Scenario& scenario, const PhaseCallback& phase = {});
 
 /// @brief Writes summary.json, layers.csv (per model chunk) and trace.json (Perfetto) into `directory`.
 /// @return the paths written.
