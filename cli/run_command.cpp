@@ -47,8 +47,7 @@ void run(const RunOptions& o)
   if (!o.no_outputs)
     written = netsim::write_outputs(scenario, result, o.out.empty() ? "out/" + scenario.name : o.out);
 
-  auto summary = result.summary;
-  summary.erase("_programs");
+  auto summary               = result.summary;
   summary["outputs_written"] = written;
   if (o.json) {
     std::cout << summary.dump(2) << "\n";

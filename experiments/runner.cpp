@@ -134,7 +134,6 @@ void run_point(const Campaign& campaign, const Point& point, const std::string& 
     scenario.options.engine.packet.seed = point.seed;
     auto run                            = netsim::run_scenario(scenario);
     json summary                        = run.summary;
-    summary.erase("_programs");
     summary["network"].erase("boundary_utilisation_over_time");
     record["stages"] = summary["breakdown"]["stages"];
     summary["breakdown"].erase("stages");

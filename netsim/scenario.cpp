@@ -314,17 +314,8 @@ ScenarioRun run_scenario(const Scenario& scenario, const PhaseCallback& phase)
   j["network"]["boundary_utilisation_over_time"] = over_time;
   j["placement"]                                 = out.placement.to_json();
 
-  // What the CSV and the trace need of the step graph, kept small.
-  json programs = json::array();
-  for (const auto& st : graph.stages) {
-    json ops = json::array();
-    for (const auto& op : st.ops)
-      ops.push_back({std::string(workload::op_kind_name(op.kind)), std::string(workload::traffic_name(op.traffic)),
-                     op.chunk, op.micro_batch, op.bytes * std::max(1, op.count)});
-    programs.push_back({{"stage", st.stage}, {"chunk_layers", st.chunk_layers}, {"ops", ops}});
-  }
-  out.summary              = j;
-  out.summary["_programs"] = programs; // removed before writing summary.json
+  out.summary = j;
+  out.graph   = std::move(graph);
   return out;
 }
 
@@ -343,11 +334,10 @@ std::vector<std::string> write_outputs(const Scenario& scenario, const ScenarioR
     written.push_back(path);
     return f;
   };
-  const auto& programs = run.summary.at("_programs");
-  const auto& r        = run.result;
+  const auto& stages_of = run.graph.stages;
+  const auto& r         = run.result;
 
-  json summary = run.summary;
-  summary.erase("_programs");
+  json summary       = run.summary;
   summary["outputs"] = {{"summary", "summary.json"}, {"layers_csv", "layers.csv"}, {"trace", "trace.json"}};
   {
     auto f = open("summary.json");
@@ -359,28 +349,27 @@ std::vector<std::string> write_outputs(const Scenario& scenario, const ScenarioR
     auto f = open("layers.csv");
     f << "stage,chunk,layers,forward_s,backward_s,recompute_s,exposed_tp_s,exposed_cp_s,exposed_pp_s,exposed_dp_s,"
          "exposed_ep_s,bubble_s,idle_s\n";
-    for (const auto& prog : programs) {
-      int s       = prog["stage"];
-      auto layers = prog["chunk_layers"].get<std::vector<int>>();
+    for (const auto& program : stages_of) {
+      const int s        = program.stage;
+      const auto& layers = program.chunk_layers;
       std::vector<std::array<double, 10>> rows(layers.size(), std::array<double, 10>{});
-      const auto& ops = prog["ops"];
+      const auto& ops = program.ops;
       for (std::size_t i = 0; i < ops.size(); ++i) {
-        int chunk = ops[i][2];
+        const int chunk = ops[i].chunk;
         if (chunk < 0 || chunk >= static_cast<int>(layers.size()))
           continue;
-        std::string kind = ops[i][0];
-        double dt        = r.ops[s][i].end - r.ops[s][i].start;
-        if (kind == "forward")
+        const double dt = r.ops[s][i].end - r.ops[s][i].start;
+        if (ops[i].kind == workload::OpKind::forward)
           rows[chunk][0] += dt;
-        else if (kind == "backward")
+        else if (ops[i].kind == workload::OpKind::backward)
           rows[chunk][1] += dt;
-        else if (kind == "recompute")
+        else if (ops[i].kind == workload::OpKind::recompute)
           rows[chunk][2] += dt;
       }
       for (const auto& w : r.waits) {
         if (w.stage != s || w.op < 0)
           continue;
-        int chunk = ops[w.op][2];
+        const int chunk = ops[w.op].chunk;
         if (chunk >= 0 && chunk < static_cast<int>(layers.size()))
           rows[chunk][3 + w.cause] += w.seconds;
       }
@@ -398,7 +387,7 @@ std::vector<std::string> write_outputs(const Scenario& scenario, const ScenarioR
     json events             = json::array();
     std::vector<int> stages = scenario.trace_stages;
     if (stages.empty())
-      for (int s = 0; s < std::min<int>(16, static_cast<int>(programs.size())); ++s)
+      for (int s = 0; s < std::min<int>(16, static_cast<int>(stages_of.size())); ++s)
         stages.push_back(s);
     const char* threads[] = {"compute", "tp", "cp", "pp", "dp", "ep"};
     for (int s : stages) {
@@ -413,18 +402,19 @@ std::vector<std::string> write_outputs(const Scenario& scenario, const ScenarioR
       for (int t = 0; t < 6; ++t)
         events.push_back(
             {{"ph", "M"}, {"name", "thread_name"}, {"pid", s}, {"tid", t}, {"args", {{"name", threads[t]}}}});
-      const auto& ops = programs[s]["ops"];
+      const auto& ops = stages_of[s].ops;
       for (std::size_t i = 0; i < ops.size(); ++i) {
-        std::string kind = ops[i][0], traffic = ops[i][1];
-        int tid = 0;
-        for (int t = 1; t < 6; ++t)
-          if (traffic == threads[t] && kind != "forward" && kind != "backward" && kind != "recompute" &&
-              kind != "optimizer")
-            tid = t;
+        const auto& op  = ops[i];
+        const int dim   = traffic_index(op.traffic);
+        const bool comm = op.traffic != workload::Traffic::none && op.kind != workload::OpKind::forward &&
+                          op.kind != workload::OpKind::backward && op.kind != workload::OpKind::recompute &&
+                          op.kind != workload::OpKind::optimizer;
+        const int tid = comm && dim >= 0 ? 1 + dim : 0; // threads: compute, then kTrafficDims order
+        const std::string kind(workload::op_kind_name(op.kind));
         double start = r.ops[s][i].active, end = r.ops[s][i].end;
-        json args = {{"chunk", ops[i][2]}, {"micro_batch", ops[i][3]}};
+        json args = {{"chunk", op.chunk}, {"micro_batch", op.micro_batch}};
         if (tid > 0)
-          args["bytes"] = ops[i][4];
+          args["bytes"] = op.bytes * std::max(1, op.count);
         events.push_back({{"ph", "X"},
                           {"name", kind},
                           {"pid", s},

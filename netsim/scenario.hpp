@@ -38,7 +38,8 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& file)
 struct ScenarioRun {
   StepResult result;
   placement::PlacementReport placement;
-  nlohmann::json summary; ///< the JSON summary (effective configuration, version, metrics)
+  nlohmann::json summary;    ///< the JSON summary (effective configuration, version, metrics)
+  workload::StepGraph graph; ///< the simulated step graph (per-chunk CSV and trace read its ops)
 };
 
 /// @brief Reports the phase a scenario run is in ("building the step graph", ...), for progress displays.

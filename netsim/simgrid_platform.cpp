@@ -22,8 +22,8 @@ sg4::LinkInRoute in_route(sg4::Link* link, bool forward)
 /// @brief A pod: its GPUs and its spine router; every route comes from Topology::route.
 class RailZone : public skr::NetZoneImpl {
 public:
-  RailZone(const std::string& name, const Topology& topology, const std::vector<sg4::Link*>& links, int pod)
-      : NetZoneImpl(name), topology_(topology), links_(links), pod_(pod)
+  RailZone(const std::string& name, const Topology& topology, const std::vector<sg4::Link*>& links)
+      : NetZoneImpl(name), topology_(topology), links_(links)
   {
   }
 
@@ -70,7 +70,6 @@ private:
 
   const Topology& topology_;
   const std::vector<sg4::Link*>& links_;
-  int pod_;
   const skr::NetPoint* spine_ = nullptr;
   std::unordered_map<const skr::NetPoint*, int> gpu_of_;
 };
@@ -148,7 +147,7 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
     std::vector<sg4::NetZone*> pod_zones;
     std::vector<skr::NetPoint*> spines;
     for (int p = b * pods_per_building; p < (b + 1) * pods_per_building; ++p) {
-      auto* impl = new RailZone(topology.vertex_name(topology.spine_vertex(p)) + "-zone", topology, links_, p);
+      auto* impl = new RailZone(topology.vertex_name(topology.spine_vertex(p)) + "-zone", topology, links_);
       auto* pod  = impl->get_iface();
       pod->set_parent(building);
       for (int g = p * gpus_per_pod; g < (p + 1) * gpus_per_pod; ++g) {

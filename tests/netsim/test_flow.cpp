@@ -108,44 +108,34 @@ TEST_CASE("dependencies and delays order the flow graph", "[flow]")
   expect_within("delay then two chained transfers", 1e-3 + 2 * one, r.makespan, 1e-6);
 }
 
-TEST_CASE("ring all-reduce on the 8 GPUs of one HGX node matches alpha-beta", "[flow][collective]")
+TEST_CASE("ring all-reduce inside one HGX node and over 16 nodes of one rail matches alpha-beta", "[flow][collective]")
 {
   topology::Topology t(topology::load_topology_spec("hgx-h100-pod"));
-  std::vector<int> gpus{0, 1, 2, 3, 4, 5, 6, 7};
-  const double bandwidth = t.spec().node.nvlink_bandwidth;
-  const double alpha     = 2 * t.spec().node.nvlink_latency;
-  for (double s : {1048576.0, 67108864.0, 1073741824.0, 8589934592.0}) {
-    FlowGraph g;
-    Collective c;
-    c.algorithm = Algorithm::ring;
-    c.gpus      = gpus;
-    c.bytes     = s;
-    int end     = add_collective(g, t, c, {}).end_op;
-    auto r      = run_flow(t, g);
-    expect_within("8-GPU NVLink ring all-reduce of " + std::to_string(static_cast<long long>(s)) + " B",
-                  ring_allreduce_time(8, s, bandwidth, alpha), r.ops[end].end, 0.01);
-  }
-}
-
-TEST_CASE("ring all-reduce over 16 nodes of one rail matches alpha-beta", "[flow][collective]")
-{
-  topology::Topology t(topology::load_topology_spec("hgx-h100-pod"));
-  std::vector<int> gpus;
+  const auto& spec = t.spec();
+  struct Ring {
+    const char* what;
+    std::vector<int> gpus;
+    double bandwidth, alpha;
+  };
+  std::vector<int> rail;
   for (int n = 0; n < 16; ++n)
-    gpus.push_back(n * 8); // GPU 0 of nodes 0..15: rail 0, all under one 32-port leaf
-  const double bandwidth = t.spec().pod.nic_bandwidth;
-  const double alpha     = 2 * t.spec().pod.link_latency;
-  for (double s : {1048576.0, 67108864.0, 1073741824.0}) {
-    FlowGraph g;
-    Collective c;
-    c.algorithm = Algorithm::ring;
-    c.gpus      = gpus;
-    c.bytes     = s;
-    int end     = add_collective(g, t, c, {}).end_op;
-    auto r      = run_flow(t, g);
-    expect_within("16-node rail ring all-reduce of " + std::to_string(static_cast<long long>(s)) + " B",
-                  ring_allreduce_time(16, s, bandwidth, alpha), r.ops[end].end, 0.01);
-  }
+    rail.push_back(n * 8); // GPU 0 of nodes 0..15: rail 0, all under one 32-port leaf
+  const Ring rings[] = {
+      {"8-GPU NVLink ring", {0, 1, 2, 3, 4, 5, 6, 7}, spec.node.nvlink_bandwidth, 2 * spec.node.nvlink_latency},
+      {"16-node rail ring", rail, spec.pod.nic_bandwidth, 2 * spec.pod.link_latency}};
+  for (const auto& ring : rings)
+    for (double s : {1048576.0, 67108864.0, 1073741824.0, 8589934592.0}) {
+      FlowGraph g;
+      Collective c;
+      c.algorithm = Algorithm::ring;
+      c.gpus      = ring.gpus;
+      c.bytes     = s;
+      int end     = add_collective(g, t, c, {}).end_op;
+      auto r      = run_flow(t, g);
+      const int k = static_cast<int>(ring.gpus.size());
+      expect_within(std::string(ring.what) + " all-reduce of " + std::to_string(static_cast<long long>(s)) + " B",
+                    ring_allreduce_time(k, s, ring.bandwidth, ring.alpha), r.ops[end].end, 0.01);
+    }
 }
 
 TEST_CASE("the effective SimGrid settings are pinned and reported", "[flow]")

@@ -236,3 +236,32 @@ TEST_CASE("unknown preset names list the presets", "[topology]")
   CHECK_THROWS_WITH(load_topology_spec("no-such-topology"),
                     Catch::Contains("not a preset name") && Catch::Contains("two-regions"));
 }
+
+TEST_CASE("every route is a shortest path of the Boost graph in which GPUs do not forward", "[topology]")
+{
+  // An independent check of the hierarchical routing: breadth-first search over the explicit graph.
+  Topology t(tiny_spec());
+  const Graph g = t.to_graph();
+  const auto n  = boost::num_vertices(g);
+  for (int src = 0; src < t.gpu_count(); ++src) {
+    std::vector<int> dist(n, -1);
+    std::vector<std::size_t> queue{static_cast<std::size_t>(src)};
+    dist[src] = 0;
+    for (std::size_t head = 0; head < queue.size(); ++head) {
+      auto v = queue[head];
+      if (t.vertex_kinds()[v] == VertexKind::gpu && static_cast<int>(v) != src)
+        continue; // a GPU ends a path, it never forwards
+      for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) {
+        auto w = boost::target(*e, g);
+        if (dist[w] < 0) {
+          dist[w] = dist[v] + 1;
+          queue.push_back(w);
+        }
+      }
+    }
+    for (int dst = 0; dst < t.gpu_count(); ++dst) {
+      INFO(src << " -> " << dst << ": route " << t.route(src, dst).size() << " hops, shortest " << dist[dst]);
+      REQUIRE(static_cast<int>(t.route(src, dst).size()) == dist[dst]);
+    }
+  }
+}
