@@ -523,10 +523,14 @@ RunResult run_packet(const topology::Topology& topology, const FlowGraph& graph,
   std::memcpy(result.ops.data(), bytes.data(), timing_bytes);
   for (const auto& t : result.ops)
     result.makespan = std::max(result.makespan, t.end);
-  result.settings               = settings.to_json();
-  result.settings["effective"]  = plan_json(plan);
-  result.settings["statistics"] = nlohmann::json::parse(bytes.substr(timing_bytes));
-  result.link_bytes             = link_bytes(topology, graph);
+  result.settings              = settings.to_json();
+  result.settings["effective"] = plan_json(plan);
+  try {
+    result.settings["statistics"] = nlohmann::json::parse(bytes.substr(timing_bytes));
+  } catch (const nlohmann::json::exception& e) {
+    throw SimulationError(std::string("the packet simulation process returned unreadable statistics: ") + e.what());
+  }
+  result.link_bytes = link_bytes(topology, graph);
   return result;
 }
 

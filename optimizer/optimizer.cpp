@@ -402,13 +402,39 @@ OptimizeSpec load_optimize_spec(const std::string& path)
     spec.topology = topology::parse_topology_spec(topo, path + " ($.topology)");
   spec.model = r.raw("model");
   spec.gpu   = r.raw("gpu");
+  // Checked once here: a bad model or GPU would otherwise prune every point with the same reason.
+  auto check_zoo = [&](const char* key, const json& ref, auto load) {
+    if (!ref.is_string() && !ref.is_object())
+      r.fail(key, "expected a zoo name or an inline object");
+    if (ref.is_string()) {
+      try {
+        load(ref.get<std::string>());
+      } catch (const Error& e) {
+        r.fail(key, e.what());
+      }
+    }
+  };
+  check_zoo("model", spec.model, [](const std::string& n) { workload::load_model(n); });
+  check_zoo("gpu", spec.gpu, [](const std::string& n) { workload::load_gpu(n); });
   spec.gpus  = r.integer("gpus", 1, 4'000'000);
   spec.batch = r.raw("batch");
   if (!spec.batch.is_object() || spec.batch.contains("micro_batch"))
     r.fail("batch", "expected a batch object (sequence_length and global_tokens or global_sequences) without "
                     "micro_batch, which is searched");
-  if (r.has("buildings"))
+  if (r.has("buildings")) {
     spec.buildings = r.strings("buildings");
+    topology::Topology topo(spec.topology);
+    for (const auto& name : spec.buildings) {
+      bool known = false;
+      std::string list;
+      for (int b = 0; b < topo.building_count(); ++b) {
+        known = known || topo.building_name(b) == name;
+        list += (list.empty() ? "" : ", ") + topo.building_name(b);
+      }
+      if (!known)
+        r.fail("buildings", "unknown building \"" + name + "\" (buildings: " + list + ")");
+    }
+  }
   spec.top_k   = static_cast<int>(r.optional_integer("top_k", 1, 1000).value_or(20));
   spec.workers = static_cast<int>(r.optional_integer("workers", 0, 256).value_or(0));
   spec.seed =

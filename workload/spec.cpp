@@ -145,40 +145,36 @@ GpuSpec read_gpu(spec::ObjectReader r)
   return g;
 }
 
-ModelSpec model_from(spec::ObjectReader& job, const std::string& file)
+// A zoo name must name a shipped file: list the zoo rather than report a file that cannot be opened.
+template <class Read>
+auto load_zoo(const std::string& ref, const char* subdir, const char* what, const std::string& relative_to, Read read)
 {
-  const auto& v = job.raw("model");
-  if (v.is_object())
-    return read_model(spec::ObjectReader(v, job.where().member("model")));
-  if (!v.is_string())
-    job.fail("model", "expected a zoo name (e.g. \"llama3-405b\"), a path to a model file or an object");
-  std::string ref  = v.get<std::string>();
-  std::string path = resolve(ref, "models", file);
+  std::string path = resolve(ref, subdir, relative_to);
   if (is_zoo_name(ref) && !std::filesystem::exists(path)) {
     std::string list;
-    for (const auto& n : zoo_names("models"))
+    for (const auto& n : zoo_names(subdir))
       list += (list.empty() ? "" : ", ") + n;
-    job.fail("model", "unknown model \"" + ref + "\" (zoo: " + list + ")");
+    throw UsageError("unknown " + std::string(what) + " \"" + ref + "\" (zoo: " + list + ")");
   }
-  return load_model(path);
+  return read(spec::ObjectReader(spec::load_json_file(path), spec::Location{path}));
 }
 
-GpuSpec gpu_from(spec::ObjectReader& job, const std::string& file)
+// The "model" or "gpu" of a job: an inline object, a zoo name or a path relative to the job file.
+template <class Read>
+auto zoo_or_inline(spec::ObjectReader& job, const char* key, const char* subdir, const char* what, const char* example,
+                   const std::string& file, Read read)
 {
-  const auto& v = job.raw("gpu");
+  const auto& v = job.raw(key);
   if (v.is_object())
-    return read_gpu(spec::ObjectReader(v, job.where().member("gpu")));
+    return read(spec::ObjectReader(v, job.where().member(key)));
   if (!v.is_string())
-    job.fail("gpu", "expected a zoo name (e.g. \"h100\"), a path to a GPU file or an object");
-  std::string ref  = v.get<std::string>();
-  std::string path = resolve(ref, "gpus", file);
-  if (is_zoo_name(ref) && !std::filesystem::exists(path)) {
-    std::string list;
-    for (const auto& n : zoo_names("gpus"))
-      list += (list.empty() ? "" : ", ") + n;
-    job.fail("gpu", "unknown GPU \"" + ref + "\" (zoo: " + list + ")");
+    job.fail(key,
+             std::string("expected a zoo name (e.g. \"") + example + "\"), a path to a " + what + " file or an object");
+  try {
+    return load_zoo(v.get<std::string>(), subdir, what, file, read);
+  } catch (const UsageError& e) {
+    job.fail(key, e.what());
   }
-  return load_gpu(path);
 }
 
 } // namespace
@@ -202,14 +198,12 @@ bool ModelSpec::is_moe_layer(int layer) const
 
 ModelSpec load_model(const std::string& name_or_path)
 {
-  std::string path = resolve(name_or_path, "models", "");
-  return read_model(spec::ObjectReader(spec::load_json_file(path), spec::Location{path}));
+  return load_zoo(name_or_path, "models", "model", "", read_model);
 }
 
 GpuSpec load_gpu(const std::string& name_or_path)
 {
-  std::string path = resolve(name_or_path, "gpus", "");
-  return read_gpu(spec::ObjectReader(spec::load_json_file(path), spec::Location{path}));
+  return load_zoo(name_or_path, "gpus", "GPU", "", read_gpu);
 }
 
 JobSpec load_job(const std::string& path)
@@ -233,8 +227,8 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file)
   JobSpec job;
   job.file           = file;
   job.name           = r.optional_string("name").value_or(std::filesystem::path(file).stem().string());
-  job.model          = model_from(r, file);
-  job.gpu            = gpu_from(r, file);
+  job.model          = zoo_or_inline(r, "model", "models", "model", "llama3-405b", file, read_model);
+  job.gpu            = zoo_or_inline(r, "gpu", "gpus", "GPU", "h100", file, read_gpu);
   job.gpus           = r.integer("gpus", 1, std::int64_t{1} << 40);
   const ModelSpec& m = job.model;
 
@@ -298,7 +292,8 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file)
   if (m.moe.experts > 0 && m.moe.experts % par.ep != 0)
     at_par("ep", "experts " + std::to_string(m.moe.experts) + " are not divisible by ep " + std::to_string(par.ep));
   if ((std::int64_t{par.cp} * par.dp) % par.ep != 0)
-    at_par("ep", "ep " + std::to_string(par.ep) + " must divide cp x dp = " + std::to_string(par.cp * par.dp) +
+    at_par("ep", "ep " + std::to_string(par.ep) +
+                     " must divide cp x dp = " + std::to_string(std::int64_t{par.cp} * par.dp) +
                      " (expert parallelism is carved out of the data and context dimensions)");
 
   auto b                = r.object("batch");
@@ -318,15 +313,21 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file)
   } else {
     batch.global_sequences = b.integer("global_sequences", 1, std::int64_t{1} << 40);
   }
-  if (batch.sequence_length % (2 * par.cp) != 0)
+  if (batch.sequence_length % (std::int64_t{2} * par.cp) != 0)
     b.fail("sequence_length", "sequence_length " + std::to_string(batch.sequence_length) +
-                                  " is not divisible by 2 x cp = " + std::to_string(2 * par.cp) +
+                                  " is not divisible by 2 x cp = " + std::to_string(std::int64_t{2} * par.cp) +
                                   " (context parallelism splits a sequence into 2 x cp chunks)");
   const std::int64_t per_step = std::int64_t{par.dp} * batch.micro_batch;
   if (batch.global_sequences % per_step != 0)
     b.fail(by_tokens ? "global_tokens" : "global_sequences",
            "the batch of " + std::to_string(batch.global_sequences) +
                " sequences is not divisible by dp x micro_batch = " + std::to_string(per_step));
+  // The schedule expands micro-batch by micro-batch: bound it (and keep the count within an int).
+  constexpr std::int64_t kMaxMicroBatches = 1'000'000;
+  if (batch.global_sequences / per_step > kMaxMicroBatches)
+    b.fail(by_tokens ? "global_tokens" : "global_sequences", std::to_string(batch.global_sequences / per_step) +
+                                                                 " micro-batches per step; at most " +
+                                                                 std::to_string(kMaxMicroBatches) + " are supported");
   b.finish();
   const int mbs = job.micro_batches();
 
@@ -360,7 +361,7 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file)
         std::to_string(mbs) + " micro-batches per step (" + std::to_string(batch.global_sequences) +
         " sequences / dp " + std::to_string(par.dp) + " / micro_batch " + std::to_string(batch.micro_batch) +
         ") are fewer than the " + std::to_string(par.pp) + " pipeline stages, which " + kind + " needs");
-  const int chunks = par.pp * sched.virtual_stages;
+  const std::int64_t chunks = std::int64_t{par.pp} * sched.virtual_stages;
   if (m.layers < chunks)
     s.fail("virtual_stages", "the model's " + std::to_string(m.layers) + " layers cannot fill pp x virtual_stages = " +
                                  std::to_string(chunks) + " model chunks");

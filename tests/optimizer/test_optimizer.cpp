@@ -108,6 +108,12 @@ TEST_CASE("bad optimize specs name the JSON path and the allowed values", "[opti
   j                         = small_space();
   j["batch"]["micro_batch"] = 2;
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.batch") && Catch::Contains("searched"));
+  j              = small_space();
+  j["buildings"] = {"east-b0", "north-b9"};
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.buildings") && Catch::Contains("unknown building \"north-b9\""));
+  j          = small_space();
+  j["model"] = "llama9-1t";
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.model") && Catch::Contains("unknown model"));
 }
 
 TEST_CASE("the optimize spec format doc's example loads", "[optimizer][docs]")

@@ -167,9 +167,14 @@ TEST_CASE("Compute time follows the roofline with the GPU's efficiency factors")
     const double mm = 2 * s * n_matmul, attn = kL * 2 * s * s * kH;
     const wl::Op f = forward(8192);
     check_close("forward FLOPs", mm + attn, f.model_flops, 1e-12);
+    // The element-wise traffic is the op's own figure, so bound it by shapes: every layer reads and writes its
+    // bf16 activations at least once (s x hidden), and touches at most a few dozen tensors of s x (hidden + ffn).
     const double elementwise = f.hbm_bytes - weights;
-    CHECK(elementwise > 0);
-    CHECK(elementwise < weights * 10);
+    const double floor_bytes = kL * 2 * s * kH * 2, ceiling_bytes = kL * 32 * s * (kH + kF) * 2;
+    INFO("element-wise bytes " << elementwise << ", expected between " << floor_bytes << " and " << ceiling_bytes);
+    CHECK(elementwise >= floor_bytes);
+    CHECK(elementwise <= ceiling_bytes);
+    // With that traffic, the op time is the roofline sum of its parts:
     check_close("compute-bound forward, s", mm / (peak * 0.75) + attn / (peak * 0.5) + elementwise / (bw * 0.8),
                 f.seconds, 1e-9);
   }
@@ -456,8 +461,8 @@ TEST_CASE("The graph is one program per stage with matching sends and receives")
     }
   }
   CHECK(sends == recvs);
-  // 2 x 32 micro-batches x 4 chunks x 2 sends on 63 boundaries: the graph scales with pp v m, not with 8192 GPUs.
+  // PP 16 x 4 virtual stages = 64 model chunks, so 63 chunk boundaries; each is crossed by an activation and a
+  // gradient for each of the 32 micro-batches. The graph grows with pp v m, not with the 8,192 GPUs.
   CHECK(sends.size() == std::size_t(2 * 32 * 63));
-  CHECK(ops < 30000);
   std::cout << "llama3-405b example: " << ops << " ops in " << g.stages.size() << " programs\n";
 }

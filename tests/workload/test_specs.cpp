@@ -284,6 +284,19 @@ TEST_CASE("Inconsistent jobs are refused at the offending JSON path")
   j                          = good_job();
   j["parallelism"]["tensor"] = 2;
   expect_spec_error(j, "$.parallelism", "unknown key \"tensor\"");
+
+  // Values big enough to overflow 32-bit arithmetic are refused, not wrapped.
+  j             = good_job();
+  j["schedule"] = {{"kind", "interleaved-1f1b"}, {"virtual_stages", 1 << 30}};
+  expect_spec_error(j, "$.schedule.virtual_stages", "32 layers cannot fill");
+
+  j                              = good_job();
+  j["batch"]["global_sequences"] = std::int64_t{1} << 40;
+  expect_spec_error(j, "$.batch.global_sequences", "at most 1000000 are supported");
+
+  j          = good_job();
+  j["model"] = "llama9-1t";
+  expect_spec_error(j, "$.model", "unknown model \"llama9-1t\" (zoo: deepseek-v3");
 }
 
 TEST_CASE("Bad job files are refused with the JSON path of the problem")
