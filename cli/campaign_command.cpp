@@ -111,6 +111,7 @@ json report_json(const ex::Campaign& c, const ex::RunReport& r)
           {"ran", r.ran},
           {"failed", r.failed},
           {"missing", r.missing},
+          {"missing_points", r.missing_points},
           {"errors", r.errors},
           {"hdf5", r.hdf5},
           {"csv", r.csv},
@@ -161,10 +162,19 @@ void run(const CampaignRunOptions& o, bool merge_only)
     options.on_progress = draw_progress;
   auto report = ex::run_campaign(campaign, options);
   print_report(campaign, report, o.json, merge_only);
-  if (report.missing > 0 && (merge_only || options.shards == 1))
+  if (report.missing > 0 && (merge_only || options.shards == 1)) {
+    // Named by index, so that one can see which shard (index % N) or which worker did not finish.
+    const std::size_t shown = 20;
+    std::string which;
+    for (std::size_t k = 0; k < report.missing_points.size() && k < shown; ++k)
+      which += (k ? ", " : "") + std::to_string(report.missing_points[k]);
+    if (report.missing_points.size() > shown)
+      which += ", ...";
     throw SimulationError(std::to_string(report.missing) + " of " + std::to_string(report.shard_points) +
-                          " points have no result (" + (merge_only ? "a shard did not finish" : "a worker crashed") +
+                          " points have no result (points " + which + "; " +
+                          (merge_only ? "a shard did not finish" : "a worker crashed") +
                           "); run the campaign again to complete it");
+  }
 }
 
 void slurm(const CampaignSlurmOptions& o)
@@ -206,8 +216,27 @@ void slurm(const CampaignSlurmOptions& o)
                           std::filesystem::path(s.merge_script).parent_path().string() + "/merge.log");
 }
 
+// The last non-empty line of a program's stderr: the one-line message plot_campaign.py exits with.
+std::string last_line(const std::string& text)
+{
+  auto end = text.find_last_not_of(" \n\r\t");
+  if (end == std::string::npos)
+    return "";
+  auto start = text.rfind('\n', end);
+  return text.substr(start == std::string::npos ? 0 : start + 1,
+                     end - (start == std::string::npos ? 0 : start + 1) + 1);
+}
+
 void plot(const CampaignPlotOptions& o)
 {
+  // Checked here so that a wrong path is a usage error with one clear line, not a Python traceback.
+  if (!std::filesystem::is_regular_file(o.results))
+    throw UsageError("no campaign result file \"" + o.results + "\"");
+  try {
+    ex::read_results_hdf5(o.results);
+  } catch (const Error& e) {
+    throw UsageError("\"" + o.results + "\" is not a spansim campaign result (" + e.what() + ")");
+  }
   const std::string script = std::string(SPANSIM_SOURCE_DIR) + "/experiments/plot_campaign.py";
   std::vector<std::string> argv{o.python, script, o.results, "--provenance", provenance().dump()};
   if (!o.x.empty())
@@ -218,27 +247,53 @@ void plot(const CampaignPlotOptions& o)
     argv.insert(argv.end(), {"--out", o.out});
   if (o.json)
     argv.push_back("--json");
+  int err[2];
+  if (::pipe(err) != 0)
+    throw UsageError(std::string("cannot make a pipe: ") + std::strerror(errno));
   std::cout.flush();
   std::cerr.flush();
   pid_t pid = ::fork();
-  if (pid < 0)
+  if (pid < 0) {
+    ::close(err[0]);
+    ::close(err[1]);
     throw UsageError(std::string("cannot fork: ") + std::strerror(errno));
+  }
   if (pid == 0) {
+    ::dup2(err[1], STDERR_FILENO);
+    ::close(err[0]);
+    ::close(err[1]);
     std::vector<char*> args;
     for (auto& a : argv)
       args.push_back(a.data());
     args.push_back(nullptr);
     ::execvp(args[0], args.data());
-    std::cerr << "spansim: error: cannot run " << o.python << ": " << std::strerror(errno) << "\n";
+    std::cerr << "cannot run " << o.python << ": " << std::strerror(errno) << "\n";
     ::_exit(127);
   }
+  // The script's stderr is collected so that a failure is reported with the script's own message.
+  ::close(err[1]);
+  std::string messages;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(err[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    messages.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(err[0]);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    throw UsageError("plotting failed (" + script + " exit status " +
-                     std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) +
-                     "); it needs Debian's python3-matplotlib and python3-h5py");
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    std::cerr << messages << std::flush;
+    return;
+  }
+  const std::string why = last_line(messages);
+  throw UsageError("plotting failed (" + script + ", exit status " +
+                   std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) +
+                   "): " + (why.empty() ? "no message" : why));
 }
 
 } // namespace

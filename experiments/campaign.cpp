@@ -328,7 +328,15 @@ Campaign parse_campaign(const json& document, const std::string& file)
       r.where().member("axes").element(k).fail("two axes are named \"" + c.axes[k].name + "\"");
 
   c.repetitions = static_cast<int>(r.optional_integer("repetitions", 1, 10000).value_or(1));
-  c.seed        = static_cast<std::uint32_t>(r.optional_integer("seed", 1, 4294967295ll).value_or(1));
+  // Repetition k runs with seed + k as a 32-bit RNG seed: the last one must not wrap around to 0 or to the seeds
+  // of other repetitions, which would make "independent" repetitions repeat each other.
+  constexpr std::int64_t max_seed = 4294967295ll;
+  const std::int64_t seed         = r.optional_integer("seed", 1, max_seed).value_or(1);
+  if (seed + c.repetitions - 1 > max_seed)
+    r.fail("seed", "seed " + std::to_string(seed) + " with " + std::to_string(c.repetitions) +
+                       " repetitions needs seeds up to " + std::to_string(seed + c.repetitions - 1) +
+                       ", past the largest 32-bit seed " + std::to_string(max_seed));
+  c.seed = static_cast<std::uint32_t>(seed);
   if (auto rec = r.optional_object("record")) {
     c.record.links  = rec->optional_boolean("links").value_or(false);
     c.record.stages = rec->optional_boolean("stages").value_or(true);

@@ -14,12 +14,16 @@ import json
 import os
 import sys
 
-import h5py
-import matplotlib
+try:
+    import h5py
+    import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
-import numpy as np  # noqa: E402
+    matplotlib.use("Agg")
+    import matplotlib.patches  # noqa: E402  (the backend must be chosen first)
+    import matplotlib.pyplot as plt  # noqa: E402
+    import numpy as np  # noqa: E402
+except ImportError as e:
+    sys.exit("plot_campaign: %s (needs Debian's python3-matplotlib, python3-h5py and python3-numpy)" % e)
 
 PARTS = ["compute", "exposed_tp", "exposed_cp", "exposed_pp", "exposed_dp", "exposed_ep", "bubble", "idle"]
 COLORS = ["#4c72b0", "#dd8452", "#937860", "#da8bc3", "#c44e52", "#8172b3", "#ccb974", "#cfcfcf"]
@@ -30,7 +34,8 @@ def axis_names(campaign):
     """Axis names in campaign order, named as spansim names them (name, or the path(s) joined by '+')."""
     names = []
     for a in campaign.get("axes", []):
-        if "name" in a:
+        # As campaign.cpp: a missing or empty name falls back to the field path(s).
+        if a.get("name"):
             names.append(a["name"])
         elif "zip" in a:
             names.append("+".join(z["path"] for z in a["zip"]))
@@ -40,7 +45,21 @@ def axis_names(campaign):
 
 
 def read(path):
+    """The campaign, the table of its finished ok points and the axis units; exits with one line if unreadable."""
+    if not os.path.isfile(path):
+        sys.exit("plot_campaign: no file %s" % path)
+    try:
+        return read_table(path)
+    except (OSError, KeyError, ValueError, TypeError) as e:
+        sys.exit("plot_campaign: %s is not a readable spansim campaign result (%s: %s)" % (path, type(e).__name__, e))
+
+
+def read_table(path):
     with h5py.File(path, "r") as f:
+        fmt = f.attrs.get("format", "")
+        fmt = fmt.decode() if isinstance(fmt, bytes) else str(fmt)
+        if fmt != "spansim-campaign/1":
+            raise ValueError("format %r, expected 'spansim-campaign/1'" % fmt)
         campaign = json.loads(f.attrs["campaign_json"])
         table = {}
         units = {}

@@ -28,35 +28,39 @@ const char* const kParts[] = {"compute",    "exposed_tp", "exposed_cp", "exposed
                               "exposed_ep", "bubble",     "idle",       "exposed_total"};
 const char* const kTiers[] = {"nvlink",          "nic",         "leaf_spine", "pod_aggregation", "inter_building",
                               "building_uplink", "inter_region"};
-const char* const kStageColumns[] = {"compute_s",    "exposed_tp_s", "exposed_cp_s", "exposed_pp_s",
-                                     "exposed_dp_s", "exposed_ep_s", "bubble_s",     "idle_s"};
+// nlohmann writes a non-finite double as null, so null reads back as NaN; any other non-number throws.
+double number(const json& v)
+{
+  return v.is_null() ? kNaN : v.get<double>();
+}
 
-// The value of a metric column from a point record (NaN when the point failed or lacks it).
+// The value of a metric column from a point record (NaN when the point failed or lacks it). Only at() here:
+// operator[] on a const json with a missing key is undefined, and usable_record() relies on the throw.
 double metric_value(const json& record, const std::string& column)
 {
   if (record.value("status", "") != "ok")
     return kNaN;
-  const json& s = record["summary"];
+  const json& s = record.at("summary");
   if (column == "elapsed_s")
     return record.value("elapsed_s", kNaN);
-  if (s["metrics"].contains(column))
-    return s["metrics"][column].get<double>();
+  if (s.at("metrics").contains(column))
+    return number(s.at("metrics").at(column));
   for (const char* tier : kTiers) {
     if (column == std::string("bytes_") + tier || column == std::string("utilisation_") + tier) {
-      for (const auto& t : s["network"]["tiers"])
-        if (t["tier"] == tier)
-          return column[0] == 'b' ? t["bytes"].get<double>() : t["mean_utilisation"].get<double>();
+      for (const auto& t : s.at("network").at("tiers"))
+        if (t.at("tier") == tier)
+          return number(column[0] == 'b' ? t.at("bytes") : t.at("mean_utilisation"));
       return 0;
     }
   }
   for (const char* part : kParts)
     for (const char* stat : {"mean", "max"})
       if (column == std::string(part) + "_" + stat + "_s")
-        return s["breakdown"]["over_stages"][std::string(part) + "_s"][stat].get<double>();
+        return number(s.at("breakdown").at("over_stages").at(std::string(part) + "_s").at(stat));
   if (column == "boundary_bytes_out_max") {
     double m = 0;
-    for (const auto& b : s["network"]["boundaries"])
-      m = std::max(m, b["bytes_out"].get<double>());
+    for (const auto& b : s.at("network").at("boundaries"))
+      m = std::max(m, number(b.at("bytes_out")));
     return m;
   }
   return kNaN;
@@ -226,9 +230,10 @@ void write_file(const Campaign& campaign, const std::vector<Point>& points, cons
     error.push_back(r.value("error", ""));
     scenario.push_back(p->scenario.dump());
     bool ok = status.back() == "ok";
-    configuration.push_back(ok ? r["summary"]["configuration"].dump() : "");
-    versions.push_back(ok ? r["summary"]["spansim"]["version"].get<std::string>() : r.value("spansim_version", ""));
-    hashes.push_back(ok ? r["summary"]["spansim"]["git_hash"].get<std::string>() : r.value("git_hash", ""));
+    configuration.push_back(ok ? r.at("summary").at("configuration").dump() : "");
+    versions.push_back(ok ? r.at("summary").at("spansim").at("version").get<std::string>()
+                          : r.value("spansim_version", ""));
+    hashes.push_back(ok ? r.at("summary").at("spansim").at("git_hash").get<std::string>() : r.value("git_hash", ""));
   }
   write_ints(table, "index", index);
   write_ints(table, "repetition", repetition);
@@ -274,13 +279,13 @@ void write_file(const Campaign& campaign, const std::vector<Point>& points, cons
       Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
             "create /stages/" + p->key);
       std::vector<long long> stage;
-      for (const auto& s : r["stages"])
-        stage.push_back(s["stage"].get<long long>());
+      for (const auto& s : r.at("stages"))
+        stage.push_back(s.at("stage").get<long long>());
       write_ints(g, "stage", stage);
       for (const char* c : kStageColumns) {
         std::vector<double> v;
-        for (const auto& s : r["stages"])
-          v.push_back(s[c].get<double>());
+        for (const auto& s : r.at("stages"))
+          v.push_back(number(s.at(c)));
         write_doubles(g, c, v);
       }
     }
@@ -294,9 +299,9 @@ void write_file(const Campaign& campaign, const std::vector<Point>& points, cons
       Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
             "create /ranks/" + p->key);
       for (const char* c : {"gpu", "tp", "cp", "pp", "dp"})
-        write_ints(g, c, r["ranks"][c].get<std::vector<long long>>());
+        write_ints(g, c, r.at("ranks").at(c).get<std::vector<long long>>());
       for (const char* c : kStageColumns)
-        write_doubles(g, c, r["ranks"][c].get<std::vector<double>>());
+        write_doubles(g, c, r.at("ranks").at(c).get<std::vector<double>>());
     }
   }
   if (campaign.record.links) {
@@ -305,13 +310,13 @@ void write_file(const Campaign& campaign, const std::vector<Point>& points, cons
       const json& r = results.at(p->key);
       if (!r.contains("links"))
         continue;
-      const json& l = r["links"];
+      const json& l = r.at("links");
       Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
             "create /links/" + p->key);
-      write_strings(g, "name", l["name"].get<std::vector<std::string>>());
-      write_strings(g, "tier", l["tier"].get<std::vector<std::string>>());
-      write_doubles(g, "capacity_Bps", l["capacity_Bps"].get<std::vector<double>>());
-      auto bytes = l["bytes"].get<std::vector<double>>();
+      write_strings(g, "name", l.at("name").get<std::vector<std::string>>());
+      write_strings(g, "tier", l.at("tier").get<std::vector<std::string>>());
+      write_doubles(g, "capacity_Bps", l.at("capacity_Bps").get<std::vector<double>>());
+      auto bytes = l.at("bytes").get<std::vector<double>>();
       write_doubles(g, "bytes", bytes, {bytes.size() / 2, 2});
     }
   }
@@ -383,6 +388,58 @@ const std::vector<std::string>& metric_columns()
   return columns;
 }
 
+bool usable_record(const json& record, const std::string& key)
+{
+  // A dry run of everything the writers read: a record from another spansim version or edited by hand must make
+  // its point count as missing (and run again), not throw half-way through writing the result files.
+  try {
+    if (!record.is_object() || !record.contains("key") || record.at("key") != key || !record.at("status").is_string())
+      return false;
+    record.value("error", std::string());
+    record.value("spansim_version", std::string());
+    record.value("git_hash", std::string());
+    if (record.at("status") != "ok")
+      return true;
+    const json& summary = record.at("summary");
+    // contains() is false on a non-object and iterating a null sees nothing, so these shapes are checked here.
+    if (!summary.is_object() || !summary.at("metrics").is_object() || !summary.at("network").is_object() ||
+        !summary.at("network").at("tiers").is_array() || !summary.at("network").at("boundaries").is_array() ||
+        !summary.at("breakdown").at("over_stages").is_object())
+      return false;
+    for (const char* part : {"stages", "ranks", "links"})
+      if (record.contains(part) && record.at(part).is_array() != (std::string(part) == "stages"))
+        return false;
+    summary.at("configuration");
+    summary.at("spansim").at("version").get<std::string>();
+    summary.at("spansim").at("git_hash").get<std::string>();
+    for (const auto& column : metric_columns())
+      metric_value(record, column);
+    if (record.contains("stages"))
+      for (const auto& s : record.at("stages")) {
+        s.at("stage").get<long long>();
+        for (const char* c : kStageColumns)
+          number(s.at(c));
+      }
+    if (record.contains("ranks")) {
+      for (const char* c : {"gpu", "tp", "cp", "pp", "dp"})
+        record.at("ranks").at(c).get<std::vector<long long>>();
+      for (const char* c : kStageColumns)
+        record.at("ranks").at(c).get<std::vector<double>>();
+    }
+    if (record.contains("links")) {
+      const json& l = record.at("links");
+      l.at("name").get<std::vector<std::string>>();
+      l.at("tier").get<std::vector<std::string>>();
+      l.at("capacity_Bps").get<std::vector<double>>();
+      if (l.at("bytes").get<std::vector<double>>().size() % 2 != 0)
+        return false;
+    }
+    return true;
+  } catch (const json::exception&) {
+    return false;
+  }
+}
+
 void write_results_hdf5(const Campaign& campaign, const std::vector<Point>& points, const ResultMap& results,
                         const std::string& path)
 {
@@ -424,9 +481,9 @@ void write_results_csv(const Campaign& campaign, const std::vector<Point>& point
       }
       for (const auto& c : metric_columns())
         f << "," << number_cell(metric_value(r, c));
-      f << "," << (ok ? r["summary"]["spansim"]["version"].get<std::string>() : "") << ","
-        << (ok ? r["summary"]["spansim"]["git_hash"].get<std::string>() : "") << "," << csv_cell(r.value("error", ""))
-        << "\n";
+      f << "," << (ok ? r.at("summary").at("spansim").at("version").get<std::string>() : "") << ","
+        << (ok ? r.at("summary").at("spansim").at("git_hash").get<std::string>() : "") << ","
+        << csv_cell(r.value("error", "")) << "\n";
     }
     if (!f.flush())
       throw UsageError("cannot write \"" + tmp + "\"");

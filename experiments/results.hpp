@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +27,11 @@ namespace spansim::experiments {
 
 /// @brief Finished points by key: the JSON records the point processes wrote.
 using ResultMap = std::map<std::string, nlohmann::json>;
+
+/// @brief The breakdown columns of one pipeline stage, in the order of the parts in a stage breakdown (compute,
+/// exposed per dimension, bubble, idle): the per-stage and per-rank records and tables use these names.
+inline constexpr std::array<const char*, 8> kStageColumns = {
+    "compute_s", "exposed_tp_s", "exposed_cp_s", "exposed_pp_s", "exposed_dp_s", "exposed_ep_s", "bubble_s", "idle_s"};
 
 /// @brief The scalar columns of the points table, in order (after the axis columns).
 const std::vector<std::string>& metric_columns();
@@ -45,6 +51,10 @@ struct ResultTable {
   std::map<std::string, std::string> attributes;         ///< root attributes (numbers as text)
   std::size_t rows = 0;
 };
+
+/// @brief Whether a point record read from disk has everything the result writers read from it, with the
+/// right types, and belongs to the point `key`. Records failing this are treated as missing (the point runs again).
+bool usable_record(const nlohmann::json& record, const std::string& key);
 
 /// @brief Reads the /points table of a campaign result file. @throws Error if it is not one.
 ResultTable read_results_hdf5(const std::string& path);

@@ -95,7 +95,7 @@ json rank_record(const topology::Topology& topo, const netsim::Scenario& scenari
 {
   placement::Placement place(topo, scenario.job, scenario.placement, "$.placement");
   json gpu = json::array(), tp = json::array(), cp = json::array(), pp = json::array(), dp = json::array();
-  std::array<json, 8> parts;
+  std::array<json, kStageColumns.size()> parts;
   parts.fill(json::array());
   for (int k = 0; k < place.ranks(); ++k) {
     const auto c = place.coordinates(k);
@@ -110,11 +110,9 @@ json rank_record(const topology::Topology& topo, const netsim::Scenario& scenari
     for (int p = 0; p < 8; ++p)
       parts[p].push_back(v[p]);
   }
-  json out             = {{"gpu", gpu}, {"tp", tp}, {"cp", cp}, {"pp", pp}, {"dp", dp}};
-  const char* names[8] = {"compute_s",    "exposed_tp_s", "exposed_cp_s", "exposed_pp_s",
-                          "exposed_dp_s", "exposed_ep_s", "bubble_s",     "idle_s"};
-  for (int p = 0; p < 8; ++p)
-    out[names[p]] = parts[p];
+  json out = {{"gpu", gpu}, {"tp", tp}, {"cp", cp}, {"pp", pp}, {"dp", dp}};
+  for (std::size_t p = 0; p < kStageColumns.size(); ++p)
+    out[kStageColumns[p]] = parts[p];
   return out;
 }
 
@@ -227,7 +225,7 @@ ResultMap load_results(const std::vector<Point>& points, const std::string& poin
       continue;
     try {
       json record = json::parse(in);
-      if (record.value("key", "") == p.key && record.contains("status"))
+      if (usable_record(record, p.key))
         results[p.key] = std::move(record);
     } catch (const json::exception&) {
       // Records are renamed into place whole, so this is a file someone else put there: run the point again.
@@ -371,9 +369,10 @@ RunReport run_campaign(const Campaign& campaign, const RunOptions& options)
 
   for (const auto& p : mine) {
     auto it = results.find(p.key);
-    if (it == results.end())
+    if (it == results.end()) {
       ++report.missing;
-    else if (it->second.value("status", "") != "ok") {
+      report.missing_points.push_back(p.index);
+    } else if (it->second.value("status", "") != "ok") {
       ++report.failed;
       report.errors.push_back("point " + std::to_string(p.index) + " (" + describe_point(campaign, p) +
                               "): " + it->second.value("error", ""));

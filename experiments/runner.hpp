@@ -45,6 +45,7 @@ struct RunReport {
   int ran          = 0;            ///< run now
   int failed       = 0;            ///< recorded with an error (all runs)
   int missing      = 0;            ///< not recorded at the end (crashed workers, other shards)
+  std::vector<int> missing_points; ///< indices of those points, in order
   std::vector<std::string> errors; ///< "point N (axes): message"
   std::string hdf5;
   std::string csv;

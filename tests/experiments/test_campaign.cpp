@@ -12,6 +12,7 @@
 #include <cmath>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <sys/file.h>
@@ -50,6 +51,43 @@ void expect_error(const json& campaign, const std::string& needle)
   std::cout << "expected an error containing \"" << needle << "\", got: \"" << message << "\"\n";
   INFO("expected an error containing \"" << needle << "\", got: \"" << message << "\"");
   CHECK(message.find(needle) != std::string::npos);
+}
+
+// The record of a finished point as a worker writes it (with made-up numbers).
+json ok_record(const std::string& key)
+{
+  json summary = {{"spansim", {{"version", "0.1.0"}, {"git_hash", "abc"}}},
+                  {"configuration", {{"fidelity", "flow"}}},
+                  {"metrics",
+                   {{"step_time_s", 0.25},
+                    {"tokens_per_s", 1e6},
+                    {"tflops_per_gpu", 100.0},
+                    {"mfu", 0.1},
+                    {"model_flops_per_step", 1e15},
+                    {"flow_graph_ops", 10},
+                    {"transfers", 5}}},
+                  {"breakdown", {{"over_stages", json::object()}}},
+                  {"network",
+                   {{"tiers", {{{"tier", "inter_region"}, {"bytes", 4096.0}, {"mean_utilisation", 0.5}}}},
+                    {"boundaries", json::array()}}}};
+  for (const char* part : {"compute", "exposed_tp", "exposed_cp", "exposed_pp", "exposed_dp", "exposed_ep", "bubble",
+                           "idle", "exposed_total"})
+    summary["breakdown"]["over_stages"][std::string(part) + "_s"] = {{"mean", 0.01}, {"max", 0.02}};
+  return {{"key", key},
+          {"status", "ok"},
+          {"summary", summary},
+          {"elapsed_s", 0.5},
+          {"stages",
+           {{{"stage", 0},
+             {"compute_s", 0.1},
+             {"exposed_tp_s", 0},
+             {"exposed_cp_s", 0},
+             {"exposed_pp_s", 0},
+             {"exposed_dp_s", 0},
+             {"exposed_ep_s", 0},
+             {"bubble_s", 0.1},
+             {"idle_s", 0.05}}}},
+          {"links", {{"name", {"a -- b"}}, {"tier", {"nic"}}, {"capacity_Bps", {1e9}}, {"bytes", {1.0, 2.0}}}}};
 }
 
 } // namespace
@@ -150,45 +188,85 @@ TEST_CASE("bad campaigns are refused with the file, the JSON path and why", "[ca
   expect_error(labels, "expected one label per value (2), got 1");
 }
 
+TEST_CASE("seeds that are 0 or would wrap past 2^32-1 over the repetitions are refused at $.seed", "[campaign]")
+{
+  json zero    = base_campaign();
+  zero["seed"] = 0;
+  expect_error(zero, "$.seed");
+
+  json wraps           = base_campaign();
+  wraps["seed"]        = 4294967295ll;
+  wraps["repetitions"] = 2;
+  expect_error(wraps, "$.seed: seed 4294967295 with 2 repetitions needs seeds up to 4294967296");
+
+  json last           = base_campaign();
+  last["seed"]        = 4294967294ll;
+  last["repetitions"] = 2;
+  auto points         = experiments::expand(experiments::parse_campaign(last, kTinyCampaign));
+  std::cout << "last seed: expected 4294967295, actual " << points[1].seed << "\n";
+  CHECK(points[1].seed == 4294967295u);
+}
+
+TEST_CASE("point records of the wrong shape count as missing and the result files are still written", "[hdf5]")
+{
+  auto c                = experiments::parse_campaign(base_campaign(), kTinyCampaign);
+  auto points           = experiments::expand(c);
+  const std::string dir = scratch("shapes");
+  auto put              = [&](std::size_t k, const json& record) {
+    std::ofstream(dir + "/" + points[k].key + ".json") << record.dump();
+  };
+  json no_summary = ok_record(points[1].key);
+  no_summary.erase("summary");
+  json null_summary                                = ok_record(points[2].key);
+  null_summary["summary"]                          = nullptr;
+  json null_metrics                                = ok_record(points[3].key);
+  null_metrics["summary"]["metrics"]               = nullptr;
+  json text_metric                                 = ok_record(points[4].key);
+  text_metric["summary"]["metrics"]["step_time_s"] = "fast";
+  json bad_stage                                   = ok_record(points[8].key);
+  bad_stage["stages"]                              = json::array({{{"stage", 0}}});
+  json null_mfu                                    = ok_record(points[9].key);
+  null_mfu["summary"]["metrics"]["mfu"]            = nullptr; // a NaN, as nlohmann writes it
+  put(0, ok_record(points[0].key));
+  put(1, no_summary);
+  put(2, null_summary);
+  put(3, null_metrics);
+  put(4, text_metric);
+  put(5, {{"key", points[5].key}, {"status", "error"}, {"error", "does not fit"}});
+  put(6, {{"key", points[6].key}, {"status", 7}});
+  put(7, json::array({1, 2}));
+  put(8, bad_stage);
+  put(9, null_mfu);
+  put(10, ok_record(points[0].key)); // another point's record under this point's name
+
+  auto results = experiments::load_results(points, dir);
+  std::set<std::string> loaded;
+  for (std::size_t k = 0; k < points.size(); ++k)
+    if (results.count(points[k].key))
+      loaded.insert(std::to_string(k));
+  std::string got;
+  for (const auto& k : loaded)
+    got += k + " ";
+  std::cout << "loaded points: expected 0 5 9, actual " << got << "\n";
+  CHECK(loaded == std::set<std::string>{"0", "5", "9"});
+
+  REQUIRE_NOTHROW(experiments::write_results_hdf5(c, points, results, dir + "/r.h5"));
+  REQUIRE_NOTHROW(experiments::write_results_csv(c, points, results, dir + "/r.csv"));
+  auto t = experiments::read_results_hdf5(dir + "/r.h5");
+  std::cout << "rows: expected 3, actual " << t.rows << "\n";
+  REQUIRE(t.rows == 3);
+  CHECK(t.numbers["step_time_s"][0] == 0.25);
+  CHECK(std::isnan(t.numbers["mfu"][2]));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("the HDF5 table reads back: a row per finished point in order, NaN metrics for failed points", "[hdf5]")
 {
   auto c      = experiments::parse_campaign(base_campaign(), kTinyCampaign);
   auto points = experiments::expand(c);
   experiments::ResultMap results;
   // Point 3 finished, point 1 failed, the others have no record.
-  json summary = {{"spansim", {{"version", "0.1.0"}, {"git_hash", "abc"}}},
-                  {"configuration", {{"fidelity", "flow"}}},
-                  {"metrics",
-                   {{"step_time_s", 0.25},
-                    {"tokens_per_s", 1e6},
-                    {"tflops_per_gpu", 100.0},
-                    {"mfu", 0.1},
-                    {"model_flops_per_step", 1e15},
-                    {"flow_graph_ops", 10},
-                    {"transfers", 5}}},
-                  {"breakdown", {{"over_stages", json::object()}}},
-                  {"network",
-                   {{"tiers", {{{"tier", "inter_region"}, {"bytes", 4096.0}, {"mean_utilisation", 0.5}}}},
-                    {"boundaries", json::array()}}}};
-  for (const char* part : {"compute", "exposed_tp", "exposed_cp", "exposed_pp", "exposed_dp", "exposed_ep", "bubble",
-                           "idle", "exposed_total"})
-    summary["breakdown"]["over_stages"][std::string(part) + "_s"] = {{"mean", 0.01}, {"max", 0.02}};
-  results[points[3].key] = {
-      {"key", points[3].key},
-      {"status", "ok"},
-      {"summary", summary},
-      {"elapsed_s", 0.5},
-      {"stages",
-       {{{"stage", 0},
-         {"compute_s", 0.1},
-         {"exposed_tp_s", 0},
-         {"exposed_cp_s", 0},
-         {"exposed_pp_s", 0},
-         {"exposed_dp_s", 0},
-         {"exposed_ep_s", 0},
-         {"bubble_s", 0.1},
-         {"idle_s", 0.05}}}},
-      {"links", {{"name", {"a -- b"}}, {"tier", {"nic"}}, {"capacity_Bps", {1e9}}, {"bytes", {1.0, 2.0}}}}};
+  results[points[3].key] = ok_record(points[3].key);
   results[points[1].key] = {{"key", points[1].key}, {"status", "error"}, {"error", "does not fit"}};
   const std::string dir  = scratch("hdf5");
   const std::string h5   = dir + "/r.h5";
