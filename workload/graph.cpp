@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 namespace spansim::workload {
@@ -20,6 +21,9 @@ constexpr double kOptimizerBytesPerParam = 12;
 // Adam step traffic per parameter of the local shard: read master, m, v and the fp32 gradient (16 bytes), write
 // master, m, v (12) and the bf16 working copy (2).
 constexpr double kOptimizerTrafficPerParam = 30;
+// The flash-attention backward runs five matmuls of the forward's size (it recomputes the scores) against the
+// forward's two: the FlashAttention papers count its FLOPs as 2.5 times the forward's, and time their rates so.
+constexpr double kFlashBackwardFlopRatio = 2.5;
 
 double gated_factor(MlpKind kind)
 {
@@ -91,7 +95,10 @@ double v_dim(const ModelSpec& m)
 struct LayerCost {
   double matmul_flops      = 0;
   double attention_flops   = 0;
-  double weight_bytes      = 0; ///< bf16 weights read by the matrix products
+  double gemm_fwd_seconds  = 0; ///< the layer's GEMMs, forward
+  double gemm_bwd_seconds  = 0; ///< their input-gradient (dgrad) and weight-gradient (wgrad) GEMMs
+  double gemm_fwd_bytes    = 0;
+  double gemm_bwd_bytes    = 0;
   double params            = 0; ///< parameters held by the rank
   double dense_params      = 0; ///< of which replicated across ep
   double elementwise_bytes = 0;
@@ -109,17 +116,88 @@ struct Context {
   int tp, cp, pp, dp, ep, v, mbs, chunks;
   double sp;     ///< divisor of the sequence-parallel regions: tp with sequence parallelism, else 1
   double tokens; ///< tokens per rank per micro-batch
-  double peak_matmul;
 
   explicit Context(const JobSpec& j)
       : job(j), m(j.model), tp(j.parallelism.tp), cp(j.parallelism.cp), pp(j.parallelism.pp), dp(j.parallelism.dp),
         ep(j.parallelism.ep), v(j.schedule.virtual_stages), mbs(j.micro_batches()), chunks(pp * v),
         sp(j.parallelism.sequence_parallel ? j.parallelism.tp : 1),
-        tokens(double(j.batch.micro_batch) * j.batch.sequence_length / j.parallelism.cp),
-        peak_matmul(j.precision == Precision::fp8 ? j.gpu.peak_fp8_flops : j.gpu.peak_bf16_flops)
+        tokens(double(j.batch.micro_batch) * j.batch.sequence_length / j.parallelism.cp)
   {
   }
 };
+
+// The forward GEMMs of one layer and micro-batch on one rank. Tokens are the GEMMs' M: with sequence parallelism
+// the all-gathered sequence (T), as tensor parallelism splits the weights' output (column-parallel) or input
+// (row-parallel) features by tp.
+std::vector<GemmShape> layer_gemms(const Context& c, int layer)
+{
+  const ModelSpec& m = c.m;
+  const double t = c.tokens, h = m.hidden, tp = c.tp;
+  std::vector<GemmShape> g;
+  if (m.attention == AttentionKind::mla) {
+    // Every projection split by tp, as the parameter and FLOP counts assume.
+    const auto& a   = m.mla;
+    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    if (a.q_lora_rank > 0) {
+      g.push_back({.m = t, .n = a.q_lora_rank / tp, .k = h});
+      g.push_back({.m = t, .n = m.heads * qk / tp, .k = double(a.q_lora_rank)});
+    } else {
+      g.push_back({.m = t, .n = m.heads * qk / tp, .k = h});
+    }
+    g.push_back({.m = t, .n = (a.kv_lora_rank + a.qk_rope_head_dim) / tp, .k = h});
+    g.push_back({.m = t, .n = m.heads * double(a.qk_nope_head_dim + a.v_head_dim) / tp, .k = double(a.kv_lora_rank)});
+    g.push_back({.m = t, .n = h, .k = m.heads * double(a.v_head_dim) / tp});
+  } else {
+    // Fused QKV: the rank's query heads and its K/V heads (replicated when kv_heads < tp).
+    const double kv = std::ceil(double(m.kv_heads) / tp);
+    g.push_back({.m = t, .n = (m.heads / tp + 2 * kv) * m.head_dim, .k = h});
+    g.push_back({.m = t, .n = h, .k = m.heads / tp * m.head_dim});
+  }
+  // An MLP of width f: gate and up fused into one GEMM (gated) or fc1 (plain), then down / fc2.
+  const double in_mats = m.mlp == MlpKind::gated ? 2 : 1;
+  auto mlp             = [&](double f, double tokens, int groups) {
+    g.push_back({.m = tokens, .n = in_mats * f / tp, .k = h, .groups = groups});
+    g.push_back({.m = tokens, .n = h, .k = f / tp, .groups = groups});
+  };
+  if (m.is_moe_layer(layer)) {
+    // Router over the rank's sequence-parallel share of the tokens; the routed experts as one grouped GEMM over
+    // the rank's experts, each receiving its uniform share of the top-k copies of the ep group's tokens.
+    g.push_back({.m = t / tp, .n = double(m.moe.experts), .k = h});
+    const int local = m.moe.experts / c.ep;
+    mlp(m.moe.expert_ffn, t * m.moe.experts_per_token * c.ep / m.moe.experts, local);
+    if (m.moe.shared_experts > 0)
+      mlp(double(m.moe.shared_experts) * m.moe.expert_ffn, t, 1);
+  } else {
+    mlp(m.ffn, t, 1);
+  }
+  return g;
+}
+
+// Forward GEMM C = A B of shape (M, N, K): the backward computes dA = dC B^T, a GEMM (M, K, N), and
+// dB = A^T dC, a GEMM (N, K, M) whose reduction runs over the tokens and whose C is the fp32 gradient
+// accumulated across micro-batches (Megatron's gradient-accumulation fusion: read and written by the GEMM).
+GemmShape dgrad(const GemmShape& f)
+{
+  return {.m = f.m, .n = f.k, .k = f.n, .groups = f.groups};
+}
+GemmShape wgrad(const GemmShape& f)
+{
+  return {.m = f.n, .n = f.k, .k = f.m, .groups = f.groups, .accumulate_fp32 = true};
+}
+
+template <class Cost>
+void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k)
+{
+  for (const GemmShape& f : gemms) {
+    const GemmCost fwd = gemm_cost(c.job.gpu, c.job.precision, f);
+    const GemmCost dg  = gemm_cost(c.job.gpu, c.job.precision, dgrad(f));
+    const GemmCost wg  = gemm_cost(c.job.gpu, c.job.precision, wgrad(f));
+    k.gemm_fwd_seconds += fwd.seconds;
+    k.gemm_fwd_bytes += fwd.bytes;
+    k.gemm_bwd_seconds += dg.seconds + wg.seconds;
+    k.gemm_bwd_bytes += dg.bytes + wg.bytes;
+  }
+}
 
 LayerCost layer_cost(const Context& c, int layer)
 {
@@ -135,7 +213,7 @@ LayerCost layer_cost(const Context& c, int layer)
   k.attention_flops = double(c.job.batch.micro_batch) * m.heads * s * s * (qk_dim(m) + v_dim(m)) / c.cp / c.tp;
   k.dense_params    = (p.attention + p.norms + p.mlp_dense) / c.tp;
   k.params          = k.dense_params + p.experts / (double(c.tp) * c.ep);
-  k.weight_bytes    = kBf16 * k.params;
+  add_gemms(c, layer_gemms(c, layer), k);
 
   const double q_rank  = double(m.heads) / c.tp * qk_dim(m);
   const double o_rank  = double(m.heads) / c.tp * v_dim(m);
@@ -191,7 +269,10 @@ void add(LayerCost& a, const LayerCost& b)
 {
   a.matmul_flops += b.matmul_flops;
   a.attention_flops += b.attention_flops;
-  a.weight_bytes += b.weight_bytes;
+  a.gemm_fwd_seconds += b.gemm_fwd_seconds;
+  a.gemm_bwd_seconds += b.gemm_bwd_seconds;
+  a.gemm_fwd_bytes += b.gemm_fwd_bytes;
+  a.gemm_bwd_bytes += b.gemm_bwd_bytes;
   a.params += b.params;
   a.dense_params += b.dense_params;
   a.elementwise_bytes += b.elementwise_bytes;
@@ -204,11 +285,10 @@ void add(LayerCost& a, const LayerCost& b)
 
 std::vector<ChunkCost> chunk_costs(const Context& c)
 {
-  const auto counts      = chunk_layer_counts(c.m.layers, c.chunks);
-  const GpuSpec& gpu     = c.job.gpu;
-  const double mm_rate   = c.peak_matmul * gpu.matmul_efficiency;
-  const double attn_rate = gpu.peak_bf16_flops * gpu.attention_efficiency;
-  const double mem_rate  = gpu.hbm_bandwidth * gpu.elementwise_efficiency;
+  const auto counts          = chunk_layer_counts(c.m.layers, c.chunks);
+  const GpuSpec& gpu         = c.job.gpu;
+  const AttentionRates& attn = gpu.attention[static_cast<std::size_t>(c.job.attention)];
+  const double mem_rate      = gpu.hbm_bandwidth * gpu.elementwise_efficiency;
   std::vector<ChunkCost> out(c.chunks);
   int layer = 0;
   for (int g = 0; g < c.chunks; ++g) {
@@ -229,20 +309,19 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
       ch.extra_params += double(c.m.vocab) * h / c.tp + h / c.tp;
       head_flops      = 2 * c.tokens * c.m.vocab * h / c.tp;
       ch.logits_bytes = c.tokens * double(c.m.vocab) / c.tp * (kBf16 + kFp32);
+      // The output layer: the input embedding is a lookup of T rows, not a GEMM.
+      add_gemms(c, {GemmShape{.m = c.tokens, .n = double(c.m.vocab) / c.tp, .k = h}}, ch.sum);
     }
     const double mm_flops = ch.sum.matmul_flops + head_flops;
-    // The input embedding is a lookup of T rows, not a sweep over the table: only the output layer and final norm
-    // add weight traffic.
-    const double w_bytes = ch.sum.weight_bytes + (g == c.chunks - 1 ? kBf16 * (double(c.m.vocab) + 1) * h / c.tp : 0);
-    // Roofline per class: matmuls are compute- or weight-traffic-bound; element-wise ops are bandwidth-bound.
-    const double mm_fwd   = std::max(mm_flops / mm_rate, w_bytes / mem_rate);
-    const double mm_bwd   = std::max(2 * mm_flops / mm_rate, w_bytes * (1 + 2 * kFp32 / kBf16) / mem_rate);
-    const double attn_fwd = ch.sum.attention_flops / attn_rate;
+    // Each GEMM is compute- or traffic-bound on its own; attention runs at the kernel library's measured rate
+    // for each pass; element-wise ops are bandwidth-bound.
+    const double attn_fwd = ch.sum.attention_flops / attn.forward;
+    const double attn_bwd = kFlashBackwardFlopRatio * ch.sum.attention_flops / attn.backward;
     const double ew_fwd   = ch.sum.elementwise_bytes / mem_rate;
-    ch.fwd_seconds        = mm_fwd + attn_fwd + ew_fwd;
-    ch.bwd_seconds        = mm_bwd + 2 * attn_fwd + 2 * ew_fwd;
-    ch.fwd_hbm            = w_bytes + ch.sum.elementwise_bytes;
-    ch.bwd_hbm            = w_bytes * (1 + 2 * kFp32 / kBf16) + 2 * ch.sum.elementwise_bytes;
+    ch.fwd_seconds        = ch.sum.gemm_fwd_seconds + attn_fwd + ew_fwd;
+    ch.bwd_seconds        = ch.sum.gemm_bwd_seconds + attn_bwd + 2 * ew_fwd;
+    ch.fwd_hbm            = ch.sum.gemm_fwd_bytes + ch.sum.elementwise_bytes;
+    ch.bwd_hbm            = ch.sum.gemm_bwd_bytes + 2 * ch.sum.elementwise_bytes;
     ch.fwd_flops          = mm_flops + ch.sum.attention_flops;
     switch (c.job.recompute) {
     case Recompute::none:
@@ -659,6 +738,46 @@ StageProgram StageBuilder::build()
 }
 
 } // namespace
+
+GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape)
+{
+  const bool fp8        = precision == Precision::fp8;
+  const double peak     = fp8 ? gpu.peak_fp8_flops : gpu.peak_bf16_flops;
+  const double ceiling  = fp8 ? gpu.gemm.ceiling_fp8 : gpu.gemm.ceiling_bf16;
+  const double in_bytes = fp8 ? 1 : kBf16;
+  const double groups   = shape.groups;
+  GemmCost cost;
+  cost.flops = 2 * shape.m * shape.n * shape.k * groups;
+  if (!(cost.flops > 0))
+    return cost;
+  // One output tile per SM per wave: a partial tile or a partly filled last wave costs a whole one, and K advances
+  // tile_k at a time. When the output tiles cannot fill the SMs the library may split K across them (split-K):
+  // each slice writes a partial fp32 tile that a reduction reads back. The library picks the kernel per GEMM, so
+  // the fastest tiling and split count.
+  const double tk          = gpu.gemm.tile_k;
+  const double steps       = std::ceil(shape.k / tk);
+  const double sms         = gpu.gemm.sms;
+  const double mem_rate    = gpu.hbm_bandwidth * gpu.elementwise_efficiency;
+  const double c_out       = shape.accumulate_fp32 ? 2 * kFp32 : kBf16;
+  const double plain_bytes = groups * ((shape.m + shape.n) * shape.k * in_bytes + shape.m * shape.n * c_out);
+  cost.seconds             = std::numeric_limits<double>::infinity();
+  for (const auto& [tm, tn] : gpu.gemm.tiles) {
+    const double tiles = groups * std::ceil(shape.m / tm) * std::ceil(shape.n / tn);
+    for (double split : {1.0, tiles < sms ? std::min(std::floor(sms / tiles), steps) : 1.0}) {
+      const double waves        = std::ceil(tiles * split / sms);
+      const double quantization = cost.flops / (2 * waves * sms * tm * tn * std::ceil(steps / split) * tk);
+      const double efficiency   = ceiling / peak * quantization;
+      const double bytes        = plain_bytes + (split > 1 ? split * 2 * kFp32 * shape.m * shape.n * groups : 0);
+      const double seconds      = std::max(cost.flops / (peak * efficiency), bytes / mem_rate);
+      if (seconds < cost.seconds) {
+        cost.seconds    = seconds;
+        cost.efficiency = efficiency;
+        cost.bytes      = bytes;
+      }
+    }
+  }
+  return cost;
+}
 
 ModelParams count_params(const ModelSpec& model)
 {

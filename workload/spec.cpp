@@ -10,7 +10,9 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 
 #ifndef SPANSIM_DATA_DIR
 #error "SPANSIM_DATA_DIR must name the source root (set by workload/CMakeLists.txt)"
@@ -123,6 +125,91 @@ double read_rate(spec::ObjectReader& r, std::string_view key)
   return d;
 }
 
+constexpr std::array<AttentionKernel, 3> kAttentionKernels = {AttentionKernel::flash2, AttentionKernel::flash3,
+                                                              AttentionKernel::cudnn};
+
+AttentionKernel attention_kernel_of(const std::string& name)
+{
+  for (AttentionKernel k : kAttentionKernels)
+    if (attention_kernel_name(k) == name)
+      return k;
+  throw std::logic_error("attention kernel name not validated: " + name);
+}
+
+// The libraries a GPU file gives rates for, quoted, for error messages.
+std::string listed_kernels(const GpuSpec& g)
+{
+  std::string list;
+  for (AttentionKernel k : kAttentionKernels)
+    if (g.attention[static_cast<std::size_t>(k)].forward > 0)
+      list += (list.empty() ? "\"" : ", \"") + std::string(attention_kernel_name(k)) + "\"";
+  return list;
+}
+
+std::string tflops(double flops)
+{
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f TFLOP/s", flops / 1e12);
+  return buf;
+}
+
+// A measured rate that cannot exceed the peak it is a fraction of.
+double read_measured_rate(spec::ObjectReader& r, std::string_view key, double peak, const char* peak_key)
+{
+  const double rate = read_rate(r, key);
+  if (!(rate > 0))
+    r.fail(key, "must be greater than zero");
+  if (rate > peak)
+    r.fail(key, "exceeds " + std::string(peak_key) + " (" + tflops(peak) + ")");
+  return rate;
+}
+
+GemmSpec read_gemm(spec::ObjectReader r, const GpuSpec& g)
+{
+  GemmSpec m;
+  m.ceiling_bf16 = read_measured_rate(r, "ceiling_bf16", g.peak_bf16_flops, "peak_bf16");
+  if (g.peak_fp8_flops > 0)
+    m.ceiling_fp8 = read_measured_rate(r, "ceiling_fp8", g.peak_fp8_flops, "peak_fp8");
+  else if (r.has("ceiling_fp8"))
+    r.fail("ceiling_fp8", "the GPU has no peak_fp8 rate");
+  m.sms             = static_cast<int>(r.integer("sms", 1, 100000));
+  m.tile_k          = static_cast<int>(r.optional_integer("tile_k", 1, 4096).value_or(64));
+  const auto& tiles = r.raw("tiles");
+  const auto at     = r.where().member("tiles");
+  if (!tiles.is_array() || tiles.empty())
+    at.fail("expected a non-empty array of [M, N] output tile shapes, e.g. [[128, 256]]");
+  for (std::size_t i = 0; i < tiles.size(); ++i) {
+    const auto& t = tiles[i];
+    if (!t.is_array() || t.size() != 2 || !t[0].is_number_integer() || !t[1].is_number_integer() ||
+        t[0].get<std::int64_t>() < 1 || t[1].get<std::int64_t>() < 1 || t[0].get<std::int64_t>() > 4096 ||
+        t[1].get<std::int64_t>() > 4096)
+      at.element(i).fail("expected [M, N] with two integers from 1 to 4096");
+    m.tiles.push_back({t[0].get<int>(), t[1].get<int>()});
+  }
+  r.finish();
+  return m;
+}
+
+void read_attention(spec::ObjectReader r, GpuSpec& g)
+{
+  for (AttentionKernel k : kAttentionKernels) {
+    auto lib = r.optional_object(attention_kernel_name(k));
+    if (!lib)
+      continue;
+    AttentionRates& a = g.attention[static_cast<std::size_t>(k)];
+    a.forward         = read_measured_rate(*lib, "forward", g.peak_bf16_flops, "peak_bf16");
+    a.backward        = read_measured_rate(*lib, "backward", g.peak_bf16_flops, "peak_bf16");
+    lib->finish();
+  }
+  if (listed_kernels(g).empty())
+    r.where().fail("give the rates of at least one attention kernel library: \"flash2\", \"flash3\" or \"cudnn\"");
+  const std::string def = r.choice("default", {"flash2", "flash3", "cudnn"});
+  g.attention_default   = attention_kernel_of(def);
+  if (!(g.attention[static_cast<std::size_t>(g.attention_default)].forward > 0))
+    r.fail("default", "\"" + def + "\" has no rates here (listed: " + listed_kernels(g) + ")");
+  r.finish();
+}
+
 GpuSpec read_gpu(spec::ObjectReader r)
 {
   GpuSpec g;
@@ -136,9 +223,14 @@ GpuSpec read_gpu(spec::ObjectReader r)
   g.hbm_capacity   = r.size("hbm_capacity");
   if (!(g.hbm_capacity > 0))
     r.fail("hbm_capacity", "must be greater than zero");
-  auto eff                 = r.object("efficiency");
-  g.matmul_efficiency      = eff.number("matmul", 0.01, 1);
-  g.attention_efficiency   = eff.number("attention", 0.01, 1);
+  g.gemm = read_gemm(r.object("gemm"), g);
+  read_attention(r.object("attention"), g);
+  auto eff = r.object("efficiency");
+  // The flat factors of the first compute model: name their replacements rather than only refusing the key.
+  for (const char* old : {"matmul", "attention"})
+    if (eff.has(old))
+      eff.fail(old, "replaced by the \"gemm\" object (measured ceiling, SMs, tiles) and per-library \"attention\" "
+                    "rates; see workload/README.md");
   g.elementwise_efficiency = eff.number("elementwise", 0.01, 1);
   eff.finish();
   r.finish();
@@ -178,6 +270,19 @@ auto zoo_or_inline(spec::ObjectReader& job, const char* key, const char* subdir,
 }
 
 } // namespace
+
+std::string_view attention_kernel_name(AttentionKernel kernel)
+{
+  switch (kernel) {
+  case AttentionKernel::flash2:
+    return "flash2";
+  case AttentionKernel::flash3:
+    return "flash3";
+  case AttentionKernel::cudnn:
+    return "cudnn";
+  }
+  return "?";
+}
 
 double parse_flop_rate(std::string_view text)
 {
@@ -367,6 +472,17 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file)
                                  std::to_string(chunks) + " model chunks");
   s.finish();
 
+  job.attention = job.gpu.attention_default;
+  if (auto k = r.optional_object("kernels")) {
+    if (k->has("attention")) {
+      const std::string name = k->choice("attention", {"flash2", "flash3", "cudnn"});
+      job.attention          = attention_kernel_of(name);
+      if (!(job.gpu.attention[static_cast<std::size_t>(job.attention)].forward > 0))
+        k->fail("attention", "GPU " + job.gpu.name + " gives no rates for \"" + name +
+                                 "\" (listed: " + listed_kernels(job.gpu) + ")");
+    }
+    k->finish();
+  }
   std::string rc = r.has("recompute") ? r.choice("recompute", {"none", "selective", "full"}) : "none";
   job.recompute  = rc == "none" ? Recompute::none : rc == "selective" ? Recompute::selective : Recompute::full;
   if (auto pr = r.optional_object("precision")) {

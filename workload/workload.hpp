@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -74,17 +75,40 @@ struct ModelParams {
 /// @brief Counts the parameters of `model`.
 ModelParams count_params(const ModelSpec& model);
 
-/// @brief A GPU's peak rates and the compute model's achievable-efficiency factors.
+/// @brief Attention kernel libraries whose forward and backward rates a GPU file can give.
+enum class AttentionKernel { flash2, flash3, cudnn };
+/// @brief Names an attention kernel library ("flash2", "flash3", "cudnn").
+std::string_view attention_kernel_name(AttentionKernel kernel);
+
+/// @brief Measured rates of one fused (flash) attention kernel: causal, BF16, the FlashAttention papers' FLOP
+/// convention (forward 4 s^2 d per head halved by the mask; backward 2.5 times the forward's FLOPs).
+struct AttentionRates {
+  double forward  = 0; ///< FLOP/s; 0: the library is not listed for this GPU.
+  double backward = 0; ///< FLOP/s
+};
+
+/// @brief The GEMM model's per-GPU inputs: the best measured rate of a full-wave GEMM and the tiling that
+/// quantizes other shapes.
+struct GemmSpec {
+  double ceiling_bf16 = 0; ///< FLOP/s a BF16 GEMM reaches when its tiles fill whole waves (a measured best).
+  double ceiling_fp8  = 0; ///< Same for FP8 inputs; 0 without an FP8 measurement.
+  int sms             = 0; ///< Streaming multiprocessors: one output tile each per wave.
+  std::vector<std::array<int, 2>> tiles; ///< Output tile shapes (M x N) the library chooses among per GEMM.
+  int tile_k = 64;                       ///< Depth of one main-loop step: K is padded to a multiple of it.
+};
+
+/// @brief A GPU's peak rates and the kernel-level measurements the compute model uses.
 struct GpuSpec {
   std::string name;
   std::string source;
-  double peak_bf16_flops        = 0; ///< Dense (no sparsity), FLOP/s.
-  double peak_fp8_flops         = 0;
-  double hbm_bandwidth          = 0; ///< bytes/s
-  double hbm_capacity           = 0; ///< bytes
-  double matmul_efficiency      = 0; ///< Achieved fraction of peak on large GEMMs.
-  double attention_efficiency   = 0; ///< Achieved fraction of peak in fused (flash) attention, fwd+bwd mix.
-  double elementwise_efficiency = 0; ///< Achieved fraction of HBM bandwidth in memory-bound kernels.
+  double peak_bf16_flops = 0; ///< Dense (no sparsity), FLOP/s.
+  double peak_fp8_flops  = 0;
+  double hbm_bandwidth   = 0; ///< bytes/s
+  double hbm_capacity    = 0; ///< bytes
+  GemmSpec gemm;
+  std::array<AttentionRates, 3> attention{}; ///< Indexed by AttentionKernel.
+  AttentionKernel attention_default = AttentionKernel::flash2;
+  double elementwise_efficiency     = 0; ///< Achieved fraction of HBM bandwidth in memory-bound kernels.
 };
 
 /// @brief How the data-parallel dimension holds parameters, gradients and optimizer state.
@@ -95,6 +119,26 @@ enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b };
 enum class Recompute { none, selective, full };
 /// @brief Precision of the matrix products.
 enum class Precision { bf16, fp8 };
+
+/// @brief One GEMM C[M x N] = A[M x K] B[K x N], or `groups` of them launched together (grouped MoE experts).
+struct GemmShape {
+  double m             = 0;
+  double n             = 0;
+  double k             = 0;
+  int groups           = 1;
+  bool accumulate_fp32 = false; ///< C is an fp32 buffer read and written (gradient-accumulation fusion).
+};
+
+/// @brief What one GEMM costs under the model: FLOPs, HBM bytes, achieved fraction of peak, and time.
+struct GemmCost {
+  double flops      = 0;
+  double bytes      = 0; ///< A and B read once, C written (and read when accumulating).
+  double efficiency = 0; ///< Of the precision's peak: ceiling x tile/wave quantization x K-depth padding.
+  double seconds    = 0; ///< max(FLOPs at that efficiency, bytes at the element-wise HBM rate).
+};
+
+/// @brief Costs a GEMM on `gpu` with inputs in `precision` (outputs are bf16, or fp32 when accumulating).
+GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape);
 
 /// @brief Degrees of parallelism and how data parallelism shards.
 struct ParallelismSpec {
@@ -136,6 +180,7 @@ struct JobSpec {
   ScheduleSpec schedule;
   Recompute recompute          = Recompute::none;
   Precision precision          = Precision::bf16;
+  AttentionKernel attention    = AttentionKernel::flash2; ///< The GPU's default unless `kernels.attention` is given.
   double gradient_reduce_bytes = 4; ///< Bytes per gradient element on the wire (fp32: 4, bf16: 2).
 
   /// @brief Micro-batches per step on each data-parallel replica.

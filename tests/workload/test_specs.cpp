@@ -30,6 +30,23 @@ void check_close(const std::string& what, double expected, double actual, double
   CHECK(std::fabs(actual - expected) <= rel * std::fabs(expected));
 }
 
+// A GPU file in the current format, to break one field at a time.
+json inline_gpu()
+{
+  return {{"name", "x"},
+          {"peak_bf16", "989TFLOPs"},
+          {"peak_fp8", "1979TFLOPs"},
+          {"hbm_bandwidth", "3.35TB/s"},
+          {"hbm_capacity", "80GiB"},
+          {"gemm",
+           {{"ceiling_bf16", "794.5TFLOPs"},
+            {"ceiling_fp8", "1402.6TFLOPs"},
+            {"sms", 132},
+            {"tiles", json::array({json::array({128, 256})})}}},
+          {"attention", {{"default", "flash2"}, {"flash2", {{"forward", "333TFLOPs"}, {"backward", "318TFLOPs"}}}}},
+          {"efficiency", {{"elementwise", 0.8}}}};
+}
+
 } // namespace
 
 TEST_CASE("FLOP rates parse with their units")
@@ -112,8 +129,10 @@ TEST_CASE("GPU zoo reads peaks with units")
     const wl::GpuSpec s = wl::load_gpu(g);
     INFO(g << " must say where its efficiency factors come from");
     CHECK(s.source.find("fficiency") != std::string::npos);
-    CHECK(s.matmul_efficiency > 0);
-    CHECK(s.matmul_efficiency <= 1);
+    CHECK(s.gemm.ceiling_bf16 > 0);
+    CHECK(s.gemm.ceiling_bf16 <= s.peak_bf16_flops);
+    CHECK(s.gemm.sms > 0);
+    CHECK_FALSE(s.gemm.tiles.empty());
   }
   CHECK(wl::load_gpu("b200").peak_bf16_flops > h100.peak_bf16_flops);
 }
@@ -259,22 +278,56 @@ TEST_CASE("Inconsistent jobs are refused at the offending JSON path")
   j["model"] = "llama3-9000b";
   expect_spec_error(j, "$.model", "unknown model \"llama3-9000b\"");
 
-  j        = good_job();
-  j["gpu"] = {{"name", "x"},
-              {"peak_bf16", "989TB/s"},
-              {"hbm_bandwidth", "3TB/s"},
-              {"hbm_capacity", "80GiB"},
-              {"efficiency", {{"matmul", 0.7}, {"attention", 0.5}, {"elementwise", 0.8}}}};
+  j                     = good_job();
+  j["gpu"]              = inline_gpu();
+  j["gpu"]["peak_bf16"] = "989TB/s";
   expect_spec_error(j, "$.gpu.peak_bf16", "invalid FLOP rate");
 
   j              = good_job();
   j["precision"] = {{"compute", "fp8"}};
-  j["gpu"]       = {{"name", "old"},
-                    {"peak_bf16", "312TFLOPs"},
-                    {"hbm_bandwidth", "2TB/s"},
-                    {"hbm_capacity", "80GiB"},
-                    {"efficiency", {{"matmul", 0.7}, {"attention", 0.5}, {"elementwise", 0.8}}}};
+  j["gpu"]       = inline_gpu();
+  j["gpu"].erase("peak_fp8");
+  j["gpu"]["gemm"].erase("ceiling_fp8");
   expect_spec_error(j, "$.precision.compute", "has no peak_fp8");
+
+  // The GEMM and attention measurements: validated with the path and the allowed values.
+  j                                = good_job();
+  j["gpu"]                         = inline_gpu();
+  j["gpu"]["efficiency"]["matmul"] = 0.75;
+  expect_spec_error(j, "$.gpu.efficiency.matmul", "replaced by the \"gemm\" object");
+
+  j                                = good_job();
+  j["gpu"]                         = inline_gpu();
+  j["gpu"]["gemm"]["ceiling_bf16"] = "1000TFLOPs";
+  expect_spec_error(j, "$.gpu.gemm.ceiling_bf16", "exceeds peak_bf16 (989.0 TFLOP/s)");
+
+  j                         = good_job();
+  j["gpu"]                  = inline_gpu();
+  j["gpu"]["gemm"]["tiles"] = json::array({json::array({128, 256}), json::array({128})});
+  expect_spec_error(j, "$.gpu.gemm.tiles[1]", "expected [M, N]");
+
+  j                                = good_job();
+  j["gpu"]                         = inline_gpu();
+  j["gpu"]["attention"]["default"] = "flash3";
+  expect_spec_error(j, "$.gpu.attention.default", "\"flash3\" has no rates here (listed: \"flash2\")");
+
+  j                               = good_job();
+  j["gpu"]                        = inline_gpu();
+  j["gpu"]["attention"]["flash4"] = {{"forward", "600TFLOPs"}, {"backward", "500TFLOPs"}};
+  expect_spec_error(j, "$.gpu.attention", "unknown key \"flash4\"");
+
+  j            = good_job();
+  j["kernels"] = {{"attention", "flash4"}};
+  expect_spec_error(j, "$.kernels.attention", "unknown value \"flash4\" (allowed: \"flash2\", \"flash3\", \"cudnn\")");
+
+  j            = good_job();
+  j["gpu"]     = "b200";
+  j["kernels"] = {{"attention", "flash3"}};
+  expect_spec_error(j, "$.kernels.attention", "GPU b200 gives no rates for \"flash3\" (listed: \"cudnn\")");
+
+  j            = good_job();
+  j["kernels"] = {{"gemm", "cublas"}};
+  expect_spec_error(j, "$.kernels", "unknown key \"gemm\"");
 
   j          = good_job();
   j["model"] = {{"name", "odd"}, {"layers", 4},   {"hidden", 512}, {"ffn", 1024},

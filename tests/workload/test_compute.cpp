@@ -1,0 +1,202 @@
+// The compute model against closed forms: GEMM efficiency from the measured ceiling, tile and wave quantization and
+// K-depth padding; the byte floor with fp32 gradient accumulation; attention at the kernel library's forward and
+// backward rates; a layer-by-layer forward and backward assembled from those parts.
+#include "common/error.hpp"
+#include "workload/workload.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+#include <string>
+
+namespace wl = spansim::workload;
+using nlohmann::json;
+
+namespace {
+
+void check_close(const std::string& what, double expected, double actual, double rel)
+{
+  INFO(what << ": expected " << expected << " actual " << actual << " (tolerance " << rel * 100 << "%)");
+  std::cout << what << ": expected " << expected << " actual " << actual << " (tolerance " << rel * 100 << "%)\n";
+  CHECK(std::fabs(actual - expected) <= rel * std::fabs(expected));
+}
+
+// H100 SXM's figures (h100.json) with a single 128 x 256 tile, so that the quantization has one closed form.
+wl::GpuSpec one_tile_h100()
+{
+  wl::GpuSpec g = wl::load_gpu("h100");
+  g.gemm.tiles  = {{128, 256}};
+  return g;
+}
+
+constexpr double kPeak = 989e12, kCeiling = 794.5e12, kHbm = 3.35e12, kElementwise = 0.8;
+
+} // namespace
+
+TEST_CASE("A GEMM whose tiles fill whole waves runs at the measured ceiling")
+{
+  const wl::GpuSpec g = one_tile_h100();
+  for (int waves : {1, 2, 5}) {
+    // 12 x 11 = 132 tiles of 128 x 256 per wave on 132 SMs; K a multiple of the 64-deep main-loop step.
+    const wl::GemmShape s{.m = 128.0 * 12 * waves, .n = 256.0 * 11, .k = 8192};
+    const wl::GemmCost c = wl::gemm_cost(g, wl::Precision::bf16, s);
+    check_close(std::to_string(waves) + " full wave(s): efficiency", kCeiling / kPeak, c.efficiency, 1e-12);
+    check_close(std::to_string(waves) + " full wave(s): seconds", 2 * s.m * s.n * s.k / kCeiling, c.seconds, 1e-12);
+  }
+}
+
+TEST_CASE("One tile more than whole waves costs a wave; partial tiles and K padding cost their share")
+{
+  const wl::GpuSpec g = one_tile_h100();
+  const double k      = 8192;
+  {
+    // 2 full waves (264 tiles) and one tile row more: 25 x 11 = 275 tiles take 3 waves of 132.
+    const double m = 128.0 * 25, n = 256.0 * 11;
+    const double expected = kCeiling / kPeak * (m * n) / (3 * 132 * 128.0 * 256);
+    check_close("275 tiles in 3 waves: efficiency", expected,
+                wl::gemm_cost(g, wl::Precision::bf16, {.m = m, .n = n, .k = k}).efficiency, 1e-12);
+    check_close("ratio to the ceiling", 275.0 / 396, expected / (kCeiling / kPeak), 1e-12);
+  }
+  {
+    // One token past 2 full waves: a partial tile row, and the same 3 waves.
+    const double m = 128.0 * 24 + 1, n = 256.0 * 11;
+    check_close("partial tile row: efficiency", kCeiling / kPeak * (m * n) / (3 * 132 * 128.0 * 256),
+                wl::gemm_cost(g, wl::Precision::bf16, {.m = m, .n = n, .k = k}).efficiency, 1e-12);
+  }
+  {
+    // K = 8192 + 32 pads to 129 steps of 64.
+    const double kk = 8192 + 32;
+    check_close("K padding: efficiency", kCeiling / kPeak * kk / (129 * 64),
+                wl::gemm_cost(g, wl::Precision::bf16, {.m = 128.0 * 12, .n = 256.0 * 11, .k = kk}).efficiency, 1e-12);
+  }
+  {
+    // With several tile shapes the best tiling counts: 1536 x 1408 fills 12 x 5.5 tiles of 128 x 256 (66 tiles
+    // of 132 SMs, 2 partial columns: 1536 x 1408 / (132 x 128 x 256)) but exactly 12 x 11 tiles of 128 x 128.
+    wl::GpuSpec h100 = wl::load_gpu("h100");
+    const wl::GemmShape s{.m = 1536, .n = 1408, .k = k};
+    check_close("128 x 128 tiles chosen", kCeiling / kPeak, wl::gemm_cost(h100, wl::Precision::bf16, s).efficiency,
+                1e-12);
+    check_close("128 x 256 alone", kCeiling / kPeak * 1536 * 1408 / (132 * 128.0 * 256),
+                wl::gemm_cost(one_tile_h100(), wl::Precision::bf16, s).efficiency, 1e-12);
+  }
+}
+
+TEST_CASE("A weight-gradient GEMM over few tokens is bound by its fp32 accumulation traffic")
+{
+  // dW (4096 x 4096) = X^T dY over 16 tokens: 0.5 GFLOP against a 64 MiB fp32 gradient read and written.
+  const wl::GpuSpec g = wl::load_gpu("h100");
+  const double out = 4096, in = 4096, tokens = 16;
+  const wl::GemmShape w{.m = out, .n = in, .k = tokens, .accumulate_fp32 = true};
+  const double bytes   = (out + in) * tokens * 2 + out * in * 8;
+  const wl::GemmCost c = wl::gemm_cost(g, wl::Precision::bf16, w);
+  check_close("wgrad bytes (bf16 A, B; fp32 C read + write)", bytes, c.bytes, 1e-12);
+  check_close("wgrad seconds at the element-wise HBM rate", bytes / (kHbm * kElementwise), c.seconds, 1e-12);
+  INFO("compute time " << c.flops / (kPeak * c.efficiency) << " s must be below the traffic time");
+  CHECK(c.flops / (kPeak * c.efficiency) < c.seconds);
+  // Without the accumulation C is a bf16 output: 4x fewer C bytes.
+  const wl::GemmCost plain = wl::gemm_cost(g, wl::Precision::bf16, {.m = out, .n = in, .k = tokens});
+  check_close("bf16 C bytes", (out + in) * tokens * 2 + out * in * 2, plain.bytes, 1e-12);
+}
+
+TEST_CASE("FP8 GEMMs run at the FP8 ceiling and read one byte per input element")
+{
+  const wl::GpuSpec g = one_tile_h100();
+  const wl::GemmShape s{.m = 128.0 * 12, .n = 256.0 * 11, .k = 8192};
+  const wl::GemmCost c = wl::gemm_cost(g, wl::Precision::fp8, s);
+  check_close("fp8 full wave: efficiency of the fp8 peak", 1402.6e12 / 1979e12, c.efficiency, 1e-12);
+  check_close("fp8 seconds", 2 * s.m * s.n * s.k / 1402.6e12, c.seconds, 1e-12);
+  check_close("fp8 bytes", (s.m + s.n) * s.k + s.m * s.n * 2, c.bytes, 1e-12);
+}
+
+namespace {
+
+// Llama 3 8B on one GPU, one sequence: the forward and backward ops of the step graph.
+struct Passes {
+  wl::Op forward, backward;
+};
+Passes llama8b_passes(int seq, const json& kernels = json::object())
+{
+  json j = {{"model", "llama3-8b"},
+            {"gpu", "h100"},
+            {"gpus", 1},
+            {"parallelism", {{"tp", 1}}},
+            {"batch", {{"global_sequences", 1}, {"sequence_length", seq}}},
+            {"schedule", {{"kind", "gpipe"}}}};
+  if (!kernels.empty())
+    j["kernels"] = kernels;
+  const wl::StepGraph g = wl::build_step_graph(wl::parse_job(j, "test.json"), wl::BuildOptions{false});
+  Passes p;
+  for (const auto& op : g.stages[0].ops) {
+    if (op.kind == wl::OpKind::forward)
+      p.forward = op;
+    if (op.kind == wl::OpKind::backward)
+      p.backward = op;
+  }
+  return p;
+}
+
+constexpr double kL = 32, kH = 4096, kF = 14336, kVocab = 128256;
+
+} // namespace
+
+TEST_CASE("A forward pass over few tokens is bound by reading the weights")
+{
+  // 16 tokens: 2 x 16 x 7.5e9 FLOPs take 0.3 ms, 15 GB of bf16 weights (all but the embedding lookup) take 5.6 ms.
+  // On top: the activations the GEMMs read and write, split-K partial tiles and the element-wise ops (< 3%).
+  const double weights = 2 * (kL * (2 * kH * kH + 2 * kH * 1024 + 3 * kH * kF) + kVocab * kH);
+  const double actual  = llama8b_passes(16).forward.seconds;
+  check_close("weight-bound forward, s", weights / (kHbm * kElementwise), actual, 0.03);
+  CHECK(actual >= weights / (kHbm * kElementwise));
+}
+
+TEST_CASE("A compute-bound pass is the sum of its GEMMs, attention at the library's rates and element-wise traffic")
+{
+  const double s      = 8192;
+  const wl::GpuSpec g = wl::load_gpu("h100");
+  // The layer's GEMMs (tokens x out x in): fused QKV (32 + 2 x 8 heads of 128), attention output, fused gate+up,
+  // down; then the output layer.
+  const wl::GemmShape layer[] = {{.m = s, .n = 6144, .k = kH},
+                                 {.m = s, .n = kH, .k = kH},
+                                 {.m = s, .n = 2 * kF, .k = kH},
+                                 {.m = s, .n = kH, .k = kF}};
+  const wl::GemmShape head{.m = s, .n = kVocab, .k = kH};
+  double fwd = 0, bwd = 0, fwd_bytes = 0, bwd_bytes = 0, flops = 0;
+  auto add = [&](const wl::GemmShape& f, double times) {
+    const wl::GemmCost c = wl::gemm_cost(g, wl::Precision::bf16, f);
+    const wl::GemmCost d = wl::gemm_cost(g, wl::Precision::bf16, {.m = f.m, .n = f.k, .k = f.n});
+    const wl::GemmCost w =
+        wl::gemm_cost(g, wl::Precision::bf16, {.m = f.n, .n = f.k, .k = f.m, .accumulate_fp32 = true});
+    fwd += times * c.seconds;
+    bwd += times * (d.seconds + w.seconds);
+    fwd_bytes += times * c.bytes;
+    bwd_bytes += times * (d.bytes + w.bytes);
+    flops += times * c.flops;
+  };
+  for (const auto& f : layer)
+    add(f, kL);
+  add(head, 1);
+  // Causal attention, 2 s^2 x 4096 FLOPs per layer forward: FlashAttention-2 (h100.json's default) at 333
+  // TFLOP/s forward; its backward does 2.5 times the forward's FLOPs at 318 TFLOP/s.
+  const double attn = kL * 2 * s * s * kH;
+  const Passes p    = llama8b_passes(8192);
+  check_close("forward FLOPs: GEMMs plus attention", flops + attn, p.forward.model_flops, 1e-12);
+  const double elementwise = p.forward.hbm_bytes - fwd_bytes;
+  // The element-wise traffic is the op's own figure, so bound it by shapes: every layer reads and writes its bf16
+  // activations at least once (s x hidden), and touches at most a few dozen tensors of s x (hidden + ffn).
+  INFO("element-wise bytes " << elementwise);
+  CHECK(elementwise >= kL * 2 * s * kH * 2);
+  CHECK(elementwise <= kL * 32 * s * (kH + kF) * 2);
+  const double ew = elementwise / (kHbm * kElementwise);
+  check_close("forward seconds", fwd + attn / 333e12 + ew, p.forward.seconds, 1e-9);
+  check_close("backward seconds", bwd + 2.5 * attn / 318e12 + 2 * ew, p.backward.seconds, 1e-9);
+  check_close("backward bytes", bwd_bytes + 2 * elementwise, p.backward.hbm_bytes, 1e-9);
+  std::cout << "llama3-8b, 8192 tokens on h100: GEMMs at " << flops / fwd / 1e12 << " TFLOP/s forward\n";
+
+  // FlashAttention-3 (selected by the job) changes only the attention terms.
+  const Passes p3 = llama8b_passes(8192, {{"attention", "flash3"}});
+  check_close("flash3 forward: attention at 602 TFLOP/s", p.forward.seconds - attn / 333e12 + attn / 602e12,
+              p3.forward.seconds, 1e-9);
+  check_close("flash3 backward: attention at 559 TFLOP/s",
+              p.backward.seconds - 2.5 * attn / 318e12 + 2.5 * attn / 559e12, p3.backward.seconds, 1e-9);
+}
