@@ -1,7 +1,7 @@
-// The analytical engine: waves of ops that become ready at the same instant share the network by max-min
-// fairness (progressive filling on directed links); each flow then takes its route latency plus its bytes
-// over its share. Cost: O(flows x hops x log) per wave (only the links a wave uses are touched), no events
-// inside a wave; routes are computed once per transfer.
+// The analytical engine: an event-driven fluid model without SimGrid. Every flow in its bytes phase shares the
+// directed links with every other by max-min fairness (progressive filling). Rates change only at events (ops
+// start, route latencies end, flows end), and then only in the connected component of the links whose flows
+// changed. Cost per event: O(flows in that component x hops x log); routes are computed once per transfer.
 #include "common/error.hpp"
 #include "netsim/netsim.hpp"
 
@@ -13,12 +13,16 @@ namespace spansim::netsim {
 
 namespace {
 
-/// @brief Routes of the transfers that move bytes, as directed resources (2 * link + backward), in CSR form:
-/// the resources of op i are resource[first[i] .. first[i + 1]). Computed once, for the rates and link_bytes.
+/// @brief Routes of the transfers that move bytes, in CSR form: the resources of op i are
+/// resource[first[i] .. first[i + 1]). Resources are the directed links the graph uses, numbered in order of
+/// first use, so that scratch space is sized by the graph rather than the topology. Computed once, for the rates
+/// and link_bytes.
 struct Routes {
   std::vector<int> first;
   std::vector<int> resource;
   std::vector<double> latency;
+  std::vector<int> global;       ///< per resource: its directed link, 2 * link + (forward ? 0 : 1)
+  std::vector<double> bandwidth; ///< per resource, bytes/s
 };
 
 bool moves_bytes(const Op& op)
@@ -31,11 +35,19 @@ Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
   Routes r;
   r.first.assign(ops.size() + 1, 0);
   r.latency.assign(ops.size(), 0);
+  std::vector<int> number(2 * topology.links().size(), -1);
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (moves_bytes(ops[i])) {
       auto route = topology.route(ops[i].src, ops[i].dst);
-      for (const auto& h : route)
-        r.resource.push_back(2 * h.link + (h.forward ? 0 : 1));
+      for (const auto& h : route) {
+        const int directed = 2 * h.link + (h.forward ? 0 : 1);
+        if (number[directed] < 0) {
+          number[directed] = static_cast<int>(r.global.size());
+          r.global.push_back(directed);
+          r.bandwidth.push_back(topology.links()[h.link].bandwidth);
+        }
+        r.resource.push_back(number[directed]);
+      }
       r.latency[i] = topology.route_latency(route);
     }
     r.first[i + 1] = static_cast<int>(r.resource.size());
@@ -43,19 +55,16 @@ Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
   return r;
 }
 
-/// @brief Max-min fair rates by progressive filling, with scratch space reused across waves. Only the
-/// resources a wave uses are touched, so a wave costs O(its flows x hops x log), not O(links).
+/// @brief Max-min fair rates by progressive filling, with scratch space reused across calls. Only the
+/// resources the given flows use are touched, so a call costs O(its flows x hops x log), not O(links).
 class MaxMin {
 public:
-  MaxMin(const topology::Topology& topology, const Routes& routes)
-      : links_(topology.links()), routes_(routes), local_(2 * links_.size(), -1)
-  {
-  }
+  explicit MaxMin(const Routes& routes) : routes_(routes), local_(routes.global.size(), -1) {}
 
   /// @brief Rates of the transfer ops `flows`, in that order.
   const std::vector<double>& rates(const std::vector<int>& flows)
   {
-    // Local numbering of the wave's resources, in order of first use; users in flow order.
+    // Local numbering of the flows' resources, in order of first use; users in flow order.
     used_.clear();
     count_.clear();
     for (int op : flows)
@@ -79,7 +88,7 @@ public:
         users_[fill_[local_[routes_.resource[k]]]++] = static_cast<int>(f);
     remaining_.resize(m);
     for (std::size_t l = 0; l < m; ++l)
-      remaining_[l] = links_[used_[l] / 2].bandwidth;
+      remaining_[l] = routes_.bandwidth[used_[l]];
     unfixed_ = count_;
     rate_.assign(flows.size(), 0);
     fixed_.assign(flows.size(), 0);
@@ -104,7 +113,8 @@ public:
         unfixed_[local_[routes_.resource[k]]] = 0;
     }
 
-    // Entries carry the global resource id, so that ties between equal shares break as they always have.
+    // Entries carry the resource, not its index in this call, so that ties between equal shares break alike
+    // whichever flows a call is given.
     heap_.clear();
     for (std::size_t l = 0; l < m; ++l)
       if (unfixed_[l] > 0)
@@ -151,15 +161,184 @@ public:
   }
 
 private:
-  const std::vector<topology::Link>& links_;
   const Routes& routes_;
-  std::vector<int> local_; ///< per global resource: its index in this wave, or -1
-  std::vector<int> used_;  ///< per local resource: the global one
+  std::vector<int> local_; ///< per resource: its index in this call, or -1
+  std::vector<int> used_;  ///< per index in this call: the resource
   std::vector<int> count_, unfixed_, users_first_, users_, fill_;
   std::vector<double> remaining_, rate_;
   std::vector<char> fixed_, touched_;
   std::vector<int> touched_list_;
   std::vector<std::pair<double, int>> heap_;
+};
+
+/// @brief Events closer than this fraction of the current time (and at least this many seconds, as SimGrid's
+/// surf/precision) are taken as one.
+constexpr double kTimePrecision = 1e-9;
+
+/// @brief The flows in their bytes phase and their max-min rates. Rates change only at events (a flow starts or
+/// ends), and then only in the connected component (flows and the links they share) of the links whose flows
+/// changed: max-min shares of separate components do not depend on each other. The bytes a flow has left are
+/// brought up to date only when its rate changes, and its end is predicted anew.
+class Fluid {
+public:
+  Fluid(const Routes& routes, std::size_t ops)
+      : routes_(routes), on_(routes.global.size()), resource_seen_(routes.global.size(), 0), slot_of_(ops, -1)
+  {
+  }
+
+  /// @brief Starts the bytes phase of transfer `op` of `bytes` at `now`; its rate is set by the next reshare().
+  void add(int op, double bytes, double now)
+  {
+    int s;
+    if (free_.empty()) {
+      s = static_cast<int>(op_.size());
+      op_.push_back(op);
+      left_.push_back(bytes);
+      since_.push_back(now);
+      rate_.push_back(0);
+      version_.push_back(0);
+      flow_seen_.push_back(0);
+    } else {
+      s = free_.back();
+      free_.pop_back();
+      op_[s]    = op;
+      left_[s]  = bytes;
+      since_[s] = now;
+      rate_[s]  = 0;
+    }
+    slot_of_[op] = s;
+    ++in_flight_;
+    for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k) {
+      on_[routes_.resource[k]].push_back(op);
+      touch(routes_.resource[k]);
+    }
+  }
+
+  /// @brief When the next flow ends (infinity if none will).
+  double next_end()
+  {
+    while (!ends_.empty() && !current(ends_.front()))
+      pop_end();
+    return ends_.empty() ? std::numeric_limits<double>::infinity() : ends_.front().time;
+  }
+
+  /// @brief Ends the flows predicted to end by `horizon`; `ended` receives their ops, earliest first.
+  void end_until(double horizon, std::vector<int>& ended)
+  {
+    ended.clear();
+    while (!ends_.empty() && ends_.front().time <= horizon) {
+      const End e = ends_.front();
+      pop_end();
+      if (!current(e))
+        continue;
+      const int s    = slot_of_[e.op];
+      slot_of_[e.op] = -1;
+      op_[s]         = -1;
+      free_.push_back(s);
+      --in_flight_;
+      for (int k = routes_.first[e.op]; k < routes_.first[e.op + 1]; ++k)
+        touch(routes_.resource[k]);
+      ended.push_back(e.op);
+    }
+  }
+
+  /// @brief Recomputes the rates of the flows sharing links, directly or through other flows, with the flows
+  /// added or ended since the last call.
+  void reshare(double now, MaxMin& max_min)
+  {
+    // Breadth-first over links and flows from the links whose flows changed; ended flows leave the lists here.
+    flows_.clear();
+    for (std::size_t q = 0; q < seeds_.size(); ++q) {
+      auto& on         = on_[seeds_[q]];
+      std::size_t kept = 0;
+      for (int op : on) {
+        const int s = slot_of_[op];
+        if (s < 0)
+          continue;
+        on[kept++] = op;
+        if (flow_seen_[s])
+          continue;
+        flow_seen_[s] = 1;
+        flows_.push_back(op);
+        for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k)
+          touch(routes_.resource[k]);
+      }
+      on.resize(kept);
+    }
+    for (int r : seeds_)
+      resource_seen_[r] = 0;
+    seeds_.clear();
+    if (flows_.empty())
+      return;
+    // In op order, so that the rates do not depend on the order the lists happen to be in.
+    std::sort(flows_.begin(), flows_.end());
+    const auto& rates = max_min.rates(flows_);
+    for (std::size_t f = 0; f < flows_.size(); ++f) {
+      const int s   = slot_of_[flows_[f]];
+      flow_seen_[s] = 0;
+      if (rates[f] == rate_[s])
+        continue;
+      left_[s]  = std::max(0.0, left_[s] - rate_[s] * (now - since_[s]));
+      since_[s] = now;
+      rate_[s]  = rates[f];
+      ++version_[s];
+      if (rate_[s] > 0)
+        push_end({now + left_[s] / rate_[s], flows_[f], version_[s]});
+    }
+    // Predictions that a new rate made stale are dropped when the heap holds twice as many as flows in flight.
+    if (ends_.size() > 2 * in_flight_ + 1024) {
+      ends_.clear();
+      for (std::size_t s = 0; s < op_.size(); ++s)
+        if (op_[s] >= 0 && rate_[s] > 0)
+          ends_.push_back({since_[s] + left_[s] / rate_[s], op_[s], version_[s]});
+      std::make_heap(ends_.begin(), ends_.end(), later);
+    }
+  }
+
+  std::size_t in_flight() const { return in_flight_; }
+
+private:
+  /// @brief A predicted end, valid while the flow's rate is the one it was predicted with.
+  struct End {
+    double time;
+    int op;
+    unsigned version;
+  };
+  static bool later(const End& a, const End& b) { return a.time > b.time || (a.time == b.time && a.op > b.op); }
+
+  bool current(const End& e) const { return slot_of_[e.op] >= 0 && version_[slot_of_[e.op]] == e.version; }
+  void push_end(End e)
+  {
+    ends_.push_back(e);
+    std::push_heap(ends_.begin(), ends_.end(), later);
+  }
+  void pop_end()
+  {
+    std::pop_heap(ends_.begin(), ends_.end(), later);
+    ends_.pop_back();
+  }
+  void touch(int resource)
+  {
+    if (!resource_seen_[resource]) {
+      resource_seen_[resource] = 1;
+      seeds_.push_back(resource);
+    }
+  }
+
+  const Routes& routes_;
+  std::vector<std::vector<int>> on_; ///< per resource: ops in flight on it (and ended ones not yet dropped)
+  std::vector<char> resource_seen_;
+  std::vector<int> seeds_;   ///< resources whose flows changed, then the component reached from them
+  std::vector<int> slot_of_; ///< per op: its slot while in flight, else -1
+  // Per slot: the op (-1 if free), bytes left at `since_`, rate since then, version of its predicted end.
+  std::vector<int> op_;
+  std::vector<double> left_, since_, rate_;
+  std::vector<unsigned> version_;
+  std::vector<char> flow_seen_;
+  std::vector<int> free_;
+  std::vector<int> flows_;
+  std::vector<End> ends_;
+  std::size_t in_flight_ = 0;
 };
 
 } // namespace
@@ -204,8 +383,9 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
   std::vector<int> remaining(n);
   std::vector<int> dependents_first(n + 1, 0); // CSR, as in Routes
   std::vector<double> ready_at(n, 0);
-  using Ready = std::pair<double, int>;
-  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
+  using Timed     = std::pair<double, int>;
+  using TimeQueue = std::priority_queue<Timed, std::vector<Timed>, std::greater<>>;
+  TimeQueue ready;
   for (std::size_t i = 0; i < n; ++i) {
     const auto& op = ops[i];
     if (op.kind == Op::Kind::transfer &&
@@ -229,48 +409,62 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
         dependents[fill[d]++] = static_cast<int>(i);
   }
   const Routes routes = routes_of(topology, ops);
-  MaxMin max_min(topology, routes);
+  MaxMin max_min(routes);
+  Fluid fluid(routes, n);
 
-  std::vector<int> wave;
-  std::vector<int> transfers;
-  while (!ready.empty()) {
-    const double now = ready.top().first;
-    wave.clear();
-    while (!ready.empty() && ready.top().first == now) {
-      wave.push_back(ready.top().second);
+  auto end_op = [&](int i, double end) {
+    result.ops[i].end = end;
+    result.makespan   = std::max(result.makespan, end);
+    for (int k = dependents_first[i]; k < dependents_first[i + 1]; ++k) {
+      const int d = dependents[k];
+      ready_at[d] = std::max(ready_at[d], end);
+      if (--remaining[d] == 0)
+        ready.emplace(ready_at[d], d);
+    }
+  };
+
+  // As in SimGrid's CM02 model, a flow waits out its route latency first and then shares the links with every
+  // flow in its bytes phase until its last byte.
+  TimeQueue latency_over;
+  std::vector<int> ended;
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  for (;;) {
+    const double now = std::min({ready.empty() ? inf : ready.top().first,
+                                 latency_over.empty() ? inf : latency_over.top().first, fluid.next_end()});
+    if (now == inf)
+      break;
+    // Events this close together are one: flows that end within rounding of each other end together.
+    const double horizon = now + kTimePrecision * std::max(now, 1.0);
+    fluid.end_until(horizon, ended);
+    for (int i : ended)
+      end_op(i, now);
+    while (!ready.empty() && ready.top().first <= horizon) {
+      const auto [at, i] = ready.top();
       ready.pop();
-    }
-    transfers.clear();
-    for (int i : wave) {
       const auto& op      = ops[i];
-      result.ops[i].start = now;
+      result.ops[i].start = at;
       if (moves_bytes(op))
-        transfers.push_back(i);
+        latency_over.emplace(at + routes.latency[i], i);
       else
-        result.ops[i].end = now + (op.kind == Op::Kind::delay ? op.duration : 0);
+        end_op(i, at + (op.kind == Op::Kind::delay ? op.duration : 0));
     }
-    if (!transfers.empty()) {
-      const auto& rates = max_min.rates(transfers);
-      for (std::size_t f = 0; f < transfers.size(); ++f)
-        result.ops[transfers[f]].end = now + routes.latency[transfers[f]] + ops[transfers[f]].bytes / rates[f];
+    while (!latency_over.empty() && latency_over.top().first <= horizon) {
+      fluid.add(latency_over.top().second, ops[latency_over.top().second].bytes, now);
+      latency_over.pop();
     }
-    for (int i : wave) {
-      result.makespan = std::max(result.makespan, result.ops[i].end);
-      for (int k = dependents_first[i]; k < dependents_first[i + 1]; ++k) {
-        const int d = dependents[k];
-        ready_at[d] = std::max(ready_at[d], result.ops[i].end);
-        if (--remaining[d] == 0)
-          ready.emplace(ready_at[d], d);
-      }
-    }
+    fluid.reshare(now, max_min);
   }
+  if (fluid.in_flight() > 0)
+    throw SimulationError("analytical engine: " + std::to_string(fluid.in_flight()) +
+                          " flows can never end (a link of their route has no bandwidth)");
   result.settings = {{"engine", "analytical"},
-                     {"model", "max-min fair shares per wave of simultaneously ready ops, alpha-beta per flow"}};
+                     {"model", "max-min fair shares among all flows in flight, recomputed per event on the links "
+                               "that changed; route latency before the bytes, as CM02"}};
   // The same sums, in the same order, as link_bytes(): the routes are already known.
   result.link_bytes.assign(2 * topology.links().size(), 0);
   for (std::size_t i = 0; i < n; ++i)
     for (int k = routes.first[i]; k < routes.first[i + 1]; ++k)
-      result.link_bytes[routes.resource[k]] += ops[i].bytes;
+      result.link_bytes[routes.global[routes.resource[k]]] += ops[i].bytes;
   return result;
 }
 

@@ -204,6 +204,31 @@ TEST_CASE("two all-reduces sharing the inter-building link each take about twice
   expect_within("analytical against flow, ring B", flow.ops[eb].end, analytical.ops[eb].end, 0.05);
 }
 
+TEST_CASE("an all-reduce started halfway through another shares the link with it from then on",
+          "[collective][contention]")
+{
+  auto t             = two_buildings(12.5e9, 4, 4); // the link is as fast as one NIC
+  const double s     = 268435456.0;
+  const double b     = 12.5e9;
+  const double alpha = t.route_latency(t.route(0, 16));
+  const double d     = s / (2 * b); // ring A has sent half its bytes when ring B starts
+  FlowGraph g;
+  const int start_b = g.add_delay(d);
+  const int ea      = add_collective(g, t, make(CollectiveOp::all_reduce, Algorithm::ring, {0, 16}, s), {}).end_op;
+  const int eb = add_collective(g, t, make(CollectiveOp::all_reduce, Algorithm::ring, {1, 17}, s), {start_b}).end_op;
+  // Each ring of two is one flow of S per direction, after its route latency, then one more latency. A runs
+  // alone at B until B's bytes start at d + alpha, by when S - B d are left; both then get B / 2, so A ends
+  // 2 (S - B d) / B later, having let B move as many; B sends its last B d alone at B.
+  const double a_end = d + alpha + 2 * (s - b * d) / b + alpha;
+  const double b_end = a_end + b * d / b;
+  auto flow          = run(t, g, Fidelity::flow, EngineOptions{});
+  auto analytical    = run(t, g, Fidelity::analytical, EngineOptions{});
+  expect_within("ring A, analytical", a_end, analytical.ops[ea].end, 0.01);
+  expect_within("ring B, analytical", b_end, analytical.ops[eb].end, 0.01);
+  expect_within("ring A, analytical against flow", flow.ops[ea].end, analytical.ops[ea].end, 0.02);
+  expect_within("ring B, analytical against flow", flow.ops[eb].end, analytical.ops[eb].end, 0.02);
+}
+
 TEST_CASE("all-to-all with a size matrix is bound by the busiest sender", "[collective]")
 {
   auto t         = preset("hgx-h100-pod");
