@@ -481,7 +481,7 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file)
         k->fail("attention", "GPU " + job.gpu.name + " gives no rates for \"" + name +
                                  "\" (listed: " + listed_kernels(job.gpu) + ")");
     }
-    k->finish();
+    k->finish({"attention"});
   }
   std::string rc = r.has("recompute") ? r.choice("recompute", {"none", "selective", "full"}) : "none";
   job.recompute  = rc == "none" ? Recompute::none : rc == "selective" ? Recompute::selective : Recompute::full;

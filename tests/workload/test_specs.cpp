@@ -328,6 +328,7 @@ TEST_CASE("Inconsistent jobs are refused at the offending JSON path")
   j            = good_job();
   j["kernels"] = {{"gemm", "cublas"}};
   expect_spec_error(j, "$.kernels", "unknown key \"gemm\"");
+  expect_spec_error(j, "$.kernels", "attention");
 
   j          = good_job();
   j["model"] = {{"name", "odd"}, {"layers", 4},   {"hidden", 512}, {"ffn", 1024},
