@@ -55,134 +55,19 @@ Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
   return r;
 }
 
-/// @brief Max-min fair rates by progressive filling, with scratch space reused across calls. Only the
-/// resources the given flows use are touched, so a call costs O(its flows x hops x log), not O(links).
-class MaxMin {
-public:
-  explicit MaxMin(const Routes& routes) : routes_(routes), local_(routes.global.size(), -1) {}
-
-  /// @brief Rates of the transfer ops `flows`, in that order.
-  const std::vector<double>& rates(const std::vector<int>& flows)
-  {
-    // Local numbering of the flows' resources, in order of first use; users in flow order.
-    used_.clear();
-    count_.clear();
-    for (int op : flows)
-      for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k) {
-        int r = routes_.resource[k];
-        if (local_[r] < 0) {
-          local_[r] = static_cast<int>(used_.size());
-          used_.push_back(r);
-          count_.push_back(0);
-        }
-        ++count_[local_[r]];
-      }
-    const auto m = used_.size();
-    users_first_.assign(m + 1, 0);
-    for (std::size_t l = 0; l < m; ++l)
-      users_first_[l + 1] = users_first_[l] + count_[l];
-    users_.resize(users_first_[m]);
-    fill_.assign(users_first_.begin(), users_first_.end() - 1);
-    for (std::size_t f = 0; f < flows.size(); ++f)
-      for (int k = routes_.first[flows[f]]; k < routes_.first[flows[f] + 1]; ++k)
-        users_[fill_[local_[routes_.resource[k]]]++] = static_cast<int>(f);
-    remaining_.resize(m);
-    for (std::size_t l = 0; l < m; ++l)
-      remaining_[l] = routes_.bandwidth[used_[l]];
-    unfixed_ = count_;
-    rate_.assign(flows.size(), 0);
-    fixed_.assign(flows.size(), 0);
-    touched_.assign(m, 0);
-
-    // A flow alone on every link it uses gets the smallest of their capacities, which is the share the
-    // filling below would fix it at; it is fixed here and its links stay out of the heap (most NVLink
-    // flows of a collective are alone, so the heap shrinks to the links that are shared).
-    for (std::size_t f = 0; f < flows.size(); ++f) {
-      bool alone   = true;
-      double share = std::numeric_limits<double>::infinity();
-      for (int k = routes_.first[flows[f]]; alone && k < routes_.first[flows[f] + 1]; ++k) {
-        const int l = local_[routes_.resource[k]];
-        alone       = count_[l] == 1;
-        share       = std::min(share, remaining_[l]);
-      }
-      if (!alone)
-        continue;
-      fixed_[f] = 1;
-      rate_[f]  = share;
-      for (int k = routes_.first[flows[f]]; k < routes_.first[flows[f] + 1]; ++k)
-        unfixed_[local_[routes_.resource[k]]] = 0;
-    }
-
-    // Entries carry the resource, not its index in this call, so that ties between equal shares break alike
-    // whichever flows a call is given.
-    heap_.clear();
-    for (std::size_t l = 0; l < m; ++l)
-      if (unfixed_[l] > 0)
-        heap_.emplace_back(remaining_[l] / unfixed_[l], used_[l]);
-    std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
-    while (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
-      auto [share, r] = heap_.back();
-      heap_.pop_back();
-      const int l = local_[r];
-      // Shares only grow as flows are fixed elsewhere, so an entry that no longer matches is stale.
-      if (unfixed_[l] == 0 || share != remaining_[l] / unfixed_[l])
-        continue;
-      for (int u = users_first_[l]; u < users_first_[l + 1]; ++u) {
-        const int f = users_[u];
-        if (fixed_[f])
-          continue;
-        fixed_[f] = 1;
-        rate_[f]  = share;
-        for (int k = routes_.first[flows[f]]; k < routes_.first[flows[f] + 1]; ++k) {
-          const int other   = local_[routes_.resource[k]];
-          remaining_[other] = std::max(0.0, remaining_[other] - share);
-          --unfixed_[other];
-          if (!touched_[other]) {
-            touched_[other] = 1;
-            touched_list_.push_back(other);
-          }
-        }
-      }
-      // One entry per resource whose share changed, with its final value: the entries a push per change
-      // would add in between are stale before the next pop anyway.
-      for (int other : touched_list_) {
-        touched_[other] = 0;
-        if (unfixed_[other] > 0) {
-          heap_.emplace_back(remaining_[other] / unfixed_[other], used_[other]);
-          std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
-        }
-      }
-      touched_list_.clear();
-    }
-    for (int r : used_)
-      local_[r] = -1;
-    return rate_;
-  }
-
-private:
-  const Routes& routes_;
-  std::vector<int> local_; ///< per resource: its index in this call, or -1
-  std::vector<int> used_;  ///< per index in this call: the resource
-  std::vector<int> count_, unfixed_, users_first_, users_, fill_;
-  std::vector<double> remaining_, rate_;
-  std::vector<char> fixed_, touched_;
-  std::vector<int> touched_list_;
-  std::vector<std::pair<double, int>> heap_;
-};
-
 /// @brief Events closer than this fraction of the current time (and at least this many seconds, as SimGrid's
 /// surf/precision) are taken as one.
 constexpr double kTimePrecision = 1e-9;
 
-/// @brief The flows in their bytes phase and their max-min rates. Rates change only at events (a flow starts or
-/// ends), and then only in the connected component (flows and the links they share) of the links whose flows
-/// changed: max-min shares of separate components do not depend on each other. The bytes a flow has left are
-/// brought up to date only when its rate changes, and its end is predicted anew.
+/// @brief The flows in their bytes phase and their max-min fair rates. Rates change only at events (a flow
+/// starts or ends), and then only in the connected component (flows and the links they share) of the links
+/// whose flows changed: max-min shares of separate components do not depend on each other. The bytes a flow has
+/// left are brought up to date only when its rate changes, and its end is predicted anew.
 class Fluid {
 public:
   Fluid(const Routes& routes, std::size_t ops)
-      : routes_(routes), on_(routes.global.size()), resource_seen_(routes.global.size(), 0), slot_of_(ops, -1)
+      : routes_(routes), on_(routes.global.size()), remaining_(routes.global.size()), unfixed_(routes.global.size()),
+        resource_seen_(routes.global.size(), 0), slot_of_(ops, -1)
   {
   }
 
@@ -196,8 +81,9 @@ public:
       left_.push_back(bytes);
       since_.push_back(now);
       rate_.push_back(0);
+      share_.push_back(0);
       version_.push_back(0);
-      flow_seen_.push_back(0);
+      unfixed_flow_.push_back(0);
     } else {
       s = free_.back();
       free_.pop_back();
@@ -244,47 +130,24 @@ public:
 
   /// @brief Recomputes the rates of the flows sharing links, directly or through other flows, with the flows
   /// added or ended since the last call.
-  void reshare(double now, MaxMin& max_min)
+  void reshare(double now)
   {
-    // Breadth-first over links and flows from the links whose flows changed; ended flows leave the lists here.
-    flows_.clear();
-    for (std::size_t q = 0; q < seeds_.size(); ++q) {
-      auto& on         = on_[seeds_[q]];
-      std::size_t kept = 0;
-      for (int op : on) {
-        const int s = slot_of_[op];
-        if (s < 0)
-          continue;
-        on[kept++] = op;
-        if (flow_seen_[s])
-          continue;
-        flow_seen_[s] = 1;
-        flows_.push_back(op);
-        for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k)
-          touch(routes_.resource[k]);
-      }
-      on.resize(kept);
+    component();
+    fill();
+    for (int op : flows_) {
+      const int s = slot_of_[op];
+      if (share_[s] == rate_[s])
+        continue;
+      left_[s]  = std::max(0.0, left_[s] - rate_[s] * (now - since_[s]));
+      since_[s] = now;
+      rate_[s]  = share_[s];
+      ++version_[s];
+      if (rate_[s] > 0)
+        push_end({now + left_[s] / rate_[s], op, version_[s]});
     }
     for (int r : seeds_)
       resource_seen_[r] = 0;
     seeds_.clear();
-    if (flows_.empty())
-      return;
-    // In op order, so that the rates do not depend on the order the lists happen to be in.
-    std::sort(flows_.begin(), flows_.end());
-    const auto& rates = max_min.rates(flows_);
-    for (std::size_t f = 0; f < flows_.size(); ++f) {
-      const int s   = slot_of_[flows_[f]];
-      flow_seen_[s] = 0;
-      if (rates[f] == rate_[s])
-        continue;
-      left_[s]  = std::max(0.0, left_[s] - rate_[s] * (now - since_[s]));
-      since_[s] = now;
-      rate_[s]  = rates[f];
-      ++version_[s];
-      if (rate_[s] > 0)
-        push_end({now + left_[s] / rate_[s], flows_[f], version_[s]});
-    }
     // Predictions that a new rate made stale are dropped when the heap holds twice as many as flows in flight.
     if (ends_.size() > 2 * in_flight_ + 1024) {
       ends_.clear();
@@ -305,6 +168,90 @@ private:
     unsigned version;
   };
   static bool later(const End& a, const End& b) { return a.time > b.time || (a.time == b.time && a.op > b.op); }
+
+  // Breadth-first over links and flows from the links whose flows changed: seeds_ ends up holding the
+  // component's links, flows_ its flows. Ended flows leave the lists here, so that a link's list then holds
+  // exactly its flows in flight, all of them in the component.
+  void component()
+  {
+    flows_.clear();
+    for (std::size_t q = 0; q < seeds_.size(); ++q) {
+      auto& on         = on_[seeds_[q]];
+      std::size_t kept = 0;
+      for (int op : on) {
+        const int s = slot_of_[op];
+        if (s < 0)
+          continue;
+        on[kept++] = op;
+        if (unfixed_flow_[s])
+          continue;
+        unfixed_flow_[s] = 1;
+        flows_.push_back(op);
+        for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k)
+          touch(routes_.resource[k]);
+      }
+      on.resize(kept);
+    }
+  }
+
+  // Progressive filling of the component into share_: the link with the smallest fair share fixes its flows at
+  // it, which leaves the others more, until every flow is fixed.
+  void fill()
+  {
+    for (int r : seeds_) {
+      remaining_[r] = routes_.bandwidth[r];
+      unfixed_[r]   = static_cast<int>(on_[r].size());
+    }
+    // A flow alone on every link it uses gets the smallest of their capacities, which is the share the filling
+    // would fix it at; it is fixed here and its links stay out of the heap (most NVLink flows of a collective
+    // are alone, so the heap shrinks to the links that are shared).
+    for (int op : flows_) {
+      bool alone   = true;
+      double share = std::numeric_limits<double>::infinity();
+      for (int k = routes_.first[op]; alone && k < routes_.first[op + 1]; ++k) {
+        alone = on_[routes_.resource[k]].size() == 1;
+        share = std::min(share, routes_.bandwidth[routes_.resource[k]]);
+      }
+      if (alone)
+        fix(op, share);
+    }
+    heap_.clear();
+    for (int r : seeds_)
+      if (unfixed_[r] > 0)
+        heap_.emplace_back(remaining_[r] / unfixed_[r], r);
+    std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
+      auto [share, r] = heap_.back();
+      heap_.pop_back();
+      if (unfixed_[r] == 0)
+        continue;
+      // A link's share only grows as flows are fixed elsewhere (each at a share no larger than its own), so
+      // its one entry is a lower bound: when it comes up and no longer matches, it goes back with the share
+      // it has now. A link gets a new entry when it comes up, not each time one of its flows is fixed.
+      const double current = remaining_[r] / unfixed_[r];
+      if (current != share) {
+        heap_.emplace_back(current, r);
+        std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
+        continue;
+      }
+      for (int op : on_[r])
+        if (unfixed_flow_[slot_of_[op]])
+          fix(op, share);
+    }
+  }
+
+  void fix(int op, double share)
+  {
+    const int s      = slot_of_[op];
+    unfixed_flow_[s] = 0;
+    share_[s]        = share;
+    for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k) {
+      const int r   = routes_.resource[k];
+      remaining_[r] = std::max(0.0, remaining_[r] - share);
+      --unfixed_[r];
+    }
+  }
 
   bool current(const End& e) const { return slot_of_[e.op] >= 0 && version_[slot_of_[e.op]] == e.version; }
   void push_end(End e)
@@ -327,16 +274,20 @@ private:
 
   const Routes& routes_;
   std::vector<std::vector<int>> on_; ///< per resource: ops in flight on it (and ended ones not yet dropped)
+  std::vector<double> remaining_;    ///< per resource, while filling: capacity not yet given to fixed flows
+  std::vector<int> unfixed_;         ///< per resource, while filling: its flows not yet fixed
   std::vector<char> resource_seen_;
   std::vector<int> seeds_;   ///< resources whose flows changed, then the component reached from them
   std::vector<int> slot_of_; ///< per op: its slot while in flight, else -1
-  // Per slot: the op (-1 if free), bytes left at `since_`, rate since then, version of its predicted end.
+  // Per slot: the op (-1 if free), bytes left at `since_`, rate since then, the share just computed, version
+  // of its predicted end, whether it is in the component and not yet fixed.
   std::vector<int> op_;
-  std::vector<double> left_, since_, rate_;
+  std::vector<double> left_, since_, rate_, share_;
   std::vector<unsigned> version_;
-  std::vector<char> flow_seen_;
+  std::vector<char> unfixed_flow_;
   std::vector<int> free_;
   std::vector<int> flows_;
+  std::vector<std::pair<double, int>> heap_; ///< (fair share, resource)
   std::vector<End> ends_;
   std::size_t in_flight_ = 0;
 };
@@ -409,7 +360,6 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
         dependents[fill[d]++] = static_cast<int>(i);
   }
   const Routes routes = routes_of(topology, ops);
-  MaxMin max_min(routes);
   Fluid fluid(routes, n);
 
   auto end_op = [&](int i, double end) {
@@ -452,7 +402,7 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
       fluid.add(latency_over.top().second, ops[latency_over.top().second].bytes, now);
       latency_over.pop();
     }
-    fluid.reshare(now, max_min);
+    fluid.reshare(now);
   }
   if (fluid.in_flight() > 0)
     throw SimulationError("analytical engine: " + std::to_string(fluid.in_flight()) +
