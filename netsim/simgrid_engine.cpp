@@ -1,5 +1,5 @@
-// Flow fidelity: a flow graph run on SimGrid's fluid (max-min) model. Worker actors issue the transfers with
-// Comm::sendto_async; no actor is needed on the GPUs themselves.
+// Flow fidelity: a flow graph run on SimGrid's fluid (max-min) model. Worker actors put the transfers into a
+// mailbox whose permanent receiver starts them at once; no actor runs on the GPUs themselves.
 #include "common/error.hpp"
 #include "netsim/child_process.hpp"
 #include "netsim/netsim.hpp"
@@ -27,12 +27,69 @@ std::string num(double v)
   return buf;
 }
 
-// Most ops a worker actor keeps in flight. In SimGrid 3.32 every comm in flight sits in one list that is
-// walked whenever a comm is finished, and Comm::wait_any_for finishes once more every comm handed to it that
-// has already ended. One controller waiting on n concurrent flows, one completion per call, thus walks that
-// list O(n) times per batch of simultaneous completions: O(n^3) for a ring all-reduce. Bounded workers that
-// drop every ended comm before they wait again keep it at one walk per comm (two for the one returned).
+// Most ops a worker actor keeps in flight. Comm::wait_any_for registers with, and at the end unregisters
+// from, every comm handed to it, so one controller waiting on n concurrent flows costs O(n) per completion.
 constexpr std::size_t kWorkerOps = 64;
+
+// Comms put into one mailbox before the next one takes over (see Outbox).
+constexpr std::size_t kMailboxComms = 4096;
+
+/// @brief Where the workers put transfers. SimGrid 3.32 lists every host-to-host comm (Comm::sendto) with
+/// maestro and walks that list at each comm's end: O(comms in flight) per flow, most of the time of a 100K-GPU
+/// step. Mailbox comms are listed with the actors that wait on them (a worker, at most kWorkerOps). A
+/// mailbox's permanent receiver starts each comm as it is put, from the sender's host to the receiver's: the
+/// worker moves itself to the source GPU, and one receiver actor, moved to the destination GPU under a lock
+/// (a simcall lets other workers run), stands for every GPU. The flows and their rates are those of sendto.
+/// A permanent mailbox keeps every comm it carried until cleared, so a new mailbox takes over every
+/// kMailboxComms comms and the old one is cleared once all of its comms have ended.
+class Outbox {
+public:
+  explicit Outbox(sg4::Host* home)
+  {
+    receiver_ = sg4::Actor::create("receiver", home, [] { sg4::Mailbox::by_name("spansim-idle")->get<void>(); });
+    receiver_->daemonize();
+  }
+
+  /// @brief Starts a transfer of `bytes` from `src` to `dst`; returns the comm and its mailbox number.
+  std::pair<sg4::CommPtr, std::size_t> put(sg4::Host* src, sg4::Host* dst, uint64_t bytes)
+  {
+    sg4::this_actor::set_host(src);
+    lock_->lock();
+    if (boxes_.empty() || put_in_last_ == kMailboxComms)
+      open_box();
+    receiver_->set_host(dst);
+    const std::size_t box = boxes_.size() - 1;
+    auto comm             = boxes_[box]->put_async(this, bytes);
+    ++open_[box];
+    ++put_in_last_;
+    lock_->unlock();
+    return {std::move(comm), box};
+  }
+
+  /// @brief Called once each comm has ended.
+  void ended(std::size_t box)
+  {
+    if (--open_[box] == 0 && box + 1 < boxes_.size())
+      boxes_[box]->clear();
+  }
+
+private:
+  void open_box()
+  {
+    if (!boxes_.empty() && open_.back() == 0)
+      boxes_.back()->clear();
+    boxes_.push_back(sg4::Mailbox::by_name("spansim-transfers-" + std::to_string(boxes_.size())));
+    boxes_.back()->set_receiver(receiver_);
+    open_.push_back(0);
+    put_in_last_ = 0;
+  }
+
+  sg4::ActorPtr receiver_;
+  sg4::MutexPtr lock_ = sg4::Mutex::create();
+  std::vector<sg4::Mailbox*> boxes_;
+  std::vector<std::size_t> open_; ///< comms not yet ended, per mailbox
+  std::size_t put_in_last_ = 0;
+};
 
 /// @brief The state shared by the workers of one simulation. SimGrid runs one actor at a time, so they
 /// share it without locks.
@@ -45,6 +102,7 @@ struct Schedule {
   std::vector<int> dependents_first; ///< CSR: the dependents of op i are
   std::vector<int> dependents;       ///< dependents[dependents_first[i] .. dependents_first[i + 1])
   std::size_t done = 0;
+  Outbox* outbox   = nullptr;
 };
 
 void spawn_worker(Schedule& s, std::vector<int> initial);
@@ -53,7 +111,7 @@ void spawn_worker(Schedule& s, std::vector<int> initial);
 /// ops beyond kWorkerOps in flight go to new workers. Transfers are comms, delays the worker's own timers.
 class Worker {
 public:
-  explicit Worker(Schedule& schedule) : s_(schedule) {}
+  explicit Worker(Schedule& schedule) : s_(schedule), outbox_(*schedule.outbox) {}
 
   void run(std::vector<int> initial)
   {
@@ -69,11 +127,6 @@ public:
         ssize_t index  = sg4::Comm::wait_any_for(comms_, timeout);
         if (index >= 0)
           end_comm(static_cast<std::size_t>(index));
-        // Comms that ended at the same instant are dropped now rather than handed to wait_any_for again.
-        // An ended comm has nothing left to send; a running one has (empty comms are never taken for ended).
-        for (std::size_t i = comms_.size(); i-- > 0;)
-          if (payload_[i] > 0 && comms_[i]->get_remaining() <= 0)
-            end_comm(i);
       }
       while (!timers_.empty() && timers_.top().first <= sg4::Engine::get_clock()) {
         int op = timers_.top().second;
@@ -100,9 +153,10 @@ private:
       s_.timing[op].start = sg4::Engine::get_clock();
       if (o.kind == Op::Kind::transfer && o.bytes > 0 && o.src != o.dst) {
         const auto payload = static_cast<uint64_t>(o.bytes + 0.5);
-        comms_.push_back(sg4::Comm::sendto_async(s_.platform.host(o.src), s_.platform.host(o.dst), payload));
+        auto [comm, box]   = outbox_.put(s_.platform.host(o.src), s_.platform.host(o.dst), payload);
+        comms_.push_back(std::move(comm));
         comm_op_.push_back(op);
-        payload_.push_back(payload);
+        comm_box_.push_back(box);
       } else if (o.kind == Op::Kind::delay && o.duration > 0) {
         timers_.emplace(s_.timing[op].start + o.duration, op);
       } else {
@@ -113,13 +167,14 @@ private:
 
   void end_comm(std::size_t index)
   {
-    const int op    = comm_op_[index];
-    comms_[index]   = std::move(comms_.back());
-    comm_op_[index] = comm_op_.back();
-    payload_[index] = payload_.back();
+    const int op = comm_op_[index];
+    outbox_.ended(comm_box_[index]);
+    comms_[index]    = std::move(comms_.back());
+    comm_op_[index]  = comm_op_.back();
+    comm_box_[index] = comm_box_.back();
     comms_.pop_back();
     comm_op_.pop_back();
-    payload_.pop_back();
+    comm_box_.pop_back();
     finish(op);
   }
 
@@ -133,10 +188,11 @@ private:
   }
 
   Schedule& s_;
+  Outbox& outbox_;
   std::vector<int> ready_;
   std::vector<sg4::CommPtr> comms_;
   std::vector<int> comm_op_;
-  std::vector<uint64_t> payload_;
+  std::vector<std::size_t> comm_box_;
   using Timer = std::pair<double, int>;
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers_;
 };
@@ -192,6 +248,8 @@ std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGra
   for (std::size_t i = 0; i < n; ++i)
     if (s.remaining[i] == 0)
       ready.push_back(static_cast<int>(i));
+  Outbox outbox(s.home);
+  s.outbox = &outbox;
   spawn_worker(s, std::move(ready));
   engine.run();
   if (s.done != n)
