@@ -64,9 +64,11 @@ std::vector<double> link_bytes(const topology::Topology& topology, const FlowGra
 
 /// @brief SimGrid settings, all pinned explicitly: the defaults (LV08) model TCP, not RDMA.
 struct SimgridSettings {
-  std::string network_model = "CM02"; ///< pure max-min fair sharing: alpha-beta per flow
-  bool crosstraffic         = false;  ///< no ACK traffic in the reverse direction (RDMA)
-  double tcp_gamma          = 0;      ///< no TCP window cap on rates
+  /// CM02: alpha-beta per flow and max-min sharing. Its shares are weighted by the inverse of each route's
+  /// latency; the flow engine keeps latency out of SimGrid (and pays it per flow) so that shares are equal.
+  std::string network_model = "CM02";
+  bool crosstraffic         = false; ///< no ACK traffic in the reverse direction (RDMA)
+  double tcp_gamma          = 0;     ///< no TCP window cap on rates
   double latency_factor     = 1;
   double bandwidth_factor   = 1;
   double weight_s           = 0;
@@ -84,9 +86,9 @@ struct SimgridSettings {
 /// @throws SimulationError when the engine fails.
 RunResult run_flow(const topology::Topology& topology, const FlowGraph& graph, const SimgridSettings& settings = {});
 
-/// @brief Runs a flow graph analytically: per wave of ops that become ready together, max-min fair shares of
-/// the links (progressive filling), then latency + bytes / share per flow. No event simulation; flows of
-/// different waves do not share bandwidth. Built for the optimizer's inner loop.
+/// @brief Runs a flow graph analytically: each transfer pays its route latency, then its bytes at max-min fair
+/// shares among all flows in flight, recomputed at each event for the links whose flows changed. No SimGrid;
+/// the same model as run_flow, built for the optimizer's inner loop.
 RunResult run_analytical(const topology::Topology& topology, const FlowGraph& graph);
 
 /// @brief Packet-level (ns-3) settings, all pinned and reported with every result.

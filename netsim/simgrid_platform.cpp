@@ -30,7 +30,7 @@ public:
   void register_gpu(const skr::NetPoint* point, int gpu) { gpu_of_[point] = gpu; }
   void set_spine(const skr::NetPoint* point) { spine_ = point; }
 
-  void get_local_route(const skr::NetPoint* src, const skr::NetPoint* dst, skr::Route* into, double* latency) override
+  void get_local_route(const skr::NetPoint* src, const skr::NetPoint* dst, skr::Route* into, double*) override
   {
     std::vector<Hop> hops;
     if (src == spine_)
@@ -41,11 +41,8 @@ public:
       hops = topology_.route(gpu(src), gpu(dst));
     std::vector<sg4::LinkInRoute> in;
     in.reserve(hops.size());
-    for (const auto& h : hops) {
+    for (const auto& h : hops)
       in.push_back(in_route(links_[h.link], h.forward));
-      if (latency != nullptr)
-        *latency += topology_.links()[h.link].latency;
-    }
     auto impls = get_link_list_impl(in, false);
     into->link_list_.insert(into->link_list_.end(), impls.begin(), impls.end());
   }
@@ -116,7 +113,6 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
   auto* root     = sg4::create_full_zone("spansim");
   auto make_link = [&](sg4::NetZone* zone, int id) {
     auto* link = zone->create_split_duplex_link(link_name(topology, id), tl[id].bandwidth);
-    link->set_latency(tl[id].latency);
     link->seal();
     links_[id] = link;
     return link;

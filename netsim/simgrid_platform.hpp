@@ -25,6 +25,9 @@ namespace sg4 = simgrid::s4u;
 /// @brief The SimGrid objects standing for a topology: one host per GPU, one split-duplex link per link.
 /// Only the GPUs a run uses get a host, with their NVLink, NIC and leaf uplinks: the zones and the links
 /// above the leaves are always built, so routes between the hosts that exist are those of the whole platform.
+/// Links have no latency here: CM02 weighs a flow's share by the inverse of its route latency (TCP's RTT
+/// unfairness), which would give a 5 ms inter-region flow a thousandth of a local flow's share of a NIC. The
+/// flow engine pays each route's latency itself before the bytes start, so shares are plain max-min.
 class SimgridPlatform {
 public:
   /// @brief Builds the platform into the (already configured) engine's root, with hosts for the GPUs marked

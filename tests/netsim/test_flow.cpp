@@ -93,6 +93,27 @@ TEST_CASE("a flow limited elsewhere leaves its unused share to the others (max-m
   expect_within("flow taking the leftover share", t.route_latency(t.route(1, 65)) + bytes / 7.5e9, r.ops[2].end, 1e-3);
 }
 
+TEST_CASE("a local and an inter-region flow share a NIC equally, whatever their latencies", "[flow]")
+{
+  // SimGrid's CM02 weighs shares by the inverse of the route latency (TCP's RTT unfairness); spansim models
+  // RDMA, where flows share a link equally. Flow A (GPU 0 to GPU 4, a few microseconds) waits until flow B
+  // (GPU 0 to GPU 64, across the region boundary) has paid its latency, so that both send their bytes at once
+  // through GPU 0's 12.5 GB/s NIC: 6.25 GB/s each, both ending together. With latency-weighted shares flow A
+  // would take almost the whole NIC and end twice as early.
+  auto t             = test::tiny_topology();
+  const double bytes = 1e9;
+  const double lat_a = t.route_latency(t.route(0, 4));
+  const double lat_b = t.route_latency(t.route(0, 64));
+  FlowGraph g;
+  int wait           = g.add_delay(lat_b - lat_a);
+  int a              = g.add_transfer(0, 4, bytes, {wait});
+  int b              = g.add_transfer(0, 64, bytes);
+  auto r             = run_flow(t, g);
+  const double share = t.spec().pod.nic_bandwidth / 2;
+  expect_within("local flow sharing the NIC with an inter-region flow", lat_b + bytes / share, r.ops[a].end, 1e-3);
+  expect_within("inter-region flow sharing the NIC with a local flow", lat_b + bytes / share, r.ops[b].end, 1e-3);
+}
+
 TEST_CASE("dependencies and delays order the flow graph", "[flow]")
 {
   auto t = test::tiny_topology();
