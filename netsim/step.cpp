@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -355,8 +356,83 @@ bool rails_symmetric(const topology::Topology& topology, const workload::StepGra
 
 } // namespace
 
+namespace {
+
+// Dimensions whose collectives (all-reduce, all-gather, reduce-scatter) have a group spanning several nodes:
+// there the algorithm decides what crosses the scale-out fabric and its boundaries.
+std::array<bool, 5> dimensions_across_nodes(const topology::Topology& topology, const workload::StepGraph& graph,
+                                            const placement::Placement& placement)
+{
+  std::array<bool, 5> across{};
+  std::set<std::pair<std::size_t, unsigned>> seen;
+  for (std::size_t s = 0; s < graph.stages.size(); ++s)
+    for (const auto& op : graph.stages[s].ops) {
+      const int d = traffic_index(op.traffic);
+      if (d < 0 || across[d] ||
+          (op.kind != OpKind::all_reduce && op.kind != OpKind::all_gather && op.kind != OpKind::reduce_scatter) ||
+          !seen.insert({s, op.group.dims}).second)
+        continue;
+      for (const auto& g : placement.groups(static_cast<int>(s), op.group))
+        for (int gpu : g)
+          if (topology.locate(gpu).node != topology.locate(g.front()).node)
+            across[d] = true;
+    }
+  return across;
+}
+
+StepResult simulate_step_as_given(const topology::Topology& topology, const workload::StepGraph& graph,
+                                  const placement::Placement& placement, const StepOptions& options);
+
+} // namespace
+
 StepResult simulate_step(const topology::Topology& topology, const workload::StepGraph& graph,
                          const placement::Placement& placement, const StepOptions& options)
+{
+  if (options.collapse_communication || !options.choose_per_step)
+    return simulate_step_as_given(topology, graph, placement, options);
+  // `auto` per op picks each call's algorithm with that call's groups alone; other stages' collectives on the
+  // same boundary links can make its pick the slowest for the step. Where a dimension's groups span nodes, the
+  // whole step is run analytically (the same model as flow fidelity) under each algorithm for every call of the
+  // dimension, and under the per-call policy, and the fastest wins; dimensions are settled in turn.
+  StepOptions chosen     = options;
+  chosen.choose_per_step = false;
+  const auto across      = dimensions_across_nodes(topology, graph, placement);
+  nlohmann::json picks   = nlohmann::json::object();
+  for (std::size_t d = 0; d < kTrafficDims.size(); ++d) {
+    if (options.algorithms[d] != Algorithm::automatic || !across[d])
+      continue;
+    StepOptions trial = chosen;
+    trial.fidelity    = Fidelity::analytical;
+    Algorithm best    = Algorithm::automatic;
+    double best_time  = std::numeric_limits<double>::infinity();
+    for (auto a : {Algorithm::automatic, Algorithm::ring, Algorithm::hierarchical, Algorithm::halving_doubling,
+                   Algorithm::tree}) {
+      trial.algorithms[d] = a;
+      double t            = 0;
+      try {
+        t = simulate_step_as_given(topology, graph, placement, trial).step_time;
+      } catch (const UsageError&) {
+        continue; // the algorithm does not fit these groups (e.g. halving-doubling on 12 ranks)
+      }
+      if (t < best_time * (1 - 1e-9)) {
+        best      = a;
+        best_time = t;
+      }
+    }
+    chosen.algorithms[d] = best;
+    picks[std::string(workload::traffic_name(kTrafficDims[d]))] =
+        best == Algorithm::automatic ? "auto (per call)" : to_string(best);
+  }
+  auto r = simulate_step_as_given(topology, graph, placement, chosen);
+  if (!picks.empty())
+    r.engine["collectives_chosen_per_step"] = picks;
+  return r;
+}
+
+namespace {
+
+StepResult simulate_step_as_given(const topology::Topology& topology, const workload::StepGraph& graph,
+                                  const placement::Placement& placement, const StepOptions& options)
 {
   if (options.channels < 1 || options.channels > 64)
     throw UsageError("channels must be between 1 and 64");
@@ -525,5 +601,7 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   r.mfu               = peak > 0 ? r.tflops_per_gpu * 1e12 / peak : 0;
   return r;
 }
+
+} // namespace
 
 } // namespace spansim::netsim

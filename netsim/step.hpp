@@ -39,6 +39,11 @@ struct StepOptions {
   /// rail r), simulate rail 0 alone with the links all rails share divided among them: max-min gives each rail
   /// an equal share of those, so times are the same with 1/rails of the flows. Bytes are scaled back up.
   bool rail_symmetry = true;
+  /// @brief For each dimension left `automatic` whose groups span nodes, run the step analytically under each
+  /// algorithm (for all of that dimension's calls) and under the per-call policy, and keep the fastest: other
+  /// stages' collectives on the same links can make the per-call pick the slowest for the step. Costs up to
+  /// five analytical runs per such dimension; not used with collapse_communication.
+  bool choose_per_step = true;
 };
 
 /// @brief Where one stage's step time went. The parts add up to the step time.
