@@ -76,12 +76,15 @@ public:
 private:
   void open_box()
   {
-    if (!boxes_.empty() && open_.back() == 0)
-      boxes_.back()->clear();
-    boxes_.push_back(sg4::Mailbox::by_name("spansim-transfers-" + std::to_string(boxes_.size())));
-    boxes_.back()->set_receiver(receiver_);
+    // Simcalls let other workers run (and end comms) in between: the new mailbox is made ready before it is
+    // listed, and the one it replaces is cleared only once it is no longer the last.
+    auto* box = sg4::Mailbox::by_name("spansim-transfers-" + std::to_string(boxes_.size()));
+    box->set_receiver(receiver_);
+    boxes_.push_back(box);
     open_.push_back(0);
     put_in_last_ = 0;
+    if (boxes_.size() > 1 && open_[boxes_.size() - 2] == 0)
+      boxes_[boxes_.size() - 2]->clear();
   }
 
   sg4::ActorPtr receiver_;
@@ -97,13 +100,14 @@ struct Schedule {
   const std::vector<Op>& ops;
   const topology::Topology& topology;
   const SimgridPlatform& platform;
-  sg4::Host* home; ///< where the workers run; they compute nothing, so any host will do
+  sg4::Host* home; ///< where actors start; workers move to each transfer's source GPU
   std::vector<OpTiming> timing;
   std::vector<int> remaining;        ///< dependencies not yet ended, per op
   std::vector<int> dependents_first; ///< CSR: the dependents of op i are
   std::vector<int> dependents;       ///< dependents[dependents_first[i] .. dependents_first[i + 1])
-  std::size_t done = 0;
-  Outbox* outbox   = nullptr;
+  std::size_t done      = 0;
+  Outbox* outbox        = nullptr;
+  double latency_factor = 1; ///< SimgridSettings::latency_factor, applied by the workers' latency timers
 };
 
 void spawn_worker(Schedule& s, std::vector<int> initial);
@@ -158,7 +162,7 @@ private:
       if (o.kind == Op::Kind::transfer && o.bytes > 0 && o.src != o.dst) {
         // The route's latency first (SimGrid's links have none, see SimgridPlatform), then the bytes: CM02's
         // alpha-beta. A latency timer carries -1 - op.
-        const double latency = s_.topology.route_latency(s_.topology.route(o.src, o.dst));
+        const double latency = s_.latency_factor * s_.topology.route_latency(s_.topology.route(o.src, o.dst));
         if (latency > 0)
           timers_.emplace(s_.timing[op].start + latency, -1 - op);
         else
@@ -183,14 +187,15 @@ private:
 
   void end_comm(std::size_t index)
   {
-    const int op = comm_op_[index];
-    outbox_.ended(comm_box_[index]);
-    comms_[index]    = std::move(comms_.back());
-    comm_op_[index]  = comm_op_.back();
-    comm_box_[index] = comm_box_.back();
+    const int op          = comm_op_[index];
+    const std::size_t box = comm_box_[index];
+    comms_[index]         = std::move(comms_.back());
+    comm_op_[index]       = comm_op_.back();
+    comm_box_[index]      = comm_box_.back();
     comms_.pop_back();
     comm_op_.pop_back();
     comm_box_.pop_back();
+    outbox_.ended(box); // after the comm is dropped: clearing its mailbox finishes what it still holds
     finish(op);
   }
 
@@ -272,7 +277,8 @@ std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGra
     if (s.remaining[i] == 0)
       ready.push_back(static_cast<int>(i));
   Outbox outbox(s.home);
-  s.outbox = &outbox;
+  s.outbox         = &outbox;
+  s.latency_factor = settings.latency_factor;
   spawn_worker(s, std::move(ready));
   engine.run();
   if (s.done != n)

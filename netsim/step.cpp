@@ -354,10 +354,6 @@ bool rails_symmetric(const topology::Topology& topology, const workload::StepGra
   return true;
 }
 
-} // namespace
-
-namespace {
-
 // Dimensions whose collectives (all-reduce, all-gather, reduce-scatter) have a group spanning several nodes:
 // there the algorithm decides what crosses the scale-out fabric and its boundaries.
 std::array<bool, 5> dimensions_across_nodes(const topology::Topology& topology, const workload::StepGraph& graph,
@@ -379,57 +375,6 @@ std::array<bool, 5> dimensions_across_nodes(const topology::Topology& topology, 
     }
   return across;
 }
-
-StepResult simulate_step_as_given(const topology::Topology& topology, const workload::StepGraph& graph,
-                                  const placement::Placement& placement, const StepOptions& options);
-
-} // namespace
-
-StepResult simulate_step(const topology::Topology& topology, const workload::StepGraph& graph,
-                         const placement::Placement& placement, const StepOptions& options)
-{
-  if (options.collapse_communication || !options.choose_per_step)
-    return simulate_step_as_given(topology, graph, placement, options);
-  // `auto` per op picks each call's algorithm with that call's groups alone; other stages' collectives on the
-  // same boundary links can make its pick the slowest for the step. Where a dimension's groups span nodes, the
-  // whole step is run analytically (the same model as flow fidelity) under each algorithm for every call of the
-  // dimension, and under the per-call policy, and the fastest wins; dimensions are settled in turn.
-  StepOptions chosen     = options;
-  chosen.choose_per_step = false;
-  const auto across      = dimensions_across_nodes(topology, graph, placement);
-  nlohmann::json picks   = nlohmann::json::object();
-  for (std::size_t d = 0; d < kTrafficDims.size(); ++d) {
-    if (options.algorithms[d] != Algorithm::automatic || !across[d])
-      continue;
-    StepOptions trial = chosen;
-    trial.fidelity    = Fidelity::analytical;
-    Algorithm best    = Algorithm::automatic;
-    double best_time  = std::numeric_limits<double>::infinity();
-    for (auto a : {Algorithm::automatic, Algorithm::ring, Algorithm::hierarchical, Algorithm::halving_doubling,
-                   Algorithm::tree}) {
-      trial.algorithms[d] = a;
-      double t            = 0;
-      try {
-        t = simulate_step_as_given(topology, graph, placement, trial).step_time;
-      } catch (const UsageError&) {
-        continue; // the algorithm does not fit these groups (e.g. halving-doubling on 12 ranks)
-      }
-      if (t < best_time * (1 - 1e-9)) {
-        best      = a;
-        best_time = t;
-      }
-    }
-    chosen.algorithms[d] = best;
-    picks[std::string(workload::traffic_name(kTrafficDims[d]))] =
-        best == Algorithm::automatic ? "auto (per call)" : to_string(best);
-  }
-  auto r = simulate_step_as_given(topology, graph, placement, chosen);
-  if (!picks.empty())
-    r.engine["collectives_chosen_per_step"] = picks;
-  return r;
-}
-
-namespace {
 
 StepResult simulate_step_as_given(const topology::Topology& topology, const workload::StepGraph& graph,
                                   const placement::Placement& placement, const StepOptions& options)
@@ -603,5 +548,57 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
 }
 
 } // namespace
+
+StepResult simulate_step(const topology::Topology& topology, const workload::StepGraph& graph,
+                         const placement::Placement& placement, const StepOptions& options)
+{
+  if (options.collapse_communication || !options.choose_per_step) {
+    auto r = simulate_step_as_given(topology, graph, placement, options);
+    if (!options.collapse_communication)
+      r.engine["collective_choice"] = "per call";
+    return r;
+  }
+  // `auto` per call picks each collective's algorithm with the op's own groups running together, but not the
+  // other stages' collectives on the same links: its pick can be the slowest for the step. Where a dimension's
+  // groups span nodes, the whole step is run analytically (the flow engine's model) under the per-call policy
+  // and under each algorithm for all of the dimension's calls (one that does not apply to every call, e.g. tree
+  // for FSDP's all-gathers, is skipped), and the fastest wins; dimensions are settled in turn.
+  StepOptions chosen     = options;
+  chosen.choose_per_step = false;
+  const auto across      = dimensions_across_nodes(topology, graph, placement);
+  nlohmann::json picks   = nlohmann::json::object();
+  std::optional<StepResult> best_trial; // the final run when it is analytical
+  for (std::size_t d = 0; d < kTrafficDims.size(); ++d) {
+    if (options.algorithms[d] != Algorithm::automatic || !across[d])
+      continue;
+    StepOptions trial = chosen;
+    trial.fidelity    = Fidelity::analytical;
+    Algorithm best    = Algorithm::automatic;
+    best_trial.reset();
+    for (auto a : {Algorithm::automatic, Algorithm::ring, Algorithm::hierarchical, Algorithm::halving_doubling,
+                   Algorithm::tree}) {
+      trial.algorithms[d] = a;
+      std::optional<StepResult> r;
+      try {
+        r = simulate_step_as_given(topology, graph, placement, trial);
+      } catch (const UsageError&) {
+        continue; // the algorithm does not apply to every call of the dimension
+      }
+      if (!best_trial || r->step_time < best_trial->step_time * (1 - 1e-9)) {
+        best       = a;
+        best_trial = std::move(r);
+      }
+    }
+    chosen.algorithms[d] = best;
+    picks[std::string(workload::traffic_name(kTrafficDims[d]))] =
+        best == Algorithm::automatic ? "auto (per call)" : to_string(best);
+  }
+  const bool reuse = best_trial && options.fidelity == Fidelity::analytical;
+  auto r           = reuse ? std::move(*best_trial) : simulate_step_as_given(topology, graph, placement, chosen);
+  r.engine["collective_choice"] = "per step";
+  if (!picks.empty())
+    r.engine["collectives_chosen_per_step"] = picks;
+  return r;
+}
 
 } // namespace spansim::netsim
