@@ -105,6 +105,12 @@ Scenario parse_scenario(const json& document, const std::string& path)
       }
     }
     sc.options.channels = static_cast<int>(c->optional_integer("channels", 1, 64).value_or(1));
+    if (c->has("auto")) {
+      const std::string mode = c->string("auto");
+      if (mode != "per-step" && mode != "per-call")
+        c->fail("auto", "unknown value \"" + mode + "\" (allowed: per-step, per-call)");
+      sc.options.choose_per_step = mode == "per-step";
+    }
     c->finish();
   }
   if (auto t = r.optional_object("trace")) {
@@ -164,7 +170,10 @@ ScenarioRun run_scenario(const Scenario& scenario, const PhaseCallback& phase)
                           {"tokens_per_step", job.tokens_per_step()}}},
                         {"placement", {{"order", place.order()}, {"buildings", out.placement.buildings_used}}},
                         {"fidelity", to_string(scenario.options.fidelity)},
-                        {"collectives", {{"algorithms", algorithms}, {"channels", scenario.options.channels}}},
+                        {"collectives",
+                         {{"algorithms", algorithms},
+                          {"auto", scenario.options.choose_per_step ? "per-step" : "per-call"},
+                          {"channels", scenario.options.channels}}},
                         {"engine", r.engine}};
   j["metrics"]       = {{"step_time_s", r.step_time},
                         {"tokens_per_s", r.tokens_per_second},
