@@ -27,6 +27,18 @@ std::string pct(double x)
   return fixed(100 * x, 1) + "%";
 }
 
+// The label, with what `auto` chose for DP over the whole step when it settled on one algorithm.
+std::string label_with_choice(const optimizer::Evaluation& e)
+{
+  std::string label        = e.point.label();
+  const auto& chosen       = e.metrics.value("collectives_chosen", nlohmann::json::object());
+  const std::string suffix = " dp:auto";
+  if (chosen.contains("dp") && chosen["dp"].get<std::string>().rfind("auto", 0) != 0 && label.size() >= suffix.size() &&
+      label.compare(label.size() - suffix.size(), suffix.size(), suffix) == 0)
+    label += "=" + chosen["dp"].get<std::string>();
+  return label;
+}
+
 nlohmann::json evaluation_json(const optimizer::Evaluation& e)
 {
   nlohmann::json j = {{"configuration", e.point.to_json()},
@@ -129,7 +141,7 @@ void run(const OptimizeOptions& o)
   auto row = [&](const std::string& rank, const optimizer::Evaluation& e) {
     const auto& m = e.metrics;
     return std::vector<std::string>{rank,
-                                    e.point.label(),
+                                    label_with_choice(e),
                                     units::format_time(*e.refined),
                                     units::format_time(e.score),
                                     pct(m["mfu"]),
@@ -146,9 +158,9 @@ void run(const OptimizeOptions& o)
     t.rows.push_back(row("1 change", result.best_single_change));
   print_table(std::cout, t);
 
-  std::cout << "\nWhy: the winner, " << best.point.label() << ", takes " << units::format_time(win) << " per step, "
-            << fixed(base / win, 2) << "x the speed of the production default (" << result.baseline.point.label()
-            << ": " << units::format_time(base) << ").\n";
+  std::cout << "\nWhy: the winner, " << label_with_choice(best) << ", takes " << units::format_time(win)
+            << " per step, " << fixed(base / win, 2) << "x the speed of the production default ("
+            << label_with_choice(result.baseline) << ": " << units::format_time(base) << ").\n";
   if (!single_file.empty())
     std::cout << "The best single change from the default, " << result.single_change << ", gives "
               << units::format_time(*result.best_single_change.refined) << " ("

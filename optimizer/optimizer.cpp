@@ -195,6 +195,8 @@ json metrics_of(const netsim::StepResult& r, const topology::Topology& topo, boo
             {"tflops_per_gpu", r.tflops_per_gpu},
             {"exposed_s", exposed},
             {"bubble_s", bubble}};
+  if (r.engine.contains("collectives_chosen_per_step"))
+    m["collectives_chosen"] = r.engine["collectives_chosen_per_step"];
   if (with_links) {
     double across_buildings = 0, across_regions = 0;
     for (std::size_t l = 0; l < topo.links().size(); ++l) {
