@@ -190,13 +190,17 @@ private:
 
   bool on_rail_zero(int gpu) const { return topology_.locate(gpu).local == 0; }
 
-  /// @brief The GPUs of a stage whose pipeline transfers are simulated.
-  std::vector<int> senders(int stage) const
+  /// @brief The GPUs of a stage whose pipeline transfers are simulated (a pass over every rank: kept per stage).
+  const std::vector<int>& senders(int stage)
   {
-    auto gpus = placement_.stage_gpus(stage);
-    if (rail_only_)
-      std::erase_if(gpus, [&](int gpu) { return !on_rail_zero(gpu); });
-    return gpus;
+    auto it = senders_.find(stage);
+    if (it == senders_.end()) {
+      auto gpus = placement_.stage_gpus(stage);
+      if (rail_only_)
+        std::erase_if(gpus, [&](int gpu) { return !on_rail_zero(gpu); });
+      it = senders_.emplace(stage, std::move(gpus)).first;
+    }
+    return it->second;
   }
 
   bool node_local(const std::vector<std::vector<int>>& groups) const
@@ -327,6 +331,7 @@ private:
   FlowGraph graph_;
   std::vector<std::vector<Node>> nodes_;
   std::vector<std::vector<int>> stream_prev_;
+  std::map<int, std::vector<int>> senders_;
   std::map<std::tuple<int, int, std::int64_t>, int> sends_; // (from, to, tag) -> op in from's program
   std::map<std::tuple<int, int, std::int64_t>, int> recvs_; // (from, to, tag) -> op in to's program
   std::map<std::pair<int, unsigned>, std::vector<std::vector<int>>> groups_;

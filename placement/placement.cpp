@@ -208,9 +208,12 @@ PlacementReport Placement::report(const workload::StepGraph& graph) const
   };
   std::map<std::string, GroupCrossing> rows;
   std::set<std::pair<int, unsigned>> counted; // (stage or -1 for groups spanning pp, dims)
+  // Ring edges of a stage's groups (or pipeline pairs) that cross a building / region boundary, per group kind.
+  std::map<unsigned, std::pair<double, double>> crossing_edges;
   for (const auto& stage : graph.stages) {
     std::map<unsigned, std::vector<std::vector<int>>> cache;
     std::vector<std::vector<int>> pairs_cache;
+    crossing_edges.clear();
     for (const auto& op : stage.ops) {
       const bool send = op.kind == workload::OpKind::send;
       if (op.traffic == workload::Traffic::none || op.kind == workload::OpKind::recv)
@@ -219,12 +222,14 @@ PlacementReport Placement::report(const workload::StepGraph& graph) const
       std::string name;
       unsigned dims = op.group.dims;
       if (send) {
-        pairs_cache.clear();
-        for (int gpu : stage_gpus(stage.stage))
-          pairs_cache.push_back({gpu, peer_gpu(gpu, op.peer_stage)});
+        dims = workload::kPp | (static_cast<unsigned>(op.peer_stage) << 16);
+        if (crossing_edges.find(dims) == crossing_edges.end()) { // else counted and costed already
+          pairs_cache.clear();
+          for (int gpu : stage_gpus(stage.stage))
+            pairs_cache.push_back({gpu, peer_gpu(gpu, op.peer_stage)});
+        }
         members = &pairs_cache;
         name    = "pp";
-        dims    = workload::kPp | (static_cast<unsigned>(op.peer_stage) << 16);
       } else {
         auto it = cache.find(dims);
         if (it == cache.end())
@@ -246,17 +251,22 @@ PlacementReport Placement::report(const workload::StepGraph& graph) const
           row.across_regions += crosses(g, [](const topology::GpuLocation& l) { return l.region; });
         }
       // Ring lowering: each member sends wire_bytes_per_rank to its successor; a send goes one way.
-      const double per_edge = workload::wire_bytes_per_rank(op);
-      for (const auto& g : *members) {
-        const std::size_t edges = send ? 1 : g.size();
-        for (std::size_t e = 0; e < edges && g.size() > 1; ++e) {
-          auto a = topology_.locate(g[e]), b = topology_.locate(g[(e + 1) % g.size()]);
-          if (a.building != b.building)
-            row.bytes_across_buildings += per_edge;
-          if (a.region != b.region)
-            row.bytes_across_regions += per_edge;
+      auto edges_it = crossing_edges.find(dims);
+      if (edges_it == crossing_edges.end()) {
+        std::pair<double, double> n{0, 0};
+        for (const auto& g : *members) {
+          const std::size_t edges = send ? 1 : g.size();
+          for (std::size_t e = 0; e < edges && g.size() > 1; ++e) {
+            auto a = topology_.locate(g[e]), b = topology_.locate(g[(e + 1) % g.size()]);
+            n.first += a.building != b.building ? 1 : 0;
+            n.second += a.region != b.region ? 1 : 0;
+          }
         }
+        edges_it = crossing_edges.emplace(dims, n).first;
       }
+      const double per_edge = workload::wire_bytes_per_rank(op);
+      row.bytes_across_buildings += per_edge * edges_it->second.first;
+      row.bytes_across_regions += per_edge * edges_it->second.second;
     }
   }
   for (auto& [key, row] : rows)
