@@ -136,6 +136,12 @@ AttentionKernel attention_kernel_of(const std::string& name)
   throw std::logic_error("attention kernel name not validated: " + name);
 }
 
+// The one place that lists the allowed names (ObjectReader::choice takes them as a literal list).
+AttentionKernel read_attention_kernel(spec::ObjectReader& r, std::string_view key)
+{
+  return attention_kernel_of(r.choice(key, {"flash2", "flash3", "cudnn"}));
+}
+
 // The libraries a GPU file gives rates for, quoted, for error messages.
 std::string listed_kernels(const GpuSpec& g)
 {
@@ -203,10 +209,10 @@ void read_attention(spec::ObjectReader r, GpuSpec& g)
   }
   if (listed_kernels(g).empty())
     r.where().fail("give the rates of at least one attention kernel library: \"flash2\", \"flash3\" or \"cudnn\"");
-  const std::string def = r.choice("default", {"flash2", "flash3", "cudnn"});
-  g.attention_default   = attention_kernel_of(def);
+  g.attention_default = read_attention_kernel(r, "default");
   if (!(g.attention[static_cast<std::size_t>(g.attention_default)].forward > 0))
-    r.fail("default", "\"" + def + "\" has no rates here (listed: " + listed_kernels(g) + ")");
+    r.fail("default", "\"" + std::string(attention_kernel_name(g.attention_default)) +
+                          "\" has no rates here (listed: " + listed_kernels(g) + ")");
   r.finish();
 }
 
@@ -475,10 +481,10 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file)
   job.attention = job.gpu.attention_default;
   if (auto k = r.optional_object("kernels")) {
     if (k->has("attention")) {
-      const std::string name = k->choice("attention", {"flash2", "flash3", "cudnn"});
-      job.attention          = attention_kernel_of(name);
+      job.attention = read_attention_kernel(*k, "attention");
       if (!(job.gpu.attention[static_cast<std::size_t>(job.attention)].forward > 0))
-        k->fail("attention", "GPU " + job.gpu.name + " gives no rates for \"" + name +
+        k->fail("attention", "GPU " + job.gpu.name + " gives no rates for \"" +
+                                 std::string(attention_kernel_name(job.attention)) +
                                  "\" (listed: " + listed_kernels(job.gpu) + ")");
     }
     k->finish({"attention"});
