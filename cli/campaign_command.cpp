@@ -308,10 +308,10 @@ void add_campaign_command(CLI::App& app)
   auto* r = c->add_subcommand("run", "Run a campaign's points in worker processes (resumes an interrupted run)");
   r->add_option("campaign", ro->campaign, "Campaign file")->required();
   r->add_option("--out", ro->out, "HDF5 result file (default: the campaign's \"output\")");
-  r->add_option("--jobs,-j", ro->jobs, "Worker processes (default: one per core)")->check(CLI::NonNegativeNumber);
+  r->add_option("--jobs,-j", ro->jobs, "Worker processes (default: one per core)")->check(integer_in(0, 256));
   r->add_option("--shard", ro->shard, "Run only shard K of N (K/N, from 0): points with index % N == K");
   r->add_option("--flush-every", ro->flush_every, "Rewrite the HDF5 file at most every S seconds while running")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_number(0));
   r->add_flag("--json", ro->json, "Print one JSON document (what the run did)");
   r->callback([ro] { run(*ro, false); });
 
@@ -327,8 +327,8 @@ void add_campaign_command(CLI::App& app)
   s->add_option("campaign", so->campaign, "Campaign file")->required();
   s->add_option("--out", so->out, "HDF5 result file, on a file system the nodes share");
   s->add_option("--tasks", so->tasks, "Array tasks (default: one per 8 points, at most 64)")
-      ->check(CLI::PositiveNumber);
-  s->add_option("--cpus-per-task", so->cpus_per_task, "Worker processes per task")->check(CLI::PositiveNumber);
+      ->check(integer_in(1, 100000));
+  s->add_option("--cpus-per-task", so->cpus_per_task, "Worker processes per task")->check(integer_in(1, 256));
   s->add_option("--partition", so->partition, "Slurm partition");
   s->add_option("--time", so->time_limit, "Time limit per task (Slurm syntax)");
   s->add_option("--sbatch-arg", so->sbatch_args, "Extra sbatch argument (repeatable)");

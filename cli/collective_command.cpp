@@ -43,9 +43,14 @@ int parse_int(const std::string& text, const std::string& what)
   return v;
 }
 
-// "0,8,16" or "0-7,64-71".
-std::vector<int> parse_gpu_list(const std::string& text)
+// "0,8,16" or "0-7,64-71"; every index is checked against the topology's `gpu_count` before anything grows.
+std::vector<int> parse_gpu_list(const std::string& text, std::int64_t gpu_count)
 {
+  auto check = [&](int g) {
+    if (g >= gpu_count)
+      throw UsageError("--gpus: GPU " + std::to_string(g) + " is outside the topology (GPUs 0 to " +
+                       std::to_string(gpu_count - 1) + ")");
+  };
   std::vector<int> out;
   std::size_t pos = 0;
   while (pos <= text.size()) {
@@ -54,11 +59,13 @@ std::vector<int> parse_gpu_list(const std::string& text)
     auto dash        = item.find('-');
     if (dash == std::string::npos) {
       out.push_back(parse_int(item, "write e.g. 0,8,16 or 0-7"));
+      check(out.back());
     } else {
       int a = parse_int(item.substr(0, dash), "range start");
       int b = parse_int(item.substr(dash + 1), "range end");
       if (b < a)
         throw UsageError("--gpus: empty range \"" + item + "\"");
+      check(b);
       for (int g = a; g <= b; ++g)
         out.push_back(g);
     }
@@ -102,16 +109,21 @@ std::vector<double> parse_sizes(const std::string& text, double factor)
   return out;
 }
 
-std::vector<int> select_gpus(const CollectiveOptions& o)
+std::vector<int> select_gpus(const CollectiveOptions& o, std::int64_t gpu_count)
 {
   std::vector<int> gpus;
   if (!o.gpus.empty()) {
     if (o.ranks > 0)
       throw UsageError("give either --gpus or --ranks, not both");
-    return parse_gpu_list(o.gpus);
+    return parse_gpu_list(o.gpus, gpu_count);
   }
   if (o.ranks < 1)
     throw UsageError("give --ranks R (the first R GPUs, or every --stride-th from --first) or --gpus LIST");
+  const std::int64_t last = o.first + std::int64_t{o.ranks - 1} * o.stride;
+  if (last >= gpu_count)
+    throw UsageError("--ranks " + std::to_string(o.ranks) + " from GPU " + std::to_string(o.first) + " every " +
+                     std::to_string(o.stride) + " reaches GPU " + std::to_string(last) + ", outside the topology (" +
+                     std::to_string(gpu_count) + " GPUs)");
   for (int i = 0; i < o.ranks; ++i)
     gpus.push_back(o.first + i * o.stride);
   return gpus;
@@ -128,7 +140,7 @@ void run(const CollectiveOptions& o)
   netsim::Collective c;
   c.op        = netsim::parse_collective_op(o.op);
   c.algorithm = netsim::parse_algorithm(o.algo);
-  c.gpus      = select_gpus(o);
+  c.gpus      = select_gpus(o, topo.counts().gpus);
   c.root      = o.root;
   c.channels  = o.channels;
   auto sizes  = parse_sizes(o.sizes, o.factor);
@@ -245,15 +257,17 @@ void add_collective_command(CLI::App& app)
                 "hierarchical");
   c->add_option("--fidelity", o->fidelity, "Engine: analytical, flow (SimGrid), packet (ns-3)");
   c->add_flag("--compare", o->compare, "Run the three fidelities side by side");
-  c->add_option("--root", o->root, "Root rank for broadcast and reduce");
-  c->add_option("--channels", o->channels, "Flows per GPU pair (NCCL channels)");
-  c->add_option("--ranks,-r", o->ranks, "Number of GPUs: the first R in node order (see --stride, --first)");
+  const int int_max = std::numeric_limits<int>::max();
+  c->add_option("--root", o->root, "Root rank for broadcast and reduce")->check(integer_in(0, int_max));
+  c->add_option("--channels", o->channels, "Flows per GPU pair (NCCL channels)")->check(integer_in(1, 64));
+  c->add_option("--ranks,-r", o->ranks, "Number of GPUs: the first R in node order (see --stride, --first)")
+      ->check(integer_in(1, int_max));
   c->add_option("--stride", o->stride, "Take every N-th GPU (8 = one GPU per HGX node, same rail)")
-      ->check(CLI::PositiveNumber);
-  c->add_option("--first", o->first, "Index of the first GPU")->check(CLI::NonNegativeNumber);
+      ->check(integer_in(1, int_max));
+  c->add_option("--first", o->first, "Index of the first GPU")->check(integer_in(0, int_max));
   c->add_option("--gpus", o->gpus, "Explicit GPU list in ring order, e.g. 0,8,16 or 0-7");
   c->add_option("--sizes,-s", o->sizes, "Sizes per rank: MIN:MAX (multiplied by --factor) or a list A,B,C");
-  c->add_option("--factor,-f", o->factor, "Size multiplier between sweep points");
+  c->add_option("--factor,-f", o->factor, "Size multiplier between sweep points")->check(finite_number(1, true));
   c->add_flag("--json", o->json, "Print one JSON document");
   c->callback([o] { run(*o); });
 }

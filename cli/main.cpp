@@ -27,7 +27,12 @@ int main(int argc, char** argv)
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
+    // CLI11 prints two lines ("... / Run with --help"); spansim's errors are one line with one prefix.
+    std::string what = e.what();
+    for (auto& c : what)
+      if (c == '\n')
+        c = ' ';
+    std::cerr << "spansim: error: " << what << " (see --help)\n";
     return 2;
   } catch (const spansim::Error& e) {
     std::cerr << "spansim: error: " << e.what() << "\n";

@@ -2,6 +2,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "common/units.hpp"
 #include "optimizer/optimizer.hpp"
 
@@ -72,13 +73,13 @@ void run(const OptimizeOptions& o)
   auto result = optimizer::optimize(spec, progress);
 
   // Every configuration as a scenario `spansim run` accepts.
-  const std::string dir = o.out.empty() ? "out/optimize/" + spec.name : o.out;
+  const std::string dir = o.out.empty() ? path_in("out/optimize", spec.name) : o.out;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
     throw UsageError("cannot create \"" + dir + "\": " + ec.message());
   auto write = [&](const std::string& name, const optimizer::Point& p) {
-    std::string path = dir + "/" + name + ".json";
+    std::string path = path_in(dir, name + ".json");
     std::ofstream f(path);
     if (!f)
       throw UsageError("cannot write \"" + path + "\"");
@@ -189,8 +190,10 @@ void add_optimize_command(CLI::App& app)
   auto* c = app.add_subcommand("optimize", "Search placement, parallelism and schedules for the shortest step");
   c->add_option("spec", o->spec, "Optimize spec (topology, model, GPUs, batch, search space)")->required();
   c->add_option("--out", o->out, "Directory for the scenario files (default out/optimize/NAME)");
-  c->add_option("--top-k", o->top_k, "Configurations re-simulated at the refine fidelity (default: the spec's)");
-  c->add_option("--workers", o->workers, "Child processes (default: the spec's, 0 = one per core)");
+  c->add_option("--top-k", o->top_k, "Configurations re-simulated at the refine fidelity (default: the spec's)")
+      ->check(integer_in(1, 1000));
+  c->add_option("--workers", o->workers, "Child processes (default: the spec's, 0 = one per core)")
+      ->check(integer_in(0, 256));
   c->add_flag("--json", o->json, "Print one JSON document");
   c->callback([o] { run(*o); });
 }

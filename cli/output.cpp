@@ -3,8 +3,12 @@
 #include "common/version.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <ostream>
+#include <sstream>
 #include <unistd.h>
 
 namespace spansim::cli {
@@ -34,6 +38,37 @@ void print_table(std::ostream& out, const Table& table)
   out << std::string(total > 2 ? total - 2 : 0, '-') << "\n";
   for (const auto& row : table.rows)
     line(row);
+}
+
+CLI::Validator integer_in(long long min, long long max)
+{
+  const std::string range = max == std::numeric_limits<int>::max() ? "at least " + std::to_string(min)
+                                                                   : std::to_string(min) + " to " + std::to_string(max);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        long long v  = 0;
+        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || p != text.data() + text.size() || v < min || v > max)
+          return "\"" + text + "\" is not an integer in range (allowed: " + range + ")";
+        return {};
+      },
+      "INT in " + range, "integer_in");
+}
+
+CLI::Validator finite_number(double min, bool strict)
+{
+  std::ostringstream os;
+  os << (strict ? "greater than " : "at least ") << min;
+  const std::string range = os.str();
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v     = 0;
+        auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec != std::errc() || p != text.data() + text.size() || !std::isfinite(v) || v < min || (strict && v == min))
+          return "\"" + text + "\" is not a finite number " + range;
+        return {};
+      },
+      "NUMBER " + range, "finite_number");
 }
 
 nlohmann::json provenance()

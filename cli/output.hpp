@@ -2,6 +2,7 @@
 /// @file
 /// @brief How commands print: one JSON document with --json, otherwise readable tables.
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <iosfwd>
@@ -27,6 +28,11 @@ nlohmann::json provenance();
 std::string fmt(double value, int digits = 4);
 /// @brief Formats a double with `decimals` digits after the point.
 std::string fixed(double value, int decimals);
+
+/// @brief A flag check: an integer in [min, max]; the message names the range as a spec error would.
+CLI::Validator integer_in(long long min, long long max);
+/// @brief A flag check: a finite number of at least `min` (greater than `min` when `strict`).
+CLI::Validator finite_number(double min, bool strict = false);
 
 /// @brief Whether stderr is a terminal (progress bars only go there).
 bool stderr_is_terminal();

@@ -2,6 +2,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "common/units.hpp"
 #include "netsim/scenario.hpp"
 
@@ -45,7 +46,7 @@ void run(const RunOptions& o)
     std::cerr << "\r\033[K" << std::flush;
   std::vector<std::string> written;
   if (!o.no_outputs)
-    written = netsim::write_outputs(scenario, result, o.out.empty() ? "out/" + scenario.name : o.out);
+    written = netsim::write_outputs(scenario, result, o.out.empty() ? path_in("out", scenario.name) : o.out);
 
   auto summary               = result.summary;
   summary["outputs_written"] = written;

@@ -1,10 +1,12 @@
 #include "common/json_reader.hpp"
 
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "common/units.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -12,21 +14,133 @@ namespace spansim::spec {
 
 using nlohmann::json;
 
+namespace {
+
+const char* file_kind(const std::filesystem::file_status& st)
+{
+  switch (st.type()) {
+  case std::filesystem::file_type::directory:
+    return "a directory";
+  case std::filesystem::file_type::fifo:
+    return "a FIFO";
+  case std::filesystem::file_type::character:
+    return "a character device";
+  case std::filesystem::file_type::block:
+    return "a block device";
+  case std::filesystem::file_type::socket:
+    return "a socket";
+  default:
+    return "not a regular file";
+  }
+}
+
+// Where the parser is: one frame per open object or array, so that errors name a JSON path.
+struct Frame {
+  bool object = false;
+  std::set<std::string, std::less<>> keys; // objects: keys seen so far
+  std::string key;                         // objects: the member being read
+  std::size_t index = 0;                   // arrays: the element being read
+};
+
+std::string path_of(const std::vector<Frame>& frames, std::size_t depth)
+{
+  std::string path = "$";
+  for (std::size_t i = 0; i < depth && i < frames.size(); ++i)
+    path += frames[i].object ? "." + frames[i].key : "[" + std::to_string(frames[i].index) + "]";
+  return path;
+}
+
+} // namespace
+
 json load_json_file(const std::string& path)
 {
-  std::ifstream in(path);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status))
+    throw SpecError(path, "", "cannot open file: no such file");
+  // Devices, FIFOs and directories are refused before opening: /dev/zero never ends and a FIFO with no writer
+  // blocks forever.
+  if (!fs::is_regular_file(status))
+    throw SpecError(path, "", std::string("cannot read it as a spec file: it is ") + file_kind(status));
+  const auto bytes = fs::file_size(path, ec);
+  if (ec)
+    throw SpecError(path, "", "cannot read its size: " + ec.message());
+  if (bytes > kMaxSpecFileBytes)
+    throw SpecError(path, "",
+                    "the file has " + std::to_string(bytes) + " bytes; spec files are limited to " +
+                        std::to_string(kMaxSpecFileBytes / (1024 * 1024)) + " MiB");
+  std::ifstream in(path, std::ios::binary);
   if (!in)
     throw SpecError(path, "", "cannot open file");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
+  std::string text(bytes, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(bytes));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return parse_json_text(text, path);
+}
+
+json load_referenced_json(const std::string& path, const Location& referrer)
+{
+  namespace fs = std::filesystem;
+  if (referrer.file.empty())
+    return load_json_file(path);
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec || !fs::exists(status))
+    referrer.fail("no such file \"" + path + "\"");
+  if (!fs::is_regular_file(status))
+    referrer.fail("\"" + path + "\" cannot be read as a spec file: it is " + file_kind(status));
+  return load_json_file(path);
+}
+
+json parse_json_text(std::string_view text, const std::string& file)
+{
+  if (text.size() > kMaxSpecFileBytes)
+    throw SpecError(file, "",
+                    "the document has " + std::to_string(text.size()) + " bytes; spec documents are limited to " +
+                        std::to_string(kMaxSpecFileBytes / (1024 * 1024)) + " MiB");
+  std::vector<Frame> frames;
+  auto next_element = [&] {
+    if (!frames.empty() && !frames.back().object)
+      ++frames.back().index;
+  };
+  json::parser_callback_t track = [&](int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+    case json::parse_event_t::object_start:
+    case json::parse_event_t::array_start:
+      if (depth >= kMaxJsonDepth)
+        throw SpecError(file, path_of(frames, frames.size()),
+                        "nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      frames.emplace_back();
+      frames.back().object = event == json::parse_event_t::object_start;
+      break;
+    case json::parse_event_t::key: {
+      auto& top = frames.back();
+      top.key   = parsed.get<std::string>();
+      if (!top.keys.insert(top.key).second)
+        throw SpecError(file, path_of(frames, frames.size()),
+                        "duplicate key \"" + top.key + "\" (each key may appear once per object)");
+      break;
+    }
+    case json::parse_event_t::object_end:
+    case json::parse_event_t::array_end:
+      frames.pop_back();
+      next_element();
+      break;
+    case json::parse_event_t::value:
+      next_element();
+      break;
+    }
+    return true;
+  };
   try {
-    return json::parse(buffer.str());
+    return json::parse(text.begin(), text.end(), track);
   } catch (const json::parse_error& e) {
     // nlohmann's text starts with "[json.exception.parse_error.101] "; keep what follows.
     std::string what = e.what();
     if (auto pos = what.find("] "); pos != std::string::npos)
       what = what.substr(pos + 2);
-    throw SpecError(path, "", "invalid JSON: " + what);
+    throw SpecError(file, "", "invalid JSON: " + what);
   }
 }
 
@@ -120,6 +234,14 @@ std::string ObjectReader::string(std::string_view key)
   return v.get<std::string>();
 }
 
+std::string ObjectReader::name(std::string_view key)
+{
+  std::string s = string(key);
+  if (auto why = unsafe_name_reason(s); !why.empty())
+    fail(key, "invalid name \"" + s + "\": " + why);
+  return s;
+}
+
 std::optional<std::string> ObjectReader::optional_string(std::string_view key)
 {
   if (!has(key))
@@ -178,16 +300,25 @@ std::optional<double> ObjectReader::optional_number(std::string_view key, double
 std::int64_t ObjectReader::integer(std::string_view key, std::int64_t min, std::int64_t max)
 {
   const json& v = member(key);
+  auto range    = [&] { return "(allowed: " + std::to_string(min) + " to " + std::to_string(max) + ")"; };
+  if (v.is_number_float()) {
+    // 3e9 or 1e20 is written as a float but is a whole number: say it is out of range, not fractional.
+    const double d = v.get<double>();
+    if (std::isfinite(d) && d == std::floor(d)) {
+      if (d < static_cast<double>(min) || d > static_cast<double>(max) || std::fabs(d) >= 9.2e18)
+        fail(key, "value " + v.dump() + " out of range " + range());
+      return static_cast<std::int64_t>(d);
+    }
+    fail(key, "expected an integer, found the fractional number " + v.dump());
+  }
   if (!v.is_number_integer())
-    fail(key, std::string("expected an integer, found ") + (v.is_number() ? "a fractional number" : type_name(v)));
+    fail(key, std::string("expected an integer, found ") + type_name(v));
   // Unsigned values beyond int64 are refused as out of range rather than wrapped.
   if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max))
-    fail(key,
-         "value " + v.dump() + " out of range (allowed: " + std::to_string(min) + " to " + std::to_string(max) + ")");
+    fail(key, "value " + v.dump() + " out of range " + range());
   std::int64_t i = v.get<std::int64_t>();
   if (i < min || i > max)
-    fail(key, "value " + std::to_string(i) + " out of range (allowed: " + std::to_string(min) + " to " +
-                  std::to_string(max) + ")");
+    fail(key, "value " + std::to_string(i) + " out of range " + range());
   return i;
 }
 

@@ -14,8 +14,21 @@
 
 namespace spansim::spec {
 
-/// @brief Reads and parses a JSON file; a missing file or a syntax error becomes a SpecError naming the file.
+/// @brief Largest spec file (or document) read: 64 MiB. Larger input is refused before it is read.
+inline constexpr std::size_t kMaxSpecFileBytes = 64ULL * 1024 * 1024;
+/// @brief Deepest nesting of objects and arrays accepted in a spec document.
+inline constexpr int kMaxJsonDepth = 64;
+
+/// @brief Reads and parses a JSON spec file. Missing files, non-regular files (directories, devices, FIFOs),
+/// files over kMaxSpecFileBytes, syntax errors, duplicate keys and nesting beyond kMaxJsonDepth become a
+/// SpecError naming the file (and the JSON path where there is one).
 nlohmann::json load_json_file(const std::string& path);
+/// @brief Loads a spec file that another spec names at `referrer`: a missing or unreadable file is reported at
+/// the referrer (file and JSON path of the reference); errors inside the file name the file itself. A referrer
+/// without a file (a command-line argument) gives load_json_file's errors.
+nlohmann::json load_referenced_json(const std::string& path, const struct Location& referrer);
+/// @brief Parses JSON text with the checks of load_json_file; `file` names it in errors.
+nlohmann::json parse_json_text(std::string_view text, const std::string& file);
 
 /// @brief Where a JSON value sits: the file it came from and its JSON path ("$.pod.nic_bandwidth").
 struct Location {
@@ -41,6 +54,8 @@ public:
   [[noreturn]] void fail(std::string_view key, const std::string& what) const;
 
   std::string string(std::string_view key);
+  /// @brief A name that will name output files: one safe path component (see common/paths.hpp).
+  std::string name(std::string_view key);
   std::optional<std::string> optional_string(std::string_view key);
   /// @brief A string that must be one of `allowed`.
   std::string choice(std::string_view key, std::initializer_list<std::string_view> allowed);

@@ -26,8 +26,8 @@ constexpr std::array kBandwidthUnits{Unit{"Pbps", 1e15 / 8},      Unit{"Tbps", 1
                                      Unit{"TBps", 1e12},          Unit{"GBps", 1e9},       Unit{"MBps", 1e6},
                                      Unit{"KBps", 1e3},           Unit{"kBps", 1e3},       Unit{"Bps", 1.0},
                                      Unit{"GiB/s", 1073741824.0}, Unit{"MiB/s", 1048576.0}};
-constexpr std::array kTimeUnits{Unit{"ns", 1e-9}, Unit{"us", 1e-6}, Unit{"ms", 1e-3}, Unit{"s", 1.0},
-                                Unit{"min", 60.0}};
+constexpr std::array kTimeUnits{Unit{"ns", 1e-9},  Unit{"us", 1e-6},  Unit{"ms", 1e-3},  Unit{"s", 1.0},
+                                Unit{"min", 60.0}, Unit{"h", 3600.0}, Unit{"d", 86400.0}};
 constexpr std::array kSizeUnits{
     Unit{"KiB", 1024.0}, Unit{"MiB", 1048576.0}, Unit{"GiB", 1073741824.0}, Unit{"TiB", 1099511627776.0},
     Unit{"kB", 1e3},     Unit{"KB", 1e3},        Unit{"MB", 1e6},           Unit{"GB", 1e9},
@@ -49,8 +49,22 @@ std::string list_units(const std::array<Unit, N>& units)
   return out;
 }
 
+// The largest value of each kind of quantity, in base units: far beyond anything physical, small enough that
+// sums and products of them stay finite.
+struct Kind {
+  const char* what;
+  const char* example;
+  double max;
+  const char* max_text;
+};
+constexpr Kind kBandwidth{"bandwidth", "400Gbps", kMaxBandwidth, "1 Ebps"};
+constexpr Kind kTime{"time", "5us", kMaxTime, "1e10 s (about 317 years)"};
+constexpr Kind kSize{"size", "80GiB", kMaxSize, "1 EiB"};
+constexpr Kind kDistance{"distance", "120km", kMaxDistance, "40075 km (the Earth's circumference)"};
+constexpr Kind kFlopRate{"FLOP rate", "989TFLOPs", kMaxFlopRate, "1e19 FLOP/s"};
+
 template <std::size_t N>
-double parse_with(std::string_view text, const std::array<Unit, N>& units, const char* what, const char* example)
+double parse_with(std::string_view text, const std::array<Unit, N>& units, const Kind& kind)
 {
   std::string_view trimmed = text;
   while (!trimmed.empty() && trimmed.front() == ' ')
@@ -65,8 +79,8 @@ double parse_with(std::string_view text, const std::array<Unit, N>& units, const
         (best == nullptr || u.suffix.size() > best->suffix.size()))
       best = &u;
   auto fail = [&](const std::string& why) -> double {
-    throw UsageError("invalid " + std::string(what) + " \"" + std::string(text) + "\": " + why + " (write e.g. \"" +
-                     example + "\"; units: " + list_units(units) + ")");
+    throw UsageError("invalid " + std::string(kind.what) + " \"" + std::string(text) + "\": " + why +
+                     " (write e.g. \"" + kind.example + "\"; units: " + list_units(units) + ")");
   };
   if (best == nullptr)
     return fail("missing or unknown unit");
@@ -75,11 +89,16 @@ double parse_with(std::string_view text, const std::array<Unit, N>& units, const
     number.remove_suffix(1);
   double value   = 0;
   auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (ec == std::errc::result_out_of_range)
+    return fail(std::string("out of range (at most ") + kind.max_text + ")");
   if (ec != std::errc() || ptr != number.data() + number.size())
     return fail("not a number");
   if (!std::isfinite(value) || value < 0)
     return fail("must be a finite, non-negative number");
-  return value * best->factor;
+  const double scaled = value * best->factor;
+  if (!std::isfinite(scaled) || scaled > kind.max)
+    return fail(std::string("out of range (at most ") + kind.max_text + ")");
+  return scaled;
 }
 
 std::string format_scaled(double value, const std::array<std::pair<double, const char*>, 6>& scale)
@@ -100,24 +119,24 @@ std::string format_scaled(double value, const std::array<std::pair<double, const
 
 double parse_bandwidth(std::string_view text)
 {
-  return parse_with(text, kBandwidthUnits, "bandwidth", "400Gbps");
+  return parse_with(text, kBandwidthUnits, kBandwidth);
 }
 double parse_time(std::string_view text)
 {
-  return parse_with(text, kTimeUnits, "time", "5us");
+  return parse_with(text, kTimeUnits, kTime);
 }
 double parse_size(std::string_view text)
 {
-  return parse_with(text, kSizeUnits, "size", "80GiB");
+  return parse_with(text, kSizeUnits, kSize);
 }
 double parse_distance(std::string_view text)
 {
-  return parse_with(text, kDistanceUnits, "distance", "120km");
+  return parse_with(text, kDistanceUnits, kDistance);
 }
 
 double parse_flop_rate(std::string_view text)
 {
-  return parse_with(text, kFlopRateUnits, "FLOP rate", "989TFLOPs");
+  return parse_with(text, kFlopRateUnits, kFlopRate);
 }
 
 std::string format_bandwidth(double bytes_per_second)

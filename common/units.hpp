@@ -10,10 +10,18 @@ namespace spansim::units {
 /// @brief Light in fiber travels at about 2/3 c: 5 us per km, one way.
 inline constexpr double kFiberSecondsPerMeter = 5e-9;
 
+/// @brief The largest quantities accepted (base units): far beyond anything physical, small enough that sums and
+/// products of them stay finite. Larger values are refused with the limit named.
+inline constexpr double kMaxBandwidth = 1.25e17;               ///< bytes/s: 1 Ebps
+inline constexpr double kMaxTime      = 1e10;                  ///< seconds: about 317 years
+inline constexpr double kMaxSize      = 1152921504606846976.0; ///< bytes: 1 EiB
+inline constexpr double kMaxDistance  = 4.0075e7;              ///< meters: the Earth's circumference
+inline constexpr double kMaxFlopRate  = 1e19;                  ///< FLOP/s
+
 /// @brief Parses a bandwidth ("400Gbps", "3.2Tbps", "450GBps", "450GB/s") into bytes per second.
 /// @throws UsageError naming the accepted units.
 double parse_bandwidth(std::string_view text);
-/// @brief Parses a duration ("5us", "1.5ms", "2s", "100ns") into seconds.
+/// @brief Parses a duration ("5us", "1.5ms", "2s", "100ns", "30min", "12h", "54d") into seconds.
 double parse_time(std::string_view text);
 /// @brief Parses a size ("80GiB", "1MB", "4096B", "1KiB") into bytes.
 double parse_size(std::string_view text);

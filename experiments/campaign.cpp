@@ -272,7 +272,7 @@ void inline_member(json& base, const std::string& member, const std::string& anc
   } else {
     path = resolve(name, anchor);
   }
-  base[member] = spec::load_json_file(path);
+  base[member] = spec::load_referenced_json(path, where.member(member));
 }
 
 // FNV-1a, 64 bits: stable across runs and machines (std::hash is not).
@@ -301,18 +301,17 @@ Campaign parse_campaign(const json& document, const std::string& file)
   c.file     = fs::absolute(file).lexically_normal().string();
   c.document = document;
   spec::ObjectReader r(document, spec::Location{file});
-  c.name = r.string("name");
-  if (c.name.empty() || c.name.find('/') != std::string::npos)
-    r.fail("name", "expected a non-empty name without '/' (it names the result files)");
+  c.name        = r.name("name");
   c.description = r.optional_string("description").value_or("");
 
   const json& scenario = r.raw("scenario");
   if (scenario.is_string()) {
     c.scenario_file = resolve(scenario.get<std::string>(), c.file);
-    c.base          = spec::load_json_file(c.scenario_file);
+    c.base          = spec::load_referenced_json(c.scenario_file, r.where().member("scenario"));
   } else if (scenario.is_object()) {
-    c.scenario_file = c.file;
-    c.base          = scenario;
+    c.scenario_file      = c.file;
+    c.scenario_json_path = "$.scenario";
+    c.base               = scenario;
   } else {
     r.fail("scenario", "expected a scenario file path or an inline scenario object");
   }
@@ -344,6 +343,16 @@ Campaign parse_campaign(const json& document, const std::string& file)
     rec->finish();
   }
   c.output = r.optional_string("output").value_or("out/campaigns/" + c.name + ".h5");
+  {
+    // A campaign file names where its results go, but cannot send them outside the working directory: a
+    // shared or hostile spec must not write to /etc. `--out` chooses any other place.
+    const fs::path out = fs::path(c.output).lexically_normal();
+    if (out.empty() || out.is_absolute() || *out.begin() == ".." || !out.has_filename() ||
+        c.output.find('\0') != std::string::npos)
+      r.fail("output", "\"" + c.output +
+                           "\" must be a relative file path inside the working directory "
+                           "(give --out for another place)");
+  }
   r.finish();
 
   // Axes that reach into the topology or the job need them as JSON: inline preset names and file paths.
@@ -419,7 +428,7 @@ std::vector<Point> expand(const Campaign& campaign)
       label += (label.empty() ? "" : ", ") + a.name + "=" + a.labels[steps[k]];
     }
     try {
-      netsim::parse_scenario(p.scenario, campaign.scenario_file);
+      netsim::parse_scenario(p.scenario, campaign.scenario_file, campaign.scenario_json_path);
     } catch (const SpecError& e) {
       throw SpecError(campaign.file, "$.axes",
                       "point " + std::to_string(n) + " (" + label + ") is not a valid scenario: " + e.what());

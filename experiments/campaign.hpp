@@ -43,9 +43,10 @@ struct RecordOptions {
 struct Campaign {
   std::string name;
   std::string description;
-  std::string file;          ///< the campaign file (absolute)
-  nlohmann::json base;       ///< the base scenario, with topology and job inlined where an axis edits them
-  std::string scenario_file; ///< anchors the base scenario's relative paths (absolute)
+  std::string file;                     ///< the campaign file (absolute)
+  nlohmann::json base;                  ///< the base scenario, with topology and job inlined where an axis edits them
+  std::string scenario_file;            ///< anchors the base scenario's relative paths (absolute)
+  std::string scenario_json_path = "$"; ///< where the base scenario sits in scenario_file ("$.scenario" inline)
   std::vector<Axis> axes;
   int repetitions    = 1;
   std::uint32_t seed = 1;

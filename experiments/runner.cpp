@@ -93,7 +93,8 @@ json link_record(const topology::Topology& topo, const std::vector<double>& link
 // same program, so they share it).
 json rank_record(const topology::Topology& topo, const netsim::Scenario& scenario, const netsim::StepResult& r)
 {
-  placement::Placement place(topo, scenario.job, scenario.placement, "$.placement");
+  placement::Placement place(topo, scenario.job, scenario.placement,
+                             spec::Location{scenario.file, scenario.json_path + ".placement"});
   json gpu = json::array(), tp = json::array(), cp = json::array(), pp = json::array(), dp = json::array();
   std::array<json, kStageColumns.size()> parts;
   parts.fill(json::array());
@@ -128,7 +129,7 @@ void run_point(const Campaign& campaign, const Point& point, const std::string& 
                  {"seed", point.seed},    {"axes", axes},         {"spansim_version", version()},
                  {"git_hash", git_hash()}};
   try {
-    auto scenario                       = netsim::parse_scenario(point.scenario, campaign.scenario_file);
+    auto scenario = netsim::parse_scenario(point.scenario, campaign.scenario_file, campaign.scenario_json_path);
     scenario.options.engine.packet.seed = point.seed;
     auto run                            = netsim::run_scenario(scenario);
     json summary                        = run.summary;

@@ -120,12 +120,20 @@ SlurmSubmission submit_slurm(const Campaign& campaign, const SlurmOptions& optio
     throw UsageError("--cpus-per-task must be at least 1");
   const std::string spansim = options.spansim.empty() ? self_binary() : options.spansim;
 
+  // #SBATCH lines end at a newline: a value with one could add directives or commands of its own.
+  auto directive = [](const std::string& what, const std::string& value) {
+    for (char c : value)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+        throw UsageError(what + " must not contain control characters (it goes into a #SBATCH line)");
+    return value;
+  };
   auto header = [&](const std::string& name, const std::string& log) {
-    std::string h = "#!/bin/bash\n#SBATCH --job-name=" + name + "\n#SBATCH --output=" + log + "\n";
+    std::string h = "#!/bin/bash\n#SBATCH --job-name=" + directive("the job name", name) +
+                    "\n#SBATCH --output=" + directive("the output path", log) + "\n";
     if (!options.partition.empty())
-      h += "#SBATCH --partition=" + options.partition + "\n";
+      h += "#SBATCH --partition=" + directive("--partition", options.partition) + "\n";
     if (!options.time_limit.empty())
-      h += "#SBATCH --time=" + options.time_limit + "\n";
+      h += "#SBATCH --time=" + directive("--time", options.time_limit) + "\n";
     return h;
   };
   s.array_script = dir + "/array.sh";

@@ -58,34 +58,37 @@ Scenario load_scenario(const std::string& path)
   return parse_scenario(spec::load_json_file(path), path);
 }
 
-Scenario parse_scenario(const json& document, const std::string& path)
+Scenario parse_scenario(const json& document, const std::string& path, const std::string& json_path)
 {
   Scenario sc;
-  sc.file = path;
-  spec::ObjectReader r(document, spec::Location{path});
-  sc.name = r.string("name");
+  sc.file      = path;
+  sc.json_path = json_path;
+  spec::ObjectReader r(document, spec::Location{path, json_path});
+  sc.name = r.name("name");
   r.optional_string("description");
 
   const json& topo = r.raw("topology");
   if (topo.is_string()) {
     std::string t = topo.get<std::string>();
-    sc.topology   = topology::load_topology_spec(looks_like_path(t) ? resolve(t, path) : t);
+    sc.topology = topology::load_topology_spec(looks_like_path(t) ? resolve(t, path) : t, r.where().member("topology"));
   } else if (topo.is_object()) {
-    sc.topology = topology::parse_topology_spec(topo, path + " ($.topology)");
+    sc.topology = topology::parse_topology_spec(topo, path, json_path + ".topology");
   } else {
     r.fail("topology", "expected a preset name, a file path or an inline topology object");
   }
 
   const json& job = r.raw("job");
-  if (job.is_string())
-    sc.job = workload::load_job(resolve(job.get<std::string>(), path));
-  else if (job.is_object())
-    sc.job = workload::parse_job(job, path);
+  if (job.is_string()) {
+    const std::string job_file = resolve(job.get<std::string>(), path);
+    sc.job = workload::parse_job(spec::load_referenced_json(job_file, r.where().member("job")), job_file);
+  } else if (job.is_object())
+    sc.job = workload::parse_job(job, path, json_path + ".job");
   else
     r.fail("job", "expected a job file path or an inline job object");
 
   if (r.has("placement"))
-    sc.placement = placement::parse_placement(r.raw("placement"), path, "$.placement");
+    sc.placement = placement::parse_placement(r.raw("placement"), path, json_path + ".placement");
+
   if (r.has("fidelity")) {
     try {
       sc.options.fidelity = parse_fidelity(r.string("fidelity"));
@@ -139,7 +142,8 @@ ScenarioRun run_scenario(const Scenario& scenario, const PhaseCallback& phase)
   report("building the step graph");
   auto graph = workload::build_step_graph(scenario.job);
   report("placing ranks");
-  placement::Placement place(topo, scenario.job, scenario.placement, "$.placement");
+  placement::Placement place(topo, scenario.job, scenario.placement,
+                             spec::Location{scenario.file, scenario.json_path + ".placement"});
   ScenarioRun out;
   out.placement = place.report(graph);
   report(std::string("simulating the step at ") + to_string(scenario.options.fidelity) + " fidelity");

@@ -19,6 +19,7 @@ namespace spansim::netsim {
 struct Scenario {
   std::string name;
   std::string file;
+  std::string json_path = "$"; ///< where the scenario sits in `file`, for errors found later (placement)
   topology::TopologySpec topology;
   workload::JobSpec job;
   placement::PlacementSpec placement;
@@ -32,7 +33,8 @@ std::string default_scenario_path();
 /// folder, the working directory or the source tree) or inline objects. @throws SpecError.
 Scenario load_scenario(const std::string& path);
 /// @brief Reads a scenario given as JSON; `file` names it in errors and anchors relative paths.
-Scenario parse_scenario(const nlohmann::json& document, const std::string& file);
+/// `json_path` locates the scenario inside `file` (an inline scenario of a campaign: "$.scenario").
+Scenario parse_scenario(const nlohmann::json& document, const std::string& file, const std::string& json_path = "$");
 
 /// @brief A scenario's outcome, with the pieces needed to report it.
 struct ScenarioRun {

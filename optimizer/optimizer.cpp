@@ -141,14 +141,8 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
   json schedule        = {{"kind", p.schedule}};
   if (p.schedule == "interleaved-1f1b")
     schedule["virtual_stages"] = p.virtual_stages;
-  return {{"name", spec.name + " " + p.label()},
-          {"model", spec.model},
-          {"gpu", spec.gpu},
-          {"gpus", spec.gpus},
-          {"parallelism", par},
-          {"batch", batch},
-          {"schedule", schedule},
-          {"recompute", p.recompute}};
+  return {{"name", spec.name + "-point"}, {"model", spec.model}, {"gpu", spec.gpu},      {"gpus", spec.gpus},
+          {"parallelism", par},           {"batch", batch},      {"schedule", schedule}, {"recompute", p.recompute}};
 }
 
 netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool collapse)
@@ -223,7 +217,8 @@ Built build(const OptimizeSpec& spec, const topology::Topology& topo, const Poin
 {
   auto job = workload::parse_job(job_json(spec, p, buildings_used(spec, topo)), spec.file);
   Built b{workload::build_step_graph(job), std::nullopt};
-  b.place.emplace(topo, b.graph.job, placement::PlacementSpec{p.order, spec.buildings}, "$.search.order");
+  b.place.emplace(topo, b.graph.job, placement::PlacementSpec{p.order, spec.buildings},
+                  spec::Location{spec.file, "$.search.order"});
   return b;
 }
 
@@ -395,13 +390,13 @@ OptimizeSpec load_optimize_spec(const std::string& path)
   spec.file     = path;
   auto document = spec::load_json_file(path);
   spec::ObjectReader r(document, spec::Location{path});
-  spec.name = r.string("name");
+  spec.name = r.name("name");
   r.optional_string("description");
   const json& topo = r.raw("topology");
   if (topo.is_string())
-    spec.topology = topology::load_topology_spec(topo.get<std::string>());
+    spec.topology = topology::load_topology_spec(topo.get<std::string>(), r.where().member("topology"));
   else
-    spec.topology = topology::parse_topology_spec(topo, path + " ($.topology)");
+    spec.topology = topology::parse_topology_spec(topo, path, "$.topology");
   spec.model = r.raw("model");
   spec.gpu   = r.raw("gpu");
   // Checked once here: a bad model or GPU would otherwise prune every point with the same reason.

@@ -46,11 +46,13 @@ PlacementSpec parse_placement(const nlohmann::json& json, const std::string& fil
 }
 
 Placement::Placement(const topology::Topology& topology, const workload::JobSpec& job, const PlacementSpec& spec,
-                     const std::string& where)
+                     const spec::Location& where)
     : topology_(topology), par_(job.parallelism)
 {
-  auto fail = [&](const std::string& why) { throw SpecError(job.file, where, why); };
-  order_    = spec.order.empty() ? par_.order : spec.order;
+  auto fail = [&](const std::string& why) {
+    throw SpecError(where.file.empty() ? job.file : where.file, where.file.empty() ? "placement" : where.path, why);
+  };
+  order_ = spec.order.empty() ? par_.order : spec.order;
   if (order_.size() != 4)
     fail("the rank order must name tp, cp, pp and dp");
   degree_    = {par_.tp, par_.cp, par_.pp, par_.dp};

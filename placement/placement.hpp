@@ -8,6 +8,7 @@
 /// stay on the same rail of neighbouring nodes, and the outermost dimension is the one whose groups cross
 /// building (and region) boundaries.
 
+#include "common/json_reader.hpp"
 #include "topology/topology.hpp"
 #include "workload/workload.hpp"
 
@@ -63,9 +64,10 @@ struct PlacementReport {
 /// @brief Ranks placed on GPUs. Built once; queries are arithmetic.
 class Placement {
 public:
-  /// @brief Places `job` on `topology`. @throws SpecError (at `where`) for impossible placements, naming why.
+  /// @brief Places `job` on `topology`. @throws SpecError (at `where`, the file and JSON path the placement
+  /// comes from; by default the job's file) for impossible placements, naming why.
   Placement(const topology::Topology& topology, const workload::JobSpec& job, const PlacementSpec& spec,
-            const std::string& where = "placement");
+            const spec::Location& where = {});
 
   int ranks() const { return static_cast<int>(gpus_.size()); }
   /// @brief The GPU that runs rank `rank`.

@@ -135,7 +135,7 @@ std::vector<std::string> preset_names()
   return names;
 }
 
-TopologySpec load_topology_spec(const std::string& file_or_preset)
+TopologySpec load_topology_spec(const std::string& file_or_preset, const spec::Location& referrer)
 {
   std::string path = file_or_preset;
   if (!std::filesystem::exists(path)) {
@@ -144,18 +144,21 @@ TopologySpec load_topology_spec(const std::string& file_or_preset)
       std::string list;
       for (const auto& n : names)
         list += (list.empty() ? "" : ", ") + n;
-      throw SpecError(file_or_preset, "", "no such file, and not a preset name (presets: " + list + ")");
+      const std::string what = "no such file, and not a preset name (presets: " + list + ")";
+      if (referrer.file.empty())
+        throw SpecError(file_or_preset, "", what);
+      referrer.fail("\"" + file_or_preset + "\": " + what);
     }
     path = preset_directory() + "/" + file_or_preset + ".json";
   }
-  return parse_topology_spec(spec::load_json_file(path), path);
+  return parse_topology_spec(spec::load_referenced_json(path, referrer), path);
 }
 
-TopologySpec parse_topology_spec(const json& document, const std::string& file)
+TopologySpec parse_topology_spec(const json& document, const std::string& file, const std::string& json_path)
 {
   TopologySpec s;
   s.file = file;
-  ObjectReader root(document, Location{file});
+  ObjectReader root(document, Location{file, json_path});
   s.name        = root.string("name");
   s.description = root.optional_string("description").value_or("");
   if (root.has("sources"))

@@ -5,6 +5,8 @@
 /// Nothing here knows SimGrid or ns-3: the engines in netsim/ are built from this graph and use
 /// `Topology::route` so that every fidelity sends a flow over the same links.
 
+#include "common/json_reader.hpp"
+
 #include <boost/graph/adjacency_list.hpp>
 #include <nlohmann/json.hpp>
 
@@ -87,9 +89,12 @@ std::vector<std::string> preset_names();
 std::string preset_directory();
 /// @brief Loads a spec from a file path, or from a preset name when no such file exists.
 /// @throws SpecError naming the file, JSON path and allowed values.
-TopologySpec load_topology_spec(const std::string& file_or_preset);
+/// @param referrer, when given, is the spec file and JSON path that names it: a missing file is reported there.
+TopologySpec load_topology_spec(const std::string& file_or_preset, const spec::Location& referrer = {});
 /// @brief Parses a spec from JSON; `file` is used in error messages.
-TopologySpec parse_topology_spec(const nlohmann::json& json, const std::string& file);
+/// `json_path` locates the document inside `file` (an inline topology of a scenario: "$.topology").
+TopologySpec parse_topology_spec(const nlohmann::json& json, const std::string& file,
+                                 const std::string& json_path = "$");
 
 enum class VertexKind { gpu, nvswitch, leaf, spine, aggregation, region_gateway };
 /// @brief The tiers of links, from the scale-up domain outwards.

@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
+#include "common/paths.hpp"
 #include "common/units.hpp"
 
 #include <algorithm>
@@ -245,7 +246,8 @@ GpuSpec read_gpu(spec::ObjectReader r)
 
 // A zoo name must name a shipped file: list the zoo rather than report a file that cannot be opened.
 template <class Read>
-auto load_zoo(const std::string& ref, const char* subdir, const char* what, const std::string& relative_to, Read read)
+auto load_zoo(const std::string& ref, const char* subdir, const char* what, const std::string& relative_to,
+              const spec::Location& referrer, Read read)
 {
   std::string path = resolve(ref, subdir, relative_to);
   if (is_zoo_name(ref) && !std::filesystem::exists(path)) {
@@ -254,7 +256,7 @@ auto load_zoo(const std::string& ref, const char* subdir, const char* what, cons
       list += (list.empty() ? "" : ", ") + n;
     throw UsageError("unknown " + std::string(what) + " \"" + ref + "\" (zoo: " + list + ")");
   }
-  return read(spec::ObjectReader(spec::load_json_file(path), spec::Location{path}));
+  return read(spec::ObjectReader(spec::load_referenced_json(path, referrer), spec::Location{path}));
 }
 
 // The "model" or "gpu" of a job: an inline object, a zoo name or a path relative to the job file.
@@ -269,7 +271,7 @@ auto zoo_or_inline(spec::ObjectReader& job, const char* key, const char* subdir,
     job.fail(key,
              std::string("expected a zoo name (e.g. \"") + example + "\"), a path to a " + what + " file or an object");
   try {
-    return load_zoo(v.get<std::string>(), subdir, what, file, read);
+    return load_zoo(v.get<std::string>(), subdir, what, file, job.where().member(key), read);
   } catch (const UsageError& e) {
     job.fail(key, e.what());
   }
@@ -309,12 +311,12 @@ bool ModelSpec::is_moe_layer(int layer) const
 
 ModelSpec load_model(const std::string& name_or_path)
 {
-  return load_zoo(name_or_path, "models", "model", "", read_model);
+  return load_zoo(name_or_path, "models", "model", "", spec::Location{}, read_model);
 }
 
 GpuSpec load_gpu(const std::string& name_or_path)
 {
-  return load_zoo(name_or_path, "gpus", "GPU", "", read_gpu);
+  return load_zoo(name_or_path, "gpus", "GPU", "", spec::Location{}, read_gpu);
 }
 
 JobSpec load_job(const std::string& path)
@@ -332,12 +334,12 @@ double JobSpec::tokens_per_step() const
   return static_cast<double>(batch.global_sequences) * batch.sequence_length;
 }
 
-JobSpec parse_job(const nlohmann::json& json, const std::string& file)
+JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std::string& json_path)
 {
-  spec::ObjectReader r(json, spec::Location{file});
+  spec::ObjectReader r(json, spec::Location{file, json_path});
   JobSpec job;
   job.file           = file;
-  job.name           = r.optional_string("name").value_or(std::filesystem::path(file).stem().string());
+  job.name           = r.has("name") ? r.name("name") : sanitized_name(std::filesystem::path(file).stem().string());
   job.model          = zoo_or_inline(r, "model", "models", "model", "llama3-405b", file, read_model);
   job.gpu            = zoo_or_inline(r, "gpu", "gpus", "GPU", "h100", file, read_gpu);
   job.gpus           = r.integer("gpus", 1, std::int64_t{1} << 40);

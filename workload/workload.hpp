@@ -196,7 +196,8 @@ GpuSpec load_gpu(const std::string& name_or_path);
 /// @brief Reads and validates a job spec file. @throws SpecError with the JSON path of the problem.
 JobSpec load_job(const std::string& path);
 /// @brief Validates a job given as JSON; `file` names it in errors and anchors relative model/GPU paths.
-JobSpec parse_job(const nlohmann::json& json, const std::string& file);
+/// `json_path` locates the job inside `file` (an inline job of a scenario: "$.job").
+JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std::string& json_path = "$");
 /// @brief Directory of the shipped model and GPU zoo (the source tree's workload/).
 std::string data_dir();
 

@@ -1,5 +1,7 @@
 // The spansim command line as a user meets it: bad input gives one clear line on stderr and exit code 2,
 // --json gives one JSON document on stdout.
+#include "run_spansim.hpp"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -12,38 +14,10 @@
 
 namespace {
 
-struct Run {
-  int exit_code;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const std::string& path)
-{
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-Run spansim(const std::string& args)
-{
-  std::string base = "/tmp/spansim-test-cli-" + std::to_string(::getpid());
-  std::string cmd  = std::string(SPANSIM_BINARY) + " " + args + " >" + base + ".out 2>" + base + ".err";
-  int status       = std::system(cmd.c_str());
-  Run r{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(base + ".out"), slurp(base + ".err")};
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
-  return r;
-}
-
-std::size_t lines(const std::string& s)
-{
-  std::size_t n = 0;
-  for (char c : s)
-    n += c == '\n';
-  return n;
-}
+using cli_test::lines;
+using cli_test::Run;
+using cli_test::slurp;
+using cli_test::spansim;
 
 std::string data(const std::string& name)
 {
@@ -265,7 +239,8 @@ TEST_CASE("run: bad scenarios give one line and exit code 2", "[cli][run]")
       {R"({"name": "x", "topology": "two-buildings", "job": "examples/jobs/llama3-8b-64-h100.json",
            "collectives": {"auto": "per-op"}})",
        "allowed: per-step, per-call"},
-      {R"({"name": "x", "topology": "two-buildings", "job": "examples/jobs/no-such-job.json"})", "cannot open"},
+      {R"({"name": "x", "topology": "two-buildings", "job": "examples/jobs/no-such-job.json"})",
+       "at $.job: no such file"},
       {R"({"name": "x", "topology": "hgx-h100-pod", "job": "examples/jobs/llama3-405b-8k-h100.json"})",
        "topology \"hgx-h100-pod\" has 3072"},
   };

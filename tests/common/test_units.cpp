@@ -47,3 +47,20 @@ TEST_CASE("formatting picks a readable unit", "[units]")
   CHECK(units::format_size(1073741824.0) == "1 GiB");
   CHECK(units::format_distance(120e3) == "120 km");
 }
+
+TEST_CASE("quantities beyond the documented physical range are refused with the limit named", "[units]")
+{
+  CHECK_THROWS_WITH(units::parse_time("1e308s"), Catch::Contains("out of range (at most 1e10 s"));
+  CHECK_THROWS_WITH(units::parse_bandwidth("1e308Gbps"), Catch::Contains("at most 1 Ebps"));
+  CHECK_THROWS_WITH(units::parse_bandwidth("1e400Gbps"), Catch::Contains("out of range"));
+  CHECK_THROWS_WITH(units::parse_size("2EiB"), Catch::Contains("not a number"));
+  CHECK_THROWS_WITH(units::parse_size("2000000TiB"), Catch::Contains("at most 1 EiB"));
+  CHECK_THROWS_WITH(units::parse_distance("40076km"), Catch::Contains("circumference"));
+  CHECK_THROWS_WITH(units::parse_bandwidth("infTbps"), Catch::Contains("finite"));
+  CHECK_THROWS_WITH(units::parse_time("nanms"), Catch::Contains("finite"));
+  // The limits themselves are accepted.
+  CHECK(units::parse_bandwidth("1000Pbps") == Approx(units::kMaxBandwidth));
+  CHECK(units::parse_distance("40075km") == Approx(units::kMaxDistance));
+  CHECK(units::parse_time("54d") == Approx(54 * 86400.0));
+  CHECK(units::parse_time("12h") == Approx(43200.0));
+}

@@ -1,0 +1,53 @@
+#include "common/paths.hpp"
+
+#include "common/error.hpp"
+
+#include <filesystem>
+
+namespace spansim {
+
+namespace {
+bool allowed_char(char c)
+{
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+         c == '-' || c == '+';
+}
+} // namespace
+
+std::string unsafe_name_reason(std::string_view name)
+{
+  if (name.empty())
+    return "a name must not be empty";
+  if (name.size() > kMaxNameLength)
+    return "a name has at most " + std::to_string(kMaxNameLength) + " characters";
+  if (name.front() == '.' || name.front() == '-')
+    return "a name must not start with '.' or '-'";
+  for (char c : name)
+    if (!allowed_char(c))
+      return "a name names output files: letters, digits and . _ - + only";
+  return {};
+}
+
+bool is_safe_name(std::string_view name)
+{
+  return unsafe_name_reason(name).empty();
+}
+
+std::string sanitized_name(std::string_view text)
+{
+  std::string out;
+  for (char c : text.substr(0, kMaxNameLength))
+    out += allowed_char(c) ? c : '_';
+  if (out.empty() || out.front() == '.' || out.front() == '-')
+    out.insert(out.begin(), '_');
+  return out.substr(0, kMaxNameLength);
+}
+
+std::string path_in(const std::string& directory, std::string_view name)
+{
+  if (auto why = unsafe_name_reason(name); !why.empty())
+    throw UsageError("refusing to write \"" + std::string(name) + "\" into \"" + directory + "\": " + why);
+  return (std::filesystem::path(directory) / std::string(name)).string();
+}
+
+} // namespace spansim

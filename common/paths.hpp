@@ -1,0 +1,28 @@
+#pragma once
+/// @file
+/// @brief Names taken from specs that become file or directory names: checked so that no spec can make spansim
+/// write outside the output directory it was given.
+
+#include <string>
+#include <string_view>
+
+namespace spansim {
+
+/// @brief Longest name accepted for a scenario, job, optimize spec or campaign.
+inline constexpr std::size_t kMaxNameLength = 128;
+
+/// @brief Whether `name` can be one path component: 1 to kMaxNameLength characters among letters, digits and
+/// ". _ - +", not starting with '.' or '-' (so never ".", ".." or an option).
+bool is_safe_name(std::string_view name);
+
+/// @brief Why `name` is not safe, or empty when it is.
+std::string unsafe_name_reason(std::string_view name);
+
+/// @brief A safe name made from `text` (a file stem, say): unsafe characters become '_', cut to the maximum length.
+std::string sanitized_name(std::string_view text);
+
+/// @brief `directory`/`name`, after checking that `name` is one safe path component.
+/// @throws UsageError if it is not (a bug or a spec that escaped validation).
+std::string path_in(const std::string& directory, std::string_view name);
+
+} // namespace spansim

@@ -1,0 +1,99 @@
+// Bad input as a new user or a hostile spec file would give it: every case of tests/data/bad/cases.json gives
+// exactly one line on stderr, naming the file and JSON path where there is one, nothing on stdout, exit code 2.
+#include "run_spansim.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sys/stat.h>
+
+namespace fs = std::filesystem;
+using cli_test::lines;
+using cli_test::spansim;
+
+namespace {
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to)
+{
+  for (std::size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
+    s.replace(pos, from.size(), to);
+  return s;
+}
+
+// A scratch folder with a FIFO that has no writer and a sparse file larger than the spec-file limit.
+struct Scratch {
+  fs::path dir;
+  Scratch()
+  {
+    dir = fs::temp_directory_path() / ("spansim-bad-input-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    REQUIRE(::mkfifo((dir / "fifo.json").c_str(), 0600) == 0);
+    std::ofstream(dir / "huge.json").close();
+    fs::resize_file(dir / "huge.json", 70ULL * 1024 * 1024);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+};
+
+std::set<std::string> files_under(const fs::path& root)
+{
+  std::set<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file())
+      out.insert(fs::relative(e.path(), root).string());
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("every case of the bad-input corpus: one stderr line with file and JSON path, exit code 2", "[cli][bad]")
+{
+  const std::string bad = std::string(SPANSIM_SOURCE_DIR) + "/tests/data/bad";
+  std::ifstream in(bad + "/cases.json");
+  const auto doc = nlohmann::json::parse(in);
+  Scratch scratch;
+  int checked = 0;
+  for (const auto& c : doc.at("cases")) {
+    auto expand = [&](const std::string& s) {
+      return replace_all(replace_all(s, "{bad}", bad), "{tmp}", scratch.dir.string());
+    };
+    const auto args = expand(c.at("args").get<std::string>());
+    // A bounded run: a FIFO without a writer must not hang the suite.
+    auto r = cli_test::run_shell("timeout 20 " + std::string(SPANSIM_BINARY) + " " + args);
+    INFO("spansim " << args << "\nexit code " << r.exit_code << "\nstderr: " << r.err << "\nstdout: " << r.out);
+    CHECK(r.exit_code == c.at("exit").get<int>());
+    CHECK(lines(r.err) == 1);
+    CHECK(r.err.rfind("spansim: error: ", 0) == 0);
+    CHECK(r.out.empty());
+    for (const auto& says : c.at("says")) {
+      const auto text = expand(says.get<std::string>());
+      INFO("expected to contain: " << text);
+      CHECK(r.err.find(text) != std::string::npos);
+    }
+    ++checked;
+  }
+  std::cout << checked << " bad-input cases checked\n";
+  CHECK(checked >= 30);
+}
+
+TEST_CASE("spansim run and optimize write only inside their output directory", "[cli][bad]")
+{
+  // A fresh working directory: whatever the commands write appears under it, and nowhere else is touched
+  // (names with '/' or '..' are refused, as the corpus shows).
+  const fs::path cwd = fs::temp_directory_path() / ("spansim-out-scan-" + std::to_string(::getpid()));
+  fs::remove_all(cwd);
+  fs::create_directories(cwd);
+  const std::string src = SPANSIM_SOURCE_DIR;
+  auto r =
+      spansim("run " + src + "/examples/scenarios/llama3-8b-two-regions-dp.json --fidelity analytical", cwd.string());
+  REQUIRE(r.exit_code == 0);
+  const auto written = files_under(cwd);
+  CHECK(written == std::set<std::string>{"out/llama3-8b-two-regions-dp/summary.json",
+                                         "out/llama3-8b-two-regions-dp/layers.csv",
+                                         "out/llama3-8b-two-regions-dp/trace.json"});
+  fs::remove_all(cwd);
+}
