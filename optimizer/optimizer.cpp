@@ -611,7 +611,8 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     if (progress)
       progress("scoring (analytical)", std::min(feasible.size(), start + batch), feasible.size());
   }
-  result.scored = scored.size();
+  result.scored          = scored.size();
+  result.scoring_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (scored.empty())
     throw UsageError("no feasible configuration in the search space (pruned: " + [&] {
       std::string s;

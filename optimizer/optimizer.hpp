@@ -101,7 +101,8 @@ struct OptimizeResult {
   Evaluation baseline;            ///< production default: order [tp, cp, pp, dp], DP across, 1F1B
   Evaluation best_single_change;  ///< the best one-knob change from the baseline
   std::string single_change;      ///< which knob, e.g. "order = [tp, cp, dp, pp]"
-  double wall_seconds = 0;
+  double wall_seconds    = 0;
+  double scoring_seconds = 0; ///< wall time of the bound and scoring phases (the fast model over the space)
 };
 
 /// @brief Progress of a search: phase name, points done, points in the phase.
