@@ -3,7 +3,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: run test test-quick test-slow bench deps configure build format clean
+.PHONY: run test test-quick test-slow bench golden deps configure build format clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -32,6 +32,10 @@ test-slow: build
 bench: build
 	cmake --build $(BUILD_DIR) --target bench
 	$(BUILD_DIR)/bench/spansim_bench $(BENCH_ARGS)
+
+# Re-pin the golden scenarios and regenerate the README examples after a deliberate model change.
+golden: build
+	cmake --build $(BUILD_DIR) --target golden
 
 format:
 	find common topology workload placement netsim optimizer experiments cli tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i

@@ -327,19 +327,20 @@ std::vector<Case> cases()
   // Issue 11: points bounded and scored per second by the optimizer's fast model, on one worker process (the
   // search space of the 16K example; the refinement at flow fidelity is not counted).
   all.push_back({"optimizer scoring 405B 16K", "two-buildings", "search", nullptr, 0, "", false, [](Figures& f) {
-                   auto spec    = optimizer::load_optimize_spec(std::string(SPANSIM_SOURCE_DIR) +
-                                                                "/examples/optimize/llama3-405b-16k-two-buildings.json");
-                   spec.workers = 1;
-                   spec.top_k   = 1;
-                   spec.refine  = netsim::Fidelity::analytical;
-                   auto result  = optimizer::optimize(spec);
+                   auto spec     = optimizer::load_optimize_spec(std::string(SPANSIM_SOURCE_DIR) +
+                                                                 "/examples/optimize/llama3-405b-16k-two-buildings.json");
+                   spec.workers  = 1;
+                   spec.top_k    = 1;
+                   spec.refine   = netsim::Fidelity::analytical;
+                   auto result   = optimizer::optimize(spec);
                    f.engine_wall = result.scoring_seconds;
                    f.simulated   = *result.ranked.front().refined;
                    f.transfers   = static_cast<long>(result.points);
                    f.gpus        = static_cast<int>(spec.gpus);
                    f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
-                   std::snprintf(f.note, sizeof f.note, "%zu points (%zu feasible, %zu scored): %.1f points/s on one worker",
-                                 result.points, result.feasible, result.scored,
+                   std::snprintf(f.note, sizeof f.note,
+                                 "%zu points (%zu feasible, %zu scored): %.1f points/s on one worker", result.points,
+                                 result.feasible, result.scored,
                                  static_cast<double>(result.points) / result.scoring_seconds);
                  }});
   return all;
