@@ -162,7 +162,7 @@ std::vector<int> two_building_group(const topology::Topology& t, int k)
 }
 
 std::function<void(const topology::Topology&, netsim::FlowGraph&, Figures&)>
-collective(netsim::CollectiveOp op, netsim::Algorithm algorithm, double bytes,
+collective(CollectiveOp op, netsim::Algorithm algorithm, double bytes,
            std::function<std::vector<int>(const topology::Topology&)> group)
 {
   return [=](const topology::Topology& t, netsim::FlowGraph& g, Figures& f) {
@@ -230,7 +230,7 @@ std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* 
     placement::Placement place(topo, job, {});
     f.lower_wall = seconds_since(start);
     netsim::StepOptions o;
-    o.fidelity    = netsim::parse_fidelity(fidelity);
+    o.fidelity    = parse_enum<netsim::Fidelity>(fidelity, "fidelity");
     start         = Clock::now();
     auto r        = netsim::simulate_step(topo, graph, place, o);
     f.engine_wall = seconds_since(start);
@@ -244,7 +244,6 @@ std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* 
 std::vector<Case> cases()
 {
   using netsim::Algorithm;
-  using netsim::CollectiveOp;
   std::vector<Case> all;
   for (const char* preset : {"two-buildings", "two-regions"})
     all.push_back({std::string("platform build ") + preset, preset, "platform", nullptr, 0, "", false, {}});
@@ -353,7 +352,7 @@ void run_engine_case(const Case& c, const topology::Topology& t, Figures& f)
   c.build(t, graph, f);
   f.lower_wall  = seconds_since(start);
   f.transfers   = static_cast<long>(graph.transfer_count());
-  auto fidelity = netsim::parse_fidelity(c.fidelity);
+  auto fidelity = parse_enum<netsim::Fidelity>(c.fidelity, "fidelity");
   start         = Clock::now();
   auto result   = netsim::run(t, graph, fidelity, netsim::EngineOptions{});
   f.engine_wall = seconds_since(start);

@@ -138,8 +138,8 @@ void run(const CollectiveOptions& o)
 {
   topology::Topology topo(topology::load_topology_spec(o.topology));
   netsim::Collective c;
-  c.op        = netsim::parse_collective_op(o.op);
-  c.algorithm = netsim::parse_algorithm(o.algo);
+  c.op        = parse_enum<CollectiveOp>(o.op, "collective");
+  c.algorithm = parse_enum<netsim::Algorithm>(o.algo, "algorithm");
   c.gpus      = select_gpus(o, topo.counts().gpus);
   c.root      = o.root;
   c.channels  = o.channels;
@@ -149,7 +149,7 @@ void run(const CollectiveOptions& o)
   if (o.compare)
     fidelities = {netsim::Fidelity::analytical, netsim::Fidelity::flow, netsim::Fidelity::packet};
   else
-    fidelities = {netsim::parse_fidelity(o.fidelity)};
+    fidelities = {parse_enum<netsim::Fidelity>(o.fidelity, "fidelity")};
 
   // Sizes run one after another in one graph: each sweep point starts when the previous one has ended.
   netsim::FlowGraph graph;
@@ -165,7 +165,7 @@ void run(const CollectiveOptions& o)
     end_ops.push_back(lowered.end_op);
     deps  = {lowered.end_op};
     flows = std::max(flows, lowered.flows);
-    algorithms.push_back(netsim::to_string(lowered.algorithm));
+    algorithms.emplace_back(name_of(lowered.algorithm));
   }
 
   std::vector<SweepPoint> points;
@@ -173,22 +173,22 @@ void run(const CollectiveOptions& o)
     points.push_back({s, {}});
   nlohmann::json engines = nlohmann::json::object();
   for (auto f : fidelities) {
-    auto result                   = netsim::run(topo, graph, f, netsim::EngineOptions{});
-    engines[netsim::to_string(f)] = result.settings;
+    auto result                      = netsim::run(topo, graph, f, netsim::EngineOptions{});
+    engines[std::string(name_of(f))] = result.settings;
     for (std::size_t i = 0; i < sizes.size(); ++i)
       points[i].time.push_back(result.ops[end_ops[i]].end - result.ops[begin_ops[i]].start);
   }
 
   const int k             = static_cast<int>(c.gpus.size());
-  const double bus_factor = netsim::bus_bandwidth_factor(c.op, k);
+  const double bus_factor = bus_bandwidth_factor(c.op, k);
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (std::size_t i = 0; i < points.size(); ++i) {
       nlohmann::json row = {{"bytes", points[i].bytes}, {"algorithm", algorithms[i]}};
       for (std::size_t f = 0; f < fidelities.size(); ++f) {
-        double t                              = points[i].time[f];
-        double algbw                          = points[i].bytes / t;
-        row[netsim::to_string(fidelities[f])] = {
+        double t                                 = points[i].time[f];
+        double algbw                             = points[i].bytes / t;
+        row[std::string(name_of(fidelities[f]))] = {
             {"time_s", t}, {"algbw_Bps", algbw}, {"busbw_Bps", algbw * bus_factor}};
       }
       rows.push_back(row);
@@ -196,22 +196,18 @@ void run(const CollectiveOptions& o)
     nlohmann::json j;
     j["spansim"]    = provenance();
     j["topology"]   = topo.spec().to_json();
-    j["collective"] = {{"op", netsim::to_string(c.op)},
-                       {"algorithm", netsim::to_string(c.algorithm)},
-                       {"ranks", k},
-                       {"gpus", c.gpus},
-                       {"root", c.root},
-                       {"channels", c.channels},
-                       {"max_flows_per_call", flows}};
-    j["engines"]    = engines;
-    j["results"]    = rows;
+    j["collective"] = {
+        {"op", name_of(c.op)},    {"algorithm", name_of(c.algorithm)}, {"ranks", k}, {"gpus", c.gpus}, {"root", c.root},
+        {"channels", c.channels}, {"max_flows_per_call", flows}};
+    j["engines"] = engines;
+    j["results"] = rows;
     std::cout << j.dump(2) << "\n";
     return;
   }
   Table table;
   table.headers = {"size", "bytes", "algorithm"};
   for (auto f : fidelities) {
-    std::string name = netsim::to_string(f);
+    const std::string name(name_of(f));
     if (fidelities.size() == 1) {
       table.headers.insert(table.headers.end(), {"time(us)", "algbw(GB/s)", "busbw(GB/s)"});
     } else {
@@ -236,10 +232,10 @@ void run(const CollectiveOptions& o)
   }
   std::string fids;
   for (auto f : fidelities)
-    fids += (fids.empty() ? "" : ", ") + std::string(netsim::to_string(f));
-  table.title = std::string(netsim::to_string(c.op)) + " over " + std::to_string(k) + " GPUs of " + topo.spec().name +
-                " (" + fids + " fidelity; up to " + std::to_string(flows) + " flows per call, " +
-                std::to_string(c.channels) + " channel(s))";
+    fids += (fids.empty() ? "" : ", ") + std::string(name_of(f));
+  table.title = std::string(name_of(c.op)) + " over " + std::to_string(k) + " GPUs of " + topo.spec().name + " (" +
+                fids + " fidelity; up to " + std::to_string(flows) + " flows per call, " + std::to_string(c.channels) +
+                " channel(s))";
   print_table(std::cout, table);
 }
 
@@ -250,12 +246,10 @@ void add_collective_command(CLI::App& app)
   auto o  = std::make_shared<CollectiveOptions>();
   auto* c = app.add_subcommand("collective", "Sweep a collective's time over message sizes (nccl-tests style)");
   c->add_option("--topology,-t", o->topology, "Topology file or preset name")->required();
-  c->add_option("--op", o->op,
-                "Collective: allreduce, reducescatter, allgather, alltoall, broadcast, reduce, sendrecv");
-  c->add_option("--algo", o->algo,
-                "Algorithm: auto (NCCL-like policy), ring, tree, halving-doubling, direct, "
-                "hierarchical");
-  c->add_option("--fidelity", o->fidelity, "Engine: analytical, flow (SimGrid), packet (ns-3)");
+  c->add_option("--op", o->op, "Collective: " + allowed_names<CollectiveOp>());
+  c->add_option("--algo", o->algo, "Algorithm (auto: the NCCL-like policy): " + allowed_names<netsim::Algorithm>());
+  c->add_option("--fidelity", o->fidelity,
+                "Engine (flow: SimGrid, packet: ns-3): " + allowed_names<netsim::Fidelity>());
   c->add_flag("--compare", o->compare, "Run the three fidelities side by side");
   const int int_max = std::numeric_limits<int>::max();
   c->add_option("--root", o->root, "Root rank for broadcast and reduce")->check(integer_in(0, int_max));

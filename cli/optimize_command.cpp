@@ -126,8 +126,7 @@ void run(const OptimizeOptions& o)
   std::cout << "Optimize " << spec.name << ": " << spec.gpus << " GPUs on " << spec.topology.name << "\n";
   std::cout << result.points << " points: " << result.feasible << " feasible, " << result.bound_pruned
             << " skipped by bound, " << result.scored << " scored analytically, " << result.ranked.size()
-            << " re-simulated at " << netsim::to_string(spec.refine) << " fidelity (" << fixed(result.wall_seconds, 1)
-            << " s)\n";
+            << " re-simulated at " << name_of(spec.refine) << " fidelity (" << fixed(result.wall_seconds, 1) << " s)\n";
   if (!result.pruned.empty()) {
     std::cout << "Pruned:";
     for (const auto& [reason, n] : result.pruned)
@@ -135,7 +134,7 @@ void run(const OptimizeOptions& o)
     std::cout << "\n";
   }
   std::cout << "\n";
-  Table t{"Best configurations (step time at " + std::string(netsim::to_string(spec.refine)) + " fidelity)",
+  Table t{"Best configurations (step time at " + std::string(name_of(spec.refine)) + " fidelity)",
           {"#", "configuration", "step", "analytical", "MFU", "exposed tp", "exposed pp", "exposed dp", "bubble",
            "across buildings"},
           {}};

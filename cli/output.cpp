@@ -71,11 +71,6 @@ CLI::Validator finite_number(double min, bool strict)
       "NUMBER " + range, "finite_number");
 }
 
-nlohmann::json provenance()
-{
-  return {{"tool", "spansim"}, {"version", version()}, {"git_hash", git_hash()}};
-}
-
 std::string fmt(double value, int digits)
 {
   char buf[64];

@@ -2,6 +2,8 @@
 /// @file
 /// @brief How commands print: one JSON document with --json, otherwise readable tables.
 
+#include "common/version.hpp"
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -21,8 +23,7 @@ struct Table {
 /// @brief Prints a table with aligned columns.
 void print_table(std::ostream& out, const Table& table);
 
-/// @brief The provenance block every result carries: tool name, version, git hash.
-nlohmann::json provenance();
+using spansim::provenance;
 
 /// @brief Formats a double with `digits` significant digits.
 std::string fmt(double value, int digits = 4);

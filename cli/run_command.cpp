@@ -4,7 +4,8 @@
 #include "common/error.hpp"
 #include "common/paths.hpp"
 #include "common/units.hpp"
-#include "netsim/scenario.hpp"
+#include "report/report.hpp"
+#include "scenario/scenario.hpp"
 
 #include <chrono>
 #include <iostream>
@@ -29,9 +30,9 @@ std::string pct(double part, double whole)
 
 void run(const RunOptions& o)
 {
-  auto scenario = netsim::load_scenario(o.scenario.empty() ? netsim::default_scenario_path() : o.scenario);
+  auto scenario = scenario::load_scenario(o.scenario.empty() ? scenario::default_scenario_path() : o.scenario);
   if (!o.fidelity.empty())
-    scenario.options.fidelity = netsim::parse_fidelity(o.fidelity);
+    scenario.options.fidelity = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
   // A status line on a terminal: large steps take a while at flow and packet fidelity.
   const bool status = !o.json && stderr_is_terminal();
   const auto start  = std::chrono::steady_clock::now();
@@ -41,87 +42,82 @@ void run(const RunOptions& o)
     double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cerr << "\r\033[K[" << fixed(t, 1) << " s] " << what << "..." << std::flush;
   };
-  auto result = netsim::run_scenario(scenario, phase);
+  const auto run = scenario::run_scenario(scenario, phase);
   if (status)
     std::cerr << "\r\033[K" << std::flush;
   std::vector<std::string> written;
   if (!o.no_outputs)
-    written = netsim::write_outputs(scenario, result, o.out.empty() ? path_in("out", scenario.name) : o.out);
+    written = report::write_outputs(run, o.out.empty() ? path_in("out", scenario.name) : o.out);
 
-  auto summary               = result.summary;
-  summary["outputs_written"] = written;
   if (o.json) {
+    auto summary               = report::summary_json(run);
+    summary["outputs_written"] = written;
     std::cout << summary.dump(2) << "\n";
     return;
   }
-  const auto& m     = summary["metrics"];
-  const auto& cfg   = summary["configuration"];
-  const auto& job   = cfg["job"];
-  const double step = m["step_time_s"];
-  std::cout << "Scenario " << scenario.name << ": " << job["model"].get<std::string>() << " on "
-            << job["gpus"].get<long>() << " " << job["gpu"].get<std::string>() << " GPUs of "
-            << cfg["topology"]["name"].get<std::string>() << " (" << cfg["fidelity"].get<std::string>()
-            << " fidelity)\n";
-  std::cout << "Parallelism: TP " << job["tp"] << ", CP " << job["cp"] << ", PP " << job["pp"] << ", DP " << job["dp"]
-            << ", EP " << job["ep"] << "; " << job["micro_batches"] << " micro-batches per step\n";
+  const auto& r     = run.result;
+  const auto& job   = scenario.job;
+  const auto& par   = job.parallelism;
+  const double step = r.step_time;
+  std::cout << "Scenario " << scenario.name << ": " << job.model.name << " on " << job.gpus << " " << job.gpu.name
+            << " GPUs of " << scenario.topology.name << " (" << name_of(scenario.options.fidelity) << " fidelity)\n";
+  std::cout << "Parallelism: TP " << par.tp << ", CP " << par.cp << ", PP " << par.pp << ", DP " << par.dp << ", EP "
+            << par.ep << "; " << job.micro_batches() << " micro-batches per step\n";
   std::string order;
-  for (const auto& d : cfg["placement"]["order"])
-    order += (order.empty() ? "" : ", ") + d.get<std::string>();
+  for (auto d : run.placed->placement().order())
+    order += (order.empty() ? "" : ", ") + std::string(name_of(d));
   std::string buildings;
-  for (const auto& b : cfg["placement"]["buildings"])
-    buildings += (buildings.empty() ? "" : ", ") + b.get<std::string>();
+  for (const auto& b : run.placement.buildings_used)
+    buildings += (buildings.empty() ? "" : ", ") + b;
   std::cout << "Placement: rank order [" << order << "] (innermost first) over " << buildings << "\n\n";
 
   Table headline{"", {"metric", "value"}, {}};
-  headline.rows = {{"step time", units::format_time(step)},
-                   {"tokens/s", fmt(m["tokens_per_s"].get<double>(), 4)},
-                   {"TFLOP/s per GPU", fixed(m["tflops_per_gpu"].get<double>(), 1)},
-                   {"MFU", pct(m["mfu"].get<double>(), 1)},
-                   {"flow graph", std::to_string(m["flow_graph_ops"].get<long>()) + " ops, " +
-                                      std::to_string(m["transfers"].get<long>()) + " transfers"}};
+  headline.rows = {
+      {"step time", units::format_time(step)},
+      {"tokens/s", fmt(r.tokens_per_second, 4)},
+      {"TFLOP/s per GPU", fixed(r.tflops_per_gpu, 1)},
+      {"MFU", pct(r.mfu, 1)},
+      {"flow graph", std::to_string(r.flow_ops) + " ops, " + std::to_string(r.transfers.size()) + " transfers"}};
   print_table(std::cout, headline);
 
   std::cout << "\n";
   Table parts{
       "Where the step goes, per pipeline stage (mean and max over stages)", {"part", "mean", "max", "mean share"}, {}};
-  const auto& agg = summary["breakdown"]["over_stages"];
-  for (const char* p :
-       {"compute", "exposed_tp", "exposed_cp", "exposed_pp", "exposed_dp", "exposed_ep", "bubble", "idle"}) {
-    const auto& v = agg[std::string(p) + "_s"];
-    parts.rows.push_back({p, units::format_time(v["mean"]), units::format_time(v["max"]), pct(v["mean"], step)});
-  }
+  const auto stats = report::breakdown_stats(r);
+  for (auto p : netsim::kParts)
+    parts.rows.push_back({std::string(name_of(p)), units::format_time(stats[p].mean), units::format_time(stats[p].max),
+                          pct(stats[p].mean, step)});
   print_table(std::cout, parts);
 
+  const auto network = report::network_report(run);
   std::cout << "\n";
   Table tiers{"Network per step", {"tier", "links used", "bytes", "mean utilisation of used links"}, {}};
-  for (const auto& t : summary["network"]["tiers"])
-    if (t["bytes"].get<double>() > 0)
-      tiers.rows.push_back({t["tier"], std::to_string(t["links_used"].get<int>()), units::format_size(t["bytes"]),
-                            pct(t["mean_utilisation"], 1)});
+  for (const auto& t : network.tiers)
+    if (t.bytes > 0)
+      tiers.rows.push_back({std::string(name_of(t.tier)), std::to_string(t.links_used), units::format_size(t.bytes),
+                            pct(t.mean_utilisation, 1)});
   print_table(std::cout, tiers);
-  if (!summary["network"]["boundaries"].empty()) {
+  if (!network.boundaries.empty()) {
     std::cout << "\n";
     Table b{"Building boundaries", {"building", "bytes out", "bytes in", "mean utilisation out"}, {}};
-    for (const auto& row : summary["network"]["boundaries"])
-      b.rows.push_back({row["name"], units::format_size(row["bytes_out"]), units::format_size(row["bytes_in"]),
-                        pct(row["mean_utilisation_out"], 1)});
+    for (const auto& row : network.boundaries)
+      b.rows.push_back({row.name, units::format_size(row.bytes_out), units::format_size(row.bytes_in),
+                        pct(row.mean_utilisation_out, 1)});
     print_table(std::cout, b);
   }
   std::cout << "\n";
   Table busy{"Busiest scale-out links (mean utilisation over the step)", {"link", "tier", "bytes", "utilisation"}, {}};
-  for (const auto& l : summary["network"]["busiest_links"])
+  for (const auto& l : network.busiest)
     if (busy.rows.size() < 5)
-      busy.rows.push_back({l["link"], l["tier"], units::format_size(l["bytes"]), pct(l["utilisation"], 1)});
+      busy.rows.push_back({l.link, std::string(name_of(l.tier)), units::format_size(l.bytes), pct(l.utilisation, 1)});
   print_table(std::cout, busy);
   std::cout << "\n";
   Table groups{"Groups crossing boundaries (bytes per step under ring lowering)",
                {"group", "size", "groups", "across nodes", "across buildings", "bytes across buildings"},
                {}};
-  for (const auto& g : summary["placement"]["groups"])
-    groups.rows.push_back({g["group"], std::to_string(g["size"].get<int>()), std::to_string(g["groups"].get<int>()),
-                           std::to_string(g["across_nodes"].get<int>()),
-                           std::to_string(g["across_buildings"].get<int>()),
-                           units::format_size(g["bytes_across_buildings_per_step"])});
+  for (const auto& g : run.placement.groups)
+    groups.rows.push_back({g.group, std::to_string(g.size), std::to_string(g.groups), std::to_string(g.across_nodes),
+                           std::to_string(g.across_buildings), units::format_size(g.bytes_across_buildings)});
   print_table(std::cout, groups);
   if (!written.empty()) {
     std::cout << "\nWritten:";

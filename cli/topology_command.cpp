@@ -94,7 +94,7 @@ void describe(const DescribeOptions& o)
     j["tiers"]    = nlohmann::json::array();
     for (const auto& t : tiers)
       if (t.links > 0)
-        j["tiers"].push_back({{"tier", topology::to_string(t.tier)},
+        j["tiers"].push_back({{"tier", name_of(t.tier)},
                               {"links", t.links},
                               {"bandwidth_min_Bps", t.min_bw},
                               {"bandwidth_max_Bps", t.max_bw},
@@ -137,7 +137,7 @@ void describe(const DescribeOptions& o)
   Table t{"Links per tier (bandwidth per direction)", {"tier", "links", "bandwidth/link", "latency", "capacity"}, {}};
   for (const auto& row : tiers)
     if (row.links > 0)
-      t.rows.push_back({topology::to_string(row.tier), with_commas(row.links),
+      t.rows.push_back({std::string(name_of(row.tier)), with_commas(row.links),
                         range(row.min_bw, row.max_bw, units::format_bandwidth),
                         range(row.min_lat, row.max_lat, units::format_time), units::format_bandwidth(row.capacity)});
   print_table(std::cout, t);

@@ -69,10 +69,10 @@ void describe(const DescribeOptions& o)
 
   if (o.json) {
     nlohmann::json traffic = nlohmann::json::object();
-    for (const auto& t : s.traffic)
-      traffic[std::string(workload::traffic_name(t.traffic))] = {{"per_gpu_max_bytes", t.per_gpu_max},
-                                                                 {"job_total_bytes", t.job_total},
-                                                                 {"buffer_per_gpu_bytes", t.buffer_per_gpu}};
+    for (workload::Dim d : workload::kDims)
+      traffic[std::string(name_of(d))] = {{"per_gpu_max_bytes", s.traffic[d].per_gpu_max},
+                                          {"job_total_bytes", s.traffic[d].job_total},
+                                          {"buffer_per_gpu_bytes", s.traffic[d].buffer_per_gpu}};
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& st : graph.stages)
       stages.push_back({{"stage", st.stage},
@@ -143,9 +143,9 @@ void describe(const DescribeOptions& o)
   Table tr{"bytes per step per parallelism dimension (sent, textbook ring/pairwise algorithms)",
            {"dimension", "per GPU (busiest stage)", "collective buffers per GPU", "whole job"},
            {}};
-  for (const auto& x : s.traffic)
-    tr.rows.push_back({std::string(workload::traffic_name(x.traffic)), units::format_size(x.per_gpu_max),
-                       units::format_size(x.buffer_per_gpu), units::format_size(x.job_total)});
+  for (workload::Dim d : workload::kDims)
+    tr.rows.push_back({std::string(name_of(d)), units::format_size(s.traffic[d].per_gpu_max),
+                       units::format_size(s.traffic[d].buffer_per_gpu), units::format_size(s.traffic[d].job_total)});
   print_table(std::cout, tr);
   std::cout << "\n";
 

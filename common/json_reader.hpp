@@ -2,6 +2,8 @@
 /// @file
 /// @brief Strict reading of JSON spec files: typed getters, units, JSON paths in errors, unknown keys refused.
 
+#include "common/names.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -59,6 +61,22 @@ public:
   std::optional<std::string> optional_string(std::string_view key);
   /// @brief A string that must be one of `allowed`.
   std::string choice(std::string_view key, std::initializer_list<std::string_view> allowed);
+  /// @brief A string naming a value of enum E (its EnumNames table); errors list the allowed names.
+  template <class E>
+  E enumeration(std::string_view key)
+  {
+    const std::string s = string(key);
+    if (auto v = parse_name<E>(s))
+      return *v;
+    fail(key, "unknown value \"" + s + "\" (allowed: " + allowed_names<E>(true) + ")");
+  }
+  template <class E>
+  std::optional<E> optional_enumeration(std::string_view key)
+  {
+    if (!has(key))
+      return std::nullopt;
+    return enumeration<E>(key);
+  }
   bool boolean(std::string_view key);
   std::optional<bool> optional_boolean(std::string_view key);
   /// @brief A number in [min, max].

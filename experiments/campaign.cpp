@@ -3,7 +3,7 @@
 
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
-#include "netsim/scenario.hpp"
+#include "scenario/scenario.hpp"
 #include "topology/topology.hpp"
 
 #include <cmath>
@@ -428,7 +428,7 @@ std::vector<Point> expand(const Campaign& campaign)
       label += (label.empty() ? "" : ", ") + a.name + "=" + a.labels[steps[k]];
     }
     try {
-      netsim::parse_scenario(p.scenario, campaign.scenario_file, campaign.scenario_json_path);
+      scenario::parse_scenario(p.scenario, campaign.scenario_file, campaign.scenario_json_path);
     } catch (const SpecError& e) {
       throw SpecError(campaign.file, "$.axes",
                       "point " + std::to_string(n) + " (" + label + ") is not a valid scenario: " + e.what());

@@ -25,7 +25,6 @@ try:
 except ImportError as e:
     sys.exit("plot_campaign: %s (needs Debian's python3-matplotlib, python3-h5py and python3-numpy)" % e)
 
-PARTS = ["compute", "exposed_tp", "exposed_cp", "exposed_pp", "exposed_dp", "exposed_ep", "bubble", "idle"]
 COLORS = ["#4c72b0", "#dd8452", "#937860", "#da8bc3", "#c44e52", "#8172b3", "#ccb974", "#cfcfcf"]
 HATCHES = ["", "//", "..", "xx", "\\\\", "oo", "--", "++"]
 
@@ -45,7 +44,8 @@ def axis_names(campaign):
 
 
 def read(path):
-    """The campaign, the table of its finished ok points and the axis units; exits with one line if unreadable."""
+    """The campaign, the table of its finished ok points, the axis units and the breakdown parts (as spansim
+    wrote them into the file, in order); exits with one line if unreadable."""
     if not os.path.isfile(path):
         sys.exit("plot_campaign: no file %s" % path)
     try:
@@ -61,6 +61,7 @@ def read_table(path):
         if fmt != "spansim-campaign/1":
             raise ValueError("format %r, expected 'spansim-campaign/1'" % fmt)
         campaign = json.loads(f.attrs["campaign_json"])
+        parts = [p for p in json.loads(f.attrs["breakdown_parts"]) if p != "exposed_total"]
         table = {}
         units = {}
         for name, data in f["points"].items():
@@ -69,7 +70,7 @@ def read_table(path):
                 u = data.attrs["unit"]
                 units[name] = u.decode() if isinstance(u, bytes) else str(u)
     ok = np.array([s == "ok" for s in table["status"]], dtype=bool)
-    return campaign, {k: np.asarray(v)[ok] for k, v in table.items()}, units
+    return campaign, {k: np.asarray(v)[ok] for k, v in table.items()}, units, parts
 
 
 def main():
@@ -82,7 +83,7 @@ def main():
     ap.add_argument("--provenance", default="{}")
     args = ap.parse_args()
 
-    campaign, t, units = read(args.results)
+    campaign, t, units, parts = read(args.results)
     names = axis_names(campaign)
     if len(t["index"]) == 0:
         sys.exit("plot_campaign: %s has no finished point to plot" % args.results)
@@ -181,10 +182,10 @@ def main():
             m = select(facet, s)
             pos = np.arange(len(x_labels)) - 0.4 + width * (j + 0.5)
             bottom = np.zeros(len(x_labels))
-            for p, part in enumerate(PARTS):
+            for p, part in enumerate(parts):
                 h = np.array([mean_at(m, part + "_mean_s", lab) for lab in x_labels])
                 h = np.nan_to_num(h)
-                ax.bar(pos, h, width * 0.95, bottom=bottom, color=COLORS[p], hatch=HATCHES[j % len(HATCHES)],
+                ax.bar(pos, h, width * 0.95, bottom=bottom, color=COLORS[p % len(COLORS)], hatch=HATCHES[j % len(HATCHES)],
                        edgecolor="white", linewidth=0.5, label=part if j == 0 else None)
                 bottom += h
         ax.set_xticks(range(len(x_labels)), x_labels, rotation=20)

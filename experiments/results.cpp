@@ -24,10 +24,18 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-const char* const kParts[] = {"compute",    "exposed_tp", "exposed_cp", "exposed_pp",   "exposed_dp",
-                              "exposed_ep", "bubble",     "idle",       "exposed_total"};
-const char* const kTiers[] = {"nvlink",          "nic",         "leaf_spine", "pod_aggregation", "inter_building",
-                              "building_uplink", "inter_region"};
+// The breakdown parts summarised over stages: every part of netsim::kParts, and their exposed total.
+const std::vector<std::string>& summary_parts()
+{
+  static const std::vector<std::string> parts = [] {
+    std::vector<std::string> p;
+    for (auto part : netsim::kParts)
+      p.emplace_back(name_of(part));
+    p.emplace_back("exposed_total");
+    return p;
+  }();
+  return parts;
+}
 // nlohmann writes a non-finite double as null, so null reads back as NaN; any other non-number throws.
 double number(const json& v)
 {
@@ -45,18 +53,19 @@ double metric_value(const json& record, const std::string& column)
     return record.value("elapsed_s", kNaN);
   if (s.at("metrics").contains(column))
     return number(s.at("metrics").at(column));
-  for (const char* tier : kTiers) {
-    if (column == std::string("bytes_") + tier || column == std::string("utilisation_") + tier) {
+  for (const auto& [t, tier_name] : EnumNames<topology::Tier>::table) {
+    const std::string tier(tier_name);
+    if (column == "bytes_" + tier || column == "utilisation_" + tier) {
       for (const auto& t : s.at("network").at("tiers"))
         if (t.at("tier") == tier)
           return number(column[0] == 'b' ? t.at("bytes") : t.at("mean_utilisation"));
       return 0;
     }
   }
-  for (const char* part : kParts)
+  for (const auto& part : summary_parts())
     for (const char* stat : {"mean", "max"})
-      if (column == std::string(part) + "_" + stat + "_s")
-        return number(s.at("breakdown").at("over_stages").at(std::string(part) + "_s").at(stat));
+      if (column == part + "_" + stat + "_s")
+        return number(s.at("breakdown").at("over_stages").at(part + "_s").at(stat));
   if (column == "boundary_bytes_out_max") {
     double m = 0;
     for (const auto& b : s.at("network").at("boundaries"))
@@ -216,6 +225,8 @@ void write_file(const Campaign& campaign, const std::vector<Point>& points, cons
   string_attribute(file, "git_hash", git_hash());
   int_attribute(file, "points_total", static_cast<long long>(points.size()));
   int_attribute(file, "points_done", static_cast<long long>(rows.size()));
+  // The breakdown parts, in order: plots read them from here rather than keep a list of their own.
+  string_attribute(file, "breakdown_parts", json(summary_parts()).dump());
 
   Hid table(H5Gcreate2(file, "points", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "create /points");
   std::vector<long long> index, repetition, seed;
@@ -282,7 +293,7 @@ void write_file(const Campaign& campaign, const std::vector<Point>& points, cons
       for (const auto& s : r.at("stages"))
         stage.push_back(s.at("stage").get<long long>());
       write_ints(g, "stage", stage);
-      for (const char* c : kStageColumns) {
+      for (const auto& c : stage_columns()) {
         std::vector<double> v;
         for (const auto& s : r.at("stages"))
           v.push_back(number(s.at(c)));
@@ -300,7 +311,7 @@ void write_file(const Campaign& campaign, const std::vector<Point>& points, cons
             "create /ranks/" + p->key);
       for (const char* c : {"gpu", "tp", "cp", "pp", "dp"})
         write_ints(g, c, r.at("ranks").at(c).get<std::vector<long long>>());
-      for (const char* c : kStageColumns)
+      for (const auto& c : stage_columns())
         write_doubles(g, c, r.at("ranks").at(c).get<std::vector<double>>());
     }
   }
@@ -369,18 +380,29 @@ std::string read_string_attribute(hid_t where, const char* name)
 
 } // namespace
 
+const std::vector<std::string>& stage_columns()
+{
+  static const std::vector<std::string> columns = [] {
+    std::vector<std::string> c;
+    for (auto part : netsim::kParts)
+      c.push_back(std::string(name_of(part)) + "_s");
+    return c;
+  }();
+  return columns;
+}
+
 const std::vector<std::string>& metric_columns()
 {
   static const std::vector<std::string> columns = [] {
     std::vector<std::string> c{"step_time_s",          "tokens_per_s",   "tflops_per_gpu", "mfu",
                                "model_flops_per_step", "flow_graph_ops", "transfers"};
-    for (const char* part : kParts)
+    for (const auto& part : summary_parts())
       for (const char* stat : {"mean", "max"})
-        c.push_back(std::string(part) + "_" + stat + "_s");
-    for (const char* tier : kTiers)
-      c.push_back(std::string("bytes_") + tier);
-    for (const char* tier : kTiers)
-      c.push_back(std::string("utilisation_") + tier);
+        c.push_back(part + "_" + stat + "_s");
+    for (const auto& [t, tier] : EnumNames<topology::Tier>::table)
+      c.push_back("bytes_" + std::string(tier));
+    for (const auto& [t, tier] : EnumNames<topology::Tier>::table)
+      c.push_back("utilisation_" + std::string(tier));
     c.push_back("boundary_bytes_out_max");
     c.push_back("elapsed_s");
     return c;
@@ -417,13 +439,13 @@ bool usable_record(const json& record, const std::string& key)
     if (record.contains("stages"))
       for (const auto& s : record.at("stages")) {
         s.at("stage").get<long long>();
-        for (const char* c : kStageColumns)
+        for (const auto& c : stage_columns())
           number(s.at(c));
       }
     if (record.contains("ranks")) {
       for (const char* c : {"gpu", "tp", "cp", "pp", "dp"})
         record.at("ranks").at(c).get<std::vector<long long>>();
-      for (const char* c : kStageColumns)
+      for (const auto& c : stage_columns())
         record.at("ranks").at(c).get<std::vector<double>>();
     }
     if (record.contains("links")) {

@@ -15,6 +15,7 @@
 ///   recorded)
 
 #include "experiments/campaign.hpp"
+#include "netsim/step.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -28,10 +29,9 @@ namespace spansim::experiments {
 /// @brief Finished points by key: the JSON records the point processes wrote.
 using ResultMap = std::map<std::string, nlohmann::json>;
 
-/// @brief The breakdown columns of one pipeline stage, in the order of the parts in a stage breakdown (compute,
-/// exposed per dimension, bubble, idle): the per-stage and per-rank records and tables use these names.
-inline constexpr std::array<const char*, 8> kStageColumns = {
-    "compute_s", "exposed_tp_s", "exposed_cp_s", "exposed_pp_s", "exposed_dp_s", "exposed_ep_s", "bubble_s", "idle_s"};
+/// @brief The breakdown columns of one pipeline stage, one per part of netsim::kParts ("compute_s",
+/// "exposed_tp_s", ..., "idle_s"): the per-stage and per-rank records and tables use these names.
+const std::vector<std::string>& stage_columns();
 
 /// @brief The scalar columns of the points table, in order (after the axis columns).
 const std::vector<std::string>& metric_columns();

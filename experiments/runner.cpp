@@ -3,9 +3,8 @@
 
 #include "common/error.hpp"
 #include "common/version.hpp"
-#include "netsim/scenario.hpp"
-#include "placement/placement.hpp"
-#include "topology/topology.hpp"
+#include "report/report.hpp"
+#include "scenario/scenario.hpp"
 
 #include <array>
 
@@ -83,7 +82,7 @@ json link_record(const topology::Topology& topo, const std::vector<double>& link
   json names = json::array(), tiers = json::array(), capacity = json::array();
   for (const auto& l : topo.links()) {
     names.push_back(topo.vertex_name(l.a) + " -- " + topo.vertex_name(l.b));
-    tiers.push_back(topology::to_string(l.tier));
+    tiers.push_back(name_of(l.tier));
     capacity.push_back(l.bandwidth);
   }
   return {{"name", names}, {"tier", tiers}, {"capacity_Bps", capacity}, {"bytes", link_bytes}};
@@ -91,30 +90,40 @@ json link_record(const topology::Topology& topo, const std::vector<double>& link
 
 // Every rank with its GPU, coordinates and the breakdown of its pipeline stage (all ranks of a stage run the
 // same program, so they share it).
-json rank_record(const topology::Topology& topo, const netsim::Scenario& scenario, const netsim::StepResult& r)
+json rank_record(const scenario::ScenarioRun& run)
 {
-  placement::Placement place(topo, scenario.job, scenario.placement,
-                             spec::Location{scenario.file, scenario.json_path + ".placement"});
-  json gpu = json::array(), tp = json::array(), cp = json::array(), pp = json::array(), dp = json::array();
-  std::array<json, kStageColumns.size()> parts;
-  parts.fill(json::array());
+  const auto& place = run.placed->placement();
+  json gpu = json::array(), coordinates = json::object();
+  for (workload::Dim d : workload::kRankDims)
+    coordinates[std::string(name_of(d))] = json::array();
+  std::vector<json> parts(netsim::kParts.size(), json::array());
   for (int k = 0; k < place.ranks(); ++k) {
     const auto c = place.coordinates(k);
     gpu.push_back(place.gpu(k));
-    tp.push_back(c.tp);
-    cp.push_back(c.cp);
-    pp.push_back(c.pp);
-    dp.push_back(c.dp);
-    const auto& b     = r.stages.at(static_cast<std::size_t>(c.pp));
-    const double v[8] = {b.compute,    b.exposed[0], b.exposed[1], b.exposed[2],
-                         b.exposed[3], b.exposed[4], b.bubble,     b.idle};
-    for (int p = 0; p < 8; ++p)
-      parts[p].push_back(v[p]);
+    for (workload::Dim d : workload::kRankDims)
+      coordinates[std::string(name_of(d))].push_back(c[d]);
+    const auto& b = run.result.stages.at(static_cast<std::size_t>(c.pp));
+    for (std::size_t p = 0; p < netsim::kParts.size(); ++p)
+      parts[p].push_back(b.part(netsim::kParts[p]));
   }
-  json out = {{"gpu", gpu}, {"tp", tp}, {"cp", cp}, {"pp", pp}, {"dp", dp}};
-  for (std::size_t p = 0; p < kStageColumns.size(); ++p)
-    out[kStageColumns[p]] = parts[p];
+  json out   = coordinates;
+  out["gpu"] = gpu;
+  for (std::size_t p = 0; p < netsim::kParts.size(); ++p)
+    out[stage_columns()[p]] = parts[p];
   return out;
+}
+
+// The breakdown of every pipeline stage.
+json stage_record(const netsim::StepResult& r)
+{
+  json stages = json::array();
+  for (const auto& b : r.stages) {
+    json e = {{"stage", b.stage}};
+    for (std::size_t p = 0; p < netsim::kParts.size(); ++p)
+      e[stage_columns()[p]] = b.part(netsim::kParts[p]);
+    stages.push_back(e);
+  }
+  return stages;
 }
 
 // The body of a worker process: simulate one point and record it. Errors of the scenario are recorded (they
@@ -129,23 +138,16 @@ void run_point(const Campaign& campaign, const Point& point, const std::string& 
                  {"seed", point.seed},    {"axes", axes},         {"spansim_version", version()},
                  {"git_hash", git_hash()}};
   try {
-    auto scenario = netsim::parse_scenario(point.scenario, campaign.scenario_file, campaign.scenario_json_path);
+    auto scenario = scenario::parse_scenario(point.scenario, campaign.scenario_file, campaign.scenario_json_path);
     scenario.options.engine.packet.seed = point.seed;
-    auto run                            = netsim::run_scenario(scenario);
-    json summary                        = run.summary;
-    summary["network"].erase("boundary_utilisation_over_time");
-    record["stages"] = summary["breakdown"]["stages"];
-    summary["breakdown"].erase("stages");
-    if (!campaign.record.stages)
-      record.erase("stages");
-    if (campaign.record.links || campaign.record.ranks) {
-      topology::Topology topo(scenario.topology);
-      if (campaign.record.links)
-        record["links"] = link_record(topo, run.result.link_bytes);
-      if (campaign.record.ranks)
-        record["ranks"] = rank_record(topo, scenario, run.result);
-    }
-    record["summary"] = summary;
+    const auto run                      = scenario::run_scenario(scenario);
+    if (campaign.record.stages)
+      record["stages"] = stage_record(run.result);
+    if (campaign.record.links)
+      record["links"] = link_record(run.placed->topology(), run.result.link_bytes);
+    if (campaign.record.ranks)
+      record["ranks"] = rank_record(run);
+    record["summary"] = report::summary_json(run, {.stages = false, .over_time = false});
     record["status"]  = "ok";
   } catch (const std::exception& e) {
     record["status"] = "error";

@@ -294,27 +294,6 @@ private:
 
 } // namespace
 
-const char* to_string(Fidelity fidelity)
-{
-  switch (fidelity) {
-  case Fidelity::analytical:
-    return "analytical";
-  case Fidelity::flow:
-    return "flow";
-  case Fidelity::packet:
-    return "packet";
-  }
-  return "?";
-}
-
-Fidelity parse_fidelity(std::string_view name)
-{
-  for (auto f : {Fidelity::analytical, Fidelity::flow, Fidelity::packet})
-    if (name == to_string(f))
-      return f;
-  throw UsageError("unknown fidelity \"" + std::string(name) + "\" (allowed: analytical, flow, packet)");
-}
-
 std::vector<double> link_bytes(const topology::Topology& topology, const FlowGraph& graph)
 {
   std::vector<double> bytes(2 * topology.links().size(), 0);

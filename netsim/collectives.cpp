@@ -16,84 +16,6 @@ namespace spansim::netsim {
 
 using topology::Topology;
 
-const char* to_string(CollectiveOp op)
-{
-  switch (op) {
-  case CollectiveOp::all_reduce:
-    return "allreduce";
-  case CollectiveOp::reduce_scatter:
-    return "reducescatter";
-  case CollectiveOp::all_gather:
-    return "allgather";
-  case CollectiveOp::all_to_all:
-    return "alltoall";
-  case CollectiveOp::broadcast:
-    return "broadcast";
-  case CollectiveOp::reduce:
-    return "reduce";
-  case CollectiveOp::send_recv:
-    return "sendrecv";
-  }
-  return "?";
-}
-
-const char* to_string(Algorithm algorithm)
-{
-  switch (algorithm) {
-  case Algorithm::automatic:
-    return "auto";
-  case Algorithm::ring:
-    return "ring";
-  case Algorithm::tree:
-    return "tree";
-  case Algorithm::halving_doubling:
-    return "halving-doubling";
-  case Algorithm::direct:
-    return "direct";
-  case Algorithm::hierarchical:
-    return "hierarchical";
-  }
-  return "?";
-}
-
-CollectiveOp parse_collective_op(std::string_view name)
-{
-  for (auto op : {CollectiveOp::all_reduce, CollectiveOp::reduce_scatter, CollectiveOp::all_gather,
-                  CollectiveOp::all_to_all, CollectiveOp::broadcast, CollectiveOp::reduce, CollectiveOp::send_recv})
-    if (name == to_string(op))
-      return op;
-  throw UsageError("unknown collective \"" + std::string(name) +
-                   "\" (allowed: allreduce, reducescatter, allgather, alltoall, broadcast, reduce, sendrecv)");
-}
-
-Algorithm parse_algorithm(std::string_view name)
-{
-  for (auto a : {Algorithm::automatic, Algorithm::ring, Algorithm::tree, Algorithm::halving_doubling, Algorithm::direct,
-                 Algorithm::hierarchical})
-    if (name == to_string(a))
-      return a;
-  throw UsageError("unknown algorithm \"" + std::string(name) +
-                   "\" (allowed: auto, ring, tree, halving-doubling, direct, hierarchical)");
-}
-
-double bus_bandwidth_factor(CollectiveOp op, int ranks)
-{
-  const double k = ranks;
-  switch (op) {
-  case CollectiveOp::all_reduce:
-    return 2 * (k - 1) / k;
-  case CollectiveOp::reduce_scatter:
-  case CollectiveOp::all_gather:
-  case CollectiveOp::all_to_all:
-    return (k - 1) / k;
-  case CollectiveOp::broadcast:
-  case CollectiveOp::reduce:
-  case CollectiveOp::send_recv:
-    return 1;
-  }
-  return 1;
-}
-
 namespace {
 
 bool is_power_of_two(std::size_t k)
@@ -237,7 +159,7 @@ public:
     if (gpus.size() < 2)
       return barrier(deps);
     const double steps = op == CollectiveOp::all_reduce ? 2 * (k - 1) : k - 1;
-    return pipelined(ring_pairs(gpus), steps * bytes / k, steps, deps);
+    return pipelined(ring_pairs(gpus), wire_bytes_per_rank(op, static_cast<int>(gpus.size()), bytes), steps, deps);
   }
 
   // Broadcast along the ring from the root (a pipelined chain); reduce is the same chain reversed.
@@ -428,8 +350,9 @@ void validate(const Topology& t, const Collective& c)
   }
 }
 
-// The algorithms each op accepts, for error messages and the default policy.
-std::vector<Algorithm> applicable(CollectiveOp op)
+} // namespace
+
+std::vector<Algorithm> algorithms_for(CollectiveOp op)
 {
   switch (op) {
   case CollectiveOp::all_reduce:
@@ -447,7 +370,21 @@ std::vector<Algorithm> applicable(CollectiveOp op)
   return {};
 }
 
-} // namespace
+bool applicable(const Topology& topology, const Collective& c, Algorithm a)
+{
+  if (a == Algorithm::automatic)
+    return true;
+  auto allowed = algorithms_for(c.op);
+  if (std::find(allowed.begin(), allowed.end(), a) == allowed.end())
+    return false;
+  if (a == Algorithm::halving_doubling)
+    return is_power_of_two(c.gpus.size());
+  if (a == Algorithm::hierarchical) {
+    Hierarchy h;
+    return regular_hierarchy(topology, c.gpus, h) && h.nodes > 1 && (h.per_node > 1 || h.buildings > 1);
+  }
+  return true;
+}
 
 Algorithm default_algorithm(const Topology& topology, const Collective& c)
 {
@@ -461,7 +398,7 @@ Algorithm choose_algorithm(const Topology& topology, const std::vector<Collectiv
   const Collective& c = concurrent.front();
   for (const auto& x : concurrent)
     validate(topology, x);
-  auto candidates = applicable(c.op);
+  auto candidates = algorithms_for(c.op);
   if (candidates.size() == 1)
     return candidates[0];
   Algorithm best   = Algorithm::ring;
@@ -469,16 +406,8 @@ Algorithm choose_algorithm(const Topology& topology, const std::vector<Collectiv
   for (auto a : candidates) {
     if (a == Algorithm::direct)
       continue; // all-pairs flows: only when asked for (O(K^2) flows)
-    bool fits = true;
-    for (const auto& x : concurrent) {
-      Hierarchy h;
-      if (a == Algorithm::halving_doubling && !is_power_of_two(x.gpus.size()))
-        fits = false;
-      if (a == Algorithm::hierarchical &&
-          !(regular_hierarchy(topology, x.gpus, h) && h.nodes > 1 && (h.per_node > 1 || h.buildings > 1)))
-        fits = false;
-    }
-    if (!fits)
+    if (!std::all_of(concurrent.begin(), concurrent.end(),
+                     [&](const Collective& x) { return applicable(topology, x, a); }))
       continue;
     FlowGraph trial;
     std::vector<int> ends;
@@ -502,12 +431,12 @@ Lowered add_collective(FlowGraph& graph, const Topology& topology, const Collect
 {
   validate(topology, c);
   Algorithm a  = c.algorithm == Algorithm::automatic ? default_algorithm(topology, c) : c.algorithm;
-  auto allowed = applicable(c.op);
+  auto allowed = algorithms_for(c.op);
   if (std::find(allowed.begin(), allowed.end(), a) == allowed.end()) {
     std::string list;
     for (auto x : allowed)
-      list += (list.empty() ? "" : ", ") + std::string(to_string(x));
-    throw UsageError(std::string("algorithm ") + to_string(a) + " does not apply to " + to_string(c.op) +
+      list += (list.empty() ? "" : ", ") + std::string(name_of(x));
+    throw UsageError("algorithm " + std::string(name_of(a)) + " does not apply to " + std::string(name_of(c.op)) +
                      " (allowed: " + list + ", auto)");
   }
   Lowering low(graph, topology, c.channels);

@@ -5,6 +5,7 @@
 /// Sizes follow nccl-tests: `bytes` is the per-rank buffer for all-reduce, broadcast and reduce; the total
 /// (all ranks') buffer for all-gather and reduce-scatter; each rank's whole send buffer for all-to-all.
 
+#include "common/collective.hpp"
 #include "netsim/netsim.hpp"
 
 #include <string>
@@ -13,16 +14,8 @@
 
 namespace spansim::netsim {
 
-enum class CollectiveOp { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce, send_recv };
+/// @brief How a collective is lowered to flows; `automatic` lets the policy choose (names: "auto", "ring", ...).
 enum class Algorithm { automatic, ring, tree, halving_doubling, direct, hierarchical };
-
-const char* to_string(CollectiveOp op);
-const char* to_string(Algorithm algorithm);
-/// @brief Parses "allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "reduce", "sendrecv".
-/// @throws UsageError listing the allowed names.
-CollectiveOp parse_collective_op(std::string_view name);
-/// @brief Parses "auto", "ring", "tree", "halving-doubling", "direct", "hierarchical".
-Algorithm parse_algorithm(std::string_view name);
 
 /// @brief One collective call on a group of GPUs.
 struct Collective {
@@ -48,6 +41,13 @@ struct Lowered {
 Lowered add_collective(FlowGraph& graph, const topology::Topology& topology, const Collective& collective,
                        const std::vector<int>& deps);
 
+/// @brief The algorithms `op` accepts, `automatic` aside.
+std::vector<Algorithm> algorithms_for(CollectiveOp op);
+/// @brief Whether `algorithm` can lower `collective` on `topology`: the op accepts it and the group has the shape
+/// it needs (a power of two for halving-doubling; the same local GPUs on every node, and the same number of nodes
+/// in every building, over several nodes, for hierarchical).
+bool applicable(const topology::Topology& topology, const Collective& collective, Algorithm algorithm);
+
 /// @brief The algorithm the default policy picks for one call: see choose_algorithm.
 Algorithm default_algorithm(const topology::Topology& topology, const Collective& collective);
 
@@ -58,7 +58,19 @@ Algorithm default_algorithm(const topology::Topology& topology, const Collective
 /// measured on the topology rather than read from a table.
 Algorithm choose_algorithm(const topology::Topology& topology, const std::vector<Collective>& concurrent);
 
-/// @brief nccl-tests' bus bandwidth factor: busbw = algbw * factor.
-double bus_bandwidth_factor(CollectiveOp op, int ranks);
-
 } // namespace spansim::netsim
+
+namespace spansim {
+
+template <>
+struct EnumNames<netsim::Algorithm> {
+  static constexpr std::array table{
+      std::pair{netsim::Algorithm::automatic, std::string_view{"auto"}},
+      std::pair{netsim::Algorithm::ring, std::string_view{"ring"}},
+      std::pair{netsim::Algorithm::tree, std::string_view{"tree"}},
+      std::pair{netsim::Algorithm::halving_doubling, std::string_view{"halving-doubling"}},
+      std::pair{netsim::Algorithm::direct, std::string_view{"direct"}},
+      std::pair{netsim::Algorithm::hierarchical, std::string_view{"hierarchical"}}};
+};
+
+} // namespace spansim

@@ -1,3 +1,4 @@
+#include "common/collective.hpp"
 #include "common/error.hpp"
 #include "netsim/netsim.hpp"
 
@@ -64,8 +65,7 @@ double ring_allreduce_time(int ranks, double bytes, double bandwidth, double alp
 {
   if (ranks < 2)
     return 0;
-  const double k = ranks;
-  return 2 * (k - 1) / k * bytes / bandwidth + 2 * (k - 1) * alpha;
+  return wire_bytes_per_rank(CollectiveOp::all_reduce, ranks, bytes) / bandwidth + 2.0 * (ranks - 1) * alpha;
 }
 
 } // namespace spansim::netsim

@@ -118,11 +118,8 @@ struct PacketSettings {
 /// SimulationError when ns-3 fails.
 RunResult run_packet(const topology::Topology& topology, const FlowGraph& graph, const PacketSettings& settings = {});
 
-/// @brief The three fidelities behind one interface.
+/// @brief The three fidelities behind one interface (names: "analytical", "flow", "packet").
 enum class Fidelity { analytical, flow, packet };
-const char* to_string(Fidelity fidelity);
-/// @brief Parses "analytical", "flow" or "packet". @throws UsageError listing them.
-Fidelity parse_fidelity(std::string_view name);
 
 /// @brief Options of every engine; each run reports its effective settings.
 struct EngineOptions {
@@ -141,7 +138,19 @@ std::vector<std::vector<std::string>> simgrid_routes(const topology::Topology& t
 /// @brief The same names for a topology route, for comparison with simgrid_routes.
 std::vector<std::string> route_link_names(const topology::Topology& topology, const std::vector<topology::Hop>& route);
 
-/// @brief Alpha-beta time of a ring all-reduce: 2(K-1)/K * S / B + 2(K-1) * alpha.
+/// @brief Alpha-beta time of a ring all-reduce: 2(K-1)/K * S / B + 2(K-1) * alpha (the wire bytes of
+/// common/collective.hpp over the bandwidth, plus a latency per step).
 double ring_allreduce_time(int ranks, double bytes, double bandwidth, double alpha);
 
 } // namespace spansim::netsim
+
+namespace spansim {
+
+template <>
+struct EnumNames<netsim::Fidelity> {
+  static constexpr std::array table{std::pair{netsim::Fidelity::analytical, std::string_view{"analytical"}},
+                                    std::pair{netsim::Fidelity::flow, std::string_view{"flow"}},
+                                    std::pair{netsim::Fidelity::packet, std::string_view{"packet"}}};
+};
+
+} // namespace spansim

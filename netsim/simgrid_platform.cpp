@@ -91,7 +91,7 @@ std::pair<sg4::NetZone*, skr::NetPoint*> router_zone(const std::string& name, sg
 
 std::string SimgridPlatform::link_name(const Topology& topology, int id)
 {
-  return std::string(topology::to_string(topology.links()[id].tier)) + "-" + std::to_string(id);
+  return std::string(name_of(topology.links()[id].tier)) + "-" + std::to_string(id);
 }
 
 SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, const std::vector<bool>& gpus)

@@ -19,17 +19,12 @@
 
 namespace spansim::netsim {
 
-/// @brief The traffic dimensions, in the order used by per-dimension arrays.
-inline constexpr std::array<workload::Traffic, 5> kTrafficDims{
-    workload::Traffic::tp, workload::Traffic::cp, workload::Traffic::pp, workload::Traffic::dp, workload::Traffic::ep};
-
 /// @brief Options of a step simulation.
 struct StepOptions {
   Fidelity fidelity = Fidelity::flow;
   EngineOptions engine;
-  /// @brief Algorithm per dimension (index as kTrafficDims); automatic picks per call.
-  std::array<Algorithm, 5> algorithms{Algorithm::automatic, Algorithm::automatic, Algorithm::automatic,
-                                      Algorithm::automatic, Algorithm::automatic};
+  /// @brief Algorithm per dimension; automatic picks per call (or per step, see choose_per_step).
+  workload::DimArray<Algorithm> algorithms{};
   int channels = 1;
   /// @brief Optimizer's fast mode: each communication op becomes one delay lasting what the op takes alone
   /// (its groups' flows run analytically in isolation, cached per stage, group, kind and size). Contention
@@ -46,13 +41,24 @@ struct StepOptions {
   bool choose_per_step = true;
 };
 
+/// @brief The parts of a stage's step time, in the order of every report (summary, CSV, campaigns, plots).
+enum class Part : std::uint8_t { compute, exposed_tp, exposed_cp, exposed_pp, exposed_dp, exposed_ep, bubble, idle };
+/// @brief Every part, in report order.
+inline constexpr std::array kParts{Part::compute,    Part::exposed_tp, Part::exposed_cp, Part::exposed_pp,
+                                   Part::exposed_dp, Part::exposed_ep, Part::bubble,     Part::idle};
+
 /// @brief Where one stage's step time went. The parts add up to the step time.
 struct StageBreakdown {
   int stage      = 0;
   double compute = 0;
-  std::array<double, 5> exposed{}; ///< communication the compute stream waited for, per dimension
-  double bubble = 0;               ///< waiting for another stage (pipeline fill and drain)
-  double idle   = 0;               ///< done before the step ended (others were slower)
+  workload::DimArray<double> exposed{}; ///< communication the compute stream waited for, per dimension
+  double bubble = 0;                    ///< waiting for another stage (pipeline fill and drain)
+  double idle   = 0;                    ///< done before the step ended (others were slower)
+
+  /// @brief Seconds of one part.
+  double part(Part p) const;
+  /// @brief Exposed communication of every dimension.
+  double exposed_total() const;
 };
 
 /// @brief Start and end of one op of a stage program.
@@ -64,13 +70,11 @@ struct StepOpTiming {
 
 /// @brief What a compute op waited for before it could start (one gap of the compute stream).
 struct Wait {
-  int stage      = 0;
-  int op         = 0; ///< the compute op that waited (index in the stage program); -1: the end of the step
-  int cause      = 0; ///< 0-4: exposed communication of kTrafficDims[cause]; 5: bubble; 6: idle
-  double seconds = 0;
+  int stage                 = 0;
+  int op                    = 0; ///< the compute op that waited (index in the stage program); -1: the end of the step
+  workload::WaitCause cause = workload::WaitCause::idle;
+  double seconds            = 0;
 };
-inline constexpr int kWaitBubble = 5;
-inline constexpr int kWaitIdle   = 6;
 
 /// @brief A transfer of the lowered graph with its timing (for link utilisation over time).
 struct TransferRecord {
@@ -99,12 +103,30 @@ struct StepResult {
   nlohmann::json engine; ///< effective engine settings
 };
 
-/// @brief Lowers the placed step graph to a flow graph and runs it at the chosen fidelity.
+/// @brief Lowers the placed step graph to a flow graph and runs it at the chosen fidelity; with choose_per_step,
+/// first settles `auto` per dimension (netsim/tuning.cpp).
 /// @throws SimulationError if the programs deadlock.
 StepResult simulate_step(const topology::Topology& topology, const workload::StepGraph& graph,
                          const placement::Placement& placement, const StepOptions& options);
 
-/// @brief Index of a traffic dimension in kTrafficDims (-1 for none).
-int traffic_index(workload::Traffic traffic);
+/// @brief The same with every option as given: no per-step choice of algorithms.
+StepResult simulate_step_as_given(const topology::Topology& topology, const workload::StepGraph& graph,
+                                  const placement::Placement& placement, const StepOptions& options);
 
 } // namespace spansim::netsim
+
+namespace spansim {
+
+template <>
+struct EnumNames<netsim::Part> {
+  static constexpr std::array table{std::pair{netsim::Part::compute, std::string_view{"compute"}},
+                                    std::pair{netsim::Part::exposed_tp, std::string_view{"exposed_tp"}},
+                                    std::pair{netsim::Part::exposed_cp, std::string_view{"exposed_cp"}},
+                                    std::pair{netsim::Part::exposed_pp, std::string_view{"exposed_pp"}},
+                                    std::pair{netsim::Part::exposed_dp, std::string_view{"exposed_dp"}},
+                                    std::pair{netsim::Part::exposed_ep, std::string_view{"exposed_ep"}},
+                                    std::pair{netsim::Part::bubble, std::string_view{"bubble"}},
+                                    std::pair{netsim::Part::idle, std::string_view{"idle"}}};
+};
+
+} // namespace spansim

@@ -148,10 +148,10 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
 netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool collapse)
 {
   netsim::StepOptions o;
-  o.fidelity                                                 = fidelity;
-  o.collapse_communication                                   = collapse;
-  o.channels                                                 = p.channels;
-  o.algorithms[netsim::traffic_index(workload::Traffic::dp)] = netsim::parse_algorithm(p.dp_algorithm);
+  o.fidelity                      = fidelity;
+  o.collapse_communication        = collapse;
+  o.channels                      = p.channels;
+  o.algorithms[workload::Dim::dp] = parse_enum<netsim::Algorithm>(p.dp_algorithm, "algorithm");
   return o;
 }
 
@@ -176,11 +176,11 @@ json metrics_of(const netsim::StepResult& r, const topology::Topology& topo, boo
 {
   json exposed;
   double bubble = 0;
-  for (std::size_t d = 0; d < netsim::kTrafficDims.size(); ++d) {
+  for (workload::Dim d : workload::kDims) {
     double mean = 0;
     for (const auto& s : r.stages)
       mean += s.exposed[d] / static_cast<double>(r.stages.size());
-    exposed[std::string(workload::traffic_name(netsim::kTrafficDims[d]))] = mean;
+    exposed[std::string(name_of(d))] = mean;
   }
   for (const auto& s : r.stages)
     bubble += s.bubble / static_cast<double>(r.stages.size());
@@ -217,7 +217,10 @@ Built build(const OptimizeSpec& spec, const topology::Topology& topo, const Poin
 {
   auto job = workload::parse_job(job_json(spec, p, buildings_used(spec, topo)), spec.file);
   Built b{workload::build_step_graph(job), std::nullopt};
-  b.place.emplace(topo, b.graph.job, placement::PlacementSpec{p.order, spec.buildings},
+  std::vector<workload::Dim> order;
+  for (const auto& d : p.order)
+    order.push_back(*parse_name<workload::Dim>(d));
+  b.place.emplace(topo, b.graph.job, placement::PlacementSpec{order, spec.buildings},
                   spec::Location{spec.file, "$.search.order"});
   return b;
 }
@@ -379,7 +382,7 @@ json OptimizeSpec::to_json() const
             {"dp_algorithm", s.dp_algorithm},
             {"channels", s.channels}}},
           {"top_k", top_k},
-          {"refine_fidelity", netsim::to_string(refine)},
+          {"refine_fidelity", name_of(refine)},
           {"workers", workers},
           {"seed", seed}};
 }
@@ -437,11 +440,7 @@ OptimizeSpec load_optimize_spec(const std::string& path)
   spec.seed =
       static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::numeric_limits<std::int64_t>::max()).value_or(1));
   if (r.has("refine_fidelity")) {
-    try {
-      spec.refine = netsim::parse_fidelity(r.string("refine_fidelity"));
-    } catch (const UsageError& e) {
-      r.fail("refine_fidelity", e.what());
-    }
+    spec.refine = r.enumeration<netsim::Fidelity>("refine_fidelity");
   }
   if (auto s = r.optional_object("search")) {
     auto ints = [&](const char* key, std::vector<int>& out, int lo, int hi) {
@@ -497,7 +496,9 @@ OptimizeSpec load_optimize_spec(const std::string& path)
         s->fail("order", "expected a list of rank orders, each a permutation of tp, cp, pp, dp");
       sp.order.clear();
       for (const auto& o : v) {
-        auto one = placement::parse_placement(json{{"order", o}}, path, "$.search.order").order;
+        std::vector<std::string> one;
+        for (auto d : placement::parse_placement(json{{"order", o}}, path, "$.search.order").order)
+          one.emplace_back(name_of(d));
         sp.order.push_back(one);
       }
     }
@@ -534,7 +535,7 @@ json scenario_json(const OptimizeSpec& spec, const Point& p)
           {"topology", topology_ref},
           {"job", job_json(spec, p, buildings_used(spec, topo))},
           {"placement", placement},
-          {"fidelity", netsim::to_string(spec.refine)},
+          {"fidelity", name_of(spec.refine)},
           {"collectives", {{"dp", p.dp_algorithm}, {"channels", p.channels}}}};
 }
 
@@ -711,7 +712,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
   if (single)
     refine.push_back(*single);
   if (progress)
-    progress(std::string("re-simulating the best (") + netsim::to_string(spec.refine) + ")", 0, refine.size());
+    progress("re-simulating the best (" + std::string(name_of(spec.refine)) + ")", 0, refine.size());
   auto refined = parallel_map(refine.size(), workers,
                               [&](std::size_t i) { return refine_point(spec, topo, refine[i].point).dump(); });
   for (std::size_t i = 0; i < refine.size(); ++i) {
@@ -722,8 +723,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     refine[i].metrics = j["metrics"];
   }
   if (progress)
-    progress(std::string("re-simulating the best (") + netsim::to_string(spec.refine) + ")", refine.size(),
-             refine.size());
+    progress("re-simulating the best (" + std::string(name_of(spec.refine)) + ")", refine.size(), refine.size());
   if (single) {
     result.best_single_change = refine.back();
     refine.pop_back();

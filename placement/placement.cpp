@@ -9,36 +9,42 @@
 
 namespace spansim::placement {
 
+using workload::Axis;
+using workload::Dim;
+
 namespace {
 
-constexpr std::array<const char*, 4> kDims{"tp", "cp", "pp", "dp"};
-
-int dim_index(const std::string& name)
+std::vector<std::string> names(const std::vector<Dim>& order)
 {
-  for (int i = 0; i < 4; ++i)
-    if (name == kDims[i])
-      return i;
-  return -1;
+  std::vector<std::string> out;
+  for (Dim d : order)
+    out.emplace_back(name_of(d));
+  return out;
 }
 
 } // namespace
 
+int& Coordinates::operator[](Dim d)
+{
+  return d == Dim::tp ? tp : d == Dim::cp ? cp : d == Dim::pp ? pp : dp;
+}
+
+int Coordinates::operator[](Dim d) const
+{
+  return d == Dim::tp ? tp : d == Dim::cp ? cp : d == Dim::pp ? pp : dp;
+}
+
 nlohmann::json PlacementSpec::to_json() const
 {
-  return {{"order", order}, {"buildings", buildings}};
+  return {{"order", names(order)}, {"buildings", buildings}};
 }
 
 PlacementSpec parse_placement(const nlohmann::json& json, const std::string& file, const std::string& json_path)
 {
   PlacementSpec spec;
   spec::ObjectReader r(json, spec::Location{file, json_path});
-  if (r.has("order")) {
-    spec.order = r.strings("order");
-    std::set<std::string> seen(spec.order.begin(), spec.order.end());
-    if (spec.order.size() != 4 || seen.size() != 4 ||
-        std::any_of(spec.order.begin(), spec.order.end(), [](const auto& d) { return dim_index(d) < 0; }))
-      r.fail("order", "expected a permutation of \"tp\", \"cp\", \"pp\", \"dp\" (innermost first)");
-  }
+  if (r.has("order"))
+    spec.order = workload::read_rank_order(r, "order");
   if (r.has("buildings"))
     spec.buildings = r.strings("buildings");
   r.finish();
@@ -53,14 +59,17 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
     throw SpecError(where.file.empty() ? job.file : where.file, where.file.empty() ? "placement" : where.path, why);
   };
   order_ = spec.order.empty() ? par_.order : spec.order;
-  if (order_.size() != 4)
+  if (order_.size() != workload::kRankDims.size())
     fail("the rank order must name tp, cp, pp and dp");
-  degree_    = {par_.tp, par_.cp, par_.pp, par_.dp};
-  int stride = 1;
-  for (const auto& name : order_) {
-    int d = dim_index(name);
-    if (d < 0)
-      fail("unknown dimension \"" + name + "\" in the rank order (allowed: tp, cp, pp, dp)");
+  degree_[Dim::tp] = par_.tp;
+  degree_[Dim::cp] = par_.cp;
+  degree_[Dim::pp] = par_.pp;
+  degree_[Dim::dp] = par_.dp;
+  degree_[Dim::ep] = 1;
+  int stride       = 1;
+  for (Dim d : order_) {
+    if (d == Dim::ep || stride_[d] != 0)
+      fail("the rank order must name each of tp, cp, pp and dp once");
     stride_[d] = stride;
     stride *= degree_[d];
   }
@@ -115,48 +124,52 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
   // laid out alike, so stage 0's groups tell.
   const int gpn = topology.spec().node.gpus;
   if (par_.tp <= gpn)
-    for (const auto& g : groups(0, workload::Group{workload::kTp, par_.tp}))
+    for (const auto& g : groups(0, workload::Group{Axis::tp, par_.tp}))
       for (int gpu : g)
-        if (topology.locate(gpu).node != topology.locate(g.front()).node)
+        if (topology.locate(gpu).node != topology.locate(g.front()).node) {
+          std::string order;
+          for (Dim d : order_)
+            order += (order.empty() ? "" : ", ") + std::string(name_of(d));
           fail("TP groups of " + std::to_string(par_.tp) + " straddle nodes of " + std::to_string(gpn) +
-               " GPUs with rank order [" + order_[0] + ", " + order_[1] + ", " + order_[2] + ", " + order_[3] +
-               "]: put tp innermost, or make the GPUs per node a multiple of tp");
+               " GPUs with rank order [" + order + "]: put tp innermost, or make the GPUs per node a multiple of tp");
+        }
 }
 
 Coordinates Placement::coordinates(int rank) const
 {
   Coordinates c;
-  c.tp = (rank / stride_[0]) % degree_[0];
-  c.cp = (rank / stride_[1]) % degree_[1];
-  c.pp = (rank / stride_[2]) % degree_[2];
-  c.dp = (rank / stride_[3]) % degree_[3];
+  for (Dim d : workload::kRankDims)
+    c[d] = (rank / stride_[d]) % degree_[d];
   return c;
 }
 
 int Placement::rank_of(const Coordinates& c) const
 {
-  return c.tp * stride_[0] + c.cp * stride_[1] + c.pp * stride_[2] + c.dp * stride_[3];
+  int rank = 0;
+  for (Dim d : workload::kRankDims)
+    rank += c[d] * stride_[d];
+  return rank;
 }
 
-std::array<int, 4> Placement::group_key(const Coordinates& c, unsigned dims) const
+std::array<int, 4> Placement::group_key(const Coordinates& c, workload::AxisSet axes) const
 {
-  using namespace workload;
+  using workload::DataParallelMode;
   // cp x dp is one space for expert parallelism: cp varies fastest, ep is the fastest part of it.
   const int cpdp  = c.cp + par_.cp * c.dp;
   const int ep    = std::max(1, par_.ep);
   const int shard = par_.dp_mode == DataParallelMode::hsdp && par_.hsdp_shard > 0 ? par_.hsdp_shard : par_.dp;
-  std::array<int, 4> key{(dims & kTp) ? -1 : c.tp, (dims & kPp) ? -1 : c.pp, -1, -1};
-  if (dims & kEp) {
+  std::array<int, 4> key{axes.contains(Axis::tp) ? -1 : c.tp, axes.contains(Axis::pp) ? -1 : c.pp, -1, -1};
+  if (axes.contains(Axis::ep)) {
     key[2] = cpdp / ep; // members differ only in the ep part
-  } else if (dims & kEdp) {
+  } else if (axes.contains(Axis::edp)) {
     key[2] = cpdp % ep;
   } else {
-    key[2] = (dims & kCp) ? -1 : c.cp;
-    if (dims & kDp)
+    key[2] = axes.contains(Axis::cp) ? -1 : c.cp;
+    if (axes.contains(Axis::dp))
       key[3] = -1;
-    else if (dims & kDpShard)
+    else if (axes.contains(Axis::dp_shard))
       key[3] = c.dp / shard;
-    else if (dims & kDpReplicate)
+    else if (axes.contains(Axis::dp_replicate))
       key[3] = c.dp % shard;
     else
       key[3] = c.dp;
@@ -169,9 +182,9 @@ std::vector<std::vector<int>> Placement::groups(int stage, const workload::Group
   std::map<std::array<int, 4>, std::vector<int>> by_key;
   for (int r = 0; r < ranks(); ++r) {
     auto c = coordinates(r);
-    if (!(group.dims & workload::kPp) && c.pp != stage)
+    if (!group.axes.contains(Axis::pp) && c.pp != stage)
       continue;
-    by_key[group_key(c, group.dims)].push_back(gpus_[r]);
+    by_key[group_key(c, group.axes)].push_back(gpus_[r]);
   }
   std::vector<std::vector<int>> out;
   out.reserve(by_key.size());
@@ -209,22 +222,24 @@ PlacementReport Placement::report(const workload::StepGraph& graph) const
     return false;
   };
   std::map<std::string, GroupCrossing> rows;
-  std::set<std::pair<int, unsigned>> counted; // (stage or -1 for groups spanning pp, dims)
+  // A group kind: its axes, or for pipeline pairs the peer stage as well.
+  using Kind = std::pair<std::uint8_t, int>;
+  std::set<std::pair<int, Kind>> counted; // (stage or -1 for groups spanning pp, kind)
   // Ring edges of a stage's groups (or pipeline pairs) that cross a building / region boundary, per group kind.
-  std::map<unsigned, std::pair<double, double>> crossing_edges;
+  std::map<Kind, std::pair<double, double>> crossing_edges;
   for (const auto& stage : graph.stages) {
-    std::map<unsigned, std::vector<std::vector<int>>> cache;
+    std::map<Kind, std::vector<std::vector<int>>> cache;
     std::vector<std::vector<int>> pairs_cache;
     crossing_edges.clear();
     for (const auto& op : stage.ops) {
       const bool send = op.kind == workload::OpKind::send;
-      if (op.traffic == workload::Traffic::none || op.kind == workload::OpKind::recv)
+      if (!op.dim || op.kind == workload::OpKind::recv)
         continue;
       const std::vector<std::vector<int>>* members = nullptr;
       std::string name;
-      unsigned dims = op.group.dims;
+      Kind dims{op.group.axes.bits(), -1};
       if (send) {
-        dims = workload::kPp | (static_cast<unsigned>(op.peer_stage) << 16);
+        dims = Kind{workload::AxisSet(Axis::pp).bits(), op.peer_stage};
         if (crossing_edges.find(dims) == crossing_edges.end()) { // else counted and costed already
           pairs_cache.clear();
           for (int gpu : stage_gpus(stage.stage))
@@ -241,9 +256,9 @@ PlacementReport Placement::report(const workload::StepGraph& graph) const
       }
       auto& row           = rows[name];
       row.group           = name;
-      row.traffic         = std::string(workload::traffic_name(op.traffic));
+      row.dim             = *op.dim;
       row.size            = send ? 2 : op.group.size;
-      const int key_stage = (!send && (op.group.dims & workload::kPp)) ? -1 : stage.stage;
+      const int key_stage = (!send && op.group.axes.contains(Axis::pp)) ? -1 : stage.stage;
       if (counted.insert({key_stage, dims}).second)
         for (const auto& g : *members) {
           row.groups++;
@@ -281,7 +296,7 @@ nlohmann::json PlacementReport::to_json() const
   nlohmann::json j = {{"buildings_used", buildings_used}, {"groups", nlohmann::json::array()}};
   for (const auto& g : groups)
     j["groups"].push_back({{"group", g.group},
-                           {"traffic", g.traffic},
+                           {"traffic", name_of(g.dim)},
                            {"size", g.size},
                            {"groups", g.groups},
                            {"across_nodes", g.across_nodes},

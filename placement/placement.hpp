@@ -23,7 +23,7 @@ namespace spansim::placement {
 /// @brief How a job is laid out on a topology.
 struct PlacementSpec {
   /// @brief Rank order, innermost first, a permutation of tp, cp, pp, dp. Empty: the job's own order.
-  std::vector<std::string> order;
+  std::vector<workload::Dim> order;
   /// @brief Buildings the job uses, in order. Empty: as many buildings as the job needs, from the first.
   std::vector<std::string> buildings;
 
@@ -37,15 +37,18 @@ PlacementSpec parse_placement(const nlohmann::json& json, const std::string& fil
 /// @brief A rank's coordinates.
 struct Coordinates {
   int tp = 0, cp = 0, pp = 0, dp = 0;
+  /// @brief The coordinate of rank dimension `d` (tp, cp, pp or dp).
+  int& operator[](workload::Dim d);
+  int operator[](workload::Dim d) const;
 };
 
 /// @brief How many groups of one kind cross each level of the hierarchy.
 struct GroupCrossing {
-  std::string group;                 ///< e.g. "dp", "cp+dp"
-  std::string traffic;               ///< tp, cp, pp, dp, ep
-  int size                      = 0; ///< ranks per group
-  int groups                    = 0; ///< groups of this kind in the job
-  int across_nodes              = 0; ///< groups spanning more than one node
+  std::string group;                                 ///< e.g. "dp", "cp+dp"
+  workload::Dim dim             = workload::Dim::tp; ///< the dimension its traffic is accounted to
+  int size                      = 0;                 ///< ranks per group
+  int groups                    = 0;                 ///< groups of this kind in the job
+  int across_nodes              = 0;                 ///< groups spanning more than one node
   int across_pods               = 0;
   int across_buildings          = 0;
   int across_regions            = 0;
@@ -74,7 +77,7 @@ public:
   int gpu(int rank) const { return gpus_[rank]; }
   Coordinates coordinates(int rank) const;
   int rank_of(const Coordinates& c) const;
-  const std::vector<std::string>& order() const { return order_; }
+  const std::vector<workload::Dim>& order() const { return order_; }
   const std::vector<int>& buildings() const { return buildings_; }
 
   /// @brief The groups of kind `group` among the ranks of pipeline stage `stage` (every group when the group
@@ -90,15 +93,15 @@ public:
 
 private:
   /// @brief The key shared by the members of a group: the coordinates the group does not span.
-  std::array<int, 4> group_key(const Coordinates& c, unsigned dims) const;
+  std::array<int, 4> group_key(const Coordinates& c, workload::AxisSet axes) const;
 
   const topology::Topology& topology_;
   workload::ParallelismSpec par_;
-  std::vector<std::string> order_;
-  std::array<int, 4> degree_{};  ///< by dimension index: tp, cp, pp, dp
-  std::array<int, 4> stride_{};  ///< rank-index stride of each dimension
-  std::vector<int> gpus_;        ///< rank -> GPU
-  std::vector<int> rank_of_gpu_; ///< GPU -> rank, -1 when unused (sized to the topology)
+  std::vector<workload::Dim> order_;
+  workload::DimArray<int> degree_{}; ///< of each rank dimension (ep unused)
+  workload::DimArray<int> stride_{}; ///< rank-index stride of each rank dimension
+  std::vector<int> gpus_;            ///< rank -> GPU
+  std::vector<int> rank_of_gpu_;     ///< GPU -> rank, -1 when unused (sized to the topology)
   std::vector<int> buildings_;
 };
 

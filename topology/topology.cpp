@@ -25,46 +25,6 @@
 
 namespace spansim::topology {
 
-const char* to_string(VertexKind kind)
-{
-  switch (kind) {
-  case VertexKind::gpu:
-    return "gpu";
-  case VertexKind::nvswitch:
-    return "nvswitch";
-  case VertexKind::leaf:
-    return "leaf";
-  case VertexKind::spine:
-    return "spine";
-  case VertexKind::aggregation:
-    return "aggregation";
-  case VertexKind::region_gateway:
-    return "region_gateway";
-  }
-  return "?";
-}
-
-const char* to_string(Tier tier)
-{
-  switch (tier) {
-  case Tier::nvlink:
-    return "nvlink";
-  case Tier::nic:
-    return "nic";
-  case Tier::leaf_spine:
-    return "leaf_spine";
-  case Tier::pod_aggregation:
-    return "pod_aggregation";
-  case Tier::inter_building:
-    return "inter_building";
-  case Tier::building_uplink:
-    return "building_uplink";
-  case Tier::inter_region:
-    return "inter_region";
-  }
-  return "?";
-}
-
 int pair_index(int i, int j, int n)
 {
   if (i > j)
@@ -431,10 +391,10 @@ void Topology::write_dot(std::ostream& out) const
 {
   out << "graph \"" << spec_.name << "\" {\n  node [shape=box, fontsize=8];\n";
   for (std::size_t v = 0; v < vertex_kind_.size(); ++v)
-    out << "  v" << v << " [label=\"" << vertex_name(static_cast<int>(v)) << "\", class=\""
-        << to_string(vertex_kind_[v]) << "\"];\n";
+    out << "  v" << v << " [label=\"" << vertex_name(static_cast<int>(v)) << "\", class=\"" << name_of(vertex_kind_[v])
+        << "\"];\n";
   for (const auto& l : links_)
-    out << "  v" << l.a << " -- v" << l.b << " [tier=\"" << to_string(l.tier)
+    out << "  v" << l.a << " -- v" << l.b << " [tier=\"" << name_of(l.tier)
         << "\", bandwidth_Gbps=" << l.bandwidth * 8 / 1e9 << ", latency_us=" << l.latency * 1e6 << "];\n";
   out << "}\n";
 }

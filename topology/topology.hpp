@@ -101,9 +101,6 @@ enum class VertexKind { gpu, nvswitch, leaf, spine, aggregation, region_gateway 
 enum class Tier { nvlink, nic, leaf_spine, pod_aggregation, inter_building, building_uplink, inter_region };
 inline constexpr int kTierCount = 7;
 
-const char* to_string(VertexKind kind);
-const char* to_string(Tier tier);
-
 /// @brief A full-duplex link; `bandwidth` is available in each direction. Forward is a -> b.
 struct Link {
   Tier tier;
@@ -240,3 +237,28 @@ private:
 int pair_index(int i, int j, int n);
 
 } // namespace spansim::topology
+
+namespace spansim {
+
+template <>
+struct EnumNames<topology::VertexKind> {
+  static constexpr std::array table{
+      std::pair{topology::VertexKind::gpu, std::string_view{"gpu"}},
+      std::pair{topology::VertexKind::nvswitch, std::string_view{"nvswitch"}},
+      std::pair{topology::VertexKind::leaf, std::string_view{"leaf"}},
+      std::pair{topology::VertexKind::spine, std::string_view{"spine"}},
+      std::pair{topology::VertexKind::aggregation, std::string_view{"aggregation"}},
+      std::pair{topology::VertexKind::region_gateway, std::string_view{"region_gateway"}}};
+};
+template <>
+struct EnumNames<topology::Tier> {
+  static constexpr std::array table{std::pair{topology::Tier::nvlink, std::string_view{"nvlink"}},
+                                    std::pair{topology::Tier::nic, std::string_view{"nic"}},
+                                    std::pair{topology::Tier::leaf_spine, std::string_view{"leaf_spine"}},
+                                    std::pair{topology::Tier::pod_aggregation, std::string_view{"pod_aggregation"}},
+                                    std::pair{topology::Tier::inter_building, std::string_view{"inter_building"}},
+                                    std::pair{topology::Tier::building_uplink, std::string_view{"building_uplink"}},
+                                    std::pair{topology::Tier::inter_region, std::string_view{"inter_region"}}};
+};
+
+} // namespace spansim

@@ -448,13 +448,15 @@ int StageBuilder::layer_collectives(int v, int mb, int after, bool backward)
   int end             = after;
   const double act    = c_.tokens * m.hidden * kBf16; // the full (gathered) activation of the micro-batch
   if (c_.tp > 1) {
-    const Group g{kTp, c_.tp};
+    const Group g{Axis::tp, c_.tp};
     // Megatron tensor parallelism: two collectives per pass per layer in the attention and MLP blocks; with
     // sequence parallelism each all-reduce becomes a reduce-scatter plus an all-gather.
     const bool sp = c_.job.parallelism.sequence_parallel;
-    for (OpKind kind : sp ? std::vector{OpKind::all_gather, OpKind::reduce_scatter} : std::vector{OpKind::all_reduce})
-      end = push(Op{.kind        = kind,
-                    .traffic     = Traffic::tp,
+    for (CollectiveOp kind : sp ? std::vector{CollectiveOp::all_gather, CollectiveOp::reduce_scatter}
+                                : std::vector{CollectiveOp::all_reduce})
+      end = push(Op{.kind        = OpKind::collective,
+                    .collective  = kind,
+                    .dim         = Dim::tp,
                     .purpose     = Purpose::tp_activations,
                     .chunk       = v,
                     .micro_batch = mb,
@@ -470,9 +472,10 @@ int StageBuilder::layer_collectives(int v, int mb, int after, bool backward)
                                 ? kBf16 * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
                                 : kBf16 * std::ceil(double(m.kv_heads) / c_.tp) * (qk_dim(m) + v_dim(m));
     const double kv       = kv_token * double(c_.job.batch.micro_batch) * c_.job.batch.sequence_length;
-    const Group g{kCp, c_.cp};
-    end = push(Op{.kind        = OpKind::all_gather,
-                  .traffic     = Traffic::cp,
+    const Group g{Axis::cp, c_.cp};
+    end = push(Op{.kind        = OpKind::collective,
+                  .collective  = CollectiveOp::all_gather,
+                  .dim         = Dim::cp,
                   .purpose     = Purpose::cp_kv,
                   .chunk       = v,
                   .micro_batch = mb,
@@ -481,8 +484,9 @@ int StageBuilder::layer_collectives(int v, int mb, int after, bool backward)
                   .count       = ch.layers,
                   .deps        = {end}});
     if (backward)
-      end = push(Op{.kind        = OpKind::reduce_scatter,
-                    .traffic     = Traffic::cp,
+      end = push(Op{.kind        = OpKind::collective,
+                    .collective  = CollectiveOp::reduce_scatter,
+                    .dim         = Dim::cp,
                     .purpose     = Purpose::cp_kv_grads,
                     .chunk       = v,
                     .micro_batch = mb,
@@ -495,12 +499,13 @@ int StageBuilder::layer_collectives(int v, int mb, int after, bool backward)
     // One dispatch and one combine per MoE layer and pass, carrying the top-k copies of the rank's tokens.
     const double buf = c_.tokens / c_.sp * m.moe.experts_per_token * m.hidden * kBf16;
     for (Purpose p : {Purpose::ep_dispatch, Purpose::ep_combine})
-      end = push(Op{.kind        = OpKind::all_to_all,
-                    .traffic     = Traffic::ep,
+      end = push(Op{.kind        = OpKind::collective,
+                    .collective  = CollectiveOp::all_to_all,
+                    .dim         = Dim::ep,
                     .purpose     = p,
                     .chunk       = v,
                     .micro_batch = mb,
-                    .group       = Group{kEp, c_.ep},
+                    .group       = Group{Axis::ep, c_.ep},
                     .bytes       = buf,
                     .count       = ch.moe_layers,
                     .deps        = {end}});
@@ -525,8 +530,9 @@ std::vector<int> StageBuilder::gather_params(int v, int mb)
   std::vector<int> ids;
   auto gather = [&](Group g, double params) {
     if (g.size > 1 && params > 0)
-      ids.push_back(push(Op{.kind         = OpKind::all_gather,
-                            .traffic      = Traffic::dp,
+      ids.push_back(push(Op{.kind         = OpKind::collective,
+                            .collective   = CollectiveOp::all_gather,
+                            .dim          = Dim::dp,
                             .purpose      = Purpose::param_gather,
                             .chunk        = v,
                             .micro_batch  = mb_tag,
@@ -536,8 +542,9 @@ std::vector<int> StageBuilder::gather_params(int v, int mb)
                             .overlappable = true,
                             .deps         = {}}));
   };
-  gather(Group{(c_.cp > 1 ? kCp : 0U) | (hsdp ? kDpShard : kDp), shard}, dense);
-  gather(Group{kEdp, edp}, expert);
+  const AxisSet data_axis = hsdp ? Axis::dp_shard : Axis::dp;
+  gather(Group{c_.cp > 1 ? AxisSet(Axis::cp) | data_axis : data_axis, shard}, dense);
+  gather(Group{Axis::edp, edp}, expert);
   if (!par.reshard_after_forward)
     gathered_[v] = ids.empty() ? -1 : ids.back();
   return ids;
@@ -556,11 +563,12 @@ void StageBuilder::reduce_grads(int v, int mb, int after)
   const double gb     = c_.job.gradient_reduce_bytes;
   const int edp       = c_.cp * c_.dp / c_.ep;
   const int mb_tag    = per_micro_batch ? mb : -1;
-  auto reduce         = [&](OpKind kind, Group g, double bytes, int dep) {
+  auto reduce         = [&](CollectiveOp kind, Group g, double bytes, int dep) {
     if (g.size <= 1 || bytes <= 0)
       return dep;
-    int id = push(Op{.kind         = kind,
-                             .traffic      = Traffic::dp,
+    int id = push(Op{.kind         = OpKind::collective,
+                             .collective   = kind,
+                             .dim          = Dim::dp,
                              .purpose      = Purpose::grad_reduce,
                              .chunk        = v,
                              .micro_batch  = mb_tag,
@@ -572,21 +580,21 @@ void StageBuilder::reduce_grads(int v, int mb, int after)
     reductions_.push_back(id);
     return id;
   };
-  const unsigned cp_dim = c_.cp > 1 ? kCp : 0U;
+  auto with_cp = [&](Axis a) { return c_.cp > 1 ? Axis::cp | a : AxisSet(a); };
   switch (par.dp_mode) {
   case DataParallelMode::ddp:
-    reduce(OpKind::all_reduce, Group{cp_dim | kDp, c_.cp * c_.dp}, gb * dense, after);
-    reduce(OpKind::all_reduce, Group{kEdp, edp}, gb * expert, after);
+    reduce(CollectiveOp::all_reduce, Group{with_cp(Axis::dp), c_.cp * c_.dp}, gb * dense, after);
+    reduce(CollectiveOp::all_reduce, Group{Axis::edp, edp}, gb * expert, after);
     break;
   case DataParallelMode::fsdp:
-    reduce(OpKind::reduce_scatter, Group{cp_dim | kDp, c_.cp * c_.dp}, gb * dense, after);
-    reduce(OpKind::reduce_scatter, Group{kEdp, edp}, gb * expert, after);
+    reduce(CollectiveOp::reduce_scatter, Group{with_cp(Axis::dp), c_.cp * c_.dp}, gb * dense, after);
+    reduce(CollectiveOp::reduce_scatter, Group{Axis::edp, edp}, gb * expert, after);
     break;
   case DataParallelMode::hsdp: {
     const int shard = c_.cp * par.hsdp_shard;
-    const int rs    = reduce(OpKind::reduce_scatter, Group{cp_dim | kDpShard, shard}, gb * dense, after);
-    reduce(OpKind::all_reduce, Group{kDpReplicate, c_.dp / par.hsdp_shard}, gb * dense / shard, rs);
-    reduce(OpKind::reduce_scatter, Group{kEdp, edp}, gb * expert, after);
+    const int rs    = reduce(CollectiveOp::reduce_scatter, Group{with_cp(Axis::dp_shard), shard}, gb * dense, after);
+    reduce(CollectiveOp::all_reduce, Group{Axis::dp_replicate, c_.dp / par.hsdp_shard}, gb * dense / shard, rs);
+    reduce(CollectiveOp::reduce_scatter, Group{Axis::edp, edp}, gb * expert, after);
     break;
   }
   }
@@ -596,11 +604,11 @@ int StageBuilder::receive(const Unit& u, int g)
 {
   const double msg = c_.tokens * c_.m.hidden * kBf16 / c_.sp; // sequence-parallel shard of the activation
   return push(Op{.kind         = OpKind::recv,
-                 .traffic      = Traffic::pp,
+                 .dim          = Dim::pp,
                  .purpose      = u.forward ? Purpose::pp_activations : Purpose::pp_gradients,
                  .chunk        = u.chunk,
                  .micro_batch  = u.micro_batch,
-                 .group        = Group{kPp, c_.pp},
+                 .group        = Group{Axis::pp, c_.pp},
                  .bytes        = msg,
                  .count        = 1,
                  .peer_stage   = u.forward ? (stage_ - 1 + c_.pp) % c_.pp : (stage_ + 1) % c_.pp,
@@ -613,11 +621,11 @@ void StageBuilder::send(const Unit& u, int g, int after)
 {
   const double msg = c_.tokens * c_.m.hidden * kBf16 / c_.sp;
   push(Op{.kind         = OpKind::send,
-          .traffic      = Traffic::pp,
+          .dim          = Dim::pp,
           .purpose      = u.forward ? Purpose::pp_activations : Purpose::pp_gradients,
           .chunk        = u.chunk,
           .micro_batch  = u.micro_batch,
-          .group        = Group{kPp, c_.pp},
+          .group        = Group{Axis::pp, c_.pp},
           .bytes        = msg,
           .count        = 1,
           .peer_stage   = u.forward ? (stage_ + 1) % c_.pp : (stage_ - 1 + c_.pp) % c_.pp,
@@ -799,114 +807,28 @@ ModelParams count_params(const ModelSpec& model)
 
 std::string group_name(const Group& group)
 {
-  static const std::pair<unsigned, const char*> names[] = {{kTp, "tp"},
-                                                           {kCp, "cp"},
-                                                           {kPp, "pp"},
-                                                           {kDp, "dp"},
-                                                           {kEp, "ep"},
-                                                           {kEdp, "edp"},
-                                                           {kDpShard, "dp_shard"},
-                                                           {kDpReplicate, "dp_replicate"}};
   std::string out;
-  for (const auto& [bit, name] : names)
-    if (group.dims & bit)
+  for (const auto& [axis, name] : EnumNames<Axis>::table)
+    if (group.axes.contains(axis))
       out += (out.empty() ? "" : "+") + std::string(name);
   return out.empty() ? "none" : out;
 }
 
-std::string_view op_kind_name(OpKind kind)
+std::string_view op_name(const Op& op)
 {
-  switch (kind) {
-  case OpKind::forward:
-    return "forward";
-  case OpKind::backward:
-    return "backward";
-  case OpKind::recompute:
-    return "recompute";
-  case OpKind::optimizer:
-    return "optimizer";
-  case OpKind::all_reduce:
-    return "all_reduce";
-  case OpKind::all_gather:
-    return "all_gather";
-  case OpKind::reduce_scatter:
-    return "reduce_scatter";
-  case OpKind::all_to_all:
-    return "all_to_all";
-  case OpKind::send:
-    return "send";
-  case OpKind::recv:
-    return "recv";
-  }
-  return "?";
-}
-
-std::string_view purpose_name(Purpose purpose)
-{
-  switch (purpose) {
-  case Purpose::compute:
-    return "compute";
-  case Purpose::tp_activations:
-    return "tp_activations";
-  case Purpose::cp_kv:
-    return "cp_kv";
-  case Purpose::cp_kv_grads:
-    return "cp_kv_grads";
-  case Purpose::pp_activations:
-    return "pp_activations";
-  case Purpose::pp_gradients:
-    return "pp_gradients";
-  case Purpose::param_gather:
-    return "param_gather";
-  case Purpose::grad_reduce:
-    return "grad_reduce";
-  case Purpose::ep_dispatch:
-    return "ep_dispatch";
-  case Purpose::ep_combine:
-    return "ep_combine";
-  }
-  return "?";
-}
-
-std::string_view traffic_name(Traffic traffic)
-{
-  switch (traffic) {
-  case Traffic::none:
-    return "none";
-  case Traffic::tp:
-    return "tp";
-  case Traffic::cp:
-    return "cp";
-  case Traffic::pp:
-    return "pp";
-  case Traffic::dp:
-    return "dp";
-  case Traffic::ep:
-    return "ep";
-  }
-  return "?";
+  return op.kind == OpKind::collective ? name_of(op.collective) : name_of(op.kind);
 }
 
 double wire_bytes_per_rank(const Op& op)
 {
-  const double n = op.group.size;
-  double one     = 0;
   switch (op.kind) {
-  case OpKind::all_reduce:
-    one = 2 * (n - 1) / n * op.bytes;
-    break;
-  case OpKind::all_gather:
-  case OpKind::reduce_scatter:
-  case OpKind::all_to_all:
-    one = (n - 1) / n * op.bytes;
-    break;
+  case OpKind::collective:
+    return wire_bytes_per_rank(op.collective, op.group.size, op.bytes) * op.count;
   case OpKind::send:
-    one = op.bytes;
-    break;
+    return wire_bytes_per_rank(CollectiveOp::send_recv, 2, op.bytes) * op.count;
   default:
-    break;
+    return 0;
   }
-  return one * op.count;
 }
 
 StepGraph build_step_graph(const JobSpec& job, const BuildOptions& options)
@@ -965,8 +887,7 @@ double compute_makespan(const StepGraph& graph)
           ready = std::max(ready, it->second);
         }
         double finish = ready;
-        if (op.kind == OpKind::forward || op.kind == OpKind::backward || op.kind == OpKind::recompute ||
-            op.kind == OpKind::optimizer) {
+        if (is_compute(op.kind)) {
           finish    = std::max(ready, stream[s]) + op.seconds;
           stream[s] = finish;
         }
@@ -993,32 +914,28 @@ StepSummary summarize(const StepGraph& graph)
   s.programs                   = graph.stages.size();
   s.ranks                      = static_cast<std::size_t>(graph.job.gpus);
   s.tokens                     = graph.job.tokens_per_step();
-  const Traffic dims[]         = {Traffic::tp, Traffic::cp, Traffic::pp, Traffic::dp, Traffic::ep};
-  for (Traffic t : dims)
-    s.traffic.push_back(TrafficBytes{t, 0, 0, 0});
-  double optimizer_of_busiest = 0;
+  double optimizer_of_busiest  = 0;
   for (const auto& st : graph.stages) {
     s.ops += st.ops.size();
     double compute = 0, optimizer = 0;
-    std::vector<double> wire(5, 0), buffer(5, 0);
+    DimArray<double> wire, buffer;
     for (const Op& op : st.ops) {
       s.model_flops += op.model_flops * ranks_per_stage;
       s.hardware_flops += op.hardware_flops * ranks_per_stage;
       if (op.kind == OpKind::optimizer)
         optimizer += op.seconds;
       compute += op.seconds;
-      if (op.traffic != Traffic::none && op.kind != OpKind::recv) {
-        const auto i = static_cast<std::size_t>(op.traffic) - 1;
-        wire[i] += wire_bytes_per_rank(op);
-        buffer[i] += op.bytes * op.count;
+      if (op.dim && op.kind != OpKind::recv) {
+        wire[*op.dim] += wire_bytes_per_rank(op);
+        buffer[*op.dim] += op.bytes * op.count;
       }
     }
-    for (std::size_t i = 0; i < 5; ++i) {
-      if (wire[i] > s.traffic[i].per_gpu_max) {
-        s.traffic[i].per_gpu_max    = wire[i];
-        s.traffic[i].buffer_per_gpu = buffer[i];
+    for (Dim d : kDims) {
+      if (wire[d] > s.traffic[d].per_gpu_max) {
+        s.traffic[d].per_gpu_max    = wire[d];
+        s.traffic[d].buffer_per_gpu = buffer[d];
       }
-      s.traffic[i].job_total += wire[i] * ranks_per_stage;
+      s.traffic[d].job_total += wire[d] * ranks_per_stage;
     }
     if (compute > s.stage_compute_max) {
       s.stage_compute_max  = compute;
@@ -1043,19 +960,21 @@ nlohmann::json to_json(const StepGraph& graph)
   for (const auto& st : graph.stages) {
     nlohmann::json ops = nlohmann::json::array();
     for (const Op& op : st.ops) {
-      nlohmann::json o{{"kind", op_kind_name(op.kind)}, {"deps", op.deps}};
+      nlohmann::json o{{"kind", name_of(op.kind)}, {"deps", op.deps}};
+      if (op.kind == OpKind::collective)
+        o["collective"] = name_of(op.collective);
       if (op.chunk >= 0)
         o["chunk"] = op.chunk;
       if (op.micro_batch >= 0)
         o["micro_batch"] = op.micro_batch;
-      if (op.traffic == Traffic::none) {
+      if (!op.dim) {
         o["seconds"]        = op.seconds;
         o["model_flops"]    = op.model_flops;
         o["hardware_flops"] = op.hardware_flops;
         o["hbm_bytes"]      = op.hbm_bytes;
       } else {
-        o["traffic"]      = traffic_name(op.traffic);
-        o["purpose"]      = purpose_name(op.purpose);
+        o["traffic"]      = name_of(*op.dim);
+        o["purpose"]      = name_of(op.purpose);
         o["group"]        = group_name(op.group);
         o["group_size"]   = op.group.size;
         o["bytes"]        = op.bytes;

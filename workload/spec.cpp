@@ -75,7 +75,7 @@ ModelSpec read_model(spec::ObjectReader r)
   m.heads           = dim(r, "heads");
   m.kv_heads        = optional_dim(r, "kv_heads", m.heads);
   m.vocab           = dim(r, "vocab");
-  m.mlp             = r.has("mlp") && r.choice("mlp", {"swiglu", "gelu"}) == "gelu" ? MlpKind::plain : MlpKind::gated;
+  m.mlp             = r.optional_enumeration<MlpKind>("mlp").value_or(MlpKind::gated);
   m.tied_embeddings = r.optional_boolean("tied_embeddings").value_or(false);
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
     r.fail("kv_heads", "kv_heads " + std::to_string(m.kv_heads) + " must divide heads " + std::to_string(m.heads));
@@ -85,7 +85,7 @@ ModelSpec read_model(spec::ObjectReader r)
   m.head_dim = optional_dim(r, "head_dim", m.hidden / m.heads);
 
   if (auto a = r.optional_object("attention")) {
-    if (a->choice("kind", {"gqa", "mla"}) == "mla") {
+    if (a->enumeration<AttentionKind>("kind") == AttentionKind::mla) {
       m.attention            = AttentionKind::mla;
       m.mla.q_lora_rank      = static_cast<int>(a->optional_integer("q_lora_rank", 0, kMaxDim).value_or(0));
       m.mla.kv_lora_rank     = dim(*a, "kv_lora_rank");
@@ -126,30 +126,13 @@ double read_rate(spec::ObjectReader& r, std::string_view key)
   return d;
 }
 
-constexpr std::array<AttentionKernel, 3> kAttentionKernels = {AttentionKernel::flash2, AttentionKernel::flash3,
-                                                              AttentionKernel::cudnn};
-
-AttentionKernel attention_kernel_of(const std::string& name)
-{
-  for (AttentionKernel k : kAttentionKernels)
-    if (attention_kernel_name(k) == name)
-      return k;
-  throw std::logic_error("attention kernel name not validated: " + name);
-}
-
-// The one place that lists the allowed names (ObjectReader::choice takes them as a literal list).
-AttentionKernel read_attention_kernel(spec::ObjectReader& r, std::string_view key)
-{
-  return attention_kernel_of(r.choice(key, {"flash2", "flash3", "cudnn"}));
-}
-
 // The libraries a GPU file gives rates for, quoted, for error messages.
 std::string listed_kernels(const GpuSpec& g)
 {
   std::string list;
   for (AttentionKernel k : kAttentionKernels)
     if (g.attention[static_cast<std::size_t>(k)].forward > 0)
-      list += (list.empty() ? "\"" : ", \"") + std::string(attention_kernel_name(k)) + "\"";
+      list += (list.empty() ? "\"" : ", \"") + std::string(name_of(k)) + "\"";
   return list;
 }
 
@@ -200,7 +183,7 @@ GemmSpec read_gemm(spec::ObjectReader r, const GpuSpec& g)
 void read_attention(spec::ObjectReader r, GpuSpec& g)
 {
   for (AttentionKernel k : kAttentionKernels) {
-    auto lib = r.optional_object(attention_kernel_name(k));
+    auto lib = r.optional_object(name_of(k));
     if (!lib)
       continue;
     AttentionRates& a = g.attention[static_cast<std::size_t>(k)];
@@ -210,9 +193,9 @@ void read_attention(spec::ObjectReader r, GpuSpec& g)
   }
   if (listed_kernels(g).empty())
     r.where().fail("give the rates of at least one attention kernel library: \"flash2\", \"flash3\" or \"cudnn\"");
-  g.attention_default = read_attention_kernel(r, "default");
+  g.attention_default = r.enumeration<AttentionKernel>("default");
   if (!(g.attention[static_cast<std::size_t>(g.attention_default)].forward > 0))
-    r.fail("default", "\"" + std::string(attention_kernel_name(g.attention_default)) +
+    r.fail("default", "\"" + std::string(name_of(g.attention_default)) +
                           "\" has no rates here (listed: " + listed_kernels(g) + ")");
   r.finish();
 }
@@ -243,6 +226,25 @@ GpuSpec read_gpu(spec::ObjectReader r)
   r.finish();
   return g;
 }
+
+} // namespace
+
+std::vector<Dim> read_rank_order(spec::ObjectReader& r, std::string_view key)
+{
+  const auto names = r.strings(key);
+  std::vector<Dim> order;
+  for (const auto& n : names) {
+    auto d = parse_name<Dim>(n);
+    if (!d || *d == Dim::ep || std::find(order.begin(), order.end(), *d) != order.end())
+      break;
+    order.push_back(*d);
+  }
+  if (order.size() != kRankDims.size() || names.size() != kRankDims.size())
+    r.fail(key, "must list each of \"tp\", \"cp\", \"pp\", \"dp\" once (innermost first)");
+  return order;
+}
+
+namespace {
 
 // A zoo name must name a shipped file: list the zoo rather than report a file that cannot be opened.
 template <class Read>
@@ -278,19 +280,6 @@ auto zoo_or_inline(spec::ObjectReader& job, const char* key, const char* subdir,
 }
 
 } // namespace
-
-std::string_view attention_kernel_name(AttentionKernel kernel)
-{
-  switch (kernel) {
-  case AttentionKernel::flash2:
-    return "flash2";
-  case AttentionKernel::flash3:
-    return "flash3";
-  case AttentionKernel::cudnn:
-    return "cudnn";
-  }
-  return "?";
-}
 
 double parse_flop_rate(std::string_view text)
 {
@@ -353,10 +342,7 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
   par.pp                = optional_dim(p, "pp", 1);
   par.dp                = optional_dim(p, "dp", 1);
   par.ep                = optional_dim(p, "ep", 1);
-  std::string mode      = p.has("data_parallel") ? p.choice("data_parallel", {"ddp", "fsdp", "hsdp"}) : "fsdp";
-  par.dp_mode           = mode == "ddp"    ? DataParallelMode::ddp
-                          : mode == "fsdp" ? DataParallelMode::fsdp
-                                           : DataParallelMode::hsdp;
+  par.dp_mode           = p.optional_enumeration<DataParallelMode>("data_parallel").value_or(DataParallelMode::fsdp);
   if (par.dp_mode == DataParallelMode::ddp) {
     par.reshard_after_forward = false;
   } else {
@@ -368,13 +354,8 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
       p.fail("hsdp_shard_size",
              "dp " + std::to_string(par.dp) + " is not divisible by hsdp_shard_size " + std::to_string(par.hsdp_shard));
   }
-  if (p.has("order")) {
-    par.order                       = p.strings("order");
-    std::vector<std::string> sorted = par.order;
-    std::sort(sorted.begin(), sorted.end());
-    if (sorted != std::vector<std::string>{"cp", "dp", "pp", "tp"})
-      p.fail("order", "must list each of \"tp\", \"cp\", \"pp\", \"dp\" once (innermost first)");
-  }
+  if (p.has("order"))
+    par.order = read_rank_order(p, "order");
   // Keys valid only for some modes: name them so that the error for a misplaced one says where it belongs.
   if (par.dp_mode == DataParallelMode::ddp && p.has("reshard_after_forward"))
     p.fail("reshard_after_forward", "only meaningful with data_parallel \"fsdp\" or \"hsdp\"");
@@ -444,12 +425,10 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
   b.finish();
   const int mbs = job.micro_batches();
 
-  auto s               = r.object("schedule");
-  std::string kind     = s.choice("kind", {"gpipe", "1f1b", "interleaved-1f1b"});
-  ScheduleSpec& sched  = job.schedule;
-  sched.kind           = kind == "gpipe"  ? ScheduleKind::gpipe
-                         : kind == "1f1b" ? ScheduleKind::one_f_one_b
-                                          : ScheduleKind::interleaved_1f1b;
+  auto s              = r.object("schedule");
+  ScheduleSpec& sched = job.schedule;
+  sched.kind          = s.enumeration<ScheduleKind>("kind");
+  const std::string kind(name_of(sched.kind));
   sched.virtual_stages = optional_dim(s, "virtual_stages", 1);
   if (sched.kind == ScheduleKind::interleaved_1f1b) {
     if (par.pp < 2)
@@ -483,19 +462,16 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
   job.attention = job.gpu.attention_default;
   if (auto k = r.optional_object("kernels")) {
     if (k->has("attention")) {
-      job.attention = read_attention_kernel(*k, "attention");
+      job.attention = k->enumeration<AttentionKernel>("attention");
       if (!(job.gpu.attention[static_cast<std::size_t>(job.attention)].forward > 0))
-        k->fail("attention", "GPU " + job.gpu.name + " gives no rates for \"" +
-                                 std::string(attention_kernel_name(job.attention)) +
+        k->fail("attention", "GPU " + job.gpu.name + " gives no rates for \"" + std::string(name_of(job.attention)) +
                                  "\" (listed: " + listed_kernels(job.gpu) + ")");
     }
     k->finish({"attention"});
   }
-  std::string rc = r.has("recompute") ? r.choice("recompute", {"none", "selective", "full"}) : "none";
-  job.recompute  = rc == "none" ? Recompute::none : rc == "selective" ? Recompute::selective : Recompute::full;
+  job.recompute = r.optional_enumeration<Recompute>("recompute").value_or(Recompute::none);
   if (auto pr = r.optional_object("precision")) {
-    std::string c = pr->has("compute") ? pr->choice("compute", {"bf16", "fp8"}) : "bf16";
-    job.precision = c == "fp8" ? Precision::fp8 : Precision::bf16;
+    job.precision = pr->optional_enumeration<Precision>("compute").value_or(Precision::bf16);
     if (job.precision == Precision::fp8 && !(job.gpu.peak_fp8_flops > 0))
       pr->fail("compute", "GPU " + job.gpu.name + " has no peak_fp8 rate");
     std::string g             = pr->has("gradient_reduce") ? pr->choice("gradient_reduce", {"fp32", "bf16"}) : "fp32";

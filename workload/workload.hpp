@@ -5,10 +5,15 @@
 ///
 /// Units inside: seconds, bytes, bytes/s, FLOP and FLOP/s as doubles. Spec files carry units as strings.
 
+#include "common/collective.hpp"
+#include "common/json_reader.hpp"
+#include "workload/dims.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,8 +82,8 @@ ModelParams count_params(const ModelSpec& model);
 
 /// @brief Attention kernel libraries whose forward and backward rates a GPU file can give.
 enum class AttentionKernel { flash2, flash3, cudnn };
-/// @brief Names an attention kernel library ("flash2", "flash3", "cudnn").
-std::string_view attention_kernel_name(AttentionKernel kernel);
+/// @brief Every attention kernel library, in the order of GpuSpec::attention.
+inline constexpr std::array kAttentionKernels{AttentionKernel::flash2, AttentionKernel::flash3, AttentionKernel::cudnn};
 
 /// @brief Measured rates of one fused (flash) attention kernel: causal, BF16, the FlashAttention papers' FLOP
 /// convention (forward 4 s^2 d per head halved by the mask; backward 2.5 times the forward's FLOPs).
@@ -150,8 +155,8 @@ struct ParallelismSpec {
   int ep                     = 1; ///< Carved out of cp x dp: expert layers use ep groups inside it.
   DataParallelMode dp_mode   = DataParallelMode::fsdp;
   bool reshard_after_forward = true;
-  int hsdp_shard             = 0;                         ///< HSDP: data-parallel ranks sharding one replica.
-  std::vector<std::string> order{"tp", "cp", "pp", "dp"}; ///< Rank order, innermost first, for placement.
+  int hsdp_shard             = 0; ///< HSDP: data-parallel ranks sharding one replica.
+  std::vector<Dim> order{kProductionOrder.begin(), kProductionOrder.end()}; ///< Rank order, innermost first.
 };
 
 /// @brief Batch shape: the global batch in sequences, the micro-batch in sequences.
@@ -198,44 +203,18 @@ JobSpec load_job(const std::string& path);
 /// @brief Validates a job given as JSON; `file` names it in errors and anchors relative model/GPU paths.
 /// `json_path` locates the job inside `file` (an inline job of a scenario: "$.job").
 JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std::string& json_path = "$");
+/// @brief Reads a rank order: a permutation of "tp", "cp", "pp", "dp" (innermost first). @throws SpecError.
+std::vector<Dim> read_rank_order(spec::ObjectReader& r, std::string_view key);
 /// @brief Directory of the shipped model and GPU zoo (the source tree's workload/).
 std::string data_dir();
 
-/// @brief Parallelism dimensions a communication group spans (a bit set).
-enum Dim : unsigned {
-  kTp          = 1U << 0,
-  kCp          = 1U << 1,
-  kPp          = 1U << 2,
-  kDp          = 1U << 3,
-  kEp          = 1U << 4, ///< The ep factor of cp x dp (its fastest-varying part).
-  kEdp         = 1U << 5, ///< The rest of cp x dp once ep is taken: expert data parallelism.
-  kDpShard     = 1U << 6, ///< HSDP: the sharding part of dp.
-  kDpReplicate = 1U << 7, ///< HSDP: the replicating part of dp.
-};
-
-/// @brief A communication group: the dimensions it spans, and its size.
-struct Group {
-  unsigned dims = 0;
-  int size      = 1;
-};
-/// @brief Names a group by its dimensions, e.g. "cp+dp".
-std::string group_name(const Group& group);
-
-/// @brief What an op is.
-enum class OpKind {
-  forward,
-  backward,
-  recompute,
-  optimizer,
-  all_reduce,
-  all_gather,
-  reduce_scatter,
-  all_to_all,
-  send,
-  recv
-};
-/// @brief The parallelism dimension an op's traffic is accounted to.
-enum class Traffic { none, tp, cp, pp, dp, ep };
+/// @brief What an op is: compute on the GPU, a collective of a group, or one side of a pipeline transfer.
+enum class OpKind { forward, backward, recompute, optimizer, collective, send, recv };
+/// @brief Whether ops of this kind run on the compute stream.
+constexpr bool is_compute(OpKind kind)
+{
+  return kind == OpKind::forward || kind == OpKind::backward || kind == OpKind::recompute || kind == OpKind::optimizer;
+}
 
 /// @brief Why a communication op exists, finer than its kind (an all-to-all dispatches or combines tokens).
 enum class Purpose {
@@ -251,20 +230,14 @@ enum class Purpose {
   ep_combine
 };
 
-/// @brief Names an op kind ("forward", "all_gather", ...).
-std::string_view op_kind_name(OpKind kind);
-/// @brief Names a purpose ("ep_dispatch", ...).
-std::string_view purpose_name(Purpose purpose);
-/// @brief Names a traffic dimension ("tp", ...).
-std::string_view traffic_name(Traffic traffic);
-
 /// @brief One op of a stage program. Every rank of the stage runs it.
 ///
 /// Compute ops run one after another on the compute stream in program order. A communication op is issued when
 /// its dependencies are done; `count` identical collectives of `bytes` each (one per layer, say) are folded into it.
 struct Op {
-  OpKind kind     = OpKind::forward;
-  Traffic traffic = Traffic::none;
+  OpKind kind             = OpKind::forward;
+  CollectiveOp collective = CollectiveOp::all_reduce; ///< kind collective: which one
+  std::optional<Dim> dim;                             ///< the dimension its traffic is accounted to (none: compute)
   Purpose purpose = Purpose::compute;
   int chunk       = -1; ///< Model chunk (virtual stage) on this pipeline stage.
   int micro_batch = -1;
@@ -285,6 +258,8 @@ struct Op {
 
 /// @brief Bytes one rank sends for `op` under the textbook ring/pairwise algorithms, all `count` instances.
 double wire_bytes_per_rank(const Op& op);
+/// @brief The op's name in reports: its kind, or its collective ("allgather") for a collective.
+std::string_view op_name(const Op& op);
 
 /// @brief Per-GPU memory estimate of one pipeline stage, bytes.
 struct MemoryEstimate {
@@ -320,9 +295,8 @@ struct BuildOptions {
 /// @brief Builds the training-step graph of `job`. @throws SpecError when the job does not fit in memory.
 StepGraph build_step_graph(const JobSpec& job, const BuildOptions& options = {});
 
-/// @brief Communication volume of one traffic dimension.
+/// @brief Communication volume of one parallelism dimension.
 struct TrafficBytes {
-  Traffic traffic       = Traffic::none;
   double per_gpu_max    = 0; ///< Bytes one GPU sends per step, on the busiest pipeline stage.
   double job_total      = 0; ///< Bytes sent per step by all GPUs.
   double buffer_per_gpu = 0; ///< Sum of collective buffer sizes per GPU on the busiest stage.
@@ -336,7 +310,7 @@ struct StepSummary {
   double model_flops    = 0; ///< Per step, whole job.
   double hardware_flops = 0;
   double tokens         = 0;
-  std::vector<TrafficBytes> traffic;
+  DimArray<TrafficBytes> traffic;
   double stage_compute_max = 0; ///< Compute seconds of the busiest stage (no bubble).
   double step_lower_bound  = 0; ///< Makespan of the graph with free communication.
   double bubble_fraction   = 0; ///< (lower bound - busiest stage compute) / busiest stage compute.
@@ -356,3 +330,71 @@ double compute_makespan(const StepGraph& graph);
 nlohmann::json to_json(const StepGraph& graph);
 
 } // namespace spansim::workload
+
+namespace spansim {
+
+template <>
+struct EnumNames<workload::MlpKind> {
+  static constexpr std::array table{std::pair{workload::MlpKind::gated, std::string_view{"swiglu"}},
+                                    std::pair{workload::MlpKind::plain, std::string_view{"gelu"}}};
+};
+template <>
+struct EnumNames<workload::AttentionKind> {
+  static constexpr std::array table{std::pair{workload::AttentionKind::gqa, std::string_view{"gqa"}},
+                                    std::pair{workload::AttentionKind::mla, std::string_view{"mla"}}};
+};
+template <>
+struct EnumNames<workload::AttentionKernel> {
+  static constexpr std::array table{std::pair{workload::AttentionKernel::flash2, std::string_view{"flash2"}},
+                                    std::pair{workload::AttentionKernel::flash3, std::string_view{"flash3"}},
+                                    std::pair{workload::AttentionKernel::cudnn, std::string_view{"cudnn"}}};
+};
+template <>
+struct EnumNames<workload::DataParallelMode> {
+  static constexpr std::array table{std::pair{workload::DataParallelMode::ddp, std::string_view{"ddp"}},
+                                    std::pair{workload::DataParallelMode::fsdp, std::string_view{"fsdp"}},
+                                    std::pair{workload::DataParallelMode::hsdp, std::string_view{"hsdp"}}};
+};
+template <>
+struct EnumNames<workload::ScheduleKind> {
+  static constexpr std::array table{
+      std::pair{workload::ScheduleKind::gpipe, std::string_view{"gpipe"}},
+      std::pair{workload::ScheduleKind::one_f_one_b, std::string_view{"1f1b"}},
+      std::pair{workload::ScheduleKind::interleaved_1f1b, std::string_view{"interleaved-1f1b"}}};
+};
+template <>
+struct EnumNames<workload::Recompute> {
+  static constexpr std::array table{std::pair{workload::Recompute::none, std::string_view{"none"}},
+                                    std::pair{workload::Recompute::selective, std::string_view{"selective"}},
+                                    std::pair{workload::Recompute::full, std::string_view{"full"}}};
+};
+template <>
+struct EnumNames<workload::Precision> {
+  static constexpr std::array table{std::pair{workload::Precision::bf16, std::string_view{"bf16"}},
+                                    std::pair{workload::Precision::fp8, std::string_view{"fp8"}}};
+};
+template <>
+struct EnumNames<workload::OpKind> {
+  static constexpr std::array table{std::pair{workload::OpKind::forward, std::string_view{"forward"}},
+                                    std::pair{workload::OpKind::backward, std::string_view{"backward"}},
+                                    std::pair{workload::OpKind::recompute, std::string_view{"recompute"}},
+                                    std::pair{workload::OpKind::optimizer, std::string_view{"optimizer"}},
+                                    std::pair{workload::OpKind::collective, std::string_view{"collective"}},
+                                    std::pair{workload::OpKind::send, std::string_view{"send"}},
+                                    std::pair{workload::OpKind::recv, std::string_view{"recv"}}};
+};
+template <>
+struct EnumNames<workload::Purpose> {
+  static constexpr std::array table{std::pair{workload::Purpose::compute, std::string_view{"compute"}},
+                                    std::pair{workload::Purpose::tp_activations, std::string_view{"tp_activations"}},
+                                    std::pair{workload::Purpose::cp_kv, std::string_view{"cp_kv"}},
+                                    std::pair{workload::Purpose::cp_kv_grads, std::string_view{"cp_kv_grads"}},
+                                    std::pair{workload::Purpose::pp_activations, std::string_view{"pp_activations"}},
+                                    std::pair{workload::Purpose::pp_gradients, std::string_view{"pp_gradients"}},
+                                    std::pair{workload::Purpose::param_gather, std::string_view{"param_gather"}},
+                                    std::pair{workload::Purpose::grad_reduce, std::string_view{"grad_reduce"}},
+                                    std::pair{workload::Purpose::ep_dispatch, std::string_view{"ep_dispatch"}},
+                                    std::pair{workload::Purpose::ep_combine, std::string_view{"ep_combine"}}};
+};
+
+} // namespace spansim

@@ -5,7 +5,8 @@
 #include "experiments/campaign.hpp"
 #include "experiments/results.hpp"
 #include "experiments/runner.hpp"
-#include "netsim/scenario.hpp"
+#include "report/report.hpp"
+#include "scenario/scenario.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -316,7 +317,8 @@ TEST_CASE("a campaign run in workers gives each point the result of running its 
   auto t = experiments::read_results_hdf5(rep.hdf5);
   REQUIRE(t.rows == 4);
   for (std::size_t k = 0; k < points.size(); ++k) {
-    auto direct = netsim::run_scenario(netsim::parse_scenario(points[k].scenario, c.scenario_file));
+    auto direct =
+        scenario::run_scenario(scenario::parse_scenario(points[k].scenario, c.scenario_file, c.scenario_json_path));
     std::cout << "point " << k << " step time: direct " << direct.result.step_time << " s, campaign "
               << t.numbers["step_time_s"][k] << " s\n";
     CHECK(t.numbers["step_time_s"][k] == direct.result.step_time);

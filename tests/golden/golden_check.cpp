@@ -4,12 +4,15 @@
 //
 //   golden_check GOLDEN.json            compare; prints every field's expected and actual value; exit 1 on a miss
 //   golden_check GOLDEN.json --update   rewrite the pinned values from this build
-#include "netsim/scenario.hpp"
+//   SPANSIM_GOLDEN_EXACT=1 golden_check GOLDEN.json   compare bit for bit (tolerance 0)
+#include "report/report.hpp"
+#include "scenario/scenario.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -86,11 +89,13 @@ int main(int argc, char** argv)
       std::ifstream in(file);
       golden = json::parse(in);
     }
-    const std::string root    = SPANSIM_SOURCE_DIR;
-    auto scenario             = spansim::netsim::load_scenario(root + "/" + golden.at("scenario").get<std::string>());
-    scenario.options.fidelity = spansim::netsim::parse_fidelity(golden.at("fidelity").get<std::string>());
-    const double tolerance    = golden.value("tolerance", 1e-9);
-    const json actual         = pinned_values(spansim::netsim::run_scenario(scenario).summary);
+    const std::string root = SPANSIM_SOURCE_DIR;
+    auto scenario          = spansim::scenario::load_scenario(root + "/" + golden.at("scenario").get<std::string>());
+    scenario.options.fidelity =
+        spansim::parse_enum<spansim::netsim::Fidelity>(golden.at("fidelity").get<std::string>(), "fidelity");
+    // SPANSIM_GOLDEN_EXACT=1 demands bit-for-bit equality (refactors that must not move any number).
+    const double tolerance = std::getenv("SPANSIM_GOLDEN_EXACT") ? 0.0 : golden.value("tolerance", 1e-9);
+    const json actual      = pinned_values(spansim::report::summary_json(spansim::scenario::run_scenario(scenario)));
     if (update) {
       golden["pinned"] = actual;
       std::ofstream(file) << golden.dump(2) << "\n";

@@ -113,8 +113,9 @@ void check_all_cases(const topology::Topology& t, const std::vector<int>& gpus, 
     for (double s : {1048576.0, 268435456.0})
       for (auto f : {Fidelity::analytical, Fidelity::flow}) {
         Collective col   = make(c.op, c.algorithm, gpus, s);
-        std::string what = std::string(where) + ": " + to_string(c.op) + "/" + to_string(c.algorithm) + " of " +
-                           std::to_string(static_cast<long>(s)) + " B at " + to_string(f) + " fidelity";
+        std::string what = std::string(where) + ": " + std::string(name_of(c.op)) + "/" +
+                           std::string(name_of(c.algorithm)) + " of " + std::to_string(static_cast<long>(s)) +
+                           " B at " + std::string(name_of(f)) + " fidelity";
         expect_within(what, c.time(k, s, bandwidth, alpha), simulate(t, col, f), 0.01);
       }
 }
@@ -143,8 +144,8 @@ TEST_CASE("ring all-reduce across two buildings over one link matches its closed
   for (auto f : {Fidelity::analytical, Fidelity::flow})
     for (double s : {1048576.0, 268435456.0}) {
       Collective c = make(CollectiveOp::all_reduce, Algorithm::ring, gpus, s);
-      expect_within(std::string("ring across two buildings at ") + to_string(f), 2 * 3.0 / 4 * s / 10e9 + 6 * alpha,
-                    simulate(t, c, f), 0.01);
+      expect_within(std::string("ring across two buildings at ") + std::string(name_of(f)),
+                    2 * 3.0 / 4 * s / 10e9 + 6 * alpha, simulate(t, c, f), 0.01);
     }
 }
 
@@ -159,7 +160,7 @@ TEST_CASE("hierarchical all-reduce: intra-node, rails, intra-node phases add up"
     double expected = 2 * (7.0 / 8 * size / b1 + 7 * a1) + (2 * 1.0 / 2 * (size / 8) / b2 + 2 * a2);
     for (auto f : {Fidelity::analytical, Fidelity::flow}) {
       Collective c = make(CollectiveOp::all_reduce, Algorithm::hierarchical, gpus, size);
-      expect_within(std::string("hierarchical 2 x 8 at ") + to_string(f), expected, simulate(t, c, f), 0.01);
+      expect_within(std::string("hierarchical 2 x 8 at ") + std::string(name_of(f)), expected, simulate(t, c, f), 0.01);
     }
   }
 }
@@ -179,7 +180,8 @@ TEST_CASE("hierarchical all-reduce across buildings adds a cross-building level"
       2 * (1.0 / 2 * size / b1 + a1) + 2 * (1.0 / 2 * (size / 2) / b2 + a2) + (2 * 1.0 / 2 * (size / 4) / b2 + 2 * a3);
   for (auto f : {Fidelity::analytical, Fidelity::flow}) {
     Collective c = make(CollectiveOp::all_reduce, Algorithm::hierarchical, gpus, size);
-    expect_within(std::string("hierarchical across buildings at ") + to_string(f), expected, simulate(t, c, f), 0.01);
+    expect_within(std::string("hierarchical across buildings at ") + std::string(name_of(f)), expected,
+                  simulate(t, c, f), 0.01);
   }
 }
 
@@ -244,7 +246,8 @@ TEST_CASE("all-to-all with a size matrix is bound by the busiest sender", "[coll
   c.matrix       = m;
   const double b = t.spec().pod.nic_bandwidth, a = 2 * t.spec().pod.link_latency;
   for (auto f : {Fidelity::analytical, Fidelity::flow})
-    expect_within(std::string("skewed all-to-all at ") + to_string(f), 9 * x / b + a, simulate(t, c, f), 0.01);
+    expect_within(std::string("skewed all-to-all at ") + std::string(name_of(f)), 9 * x / b + a, simulate(t, c, f),
+                  0.01);
 }
 
 TEST_CASE("channels split flows without changing uncontended times", "[collective]")
@@ -271,7 +274,7 @@ TEST_CASE("flow counts grow as O(K log K), O(K^2) only for all-to-all", "[collec
     for (auto a : {Algorithm::ring, Algorithm::tree, Algorithm::halving_doubling, Algorithm::hierarchical}) {
       FlowGraph g;
       auto l = add_collective(g, t, make(CollectiveOp::all_reduce, a, gpus, 1e6), {});
-      INFO(to_string(a) << " over " << k << ": " << l.flows << " flows, bound " << bound);
+      INFO(std::string(name_of(a)) << " over " << k << ": " << l.flows << " flows, bound " << bound);
       CHECK(static_cast<double>(l.flows) <= bound);
     }
     FlowGraph g;

@@ -1,9 +1,9 @@
 // Co-simulated training steps against closed forms: a two-stage pipeline across two buildings, an exposed
 // data-parallel all-reduce; the breakdown's accounting identity; determinism.
 #include "common/error.hpp"
-#include "netsim/scenario.hpp"
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
+#include "scenario/scenario.hpp"
 #include "topology/topology.hpp"
 #include "workload/workload.hpp"
 
@@ -68,7 +68,8 @@ TEST_CASE("a two-stage GPipe pipeline across two buildings matches the schedule'
   auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 2}, {"dp", 1}, {"data_parallel", "ddp"}}, {{"kind", "gpipe"}}, 8, 4096);
   auto graph = workload::build_step_graph(j);
   // pp outermost: stage 0 in bldg-a, stage 1 in bldg-b.
-  placement::Placement place(topo, j, {{"tp", "cp", "dp", "pp"}, {"bldg-a", "bldg-b"}});
+  placement::Placement place(
+      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}, {"bldg-a", "bldg-b"}});
   REQUIRE(topo.locate(place.stage_gpus(0)[0]).building == 0);
   REQUIRE(topo.locate(place.stage_gpus(1)[0]).building == 1);
 
@@ -102,7 +103,7 @@ TEST_CASE("a two-stage GPipe pipeline across two buildings matches the schedule'
     netsim::StepOptions o;
     o.fidelity = f;
     auto r     = netsim::simulate_step(topo, graph, place, o);
-    expect_within(std::string("two-stage pipeline step at ") + netsim::to_string(f), expected, r.step_time, 0.02);
+    expect_within(std::string("two-stage pipeline step at ") + std::string(name_of(f)), expected, r.step_time, 0.02);
     check_identity(r);
   }
 }
@@ -113,10 +114,12 @@ TEST_CASE("a DP all-reduce that backward cannot hide is exposed for its closed-f
   // A short backward (one 512-token sequence per rank) and a large gradient (4-layer, 2048-wide model, fp32).
   auto j     = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 512);
   auto graph = workload::build_step_graph(j);
-  placement::Placement place(topo, j, {{"tp", "cp", "pp", "dp"}, {"bldg-a", "bldg-b"}});
+  placement::Placement place(
+      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
   double gradient_bytes = 0;
   for (const auto& op : graph.stages[0].ops)
-    if (op.kind == workload::OpKind::all_reduce && op.traffic == workload::Traffic::dp)
+    if (op.kind == workload::OpKind::collective && op.collective == CollectiveOp::all_reduce &&
+        op.dim == workload::Dim::dp)
       gradient_bytes += op.bytes * op.count;
   REQUIRE(gradient_bytes > 0);
   auto route     = topo.route(place.gpu(0), place.gpu(1));
@@ -125,11 +128,11 @@ TEST_CASE("a DP all-reduce that backward cannot hide is exposed for its closed-f
   const double expected = gradient_bytes / b + 2 * a;
   for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
     netsim::StepOptions o;
-    o.fidelity      = f;
-    o.algorithms[3] = netsim::Algorithm::ring;
-    auto r          = netsim::simulate_step(topo, graph, place, o);
-    expect_within(std::string("exposed DP all-reduce at ") + netsim::to_string(f), expected,
-                  r.stages[0].exposed[netsim::traffic_index(workload::Traffic::dp)], 0.02);
+    o.fidelity                      = f;
+    o.algorithms[workload::Dim::dp] = netsim::Algorithm::ring;
+    auto r                          = netsim::simulate_step(topo, graph, place, o);
+    expect_within(std::string("exposed DP all-reduce at ") + std::string(name_of(f)), expected,
+                  r.stages[0].exposed[workload::Dim::dp], 0.02);
     check_identity(r);
   }
 }
@@ -147,7 +150,7 @@ TEST_CASE("two runs of the same step give identical results", "[step]")
   for (std::size_t s = 0; s < a.stages.size(); ++s) {
     CHECK(a.stages[s].compute == b.stages[s].compute);
     CHECK(a.stages[s].bubble == b.stages[s].bubble);
-    CHECK(a.stages[s].exposed == b.stages[s].exposed);
+    CHECK(a.stages[s].exposed.values == b.stages[s].exposed.values);
   }
   check_identity(a);
 }
@@ -160,7 +163,8 @@ TEST_CASE("rail symmetry: simulating rail 0 alone gives the same step, breakdown
       job({{"tp", 8}, {"cp", 1}, {"pp", 2}, {"dp", 4}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}},
           {{"kind", "1f1b"}}, 16, 2048);
   auto graph = workload::build_step_graph(j);
-  placement::Placement place(topo, j, {{"tp", "cp", "dp", "pp"}, {"bldg-a", "bldg-b"}});
+  placement::Placement place(
+      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}, {"bldg-a", "bldg-b"}});
   for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
     netsim::StepOptions o;
     o.fidelity      = f;
@@ -170,8 +174,9 @@ TEST_CASE("rail symmetry: simulating rail 0 alone gives the same step, breakdown
     auto one        = netsim::simulate_step(topo, graph, place, o);
     REQUIRE(one.rails == 8);
     REQUIRE(all.rails == 1);
-    std::cout << netsim::to_string(f) << ": all rails " << all.transfers.size() << " transfers, step " << all.step_time
-              << " s; rail 0 alone " << one.transfers.size() << " transfers, step " << one.step_time << " s\n";
+    std::cout << std::string(name_of(f)) << ": all rails " << all.transfers.size() << " transfers, step "
+              << all.step_time << " s; rail 0 alone " << one.transfers.size() << " transfers, step " << one.step_time
+              << " s\n";
     // Transfers that leave their node are per rail; node-local (TP) ones are one representative group already.
     auto scale_out = [&](const netsim::StepResult& r) {
       return std::count_if(r.transfers.begin(), r.transfers.end(), [&](const netsim::TransferRecord& t) {
@@ -182,7 +187,7 @@ TEST_CASE("rail symmetry: simulating rail 0 alone gives the same step, breakdown
     CHECK(one.step_time == Approx(all.step_time).epsilon(1e-9));
     for (std::size_t s = 0; s < all.stages.size(); ++s) {
       CHECK(one.stages[s].bubble == Approx(all.stages[s].bubble).epsilon(1e-9).margin(1e-12));
-      for (std::size_t d = 0; d < 5; ++d)
+      for (auto d : workload::kDims)
         CHECK(one.stages[s].exposed[d] == Approx(all.stages[s].exposed[d]).epsilon(1e-9).margin(1e-12));
     }
     std::vector<double> tier_all(topology::kTierCount, 0), tier_one(topology::kTierCount, 0);
@@ -192,7 +197,7 @@ TEST_CASE("rail symmetry: simulating rail 0 alone gives the same step, breakdown
       tier_one[t] += one.link_bytes[2 * l] + one.link_bytes[2 * l + 1];
     }
     for (int t = 0; t < topology::kTierCount; ++t) {
-      INFO(topology::to_string(static_cast<topology::Tier>(t)) << ": " << tier_all[t] << " vs " << tier_one[t]);
+      INFO(name_of(static_cast<topology::Tier>(t)) << ": " << tier_all[t] << " vs " << tier_one[t]);
       CHECK(tier_one[t] == Approx(tier_all[t]).epsilon(1e-9));
     }
     // Per link too: every NIC carries what it carried with all rails simulated.
@@ -209,7 +214,7 @@ TEST_CASE("auto picks, per step, the fastest of the per-call policy and each alg
   // own groups alone, the policy takes one that moves more across the boundary, where the other stages'
   // collectives slow it down; one algorithm for every DP call is faster for the step.
   auto sc =
-      netsim::load_scenario(std::string(SPANSIM_SOURCE_DIR) + "/experiments/scenarios/gpt3-175b-two-buildings.json");
+      scenario::load_scenario(std::string(SPANSIM_SOURCE_DIR) + "/experiments/scenarios/gpt3-175b-two-buildings.json");
   sc.topology.inter_building.bandwidth = 204.8e12 / 8;
   topology::Topology topo(sc.topology);
   auto graph = workload::build_step_graph(sc.job);
@@ -218,7 +223,7 @@ TEST_CASE("auto picks, per step, the fastest of the per-call policy and each alg
   options.fidelity        = netsim::Fidelity::analytical;
   options.choose_per_step = false;
   const double per_call   = netsim::simulate_step(topo, graph, place, options).step_time;
-  const int dp            = netsim::traffic_index(workload::Traffic::dp);
+  const auto dp           = workload::Dim::dp;
   double best             = per_call;
   for (auto a : {netsim::Algorithm::ring, netsim::Algorithm::hierarchical, netsim::Algorithm::halving_doubling,
                  netsim::Algorithm::tree}) {
@@ -226,10 +231,10 @@ TEST_CASE("auto picks, per step, the fastest of the per-call policy and each alg
     forced.algorithms[dp] = a;
     try {
       const double t = netsim::simulate_step(topo, graph, place, forced).step_time;
-      std::cout << "  dp " << netsim::to_string(a) << " for every call: " << t << " s\n";
+      std::cout << "  dp " << name_of(a) << " for every call: " << t << " s\n";
       best = std::min(best, t);
     } catch (const spansim::UsageError&) {
-      std::cout << "  dp " << netsim::to_string(a) << " does not fit these groups\n";
+      std::cout << "  dp " << name_of(a) << " does not fit these groups\n";
     }
   }
   options.choose_per_step = true;

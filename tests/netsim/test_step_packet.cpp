@@ -30,7 +30,8 @@ TEST_CASE("a two-stage, two-replica step across two buildings runs at packet fid
                 {"schedule", {{"kind", "1f1b"}}}};
   auto job   = workload::parse_job(j, "small-pp2.json");
   auto graph = workload::build_step_graph(job);
-  placement::Placement place(topo, job, {{"tp", "cp", "dp", "pp"}, {"bldg-a", "bldg-b"}});
+  placement::Placement place(
+      topo, job, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}, {"bldg-a", "bldg-b"}});
   netsim::StepOptions o;
   o.fidelity  = netsim::Fidelity::flow;
   auto flow   = netsim::simulate_step(topo, graph, place, o);

@@ -45,9 +45,9 @@ TEST_CASE("Megatron order: TP fills a node, DP groups stay on one rail", "[place
   CHECK(c.pp == 2);
   CHECK(c.dp == 3);
   CHECK(p.rank_of(c) == 8 * 4 * 3 + 8 * 2 + 5);
-  for (const auto& g : p.groups(0, {workload::kTp, 8}))
+  for (const auto& g : p.groups(0, {workload::Axis::tp, 8}))
     CHECK(nodes_of(t, g).size() == 1);
-  auto dp = p.groups(1, {workload::kDp, 8});
+  auto dp = p.groups(1, {workload::Axis::dp, 8});
   CHECK(dp.size() == 8); // one per TP rank of stage 1
   for (const auto& g : dp) {
     CHECK(g.size() == 8);
@@ -65,19 +65,21 @@ TEST_CASE("the outermost dimension is the one that crosses buildings", "[placeme
 {
   topology::Topology t(topology::load_topology_spec("two-buildings"));
   auto j = job(8, 1, 4, 8);
-  placement::Placement dp_across(t, j, {{"tp", "cp", "pp", "dp"}, {"bldg-a", "bldg-b"}});
-  placement::Placement pp_across(t, j, {{"tp", "cp", "dp", "pp"}, {"bldg-a", "bldg-b"}});
+  placement::Placement dp_across(
+      t, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
+  placement::Placement pp_across(
+      t, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}, {"bldg-a", "bldg-b"}});
   auto buildings = [&](const std::vector<int>& g) {
     std::set<int> b;
     for (int gpu : g)
       b.insert(t.locate(gpu).building);
     return b.size();
   };
-  for (const auto& g : dp_across.groups(0, {workload::kDp, 8}))
+  for (const auto& g : dp_across.groups(0, {workload::Axis::dp, 8}))
     CHECK(buildings(g) == 2);
   for (int s = 0; s < 4; ++s)
     CHECK(buildings(dp_across.stage_gpus(s)) == 2);
-  for (const auto& g : pp_across.groups(0, {workload::kDp, 8}))
+  for (const auto& g : pp_across.groups(0, {workload::Axis::dp, 8}))
     CHECK(buildings(g) == 1);
   CHECK(buildings(pp_across.stage_gpus(0)) == 1);
   CHECK(buildings(pp_across.stage_gpus(3)) == 1);
@@ -89,10 +91,10 @@ TEST_CASE("expert groups are carved out of cp x dp, fastest first", "[placement]
   topology::Topology t(topology::load_topology_spec("hgx-h100-pod"));
   auto j = job(1, 1, 1, 16, 4, "llama4-scout");
   placement::Placement p(t, j, {});
-  auto ep = p.groups(0, {workload::kEp, 4});
+  auto ep = p.groups(0, {workload::Axis::ep, 4});
   REQUIRE(ep.size() == 4);
   CHECK(ep[0] == std::vector<int>{0, 1, 2, 3});
-  auto edp = p.groups(0, {workload::kEdp, 4});
+  auto edp = p.groups(0, {workload::Axis::edp, 4});
   REQUIRE(edp.size() == 4);
   CHECK(edp[0] == std::vector<int>{0, 4, 8, 12});
 }
@@ -103,7 +105,9 @@ TEST_CASE("impossible placements are refused with the reason", "[placement]")
   auto j = job(8, 1, 4, 8);
   CHECK_THROWS_WITH(placement::Placement(t, j, {{}, {"bldg-a", "bldg-z"}}),
                     Catch::Contains("unknown building \"bldg-z\"") && Catch::Contains("bldg-a, bldg-b"));
-  CHECK_THROWS_WITH(placement::Placement(t, j, {{"pp", "tp", "cp", "dp"}, {}}), Catch::Contains("straddle nodes"));
+  CHECK_THROWS_WITH(
+      placement::Placement(t, j, {{workload::Dim::pp, workload::Dim::tp, workload::Dim::cp, workload::Dim::dp}, {}}),
+      Catch::Contains("straddle nodes"));
   auto big = job(8, 1, 16, 512); // 65,536 GPUs on a 32,768-GPU topology
   CHECK_THROWS_WITH(placement::Placement(t, big, {}), Catch::Contains("has 32768"));
   auto odd = job(1, 1, 1, 3); // 3 GPUs cannot split over 2 buildings

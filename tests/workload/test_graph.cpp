@@ -52,12 +52,9 @@ wl::StepSummary summary_of(const json& j)
   return wl::summarize(wl::build_step_graph(spec, wl::BuildOptions{false}));
 }
 
-double traffic(const wl::StepSummary& s, wl::Traffic t, bool job_total)
+double traffic(const wl::StepSummary& s, wl::Dim t, bool job_total)
 {
-  for (const auto& x : s.traffic)
-    if (x.traffic == t)
-      return job_total ? x.job_total : x.per_gpu_max;
-  return -1;
+  return job_total ? s.traffic[t].job_total : s.traffic[t].per_gpu_max;
 }
 
 // Llama 3 8B from its published shape (arXiv 2407.21783 Table 3).
@@ -155,30 +152,30 @@ TEST_CASE("Bytes per dimension follow the textbook collective volumes")
   const wl::StepSummary sum = summary_of(j);
   const double act          = s / cp * kH * 2; // bf16 activation of one micro-batch on a CP rank
   // TP: per layer and pass, 2 all-gathers + 2 reduce-scatters of `act`, each (n-1)/n of it on the wire.
-  check_close("tp bytes per GPU", 2 * 4 * layers_per_stage * m * (tp - 1) / tp * act,
-              traffic(sum, wl::Traffic::tp, false), 1e-12);
+  check_close("tp bytes per GPU", 2 * 4 * layers_per_stage * m * (tp - 1) / tp * act, traffic(sum, wl::Dim::tp, false),
+              1e-12);
   // CP: K and V of the whole sequence all-gathered per layer forward, gathered again and their gradients
   // reduce-scattered backward: 3 collectives of s x (2 heads per rank x (128 + 128)) x 2 bytes.
   const double kv = s * (kKv / tp) * 2 * kHd * 2;
-  check_close("cp bytes per GPU", 3 * layers_per_stage * m * (cp - 1) / cp * kv, traffic(sum, wl::Traffic::cp, false),
+  check_close("cp bytes per GPU", 3 * layers_per_stage * m * (cp - 1) / cp * kv, traffic(sum, wl::Dim::cp, false),
               1e-12);
   // PP: one boundary, each micro-batch crosses it forward and backward with the sequence-parallel shard.
   const double msg = s / cp * kH * 2 / tp;
-  check_close("pp bytes, whole job", 2 * (pp - 1) * m * msg * tp * cp * dp, traffic(sum, wl::Traffic::pp, true), 1e-12);
+  check_close("pp bytes, whole job", 2 * (pp - 1) * m * msg * tp * cp * dp, traffic(sum, wl::Dim::pp, true), 1e-12);
   // FSDP over cp x dp = n ranks: each GPU all-gathers its bf16 parameters once and reduce-scatters fp32 gradients
   // once; summed over the job that is (n - 1) x 6 bytes x N.
   const double n = cp * dp;
-  check_close("dp bytes, whole job", (n - 1) * 6 * llama8b_params(), traffic(sum, wl::Traffic::dp, true), 1e-12);
+  check_close("dp bytes, whole job", (n - 1) * 6 * llama8b_params(), traffic(sum, wl::Dim::dp, true), 1e-12);
   // The busiest GPU is on the last stage: 16 layers, the output layer and the final norm, split over tp.
   check_close("dp bytes per GPU, last stage",
               (n - 1) / n * 6 * (layers_per_stage * llama8b_layer_params() + kVocab * kH + kH) / tp,
-              traffic(sum, wl::Traffic::dp, false), 1e-12);
-  CHECK(traffic(sum, wl::Traffic::ep, true) == 0);
+              traffic(sum, wl::Dim::dp, false), 1e-12);
+  CHECK(traffic(sum, wl::Dim::ep, true) == 0);
 
   // DDP: one ring all-reduce of fp32 gradients per replica group: 2 (n - 1) / n x 4 N per GPU-set of a replica.
   const wl::StepSummary ddp = summary_of(job(
       {.model = "llama3-8b", .tp = 4, .cp = 2, .pp = 2, .dp = 2, .seq = 8192, .extra = {{"data_parallel", "ddp"}}}));
-  check_close("ddp bytes, whole job", 2 * (n - 1) * 4 * llama8b_params(), traffic(ddp, wl::Traffic::dp, true), 1e-12);
+  check_close("ddp bytes, whole job", 2 * (n - 1) * 4 * llama8b_params(), traffic(ddp, wl::Dim::dp, true), 1e-12);
 
   // Without sequence parallelism: 2 all-reduces per layer and pass, 2 (n - 1) / n each: the same wire volume.
   const wl::StepSummary nosp = summary_of(job({.model = "llama3-8b",
@@ -189,13 +186,13 @@ TEST_CASE("Bytes per dimension follow the textbook collective volumes")
                                                .seq   = 8192,
                                                .extra = {{"sequence_parallel", false}}}));
   check_close("tp bytes per GPU without SP", 2 * 2 * layers_per_stage * m * 2 * (tp - 1) / tp * act,
-              traffic(nosp, wl::Traffic::tp, false), 1e-12);
+              traffic(nosp, wl::Dim::tp, false), 1e-12);
 
   // Full recompute repeats the forward's collectives in backward: 3 passes instead of 2.
   json full         = j;
   full["recompute"] = "full";
   check_close("tp bytes per GPU, full recompute", 3 * 4 * layers_per_stage * m * (tp - 1) / tp * act,
-              traffic(summary_of(full), wl::Traffic::tp, false), 1e-12);
+              traffic(summary_of(full), wl::Dim::tp, false), 1e-12);
 }
 
 TEST_CASE("HSDP shards inside a group and all-reduces the shards across replicas")
@@ -210,9 +207,9 @@ TEST_CASE("HSDP shards inside a group and all-reduces the shards across replicas
   const wl::StepSummary sum = wl::summarize(g);
   const double p_last       = (16 * llama8b_layer_params() + kVocab * kH + kH) / tp;
   const double per_gpu      = (S - 1) / S * (2 + 4) * p_last + 2 * (R - 1) / R * 4 * p_last / S;
-  check_close("hsdp dp bytes per GPU, last stage", per_gpu, traffic(sum, wl::Traffic::dp, false), 1e-12);
+  check_close("hsdp dp bytes per GPU, last stage", per_gpu, traffic(sum, wl::Dim::dp, false), 1e-12);
   check_close("hsdp dp bytes, whole job", 8 * llama8b_params() * ((S - 1) / S * 6 + 2 * (R - 1) / R * 4 / S),
-              traffic(sum, wl::Traffic::dp, true), 1e-12);
+              traffic(sum, wl::Dim::dp, true), 1e-12);
   int shard_ops = 0, replica_ops = 0;
   for (const auto& op : g.stages[1].ops) {
     shard_ops += wl::group_name(op.group) == "dp_shard" ? 1 : 0;
@@ -236,8 +233,8 @@ TEST_CASE("Expert parallelism: all-to-all volumes and expert-data-parallel gradi
   // Dispatch and combine, forward and backward: 4 all-to-alls per MoE layer of the top-1 copies of the rank's
   // s / tp tokens, (ep - 1) / ep of each leaves the rank.
   const double a2a = s / tp * 1 * h * 2;
-  check_close("ep bytes per GPU", 4 * moe_layers_per_stage * m * (ep - 1) / ep * a2a,
-              traffic(sum, wl::Traffic::ep, false), 1e-12);
+  check_close("ep bytes per GPU", 4 * moe_layers_per_stage * m * (ep - 1) / ep * a2a, traffic(sum, wl::Dim::ep, false),
+              1e-12);
   // FSDP resharding: per micro-batch, all-gather bf16 weights before forward and before backward, reduce-scatter
   // fp32 gradients after backward: (2 + 2 + 4) bytes per parameter per micro-batch. Dense parameters over the
   // 8 dp ranks, routed experts over the 2 expert-data-parallel ranks; whole job: (n - 1) x 8 bytes x params x m.
@@ -245,8 +242,8 @@ TEST_CASE("Expert parallelism: all-to-all volumes and expert-data-parallel gradi
   const double experts = 48 * 16 * 3 * h * 8192;
   const double dense   = 48 * (attn + 3 * h * 8192 + h * 16 + 2 * h) + 2 * 202048 * h + h;
   const double edp     = dp / ep;
-  check_close("dp bytes, whole job", ((dp - 1) * dense + (edp - 1) * experts) * 8 * m,
-              traffic(sum, wl::Traffic::dp, true), 1e-12);
+  check_close("dp bytes, whole job", ((dp - 1) * dense + (edp - 1) * experts) * 8 * m, traffic(sum, wl::Dim::dp, true),
+              1e-12);
 }
 
 TEST_CASE("Pipeline bubbles match (pp - 1) / (v m)")
@@ -415,9 +412,9 @@ TEST_CASE("The graph is one program per stage with matching sends and receives")
         CHECK(sends.emplace(std::make_pair(op.peer_stage, op.tag), op.bytes).second);
       if (op.kind == wl::OpKind::recv)
         CHECK(recvs.emplace(std::make_pair(st.stage, op.tag), op.bytes).second);
-      if (op.traffic == wl::Traffic::tp)
+      if (op.dim == wl::Dim::tp)
         CHECK(wl::group_name(op.group) == "tp");
-      if (op.traffic == wl::Traffic::dp)
+      if (op.dim == wl::Dim::dp)
         CHECK(wl::group_name(op.group) == "dp");
     }
   }

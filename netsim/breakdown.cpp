@@ -1,0 +1,104 @@
+// Where each stage's step time went: every gap of its compute stream, split along time by what it waited for.
+#include "netsim/step_lowering.hpp"
+
+#include <algorithm>
+
+namespace spansim::netsim::detail {
+
+using workload::is_compute;
+using workload::OpKind;
+using workload::WaitCause;
+
+namespace {
+
+bool is_p2p(OpKind k)
+{
+  return k == OpKind::send || k == OpKind::recv;
+}
+
+} // namespace
+
+void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered, StepResult& r)
+{
+  // Stage timelines. A gap of the compute stream is split along time by what was running for the op that
+  // waited: its communication dependencies (and theirs, back to the previous compute op). Blocking
+  // collectives (TP, CP, EP) count first, then pipeline transfers while bytes move, then overlappable
+  // collectives (DP); time nothing accounts for is bubble when the op waited for a pipeline peer, else idle.
+  for (std::size_t s = 0; s < graph.stages.size(); ++s) {
+    const auto& ops = graph.stages[s].ops;
+    StageBreakdown b;
+    b.stage     = static_cast<int>(s);
+    double now  = 0;
+    auto charge = [&](int op, WaitCause cause, double seconds) {
+      if (seconds <= 0)
+        return;
+      if (auto d = workload::dim_of(cause))
+        b.exposed[*d] += seconds;
+      else if (cause == WaitCause::bubble)
+        b.bubble += seconds;
+      else
+        b.idle += seconds;
+      r.waits.push_back({static_cast<int>(s), op, cause, seconds});
+    };
+    struct Busy {
+      double from, to;
+      int priority; // 0 blocking collective, 1 pipeline transfer, 2 overlappable collective
+      WaitCause cause;
+    };
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (!is_compute(ops[i].kind))
+        continue;
+      const auto& t  = r.ops[s][i];
+      const double a = now, gap_end = t.start;
+      std::vector<Busy> busy;
+      bool waited_for_peer = false;
+      if (gap_end > a) {
+        std::vector<int> frontier = ops[i].deps;
+        if (lowered.stream_prev[s][i] >= 0)
+          frontier.push_back(lowered.stream_prev[s][i]);
+        std::vector<bool> seen(ops.size(), false);
+        while (!frontier.empty()) {
+          int d = frontier.back();
+          frontier.pop_back();
+          if (seen[d] || is_compute(ops[d].kind) || r.ops[s][d].end <= a)
+            continue;
+          seen[d]         = true;
+          const auto& dep = ops[d];
+          if (is_p2p(dep.kind)) {
+            busy.push_back({r.ops[s][d].active, r.ops[s][d].end, 1, workload::exposed(*dep.dim)});
+            waited_for_peer = waited_for_peer || r.ops[s][d].end >= gap_end;
+          } else if (dep.dim) {
+            busy.push_back({r.ops[s][d].start, r.ops[s][d].end, dep.overlappable ? 2 : 0, workload::exposed(*dep.dim)});
+          }
+          for (int dd : dep.deps)
+            frontier.push_back(dd);
+          if (lowered.stream_prev[s][d] >= 0)
+            frontier.push_back(lowered.stream_prev[s][d]);
+        }
+        std::vector<double> cuts{a, gap_end};
+        for (const auto& x : busy)
+          for (double c : {x.from, x.to})
+            if (c > a && c < gap_end)
+              cuts.push_back(c);
+        std::sort(cuts.begin(), cuts.end());
+        for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+          double lo = cuts[k], hi = cuts[k + 1];
+          if (hi <= lo)
+            continue;
+          const Busy* best = nullptr;
+          for (const auto& x : busy)
+            if (x.from <= lo && x.to >= hi && (best == nullptr || x.priority < best->priority))
+              best = &x;
+          charge(static_cast<int>(i), best ? best->cause : (waited_for_peer ? WaitCause::bubble : WaitCause::idle),
+                 hi - lo);
+        }
+      }
+      b.compute += t.end - t.start;
+      now = std::max(now, t.end);
+    }
+    charge(-1, WaitCause::idle, r.step_time - now);
+    r.stages.push_back(b);
+  }
+}
+
+} // namespace spansim::netsim::detail

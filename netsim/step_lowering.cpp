@@ -1,0 +1,329 @@
+// Lowering a placed training-step graph to one flow graph: compute ops as delays, collectives on the placement's
+// groups, pipeline transfers between counterpart ranks, with the streams' order as dependencies.
+#include "netsim/step_lowering.hpp"
+
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace spansim::netsim::detail {
+
+using workload::is_compute;
+using workload::OpKind;
+
+namespace {
+
+bool is_p2p(OpKind k)
+{
+  return k == OpKind::send || k == OpKind::recv;
+}
+
+class StepLowering {
+public:
+  StepLowering(const topology::Topology& topology, const workload::StepGraph& graph,
+               const placement::Placement& placement, const StepOptions& options, bool rail_only)
+      : topology_(topology), step_(graph), placement_(placement), options_(options), rail_only_(rail_only)
+  {
+    const auto& stages = graph.stages;
+    nodes_.resize(stages.size());
+    stream_prev_.resize(stages.size());
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      const auto& ops = stages[s].ops;
+      nodes_[s].resize(ops.size());
+      stream_prev_[s].assign(ops.size(), -1);
+      // One stream for compute, one per communicator; pipeline transfers are not serialized.
+      std::map<int, int> last_in_stream;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        int stream = is_compute(ops[i].kind) ? -1 : is_p2p(ops[i].kind) ? -2 : static_cast<int>(*ops[i].dim);
+        if (stream == -2)
+          continue;
+        auto it = last_in_stream.find(stream);
+        if (it != last_in_stream.end())
+          stream_prev_[s][i] = it->second;
+        last_in_stream[stream] = static_cast<int>(i);
+      }
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const auto& op = ops[i];
+        if (op.kind == OpKind::send)
+          sends_[{static_cast<int>(s), op.peer_stage, op.tag}] = static_cast<int>(i);
+        else if (op.kind == OpKind::recv)
+          recvs_[{op.peer_stage, static_cast<int>(s), op.tag}] = static_cast<int>(i);
+      }
+    }
+  }
+
+  void build()
+  {
+    const auto& stages = step_.stages;
+    std::vector<std::size_t> first_pending(stages.size(), 0);
+    std::vector<std::vector<bool>> counted(stages.size());
+    std::size_t remaining = 0;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      remaining += stages[s].ops.size();
+      counted[s].assign(stages[s].ops.size(), false);
+    }
+    // An op is done when its end node exists; pairing a send ends its receive too, so count each op once.
+    auto count = [&](std::size_t s, std::size_t i) {
+      if (nodes_[s][i].end >= 0 && !counted[s][i]) {
+        counted[s][i] = true;
+        --remaining;
+      }
+    };
+    while (remaining > 0) {
+      std::size_t before = remaining;
+      for (std::size_t s = 0; s < stages.size(); ++s) {
+        const auto& ops = stages[s].ops;
+        for (std::size_t i = first_pending[s]; i < ops.size(); ++i) {
+          Node& n = nodes_[s][i];
+          if (n.end >= 0) {
+            count(s, i);
+            continue;
+          }
+          if (n.start < 0) {
+            std::vector<int> deps;
+            if (!ready(static_cast<int>(s), static_cast<int>(i), deps))
+              continue;
+            emit(static_cast<int>(s), static_cast<int>(i), deps);
+          }
+          if (n.end < 0 && is_p2p(ops[i].kind)) {
+            pair(static_cast<int>(s), static_cast<int>(i));
+            if (n.end >= 0) {
+              auto [ps, pi] = peer_of(static_cast<int>(s), static_cast<int>(i));
+              count(static_cast<std::size_t>(ps), static_cast<std::size_t>(pi));
+            }
+          }
+          count(s, i);
+        }
+        while (first_pending[s] < ops.size() && nodes_[s][first_pending[s]].end >= 0)
+          ++first_pending[s];
+      }
+      if (remaining == before)
+        throw SimulationError("the stage programs deadlock: a send or receive never finds its peer (" +
+                              std::to_string(remaining) + " ops left)");
+    }
+  }
+
+  FlowGraph& graph() { return graph_; }
+  /// @brief (GPU of a lowered representative group, GPU of a group it stands for), member by member.
+  const std::set<std::pair<int, int>>& mirrors() const { return mirrors_; }
+  const std::vector<std::vector<Node>>& nodes() const { return nodes_; }
+  const std::vector<std::vector<int>>& stream_prev() const { return stream_prev_; }
+  /// @brief For a send or receive: the node of its peer op (both share the transfer).
+  std::pair<int, int> peer_of(int s, int i) const
+  {
+    const auto& op = step_.stages[s].ops[i];
+    if (op.kind == OpKind::send)
+      return {op.peer_stage, recvs_.at({s, op.peer_stage, op.tag})};
+    return {op.peer_stage, sends_.at({op.peer_stage, s, op.tag})};
+  }
+
+private:
+  bool ready(int s, int i, std::vector<int>& deps) const
+  {
+    const auto& op = step_.stages[s].ops[i];
+    for (int d : op.deps) {
+      if (nodes_[s][d].end < 0)
+        return false;
+      deps.push_back(nodes_[s][d].end);
+    }
+    int prev = stream_prev_[s][i];
+    if (prev >= 0) {
+      if (nodes_[s][prev].end < 0)
+        return false;
+      deps.push_back(nodes_[s][prev].end);
+    }
+    return true;
+  }
+
+  const std::vector<std::vector<int>>& groups(int s, const workload::Group& g)
+  {
+    auto key = std::pair{s, g.axes.bits()};
+    auto it  = groups_.find(key);
+    if (it == groups_.end()) {
+      auto all = placement_.groups(s, g);
+      // With rail symmetry, groups that leave the node are simulated on rail 0 only (their members share a rail).
+      if (rail_only_ && !node_local(all))
+        std::erase_if(all, [&](const std::vector<int>& members) { return !on_rail_zero(members.front()); });
+      it = groups_.emplace(key, std::move(all)).first;
+    }
+    return it->second;
+  }
+
+  bool on_rail_zero(int gpu) const { return topology_.locate(gpu).local == 0; }
+
+  /// @brief The GPUs of a stage whose pipeline transfers are simulated (a pass over every rank: kept per stage).
+  const std::vector<int>& senders(int stage)
+  {
+    auto it = senders_.find(stage);
+    if (it == senders_.end()) {
+      auto gpus = placement_.stage_gpus(stage);
+      if (rail_only_)
+        std::erase_if(gpus, [&](int gpu) { return !on_rail_zero(gpu); });
+      it = senders_.emplace(stage, std::move(gpus)).first;
+    }
+    return it->second;
+  }
+
+  bool node_local(const std::vector<std::vector<int>>& groups) const
+  {
+    for (const auto& g : groups)
+      for (int gpu : g)
+        if (topology_.locate(gpu).node != topology_.locate(g.front()).node)
+          return false;
+    return true;
+  }
+
+  void emit(int s, int i, const std::vector<int>& deps)
+  {
+    const auto& op = step_.stages[s].ops[i];
+    Node& n        = nodes_[s][i];
+    if (is_compute(op.kind)) {
+      n.start = n.end = graph_.add_delay(op.seconds, deps);
+      return;
+    }
+    n.start = graph_.add_delay(0, deps);
+    if (is_p2p(op.kind))
+      return; // the transfer waits for the peer (pair())
+    const auto& all = groups(s, op.group);
+    if (options_.collapse_communication) {
+      auto key = std::tuple{s, op.group.axes.bits(), static_cast<int>(op.collective), op.bytes * op.count};
+      auto it  = isolated_.find(key);
+      if (it == isolated_.end()) {
+        FlowGraph alone;
+        std::vector<int> ends;
+        if (op.group.size > 1 && op.bytes > 0 && op.count > 0)
+          for (const auto& c : collectives_for(s, op, all, node_local(all) ? 1 : all.size()))
+            ends.push_back(add_collective(alone, topology_, c, {}).end_op);
+        it = isolated_.emplace(key, ends.empty() ? 0.0 : run_analytical(topology_, alone).makespan).first;
+      }
+      n.end = graph_.add_delay(it->second, {n.start});
+      return;
+    }
+    std::vector<int> ends;
+    if (op.group.size > 1 && op.bytes > 0 && op.count > 0) {
+      // Groups confined to single nodes only use their own NVLink: one stands for all.
+      const bool local          = node_local(all);
+      const std::size_t lowered = local ? 1 : all.size();
+      if (local)
+        for (std::size_t g = 1; g < all.size(); ++g)
+          for (std::size_t k = 0; k < all[g].size() && k < all[0].size(); ++k)
+            mirrors_.insert({all[0][k], all[g][k]});
+      for (std::size_t g = 0; g < lowered; ++g) {
+        ends.push_back(add_collective(graph_, topology_, collective_for(op, all[g]), {n.start}).end_op);
+      }
+    }
+    n.end = ends.empty() ? n.start : graph_.add_delay(0, ends);
+  }
+
+  Collective collective_for(const workload::Op& op, const std::vector<int>& gpus) const
+  {
+    Collective c;
+    c.op        = op.collective;
+    c.algorithm = options_.algorithms[*op.dim];
+    c.gpus      = gpus;
+    c.bytes     = op.bytes * op.count;
+    c.channels  = options_.channels;
+    return c;
+  }
+
+  /// @brief The op's collective on each group it lowers; `auto` resolved once for all of them, with the groups
+  /// run together (so that the links they share count), and cached per stage, group, kind and size.
+  std::vector<Collective> collectives_for(int s, const workload::Op& op, const std::vector<std::vector<int>>& all,
+                                          std::size_t lowered)
+  {
+    std::vector<Collective> out;
+    for (std::size_t g = 0; g < lowered; ++g)
+      out.push_back(collective_for(op, all[g]));
+    if (!out.empty() && out.front().algorithm == Algorithm::automatic) {
+      auto key = std::tuple{s, op.group.axes.bits(), static_cast<int>(op.collective), op.bytes * op.count};
+      auto it  = chosen_.find(key);
+      if (it == chosen_.end())
+        it = chosen_.emplace(key, choose_algorithm(topology_, out)).first;
+      for (auto& c : out)
+        c.algorithm = it->second;
+    }
+    return out;
+  }
+
+  // A send and its receive share one transfer: every rank of the sending stage to its counterpart.
+  void pair(int s, int i)
+  {
+    auto [ps, pi] = peer_of(s, i);
+    Node& mine    = nodes_[s][i];
+    Node& theirs  = nodes_[ps][pi];
+    if (mine.start < 0 || theirs.start < 0)
+      return;
+    const auto& op   = step_.stages[s].ops[i];
+    const int from   = op.kind == OpKind::send ? s : ps;
+    const int to     = op.kind == OpKind::send ? ps : s;
+    const auto& send = op.kind == OpKind::send ? op : step_.stages[ps].ops[pi];
+    std::vector<int> flows;
+    const double bytes = send.bytes * std::max(1, send.count);
+    if (options_.collapse_communication) {
+      auto key = std::tuple{from, to, bytes};
+      auto it  = isolated_p2p_.find(key);
+      if (it == isolated_p2p_.end()) {
+        FlowGraph alone;
+        if (bytes > 0)
+          for (int gpu : senders(from))
+            alone.add_transfer(gpu, placement_.peer_gpu(gpu, to), bytes);
+        it = isolated_p2p_.emplace(key, bytes > 0 ? run_analytical(topology_, alone).makespan : 0.0).first;
+      }
+      int end    = graph_.add_delay(it->second, {mine.start, theirs.start});
+      mine.end   = end;
+      theirs.end = end;
+      return;
+    }
+    if (bytes > 0)
+      for (int gpu : senders(from))
+        for (int c = 0; c < options_.channels; ++c)
+          flows.push_back(graph_.add_transfer(gpu, placement_.peer_gpu(gpu, to), bytes / options_.channels,
+                                              {mine.start, theirs.start}));
+    int end    = flows.empty() ? graph_.add_delay(0, {mine.start, theirs.start}) : graph_.add_delay(0, flows);
+    mine.end   = end;
+    theirs.end = end;
+  }
+
+  const topology::Topology& topology_;
+  const workload::StepGraph& step_;
+  const placement::Placement& placement_;
+  const StepOptions& options_;
+  bool rail_only_;
+  FlowGraph graph_;
+  std::vector<std::vector<Node>> nodes_;
+  std::vector<std::vector<int>> stream_prev_;
+  std::map<int, std::vector<int>> senders_;
+  std::map<std::tuple<int, int, std::int64_t>, int> sends_; // (from, to, tag) -> op in from's program
+  std::map<std::tuple<int, int, std::int64_t>, int> recvs_; // (from, to, tag) -> op in to's program
+  std::map<std::pair<int, std::uint8_t>, std::vector<std::vector<int>>> groups_;
+  std::set<std::pair<int, int>> mirrors_;
+  std::map<std::tuple<int, std::uint8_t, int, double>, double> isolated_;  ///< collapsed collectives' durations
+  std::map<std::tuple<int, int, double>, double> isolated_p2p_;            ///< collapsed pipeline transfers
+  std::map<std::tuple<int, std::uint8_t, int, double>, Algorithm> chosen_; ///< `auto` resolved per op pattern
+};
+
+} // namespace
+
+LoweredStep lower_step(const topology::Topology& topology, const workload::StepGraph& graph,
+                       const placement::Placement& placement, const StepOptions& options, bool rail_only)
+{
+  StepLowering lowering(topology, graph, placement, options, rail_only);
+  lowering.build();
+  LoweredStep out;
+  out.nodes       = lowering.nodes();
+  out.stream_prev = lowering.stream_prev();
+  out.mirrors     = lowering.mirrors();
+  out.peer.resize(graph.stages.size());
+  for (std::size_t s = 0; s < graph.stages.size(); ++s) {
+    out.peer[s].assign(graph.stages[s].ops.size(), {-1, -1});
+    for (std::size_t i = 0; i < graph.stages[s].ops.size(); ++i)
+      if (is_p2p(graph.stages[s].ops[i].kind))
+        out.peer[s][i] = lowering.peer_of(static_cast<int>(s), static_cast<int>(i));
+  }
+  out.graph = std::move(lowering.graph());
+  return out;
+}
+
+} // namespace spansim::netsim::detail

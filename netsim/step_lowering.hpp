@@ -1,0 +1,40 @@
+#pragma once
+/// @file
+/// @brief Internal to netsim: a placed step graph lowered to one flow graph, and what is needed to read the stage
+/// timelines back from the run (netsim/step.cpp, netsim/breakdown.cpp).
+
+#include "netsim/step.hpp"
+
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace spansim::netsim::detail {
+
+/// @brief The flow-graph nodes standing for one op of a stage program.
+struct Node {
+  int start = -1; ///< ends when the op may begin (its dependencies are done)
+  int end   = -1; ///< ends when the op is done
+};
+
+/// @brief A step graph lowered to flows.
+struct LoweredStep {
+  FlowGraph graph;
+  std::vector<std::vector<Node>> nodes;               ///< [stage][op]
+  std::vector<std::vector<int>> stream_prev;          ///< [stage][op]: the previous op of its stream, -1 for none
+  std::vector<std::vector<std::pair<int, int>>> peer; ///< [stage][op]: a send's or receive's peer (stage, op)
+  /// @brief (GPU of a lowered representative group, GPU of a group it stands for), member by member.
+  std::set<std::pair<int, int>> mirrors;
+};
+
+/// @brief Lowers every op of every stage program: compute as delays, collectives through netsim/collectives.hpp on
+/// the placement's groups (node-local groups once; with `rail_only`, the groups of rail 0 alone), pipeline sends
+/// and receives as transfers from every rank of the sending stage to its counterpart.
+/// @throws SimulationError if the programs deadlock.
+LoweredStep lower_step(const topology::Topology& topology, const workload::StepGraph& graph,
+                       const placement::Placement& placement, const StepOptions& options, bool rail_only);
+
+/// @brief Fills `result.stages` and `result.waits` from the op timings in `result.ops`.
+void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered, StepResult& result);
+
+} // namespace spansim::netsim::detail

@@ -1,0 +1,110 @@
+// Tuning: `auto` settled per step. The per-call policy picks each collective's algorithm with the op's own groups
+// running together, but not the other stages' collectives on the same links, so its pick can be the slowest for
+// the step. Where a dimension's groups span nodes, the whole step is run analytically (the flow engine's model)
+// under the per-call policy and under each algorithm that applies to all of the dimension's calls, and the fastest
+// wins; dimensions are settled in turn.
+#include "netsim/step.hpp"
+
+#include <optional>
+#include <set>
+
+namespace spansim::netsim {
+
+using workload::Dim;
+using workload::OpKind;
+
+namespace {
+
+bool reduces_or_gathers(const workload::Op& op)
+{
+  return op.kind == OpKind::collective &&
+         (op.collective == CollectiveOp::all_reduce || op.collective == CollectiveOp::all_gather ||
+          op.collective == CollectiveOp::reduce_scatter);
+}
+
+// Dimensions whose collectives (all-reduce, all-gather, reduce-scatter) have a group spanning several nodes:
+// there the algorithm decides what crosses the scale-out fabric and its boundaries.
+workload::DimArray<bool> dimensions_across_nodes(const topology::Topology& topology, const workload::StepGraph& graph,
+                                                 const placement::Placement& placement)
+{
+  workload::DimArray<bool> across{};
+  std::set<std::pair<std::size_t, std::uint8_t>> seen;
+  for (std::size_t s = 0; s < graph.stages.size(); ++s)
+    for (const auto& op : graph.stages[s].ops) {
+      if (!op.dim || across[*op.dim] || !reduces_or_gathers(op) || !seen.insert({s, op.group.axes.bits()}).second)
+        continue;
+      for (const auto& g : placement.groups(static_cast<int>(s), op.group))
+        for (int gpu : g)
+          if (topology.locate(gpu).node != topology.locate(g.front()).node)
+            across[*op.dim] = true;
+    }
+  return across;
+}
+
+// Whether `algorithm` applies to every collective of dimension `d`, on every group it runs on.
+bool applies_to_dimension(const topology::Topology& topology, const workload::StepGraph& graph,
+                          const placement::Placement& placement, Dim d, Algorithm algorithm)
+{
+  std::set<std::tuple<std::size_t, std::uint8_t, int>> seen;
+  for (std::size_t s = 0; s < graph.stages.size(); ++s)
+    for (const auto& op : graph.stages[s].ops) {
+      if (op.kind != OpKind::collective || op.dim != d || op.group.size < 2 ||
+          !seen.insert({s, op.group.axes.bits(), static_cast<int>(op.collective)}).second)
+        continue;
+      Collective c;
+      c.op = op.collective;
+      for (const auto& gpus : placement.groups(static_cast<int>(s), op.group)) {
+        c.gpus = gpus;
+        if (!applicable(topology, c, algorithm))
+          return false;
+      }
+    }
+  return true;
+}
+
+} // namespace
+
+StepResult simulate_step(const topology::Topology& topology, const workload::StepGraph& graph,
+                         const placement::Placement& placement, const StepOptions& options)
+{
+  if (options.collapse_communication || !options.choose_per_step) {
+    auto r = simulate_step_as_given(topology, graph, placement, options);
+    if (!options.collapse_communication)
+      r.engine["collective_choice"] = "per call";
+    return r;
+  }
+  StepOptions chosen     = options;
+  chosen.choose_per_step = false;
+  const auto across      = dimensions_across_nodes(topology, graph, placement);
+  nlohmann::json picks   = nlohmann::json::object();
+  std::optional<StepResult> best_trial; // the final run when it is analytical
+  for (Dim d : workload::kDims) {
+    if (options.algorithms[d] != Algorithm::automatic || !across[d])
+      continue;
+    StepOptions trial = chosen;
+    trial.fidelity    = Fidelity::analytical;
+    Algorithm best    = Algorithm::automatic;
+    best_trial.reset();
+    for (auto a : {Algorithm::automatic, Algorithm::ring, Algorithm::hierarchical, Algorithm::halving_doubling,
+                   Algorithm::tree}) {
+      if (!applies_to_dimension(topology, graph, placement, d, a))
+        continue; // e.g. tree for FSDP's all-gathers
+      trial.algorithms[d] = a;
+      auto r              = simulate_step_as_given(topology, graph, placement, trial);
+      if (!best_trial || r.step_time < best_trial->step_time * (1 - 1e-9)) {
+        best       = a;
+        best_trial = std::move(r);
+      }
+    }
+    chosen.algorithms[d]           = best;
+    picks[std::string(name_of(d))] = best == Algorithm::automatic ? "auto (per call)" : std::string(name_of(best));
+  }
+  const bool reuse = best_trial && options.fidelity == Fidelity::analytical;
+  auto r           = reuse ? std::move(*best_trial) : simulate_step_as_given(topology, graph, placement, chosen);
+  r.engine["collective_choice"] = "per step";
+  if (!picks.empty())
+    r.engine["collectives_chosen_per_step"] = picks;
+  return r;
+}
+
+} // namespace spansim::netsim

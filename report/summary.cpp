@@ -1,0 +1,153 @@
+// The JSON summary of a run: what was simulated (the effective configuration, with version and git hash) and
+// what came out (metrics, breakdown, network use, boundary crossings).
+#include "report/report.hpp"
+
+#include "common/version.hpp"
+
+namespace spansim::report {
+
+using nlohmann::json;
+
+BreakdownStats breakdown_stats(const netsim::StepResult& r)
+{
+  BreakdownStats s;
+  const double n = static_cast<double>(r.stages.size());
+  auto add       = [&](PartStats& p, double v) {
+    p.mean += v / n;
+    p.max = std::max(p.max, v);
+  };
+  for (const auto& b : r.stages) {
+    for (std::size_t k = 0; k < netsim::kParts.size(); ++k)
+      add(s.parts[k], b.part(netsim::kParts[k]));
+    add(s.exposed_total, b.exposed_total());
+  }
+  return s;
+}
+
+namespace {
+
+json configuration(const scenario::ScenarioRun& run)
+{
+  const auto& sc  = run.scenario;
+  const auto& job = sc.job;
+  json algorithms;
+  for (workload::Dim d : workload::kDims)
+    algorithms[std::string(name_of(d))] = name_of(sc.options.algorithms[d]);
+  json order = json::array();
+  for (workload::Dim d : run.placed->placement().order())
+    order.push_back(name_of(d));
+  return {{"topology", sc.topology.to_json()},
+          {"job",
+           {{"name", job.name},
+            {"file", job.file},
+            {"model", job.model.name},
+            {"gpu", job.gpu.name},
+            {"gpus", job.gpus},
+            {"tp", job.parallelism.tp},
+            {"cp", job.parallelism.cp},
+            {"pp", job.parallelism.pp},
+            {"dp", job.parallelism.dp},
+            {"ep", job.parallelism.ep},
+            {"micro_batches", job.micro_batches()},
+            {"tokens_per_step", job.tokens_per_step()}}},
+          {"placement", {{"order", order}, {"buildings", run.placement.buildings_used}}},
+          {"fidelity", name_of(sc.options.fidelity)},
+          {"collectives",
+           {{"algorithms", algorithms},
+            {"auto", sc.options.choose_per_step ? "per-step" : "per-call"},
+            {"channels", sc.options.channels}}},
+          {"engine", run.result.engine}};
+}
+
+json breakdown(const scenario::ScenarioRun& run, bool with_stages)
+{
+  const auto& r     = run.result;
+  const auto stats  = breakdown_stats(r);
+  json over_stages;
+  for (auto p : netsim::kParts)
+    over_stages[std::string(name_of(p)) + "_s"] = {{"mean", stats[p].mean}, {"max", stats[p].max}};
+  over_stages["exposed_total_s"] = {{"mean", stats.exposed_total.mean}, {"max", stats.exposed_total.max}};
+  json out = {{"over_stages", over_stages}, {"parts", json::array()}};
+  for (auto p : netsim::kParts)
+    out["parts"].push_back(name_of(p));
+  if (with_stages) {
+    json stages = json::array();
+    for (const auto& b : r.stages) {
+      json e = {{"stage", b.stage}};
+      for (auto p : netsim::kParts)
+        e[std::string(name_of(p)) + "_s"] = b.part(p);
+      stages.push_back(e);
+    }
+    out["stages"] = stages;
+  }
+  // Ranks of a stage run in lockstep (same program, kept in step by their collectives): each stage's timeline
+  // stands for all its ranks. Name the first rank of each stage, the one the trace shows.
+  json sampled       = json::array();
+  const auto& place  = run.placed->placement();
+  const auto& topo   = run.placed->topology();
+  for (int s = 0; s < run.scenario.job.parallelism.pp; ++s) {
+    const auto gpus = place.stage_gpus(s);
+    sampled.push_back({{"stage", s},
+                       {"ranks_in_stage", gpus.size()},
+                       {"gpu", gpus.front()},
+                       {"gpu_name", topo.vertex_name(gpus.front())}});
+  }
+  out["stage_ranks"] = sampled;
+  return out;
+}
+
+json network(const NetworkReport& n, bool over_time)
+{
+  json tiers = json::array(), boundaries = json::array(), busiest = json::array(), nvlinks = json::array();
+  for (const auto& t : n.tiers)
+    tiers.push_back({{"tier", name_of(t.tier)},
+                     {"bytes", t.bytes},
+                     {"links_used", t.links_used},
+                     {"mean_utilisation", t.mean_utilisation}});
+  for (const auto& b : n.boundaries)
+    boundaries.push_back({{"kind", b.kind},
+                          {"name", b.name},
+                          {"bytes_out", b.bytes_out},
+                          {"bytes_in", b.bytes_in},
+                          {"mean_utilisation_out", b.mean_utilisation_out}});
+  for (const auto* list : {&n.busiest, &n.busiest_nvlinks})
+    for (const auto& l : *list)
+      (list == &n.busiest ? busiest : nvlinks)
+          .push_back({{"link", l.link}, {"tier", name_of(l.tier)}, {"bytes", l.bytes}, {"utilisation", l.utilisation}});
+  json out = {{"tiers", tiers}, {"boundaries", boundaries}, {"busiest_links", busiest}, {"busiest_nvlinks", nvlinks}};
+  if (over_time) {
+    json series = json::array();
+    for (const auto& s : n.over_time)
+      series.push_back({{"link", s.link},
+                        {"tier", name_of(s.tier)},
+                        {"bin_seconds", s.bin_seconds},
+                        {"utilisation", s.utilisation}});
+    out["boundary_utilisation_over_time"] = series;
+  }
+  return out;
+}
+
+} // namespace
+
+json summary_json(const scenario::ScenarioRun& run, const SummaryOptions& options)
+{
+  const auto& r = run.result;
+  json j;
+  j["spansim"]       = provenance();
+  j["scenario"]      = {{"name", run.scenario.name}, {"file", run.scenario.file}};
+  j["configuration"] = configuration(run);
+  j["metrics"]       = {{"step_time_s", r.step_time},
+                        {"tokens_per_s", r.tokens_per_second},
+                        {"model_flops_per_step", r.model_flops},
+                        {"tflops_per_gpu", r.tflops_per_gpu},
+                        {"mfu", r.mfu},
+                        {"flow_graph_ops", r.flow_ops},
+                        {"simulated_rails", r.rails},
+                        {"transfers", r.transfers.size()}};
+  j["breakdown"]     = breakdown(run, options.stages);
+  j["network"]       = network(network_report(run), options.over_time);
+  j["placement"]     = run.placement.to_json();
+  return j;
+}
+
+} // namespace spansim::report

@@ -1,0 +1,136 @@
+// Scenarios: reading them, building them once, simulating them.
+#include "scenario/scenario.hpp"
+
+#include "common/error.hpp"
+#include "common/json_reader.hpp"
+
+#include <filesystem>
+
+#ifndef SPANSIM_DATA_DIR
+#error "SPANSIM_DATA_DIR must point at the source tree"
+#endif
+
+namespace spansim::scenario {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// A path in a scenario: as given, next to the scenario file, or in the source tree (examples/...).
+std::string resolve(const std::string& name, const std::string& scenario_file)
+{
+  for (const fs::path& candidate :
+       {fs::path(name), fs::path(scenario_file).parent_path() / name, fs::path(SPANSIM_DATA_DIR) / name})
+    if (fs::exists(candidate))
+      return candidate.string();
+  return name;
+}
+
+bool looks_like_path(const std::string& s)
+{
+  return s.find('/') != std::string::npos || s.ends_with(".json");
+}
+
+} // namespace
+
+std::string default_scenario_path()
+{
+  return std::string(SPANSIM_DATA_DIR) + "/examples/scenarios/llama3-405b-two-buildings.json";
+}
+
+Scenario load_scenario(const std::string& path)
+{
+  return parse_scenario(spec::load_json_file(path), path);
+}
+
+Scenario parse_scenario(const json& document, const std::string& path, const std::string& json_path)
+{
+  Scenario sc;
+  sc.file      = path;
+  sc.json_path = json_path;
+  spec::ObjectReader r(document, spec::Location{path, json_path});
+  sc.name = r.name("name");
+  r.optional_string("description");
+
+  const json& topo = r.raw("topology");
+  if (topo.is_string()) {
+    std::string t = topo.get<std::string>();
+    sc.topology = topology::load_topology_spec(looks_like_path(t) ? resolve(t, path) : t, r.where().member("topology"));
+  } else if (topo.is_object()) {
+    sc.topology = topology::parse_topology_spec(topo, path, json_path + ".topology");
+  } else {
+    r.fail("topology", "expected a preset name, a file path or an inline topology object");
+  }
+
+  const json& job = r.raw("job");
+  if (job.is_string()) {
+    const std::string job_file = resolve(job.get<std::string>(), path);
+    sc.job = workload::parse_job(spec::load_referenced_json(job_file, r.where().member("job")), job_file);
+  } else if (job.is_object()) {
+    sc.job = workload::parse_job(job, path, json_path + ".job");
+  } else {
+    r.fail("job", "expected a job file path or an inline job object");
+  }
+
+  if (r.has("placement"))
+    sc.placement = placement::parse_placement(r.raw("placement"), path, json_path + ".placement");
+  if (auto f = r.optional_enumeration<netsim::Fidelity>("fidelity"))
+    sc.options.fidelity = *f;
+  if (auto c = r.optional_object("collectives")) {
+    for (workload::Dim d : workload::kDims)
+      if (auto a = c->optional_enumeration<netsim::Algorithm>(name_of(d)))
+        sc.options.algorithms[d] = *a;
+    sc.options.channels = static_cast<int>(c->optional_integer("channels", 1, 64).value_or(1));
+    if (c->has("auto"))
+      sc.options.choose_per_step = c->choice("auto", {"per-step", "per-call"}) == "per-step";
+    c->finish();
+  }
+  if (auto t = r.optional_object("trace")) {
+    const json& stages = t->raw("stages");
+    if (!stages.is_array())
+      t->fail("stages", "expected a list of pipeline stage numbers");
+    for (const auto& s : stages) {
+      if (!s.is_number_integer() || s.get<int>() < 0 || s.get<int>() >= sc.job.parallelism.pp)
+        t->fail("stages", "stage numbers go from 0 to " + std::to_string(sc.job.parallelism.pp - 1));
+      sc.trace_stages.push_back(s.get<int>());
+    }
+    t->finish();
+  }
+  r.finish();
+  return sc;
+}
+
+namespace {
+void report(const PhaseCallback& phase, const std::string& what)
+{
+  if (phase)
+    phase(what);
+}
+} // namespace
+
+PlacedStep::PlacedStep(const Scenario& scenario, const PhaseCallback& phase)
+    : topology_((report(phase, "building the topology"), scenario.topology)),
+      graph_((report(phase, "building the step graph"), workload::build_step_graph(scenario.job))),
+      placement_((report(phase, "placing ranks"), topology_), scenario.job, scenario.placement,
+                 spec::Location{scenario.file, scenario.json_path + ".placement"})
+{
+}
+
+ScenarioRun simulate(const Scenario& scenario, std::shared_ptr<const PlacedStep> placed, const PhaseCallback& phase)
+{
+  ScenarioRun run;
+  run.scenario  = scenario;
+  run.placement = placed->placement().report(placed->graph());
+  report(phase, "simulating the step at " + std::string(name_of(scenario.options.fidelity)) + " fidelity");
+  run.result = netsim::simulate_step(placed->topology(), placed->graph(), placed->placement(), scenario.options);
+  run.placed = std::move(placed);
+  return run;
+}
+
+ScenarioRun run_scenario(const Scenario& scenario, const PhaseCallback& phase)
+{
+  return simulate(scenario, std::make_shared<const PlacedStep>(scenario, phase), phase);
+}
+
+} // namespace spansim::scenario

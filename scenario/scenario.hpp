@@ -1,0 +1,77 @@
+#pragma once
+/// @file
+/// @brief The scenario stage: a scenario file (topology + job + placement + fidelity and collective options) is
+/// read once, built once into a placed step (topology, step graph, placement), and simulated into a typed run.
+/// What a run reports (JSON summary, per-chunk CSV, Perfetto trace) is written by report/.
+
+#include "netsim/step.hpp"
+#include "placement/placement.hpp"
+#include "topology/topology.hpp"
+#include "workload/workload.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spansim::scenario {
+
+/// @brief Everything needed to simulate one training step.
+struct Scenario {
+  std::string name;
+  std::string file;
+  std::string json_path = "$"; ///< where the scenario sits in `file` (an inline scenario of a campaign)
+  topology::TopologySpec topology;
+  workload::JobSpec job;
+  placement::PlacementSpec placement;
+  netsim::StepOptions options;
+  std::vector<int> trace_stages; ///< stages drawn in the trace (empty: all, up to 16)
+};
+
+/// @brief Path of the scenario `make run` uses.
+std::string default_scenario_path();
+/// @brief Reads a scenario file. Topology and job are preset/zoo names, paths (relative to the scenario's
+/// folder, the working directory or the source tree) or inline objects. @throws SpecError.
+Scenario load_scenario(const std::string& path);
+/// @brief Reads a scenario given as JSON; `file` names it in errors and anchors relative paths; `json_path`
+/// locates it inside `file` (an inline scenario of a campaign: "$.scenario").
+Scenario parse_scenario(const nlohmann::json& document, const std::string& file, const std::string& json_path = "$");
+
+/// @brief Reports the phase a run is in ("building the step graph", ...), for progress displays.
+using PhaseCallback = std::function<void(const std::string&)>;
+
+/// @brief A scenario built: its topology, step graph and placement, each built once. Not movable: the placement
+/// refers to the topology.
+class PlacedStep {
+public:
+  /// @brief Builds the topology, the step graph and the placement. @throws SpecError naming the scenario's file
+  /// and JSON path for a placement that cannot be.
+  explicit PlacedStep(const Scenario& scenario, const PhaseCallback& phase = {});
+  PlacedStep(const PlacedStep&)            = delete;
+  PlacedStep& operator=(const PlacedStep&) = delete;
+
+  const topology::Topology& topology() const { return topology_; }
+  const workload::StepGraph& graph() const { return graph_; }
+  const placement::Placement& placement() const { return placement_; }
+
+private:
+  topology::Topology topology_;
+  workload::StepGraph graph_;
+  placement::Placement placement_;
+};
+
+/// @brief A simulated scenario: the scenario as run, what it was built into, and the typed results.
+struct ScenarioRun {
+  Scenario scenario;
+  std::shared_ptr<const PlacedStep> placed;
+  netsim::StepResult result;
+  placement::PlacementReport placement; ///< which groups cross which boundaries, bytes across them
+};
+
+/// @brief Builds the scenario and simulates one step.
+ScenarioRun run_scenario(const Scenario& scenario, const PhaseCallback& phase = {});
+/// @brief Simulates one step of an already built scenario (a placed step can be simulated many times).
+ScenarioRun simulate(const Scenario& scenario, std::shared_ptr<const PlacedStep> placed,
+                     const PhaseCallback& phase = {});
+
+} // namespace spansim::scenario

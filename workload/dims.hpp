@@ -1,0 +1,127 @@
+#pragma once
+/// @file
+/// @brief The vocabulary of parallelism, spelled once: the dimensions (tp, cp, pp, dp, ep), arrays indexed by
+/// them, the axes a communication group spans, and what a stalled compute stream waited for.
+
+#include "common/names.hpp"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace spansim::workload {
+
+/// @brief A parallelism dimension: the traffic of every communication op is accounted to one.
+enum class Dim : std::uint8_t { tp, cp, pp, dp, ep };
+/// @brief Every dimension, in the order of reports and per-dimension arrays.
+inline constexpr std::array kDims{Dim::tp, Dim::cp, Dim::pp, Dim::dp, Dim::ep};
+/// @brief The four coordinates of a rank (expert parallelism is carved out of cp x dp, not a coordinate).
+inline constexpr std::array kRankDims{Dim::tp, Dim::cp, Dim::pp, Dim::dp};
+/// @brief Llama 3's rank order, innermost first: TP fills a node, DP crosses the boundaries.
+inline constexpr std::array kProductionOrder{Dim::tp, Dim::cp, Dim::pp, Dim::dp};
+
+/// @brief One value per dimension, indexed by Dim.
+template <class T>
+struct DimArray {
+  std::array<T, kDims.size()> values{};
+
+  constexpr T& operator[](Dim d) { return values[static_cast<std::size_t>(d)]; }
+  constexpr const T& operator[](Dim d) const { return values[static_cast<std::size_t>(d)]; }
+  constexpr auto begin() { return values.begin(); }
+  constexpr auto end() { return values.end(); }
+  constexpr auto begin() const { return values.begin(); }
+  constexpr auto end() const { return values.end(); }
+};
+
+/// @brief An axis a communication group can span: a dimension, or a part of one (ep and edp split cp x dp;
+/// HSDP splits dp into a sharding and a replicating part).
+enum class Axis : std::uint8_t { tp, cp, pp, dp, ep, edp, dp_shard, dp_replicate };
+
+/// @brief A set of axes (what a group spans).
+class AxisSet {
+public:
+  constexpr AxisSet() = default;
+  constexpr AxisSet(Axis a) : bits_(bit(a)) {} // NOLINT: a single axis is a set
+  constexpr AxisSet operator|(AxisSet o) const { return from_bits(bits_ | o.bits_); }
+  constexpr bool contains(Axis a) const { return (bits_ & bit(a)) != 0; }
+  constexpr bool empty() const { return bits_ == 0; }
+  constexpr std::uint8_t bits() const { return bits_; }
+  constexpr bool operator==(const AxisSet&) const  = default;
+  constexpr auto operator<=>(const AxisSet&) const = default;
+
+private:
+  static constexpr std::uint8_t bit(Axis a) { return static_cast<std::uint8_t>(1U << static_cast<unsigned>(a)); }
+  static constexpr AxisSet from_bits(std::uint8_t b)
+  {
+    AxisSet s;
+    s.bits_ = b;
+    return s;
+  }
+  std::uint8_t bits_ = 0;
+};
+constexpr AxisSet operator|(Axis a, Axis b)
+{
+  return AxisSet(a) | AxisSet(b);
+}
+
+/// @brief A communication group: the axes it spans, and its size.
+struct Group {
+  AxisSet axes;
+  int size = 1;
+};
+/// @brief Names a group by its axes, e.g. "cp+dp" ("none" for the empty set).
+std::string group_name(const Group& group);
+
+/// @brief What a compute stream waited for in a gap: exposed communication of one dimension, a pipeline peer
+/// (bubble), or nothing (idle: done before the step ended).
+enum class WaitCause : std::uint8_t { tp, cp, pp, dp, ep, bubble, idle };
+/// @brief The cause "exposed communication of `d`".
+constexpr WaitCause exposed(Dim d)
+{
+  return static_cast<WaitCause>(d);
+}
+/// @brief The dimension of an exposed-communication cause; none for bubble and idle.
+constexpr std::optional<Dim> dim_of(WaitCause c)
+{
+  if (c == WaitCause::bubble || c == WaitCause::idle)
+    return std::nullopt;
+  return static_cast<Dim>(c);
+}
+
+} // namespace spansim::workload
+
+namespace spansim {
+
+template <>
+struct EnumNames<workload::Dim> {
+  static constexpr std::array table{
+      std::pair{workload::Dim::tp, std::string_view{"tp"}}, std::pair{workload::Dim::cp, std::string_view{"cp"}},
+      std::pair{workload::Dim::pp, std::string_view{"pp"}}, std::pair{workload::Dim::dp, std::string_view{"dp"}},
+      std::pair{workload::Dim::ep, std::string_view{"ep"}}};
+};
+
+template <>
+struct EnumNames<workload::Axis> {
+  static constexpr std::array table{std::pair{workload::Axis::tp, std::string_view{"tp"}},
+                                    std::pair{workload::Axis::cp, std::string_view{"cp"}},
+                                    std::pair{workload::Axis::pp, std::string_view{"pp"}},
+                                    std::pair{workload::Axis::dp, std::string_view{"dp"}},
+                                    std::pair{workload::Axis::ep, std::string_view{"ep"}},
+                                    std::pair{workload::Axis::edp, std::string_view{"edp"}},
+                                    std::pair{workload::Axis::dp_shard, std::string_view{"dp_shard"}},
+                                    std::pair{workload::Axis::dp_replicate, std::string_view{"dp_replicate"}}};
+};
+
+template <>
+struct EnumNames<workload::WaitCause> {
+  static constexpr std::array table{std::pair{workload::WaitCause::tp, std::string_view{"tp"}},
+                                    std::pair{workload::WaitCause::cp, std::string_view{"cp"}},
+                                    std::pair{workload::WaitCause::pp, std::string_view{"pp"}},
+                                    std::pair{workload::WaitCause::dp, std::string_view{"dp"}},
+                                    std::pair{workload::WaitCause::ep, std::string_view{"ep"}},
+                                    std::pair{workload::WaitCause::bubble, std::string_view{"bubble"}},
+                                    std::pair{workload::WaitCause::idle, std::string_view{"idle"}}};
+};
+
+} // namespace spansim
