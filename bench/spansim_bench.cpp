@@ -320,7 +320,7 @@ std::vector<Case> cases()
          f.engine_wall = seconds_since(start);
          f.simulated   = *result.ranked.front().refined;
          f.transfers   = static_cast<long>(result.scored);
-         f.gpus        = static_cast<int>(spec.gpus);
+         f.gpus        = static_cast<int>(spec.base.gpus);
          f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
        }});
   // Issue 11: points bounded and scored per second by the optimizer's fast model, on one worker process (the
@@ -335,7 +335,7 @@ std::vector<Case> cases()
                    f.engine_wall = result.scoring_seconds;
                    f.simulated   = *result.ranked.front().refined;
                    f.transfers   = static_cast<long>(result.points);
-                   f.gpus        = static_cast<int>(spec.gpus);
+                   f.gpus        = static_cast<int>(spec.base.gpus);
                    f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
                    std::snprintf(f.note, sizeof f.note,
                                  "%zu points (%zu feasible, %zu scored): %.1f points/s on one worker", result.points,

@@ -3,6 +3,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "common/error.hpp"
+#include "common/process.hpp"
 #include "common/units.hpp"
 #include "experiments/runner.hpp"
 #include "experiments/slurm.hpp"
@@ -247,52 +248,14 @@ void plot(const CampaignPlotOptions& o)
     argv.insert(argv.end(), {"--out", o.out});
   if (o.json)
     argv.push_back("--json");
-  int err[2];
-  if (::pipe(err) != 0)
-    throw UsageError(std::string("cannot make a pipe: ") + std::strerror(errno));
-  std::cout.flush();
-  std::cerr.flush();
-  pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(err[0]);
-    ::close(err[1]);
-    throw UsageError(std::string("cannot fork: ") + std::strerror(errno));
-  }
-  if (pid == 0) {
-    ::dup2(err[1], STDERR_FILENO);
-    ::close(err[0]);
-    ::close(err[1]);
-    std::vector<char*> args;
-    for (auto& a : argv)
-      args.push_back(a.data());
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    std::cerr << "cannot run " << o.python << ": " << std::strerror(errno) << "\n";
-    ::_exit(127);
-  }
   // The script's stderr is collected so that a failure is reported with the script's own message.
-  ::close(err[1]);
-  std::string messages;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(err[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    messages.append(buf, static_cast<std::size_t>(n));
-  }
-  ::close(err[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    std::cerr << messages << std::flush;
+  const auto r = process::run_program(argv, process::Capture::errors);
+  if (r.exit_code == 0) {
+    std::cerr << r.captured << std::flush;
     return;
   }
-  const std::string why = last_line(messages);
-  throw UsageError("plotting failed (" + script + ", exit status " +
-                   std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) +
+  const std::string why = last_line(r.captured);
+  throw UsageError("plotting failed (" + script + ", exit status " + std::to_string(r.exit_code) +
                    "): " + (why.empty() ? "no message" : why));
 }
 

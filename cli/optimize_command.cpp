@@ -32,11 +32,11 @@ std::string pct(double x)
 std::string label_with_choice(const optimizer::Evaluation& e)
 {
   std::string label        = e.point.label();
-  const auto& chosen       = e.metrics.value("collectives_chosen", nlohmann::json::object());
+  const auto chosen        = e.metrics.collectives_chosen.find("dp");
   const std::string suffix = " dp:auto";
-  if (chosen.contains("dp") && chosen["dp"].get<std::string>().rfind("auto", 0) != 0 && label.size() >= suffix.size() &&
-      label.compare(label.size() - suffix.size(), suffix.size(), suffix) == 0)
-    label += "=" + chosen["dp"].get<std::string>();
+  if (chosen != e.metrics.collectives_chosen.end() && chosen->second.rfind("auto", 0) != 0 &&
+      label.size() >= suffix.size() && label.compare(label.size() - suffix.size(), suffix.size(), suffix) == 0)
+    label += "=" + chosen->second;
   return label;
 }
 
@@ -46,7 +46,7 @@ nlohmann::json evaluation_json(const optimizer::Evaluation& e)
                       {"label", e.point.label()},
                       {"lower_bound_s", e.lower_bound},
                       {"analytical_score_s", e.score},
-                      {"metrics", e.metrics}};
+                      {"metrics", e.metrics.to_json()}};
   if (e.refined)
     j["step_time_s"] = *e.refined;
   return j;
@@ -123,7 +123,7 @@ void run(const OptimizeOptions& o)
     return;
   }
 
-  std::cout << "Optimize " << spec.name << ": " << spec.gpus << " GPUs on " << spec.topology.name << "\n";
+  std::cout << "Optimize " << spec.name << ": " << spec.base.gpus << " GPUs on " << spec.topology.name << "\n";
   std::cout << result.points << " points: " << result.feasible << " feasible, " << result.bound_pruned
             << " skipped by bound, " << result.scored << " scored analytically, " << result.ranked.size()
             << " re-simulated at " << name_of(spec.refine) << " fidelity (" << fixed(result.wall_seconds, 1) << " s)\n";
@@ -144,12 +144,12 @@ void run(const OptimizeOptions& o)
                                     label_with_choice(e),
                                     units::format_time(*e.refined),
                                     units::format_time(e.score),
-                                    pct(m["mfu"]),
-                                    units::format_time(m["exposed_s"]["tp"]),
-                                    units::format_time(m["exposed_s"]["pp"]),
-                                    units::format_time(m["exposed_s"]["dp"]),
-                                    units::format_time(m["bubble_s"]),
-                                    units::format_size(m.value("bytes_across_buildings", 0.0))};
+                                    pct(m.mfu),
+                                    units::format_time(m.exposed[workload::Dim::tp]),
+                                    units::format_time(m.exposed[workload::Dim::pp]),
+                                    units::format_time(m.exposed[workload::Dim::dp]),
+                                    units::format_time(m.bubble),
+                                    units::format_size(m.bytes_across_buildings.value_or(0.0))};
   };
   for (std::size_t i = 0; i < result.ranked.size(); ++i)
     t.rows.push_back(row(std::to_string(i + 1), result.ranked[i]));
@@ -168,15 +168,15 @@ void run(const OptimizeOptions& o)
   std::cout << "Against the default, the winner's step changes by:";
   const auto& mb = result.baseline.metrics;
   const auto& mw = best.metrics;
-  for (const char* d : {"tp", "cp", "pp", "dp", "ep"}) {
-    double delta = mw["exposed_s"][d].get<double>() - mb["exposed_s"][d].get<double>();
+  for (auto d : workload::kDims) {
+    const double delta = mw.exposed[d] - mb.exposed[d];
     if (std::abs(delta) > 1e-4 * base)
-      std::cout << " exposed " << d << " " << (delta > 0 ? "+" : "") << units::format_time(delta) << ";";
+      std::cout << " exposed " << name_of(d) << " " << (delta > 0 ? "+" : "") << units::format_time(delta) << ";";
   }
-  double dbubble = mw["bubble_s"].get<double>() - mb["bubble_s"].get<double>();
+  const double dbubble = mw.bubble - mb.bubble;
   std::cout << " bubble " << (dbubble > 0 ? "+" : "") << units::format_time(dbubble) << "; bytes across buildings "
-            << units::format_size(mb.value("bytes_across_buildings", 0.0)) << " -> "
-            << units::format_size(mw.value("bytes_across_buildings", 0.0)) << ".\n";
+            << units::format_size(mb.bytes_across_buildings.value_or(0.0)) << " -> "
+            << units::format_size(mw.bytes_across_buildings.value_or(0.0)) << ".\n";
   std::cout << "\nScenarios (re-run any with `spansim run FILE`): " << dir << "/rank-NN.json, " << baseline_file
             << (single_file.empty() ? "" : ", " + single_file) << "\n";
 }

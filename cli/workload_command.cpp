@@ -20,32 +20,6 @@ struct DescribeOptions {
   bool graph = false;
 };
 
-std::string_view dp_mode_name(workload::DataParallelMode m)
-{
-  switch (m) {
-  case workload::DataParallelMode::ddp:
-    return "ddp";
-  case workload::DataParallelMode::fsdp:
-    return "fsdp";
-  case workload::DataParallelMode::hsdp:
-    return "hsdp";
-  }
-  return "?";
-}
-
-std::string_view schedule_name(workload::ScheduleKind k)
-{
-  switch (k) {
-  case workload::ScheduleKind::gpipe:
-    return "gpipe";
-  case workload::ScheduleKind::one_f_one_b:
-    return "1f1b";
-  case workload::ScheduleKind::interleaved_1f1b:
-    return "interleaved-1f1b";
-  }
-  return "?";
-}
-
 nlohmann::json memory_json(const workload::MemoryEstimate& m)
 {
   return {{"weights_bytes", m.weights},
@@ -92,9 +66,9 @@ void describe(const DescribeOptions& o)
           {"pp", par.pp},
           {"dp", par.dp},
           {"ep", par.ep},
-          {"data_parallel", dp_mode_name(par.dp_mode)}}},
+          {"data_parallel", name_of(par.dp_mode)}}},
         {"schedule",
-         {{"kind", schedule_name(job.schedule.kind)},
+         {{"kind", name_of(job.schedule.kind)},
           {"virtual_stages", job.schedule.virtual_stages},
           {"micro_batches", graph.micro_batches}}},
         {"graph", {{"programs", s.programs}, {"ops", s.ops}, {"ranks", s.ranks}}},
@@ -123,8 +97,8 @@ void describe(const DescribeOptions& o)
   t.rows.push_back({"gpus", std::to_string(job.gpus) + " x " + job.gpu.name});
   t.rows.push_back({"parallelism", "tp " + std::to_string(par.tp) + ", cp " + std::to_string(par.cp) + ", pp " +
                                        std::to_string(par.pp) + ", dp " + std::to_string(par.dp) + " (" +
-                                       std::string(dp_mode_name(par.dp_mode)) + "), ep " + std::to_string(par.ep)});
-  t.rows.push_back({"schedule", std::string(schedule_name(job.schedule.kind)) + ", v " +
+                                       std::string(name_of(par.dp_mode)) + "), ep " + std::to_string(par.ep)});
+  t.rows.push_back({"schedule", std::string(name_of(job.schedule.kind)) + ", v " +
                                     std::to_string(job.schedule.virtual_stages) + ", " +
                                     std::to_string(graph.micro_batches) + " micro-batches"});
   t.rows.push_back({"graph", std::to_string(s.programs) + " stage programs, " + std::to_string(s.ops) + " ops, for " +

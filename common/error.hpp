@@ -27,6 +27,21 @@ private:
   std::string json_path_;
 };
 
+/// @brief A well-formed spec that cannot run (heads not divisible by tp, a job that does not fit in memory, an
+/// impossible placement). `reason()` is a short code that names the check (e.g. "memory", "tp"), so that searches
+/// can count infeasible points by reason without reading messages.
+class InfeasibleError : public SpecError {
+public:
+  InfeasibleError(std::string reason, const std::string& file, const std::string& json_path, const std::string& what)
+      : SpecError(file, json_path, what), reason_(std::move(reason))
+  {
+  }
+  const std::string& reason() const { return reason_; }
+
+private:
+  std::string reason_;
+};
+
 /// @brief A command-line argument or API argument is invalid.
 class UsageError : public Error {
 public:

@@ -2,6 +2,7 @@
 #include "experiments/runner.hpp"
 
 #include "common/error.hpp"
+#include "common/process.hpp"
 #include "common/version.hpp"
 #include "report/report.hpp"
 #include "scenario/scenario.hpp"
@@ -37,30 +38,6 @@ double seconds_since(Clock::time_point t0)
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-int default_jobs()
-{
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0)
-    return std::max(1, CPU_COUNT(&set));
-  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-}
-
-bool write_all(int fd, const std::string& s)
-{
-  const char* p = s.data();
-  std::size_t n = s.size();
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w <= 0)
-      return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
 // Writes `text` to `path` through a temporary file, synced, then renamed: the record is there whole or not at all.
 bool write_record(const std::string& path, const std::string& text)
 {
@@ -68,7 +45,7 @@ bool write_record(const std::string& path, const std::string& text)
   int fd                = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0)
     return false;
-  bool ok = write_all(fd, text) && ::fsync(fd) == 0;
+  bool ok = process::write_all(fd, text) && ::fsync(fd) == 0;
   ok      = ::close(fd) == 0 && ok;
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
@@ -298,36 +275,19 @@ RunReport run_campaign(const Campaign& campaign, const RunOptions& options)
   };
   count();
 
-  const int jobs = options.jobs > 0 ? options.jobs : default_jobs();
+  const int jobs = options.jobs > 0 ? options.jobs : process::available_cores();
   std::map<pid_t, const Point*> workers;
   std::map<std::string, std::string> crashes;
-  std::size_t next   = 0;
-  auto last_flush    = Clock::now();
-  bool unflushed     = false;
-  const pid_t parent = ::getpid();
+  std::size_t next = 0;
+  auto last_flush  = Clock::now();
+  bool unflushed   = false;
   try {
     while (next < pending.size() || !workers.empty()) {
       while (next < pending.size() && static_cast<int>(workers.size()) < jobs) {
         const Point* p = pending[next++];
-        std::fflush(nullptr);
-        std::cout.flush();
-        std::cerr.flush();
-        pid_t pid = ::fork();
-        if (pid < 0)
-          throw SimulationError(std::string("cannot fork a campaign worker: ") + std::strerror(errno));
-        if (pid == 0) {
-          // A worker outliving a killed run would race the re-run for the same point: it dies with its parent.
-          ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-          if (::getppid() != parent)
-            ::_exit(1);
-          try {
-            run_point(campaign, *p, paths.points);
-          } catch (...) {
-            ::_exit(1);
-          }
-          ::_exit(0);
-        }
-        workers[pid] = p;
+        // A worker outliving a killed run would race the re-run for the same point: it dies with its parent.
+        const pid_t pid = process::start_worker([&] { run_point(campaign, *p, paths.points); }, true);
+        workers[pid]    = p;
       }
       progress.running = static_cast<int>(workers.size());
       int status       = 0;

@@ -2,6 +2,7 @@
 #include "experiments/slurm.hpp"
 
 #include "common/error.hpp"
+#include "common/process.hpp"
 #include "experiments/runner.hpp"
 
 #include <array>
@@ -27,53 +28,6 @@ std::string quote(const std::string& s)
   for (char c : s)
     q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
-}
-
-struct Command {
-  std::string out;
-  int status = -1;
-};
-
-// Runs argv (no shell), capturing stdout and stderr together.
-Command run_command(const std::vector<std::string>& argv)
-{
-  int fds[2];
-  if (::pipe(fds) != 0)
-    throw UsageError(std::string("cannot create a pipe: ") + std::strerror(errno));
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0)
-    throw UsageError(std::string("cannot fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    ::close(fds[0]);
-    ::close(fds[1]);
-    std::vector<char*> args;
-    for (const auto& a : argv)
-      args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
-    ::_exit(127);
-  }
-  ::close(fds[1]);
-  Command c;
-  std::array<char, 4096> buf;
-  for (;;) {
-    ssize_t n = ::read(fds[0], buf.data(), buf.size());
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    c.out.append(buf.data(), static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  c.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return c;
 }
 
 std::string trim(std::string s)
@@ -157,14 +111,14 @@ SlurmSubmission submit_slurm(const Campaign& campaign, const SlurmOptions& optio
   std::vector<std::string> array_cmd{options.sbatch, "--parsable"};
   array_cmd.insert(array_cmd.end(), options.sbatch_args.begin(), options.sbatch_args.end());
   array_cmd.push_back(s.array_script);
-  auto a = run_command(array_cmd);
-  if (a.status != 0)
-    throw UsageError("sbatch refused the array job (exit " + std::to_string(a.status) + "): " + trim(a.out));
+  auto a = process::run_program(array_cmd, process::Capture::output_and_errors);
+  if (a.exit_code != 0)
+    throw UsageError("sbatch refused the array job (exit " + std::to_string(a.exit_code) + "): " + trim(a.captured));
   // --parsable prints "JOBID" or "JOBID;CLUSTER".
-  s.array_job = trim(a.out);
+  s.array_job = trim(a.captured);
   s.array_job = s.array_job.substr(0, s.array_job.find(';'));
   if (s.array_job.empty() || s.array_job.find_first_not_of("0123456789") != std::string::npos)
-    throw UsageError("sbatch did not print a job id: \"" + trim(a.out) + "\"");
+    throw UsageError("sbatch did not print a job id: \"" + trim(a.captured) + "\"");
 
   // afterany: the merge runs even if a task failed, and then names the missing points.
   std::vector<std::string> merge_cmd{options.sbatch, "--parsable", "--dependency=afterany:" + s.array_job};
@@ -172,14 +126,14 @@ SlurmSubmission submit_slurm(const Campaign& campaign, const SlurmOptions& optio
     merge_cmd.push_back("--wait");
   merge_cmd.insert(merge_cmd.end(), options.sbatch_args.begin(), options.sbatch_args.end());
   merge_cmd.push_back(s.merge_script);
-  auto m                 = run_command(merge_cmd);
-  std::string first_line = m.out.substr(0, m.out.find('\n'));
+  auto m                 = process::run_program(merge_cmd, process::Capture::output_and_errors);
+  std::string first_line = m.captured.substr(0, m.captured.find('\n'));
   s.merge_job            = trim(first_line.substr(0, first_line.find(';')));
   if (s.merge_job.empty() || s.merge_job.find_first_not_of("0123456789") != std::string::npos)
-    throw UsageError("sbatch refused the merge job (exit " + std::to_string(m.status) + "): " + trim(m.out) +
+    throw UsageError("sbatch refused the merge job (exit " + std::to_string(m.exit_code) + "): " + trim(m.captured) +
                      " (array job " + s.array_job + " was submitted)");
   if (options.wait)
-    s.merge_exit = m.status;
+    s.merge_exit = m.exit_code;
   return s;
 }
 

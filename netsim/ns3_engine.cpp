@@ -4,7 +4,7 @@
 // fidelity sends a flow over the same links. A transfer is a BulkSend to a PacketSink; it ends when the sink
 // has received its last byte, and its dependents are started from that callback.
 #include "common/error.hpp"
-#include "netsim/child_process.hpp"
+#include "common/process.hpp"
 #include "netsim/netsim.hpp"
 
 #include <ns3/boolean.h>
@@ -510,7 +510,7 @@ RunResult run_packet(const topology::Topology& topology, const FlowGraph& graph,
 {
   check_settings(settings);
   const Plan plan                = make_plan(topology, graph, settings);
-  std::string bytes              = detail::run_in_child([&] {
+  std::string bytes              = process::run_in_child([&] {
     auto [timing, statistics] = PacketRun(topology, graph, settings, plan).run();
     return std::string(reinterpret_cast<const char*>(timing.data()), timing.size() * sizeof(OpTiming)) +
            statistics.dump();

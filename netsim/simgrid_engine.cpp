@@ -1,7 +1,7 @@
 // Flow fidelity: a flow graph run on SimGrid's fluid (max-min) model. Worker actors put the transfers into a
 // mailbox whose permanent receiver starts them at once; no actor runs on the GPUs themselves.
 #include "common/error.hpp"
-#include "netsim/child_process.hpp"
+#include "common/process.hpp"
 #include "netsim/netsim.hpp"
 #include "netsim/simgrid_platform.hpp"
 
@@ -325,7 +325,7 @@ RunResult run_flow(const topology::Topology& topology, const FlowGraph& graph, c
       throw UsageError("flow graph: transfer between GPUs " + std::to_string(op.src) + " and " +
                        std::to_string(op.dst) + " outside the topology's " + std::to_string(topology.gpu_count()) +
                        " GPUs");
-  std::string bytes = detail::run_in_child([&] {
+  std::string bytes = process::run_in_child([&] {
     auto timing = simulate(topology, graph, settings);
     return std::string(reinterpret_cast<const char*>(timing.data()), timing.size() * sizeof(OpTiming));
   });
@@ -352,7 +352,7 @@ std::vector<std::string> route_link_names(const topology::Topology& topology, co
 std::vector<std::vector<std::string>> simgrid_routes(const topology::Topology& topology,
                                                      const std::vector<std::pair<int, int>>& pairs)
 {
-  std::string text = detail::run_in_child([&] {
+  std::string text = process::run_in_child([&] {
     int argc     = 1;
     char name[]  = "spansim";
     char* argv[] = {name, nullptr};

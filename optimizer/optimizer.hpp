@@ -3,14 +3,16 @@
 /// @brief The optimizer: the configuration with the shortest simulated step for a topology, model, GPU budget
 /// and batch, with the evidence (ranked table, named baselines) and a scenario per configuration.
 ///
-/// Multi-fidelity search: every point of the space is checked (divisibility, memory, placement; infeasible
-/// points are counted by reason) and bounded below by its compute and pipeline bubble; feasible points are
-/// scored in child processes with the collapsed analytical step (each communication op alone), skipping those
-/// whose bound cannot enter the best K; the best K are re-simulated at flow fidelity. Deterministic.
+/// Multi-fidelity search: every point of the space is built as a typed job and checked (divisibility, memory,
+/// placement; infeasible points are counted by the reason code of the error) and bounded below by its compute and
+/// pipeline bubble; feasible points are scored in worker processes with the collapsed analytical step (each
+/// communication op alone), skipping those whose bound cannot enter the best K; the best K are re-simulated at
+/// flow fidelity. Deterministic.
 
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
 #include "topology/topology.hpp"
+#include "workload/workload.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -28,14 +30,17 @@ struct SearchSpace {
   std::vector<int> cp{1};
   std::vector<int> pp{1, 2, 4, 8, 16};
   std::vector<int> ep{1};
-  std::vector<std::string> data_parallel{"fsdp"};
+  std::vector<workload::DataParallelMode> data_parallel{workload::DataParallelMode::fsdp};
   std::vector<bool> reshard_after_forward{false};
   std::vector<int> micro_batch{1};
-  std::vector<std::string> schedule{"1f1b", "interleaved-1f1b"};
+  std::vector<workload::ScheduleKind> schedule{workload::ScheduleKind::one_f_one_b,
+                                               workload::ScheduleKind::interleaved_1f1b};
   std::vector<int> virtual_stages{2, 4};
-  std::vector<std::vector<std::string>> order{{"tp", "cp", "pp", "dp"}, {"tp", "cp", "dp", "pp"}};
-  std::vector<std::string> recompute{"none", "selective"};
-  std::vector<std::string> dp_algorithm{"auto"};
+  std::vector<std::vector<workload::Dim>> order{
+      {workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp},
+      {workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}};
+  std::vector<workload::Recompute> recompute{workload::Recompute::none, workload::Recompute::selective};
+  std::vector<netsim::Algorithm> dp_algorithm{netsim::Algorithm::automatic};
   std::vector<int> channels{1};
 };
 
@@ -44,10 +49,10 @@ struct OptimizeSpec {
   std::string name;
   std::string file;
   topology::TopologySpec topology;
-  nlohmann::json model; ///< a zoo name or an inline model, as in a job
-  nlohmann::json gpu;   ///< a zoo name or an inline GPU
-  std::int64_t gpus = 0;
-  nlohmann::json batch; ///< a job's batch object without micro_batch (searched)
+  workload::JobSpec base;   ///< model, GPU, GPU count and batch (its micro-batch and degrees are searched)
+  nlohmann::json model_ref; ///< the model as the spec names it (zoo name or inline), for the scenarios written
+  nlohmann::json gpu_ref;   ///< the same for the GPU
+  nlohmann::json batch_ref; ///< the same for the batch
   std::vector<std::string> buildings;
   SearchSpace space;
   int top_k               = 20;
@@ -65,20 +70,38 @@ OptimizeSpec load_optimize_spec(const std::string& path);
 /// @brief One point of the search space.
 struct Point {
   int tp = 1, cp = 1, pp = 1, dp = 1, ep = 1;
-  std::string data_parallel  = "fsdp";
-  bool reshard_after_forward = false;
-  int micro_batch            = 1;
-  std::string schedule       = "1f1b";
-  int virtual_stages         = 1;
-  std::vector<std::string> order{"tp", "cp", "pp", "dp"};
-  std::string recompute    = "none";
-  std::string dp_algorithm = "auto";
-  int channels             = 1;
+  workload::DataParallelMode data_parallel = workload::DataParallelMode::fsdp;
+  bool reshard_after_forward               = false;
+  int micro_batch                          = 1;
+  workload::ScheduleKind schedule          = workload::ScheduleKind::one_f_one_b;
+  int virtual_stages                       = 1;
+  std::vector<workload::Dim> order{workload::kProductionOrder.begin(), workload::kProductionOrder.end()};
+  workload::Recompute recompute  = workload::Recompute::none;
+  netsim::Algorithm dp_algorithm = netsim::Algorithm::automatic;
+  int channels                   = 1;
 
-  /// @brief A short label, e.g. "tp8 pp16 dp64 fsdp mb1 i1f1b(v4) [tp,cp,pp,dp] sel dp:auto".
+  /// @brief A short label, e.g. "tp8 cp1 pp16 dp64 fsdp mb1 i1f1b(v4) [tp,cp,pp,dp] selective dp:auto".
   std::string label() const;
   nlohmann::json to_json() const;
   bool operator==(const Point&) const = default;
+};
+
+/// @brief The job of a point, built from the spec's base job and checked.
+/// @throws InfeasibleError (its reason a workload::JobIssue name) when the point cannot run.
+workload::JobSpec job_of(const OptimizeSpec& spec, const Point& point, int buildings);
+
+/// @brief What a simulated point showed.
+struct Metrics {
+  double step_time      = 0;
+  double mfu            = 0;
+  double tflops_per_gpu = 0;
+  workload::DimArray<double> exposed{};         ///< mean over stages
+  double bubble = 0;                            ///< mean over stages
+  std::optional<double> bytes_across_buildings; ///< at the refine fidelity
+  std::optional<double> bytes_across_regions;
+  std::map<std::string, std::string> collectives_chosen; ///< dimension -> what `auto` settled on for the step
+
+  nlohmann::json to_json() const;
 };
 
 /// @brief A point and what is known of it.
@@ -87,7 +110,7 @@ struct Evaluation {
   double lower_bound = 0;        ///< compute and pipeline bubble with free communication
   double score       = 0;        ///< collapsed analytical step time
   std::optional<double> refined; ///< step time at the refine fidelity
-  nlohmann::json metrics;        ///< of the most faithful run: step, MFU, exposed communication per dimension
+  Metrics metrics;               ///< of the most faithful run
 };
 
 /// @brief The outcome of a search.

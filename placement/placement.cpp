@@ -56,7 +56,8 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
     : topology_(topology), par_(job.parallelism)
 {
   auto fail = [&](const std::string& why) {
-    throw SpecError(where.file.empty() ? job.file : where.file, where.file.empty() ? "placement" : where.path, why);
+    throw InfeasibleError("placement", where.file.empty() ? job.file : where.file,
+                          where.file.empty() ? "placement" : where.path, why);
   };
   order_ = spec.order.empty() ? par_.order : spec.order;
   if (order_.size() != workload::kRankDims.size())

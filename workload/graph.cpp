@@ -846,13 +846,13 @@ StepGraph build_step_graph(const JobSpec& job, const BuildOptions& options)
       if (m.total() <= job.gpu.hbm_capacity)
         continue;
       using units::format_size;
-      throw SpecError(job.file, "$",
-                      "the job does not fit in GPU memory: pipeline stage " + std::to_string(st.stage) + " needs " +
-                          format_size(m.total()) + " per GPU (weights " + format_size(m.weights) + ", gradients " +
-                          format_size(m.gradients) + ", optimizer state " + format_size(m.optimizer) +
-                          ", activations " + format_size(m.activations) + ") but " + job.gpu.name + " has " +
-                          format_size(job.gpu.hbm_capacity) +
-                          " of HBM; raise tp/pp/dp sharding, recompute more or shrink the micro-batch");
+      throw InfeasibleError(std::string(name_of(JobIssue::memory)), job.file, job.json_path,
+                            "the job does not fit in GPU memory: pipeline stage " + std::to_string(st.stage) +
+                                " needs " + format_size(m.total()) + " per GPU (weights " + format_size(m.weights) +
+                                ", gradients " + format_size(m.gradients) + ", optimizer state " +
+                                format_size(m.optimizer) + ", activations " + format_size(m.activations) + ") but " +
+                                job.gpu.name + " has " + format_size(job.gpu.hbm_capacity) +
+                                " of HBM; raise tp/pp/dp sharding, recompute more or shrink the micro-batch");
     }
   }
   return graph;

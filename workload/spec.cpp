@@ -1,5 +1,6 @@
 // Reading and validating job, model and GPU specs. Every inconsistency is a SpecError at the JSON path that
 // carries the offending value, with the numbers that do not add up.
+#include "workload/detail.hpp"
 #include "workload/workload.hpp"
 
 #include "common/error.hpp"
@@ -22,8 +23,6 @@
 namespace spansim::workload {
 
 namespace {
-
-constexpr int kMaxDim = 1 << 30;
 
 // Zoo names are plain identifiers; anything else is a path, so a typo cannot escape the zoo directory.
 bool is_zoo_name(const std::string& s)
@@ -54,15 +53,10 @@ std::vector<std::string> zoo_names(const std::string& zoo_subdir)
   return names;
 }
 
-int dim(spec::ObjectReader& r, std::string_view key, int min = 1, int max = kMaxDim)
-{
-  return static_cast<int>(r.integer(key, min, max));
-}
-
-int optional_dim(spec::ObjectReader& r, std::string_view key, int fallback, int min = 1, int max = kMaxDim)
-{
-  return static_cast<int>(r.optional_integer(key, min, max).value_or(fallback));
-}
+using detail::dim;
+using detail::kMaxDim;
+using detail::listed_kernels;
+using detail::optional_dim;
 
 ModelSpec read_model(spec::ObjectReader r)
 {
@@ -124,16 +118,6 @@ double read_rate(spec::ObjectReader& r, std::string_view key)
     r.fail(key, e.what());
   }
   return d;
-}
-
-// The libraries a GPU file gives rates for, quoted, for error messages.
-std::string listed_kernels(const GpuSpec& g)
-{
-  std::string list;
-  for (AttentionKernel k : kAttentionKernels)
-    if (g.attention[static_cast<std::size_t>(k)].forward > 0)
-      list += (list.empty() ? "\"" : ", \"") + std::string(name_of(k)) + "\"";
-  return list;
 }
 
 std::string tflops(double flops)
@@ -229,19 +213,48 @@ GpuSpec read_gpu(spec::ObjectReader r)
 
 } // namespace
 
+namespace detail {
+
+int dim(spec::ObjectReader& r, std::string_view key, int min, int max)
+{
+  return static_cast<int>(r.integer(key, min, max));
+}
+
+int optional_dim(spec::ObjectReader& r, std::string_view key, int fallback, int min, int max)
+{
+  return static_cast<int>(r.optional_integer(key, min, max).value_or(fallback));
+}
+
+// The libraries a GPU file gives rates for, quoted, for error messages.
+std::string listed_kernels(const GpuSpec& g)
+{
+  std::string list;
+  for (AttentionKernel k : kAttentionKernels)
+    if (g.attention[static_cast<std::size_t>(k)].forward > 0)
+      list += (list.empty() ? "\"" : ", \"") + std::string(name_of(k)) + "\"";
+  return list;
+}
+
+} // namespace detail
+
+std::vector<Dim> parse_rank_order(const nlohmann::json& value, const spec::Location& at)
+{
+  std::vector<Dim> order;
+  if (value.is_array() && value.size() == kRankDims.size())
+    for (const auto& n : value) {
+      auto d = n.is_string() ? parse_name<Dim>(n.get<std::string>()) : std::nullopt;
+      if (!d || *d == Dim::ep || std::find(order.begin(), order.end(), *d) != order.end())
+        break;
+      order.push_back(*d);
+    }
+  if (order.size() != kRankDims.size())
+    at.fail("must list each of \"tp\", \"cp\", \"pp\", \"dp\" once (innermost first)");
+  return order;
+}
+
 std::vector<Dim> read_rank_order(spec::ObjectReader& r, std::string_view key)
 {
-  const auto names = r.strings(key);
-  std::vector<Dim> order;
-  for (const auto& n : names) {
-    auto d = parse_name<Dim>(n);
-    if (!d || *d == Dim::ep || std::find(order.begin(), order.end(), *d) != order.end())
-      break;
-    order.push_back(*d);
-  }
-  if (order.size() != kRankDims.size() || names.size() != kRankDims.size())
-    r.fail(key, "must list each of \"tp\", \"cp\", \"pp\", \"dp\" once (innermost first)");
-  return order;
+  return parse_rank_order(r.raw(key), r.where().member(key));
 }
 
 namespace {
@@ -281,6 +294,16 @@ auto zoo_or_inline(spec::ObjectReader& job, const char* key, const char* subdir,
 
 } // namespace
 
+ModelSpec read_model_ref(spec::ObjectReader& r, std::string_view key)
+{
+  return zoo_or_inline(r, std::string(key).c_str(), "models", "model", "llama3-405b", r.where().file, read_model);
+}
+
+GpuSpec read_gpu_ref(spec::ObjectReader& r, std::string_view key)
+{
+  return zoo_or_inline(r, std::string(key).c_str(), "gpus", "GPU", "h100", r.where().file, read_gpu);
+}
+
 double parse_flop_rate(std::string_view text)
 {
   return units::parse_flop_rate(text);
@@ -306,180 +329,6 @@ ModelSpec load_model(const std::string& name_or_path)
 GpuSpec load_gpu(const std::string& name_or_path)
 {
   return load_zoo(name_or_path, "gpus", "GPU", "", spec::Location{}, read_gpu);
-}
-
-JobSpec load_job(const std::string& path)
-{
-  return parse_job(spec::load_json_file(path), path);
-}
-
-int JobSpec::micro_batches() const
-{
-  return static_cast<int>(batch.global_sequences / (static_cast<std::int64_t>(parallelism.dp) * batch.micro_batch));
-}
-
-double JobSpec::tokens_per_step() const
-{
-  return static_cast<double>(batch.global_sequences) * batch.sequence_length;
-}
-
-JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std::string& json_path)
-{
-  spec::ObjectReader r(json, spec::Location{file, json_path});
-  JobSpec job;
-  job.file           = file;
-  job.name           = r.has("name") ? r.name("name") : sanitized_name(std::filesystem::path(file).stem().string());
-  job.model          = zoo_or_inline(r, "model", "models", "model", "llama3-405b", file, read_model);
-  job.gpu            = zoo_or_inline(r, "gpu", "gpus", "GPU", "h100", file, read_gpu);
-  job.gpus           = r.integer("gpus", 1, std::int64_t{1} << 40);
-  const ModelSpec& m = job.model;
-
-  auto p                = r.object("parallelism");
-  ParallelismSpec& par  = job.parallelism;
-  par.tp                = optional_dim(p, "tp", 1);
-  par.sequence_parallel = p.optional_boolean("sequence_parallel").value_or(par.tp > 1);
-  par.cp                = optional_dim(p, "cp", 1);
-  par.pp                = optional_dim(p, "pp", 1);
-  par.dp                = optional_dim(p, "dp", 1);
-  par.ep                = optional_dim(p, "ep", 1);
-  par.dp_mode           = p.optional_enumeration<DataParallelMode>("data_parallel").value_or(DataParallelMode::fsdp);
-  if (par.dp_mode == DataParallelMode::ddp) {
-    par.reshard_after_forward = false;
-  } else {
-    par.reshard_after_forward = p.optional_boolean("reshard_after_forward").value_or(true);
-  }
-  if (par.dp_mode == DataParallelMode::hsdp) {
-    par.hsdp_shard = dim(p, "hsdp_shard_size");
-    if (par.dp % par.hsdp_shard != 0)
-      p.fail("hsdp_shard_size",
-             "dp " + std::to_string(par.dp) + " is not divisible by hsdp_shard_size " + std::to_string(par.hsdp_shard));
-  }
-  if (p.has("order"))
-    par.order = read_rank_order(p, "order");
-  // Keys valid only for some modes: name them so that the error for a misplaced one says where it belongs.
-  if (par.dp_mode == DataParallelMode::ddp && p.has("reshard_after_forward"))
-    p.fail("reshard_after_forward", "only meaningful with data_parallel \"fsdp\" or \"hsdp\"");
-  if (par.dp_mode != DataParallelMode::hsdp && p.has("hsdp_shard_size"))
-    p.fail("hsdp_shard_size", "only meaningful with data_parallel \"hsdp\"");
-  p.finish();
-
-  const std::int64_t product = std::int64_t{par.tp} * par.cp * par.pp * par.dp;
-  if (product != job.gpus)
-    r.fail("parallelism", "tp " + std::to_string(par.tp) + " x cp " + std::to_string(par.cp) + " x pp " +
-                              std::to_string(par.pp) + " x dp " + std::to_string(par.dp) + " = " +
-                              std::to_string(product) + " but gpus is " + std::to_string(job.gpus));
-  auto at_par = [&](std::string_view key, const std::string& what) {
-    r.where().member("parallelism").member(key).fail(what);
-  };
-  if (m.heads % par.tp != 0)
-    at_par("tp", "attention heads " + std::to_string(m.heads) + " are not divisible by tp " + std::to_string(par.tp));
-  if (m.kv_heads % par.tp != 0 && par.tp % m.kv_heads != 0)
-    at_par("tp", "kv_heads " + std::to_string(m.kv_heads) + " and tp " + std::to_string(par.tp) +
-                     " must divide one another (K/V heads are split or replicated across tp)");
-  if (m.ffn % par.tp != 0)
-    at_par("tp", "ffn " + std::to_string(m.ffn) + " is not divisible by tp " + std::to_string(par.tp));
-  if (m.moe.experts > 0 && m.moe.expert_ffn % par.tp != 0)
-    at_par("tp",
-           "expert_ffn " + std::to_string(m.moe.expert_ffn) + " is not divisible by tp " + std::to_string(par.tp));
-  if (par.ep > 1 && m.moe.experts == 0)
-    at_par("ep", "ep " + std::to_string(par.ep) + " needs a mixture-of-experts model; " + m.name + " is dense");
-  if (m.moe.experts > 0 && m.moe.experts % par.ep != 0)
-    at_par("ep", "experts " + std::to_string(m.moe.experts) + " are not divisible by ep " + std::to_string(par.ep));
-  if ((std::int64_t{par.cp} * par.dp) % par.ep != 0)
-    at_par("ep", "ep " + std::to_string(par.ep) +
-                     " must divide cp x dp = " + std::to_string(std::int64_t{par.cp} * par.dp) +
-                     " (expert parallelism is carved out of the data and context dimensions)");
-
-  auto b                = r.object("batch");
-  BatchSpec& batch      = job.batch;
-  batch.sequence_length = dim(b, "sequence_length");
-  batch.micro_batch     = optional_dim(b, "micro_batch", 1);
-  const bool by_tokens  = b.has("global_tokens");
-  const bool by_seqs    = b.has("global_sequences");
-  if (by_tokens == by_seqs)
-    b.fail("global_tokens", "give exactly one of \"global_tokens\" and \"global_sequences\"");
-  if (by_tokens) {
-    std::int64_t tokens = b.integer("global_tokens", 1, std::int64_t{1} << 50);
-    if (tokens % batch.sequence_length != 0)
-      b.fail("global_tokens", "global_tokens " + std::to_string(tokens) + " is not a multiple of sequence_length " +
-                                  std::to_string(batch.sequence_length));
-    batch.global_sequences = tokens / batch.sequence_length;
-  } else {
-    batch.global_sequences = b.integer("global_sequences", 1, std::int64_t{1} << 40);
-  }
-  if (batch.sequence_length % (std::int64_t{2} * par.cp) != 0)
-    b.fail("sequence_length", "sequence_length " + std::to_string(batch.sequence_length) +
-                                  " is not divisible by 2 x cp = " + std::to_string(std::int64_t{2} * par.cp) +
-                                  " (context parallelism splits a sequence into 2 x cp chunks)");
-  const std::int64_t per_step = std::int64_t{par.dp} * batch.micro_batch;
-  if (batch.global_sequences % per_step != 0)
-    b.fail(by_tokens ? "global_tokens" : "global_sequences",
-           "the batch of " + std::to_string(batch.global_sequences) +
-               " sequences is not divisible by dp x micro_batch = " + std::to_string(per_step));
-  // The schedule expands micro-batch by micro-batch: bound it (and keep the count within an int).
-  constexpr std::int64_t kMaxMicroBatches = 1'000'000;
-  if (batch.global_sequences / per_step > kMaxMicroBatches)
-    b.fail(by_tokens ? "global_tokens" : "global_sequences", std::to_string(batch.global_sequences / per_step) +
-                                                                 " micro-batches per step; at most " +
-                                                                 std::to_string(kMaxMicroBatches) + " are supported");
-  b.finish();
-  const int mbs = job.micro_batches();
-
-  auto s              = r.object("schedule");
-  ScheduleSpec& sched = job.schedule;
-  sched.kind          = s.enumeration<ScheduleKind>("kind");
-  const std::string kind(name_of(sched.kind));
-  sched.virtual_stages = optional_dim(s, "virtual_stages", 1);
-  if (sched.kind == ScheduleKind::interleaved_1f1b) {
-    if (par.pp < 2)
-      s.fail("kind", "interleaved-1f1b needs pp >= 2, found pp " + std::to_string(par.pp));
-    if (sched.virtual_stages < 2)
-      s.fail("virtual_stages",
-             "interleaved-1f1b needs virtual_stages >= 2, found " + std::to_string(sched.virtual_stages));
-    sched.microbatch_group = optional_dim(s, "microbatch_group", par.pp);
-    if (sched.microbatch_group < par.pp || sched.microbatch_group > mbs || mbs % sched.microbatch_group != 0)
-      s.fail("microbatch_group", "microbatch_group " + std::to_string(sched.microbatch_group) + " must be between pp " +
-                                     std::to_string(par.pp) + " and the " + std::to_string(mbs) +
-                                     " micro-batches per step, and divide them");
-  } else {
-    if (sched.virtual_stages != 1)
-      s.fail("virtual_stages", kind + " runs one model chunk per stage; virtual_stages must be 1, found " +
-                                   std::to_string(sched.virtual_stages));
-    if (s.has("microbatch_group"))
-      s.fail("microbatch_group", "only meaningful with kind \"interleaved-1f1b\"");
-  }
-  if (sched.kind != ScheduleKind::gpipe && mbs < par.pp)
-    r.where().member("batch").fail(
-        std::to_string(mbs) + " micro-batches per step (" + std::to_string(batch.global_sequences) +
-        " sequences / dp " + std::to_string(par.dp) + " / micro_batch " + std::to_string(batch.micro_batch) +
-        ") are fewer than the " + std::to_string(par.pp) + " pipeline stages, which " + kind + " needs");
-  const std::int64_t chunks = std::int64_t{par.pp} * sched.virtual_stages;
-  if (m.layers < chunks)
-    s.fail("virtual_stages", "the model's " + std::to_string(m.layers) + " layers cannot fill pp x virtual_stages = " +
-                                 std::to_string(chunks) + " model chunks");
-  s.finish();
-
-  job.attention = job.gpu.attention_default;
-  if (auto k = r.optional_object("kernels")) {
-    if (k->has("attention")) {
-      job.attention = k->enumeration<AttentionKernel>("attention");
-      if (!(job.gpu.attention[static_cast<std::size_t>(job.attention)].forward > 0))
-        k->fail("attention", "GPU " + job.gpu.name + " gives no rates for \"" + std::string(name_of(job.attention)) +
-                                 "\" (listed: " + listed_kernels(job.gpu) + ")");
-    }
-    k->finish({"attention"});
-  }
-  job.recompute = r.optional_enumeration<Recompute>("recompute").value_or(Recompute::none);
-  if (auto pr = r.optional_object("precision")) {
-    job.precision = pr->optional_enumeration<Precision>("compute").value_or(Precision::bf16);
-    if (job.precision == Precision::fp8 && !(job.gpu.peak_fp8_flops > 0))
-      pr->fail("compute", "GPU " + job.gpu.name + " has no peak_fp8 rate");
-    std::string g             = pr->has("gradient_reduce") ? pr->choice("gradient_reduce", {"fp32", "bf16"}) : "fp32";
-    job.gradient_reduce_bytes = g == "fp32" ? 4 : 2;
-    pr->finish();
-  }
-  r.finish();
-  return job;
 }
 
 } // namespace spansim::workload

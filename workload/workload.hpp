@@ -164,6 +164,7 @@ struct BatchSpec {
   std::int64_t global_sequences = 0;
   int micro_batch               = 1;
   int sequence_length           = 0;
+  bool by_tokens                = false; ///< given as global_tokens (errors name that key)
 };
 
 /// @brief Pipeline schedule and its knobs.
@@ -176,7 +177,8 @@ struct ScheduleSpec {
 /// @brief A whole training job, validated.
 struct JobSpec {
   std::string name;
-  std::string file; ///< Where it was read from, for error messages.
+  std::string file;            ///< Where it was read from, for error messages.
+  std::string json_path = "$"; ///< Where it sits in `file` (an inline job of a scenario: "$.job").
   ModelSpec model;
   GpuSpec gpu;
   std::int64_t gpus = 0;
@@ -200,11 +202,42 @@ ModelSpec load_model(const std::string& name_or_path);
 GpuSpec load_gpu(const std::string& name_or_path);
 /// @brief Reads and validates a job spec file. @throws SpecError with the JSON path of the problem.
 JobSpec load_job(const std::string& path);
+
+/// @brief The checks validate_job makes; their names are the reason codes of the InfeasibleError it throws.
+enum class JobIssue {
+  gpus,             ///< tp x cp x pp x dp is not the GPU count
+  tp,               ///< heads, K/V heads, FFN or expert FFN not divisible by tp
+  ep,               ///< expert parallelism on a dense model, or not dividing experts or cp x dp
+  hsdp,             ///< dp not divisible by the HSDP shard size
+  sequence,         ///< the sequence does not split into 2 x cp chunks
+  batch,            ///< the batch does not divide by dp x micro_batch, or has too many micro-batches
+  schedule,         ///< interleaving without pp >= 2 or virtual_stages >= 2, or virtual stages without interleaving
+  microbatch_group, ///< interleaved: the group is not between pp and the micro-batches, dividing them
+  pipeline_depth,   ///< fewer micro-batches than pipeline stages (1F1B, interleaved)
+  layers,           ///< fewer layers than pp x virtual_stages model chunks
+  fp8,              ///< FP8 on a GPU without an FP8 peak
+  attention,        ///< an attention library the GPU file gives no rates for
+  memory,           ///< the memory estimate exceeds HBM (thrown by build_step_graph)
+};
+
+/// @brief Checks a job's degrees, batch and schedule against its model and GPU, and fills what defaults from
+/// them (the interleaved micro-batch group). Errors are located at the job's file and the JSON path of the key.
+/// @throws InfeasibleError with the JobIssue's name as its reason.
+void validate_job(JobSpec& job);
+
+/// @brief Reads a "model" reference: a zoo name, a path relative to the reading file, or an inline object.
+ModelSpec read_model_ref(spec::ObjectReader& r, std::string_view key);
+/// @brief Reads a "gpu" reference: a zoo name, a path relative to the reading file, or an inline object.
+GpuSpec read_gpu_ref(spec::ObjectReader& r, std::string_view key);
+/// @brief Reads a batch object; with `micro_batch_allowed` false, a micro_batch key is refused (it is searched).
+BatchSpec read_batch(spec::ObjectReader r, bool micro_batch_allowed = true);
 /// @brief Validates a job given as JSON; `file` names it in errors and anchors relative model/GPU paths.
 /// `json_path` locates the job inside `file` (an inline job of a scenario: "$.job").
 JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std::string& json_path = "$");
 /// @brief Reads a rank order: a permutation of "tp", "cp", "pp", "dp" (innermost first). @throws SpecError.
 std::vector<Dim> read_rank_order(spec::ObjectReader& r, std::string_view key);
+/// @brief The same for a JSON value at `at`.
+std::vector<Dim> parse_rank_order(const nlohmann::json& value, const spec::Location& at);
 /// @brief Directory of the shipped model and GPU zoo (the source tree's workload/).
 std::string data_dir();
 
@@ -332,6 +365,24 @@ nlohmann::json to_json(const StepGraph& graph);
 } // namespace spansim::workload
 
 namespace spansim {
+
+template <>
+struct EnumNames<workload::JobIssue> {
+  static constexpr std::array table{
+      std::pair{workload::JobIssue::gpus, std::string_view{"gpus"}},
+      std::pair{workload::JobIssue::tp, std::string_view{"tp"}},
+      std::pair{workload::JobIssue::ep, std::string_view{"ep"}},
+      std::pair{workload::JobIssue::hsdp, std::string_view{"hsdp"}},
+      std::pair{workload::JobIssue::sequence, std::string_view{"sequence"}},
+      std::pair{workload::JobIssue::batch, std::string_view{"batch"}},
+      std::pair{workload::JobIssue::schedule, std::string_view{"schedule"}},
+      std::pair{workload::JobIssue::microbatch_group, std::string_view{"microbatch-group"}},
+      std::pair{workload::JobIssue::pipeline_depth, std::string_view{"pipeline-depth"}},
+      std::pair{workload::JobIssue::layers, std::string_view{"layers"}},
+      std::pair{workload::JobIssue::fp8, std::string_view{"fp8"}},
+      std::pair{workload::JobIssue::attention, std::string_view{"attention"}},
+      std::pair{workload::JobIssue::memory, std::string_view{"memory"}}};
+};
 
 template <>
 struct EnumNames<workload::MlpKind> {

@@ -73,10 +73,11 @@ TEST_CASE("the baseline is the production default and every ranked point beats o
   auto spec     = spec_from(small_space());
   auto r        = optimizer::optimize(spec);
   const auto& b = r.baseline.point;
-  CHECK(b.schedule == "1f1b");
-  CHECK(b.dp_algorithm == "auto");
+  CHECK(b.schedule == workload::ScheduleKind::one_f_one_b);
+  CHECK(b.dp_algorithm == netsim::Algorithm::automatic);
   // The production order [tp, cp, pp, dp]: DP outermost, so it is DP that crosses the regions.
-  CHECK((b.order == std::vector<std::string>{"tp", "cp", "pp", "dp"} || b.pp == 1 || b.dp == 1));
+  CHECK((b.order == std::vector<workload::Dim>(workload::kProductionOrder.begin(), workload::kProductionOrder.end()) ||
+         b.pp == 1 || b.dp == 1));
   for (const auto& e : r.ranked) {
     INFO(e.point.label() << ": bound " << e.lower_bound << ", analytical " << e.score << ", flow " << *e.refined);
     CHECK(e.lower_bound <= e.score * (1 + 1e-9));
@@ -101,7 +102,7 @@ TEST_CASE("bad optimize specs name the JSON path and the allowed values", "[opti
 {
   auto j                  = small_space();
   j["search"]["schedule"] = {"zero-bubble"};
-  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.schedule") && Catch::Contains("allowed: gpipe"));
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.schedule") && Catch::Contains("allowed: \"gpipe\""));
   j                     = small_space();
   j["search"]["tensor"] = {8};
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("unknown key \"tensor\""));
@@ -124,7 +125,7 @@ TEST_CASE("the optimize spec format doc's example loads", "[optimizer][docs]")
   REQUIRE(begin != std::string::npos);
   begin += 8;
   auto spec = spec_from(json::parse(doc.substr(begin, doc.find("```", begin) - begin)));
-  CHECK(spec.gpus == 64);
+  CHECK(spec.base.gpus == 64);
   CHECK(spec.space.pp == std::vector<int>{1, 2, 4});
   CHECK(spec.space.order.size() == 2);
   CHECK(spec.refine == netsim::Fidelity::flow);

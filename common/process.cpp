@@ -1,0 +1,297 @@
+#include "common/process.hpp"
+
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace spansim::process {
+
+bool write_all(int fd, std::string_view data)
+{
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+std::string read_all(int fd)
+{
+  std::string data;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    data.append(buffer, static_cast<std::size_t>(n));
+  }
+  return data;
+}
+
+void flush_stdio()
+{
+  std::fflush(nullptr);
+  std::cout.flush();
+  std::cerr.flush();
+}
+
+int exit_code(int status)
+{
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int available_cores()
+{
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
+
+namespace {
+
+struct Pipe {
+  int read = -1, write = -1;
+  Pipe()
+  {
+    int fds[2];
+    if (::pipe(fds) != 0)
+      throw SimulationError(std::string("cannot create a pipe to a child process: ") + std::strerror(errno));
+    read  = fds[0];
+    write = fds[1];
+  }
+};
+
+pid_t fork_or_throw()
+{
+  flush_stdio();
+  const pid_t pid = ::fork();
+  if (pid < 0)
+    throw SimulationError(std::string("cannot fork a child process: ") + std::strerror(errno));
+  return pid;
+}
+
+} // namespace
+
+ChildResult run_child(const std::function<std::string()>& work, const ChildOptions& options)
+{
+  Pipe p;
+  const pid_t pid = fork_or_throw();
+  // With a timeout the child leads a process group of its own, so that the kill ends what it started too.
+  const bool group = options.timeout_s > 0;
+  if (pid == 0) {
+    if (group)
+      ::setpgid(0, 0);
+    ::close(p.read);
+    // First byte: 'R' result or 'E' error message. The child ends with _exit: it must not run the parent's
+    // atexit handlers or flush the parent's stdio buffers a second time.
+    std::string out;
+    try {
+      out = "R" + work();
+    } catch (const std::exception& e) {
+      out = std::string("E") + e.what();
+    } catch (...) {
+      out = "Eunknown exception in the child process";
+    }
+    const int rc = write_all(p.write, out) ? 0 : 1;
+    ::close(p.write);
+    ::_exit(rc);
+  }
+  ::close(p.write);
+  if (group)
+    ::setpgid(pid, pid);
+  ChildResult r;
+  std::string data;
+  const auto start = std::chrono::steady_clock::now();
+  char buffer[1 << 16];
+  for (;;) {
+    if (options.timeout_s > 0) {
+      const double left =
+          options.timeout_s - std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      pollfd fd{p.read, POLLIN, 0};
+      if (left <= 0 || ::poll(&fd, 1, static_cast<int>(left * 1000) + 1) == 0) {
+        r.timed_out = true;
+        ::kill(-pid, SIGKILL);
+        break;
+      }
+    }
+    const ssize_t n = ::read(p.read, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    data.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(p.read);
+  int status = 0;
+  rusage usage{};
+  while (::wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
+  }
+  r.max_rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;
+  if (r.timed_out)
+    r.error = "gave up after " + std::to_string(static_cast<long>(options.timeout_s)) + " s";
+  else if (WIFSIGNALED(status))
+    r.error = "the child process died with signal " + std::to_string(WTERMSIG(status)) + " (" +
+              strsignal(WTERMSIG(status)) + ")";
+  else if (data.empty())
+    r.error = "the child process ended without a result (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
+  else if (data[0] == 'E')
+    r.error = data.substr(1);
+  else
+    r.output = data.substr(1);
+  return r;
+}
+
+std::string run_in_child(const std::function<std::string()>& work)
+{
+  auto r = run_child(work);
+  if (!r.error.empty())
+    throw SimulationError(r.error);
+  return std::move(r.output);
+}
+
+std::vector<std::string> parallel_map(std::size_t n, int workers, const std::function<std::string(std::size_t)>& fn)
+{
+  std::vector<std::string> out(n);
+  if (n == 0)
+    return out;
+  workers = std::max(1, std::min<int>(workers > 0 ? workers : available_cores(), static_cast<int>(n)));
+  struct Worker {
+    pid_t pid;
+    int fd;
+  };
+  std::vector<Worker> children;
+  for (int w = 0; w < workers; ++w) {
+    Pipe p;
+    const pid_t pid = fork_or_throw();
+    if (pid == 0) {
+      ::close(p.read);
+      // Records: index, status ('R' or 'E'), length, bytes.
+      for (std::size_t i = static_cast<std::size_t>(w); i < n; i += static_cast<std::size_t>(workers)) {
+        std::string r;
+        char status = 'R';
+        try {
+          r = fn(i);
+        } catch (const std::exception& e) {
+          status = 'E';
+          r      = e.what();
+        }
+        const std::uint64_t header[2] = {i, r.size()};
+        std::string record(reinterpret_cast<const char*>(header), sizeof header);
+        record += status;
+        record += r;
+        if (!write_all(p.write, record))
+          ::_exit(1);
+      }
+      ::close(p.write);
+      ::_exit(0);
+    }
+    ::close(p.write);
+    children.push_back({pid, p.read});
+  }
+  std::vector<bool> done(n, false);
+  std::string first_error;
+  for (auto& c : children) {
+    const std::string data = read_all(c.fd);
+    ::close(c.fd);
+    int status = 0;
+    while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::size_t pos = 0;
+    while (pos + 17 <= data.size()) {
+      std::uint64_t header[2];
+      std::memcpy(header, data.data() + pos, sizeof header);
+      const char kind = data[pos + 16];
+      pos += 17;
+      const std::string text = data.substr(pos, header[1]);
+      pos += header[1];
+      if (kind == 'E' && first_error.empty())
+        first_error = "item " + std::to_string(header[0]) + ": " + text;
+      out[header[0]]  = text;
+      done[header[0]] = true;
+    }
+  }
+  if (!first_error.empty())
+    throw SimulationError(first_error);
+  if (std::find(done.begin(), done.end(), false) != done.end())
+    throw SimulationError("a worker process died before finishing its items");
+  return out;
+}
+
+pid_t start_worker(const std::function<void()>& body, bool die_with_parent)
+{
+  const pid_t parent = ::getpid();
+  const pid_t pid    = fork_or_throw();
+  if (pid == 0) {
+    if (die_with_parent) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent)
+        ::_exit(1);
+    }
+    try {
+      body();
+    } catch (...) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  return pid;
+}
+
+ProgramResult run_program(const std::vector<std::string>& argv, Capture capture)
+{
+  int fds[2];
+  if (::pipe(fds) != 0)
+    throw UsageError(std::string("cannot create a pipe: ") + std::strerror(errno));
+  flush_stdio();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw UsageError(std::string("cannot fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    if (capture == Capture::output_and_errors)
+      ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    std::vector<char*> args;
+    for (const auto& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  ProgramResult r;
+  r.captured = read_all(fds[0]);
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  r.exit_code = exit_code(status);
+  return r;
+}
+
+} // namespace spansim::process

@@ -1,0 +1,174 @@
+// Points of the search space: their labels, the typed job they stand for, and the scenario files written for the
+// best of them.
+#include "common/error.hpp"
+#include "optimizer/optimizer.hpp"
+
+#include <algorithm>
+
+namespace spansim::optimizer {
+
+using nlohmann::json;
+using workload::Dim;
+
+namespace {
+
+std::string join(const std::vector<Dim>& order)
+{
+  std::string s;
+  for (Dim d : order)
+    s += (s.empty() ? "" : ",") + std::string(name_of(d));
+  return s;
+}
+
+json names(const std::vector<Dim>& order)
+{
+  json out = json::array();
+  for (Dim d : order)
+    out.push_back(name_of(d));
+  return out;
+}
+
+// The HSDP shard: one replica group per building.
+int hsdp_shard(const Point& p, int buildings)
+{
+  return std::max(1, p.dp / std::max(1, buildings));
+}
+
+// A job of the point in the job file format, for the scenario files written (`spansim run` reads them back).
+json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
+{
+  json par = {{"tp", p.tp},
+              {"cp", p.cp},
+              {"pp", p.pp},
+              {"dp", p.dp},
+              {"ep", p.ep},
+              {"data_parallel", name_of(p.data_parallel)},
+              {"order", names(p.order)}};
+  if (p.data_parallel != workload::DataParallelMode::ddp)
+    par["reshard_after_forward"] = p.reshard_after_forward;
+  if (p.data_parallel == workload::DataParallelMode::hsdp)
+    par["hsdp_shard_size"] = hsdp_shard(p, buildings);
+  json batch           = spec.batch_ref;
+  batch["micro_batch"] = p.micro_batch;
+  json schedule        = {{"kind", name_of(p.schedule)}};
+  if (p.schedule == workload::ScheduleKind::interleaved_1f1b)
+    schedule["virtual_stages"] = p.virtual_stages;
+  return {
+      {"name", spec.base.name}, {"model", spec.model_ref}, {"gpu", spec.gpu_ref},  {"gpus", spec.base.gpus},
+      {"parallelism", par},     {"batch", batch},          {"schedule", schedule}, {"recompute", name_of(p.recompute)}};
+}
+
+} // namespace
+
+std::string Point::label() const
+{
+  using workload::DataParallelMode;
+  std::string s =
+      "tp" + std::to_string(tp) + " cp" + std::to_string(cp) + " pp" + std::to_string(pp) + " dp" + std::to_string(dp) +
+      (ep > 1 ? " ep" + std::to_string(ep) : "") + " " + std::string(name_of(data_parallel)) +
+      (data_parallel != DataParallelMode::ddp && reshard_after_forward ? "(reshard)" : "") + " mb" +
+      std::to_string(micro_batch) + " " +
+      (schedule == workload::ScheduleKind::interleaved_1f1b ? "i1f1b(v" + std::to_string(virtual_stages) + ")"
+                                                            : std::string(name_of(schedule))) +
+      " [" + join(order) + "] " + std::string(name_of(recompute)) + " dp:" + std::string(name_of(dp_algorithm));
+  if (channels > 1)
+    s += " ch" + std::to_string(channels);
+  return s;
+}
+
+json Point::to_json() const
+{
+  return {{"tp", tp},
+          {"cp", cp},
+          {"pp", pp},
+          {"dp", dp},
+          {"ep", ep},
+          {"data_parallel", name_of(data_parallel)},
+          {"reshard_after_forward", reshard_after_forward},
+          {"micro_batch", micro_batch},
+          {"schedule", name_of(schedule)},
+          {"virtual_stages", virtual_stages},
+          {"order", names(order)},
+          {"recompute", name_of(recompute)},
+          {"dp_algorithm", name_of(dp_algorithm)},
+          {"channels", channels}};
+}
+
+workload::JobSpec job_of(const OptimizeSpec& spec, const Point& p, int buildings)
+{
+  workload::JobSpec job         = spec.base;
+  auto& par                     = job.parallelism;
+  par.tp                        = p.tp;
+  par.sequence_parallel         = p.tp > 1;
+  par.cp                        = p.cp;
+  par.pp                        = p.pp;
+  par.dp                        = p.dp;
+  par.ep                        = p.ep;
+  par.dp_mode                   = p.data_parallel;
+  par.reshard_after_forward     = p.data_parallel != workload::DataParallelMode::ddp && p.reshard_after_forward;
+  par.hsdp_shard                = p.data_parallel == workload::DataParallelMode::hsdp ? hsdp_shard(p, buildings) : 0;
+  par.order                     = p.order;
+  job.batch.micro_batch         = p.micro_batch;
+  job.schedule.kind             = p.schedule;
+  job.schedule.virtual_stages   = p.schedule == workload::ScheduleKind::interleaved_1f1b ? p.virtual_stages : 1;
+  job.schedule.microbatch_group = 0;
+  job.recompute                 = p.recompute;
+  workload::validate_job(job);
+  return job;
+}
+
+json Metrics::to_json() const
+{
+  json exposed_s;
+  for (Dim d : workload::kDims)
+    exposed_s[std::string(name_of(d))] = exposed[d];
+  json m = {{"step_time_s", step_time},
+            {"mfu", mfu},
+            {"tflops_per_gpu", tflops_per_gpu},
+            {"exposed_s", exposed_s},
+            {"bubble_s", bubble}};
+  if (!collectives_chosen.empty())
+    m["collectives_chosen"] = collectives_chosen;
+  if (bytes_across_buildings)
+    m["bytes_across_buildings"] = *bytes_across_buildings;
+  if (bytes_across_regions)
+    m["bytes_across_regions"] = *bytes_across_regions;
+  return m;
+}
+
+json scenario_json(const OptimizeSpec& spec, const Point& p)
+{
+  topology::Topology topo(spec.topology);
+  const int buildings = !spec.buildings.empty()
+                            ? static_cast<int>(spec.buildings.size())
+                            : static_cast<int>((spec.base.gpus + topo.counts().gpus / topo.counts().buildings - 1) /
+                                               (topo.counts().gpus / topo.counts().buildings));
+  json placement      = {{"order", names(p.order)}};
+  if (!spec.buildings.empty())
+    placement["buildings"] = spec.buildings;
+  json topology_ref;
+  // Presets by name; anything else inline, so the scenario stands alone.
+  auto presets = topology::preset_names();
+  if (std::find(presets.begin(), presets.end(), spec.topology.name) != presets.end() &&
+      spec.topology.file.find("/topology/presets/") != std::string::npos)
+    topology_ref = spec.topology.name;
+  else {
+    topology_ref = spec.topology.to_json();
+    topology_ref.erase("file");
+    for (const char* k : {"inter_building", "inter_region"})
+      if (topology_ref.contains(k)) {
+        topology_ref[k].erase("effective_latency");
+        for (auto& o : topology_ref[k]["overrides"])
+          o.erase("effective_latency");
+      }
+  }
+  return {{"name", spec.name + "-" + std::to_string(std::hash<std::string>{}(p.label()) % 100000)},
+          {"description", "from spansim optimize: " + p.label()},
+          {"topology", topology_ref},
+          {"job", job_json(spec, p, buildings)},
+          {"placement", placement},
+          {"fidelity", name_of(spec.refine)},
+          {"collectives", {{"dp", name_of(p.dp_algorithm)}, {"channels", p.channels}}}};
+}
+
+} // namespace spansim::optimizer

@@ -1,0 +1,493 @@
+// The search: enumerate the space, build every point as a typed job, bound and score the feasible ones in worker
+// processes, name the production default and the best single change from it, and re-simulate the best at the
+// refine fidelity.
+#include "common/error.hpp"
+#include "common/process.hpp"
+#include "optimizer/optimizer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <set>
+
+namespace spansim::optimizer {
+
+using workload::Dim;
+
+namespace {
+
+// Dimensions of degree 1 do not change where ranks go: orders that differ only there are one placement.
+std::vector<Dim> effective_order(const Point& p)
+{
+  std::vector<Dim> out;
+  for (Dim d : p.order)
+    if ((d == Dim::tp ? p.tp : d == Dim::cp ? p.cp : d == Dim::pp ? p.pp : p.dp) > 1)
+      out.push_back(d);
+  return out;
+}
+
+int buildings_used(const OptimizeSpec& spec, const topology::Topology& topo)
+{
+  if (!spec.buildings.empty())
+    return static_cast<int>(spec.buildings.size());
+  const auto per = topo.counts().gpus / topo.counts().buildings;
+  return static_cast<int>((spec.base.gpus + per - 1) / per);
+}
+
+netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool collapse)
+{
+  netsim::StepOptions o;
+  o.fidelity               = fidelity;
+  o.collapse_communication = collapse;
+  o.channels               = p.channels;
+  o.algorithms[Dim::dp]    = p.dp_algorithm;
+  return o;
+}
+
+Metrics metrics_of(const netsim::StepResult& r, const topology::Topology& topo, bool with_links)
+{
+  Metrics m;
+  m.step_time      = r.step_time;
+  m.mfu            = r.mfu;
+  m.tflops_per_gpu = r.tflops_per_gpu;
+  const double n   = static_cast<double>(r.stages.size());
+  for (Dim d : workload::kDims)
+    for (const auto& s : r.stages)
+      m.exposed[d] += s.exposed[d] / n;
+  for (const auto& s : r.stages)
+    m.bubble += s.bubble / n;
+  if (r.engine.contains("collectives_chosen_per_step"))
+    for (const auto& [dim, algo] : r.engine["collectives_chosen_per_step"].items())
+      m.collectives_chosen[dim] = algo.get<std::string>();
+  if (with_links) {
+    double across_buildings = 0, across_regions = 0;
+    for (std::size_t l = 0; l < topo.links().size(); ++l) {
+      const auto tier    = topo.links()[l].tier;
+      const double bytes = r.link_bytes[2 * l] + r.link_bytes[2 * l + 1];
+      if (tier == topology::Tier::inter_building || tier == topology::Tier::building_uplink)
+        across_buildings += bytes;
+      if (tier == topology::Tier::inter_region)
+        across_regions += bytes;
+    }
+    m.bytes_across_buildings = across_buildings;
+    m.bytes_across_regions   = across_regions;
+  }
+  return m;
+}
+
+/// @brief A point built and checked: its graph and placement.
+struct Built {
+  workload::StepGraph graph;
+  std::optional<placement::Placement> place;
+};
+
+Built build(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
+{
+  Built b{workload::build_step_graph(job_of(spec, p, buildings_used(spec, topo))), std::nullopt};
+  b.place.emplace(topo, b.graph.job, placement::PlacementSpec{p.order, spec.buildings},
+                  spec::Location{spec.file, "$.search.order"});
+  return b;
+}
+
+// What a worker hands back for a point: infeasible (with the reason code), or bounded, scored, refined. Encoded as
+// plain bytes: the search builds no JSON per point.
+struct Outcome {
+  std::string reason; ///< empty: feasible
+  double lower_bound = 0;
+  double score       = 0;
+  Metrics metrics;
+};
+
+class Bytes {
+public:
+  void put(double v) { data_.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  void put(const std::string& s)
+  {
+    put(static_cast<double>(s.size()));
+    data_ += s;
+  }
+  std::string take() { return std::move(data_); }
+
+private:
+  std::string data_;
+};
+
+class Reader {
+public:
+  explicit Reader(const std::string& data) : data_(data) {}
+  double number()
+  {
+    double v = 0;
+    if (pos_ + sizeof v > data_.size())
+      throw SimulationError("a search worker's record is truncated");
+    std::memcpy(&v, data_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  std::string text()
+  {
+    const auto n = static_cast<std::size_t>(number());
+    if (pos_ + n > data_.size())
+      throw SimulationError("a search worker's record is truncated");
+    std::string s = data_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  bool done() const { return pos_ >= data_.size(); }
+
+private:
+  const std::string& data_;
+  std::size_t pos_ = 0;
+};
+
+std::string encode(const Outcome& o)
+{
+  Bytes b;
+  b.put(o.reason);
+  b.put(o.lower_bound);
+  b.put(o.score);
+  const auto& m = o.metrics;
+  for (double v : {m.step_time, m.mfu, m.tflops_per_gpu, m.bubble})
+    b.put(v);
+  for (double v : m.exposed)
+    b.put(v);
+  b.put(m.bytes_across_buildings ? 1.0 : 0.0);
+  b.put(m.bytes_across_buildings.value_or(0));
+  b.put(m.bytes_across_regions.value_or(0));
+  b.put(static_cast<double>(m.collectives_chosen.size()));
+  for (const auto& [dim, algo] : m.collectives_chosen) {
+    b.put(dim);
+    b.put(algo);
+  }
+  return b.take();
+}
+
+Outcome decode(const std::string& data)
+{
+  Reader r(data);
+  Outcome o;
+  o.reason      = r.text();
+  o.lower_bound = r.number();
+  o.score       = r.number();
+  auto& m       = o.metrics;
+  for (double* v : {&m.step_time, &m.mfu, &m.tflops_per_gpu, &m.bubble})
+    *v = r.number();
+  for (double& v : m.exposed)
+    v = r.number();
+  const bool links = r.number() > 0;
+  const double b = r.number(), g = r.number();
+  if (links) {
+    m.bytes_across_buildings = b;
+    m.bytes_across_regions   = g;
+  }
+  const auto chosen = static_cast<std::size_t>(r.number());
+  for (std::size_t i = 0; i < chosen; ++i) {
+    auto dim                  = r.text();
+    m.collectives_chosen[dim] = r.text();
+  }
+  return o;
+}
+
+// Bounds a point (compute and bubble with free communication), or names why it cannot run.
+Outcome bound_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
+{
+  try {
+    auto b = build(spec, topo, p);
+    return {"", workload::compute_makespan(b.graph), 0, {}};
+  } catch (const InfeasibleError& e) {
+    return {e.reason(), 0, 0, {}};
+  }
+}
+
+// Scores a point with the collapsed analytical step, or names why it cannot run.
+Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
+{
+  try {
+    auto b = build(spec, topo, p);
+    Outcome o;
+    o.lower_bound = workload::compute_makespan(b.graph);
+    auto r        = netsim::simulate_step(topo, b.graph, *b.place, step_options(p, netsim::Fidelity::analytical, true));
+    o.score       = r.step_time;
+    o.metrics     = metrics_of(r, topo, false);
+    return o;
+  } catch (const InfeasibleError& e) {
+    return {e.reason(), 0, 0, {}};
+  } catch (const UsageError& e) {
+    return {std::string("collectives: ") + e.what(), 0, 0, {}};
+  }
+}
+
+Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
+{
+  auto b = build(spec, topo, p);
+  auto r = netsim::simulate_step(topo, b.graph, *b.place, step_options(p, spec.refine, false));
+  Outcome o;
+  o.score   = r.step_time;
+  o.metrics = metrics_of(r, topo, true);
+  return o;
+}
+
+std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std::size_t>& pruned)
+{
+  const auto& s = spec.space;
+  std::vector<Point> points;
+  std::set<std::string> seen;
+  for (int tp : s.tp)
+    for (int cp : s.cp)
+      for (int pp : s.pp)
+        for (int ep : s.ep)
+          for (auto dpm : s.data_parallel)
+            for (bool reshard : s.reshard_after_forward)
+              for (int mb : s.micro_batch)
+                for (auto sched : s.schedule)
+                  for (int v : s.virtual_stages)
+                    for (const auto& order : s.order)
+                      for (auto rc : s.recompute)
+                        for (auto algo : s.dp_algorithm)
+                          for (int ch : s.channels) {
+                            const std::int64_t model_ranks = std::int64_t(tp) * cp * pp;
+                            if (spec.base.gpus % model_ranks != 0) {
+                              pruned["gpus not divisible by tp x cp x pp"]++;
+                              continue;
+                            }
+                            Point p;
+                            p.tp                    = tp;
+                            p.cp                    = cp;
+                            p.pp                    = pp;
+                            p.dp                    = static_cast<int>(spec.base.gpus / model_ranks);
+                            p.ep                    = ep;
+                            p.data_parallel         = dpm;
+                            p.reshard_after_forward = dpm != workload::DataParallelMode::ddp && reshard;
+                            p.micro_batch           = mb;
+                            p.schedule              = sched;
+                            p.virtual_stages        = sched == workload::ScheduleKind::interleaved_1f1b ? v : 1;
+                            p.order                 = order;
+                            p.recompute             = rc;
+                            p.dp_algorithm          = algo;
+                            p.channels              = ch;
+                            // Knobs that do not apply collapse onto one point.
+                            Point key = p;
+                            key.order = effective_order(p);
+                            if (seen.insert(key.label()).second)
+                              points.push_back(p);
+                          }
+  return points;
+}
+
+/// @brief One knob of the baseline moved to another value of the space.
+struct Change {
+  std::string description; ///< e.g. "schedule = interleaved-1f1b (v4)"
+  Point point;
+};
+
+std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
+{
+  const auto& s = spec.space;
+  std::vector<Change> changes;
+  auto degree = [&](const char* knob, int v, int Point::*field) {
+    Point p                  = b;
+    const std::int64_t total = std::int64_t(b.tp) * b.cp * b.pp * b.dp;
+    p.*field                 = v;
+    const std::int64_t model = std::int64_t(p.tp) * p.cp * p.pp;
+    if (total % model != 0)
+      return; // the GPU budget does not divide
+    p.dp = static_cast<int>(total / model);
+    changes.push_back({std::string(knob) + " = " + std::to_string(v), p});
+  };
+  for (int v : s.tp)
+    if (v != b.tp)
+      degree("tp", v, &Point::tp);
+  for (int v : s.pp)
+    if (v != b.pp)
+      degree("pp", v, &Point::pp);
+  for (int v : s.cp)
+    if (v != b.cp)
+      degree("cp", v, &Point::cp);
+  auto add = [&](const std::string& description, auto edit) {
+    Point p = b;
+    edit(p);
+    changes.push_back({description, p});
+  };
+  for (auto v : s.data_parallel)
+    if (v != b.data_parallel)
+      add("data_parallel = " + std::string(name_of(v)), [&](Point& p) { p.data_parallel = v; });
+  for (int v : s.micro_batch)
+    if (v != b.micro_batch)
+      add("micro_batch = " + std::to_string(v), [&](Point& p) { p.micro_batch = v; });
+  for (auto v : s.schedule)
+    for (int vs : s.virtual_stages) {
+      const bool interleaved = v == workload::ScheduleKind::interleaved_1f1b;
+      if (v != b.schedule && (interleaved || vs == s.virtual_stages.front()))
+        add("schedule = " + std::string(name_of(v)) + (interleaved ? " (v" + std::to_string(vs) + ")" : ""),
+            [&](Point& p) {
+              p.schedule       = v;
+              p.virtual_stages = interleaved ? vs : 1;
+            });
+    }
+  for (const auto& v : s.order) {
+    Point p = b;
+    p.order = v;
+    if (effective_order(p) != effective_order(b)) {
+      std::string text;
+      for (Dim d : v)
+        text += (text.empty() ? "" : ",") + std::string(name_of(d));
+      changes.push_back({"order = [" + text + "]", p});
+    }
+  }
+  for (auto v : s.recompute)
+    if (v != b.recompute)
+      add("recompute = " + std::string(name_of(v)), [&](Point& p) { p.recompute = v; });
+  for (auto v : s.dp_algorithm)
+    if (v != b.dp_algorithm)
+      add("dp_algorithm = " + std::string(name_of(v)), [&](Point& p) { p.dp_algorithm = v; });
+  return changes;
+}
+
+} // namespace
+
+OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
+{
+  const auto started = std::chrono::steady_clock::now();
+  topology::Topology topo(spec.topology);
+  const int workers = spec.workers > 0 ? spec.workers : process::available_cores();
+  OptimizeResult result;
+  auto points   = enumerate(spec, result.pruned);
+  result.points = points.size();
+  for (const auto& [reason, n] : result.pruned)
+    result.points += n;
+
+  // Bounds first (cheap), then scores in batches in order of bound, skipping what cannot enter the best K.
+  auto bounds = process::parallel_map(points.size(), workers,
+                                      [&](std::size_t i) { return encode(bound_point(spec, topo, points[i])); });
+  std::vector<Evaluation> feasible;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const auto o = decode(bounds[i]);
+    if (!o.reason.empty()) {
+      result.pruned[o.reason]++;
+      continue;
+    }
+    Evaluation e;
+    e.point       = points[i];
+    e.lower_bound = o.lower_bound;
+    feasible.push_back(e);
+  }
+  result.feasible = feasible.size();
+  std::stable_sort(feasible.begin(), feasible.end(),
+                   [](const Evaluation& a, const Evaluation& b) { return a.lower_bound < b.lower_bound; });
+  std::vector<Evaluation> scored;
+  const std::size_t batch = static_cast<std::size_t>(std::max(4 * workers, spec.top_k));
+  for (std::size_t start = 0; start < feasible.size(); start += batch) {
+    double kth = std::numeric_limits<double>::infinity();
+    if (static_cast<int>(scored.size()) >= spec.top_k) {
+      std::vector<double> scores;
+      for (const auto& e : scored)
+        scores.push_back(e.score);
+      std::nth_element(scores.begin(), scores.begin() + spec.top_k - 1, scores.end());
+      kth = scores[spec.top_k - 1];
+    }
+    std::vector<std::size_t> todo;
+    for (std::size_t i = start; i < std::min(feasible.size(), start + batch); ++i)
+      if (feasible[i].lower_bound < kth)
+        todo.push_back(i);
+      else
+        result.bound_pruned++;
+    auto out = process::parallel_map(
+        todo.size(), workers, [&](std::size_t k) { return encode(score_point(spec, topo, feasible[todo[k]].point)); });
+    for (std::size_t k = 0; k < todo.size(); ++k) {
+      const auto o = decode(out[k]);
+      if (!o.reason.empty()) {
+        result.pruned[o.reason]++;
+        result.feasible--;
+        continue;
+      }
+      Evaluation e = feasible[todo[k]];
+      e.score      = o.score;
+      e.metrics    = o.metrics;
+      scored.push_back(e);
+    }
+    if (progress)
+      progress("scoring (analytical)", std::min(feasible.size(), start + batch), feasible.size());
+  }
+  result.scored          = scored.size();
+  result.scoring_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (scored.empty()) {
+    std::string reasons;
+    for (const auto& [reason, n] : result.pruned)
+      reasons += (reasons.empty() ? "" : ", ") + reason + " " + std::to_string(n);
+    throw UsageError("no feasible configuration in the search space (pruned: " + reasons + ")");
+  }
+  std::stable_sort(scored.begin(), scored.end(),
+                   [](const Evaluation& a, const Evaluation& b) { return a.score < b.score; });
+
+  // The production default: order [tp, cp, pp, dp] (DP across the boundary), 1F1B; the best such point scored.
+  const std::vector<Dim> production(workload::kProductionOrder.begin(), workload::kProductionOrder.end());
+  auto is_default = [&](const Point& p) {
+    Point default_order = p;
+    default_order.order = production;
+    return effective_order(p) == effective_order(default_order) && p.schedule == workload::ScheduleKind::one_f_one_b &&
+           p.dp_algorithm == netsim::Algorithm::automatic;
+  };
+  std::optional<Evaluation> baseline;
+  for (const auto& e : scored)
+    if (is_default(e.point) && !baseline)
+      baseline = e;
+  if (!baseline) {
+    Point p          = scored.front().point;
+    p.order          = production;
+    p.schedule       = workload::ScheduleKind::one_f_one_b;
+    p.virtual_stages = 1;
+    p.dp_algorithm   = netsim::Algorithm::automatic;
+    const auto o     = score_point(spec, topo, p);
+    if (!o.reason.empty())
+      throw UsageError("the production default (order [tp, cp, pp, dp], 1F1B) of the best point is infeasible: " +
+                       o.reason);
+    baseline = Evaluation{p, o.lower_bound, o.score, std::nullopt, o.metrics};
+  }
+
+  // The best single change from it: one knob at a time, over the values of the space.
+  const auto changes = single_changes(spec, baseline->point);
+  auto change_scores = process::parallel_map(
+      changes.size(), workers, [&](std::size_t i) { return encode(score_point(spec, topo, changes[i].point)); });
+  std::optional<Evaluation> single;
+  for (std::size_t i = 0; i < changes.size(); ++i) {
+    const auto o = decode(change_scores[i]);
+    if (!o.reason.empty())
+      continue;
+    if (!single || o.score < single->score) {
+      single               = Evaluation{changes[i].point, o.lower_bound, o.score, std::nullopt, o.metrics};
+      result.single_change = changes[i].description;
+    }
+  }
+
+  // Re-simulate the best K, the baseline and the best single change at the refine fidelity.
+  std::vector<Evaluation> refine(scored.begin(), scored.begin() + std::min<std::size_t>(scored.size(), spec.top_k));
+  refine.push_back(*baseline);
+  if (single)
+    refine.push_back(*single);
+  const std::string phase = "re-simulating the best (" + std::string(name_of(spec.refine)) + ")";
+  if (progress)
+    progress(phase, 0, refine.size());
+  auto refined = process::parallel_map(
+      refine.size(), workers, [&](std::size_t i) { return encode(refine_point(spec, topo, refine[i].point)); });
+  for (std::size_t i = 0; i < refine.size(); ++i) {
+    const auto o      = decode(refined[i]);
+    refine[i].refined = o.score;
+    refine[i].metrics = o.metrics;
+  }
+  if (progress)
+    progress(phase, refine.size(), refine.size());
+  if (single) {
+    result.best_single_change = refine.back();
+    refine.pop_back();
+  }
+  result.baseline = refine.back();
+  refine.pop_back();
+  std::stable_sort(refine.begin(), refine.end(),
+                   [](const Evaluation& a, const Evaluation& b) { return *a.refined < *b.refined; });
+  result.ranked       = refine;
+  result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+} // namespace spansim::optimizer

@@ -1,0 +1,174 @@
+// Optimize specs: the fixed inputs (topology, model, GPU budget, batch) and the search space, typed.
+#include "common/error.hpp"
+#include "common/json_reader.hpp"
+#include "optimizer/optimizer.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace spansim::optimizer {
+
+using nlohmann::json;
+
+namespace {
+
+// A list of integers from lo to hi.
+void read_ints(spec::ObjectReader& s, const char* key, std::vector<int>& out, int lo, int hi)
+{
+  if (!s.has(key))
+    return;
+  const json& v = s.raw(key);
+  if (!v.is_array() || v.empty())
+    s.fail(key, "expected a non-empty list of integers");
+  out.clear();
+  for (const auto& x : v) {
+    if (!x.is_number_integer() || x.get<std::int64_t>() < lo || x.get<std::int64_t>() > hi)
+      s.fail(key, "expected integers from " + std::to_string(lo) + " to " + std::to_string(hi));
+    out.push_back(x.get<int>());
+  }
+}
+
+// A list of names of enum E.
+template <class E>
+void read_names(spec::ObjectReader& s, const char* key, std::vector<E>& out)
+{
+  if (!s.has(key))
+    return;
+  const auto names = s.strings(key);
+  if (names.empty())
+    s.fail(key, "expected a non-empty list");
+  out.clear();
+  for (const auto& n : names) {
+    auto v = parse_name<E>(n);
+    if (!v)
+      s.fail(key, "unknown value \"" + n + "\" (allowed: " + allowed_names<E>(true) + ")");
+    out.push_back(*v);
+  }
+}
+
+template <class E>
+json names_of(const std::vector<E>& values)
+{
+  json out = json::array();
+  for (auto v : values)
+    out.push_back(name_of(v));
+  return out;
+}
+
+} // namespace
+
+json OptimizeSpec::to_json() const
+{
+  const auto& s = space;
+  json orders   = json::array();
+  for (const auto& o : s.order)
+    orders.push_back(names_of(o));
+  return {{"name", name},
+          {"file", file},
+          {"topology", topology.name},
+          {"model", model_ref},
+          {"gpu", gpu_ref},
+          {"gpus", base.gpus},
+          {"batch", batch_ref},
+          {"buildings", buildings},
+          {"search",
+           {{"tp", s.tp},
+            {"cp", s.cp},
+            {"pp", s.pp},
+            {"ep", s.ep},
+            {"data_parallel", names_of(s.data_parallel)},
+            {"reshard_after_forward", s.reshard_after_forward},
+            {"micro_batch", s.micro_batch},
+            {"schedule", names_of(s.schedule)},
+            {"virtual_stages", s.virtual_stages},
+            {"order", orders},
+            {"recompute", names_of(s.recompute)},
+            {"dp_algorithm", names_of(s.dp_algorithm)},
+            {"channels", s.channels}}},
+          {"top_k", top_k},
+          {"refine_fidelity", name_of(refine)},
+          {"workers", workers},
+          {"seed", seed}};
+}
+
+OptimizeSpec load_optimize_spec(const std::string& path)
+{
+  OptimizeSpec spec;
+  spec.file     = path;
+  auto document = spec::load_json_file(path);
+  spec::ObjectReader r(document, spec::Location{path});
+  spec.name = r.name("name");
+  r.optional_string("description");
+  const json& topo = r.raw("topology");
+  if (topo.is_string())
+    spec.topology = topology::load_topology_spec(topo.get<std::string>(), r.where().member("topology"));
+  else
+    spec.topology = topology::parse_topology_spec(topo, path, "$.topology");
+
+  // The base job: everything of a point's job that is not searched, read and checked once.
+  auto& base     = spec.base;
+  base.name      = spec.name + "-point";
+  base.file      = path;
+  spec.model_ref = r.raw("model");
+  spec.gpu_ref   = r.raw("gpu");
+  base.model     = workload::read_model_ref(r, "model");
+  base.gpu       = workload::read_gpu_ref(r, "gpu");
+  base.attention = base.gpu.attention_default;
+  base.gpus      = r.integer("gpus", 1, 4'000'000);
+  spec.batch_ref = r.raw("batch");
+  base.batch     = workload::read_batch(r.object("batch"), false);
+
+  if (r.has("buildings")) {
+    spec.buildings = r.strings("buildings");
+    topology::Topology t(spec.topology);
+    for (const auto& name : spec.buildings) {
+      bool known = false;
+      std::string list;
+      for (int b = 0; b < t.building_count(); ++b) {
+        known = known || t.building_name(b) == name;
+        list += (list.empty() ? "" : ", ") + t.building_name(b);
+      }
+      if (!known)
+        r.fail("buildings", "unknown building \"" + name + "\" (buildings: " + list + ")");
+    }
+  }
+  spec.top_k   = static_cast<int>(r.optional_integer("top_k", 1, 1000).value_or(20));
+  spec.workers = static_cast<int>(r.optional_integer("workers", 0, 256).value_or(0));
+  spec.seed =
+      static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::numeric_limits<std::int64_t>::max()).value_or(1));
+  if (auto f = r.optional_enumeration<netsim::Fidelity>("refine_fidelity"))
+    spec.refine = *f;
+  if (auto s = r.optional_object("search")) {
+    auto& sp = spec.space;
+    read_ints(*s, "tp", sp.tp, 1, 1024);
+    read_ints(*s, "cp", sp.cp, 1, 1024);
+    read_ints(*s, "pp", sp.pp, 1, 1024);
+    read_ints(*s, "ep", sp.ep, 1, 1024);
+    read_ints(*s, "micro_batch", sp.micro_batch, 1, 1024);
+    read_ints(*s, "virtual_stages", sp.virtual_stages, 2, 64);
+    read_ints(*s, "channels", sp.channels, 1, 64);
+    read_names(*s, "data_parallel", sp.data_parallel);
+    read_names(*s, "schedule", sp.schedule);
+    read_names(*s, "recompute", sp.recompute);
+    read_names(*s, "dp_algorithm", sp.dp_algorithm);
+    if (s->has("reshard_after_forward")) {
+      const json& v = s->raw("reshard_after_forward");
+      if (!v.is_array() || v.empty() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_boolean(); }))
+        s->fail("reshard_after_forward", "expected a non-empty list of true/false");
+      sp.reshard_after_forward = v.get<std::vector<bool>>();
+    }
+    if (s->has("order")) {
+      const json& v = s->raw("order");
+      if (!v.is_array() || v.empty())
+        s->fail("order", "expected a list of rank orders, each a permutation of tp, cp, pp, dp");
+      sp.order.clear();
+      for (std::size_t i = 0; i < v.size(); ++i)
+        sp.order.push_back(workload::parse_rank_order(v[i], s->where().member("order").element(i)));
+    }
+    s->finish();
+  }
+  r.finish();
+  return spec;
+}
+
+} // namespace spansim::optimizer

@@ -1,0 +1,19 @@
+#pragma once
+/// @file
+/// @brief Internal to workload: helpers the spec readers share.
+
+#include "workload/workload.hpp"
+
+namespace spansim::workload::detail {
+
+/// @brief Largest degree, layer count or width accepted in a spec.
+inline constexpr int kMaxDim = 1 << 30;
+
+/// @brief A positive integer key (a degree, a width).
+int dim(spec::ObjectReader& r, std::string_view key, int min = 1, int max = kMaxDim);
+/// @brief The same, optional, with a fallback.
+int optional_dim(spec::ObjectReader& r, std::string_view key, int fallback, int min = 1, int max = kMaxDim);
+/// @brief The attention libraries a GPU file gives rates for, quoted, for error messages.
+std::string listed_kernels(const GpuSpec& g);
+
+} // namespace spansim::workload::detail
