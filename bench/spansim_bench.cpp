@@ -10,6 +10,7 @@
 //   spansim_bench --large      add the cases that take minutes (100K flows on one link, 30K random flows)
 //   spansim_bench --exact      simulated times with 17 significant digits (to compare builds bit for bit)
 //   spansim_bench --timeout S  give up a case after S seconds of wall time (default 600)
+#include "common/process.hpp"
 #include "netsim/collectives.hpp"
 #include "netsim/netsim.hpp"
 #include "netsim/simgrid_platform.hpp"
@@ -90,56 +91,21 @@ struct Case {
 /// The child leads a process group of its own, so that a case over `timeout` seconds ends with its engine.
 Figures in_child(const std::function<void(Figures&)>& work, double timeout, double& child_rss_mib)
 {
-  int fds[2];
+  auto r = process::run_child(
+      [&] {
+        Figures out;
+        work(out);
+        return std::string(reinterpret_cast<const char*>(&out), sizeof out);
+      },
+      process::ChildOptions{.timeout_s = timeout});
+  child_rss_mib = r.max_rss_mib;
   Figures figures;
-  if (pipe(fds) != 0) {
-    std::snprintf(figures.error, sizeof figures.error, "pipe: %s", std::strerror(errno));
-    return figures;
-  }
-  std::fflush(stdout);
-  pid_t pid = fork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    close(fds[0]);
-    Figures out;
-    try {
-      work(out);
-    } catch (const std::exception& e) {
-      std::snprintf(out.error, sizeof out.error, "%s", e.what());
-    }
-    ssize_t written = write(fds[1], &out, sizeof out);
-    _exit(written == static_cast<ssize_t>(sizeof out) ? 0 : 1);
-  }
-  close(fds[1]);
-  setpgid(pid, pid);
-  ssize_t got    = 0;
-  bool timed_out = false;
-  auto start     = Clock::now();
-  while (got < static_cast<ssize_t>(sizeof figures)) {
-    pollfd p{fds[0], POLLIN, 0};
-    int left = static_cast<int>((timeout - seconds_since(start)) * 1000);
-    if (left <= 0 || poll(&p, 1, left) == 0) {
-      timed_out = true;
-      kill(-pid, SIGKILL);
-      break;
-    }
-    ssize_t n = read(fds[0], reinterpret_cast<char*>(&figures) + got, sizeof figures - got);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    got += n;
-  }
-  close(fds[0]);
-  int status = 0;
-  rusage usage{};
-  while (wait4(pid, &status, 0, &usage) < 0 && errno == EINTR) {
-  }
-  child_rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;
-  if (timed_out)
-    std::snprintf(figures.error, sizeof figures.error, "gave up after %.0f s (--timeout)", timeout);
-  else if (got != static_cast<ssize_t>(sizeof figures))
-    std::snprintf(figures.error, sizeof figures.error, "case process died (status %d)", status);
+  if (!r.error.empty())
+    std::snprintf(figures.error, sizeof figures.error, "%s", r.error.c_str());
+  else if (r.output.size() == sizeof figures)
+    std::memcpy(&figures, r.output.data(), sizeof figures);
+  else
+    std::snprintf(figures.error, sizeof figures.error, "the case process returned %zu bytes", r.output.size());
   return figures;
 }
 

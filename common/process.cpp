@@ -148,7 +148,7 @@ ChildResult run_child(const std::function<std::string()>& work, const ChildOptio
   }
   r.max_rss_mib = static_cast<double>(usage.ru_maxrss) / 1024.0;
   if (r.timed_out)
-    r.error = "gave up after " + std::to_string(static_cast<long>(options.timeout_s)) + " s";
+    r.error = "gave up after " + std::to_string(options.timeout_s) + " s (the time limit)";
   else if (WIFSIGNALED(status))
     r.error = "the child process died with signal " + std::to_string(WTERMSIG(status)) + " (" +
               strsignal(WTERMSIG(status)) + ")";

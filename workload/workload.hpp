@@ -270,7 +270,7 @@ enum class Purpose {
 struct Op {
   OpKind kind             = OpKind::forward;
   CollectiveOp collective = CollectiveOp::all_reduce; ///< kind collective: which one
-  std::optional<Dim> dim;                             ///< the dimension its traffic is accounted to (none: compute)
+  std::optional<Dim> dim{};                           ///< the dimension its traffic is accounted to (none: compute)
   Purpose purpose = Purpose::compute;
   int chunk       = -1; ///< Model chunk (virtual stage) on this pipeline stage.
   int micro_batch = -1;

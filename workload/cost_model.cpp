@@ -1,0 +1,348 @@
+// The cost model: GEMMs costed by shape (measured ceilings, tile and wave quantization, a byte floor), attention at
+// a kernel library's measured rates, element-wise work at HBM speed; per layer, per model chunk, and the memory a
+// chunk keeps.
+#include "workload/cost_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace spansim::workload {
+
+namespace detail {
+
+namespace {
+
+double gated_factor(MlpKind kind)
+{
+  return kind == MlpKind::gated ? 3 : 2;
+}
+
+double attention_params(const ModelSpec& m)
+{
+  const double h = m.hidden;
+  if (m.attention == AttentionKind::mla) {
+    const auto& a   = m.mla;
+    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    double q        = a.q_lora_rank > 0 ? h * a.q_lora_rank + double(a.q_lora_rank) * m.heads * qk : h * m.heads * qk;
+    double kv       = h * (a.kv_lora_rank + a.qk_rope_head_dim) +
+                double(a.kv_lora_rank) * m.heads * (a.qk_nope_head_dim + a.v_head_dim);
+    return q + kv + double(m.heads) * a.v_head_dim * h;
+  }
+  const double q  = double(m.heads) * m.head_dim;
+  const double kv = double(m.kv_heads) * m.head_dim;
+  return h * q + 2 * h * kv + q * h;
+}
+
+// Attention score and value head widths.
+
+// The forward GEMMs of one layer and micro-batch on one rank. Tokens are the GEMMs' M: with sequence parallelism
+// the all-gathered sequence (T), as tensor parallelism splits the weights' output (column-parallel) or input
+// (row-parallel) features by tp.
+std::vector<GemmShape> layer_gemms(const Context& c, int layer)
+{
+  const ModelSpec& m = c.m;
+  const double t = c.tokens, h = m.hidden, tp = c.tp;
+  std::vector<GemmShape> g;
+  if (m.attention == AttentionKind::mla) {
+    // Every projection split by tp, as the parameter and FLOP counts assume.
+    const auto& a   = m.mla;
+    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+    if (a.q_lora_rank > 0) {
+      g.push_back({.m = t, .n = a.q_lora_rank / tp, .k = h});
+      g.push_back({.m = t, .n = m.heads * qk / tp, .k = double(a.q_lora_rank)});
+    } else {
+      g.push_back({.m = t, .n = m.heads * qk / tp, .k = h});
+    }
+    g.push_back({.m = t, .n = (a.kv_lora_rank + a.qk_rope_head_dim) / tp, .k = h});
+    g.push_back({.m = t, .n = m.heads * double(a.qk_nope_head_dim + a.v_head_dim) / tp, .k = double(a.kv_lora_rank)});
+    g.push_back({.m = t, .n = h, .k = m.heads * double(a.v_head_dim) / tp});
+  } else {
+    // Fused QKV: the rank's query heads and its K/V heads (replicated when kv_heads < tp).
+    const double kv = std::ceil(double(m.kv_heads) / tp);
+    g.push_back({.m = t, .n = (m.heads / tp + 2 * kv) * m.head_dim, .k = h});
+    g.push_back({.m = t, .n = h, .k = m.heads / tp * m.head_dim});
+  }
+  // An MLP of width f: gate and up fused into one GEMM (gated) or fc1 (plain), then down / fc2.
+  const double in_mats = m.mlp == MlpKind::gated ? 2 : 1;
+  auto mlp             = [&](double f, double tokens, int groups) {
+    g.push_back({.m = tokens, .n = in_mats * f / tp, .k = h, .groups = groups});
+    g.push_back({.m = tokens, .n = h, .k = f / tp, .groups = groups});
+  };
+  if (m.is_moe_layer(layer)) {
+    // Router over the rank's sequence-parallel share of the tokens; the routed experts as one grouped GEMM over
+    // the rank's experts, each receiving its uniform share of the top-k copies of the ep group's tokens.
+    g.push_back({.m = t / tp, .n = double(m.moe.experts), .k = h});
+    const int local = m.moe.experts / c.ep;
+    mlp(m.moe.expert_ffn, t * m.moe.experts_per_token * c.ep / m.moe.experts, local);
+    if (m.moe.shared_experts > 0)
+      mlp(double(m.moe.shared_experts) * m.moe.expert_ffn, t, 1);
+  } else {
+    mlp(m.ffn, t, 1);
+  }
+  return g;
+}
+
+// Forward GEMM C = A B of shape (M, N, K): the backward computes dA = dC B^T, a GEMM (M, K, N), and
+// dB = A^T dC, a GEMM (N, K, M) whose reduction runs over the tokens and whose C is the fp32 gradient
+// accumulated across micro-batches (Megatron's gradient-accumulation fusion: read and written by the GEMM).
+GemmShape dgrad(const GemmShape& f)
+{
+  return {.m = f.m, .n = f.k, .k = f.n, .groups = f.groups};
+}
+GemmShape wgrad(const GemmShape& f)
+{
+  return {.m = f.n, .n = f.k, .k = f.m, .groups = f.groups, .accumulate_fp32 = true};
+}
+
+template <class Cost>
+void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k)
+{
+  for (const GemmShape& f : gemms) {
+    const GemmCost fwd = gemm_cost(c.job.gpu, c.job.precision, f);
+    const GemmCost dg  = gemm_cost(c.job.gpu, c.job.precision, dgrad(f));
+    const GemmCost wg  = gemm_cost(c.job.gpu, c.job.precision, wgrad(f));
+    k.gemm_fwd_seconds += fwd.seconds;
+    k.gemm_fwd_bytes += fwd.bytes;
+    k.gemm_bwd_seconds += dg.seconds + wg.seconds;
+    k.gemm_bwd_bytes += dg.bytes + wg.bytes;
+  }
+}
+
+LayerCost layer_cost(const Context& c, int layer)
+{
+  const ModelSpec& m = c.m;
+  LayerCost k;
+  const LayerParams p = layer_params(m, layer);
+  const double h      = m.hidden;
+  const double t      = c.tokens;
+  k.moe               = m.is_moe_layer(layer);
+  k.matmul_flops      = 2 * t * p.matmul / c.tp;
+  // Causal attention: QK^T and PV over half the score matrix; context parallelism balances it over cp ranks.
+  const double s    = c.job.batch.sequence_length;
+  k.attention_flops = double(c.job.batch.micro_batch) * m.heads * s * s * (qk_dim(m) + v_dim(m)) / c.cp / c.tp;
+  k.dense_params    = (p.attention + p.norms + p.mlp_dense) / c.tp;
+  k.params          = k.dense_params + p.experts / (double(c.tp) * c.ep);
+  add_gemms(c, layer_gemms(c, layer), k);
+
+  const double q_rank  = double(m.heads) / c.tp * qk_dim(m);
+  const double o_rank  = double(m.heads) / c.tp * v_dim(m);
+  const double kv_rank = std::ceil(double(m.kv_heads) / c.tp) * (qk_dim(m) + v_dim(m));
+  const double act_fn  = m.mlp == MlpKind::gated ? 3 : 2; // gated: gate, up, product; plain: fc1 out, GELU out
+  // Two norms (read + write) and two residual adds (two reads, one write), rotary on q and k, the MLP activation.
+  k.norm_bytes = t * kBf16 * 4 * h / c.sp;
+  k.elementwise_bytes =
+      k.norm_bytes + t * kBf16 * (6 * h / c.sp + 2 * (q_rank + kv_rank) + act_fn * p.ffn_active / c.tp);
+
+  double latent = 0;
+  if (m.attention == AttentionKind::mla)
+    latent = m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim;
+  const double dispatched = k.moe ? h * m.moe.experts_per_token / c.sp : 0;
+  // Stored for backward (flash attention: no score matrix): norm inputs and outputs, Q, K, V, attention output,
+  // MLP intermediates, MoE token copies.
+  const double none = 4 * h / c.sp + q_rank + kv_rank + o_rank + latent + act_fn * p.ffn_active / c.tp + dispatched;
+  k.act_none        = t * kBf16 * none;
+  // Selective recompute drops what is cheap to recompute and large to keep: the norm outputs, the attention
+  // output (the flash-attention forward is rerun) and the MLP activation-function output.
+  k.act_selective   = t * kBf16 * (none - 2 * h / c.sp - o_rank - p.ffn_active / c.tp);
+  k.selective_bytes = k.norm_bytes + t * kBf16 * 3 * p.ffn_active / c.tp;
+  k.act_full        = t * kBf16 * h / c.sp;
+  return k;
+}
+
+// Layers of each of the pp * v model chunks: as even as possible, the shortfall taken alternately from the first
+// and the last chunks, which also carry the embedding and the output layer (as Llama 3 405B does).
+std::vector<int> chunk_layer_counts(int layers, int chunks)
+{
+  const int base = (layers + chunks - 1) / chunks;
+  std::vector<int> n(chunks, base);
+  int deficit = base * chunks - layers;
+  for (int i = 0; deficit > 0; ++i, --deficit)
+    --n[i % 2 == 0 ? i / 2 : chunks - 1 - i / 2];
+  return n;
+}
+
+void add(LayerCost& a, const LayerCost& b)
+{
+  a.matmul_flops += b.matmul_flops;
+  a.attention_flops += b.attention_flops;
+  a.gemm_fwd_seconds += b.gemm_fwd_seconds;
+  a.gemm_bwd_seconds += b.gemm_bwd_seconds;
+  a.gemm_fwd_bytes += b.gemm_fwd_bytes;
+  a.gemm_bwd_bytes += b.gemm_bwd_bytes;
+  a.params += b.params;
+  a.dense_params += b.dense_params;
+  a.elementwise_bytes += b.elementwise_bytes;
+  a.norm_bytes += b.norm_bytes;
+  a.selective_bytes += b.selective_bytes;
+  a.act_none += b.act_none;
+  a.act_selective += b.act_selective;
+  a.act_full += b.act_full;
+}
+
+} // namespace
+
+double v_dim(const ModelSpec& m)
+{
+  return m.attention == AttentionKind::mla ? m.mla.v_head_dim : m.head_dim;
+}
+
+double qk_dim(const ModelSpec& m)
+{
+  return m.attention == AttentionKind::mla ? m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim : m.head_dim;
+}
+
+LayerParams layer_params(const ModelSpec& m, int layer)
+{
+  LayerParams p;
+  const double h    = m.hidden;
+  p.attention       = attention_params(m);
+  p.norms           = 2 * h;
+  const double g    = gated_factor(m.mlp);
+  double mlp_active = 0;
+  if (m.is_moe_layer(layer)) {
+    const double expert = g * h * m.moe.expert_ffn;
+    p.experts           = m.moe.experts * expert;
+    p.mlp_dense         = m.moe.shared_experts * expert + h * m.moe.experts;
+    mlp_active          = (m.moe.experts_per_token + m.moe.shared_experts) * expert + h * m.moe.experts;
+    p.ffn_active        = double(m.moe.experts_per_token + m.moe.shared_experts) * m.moe.expert_ffn;
+  } else {
+    p.mlp_dense  = g * h * m.ffn;
+    mlp_active   = p.mlp_dense;
+    p.ffn_active = m.ffn;
+  }
+  p.active = p.attention + p.norms + mlp_active;
+  p.matmul = p.attention + mlp_active;
+  return p;
+}
+
+std::vector<ChunkCost> chunk_costs(const Context& c)
+{
+  const auto counts          = chunk_layer_counts(c.m.layers, c.chunks);
+  const GpuSpec& gpu         = c.job.gpu;
+  const AttentionRates& attn = gpu.attention[static_cast<std::size_t>(c.job.attention)];
+  const double mem_rate      = gpu.hbm_bandwidth * gpu.elementwise_efficiency;
+  std::vector<ChunkCost> out(c.chunks);
+  int layer = 0;
+  for (int g = 0; g < c.chunks; ++g) {
+    ChunkCost& ch  = out[g];
+    ch.first_layer = layer;
+    ch.layers      = counts[g];
+    for (int i = 0; i < counts[g]; ++i, ++layer) {
+      LayerCost k = layer_cost(c, layer);
+      add(ch.sum, k);
+      ch.moe_layers += k.moe ? 1 : 0;
+      ch.act_max_layer = std::max(ch.act_max_layer, k.act_none);
+    }
+    const double h    = c.m.hidden;
+    double head_flops = 0;
+    if (g == 0)
+      ch.extra_params += double(c.m.vocab) * h / c.tp;
+    if (g == c.chunks - 1) {
+      ch.extra_params += double(c.m.vocab) * h / c.tp + h / c.tp;
+      head_flops      = 2 * c.tokens * c.m.vocab * h / c.tp;
+      ch.logits_bytes = c.tokens * double(c.m.vocab) / c.tp * (kBf16 + kFp32);
+      // The output layer: the input embedding is a lookup of T rows, not a GEMM.
+      add_gemms(c, {GemmShape{.m = c.tokens, .n = double(c.m.vocab) / c.tp, .k = h}}, ch.sum);
+    }
+    const double mm_flops = ch.sum.matmul_flops + head_flops;
+    // Each GEMM is compute- or traffic-bound on its own; attention runs at the kernel library's measured rate
+    // for each pass; element-wise ops are bandwidth-bound.
+    const double attn_fwd = ch.sum.attention_flops / attn.forward;
+    const double attn_bwd = kFlashBackwardFlopRatio * ch.sum.attention_flops / attn.backward;
+    const double ew_fwd   = ch.sum.elementwise_bytes / mem_rate;
+    ch.fwd_seconds        = ch.sum.gemm_fwd_seconds + attn_fwd + ew_fwd;
+    ch.bwd_seconds        = ch.sum.gemm_bwd_seconds + attn_bwd + 2 * ew_fwd;
+    ch.fwd_hbm            = ch.sum.gemm_fwd_bytes + ch.sum.elementwise_bytes;
+    ch.bwd_hbm            = ch.sum.gemm_bwd_bytes + 2 * ch.sum.elementwise_bytes;
+    ch.fwd_flops          = mm_flops + ch.sum.attention_flops;
+    switch (c.job.recompute) {
+    case Recompute::none:
+      break;
+    case Recompute::selective:
+      ch.recompute_seconds = attn_fwd + ch.sum.selective_bytes / mem_rate;
+      ch.recompute_hbm     = ch.sum.selective_bytes;
+      ch.recompute_flops   = ch.sum.attention_flops;
+      break;
+    case Recompute::full:
+      ch.recompute_seconds = ch.fwd_seconds;
+      ch.recompute_hbm     = ch.fwd_hbm;
+      ch.recompute_flops   = ch.fwd_flops;
+      break;
+    }
+  }
+  return out;
+}
+
+double stored_activations(const Context& c, const ChunkCost& ch)
+{
+  const double per = c.job.recompute == Recompute::none        ? ch.sum.act_none
+                     : c.job.recompute == Recompute::selective ? ch.sum.act_selective
+                                                               : ch.sum.act_full;
+  return per + ch.logits_bytes;
+}
+
+} // namespace detail
+
+using detail::kBf16;
+using detail::kFp32;
+
+GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape)
+{
+  const bool fp8        = precision == Precision::fp8;
+  const double peak     = fp8 ? gpu.peak_fp8_flops : gpu.peak_bf16_flops;
+  const double ceiling  = fp8 ? gpu.gemm.ceiling_fp8 : gpu.gemm.ceiling_bf16;
+  const double in_bytes = fp8 ? 1 : kBf16;
+  const double groups   = shape.groups;
+  GemmCost cost;
+  cost.flops = 2 * shape.m * shape.n * shape.k * groups;
+  if (!(cost.flops > 0))
+    return cost;
+  // One output tile per SM per wave: a partial tile or a partly filled last wave costs a whole one, and K advances
+  // tile_k at a time. When the output tiles cannot fill the SMs the library may split K across them (split-K):
+  // each slice writes a partial fp32 tile that a reduction reads back. The library picks the kernel per GEMM, so
+  // the fastest tiling and split count.
+  const double tk          = gpu.gemm.tile_k;
+  const double steps       = std::ceil(shape.k / tk);
+  const double sms         = gpu.gemm.sms;
+  const double mem_rate    = gpu.hbm_bandwidth * gpu.elementwise_efficiency;
+  const double c_out       = shape.accumulate_fp32 ? 2 * kFp32 : kBf16;
+  const double plain_bytes = groups * ((shape.m + shape.n) * shape.k * in_bytes + shape.m * shape.n * c_out);
+  cost.seconds             = std::numeric_limits<double>::infinity();
+  for (const auto& [tm, tn] : gpu.gemm.tiles) {
+    const double tiles = groups * std::ceil(shape.m / tm) * std::ceil(shape.n / tn);
+    for (double split : {1.0, tiles < sms ? std::min(std::floor(sms / tiles), steps) : 1.0}) {
+      const double waves        = std::ceil(tiles * split / sms);
+      const double quantization = cost.flops / (2 * waves * sms * tm * tn * std::ceil(steps / split) * tk);
+      const double efficiency   = ceiling / peak * quantization;
+      const double bytes        = plain_bytes + (split > 1 ? split * 2 * kFp32 * shape.m * shape.n * groups : 0);
+      const double seconds      = std::max(cost.flops / (peak * efficiency), bytes / mem_rate);
+      if (seconds < cost.seconds) {
+        cost.seconds    = seconds;
+        cost.efficiency = efficiency;
+        cost.bytes      = bytes;
+      }
+    }
+  }
+  return cost;
+}
+
+ModelParams count_params(const ModelSpec& model)
+{
+  ModelParams p;
+  const double emb = double(model.vocab) * model.hidden;
+  for (int l = 0; l < model.layers; ++l) {
+    detail::LayerParams lp = detail::layer_params(model, l);
+    p.total += lp.attention + lp.norms + lp.mlp_dense + lp.experts;
+    p.active += lp.active;
+    p.matmul_active += lp.matmul;
+  }
+  const double head = model.tied_embeddings ? 0 : emb;
+  p.embedding       = emb;
+  p.total += emb + head + model.hidden;
+  p.active += emb + head + model.hidden;
+  p.matmul_active += emb; // the output projection, tied or not
+  return p;
+}
+
+} // namespace spansim::workload

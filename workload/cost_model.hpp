@@ -1,0 +1,92 @@
+#pragma once
+/// @file
+/// @brief Internal to workload: the cost model (per-layer and per-chunk compute, HBM traffic and memory on one
+/// rank), shared by the stage programs (workload/stage_program.cpp) and the summaries.
+
+#include "workload/workload.hpp"
+
+#include <vector>
+
+namespace spansim::workload::detail {
+
+inline constexpr double kBf16 = 2; // bytes per activation and weight element
+inline constexpr double kFp32 = 4;
+// Adam with mixed precision: fp32 master weights, first and second moments.
+inline constexpr double kOptimizerBytesPerParam = 12;
+// Adam step traffic per parameter of the local shard: read master, m, v and the fp32 gradient (16 bytes), write
+// master, m, v (12) and the bf16 working copy (2).
+inline constexpr double kOptimizerTrafficPerParam = 30;
+// The flash-attention backward runs five matmuls of the forward's size (it recomputes the scores) against the
+// forward's two: the FlashAttention papers count its FLOPs as 2.5 times the forward's, and time their rates so.
+inline constexpr double kFlashBackwardFlopRatio = 2.5;
+
+// Per-rank cost of one layer for one micro-batch, forward pass.
+struct LayerCost {
+  double matmul_flops      = 0;
+  double attention_flops   = 0;
+  double gemm_fwd_seconds  = 0; ///< the layer's GEMMs, forward
+  double gemm_bwd_seconds  = 0; ///< their input-gradient (dgrad) and weight-gradient (wgrad) GEMMs
+  double gemm_fwd_bytes    = 0;
+  double gemm_bwd_bytes    = 0;
+  double params            = 0; ///< parameters held by the rank
+  double dense_params      = 0; ///< of which replicated across ep
+  double elementwise_bytes = 0;
+  double norm_bytes        = 0;
+  double selective_bytes   = 0; ///< element-wise traffic of the selective recompute
+  double act_none          = 0; ///< activations kept for backward without recompute
+  double act_selective     = 0;
+  double act_full          = 0;
+  bool moe                 = false;
+};
+
+struct Context {
+  const JobSpec& job;
+  const ModelSpec& m;
+  int tp, cp, pp, dp, ep, v, mbs, chunks;
+  double sp;     ///< divisor of the sequence-parallel regions: tp with sequence parallelism, else 1
+  double tokens; ///< tokens per rank per micro-batch
+
+  explicit Context(const JobSpec& j)
+      : job(j), m(j.model), tp(j.parallelism.tp), cp(j.parallelism.cp), pp(j.parallelism.pp), dp(j.parallelism.dp),
+        ep(j.parallelism.ep), v(j.schedule.virtual_stages), mbs(j.micro_batches()), chunks(pp * v),
+        sp(j.parallelism.sequence_parallel ? j.parallelism.tp : 1),
+        tokens(double(j.batch.micro_batch) * j.batch.sequence_length / j.parallelism.cp)
+  {
+  }
+};
+
+struct ChunkCost {
+  int first_layer = 0;
+  int layers      = 0;
+  int moe_layers  = 0;
+  LayerCost sum;            ///< over the chunk's layers
+  double act_max_layer = 0; ///< largest one-layer activation set (working set during backward)
+  double logits_bytes  = 0; ///< last chunk: logits and fp32 loss inputs per micro-batch
+  double extra_params  = 0; ///< embedding / output layer / final norm, per rank
+  double fwd_seconds = 0, bwd_seconds = 0, recompute_seconds = 0;
+  double fwd_hbm = 0, bwd_hbm = 0, recompute_hbm = 0;
+  double fwd_flops = 0, recompute_flops = 0;
+};
+
+// Parameters of one transformer layer, split by how parallelism shares them.
+struct LayerParams {
+  double attention  = 0;
+  double norms      = 0;
+  double mlp_dense  = 0; ///< Dense MLP, or the shared experts and router of a MoE layer: replicated across ep.
+  double experts    = 0; ///< Routed experts: split across ep.
+  double active     = 0; ///< Parameters a token goes through (attention + norms + active MLP).
+  double matmul     = 0; ///< Active parameters used in matrix products.
+  double ffn_active = 0; ///< Intermediate MLP width a token goes through (sum over its experts).
+};
+/// @brief Parameters of layer `layer` (0-based) of `m`.
+LayerParams layer_params(const ModelSpec& m, int layer);
+/// @brief Attention score (query-key) and value head widths.
+double qk_dim(const ModelSpec& m);
+double v_dim(const ModelSpec& m);
+
+/// @brief The cost of every model chunk (pp x v of them, chunk g = v x pp + stage) on one rank.
+std::vector<ChunkCost> chunk_costs(const Context& c);
+/// @brief Activations a chunk keeps per micro-batch under the job's recompute policy.
+double stored_activations(const Context& c, const ChunkCost& ch);
+
+} // namespace spansim::workload::detail

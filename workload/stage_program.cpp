@@ -1,0 +1,440 @@
+// Stage programs: the compute order a pipeline schedule gives each stage, and the op program every rank of the
+// stage runs (compute, per-layer collectives, data-parallel gathers and reductions, pipeline sends and receives).
+#include "common/error.hpp"
+#include "common/units.hpp"
+#include "workload/cost_model.hpp"
+
+#include <algorithm>
+
+namespace spansim::workload {
+
+using namespace detail; // NOLINT: the cost model's types are this file's vocabulary
+
+namespace {
+
+struct Unit {
+  bool forward;
+  int chunk;
+  int micro_batch;
+};
+
+// Compute order of one pipeline stage. Interleaved 1F1B follows Megatron-LM, with Llama 3's tunable number of
+// consecutive micro-batches per chunk (`group`, Megatron's microbatch_group_size_per_vp_stage).
+std::vector<Unit> schedule_units(const JobSpec& job, int stage)
+{
+  const int pp = job.parallelism.pp;
+  const int m  = job.micro_batches();
+  std::vector<Unit> u;
+  switch (job.schedule.kind) {
+  case ScheduleKind::gpipe:
+    for (int i = 0; i < m; ++i)
+      u.push_back({true, 0, i});
+    for (int i = 0; i < m; ++i)
+      u.push_back({false, 0, i});
+    break;
+  case ScheduleKind::one_f_one_b: {
+    const int warmup = std::min(pp - stage - 1, m);
+    for (int i = 0; i < warmup; ++i)
+      u.push_back({true, 0, i});
+    for (int i = 0; i < m - warmup; ++i) {
+      u.push_back({true, 0, warmup + i});
+      u.push_back({false, 0, i});
+    }
+    for (int i = m - warmup; i < m; ++i)
+      u.push_back({false, 0, i});
+    break;
+  }
+  case ScheduleKind::interleaved_1f1b: {
+    const int v      = job.schedule.virtual_stages;
+    const int n      = job.schedule.microbatch_group;
+    const int total  = m * v;
+    auto fwd         = [&](int k) { return Unit{true, (k / n) % v, (k / (n * v)) * n + k % n}; };
+    auto bwd         = [&](int k) { return Unit{false, v - 1 - (k / n) % v, (k / (n * v)) * n + k % n}; };
+    const int warmup = std::min((pp - stage - 1) * 2 + (v - 1) * n, total);
+    for (int k = 0; k < warmup; ++k)
+      u.push_back(fwd(k));
+    for (int k = 0; k < total - warmup; ++k) {
+      u.push_back(fwd(warmup + k));
+      u.push_back(bwd(k));
+    }
+    for (int k = total - warmup; k < total; ++k)
+      u.push_back(bwd(k));
+    break;
+  }
+  }
+  return u;
+}
+
+class StageBuilder {
+public:
+  StageBuilder(const Context& c, const std::vector<ChunkCost>& costs, int stage) : c_(c), costs_(costs), stage_(stage)
+  {
+  }
+
+  StageProgram build();
+
+private:
+  int push(Op op)
+  {
+    prog_.ops.push_back(std::move(op));
+    return static_cast<int>(prog_.ops.size()) - 1;
+  }
+  int global_chunk(int v) const { return v * c_.pp + stage_; }
+  std::int64_t tag(bool forward, int g, int mb) const
+  {
+    return (std::int64_t(forward ? 0 : 1) * c_.chunks + g) * c_.mbs + mb;
+  }
+  /// Exposed per-layer collectives of one pass over chunk v, chained after `after`; returns the chain's end.
+  int layer_collectives(int v, int mb, int after, bool backward);
+  /// Parameter all-gathers (FSDP/HSDP) for chunk v; returns the op ids to depend on.
+  std::vector<int> gather_params(int v, int mb);
+  /// Gradient reduction for chunk v after `after`.
+  void reduce_grads(int v, int mb, int after);
+  /// The pipeline receive feeding a forward (from the previous chunk) or a backward (from the next one).
+  int receive(const Unit& u, int g);
+  /// The pipeline send of a forward's activations or a backward's gradients, after `after`.
+  void send(const Unit& u, int g, int after);
+
+  const Context& c_;
+  const std::vector<ChunkCost>& costs_;
+  int stage_;
+  StageProgram prog_;
+  std::vector<int> gathered_;      // non-resharding FSDP: all-gather op of each chunk, -1 before its first use
+  std::vector<int> backward_done_; // backward passes done per chunk
+  std::vector<int> reductions_;
+};
+
+int StageBuilder::layer_collectives(int v, int mb, int after, bool backward)
+{
+  const ChunkCost& ch = costs_[global_chunk(v)];
+  const ModelSpec& m  = c_.m;
+  int end             = after;
+  const double act    = c_.tokens * m.hidden * kBf16; // the full (gathered) activation of the micro-batch
+  if (c_.tp > 1) {
+    const Group g{Axis::tp, c_.tp};
+    // Megatron tensor parallelism: two collectives per pass per layer in the attention and MLP blocks; with
+    // sequence parallelism each all-reduce becomes a reduce-scatter plus an all-gather.
+    const bool sp = c_.job.parallelism.sequence_parallel;
+    for (CollectiveOp kind : sp ? std::vector{CollectiveOp::all_gather, CollectiveOp::reduce_scatter}
+                                : std::vector{CollectiveOp::all_reduce})
+      end = push(Op{.kind        = OpKind::collective,
+                    .collective  = kind,
+                    .dim         = Dim::tp,
+                    .purpose     = Purpose::tp_activations,
+                    .chunk       = v,
+                    .micro_batch = mb,
+                    .group       = g,
+                    .bytes       = act,
+                    .count       = 2 * ch.layers,
+                    .deps        = {end}});
+  }
+  if (c_.cp > 1) {
+    // All-gather based context parallelism (Llama 3): K/V of the whole sequence gathered before attention; in
+    // backward gathered again and their gradients reduce-scattered. MLA gathers its compressed latent.
+    const double kv_token = m.attention == AttentionKind::mla
+                                ? kBf16 * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
+                                : kBf16 * std::ceil(double(m.kv_heads) / c_.tp) * (qk_dim(m) + v_dim(m));
+    const double kv       = kv_token * double(c_.job.batch.micro_batch) * c_.job.batch.sequence_length;
+    const Group g{Axis::cp, c_.cp};
+    end = push(Op{.kind        = OpKind::collective,
+                  .collective  = CollectiveOp::all_gather,
+                  .dim         = Dim::cp,
+                  .purpose     = Purpose::cp_kv,
+                  .chunk       = v,
+                  .micro_batch = mb,
+                  .group       = g,
+                  .bytes       = kv,
+                  .count       = ch.layers,
+                  .deps        = {end}});
+    if (backward)
+      end = push(Op{.kind        = OpKind::collective,
+                    .collective  = CollectiveOp::reduce_scatter,
+                    .dim         = Dim::cp,
+                    .purpose     = Purpose::cp_kv_grads,
+                    .chunk       = v,
+                    .micro_batch = mb,
+                    .group       = g,
+                    .bytes       = kv,
+                    .count       = ch.layers,
+                    .deps        = {end}});
+  }
+  if (c_.ep > 1 && ch.moe_layers > 0) {
+    // One dispatch and one combine per MoE layer and pass, carrying the top-k copies of the rank's tokens.
+    const double buf = c_.tokens / c_.sp * m.moe.experts_per_token * m.hidden * kBf16;
+    for (Purpose p : {Purpose::ep_dispatch, Purpose::ep_combine})
+      end = push(Op{.kind        = OpKind::collective,
+                    .collective  = CollectiveOp::all_to_all,
+                    .dim         = Dim::ep,
+                    .purpose     = p,
+                    .chunk       = v,
+                    .micro_batch = mb,
+                    .group       = Group{Axis::ep, c_.ep},
+                    .bytes       = buf,
+                    .count       = ch.moe_layers,
+                    .deps        = {end}});
+  }
+  return end;
+}
+
+std::vector<int> StageBuilder::gather_params(int v, int mb)
+{
+  const auto& par = c_.job.parallelism;
+  if (par.dp_mode == DataParallelMode::ddp)
+    return {};
+  if (!par.reshard_after_forward && gathered_[v] >= 0)
+    return {gathered_[v]};
+  const ChunkCost& ch = costs_[global_chunk(v)];
+  const double dense  = ch.sum.dense_params + ch.extra_params;
+  const double expert = ch.sum.params - ch.sum.dense_params;
+  const bool hsdp     = par.dp_mode == DataParallelMode::hsdp;
+  const int shard     = hsdp ? c_.cp * par.hsdp_shard : c_.cp * c_.dp;
+  const int edp       = c_.cp * c_.dp / c_.ep;
+  const int mb_tag    = par.reshard_after_forward ? mb : -1;
+  std::vector<int> ids;
+  auto gather = [&](Group g, double params) {
+    if (g.size > 1 && params > 0)
+      ids.push_back(push(Op{.kind         = OpKind::collective,
+                            .collective   = CollectiveOp::all_gather,
+                            .dim          = Dim::dp,
+                            .purpose      = Purpose::param_gather,
+                            .chunk        = v,
+                            .micro_batch  = mb_tag,
+                            .group        = g,
+                            .bytes        = kBf16 * params,
+                            .count        = 1,
+                            .overlappable = true,
+                            .deps         = {}}));
+  };
+  const AxisSet data_axis = hsdp ? Axis::dp_shard : Axis::dp;
+  gather(Group{c_.cp > 1 ? AxisSet(Axis::cp) | data_axis : data_axis, shard}, dense);
+  gather(Group{Axis::edp, edp}, expert);
+  if (!par.reshard_after_forward)
+    gathered_[v] = ids.empty() ? -1 : ids.back();
+  return ids;
+}
+
+void StageBuilder::reduce_grads(int v, int mb, int after)
+{
+  const auto& par = c_.job.parallelism;
+  ++backward_done_[v];
+  const bool per_micro_batch = par.dp_mode != DataParallelMode::ddp && par.reshard_after_forward;
+  if (!per_micro_batch && backward_done_[v] < c_.mbs)
+    return;
+  const ChunkCost& ch = costs_[global_chunk(v)];
+  const double dense  = ch.sum.dense_params + ch.extra_params;
+  const double expert = ch.sum.params - ch.sum.dense_params;
+  const double gb     = c_.job.gradient_reduce_bytes;
+  const int edp       = c_.cp * c_.dp / c_.ep;
+  const int mb_tag    = per_micro_batch ? mb : -1;
+  auto reduce         = [&](CollectiveOp kind, Group g, double bytes, int dep) {
+    if (g.size <= 1 || bytes <= 0)
+      return dep;
+    int id = push(Op{.kind         = OpKind::collective,
+                             .collective   = kind,
+                             .dim          = Dim::dp,
+                             .purpose      = Purpose::grad_reduce,
+                             .chunk        = v,
+                             .micro_batch  = mb_tag,
+                             .group        = g,
+                             .bytes        = bytes,
+                             .count        = 1,
+                             .overlappable = true,
+                             .deps         = {dep}});
+    reductions_.push_back(id);
+    return id;
+  };
+  auto with_cp = [&](Axis a) { return c_.cp > 1 ? Axis::cp | a : AxisSet(a); };
+  switch (par.dp_mode) {
+  case DataParallelMode::ddp:
+    reduce(CollectiveOp::all_reduce, Group{with_cp(Axis::dp), c_.cp * c_.dp}, gb * dense, after);
+    reduce(CollectiveOp::all_reduce, Group{Axis::edp, edp}, gb * expert, after);
+    break;
+  case DataParallelMode::fsdp:
+    reduce(CollectiveOp::reduce_scatter, Group{with_cp(Axis::dp), c_.cp * c_.dp}, gb * dense, after);
+    reduce(CollectiveOp::reduce_scatter, Group{Axis::edp, edp}, gb * expert, after);
+    break;
+  case DataParallelMode::hsdp: {
+    const int shard = c_.cp * par.hsdp_shard;
+    const int rs    = reduce(CollectiveOp::reduce_scatter, Group{with_cp(Axis::dp_shard), shard}, gb * dense, after);
+    reduce(CollectiveOp::all_reduce, Group{Axis::dp_replicate, c_.dp / par.hsdp_shard}, gb * dense / shard, rs);
+    reduce(CollectiveOp::reduce_scatter, Group{Axis::edp, edp}, gb * expert, after);
+    break;
+  }
+  }
+}
+
+int StageBuilder::receive(const Unit& u, int g)
+{
+  const double msg = c_.tokens * c_.m.hidden * kBf16 / c_.sp; // sequence-parallel shard of the activation
+  return push(Op{.kind         = OpKind::recv,
+                 .dim          = Dim::pp,
+                 .purpose      = u.forward ? Purpose::pp_activations : Purpose::pp_gradients,
+                 .chunk        = u.chunk,
+                 .micro_batch  = u.micro_batch,
+                 .group        = Group{Axis::pp, c_.pp},
+                 .bytes        = msg,
+                 .count        = 1,
+                 .peer_stage   = u.forward ? (stage_ - 1 + c_.pp) % c_.pp : (stage_ + 1) % c_.pp,
+                 .tag          = u.forward ? tag(true, g - 1, u.micro_batch) : tag(false, g + 1, u.micro_batch),
+                 .overlappable = true,
+                 .deps         = {}});
+}
+
+void StageBuilder::send(const Unit& u, int g, int after)
+{
+  const double msg = c_.tokens * c_.m.hidden * kBf16 / c_.sp;
+  push(Op{.kind         = OpKind::send,
+          .dim          = Dim::pp,
+          .purpose      = u.forward ? Purpose::pp_activations : Purpose::pp_gradients,
+          .chunk        = u.chunk,
+          .micro_batch  = u.micro_batch,
+          .group        = Group{Axis::pp, c_.pp},
+          .bytes        = msg,
+          .count        = 1,
+          .peer_stage   = u.forward ? (stage_ + 1) % c_.pp : (stage_ - 1 + c_.pp) % c_.pp,
+          .tag          = tag(u.forward, g, u.micro_batch),
+          .overlappable = true,
+          .deps         = {after}});
+}
+
+StageProgram StageBuilder::build()
+{
+  prog_.stage = stage_;
+  gathered_.assign(c_.v, -1);
+  backward_done_.assign(c_.v, 0);
+  int chain = -1; // the end of the previous unit: compute is serialized with its exposed collectives
+  auto with = [](std::vector<int> deps, int id) {
+    if (id >= 0)
+      deps.push_back(id);
+    return deps;
+  };
+  for (const Unit& u : schedule_units(c_.job, stage_)) {
+    const int g           = global_chunk(u.chunk);
+    const ChunkCost& ch   = costs_[g];
+    std::vector<int> deps = gather_params(u.chunk, u.micro_batch);
+    if (u.forward) {
+      if (g > 0)
+        deps.push_back(receive(u, g));
+      const int f = push(Op{.kind           = OpKind::forward,
+                            .chunk          = u.chunk,
+                            .micro_batch    = u.micro_batch,
+                            .model_flops    = ch.fwd_flops,
+                            .hardware_flops = ch.fwd_flops,
+                            .seconds        = ch.fwd_seconds,
+                            .hbm_bytes      = ch.fwd_hbm,
+                            .group          = {},
+                            .deps           = with(deps, chain)});
+      chain       = layer_collectives(u.chunk, u.micro_batch, f, false);
+      if (g < c_.chunks - 1)
+        send(u, g, chain);
+      continue;
+    }
+    if (c_.job.recompute != Recompute::none) {
+      // Recompute needs no gradient: it runs before the receive so that it can hide the wait.
+      chain = push(Op{.kind           = OpKind::recompute,
+                      .chunk          = u.chunk,
+                      .micro_batch    = u.micro_batch,
+                      .hardware_flops = ch.recompute_flops,
+                      .seconds        = ch.recompute_seconds,
+                      .hbm_bytes      = ch.recompute_hbm,
+                      .group          = {},
+                      .deps           = with(deps, chain)});
+      if (c_.job.recompute == Recompute::full)
+        chain = layer_collectives(u.chunk, u.micro_batch, chain, false);
+    }
+    if (g < c_.chunks - 1)
+      deps.push_back(receive(u, g));
+    const int b = push(Op{.kind           = OpKind::backward,
+                          .chunk          = u.chunk,
+                          .micro_batch    = u.micro_batch,
+                          .model_flops    = 2 * ch.fwd_flops,
+                          .hardware_flops = 2 * ch.fwd_flops,
+                          .seconds        = ch.bwd_seconds,
+                          .hbm_bytes      = ch.bwd_hbm,
+                          .group          = {},
+                          .deps           = with(deps, chain)});
+    chain       = layer_collectives(u.chunk, u.micro_batch, b, true);
+    if (g > 0)
+      send(u, g, chain);
+    reduce_grads(u.chunk, u.micro_batch, chain);
+  }
+
+  // Optimizer step over the local shard, once every gradient is reduced.
+  const auto& par = c_.job.parallelism;
+  double dense = 0, expert = 0;
+  for (int v = 0; v < c_.v; ++v) {
+    const ChunkCost& ch = costs_[global_chunk(v)];
+    prog_.chunk_layers.push_back(ch.layers);
+    dense += ch.sum.dense_params + ch.extra_params;
+    expert += ch.sum.params - ch.sum.dense_params;
+  }
+  prog_.params           = dense + expert;
+  const int dense_shard  = par.dp_mode == DataParallelMode::ddp    ? 1
+                           : par.dp_mode == DataParallelMode::hsdp ? c_.cp * par.hsdp_shard
+                                                                   : c_.cp * c_.dp;
+  const int expert_shard = par.dp_mode == DataParallelMode::ddp ? 1 : c_.cp * c_.dp / c_.ep;
+  const double local     = dense / dense_shard + expert / expert_shard;
+  Op opt;
+  opt.kind      = OpKind::optimizer;
+  opt.hbm_bytes = kOptimizerTrafficPerParam * local;
+  opt.seconds   = opt.hbm_bytes / (c_.job.gpu.hbm_bandwidth * c_.job.gpu.elementwise_efficiency);
+  opt.deps      = reductions_;
+  if (chain >= 0)
+    opt.deps.push_back(chain);
+  push(std::move(opt));
+
+  // Memory: weights, gradients (fp32 accumulation) and Adam state, then activations at the schedule's peak.
+  MemoryEstimate& mem = prog_.memory;
+  double chunk_max    = 0;
+  for (int v = 0; v < c_.v; ++v)
+    chunk_max = std::max(chunk_max, costs_[global_chunk(v)].sum.params + costs_[global_chunk(v)].extra_params);
+  mem.optimizer = kOptimizerBytesPerParam * local;
+  if (par.dp_mode != DataParallelMode::ddp && par.reshard_after_forward) {
+    // Sharded at rest; the chunk being computed and the one prefetched are whole.
+    mem.weights   = kBf16 * (local + 2 * chunk_max);
+    mem.gradients = kFp32 * (local + chunk_max);
+  } else {
+    mem.weights   = kBf16 * prog_.params;
+    mem.gradients = kFp32 * prog_.params;
+  }
+  double live = 0, peak = 0, working = 0;
+  for (const Unit& u : schedule_units(c_.job, stage_)) {
+    const ChunkCost& ch = costs_[global_chunk(u.chunk)];
+    working             = std::max(working, ch.act_max_layer);
+    live += (u.forward ? 1 : -1) * stored_activations(c_, ch);
+    peak = std::max(peak, live);
+  }
+  mem.activations = peak + working;
+  return std::move(prog_);
+}
+
+} // namespace
+
+StepGraph build_step_graph(const JobSpec& job, const BuildOptions& options)
+{
+  const Context c(job);
+  const auto costs = chunk_costs(c);
+  StepGraph graph;
+  graph.job           = job;
+  graph.micro_batches = c.mbs;
+  for (int p = 0; p < c.pp; ++p)
+    graph.stages.push_back(StageBuilder(c, costs, p).build());
+  if (options.check_memory) {
+    for (const auto& st : graph.stages) {
+      const MemoryEstimate& m = st.memory;
+      if (m.total() <= job.gpu.hbm_capacity)
+        continue;
+      using units::format_size;
+      throw InfeasibleError(std::string(name_of(JobIssue::memory)), job.file, job.json_path,
+                            "the job does not fit in GPU memory: pipeline stage " + std::to_string(st.stage) +
+                                " needs " + format_size(m.total()) + " per GPU (weights " + format_size(m.weights) +
+                                ", gradients " + format_size(m.gradients) + ", optimizer state " +
+                                format_size(m.optimizer) + ", activations " + format_size(m.activations) + ") but " +
+                                job.gpu.name + " has " + format_size(job.gpu.hbm_capacity) +
+                                " of HBM; raise tp/pp/dp sharding, recompute more or shrink the micro-batch");
+    }
+  }
+  return graph;
+}
+
+} // namespace spansim::workload

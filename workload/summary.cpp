@@ -1,0 +1,171 @@
+// Summaries of a step graph: names, bytes per rank on the wire, the compute-and-bubble makespan, the per-dimension
+// traffic and memory that `workload describe` prints, and the graph as JSON.
+#include "common/error.hpp"
+#include "workload/workload.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace spansim::workload {
+
+std::string group_name(const Group& group)
+{
+  std::string out;
+  for (const auto& [axis, name] : EnumNames<Axis>::table)
+    if (group.axes.contains(axis))
+      out += (out.empty() ? "" : "+") + std::string(name);
+  return out.empty() ? "none" : out;
+}
+
+std::string_view op_name(const Op& op)
+{
+  return op.kind == OpKind::collective ? name_of(op.collective) : name_of(op.kind);
+}
+
+double wire_bytes_per_rank(const Op& op)
+{
+  switch (op.kind) {
+  case OpKind::collective:
+    return wire_bytes_per_rank(op.collective, op.group.size, op.bytes) * op.count;
+  case OpKind::send:
+    return wire_bytes_per_rank(CollectiveOp::send_recv, 2, op.bytes) * op.count;
+  default:
+    return 0;
+  }
+}
+
+double compute_makespan(const StepGraph& graph)
+{
+  const std::size_t n = graph.stages.size();
+  std::vector<std::size_t> next(n, 0);
+  std::vector<double> stream(n, 0);
+  std::vector<std::vector<double>> done(n);
+  for (std::size_t s = 0; s < n; ++s)
+    done[s].assign(graph.stages[s].ops.size(), 0);
+  std::unordered_map<std::int64_t, double> sent;
+  std::size_t remaining = 0;
+  for (const auto& st : graph.stages)
+    remaining += st.ops.size();
+  double makespan = 0;
+  while (remaining > 0) {
+    bool progress = false;
+    for (std::size_t s = 0; s < n; ++s) {
+      const auto& ops = graph.stages[s].ops;
+      while (next[s] < ops.size()) {
+        const Op& op = ops[next[s]];
+        double ready = 0;
+        for (int d : op.deps)
+          ready = std::max(ready, done[s][d]);
+        if (op.kind == OpKind::recv) {
+          auto it = sent.find(op.tag);
+          if (it == sent.end())
+            break; // blocks this stage until the peer has sent
+          ready = std::max(ready, it->second);
+        }
+        double finish = ready;
+        if (is_compute(op.kind)) {
+          finish    = std::max(ready, stream[s]) + op.seconds;
+          stream[s] = finish;
+        }
+        if (op.kind == OpKind::send)
+          sent[op.tag] = finish;
+        done[s][next[s]] = finish;
+        makespan         = std::max(makespan, finish);
+        ++next[s];
+        --remaining;
+        progress = true;
+      }
+    }
+    if (!progress)
+      throw SimulationError("pipeline schedule deadlocks: every stage waits for a receive whose send never comes");
+  }
+  return makespan;
+}
+
+StepSummary summarize(const StepGraph& graph)
+{
+  StepSummary s;
+  const auto& par              = graph.job.parallelism;
+  const double ranks_per_stage = double(par.tp) * par.cp * par.dp;
+  s.programs                   = graph.stages.size();
+  s.ranks                      = static_cast<std::size_t>(graph.job.gpus);
+  s.tokens                     = graph.job.tokens_per_step();
+  double optimizer_of_busiest  = 0;
+  for (const auto& st : graph.stages) {
+    s.ops += st.ops.size();
+    double compute = 0, optimizer = 0;
+    DimArray<double> wire, buffer;
+    for (const Op& op : st.ops) {
+      s.model_flops += op.model_flops * ranks_per_stage;
+      s.hardware_flops += op.hardware_flops * ranks_per_stage;
+      if (op.kind == OpKind::optimizer)
+        optimizer += op.seconds;
+      compute += op.seconds;
+      if (op.dim && op.kind != OpKind::recv) {
+        wire[*op.dim] += wire_bytes_per_rank(op);
+        buffer[*op.dim] += op.bytes * op.count;
+      }
+    }
+    for (Dim d : kDims) {
+      if (wire[d] > s.traffic[d].per_gpu_max) {
+        s.traffic[d].per_gpu_max    = wire[d];
+        s.traffic[d].buffer_per_gpu = buffer[d];
+      }
+      s.traffic[d].job_total += wire[d] * ranks_per_stage;
+    }
+    if (compute > s.stage_compute_max) {
+      s.stage_compute_max  = compute;
+      optimizer_of_busiest = optimizer;
+    }
+    if (st.memory.total() > s.peak_memory.total()) {
+      s.peak_memory       = st.memory;
+      s.peak_memory_stage = st.stage;
+    }
+  }
+  s.step_lower_bound = compute_makespan(graph);
+  // The bubble is measured against the busiest stage's forward and backward work, as the formula counts it.
+  const double busy = s.stage_compute_max - optimizer_of_busiest;
+  s.bubble_fraction = busy > 0 ? (s.step_lower_bound - s.stage_compute_max) / busy : 0;
+  s.bubble_formula  = double(par.pp - 1) / (double(graph.job.schedule.virtual_stages) * graph.micro_batches);
+  return s;
+}
+
+nlohmann::json to_json(const StepGraph& graph)
+{
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& st : graph.stages) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const Op& op : st.ops) {
+      nlohmann::json o{{"kind", name_of(op.kind)}, {"deps", op.deps}};
+      if (op.kind == OpKind::collective)
+        o["collective"] = name_of(op.collective);
+      if (op.chunk >= 0)
+        o["chunk"] = op.chunk;
+      if (op.micro_batch >= 0)
+        o["micro_batch"] = op.micro_batch;
+      if (!op.dim) {
+        o["seconds"]        = op.seconds;
+        o["model_flops"]    = op.model_flops;
+        o["hardware_flops"] = op.hardware_flops;
+        o["hbm_bytes"]      = op.hbm_bytes;
+      } else {
+        o["traffic"]      = name_of(*op.dim);
+        o["purpose"]      = name_of(op.purpose);
+        o["group"]        = group_name(op.group);
+        o["group_size"]   = op.group.size;
+        o["bytes"]        = op.bytes;
+        o["count"]        = op.count;
+        o["overlappable"] = op.overlappable;
+        if (op.peer_stage >= 0) {
+          o["peer_stage"] = op.peer_stage;
+          o["tag"]        = op.tag;
+        }
+      }
+      ops.push_back(std::move(o));
+    }
+    stages.push_back({{"stage", st.stage}, {"chunk_layers", st.chunk_layers}, {"ops", std::move(ops)}});
+  }
+  return {{"job", graph.job.name}, {"micro_batches", graph.micro_batches}, {"stages", std::move(stages)}};
+}
+
+} // namespace spansim::workload
