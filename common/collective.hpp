@@ -13,23 +13,19 @@ namespace spansim {
 
 /// @brief A collective (or point-to-point) communication operation.
 enum class CollectiveOp { all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, reduce, send_recv };
-
-template <>
-struct EnumNames<CollectiveOp> {
-  // nccl-tests' names; the spellings with underscores are accepted too.
-  static constexpr std::array table{std::pair{CollectiveOp::all_reduce, std::string_view{"allreduce"}},
-                                    std::pair{CollectiveOp::reduce_scatter, std::string_view{"reducescatter"}},
-                                    std::pair{CollectiveOp::all_gather, std::string_view{"allgather"}},
-                                    std::pair{CollectiveOp::all_to_all, std::string_view{"alltoall"}},
-                                    std::pair{CollectiveOp::broadcast, std::string_view{"broadcast"}},
-                                    std::pair{CollectiveOp::reduce, std::string_view{"reduce"}},
-                                    std::pair{CollectiveOp::send_recv, std::string_view{"sendrecv"}}};
-  static constexpr std::array aliases{std::pair{CollectiveOp::all_reduce, std::string_view{"all_reduce"}},
-                                      std::pair{CollectiveOp::reduce_scatter, std::string_view{"reduce_scatter"}},
-                                      std::pair{CollectiveOp::all_gather, std::string_view{"all_gather"}},
-                                      std::pair{CollectiveOp::all_to_all, std::string_view{"all_to_all"}},
-                                      std::pair{CollectiveOp::send_recv, std::string_view{"send_recv"}}};
-};
+constexpr std::array<std::string_view, 7> enum_names(CollectiveOp)
+{
+  return {"allreduce", "reducescatter", "allgather", "alltoall", "broadcast", "reduce", "sendrecv"};
+}
+/// @brief Spellings also accepted when parsing.
+constexpr std::array<std::pair<CollectiveOp, std::string_view>, 5> enum_aliases(CollectiveOp)
+{
+  return {{{CollectiveOp::all_reduce, "all_reduce"},
+           {CollectiveOp::reduce_scatter, "reduce_scatter"},
+           {CollectiveOp::all_gather, "all_gather"},
+           {CollectiveOp::all_to_all, "all_to_all"},
+           {CollectiveOp::send_recv, "send_recv"}}};
+}
 
 /// @brief nccl-tests' bus bandwidth factor: busbw = algbw * factor. It is also the bytes each rank sends per byte
 /// of the collective's size under the bandwidth-optimal (ring, pairwise) algorithms: 2(K-1)/K for all-reduce,

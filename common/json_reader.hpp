@@ -61,7 +61,7 @@ public:
   std::optional<std::string> optional_string(std::string_view key);
   /// @brief A string that must be one of `allowed`.
   std::string choice(std::string_view key, std::initializer_list<std::string_view> allowed);
-  /// @brief A string naming a value of enum E (its EnumNames table); errors list the allowed names.
+  /// @brief A string naming a value of enum E (its enum_names table); errors list the allowed names.
   template <class E>
   E enumeration(std::string_view key)
   {

@@ -22,20 +22,14 @@ using nlohmann::json;
 
 namespace {
 
-// A path in a campaign: as given, next to the campaign file, or in the source tree (experiments/..., examples/...).
+// A path in a campaign, absolute: its points run in worker processes that record it.
 std::string resolve(const std::string& name, const std::string& anchor_file)
 {
-  for (const fs::path& candidate :
-       {fs::path(name), fs::path(anchor_file).parent_path() / name, fs::path(SPANSIM_DATA_DIR) / name})
-    if (fs::exists(candidate))
-      return fs::absolute(candidate).lexically_normal().string();
-  return name;
+  const std::string found = scenario::resolve_path(name, anchor_file);
+  return fs::exists(found) ? fs::absolute(found).lexically_normal().string() : name;
 }
 
-bool looks_like_path(const std::string& s)
-{
-  return s.find('/') != std::string::npos || s.ends_with(".json");
-}
+using scenario::looks_like_path;
 
 // "topology.regions.0.buildings" or "/topology/regions/0/buildings" -> a JSON pointer.
 json::json_pointer to_pointer(const std::string& path, const spec::Location& where)

@@ -53,8 +53,8 @@ double metric_value(const json& record, const std::string& column)
     return record.value("elapsed_s", kNaN);
   if (s.at("metrics").contains(column))
     return number(s.at("metrics").at(column));
-  for (const auto& [t, tier_name] : EnumNames<topology::Tier>::table) {
-    const std::string tier(tier_name);
+  for (auto t : enum_values<topology::Tier>()) {
+    const std::string tier(name_of(t));
     if (column == "bytes_" + tier || column == "utilisation_" + tier) {
       for (const auto& t : s.at("network").at("tiers"))
         if (t.at("tier") == tier)
@@ -399,10 +399,10 @@ const std::vector<std::string>& metric_columns()
     for (const auto& part : summary_parts())
       for (const char* stat : {"mean", "max"})
         c.push_back(part + "_" + stat + "_s");
-    for (const auto& [t, tier] : EnumNames<topology::Tier>::table)
-      c.push_back("bytes_" + std::string(tier));
-    for (const auto& [t, tier] : EnumNames<topology::Tier>::table)
-      c.push_back("utilisation_" + std::string(tier));
+    for (auto t : enum_values<topology::Tier>())
+      c.push_back("bytes_" + std::string(name_of(t)));
+    for (auto t : enum_values<topology::Tier>())
+      c.push_back("utilisation_" + std::string(name_of(t)));
     c.push_back("boundary_bytes_out_max");
     c.push_back("elapsed_s");
     return c;

@@ -16,6 +16,10 @@ namespace spansim::netsim {
 
 /// @brief How a collective is lowered to flows; `automatic` lets the policy choose (names: "auto", "ring", ...).
 enum class Algorithm { automatic, ring, tree, halving_doubling, direct, hierarchical };
+constexpr std::array<std::string_view, 6> enum_names(Algorithm)
+{
+  return {"auto", "ring", "tree", "halving-doubling", "direct", "hierarchical"};
+}
 
 /// @brief One collective call on a group of GPUs.
 struct Collective {
@@ -59,18 +63,3 @@ Algorithm default_algorithm(const topology::Topology& topology, const Collective
 Algorithm choose_algorithm(const topology::Topology& topology, const std::vector<Collective>& concurrent);
 
 } // namespace spansim::netsim
-
-namespace spansim {
-
-template <>
-struct EnumNames<netsim::Algorithm> {
-  static constexpr std::array table{
-      std::pair{netsim::Algorithm::automatic, std::string_view{"auto"}},
-      std::pair{netsim::Algorithm::ring, std::string_view{"ring"}},
-      std::pair{netsim::Algorithm::tree, std::string_view{"tree"}},
-      std::pair{netsim::Algorithm::halving_doubling, std::string_view{"halving-doubling"}},
-      std::pair{netsim::Algorithm::direct, std::string_view{"direct"}},
-      std::pair{netsim::Algorithm::hierarchical, std::string_view{"hierarchical"}}};
-};
-
-} // namespace spansim

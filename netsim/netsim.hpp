@@ -120,6 +120,10 @@ RunResult run_packet(const topology::Topology& topology, const FlowGraph& graph,
 
 /// @brief The three fidelities behind one interface (names: "analytical", "flow", "packet").
 enum class Fidelity { analytical, flow, packet };
+constexpr std::array<std::string_view, 3> enum_names(Fidelity)
+{
+  return {"analytical", "flow", "packet"};
+}
 
 /// @brief Options of every engine; each run reports its effective settings.
 struct EngineOptions {
@@ -143,14 +147,3 @@ std::vector<std::string> route_link_names(const topology::Topology& topology, co
 double ring_allreduce_time(int ranks, double bytes, double bandwidth, double alpha);
 
 } // namespace spansim::netsim
-
-namespace spansim {
-
-template <>
-struct EnumNames<netsim::Fidelity> {
-  static constexpr std::array table{std::pair{netsim::Fidelity::analytical, std::string_view{"analytical"}},
-                                    std::pair{netsim::Fidelity::flow, std::string_view{"flow"}},
-                                    std::pair{netsim::Fidelity::packet, std::string_view{"packet"}}};
-};
-
-} // namespace spansim

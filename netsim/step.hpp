@@ -43,6 +43,10 @@ struct StepOptions {
 
 /// @brief The parts of a stage's step time, in the order of every report (summary, CSV, campaigns, plots).
 enum class Part : std::uint8_t { compute, exposed_tp, exposed_cp, exposed_pp, exposed_dp, exposed_ep, bubble, idle };
+constexpr std::array<std::string_view, 8> enum_names(Part)
+{
+  return {"compute", "exposed_tp", "exposed_cp", "exposed_pp", "exposed_dp", "exposed_ep", "bubble", "idle"};
+}
 /// @brief Every part, in report order.
 inline constexpr std::array kParts{Part::compute,    Part::exposed_tp, Part::exposed_cp, Part::exposed_pp,
                                    Part::exposed_dp, Part::exposed_ep, Part::bubble,     Part::idle};
@@ -114,19 +118,3 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
                                   const placement::Placement& placement, const StepOptions& options);
 
 } // namespace spansim::netsim
-
-namespace spansim {
-
-template <>
-struct EnumNames<netsim::Part> {
-  static constexpr std::array table{std::pair{netsim::Part::compute, std::string_view{"compute"}},
-                                    std::pair{netsim::Part::exposed_tp, std::string_view{"exposed_tp"}},
-                                    std::pair{netsim::Part::exposed_cp, std::string_view{"exposed_cp"}},
-                                    std::pair{netsim::Part::exposed_pp, std::string_view{"exposed_pp"}},
-                                    std::pair{netsim::Part::exposed_dp, std::string_view{"exposed_dp"}},
-                                    std::pair{netsim::Part::exposed_ep, std::string_view{"exposed_ep"}},
-                                    std::pair{netsim::Part::bubble, std::string_view{"bubble"}},
-                                    std::pair{netsim::Part::idle, std::string_view{"idle"}}};
-};
-
-} // namespace spansim

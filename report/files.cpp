@@ -19,10 +19,10 @@ void write_layers_csv(const scenario::ScenarioRun& run, std::ostream& f)
 {
   const auto& r = run.result;
   f << "stage,chunk,layers,forward_s,backward_s,recompute_s";
-  for (auto cause : EnumNames<workload::WaitCause>::table)
-    f << "," << (workload::dim_of(cause.first) ? "exposed_" : "") << cause.second << "_s";
+  for (auto cause : enum_values<workload::WaitCause>())
+    f << "," << (workload::dim_of(cause) ? "exposed_" : "") << name_of(cause) << "_s";
   f << "\n";
-  constexpr std::size_t kCauses = EnumNames<workload::WaitCause>::table.size();
+  constexpr std::size_t kCauses = enum_values<workload::WaitCause>().size();
   for (const auto& program : run.placed->graph().stages) {
     const int s        = program.stage;
     const auto& layers = program.chunk_layers;

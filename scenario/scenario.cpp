@@ -15,24 +15,19 @@ namespace spansim::scenario {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
-
-// A path in a scenario: as given, next to the scenario file, or in the source tree (examples/...).
-std::string resolve(const std::string& name, const std::string& scenario_file)
+std::string resolve_path(const std::string& name, const std::string& anchor_file)
 {
   for (const fs::path& candidate :
-       {fs::path(name), fs::path(scenario_file).parent_path() / name, fs::path(SPANSIM_DATA_DIR) / name})
+       {fs::path(name), fs::path(anchor_file).parent_path() / name, fs::path(SPANSIM_DATA_DIR) / name})
     if (fs::exists(candidate))
       return candidate.string();
   return name;
 }
 
-bool looks_like_path(const std::string& s)
+bool looks_like_path(const std::string& reference)
 {
-  return s.find('/') != std::string::npos || s.ends_with(".json");
+  return reference.find('/') != std::string::npos || reference.ends_with(".json");
 }
-
-} // namespace
 
 std::string default_scenario_path()
 {
@@ -56,7 +51,7 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
   const json& topo = r.raw("topology");
   if (topo.is_string()) {
     std::string t = topo.get<std::string>();
-    sc.topology = topology::load_topology_spec(looks_like_path(t) ? resolve(t, path) : t, r.where().member("topology"));
+    sc.topology = topology::load_topology_spec(looks_like_path(t) ? resolve_path(t, path) : t, r.where().member("topology"));
   } else if (topo.is_object()) {
     sc.topology = topology::parse_topology_spec(topo, path, json_path + ".topology");
   } else {
@@ -65,7 +60,7 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
 
   const json& job = r.raw("job");
   if (job.is_string()) {
-    const std::string job_file = resolve(job.get<std::string>(), path);
+    const std::string job_file = resolve_path(job.get<std::string>(), path);
     sc.job = workload::parse_job(spec::load_referenced_json(job_file, r.where().member("job")), job_file);
   } else if (job.is_object()) {
     sc.job = workload::parse_job(job, path, json_path + ".job");

@@ -28,6 +28,12 @@ struct Scenario {
   std::vector<int> trace_stages; ///< stages drawn in the trace (empty: all, up to 16)
 };
 
+/// @brief A file a scenario (or a campaign) names: `name` as given, next to `anchor_file`, or in the source tree
+/// (examples/..., experiments/...), the first that exists; `name` itself when none does.
+std::string resolve_path(const std::string& name, const std::string& anchor_file);
+/// @brief Whether a topology or job reference is a file path rather than a preset or zoo name.
+bool looks_like_path(const std::string& reference);
+
 /// @brief Path of the scenario `make run` uses.
 std::string default_scenario_path();
 /// @brief Reads a scenario file. Topology and job are preset/zoo names, paths (relative to the scenario's

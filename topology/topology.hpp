@@ -97,8 +97,16 @@ TopologySpec parse_topology_spec(const nlohmann::json& json, const std::string& 
                                  const std::string& json_path = "$");
 
 enum class VertexKind { gpu, nvswitch, leaf, spine, aggregation, region_gateway };
+constexpr std::array<std::string_view, 6> enum_names(VertexKind)
+{
+  return {"gpu", "nvswitch", "leaf", "spine", "aggregation", "region_gateway"};
+}
 /// @brief The tiers of links, from the scale-up domain outwards.
 enum class Tier { nvlink, nic, leaf_spine, pod_aggregation, inter_building, building_uplink, inter_region };
+constexpr std::array<std::string_view, 7> enum_names(Tier)
+{
+  return {"nvlink", "nic", "leaf_spine", "pod_aggregation", "inter_building", "building_uplink", "inter_region"};
+}
 inline constexpr int kTierCount = 7;
 
 /// @brief A full-duplex link; `bandwidth` is available in each direction. Forward is a -> b.
@@ -237,28 +245,3 @@ private:
 int pair_index(int i, int j, int n);
 
 } // namespace spansim::topology
-
-namespace spansim {
-
-template <>
-struct EnumNames<topology::VertexKind> {
-  static constexpr std::array table{
-      std::pair{topology::VertexKind::gpu, std::string_view{"gpu"}},
-      std::pair{topology::VertexKind::nvswitch, std::string_view{"nvswitch"}},
-      std::pair{topology::VertexKind::leaf, std::string_view{"leaf"}},
-      std::pair{topology::VertexKind::spine, std::string_view{"spine"}},
-      std::pair{topology::VertexKind::aggregation, std::string_view{"aggregation"}},
-      std::pair{topology::VertexKind::region_gateway, std::string_view{"region_gateway"}}};
-};
-template <>
-struct EnumNames<topology::Tier> {
-  static constexpr std::array table{std::pair{topology::Tier::nvlink, std::string_view{"nvlink"}},
-                                    std::pair{topology::Tier::nic, std::string_view{"nic"}},
-                                    std::pair{topology::Tier::leaf_spine, std::string_view{"leaf_spine"}},
-                                    std::pair{topology::Tier::pod_aggregation, std::string_view{"pod_aggregation"}},
-                                    std::pair{topology::Tier::inter_building, std::string_view{"inter_building"}},
-                                    std::pair{topology::Tier::building_uplink, std::string_view{"building_uplink"}},
-                                    std::pair{topology::Tier::inter_region, std::string_view{"inter_region"}}};
-};
-
-} // namespace spansim

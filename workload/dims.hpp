@@ -14,6 +14,10 @@ namespace spansim::workload {
 
 /// @brief A parallelism dimension: the traffic of every communication op is accounted to one.
 enum class Dim : std::uint8_t { tp, cp, pp, dp, ep };
+constexpr std::array<std::string_view, 5> enum_names(Dim)
+{
+  return {"tp", "cp", "pp", "dp", "ep"};
+}
 /// @brief Every dimension, in the order of reports and per-dimension arrays.
 inline constexpr std::array kDims{Dim::tp, Dim::cp, Dim::pp, Dim::dp, Dim::ep};
 /// @brief The four coordinates of a rank (expert parallelism is carved out of cp x dp, not a coordinate).
@@ -37,6 +41,10 @@ struct DimArray {
 /// @brief An axis a communication group can span: a dimension, or a part of one (ep and edp split cp x dp;
 /// HSDP splits dp into a sharding and a replicating part).
 enum class Axis : std::uint8_t { tp, cp, pp, dp, ep, edp, dp_shard, dp_replicate };
+constexpr std::array<std::string_view, 8> enum_names(Axis)
+{
+  return {"tp", "cp", "pp", "dp", "ep", "edp", "dp_shard", "dp_replicate"};
+}
 
 /// @brief A set of axes (what a group spans).
 class AxisSet {
@@ -76,6 +84,10 @@ std::string group_name(const Group& group);
 /// @brief What a compute stream waited for in a gap: exposed communication of one dimension, a pipeline peer
 /// (bubble), or nothing (idle: done before the step ended).
 enum class WaitCause : std::uint8_t { tp, cp, pp, dp, ep, bubble, idle };
+constexpr std::array<std::string_view, 7> enum_names(WaitCause)
+{
+  return {"tp", "cp", "pp", "dp", "ep", "bubble", "idle"};
+}
 /// @brief The cause "exposed communication of `d`".
 constexpr WaitCause exposed(Dim d)
 {
@@ -90,38 +102,3 @@ constexpr std::optional<Dim> dim_of(WaitCause c)
 }
 
 } // namespace spansim::workload
-
-namespace spansim {
-
-template <>
-struct EnumNames<workload::Dim> {
-  static constexpr std::array table{
-      std::pair{workload::Dim::tp, std::string_view{"tp"}}, std::pair{workload::Dim::cp, std::string_view{"cp"}},
-      std::pair{workload::Dim::pp, std::string_view{"pp"}}, std::pair{workload::Dim::dp, std::string_view{"dp"}},
-      std::pair{workload::Dim::ep, std::string_view{"ep"}}};
-};
-
-template <>
-struct EnumNames<workload::Axis> {
-  static constexpr std::array table{std::pair{workload::Axis::tp, std::string_view{"tp"}},
-                                    std::pair{workload::Axis::cp, std::string_view{"cp"}},
-                                    std::pair{workload::Axis::pp, std::string_view{"pp"}},
-                                    std::pair{workload::Axis::dp, std::string_view{"dp"}},
-                                    std::pair{workload::Axis::ep, std::string_view{"ep"}},
-                                    std::pair{workload::Axis::edp, std::string_view{"edp"}},
-                                    std::pair{workload::Axis::dp_shard, std::string_view{"dp_shard"}},
-                                    std::pair{workload::Axis::dp_replicate, std::string_view{"dp_replicate"}}};
-};
-
-template <>
-struct EnumNames<workload::WaitCause> {
-  static constexpr std::array table{std::pair{workload::WaitCause::tp, std::string_view{"tp"}},
-                                    std::pair{workload::WaitCause::cp, std::string_view{"cp"}},
-                                    std::pair{workload::WaitCause::pp, std::string_view{"pp"}},
-                                    std::pair{workload::WaitCause::dp, std::string_view{"dp"}},
-                                    std::pair{workload::WaitCause::ep, std::string_view{"ep"}},
-                                    std::pair{workload::WaitCause::bubble, std::string_view{"bubble"}},
-                                    std::pair{workload::WaitCause::idle, std::string_view{"idle"}}};
-};
-
-} // namespace spansim

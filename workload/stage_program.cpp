@@ -94,6 +94,34 @@ private:
   int receive(const Unit& u, int g);
   /// The pipeline send of a forward's activations or a backward's gradients, after `after`.
   void send(const Unit& u, int g, int after);
+  /// A send or receive of unit u's activations or gradients with `peer_stage`, paired by `tag`.
+  int transfer(const Unit& u, OpKind kind, int peer_stage, std::int64_t tag, std::vector<int> deps);
+
+  /// @brief One collective of a stage program: what it is, on which group, how large, how often.
+  struct Call {
+    CollectiveOp op;
+    Dim dim;
+    Purpose purpose;
+    Group group;
+    double bytes;
+    int count;
+    bool overlappable = false;
+  };
+  /// Adds a collective of chunk v and micro-batch mb (-1: not tied to one) after `deps`; returns its op.
+  int collective(const Call& call, int v, int mb, std::vector<int> deps)
+  {
+    return push(Op{.kind         = OpKind::collective,
+                   .collective   = call.op,
+                   .dim          = call.dim,
+                   .purpose      = call.purpose,
+                   .chunk        = v,
+                   .micro_batch  = mb,
+                   .group        = call.group,
+                   .bytes        = call.bytes,
+                   .count        = call.count,
+                   .overlappable = call.overlappable,
+                   .deps         = std::move(deps)});
+  }
 
   const Context& c_;
   const std::vector<ChunkCost>& costs_;
@@ -117,16 +145,7 @@ int StageBuilder::layer_collectives(int v, int mb, int after, bool backward)
     const bool sp = c_.job.parallelism.sequence_parallel;
     for (CollectiveOp kind : sp ? std::vector{CollectiveOp::all_gather, CollectiveOp::reduce_scatter}
                                 : std::vector{CollectiveOp::all_reduce})
-      end = push(Op{.kind        = OpKind::collective,
-                    .collective  = kind,
-                    .dim         = Dim::tp,
-                    .purpose     = Purpose::tp_activations,
-                    .chunk       = v,
-                    .micro_batch = mb,
-                    .group       = g,
-                    .bytes       = act,
-                    .count       = 2 * ch.layers,
-                    .deps        = {end}});
+      end = collective({kind, Dim::tp, Purpose::tp_activations, g, act, 2 * ch.layers}, v, mb, {end});
   }
   if (c_.cp > 1) {
     // All-gather based context parallelism (Llama 3): K/V of the whole sequence gathered before attention; in
@@ -136,42 +155,16 @@ int StageBuilder::layer_collectives(int v, int mb, int after, bool backward)
                                 : kBf16 * std::ceil(double(m.kv_heads) / c_.tp) * (qk_dim(m) + v_dim(m));
     const double kv       = kv_token * double(c_.job.batch.micro_batch) * c_.job.batch.sequence_length;
     const Group g{Axis::cp, c_.cp};
-    end = push(Op{.kind        = OpKind::collective,
-                  .collective  = CollectiveOp::all_gather,
-                  .dim         = Dim::cp,
-                  .purpose     = Purpose::cp_kv,
-                  .chunk       = v,
-                  .micro_batch = mb,
-                  .group       = g,
-                  .bytes       = kv,
-                  .count       = ch.layers,
-                  .deps        = {end}});
+    end = collective({CollectiveOp::all_gather, Dim::cp, Purpose::cp_kv, g, kv, ch.layers}, v, mb, {end});
     if (backward)
-      end = push(Op{.kind        = OpKind::collective,
-                    .collective  = CollectiveOp::reduce_scatter,
-                    .dim         = Dim::cp,
-                    .purpose     = Purpose::cp_kv_grads,
-                    .chunk       = v,
-                    .micro_batch = mb,
-                    .group       = g,
-                    .bytes       = kv,
-                    .count       = ch.layers,
-                    .deps        = {end}});
+      end = collective({CollectiveOp::reduce_scatter, Dim::cp, Purpose::cp_kv_grads, g, kv, ch.layers}, v, mb, {end});
   }
   if (c_.ep > 1 && ch.moe_layers > 0) {
     // One dispatch and one combine per MoE layer and pass, carrying the top-k copies of the rank's tokens.
     const double buf = c_.tokens / c_.sp * m.moe.experts_per_token * m.hidden * kBf16;
     for (Purpose p : {Purpose::ep_dispatch, Purpose::ep_combine})
-      end = push(Op{.kind        = OpKind::collective,
-                    .collective  = CollectiveOp::all_to_all,
-                    .dim         = Dim::ep,
-                    .purpose     = p,
-                    .chunk       = v,
-                    .micro_batch = mb,
-                    .group       = Group{Axis::ep, c_.ep},
-                    .bytes       = buf,
-                    .count       = ch.moe_layers,
-                    .deps        = {end}});
+      end =
+          collective({CollectiveOp::all_to_all, Dim::ep, p, Group{Axis::ep, c_.ep}, buf, ch.moe_layers}, v, mb, {end});
   }
   return end;
 }
@@ -193,17 +186,8 @@ std::vector<int> StageBuilder::gather_params(int v, int mb)
   std::vector<int> ids;
   auto gather = [&](Group g, double params) {
     if (g.size > 1 && params > 0)
-      ids.push_back(push(Op{.kind         = OpKind::collective,
-                            .collective   = CollectiveOp::all_gather,
-                            .dim          = Dim::dp,
-                            .purpose      = Purpose::param_gather,
-                            .chunk        = v,
-                            .micro_batch  = mb_tag,
-                            .group        = g,
-                            .bytes        = kBf16 * params,
-                            .count        = 1,
-                            .overlappable = true,
-                            .deps         = {}}));
+      ids.push_back(collective({CollectiveOp::all_gather, Dim::dp, Purpose::param_gather, g, kBf16 * params, 1, true},
+                               v, mb_tag, {}));
   };
   const AxisSet data_axis = hsdp ? Axis::dp_shard : Axis::dp;
   gather(Group{c_.cp > 1 ? AxisSet(Axis::cp) | data_axis : data_axis, shard}, dense);
@@ -229,17 +213,7 @@ void StageBuilder::reduce_grads(int v, int mb, int after)
   auto reduce         = [&](CollectiveOp kind, Group g, double bytes, int dep) {
     if (g.size <= 1 || bytes <= 0)
       return dep;
-    int id = push(Op{.kind         = OpKind::collective,
-                             .collective   = kind,
-                             .dim          = Dim::dp,
-                             .purpose      = Purpose::grad_reduce,
-                             .chunk        = v,
-                             .micro_batch  = mb_tag,
-                             .group        = g,
-                             .bytes        = bytes,
-                             .count        = 1,
-                             .overlappable = true,
-                             .deps         = {dep}});
+    const int id = collective({kind, Dim::dp, Purpose::grad_reduce, g, bytes, 1, true}, v, mb_tag, {dep});
     reductions_.push_back(id);
     return id;
   };
@@ -263,10 +237,11 @@ void StageBuilder::reduce_grads(int v, int mb, int after)
   }
 }
 
-int StageBuilder::receive(const Unit& u, int g)
+int StageBuilder::transfer(const Unit& u, OpKind kind, int peer_stage, std::int64_t tag, std::vector<int> deps)
 {
-  const double msg = c_.tokens * c_.m.hidden * kBf16 / c_.sp; // sequence-parallel shard of the activation
-  return push(Op{.kind         = OpKind::recv,
+  // The sequence-parallel shard of the micro-batch's activation (or its gradient).
+  const double msg = c_.tokens * c_.m.hidden * kBf16 / c_.sp;
+  return push(Op{.kind         = kind,
                  .dim          = Dim::pp,
                  .purpose      = u.forward ? Purpose::pp_activations : Purpose::pp_gradients,
                  .chunk        = u.chunk,
@@ -274,27 +249,23 @@ int StageBuilder::receive(const Unit& u, int g)
                  .group        = Group{Axis::pp, c_.pp},
                  .bytes        = msg,
                  .count        = 1,
-                 .peer_stage   = u.forward ? (stage_ - 1 + c_.pp) % c_.pp : (stage_ + 1) % c_.pp,
-                 .tag          = u.forward ? tag(true, g - 1, u.micro_batch) : tag(false, g + 1, u.micro_batch),
+                 .peer_stage   = peer_stage,
+                 .tag          = tag,
                  .overlappable = true,
-                 .deps         = {}});
+                 .deps         = std::move(deps)});
+}
+
+int StageBuilder::receive(const Unit& u, int g)
+{
+  const int from = u.forward ? (stage_ - 1 + c_.pp) % c_.pp : (stage_ + 1) % c_.pp;
+  return transfer(u, OpKind::recv, from, u.forward ? tag(true, g - 1, u.micro_batch) : tag(false, g + 1, u.micro_batch),
+                  {});
 }
 
 void StageBuilder::send(const Unit& u, int g, int after)
 {
-  const double msg = c_.tokens * c_.m.hidden * kBf16 / c_.sp;
-  push(Op{.kind         = OpKind::send,
-          .dim          = Dim::pp,
-          .purpose      = u.forward ? Purpose::pp_activations : Purpose::pp_gradients,
-          .chunk        = u.chunk,
-          .micro_batch  = u.micro_batch,
-          .group        = Group{Axis::pp, c_.pp},
-          .bytes        = msg,
-          .count        = 1,
-          .peer_stage   = u.forward ? (stage_ + 1) % c_.pp : (stage_ - 1 + c_.pp) % c_.pp,
-          .tag          = tag(u.forward, g, u.micro_batch),
-          .overlappable = true,
-          .deps         = {after}});
+  const int to = u.forward ? (stage_ + 1) % c_.pp : (stage_ - 1 + c_.pp) % c_.pp;
+  transfer(u, OpKind::send, to, tag(u.forward, g, u.micro_batch), {after});
 }
 
 StageProgram StageBuilder::build()

@@ -11,9 +11,9 @@ namespace spansim::workload {
 std::string group_name(const Group& group)
 {
   std::string out;
-  for (const auto& [axis, name] : EnumNames<Axis>::table)
+  for (Axis axis : enum_values<Axis>())
     if (group.axes.contains(axis))
-      out += (out.empty() ? "" : "+") + std::string(name);
+      out += (out.empty() ? "" : "+") + std::string(name_of(axis));
   return out.empty() ? "none" : out;
 }
 

@@ -26,8 +26,16 @@ double parse_flop_rate(std::string_view text);
 
 /// @brief Dense SwiGLU-style gated MLP (three matrices) or a plain two-matrix MLP (GELU, GPT-3).
 enum class MlpKind { gated, plain };
+constexpr std::array<std::string_view, 2> enum_names(MlpKind)
+{
+  return {"swiglu", "gelu"};
+}
 /// @brief Grouped-query attention (covers MHA and MQA) or DeepSeek's multi-head latent attention.
 enum class AttentionKind { gqa, mla };
+constexpr std::array<std::string_view, 2> enum_names(AttentionKind)
+{
+  return {"gqa", "mla"};
+}
 
 /// @brief Multi-head latent attention shape (DeepSeek-V2/V3); only read when the attention kind is mla.
 struct MlaSpec {
@@ -82,6 +90,10 @@ ModelParams count_params(const ModelSpec& model);
 
 /// @brief Attention kernel libraries whose forward and backward rates a GPU file can give.
 enum class AttentionKernel { flash2, flash3, cudnn };
+constexpr std::array<std::string_view, 3> enum_names(AttentionKernel)
+{
+  return {"flash2", "flash3", "cudnn"};
+}
 /// @brief Every attention kernel library, in the order of GpuSpec::attention.
 inline constexpr std::array kAttentionKernels{AttentionKernel::flash2, AttentionKernel::flash3, AttentionKernel::cudnn};
 
@@ -118,12 +130,28 @@ struct GpuSpec {
 
 /// @brief How the data-parallel dimension holds parameters, gradients and optimizer state.
 enum class DataParallelMode { ddp, fsdp, hsdp };
+constexpr std::array<std::string_view, 3> enum_names(DataParallelMode)
+{
+  return {"ddp", "fsdp", "hsdp"};
+}
 /// @brief Pipeline schedules.
 enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b };
+constexpr std::array<std::string_view, 3> enum_names(ScheduleKind)
+{
+  return {"gpipe", "1f1b", "interleaved-1f1b"};
+}
 /// @brief Activation recomputation: none, selective (attention core and norms) or full (whole layers).
 enum class Recompute { none, selective, full };
+constexpr std::array<std::string_view, 3> enum_names(Recompute)
+{
+  return {"none", "selective", "full"};
+}
 /// @brief Precision of the matrix products.
 enum class Precision { bf16, fp8 };
+constexpr std::array<std::string_view, 2> enum_names(Precision)
+{
+  return {"bf16", "fp8"};
+}
 
 /// @brief One GEMM C[M x N] = A[M x K] B[K x N], or `groups` of them launched together (grouped MoE experts).
 struct GemmShape {
@@ -219,6 +247,11 @@ enum class JobIssue {
   attention,        ///< an attention library the GPU file gives no rates for
   memory,           ///< the memory estimate exceeds HBM (thrown by build_step_graph)
 };
+constexpr std::array<std::string_view, 13> enum_names(JobIssue)
+{
+  return {"gpus",           "tp",     "ep",  "hsdp",      "sequence", "batch", "schedule", "microbatch-group",
+          "pipeline-depth", "layers", "fp8", "attention", "memory"};
+}
 
 /// @brief Checks a job's degrees, batch and schedule against its model and GPU, and fills what defaults from
 /// them (the interleaved micro-batch group). Errors are located at the job's file and the JSON path of the key.
@@ -243,6 +276,10 @@ std::string data_dir();
 
 /// @brief What an op is: compute on the GPU, a collective of a group, or one side of a pipeline transfer.
 enum class OpKind { forward, backward, recompute, optimizer, collective, send, recv };
+constexpr std::array<std::string_view, 7> enum_names(OpKind)
+{
+  return {"forward", "backward", "recompute", "optimizer", "collective", "send", "recv"};
+}
 /// @brief Whether ops of this kind run on the compute stream.
 constexpr bool is_compute(OpKind kind)
 {
@@ -262,6 +299,11 @@ enum class Purpose {
   ep_dispatch,
   ep_combine
 };
+constexpr std::array<std::string_view, 10> enum_names(Purpose)
+{
+  return {"compute",      "tp_activations", "cp_kv",       "cp_kv_grads", "pp_activations",
+          "pp_gradients", "param_gather",   "grad_reduce", "ep_dispatch", "ep_combine"};
+}
 
 /// @brief One op of a stage program. Every rank of the stage runs it.
 ///
@@ -363,89 +405,3 @@ double compute_makespan(const StepGraph& graph);
 nlohmann::json to_json(const StepGraph& graph);
 
 } // namespace spansim::workload
-
-namespace spansim {
-
-template <>
-struct EnumNames<workload::JobIssue> {
-  static constexpr std::array table{
-      std::pair{workload::JobIssue::gpus, std::string_view{"gpus"}},
-      std::pair{workload::JobIssue::tp, std::string_view{"tp"}},
-      std::pair{workload::JobIssue::ep, std::string_view{"ep"}},
-      std::pair{workload::JobIssue::hsdp, std::string_view{"hsdp"}},
-      std::pair{workload::JobIssue::sequence, std::string_view{"sequence"}},
-      std::pair{workload::JobIssue::batch, std::string_view{"batch"}},
-      std::pair{workload::JobIssue::schedule, std::string_view{"schedule"}},
-      std::pair{workload::JobIssue::microbatch_group, std::string_view{"microbatch-group"}},
-      std::pair{workload::JobIssue::pipeline_depth, std::string_view{"pipeline-depth"}},
-      std::pair{workload::JobIssue::layers, std::string_view{"layers"}},
-      std::pair{workload::JobIssue::fp8, std::string_view{"fp8"}},
-      std::pair{workload::JobIssue::attention, std::string_view{"attention"}},
-      std::pair{workload::JobIssue::memory, std::string_view{"memory"}}};
-};
-
-template <>
-struct EnumNames<workload::MlpKind> {
-  static constexpr std::array table{std::pair{workload::MlpKind::gated, std::string_view{"swiglu"}},
-                                    std::pair{workload::MlpKind::plain, std::string_view{"gelu"}}};
-};
-template <>
-struct EnumNames<workload::AttentionKind> {
-  static constexpr std::array table{std::pair{workload::AttentionKind::gqa, std::string_view{"gqa"}},
-                                    std::pair{workload::AttentionKind::mla, std::string_view{"mla"}}};
-};
-template <>
-struct EnumNames<workload::AttentionKernel> {
-  static constexpr std::array table{std::pair{workload::AttentionKernel::flash2, std::string_view{"flash2"}},
-                                    std::pair{workload::AttentionKernel::flash3, std::string_view{"flash3"}},
-                                    std::pair{workload::AttentionKernel::cudnn, std::string_view{"cudnn"}}};
-};
-template <>
-struct EnumNames<workload::DataParallelMode> {
-  static constexpr std::array table{std::pair{workload::DataParallelMode::ddp, std::string_view{"ddp"}},
-                                    std::pair{workload::DataParallelMode::fsdp, std::string_view{"fsdp"}},
-                                    std::pair{workload::DataParallelMode::hsdp, std::string_view{"hsdp"}}};
-};
-template <>
-struct EnumNames<workload::ScheduleKind> {
-  static constexpr std::array table{
-      std::pair{workload::ScheduleKind::gpipe, std::string_view{"gpipe"}},
-      std::pair{workload::ScheduleKind::one_f_one_b, std::string_view{"1f1b"}},
-      std::pair{workload::ScheduleKind::interleaved_1f1b, std::string_view{"interleaved-1f1b"}}};
-};
-template <>
-struct EnumNames<workload::Recompute> {
-  static constexpr std::array table{std::pair{workload::Recompute::none, std::string_view{"none"}},
-                                    std::pair{workload::Recompute::selective, std::string_view{"selective"}},
-                                    std::pair{workload::Recompute::full, std::string_view{"full"}}};
-};
-template <>
-struct EnumNames<workload::Precision> {
-  static constexpr std::array table{std::pair{workload::Precision::bf16, std::string_view{"bf16"}},
-                                    std::pair{workload::Precision::fp8, std::string_view{"fp8"}}};
-};
-template <>
-struct EnumNames<workload::OpKind> {
-  static constexpr std::array table{std::pair{workload::OpKind::forward, std::string_view{"forward"}},
-                                    std::pair{workload::OpKind::backward, std::string_view{"backward"}},
-                                    std::pair{workload::OpKind::recompute, std::string_view{"recompute"}},
-                                    std::pair{workload::OpKind::optimizer, std::string_view{"optimizer"}},
-                                    std::pair{workload::OpKind::collective, std::string_view{"collective"}},
-                                    std::pair{workload::OpKind::send, std::string_view{"send"}},
-                                    std::pair{workload::OpKind::recv, std::string_view{"recv"}}};
-};
-template <>
-struct EnumNames<workload::Purpose> {
-  static constexpr std::array table{std::pair{workload::Purpose::compute, std::string_view{"compute"}},
-                                    std::pair{workload::Purpose::tp_activations, std::string_view{"tp_activations"}},
-                                    std::pair{workload::Purpose::cp_kv, std::string_view{"cp_kv"}},
-                                    std::pair{workload::Purpose::cp_kv_grads, std::string_view{"cp_kv_grads"}},
-                                    std::pair{workload::Purpose::pp_activations, std::string_view{"pp_activations"}},
-                                    std::pair{workload::Purpose::pp_gradients, std::string_view{"pp_gradients"}},
-                                    std::pair{workload::Purpose::param_gather, std::string_view{"param_gather"}},
-                                    std::pair{workload::Purpose::grad_reduce, std::string_view{"grad_reduce"}},
-                                    std::pair{workload::Purpose::ep_dispatch, std::string_view{"ep_dispatch"}},
-                                    std::pair{workload::Purpose::ep_combine, std::string_view{"ep_combine"}}};
-};
-
-} // namespace spansim
