@@ -38,7 +38,7 @@ golden: build
 	cmake --build $(BUILD_DIR) --target golden
 
 format:
-	find common topology workload placement netsim optimizer experiments cli tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i
+	find common topology workload placement netsim scenario report calibration optimizer experiments cli tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -21,6 +21,10 @@ void add_run_command(CLI::App& app);
 /// into one HDF5 file and a CSV, and plotted.
 void add_campaign_command(CLI::App& app);
 
+/// @brief `spansim calibrate RUNS.json --gpu GPU [--out PROFILE.json]` and `spansim validate [RUNS.json]`: fit the
+/// compute model on published runs, and compare every run with its simulation.
+void add_calibration_commands(CLI::App& app);
+
 /// @brief `spansim optimize SPEC [--top-k K] [--workers W] [--out DIR] [--json]`: the placement optimizer.
 void add_optimize_command(CLI::App& app);
 

@@ -21,6 +21,7 @@ int main(int argc, char** argv)
   spansim::cli::add_run_command(app);
   spansim::cli::add_optimize_command(app);
   spansim::cli::add_campaign_command(app);
+  spansim::cli::add_calibration_commands(app);
 
   try {
     app.parse(argc, argv);

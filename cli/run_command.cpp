@@ -69,7 +69,8 @@ void run(const RunOptions& o)
   std::string buildings;
   for (const auto& b : run.placement.buildings_used)
     buildings += (buildings.empty() ? "" : ", ") + b;
-  std::cout << "Placement: rank order [" << order << "] (innermost first) over " << buildings << "\n\n";
+  std::cout << "Placement: rank order [" << order << "] (innermost first) over " << buildings << "\n";
+  std::cout << "Calibration: " << workload::calibration_line(job) << "\n\n";
 
   Table headline{"", {"metric", "value"}, {}};
   headline.rows = {
@@ -88,6 +89,12 @@ void run(const RunOptions& o)
     parts.rows.push_back({std::string(name_of(p)), units::format_time(stats[p].mean), units::format_time(stats[p].max),
                           pct(stats[p].mean, step)});
   print_table(std::cout, parts);
+  const auto fx = report::effect_seconds(run);
+  std::cout << "  of compute, production effects: sustained clock " << units::format_time(fx.sustained_clock)
+            << ", kernel gaps " << units::format_time(fx.kernel_gaps) << ", attention by length "
+            << units::format_time(fx.attention_by_length) << ", gradient clipping "
+            << units::format_time(fx.grad_clipping) << ", SM contention " << units::format_time(fx.sm_contention)
+            << "\n";
 
   const auto network = report::network_report(run);
   std::cout << "\n";

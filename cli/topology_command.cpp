@@ -121,7 +121,9 @@ void describe(const DescribeOptions& o)
             << " region(s)\n";
   std::cout << "Scale-out: " << (s.pod.rail_optimized ? "rail-optimized " : "") << s.pod.fabric << ", "
             << units::format_bandwidth(s.pod.nic_bandwidth) << " per GPU, leaf radix " << s.pod.leaf_radix << " ("
-            << c.leaf_down_ports << " down / " << c.leaf_up_ports << " up)\n\n";
+            << c.leaf_down_ports << " down / " << c.leaf_up_ports << " up)\n";
+  std::cout << "NCCL efficiency: NVLink " << fmt(s.node.nccl_efficiency) << ", NIC " << fmt(s.pod.nccl_efficiency)
+            << " (those links carry this share of their rate, as nccl-tests' bus bandwidth does)\n\n";
 
   Table switches{"Switches", {"kind", "count", "note"}, {}};
   switches.rows.push_back({"nvswitch", with_commas(c.nodes), "one per node"});
@@ -134,7 +136,9 @@ void describe(const DescribeOptions& o)
   print_table(std::cout, switches);
   std::cout << "\n";
 
-  Table t{"Links per tier (bandwidth per direction)", {"tier", "links", "bandwidth/link", "latency", "capacity"}, {}};
+  Table t{"Links per tier (bandwidth per direction, at NCCL efficiency)",
+          {"tier", "links", "bandwidth/link", "latency", "capacity"},
+          {}};
   for (const auto& row : tiers)
     if (row.links > 0)
       t.rows.push_back({std::string(name_of(row.tier)), with_commas(row.links),

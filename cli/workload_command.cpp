@@ -84,7 +84,13 @@ void describe(const DescribeOptions& o)
         {"busiest_stage_compute_seconds", s.stage_compute_max},
         {"bubble_fraction", s.bubble_fraction},
         {"bubble_formula", s.bubble_formula},
-        {"mfu_upper_bound", mfu_bound}};
+        {"mfu_upper_bound", mfu_bound},
+        {"calibration", workload::calibration_line(job)},
+        {"effects_busiest_stage_s",
+         {{"sustained_clock", s.effects.sustained_clock},
+          {"kernel_gaps", s.effects.kernel_gaps},
+          {"attention_by_length", s.effects.attention_by_length},
+          {"grad_clipping", s.effects.grad_clipping}}}};
     if (o.graph)
       out["step_graph"] = workload::to_json(graph);
     std::cout << out.dump(2) << "\n";
@@ -107,6 +113,11 @@ void describe(const DescribeOptions& o)
   t.rows.push_back({"model FLOPs per step", fmt(s.model_flops)});
   t.rows.push_back({"hardware FLOPs per step", fmt(s.hardware_flops) + " (with recompute)"});
   t.rows.push_back({"busiest stage compute", units::format_time(s.stage_compute_max)});
+  t.rows.push_back({"calibration", workload::calibration_line(job)});
+  t.rows.push_back({"of which effects", "clock " + units::format_time(s.effects.sustained_clock) + ", gaps " +
+                                            units::format_time(s.effects.kernel_gaps) + ", attention " +
+                                            units::format_time(s.effects.attention_by_length) + ", clipping " +
+                                            units::format_time(s.effects.grad_clipping)});
   t.rows.push_back({"bubble", fixed(100 * s.bubble_fraction, 2) +
                                   "% (formula (pp-1)/(v*m): " + fixed(100 * s.bubble_formula, 2) + "%)"});
   t.rows.push_back({"step time lower bound", units::format_time(s.step_lower_bound) + " (compute and bubble only)"});

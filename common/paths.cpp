@@ -3,6 +3,9 @@
 #include "common/error.hpp"
 
 #include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
 
 namespace spansim {
 
@@ -48,6 +51,29 @@ std::string path_in(const std::string& directory, std::string_view name)
   if (auto why = unsafe_name_reason(name); !why.empty())
     throw UsageError("refusing to write \"" + std::string(name) + "\" into \"" + directory + "\": " + why);
   return (std::filesystem::path(directory) / std::string(name)).string();
+}
+
+} // namespace spansim
+
+namespace spansim {
+
+void write_file_replacing(const std::string& path, std::string_view contents)
+{
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f || !f.write(contents.data(), static_cast<std::streamsize>(contents.size())) || !f.flush()) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      throw UsageError("cannot write \"" + path + "\"");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw UsageError("cannot write \"" + path + "\": " + ec.message());
+  }
 }
 
 } // namespace spansim

@@ -26,3 +26,11 @@ std::string sanitized_name(std::string_view text);
 std::string path_in(const std::string& directory, std::string_view name);
 
 } // namespace spansim
+
+namespace spansim {
+
+/// @brief Writes `contents` to `path` under a temporary name and renames it over `path`: a reader sees the old file
+/// or the new one, never a part, and a failed write leaves the old one. @throws UsageError if it cannot.
+void write_file_replacing(const std::string& path, std::string_view contents);
+
+} // namespace spansim

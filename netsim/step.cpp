@@ -77,6 +77,8 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
                                                                        : run(simulated, flow_graph, options.fidelity, options.engine);
   if (options.collapse_communication)
     run_result.settings = {{"engine", "analytical"}, {"mode", "collapsed communication (optimizer scoring)"}};
+  run_result.settings["all_to_all"] =
+      lowered.all_to_all_isolated ? "each timed in isolation (its groups together), placed as a delay" : "every flow";
   run_result.settings["rail_symmetry"] =
       rail_only ? nlohmann::json(std::to_string(rails) + " identical rails, rail 0 simulated") : nlohmann::json(false);
 
@@ -85,6 +87,8 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
   r.flow_ops   = flow_graph.ops().size();
   r.engine     = run_result.settings;
   r.link_bytes = std::move(run_result.link_bytes);
+  for (std::size_t k = 0; k < lowered.isolated_link_bytes.size() && k < r.link_bytes.size(); ++k)
+    r.link_bytes[k] += lowered.isolated_link_bytes[k];
   // The groups a representative stood for moved the same bytes over their own NVLinks.
   for (auto [from, to] : lowered.mirrors)
     for (int dir = 0; dir < 2; ++dir)

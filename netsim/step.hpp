@@ -19,6 +19,15 @@
 
 namespace spansim::netsim {
 
+/// @brief How the all-to-alls of a step are simulated (see StepOptions::all_to_all).
+enum class AllToAllTiming { automatic, flows, isolated };
+constexpr std::array<std::string_view, 3> enum_names(AllToAllTiming)
+{
+  return {"auto", "flows", "isolated"};
+}
+/// @brief Transfers beyond which `automatic` times all-to-alls in isolation.
+inline constexpr double kAllToAllFlowBudget = 2e6;
+
 /// @brief Options of a step simulation.
 struct StepOptions {
   Fidelity fidelity = Fidelity::flow;
@@ -30,6 +39,11 @@ struct StepOptions {
   /// (its groups' flows run analytically in isolation, cached per stage, group, kind and size). Contention
   /// between different ops is ignored; `fidelity` is then not used.
   bool collapse_communication = false;
+  /// @brief How all-to-alls are simulated: every flow of every group (`flows`); or each one timed alone, with all its
+  /// groups running together, and placed in the step as a delay (`isolated`: exact unless other traffic shares its
+  /// links; its bytes still count on every link); `automatic`: isolated when the step's all-to-alls would lower to
+  /// more than kAllToAllFlowBudget transfers (an MoE step with EP 64 lowers to hundreds of millions).
+  AllToAllTiming all_to_all = AllToAllTiming::automatic;
   /// @brief When every rail carries the same traffic (rail-optimized pods, TP filling each node, TP rank r on
   /// rail r), simulate rail 0 alone with the links all rails share divided among them: max-min gives each rail
   /// an equal share of those, so times are the same with 1/rails of the flows. Bytes are scaled back up.
@@ -104,6 +118,8 @@ struct StepResult {
   /// @brief Identical rails one simulated rail stood for (1 without rail symmetry); each TransferRecord stands
   /// for this many transfers, one per rail.
   int rails = 1;
+  /// @brief Seconds SM contention added to each stage's compute (see workload::Effects::sm_contention).
+  std::vector<double> sm_contention;
   nlohmann::json engine; ///< effective engine settings
 };
 

@@ -5,7 +5,9 @@
 #include "common/error.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace spansim::netsim::detail {
@@ -27,6 +29,20 @@ public:
       : topology_(topology), step_(graph), placement_(placement), options_(options), rail_only_(rail_only)
   {
     const auto& stages = graph.stages;
+    // All-to-alls lower to K(K-1) transfers per group and call: past the budget, time them in isolation.
+    if (options.all_to_all == AllToAllTiming::isolated) {
+      isolate_all_to_all_ = true;
+    } else if (options.all_to_all == AllToAllTiming::automatic) {
+      double transfers = 0;
+      for (const auto& st : stages)
+        for (const auto& op : st.ops)
+          if (op.kind == OpKind::collective && op.collective == CollectiveOp::all_to_all && op.group.size > 1) {
+            const double k = op.group.size, ranks = double(placement.ranks()) / double(stages.size());
+            transfers += ranks / k * k * (k - 1) * options.channels;
+          }
+      isolate_all_to_all_ = transfers > kAllToAllFlowBudget;
+    }
+    find_nvlink_owner();
     nodes_.resize(stages.size());
     stream_prev_.resize(stages.size());
     for (std::size_t s = 0; s < stages.size(); ++s) {
@@ -54,60 +70,67 @@ public:
     }
   }
 
+  // Kahn's order over the ops of every stage: an op is emitted once its dependencies and its stream predecessor
+  // have ended; a send or receive ends when both it and its peer have started.
   void build()
   {
     const auto& stages = step_.stages;
-    std::vector<std::size_t> first_pending(stages.size(), 0);
-    std::vector<std::vector<bool>> counted(stages.size());
-    std::size_t remaining = 0;
+    std::vector<std::vector<int>> waiting(stages.size());
+    std::vector<std::vector<std::vector<int>>> dependents(stages.size());
+    std::deque<std::pair<int, int>> ready_ops;
+    std::size_t total = 0;
     for (std::size_t s = 0; s < stages.size(); ++s) {
-      remaining += stages[s].ops.size();
-      counted[s].assign(stages[s].ops.size(), false);
-    }
-    // An op is done when its end node exists; pairing a send ends its receive too, so count each op once.
-    auto count = [&](std::size_t s, std::size_t i) {
-      if (nodes_[s][i].end >= 0 && !counted[s][i]) {
-        counted[s][i] = true;
-        --remaining;
+      const auto& ops = stages[s].ops;
+      total += ops.size();
+      waiting[s].assign(ops.size(), 0);
+      dependents[s].resize(ops.size());
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        auto wait_for = [&](int d) {
+          dependents[s][static_cast<std::size_t>(d)].push_back(static_cast<int>(i));
+          ++waiting[s][i];
+        };
+        for (int d : ops[i].deps)
+          wait_for(d);
+        if (stream_prev_[s][i] >= 0)
+          wait_for(stream_prev_[s][i]);
+        if (waiting[s][i] == 0)
+          ready_ops.emplace_back(static_cast<int>(s), static_cast<int>(i));
       }
+    }
+    std::size_t ended = 0;
+    auto on_end       = [&](int s, int i) {
+      ++ended;
+      for (int j : dependents[s][i])
+        if (--waiting[s][j] == 0)
+          ready_ops.emplace_back(s, j);
     };
-    while (remaining > 0) {
-      std::size_t before = remaining;
-      for (std::size_t s = 0; s < stages.size(); ++s) {
-        const auto& ops = stages[s].ops;
-        for (std::size_t i = first_pending[s]; i < ops.size(); ++i) {
-          Node& n = nodes_[s][i];
-          if (n.end >= 0) {
-            count(s, i);
-            continue;
-          }
-          if (n.start < 0) {
-            std::vector<int> deps;
-            if (!ready(static_cast<int>(s), static_cast<int>(i), deps))
-              continue;
-            emit(static_cast<int>(s), static_cast<int>(i), deps);
-          }
-          if (n.end < 0 && is_p2p(ops[i].kind)) {
-            pair(static_cast<int>(s), static_cast<int>(i));
-            if (n.end >= 0) {
-              auto [ps, pi] = peer_of(static_cast<int>(s), static_cast<int>(i));
-              count(static_cast<std::size_t>(ps), static_cast<std::size_t>(pi));
-            }
-          }
-          count(s, i);
-        }
-        while (first_pending[s] < ops.size() && nodes_[s][first_pending[s]].end >= 0)
-          ++first_pending[s];
+    while (!ready_ops.empty()) {
+      auto [s, i] = ready_ops.front();
+      ready_ops.pop_front();
+      std::vector<int> deps;
+      ready(s, i, deps);
+      emit(s, i, deps);
+      if (!is_p2p(stages[s].ops[i].kind)) {
+        on_end(s, i);
+        continue;
       }
-      if (remaining == before)
-        throw SimulationError("the stage programs deadlock: a send or receive never finds its peer (" +
-                              std::to_string(remaining) + " ops left)");
+      pair(s, i);
+      if (nodes_[s][i].end >= 0) {
+        auto [ps, pi] = peer_of(s, i);
+        on_end(s, i);
+        on_end(ps, pi);
+      }
     }
+    if (ended < total)
+      throw SimulationError("the stage programs deadlock: a send or receive never finds its peer (" +
+                            std::to_string(total - ended) + " ops left)");
   }
 
   FlowGraph& graph() { return graph_; }
   /// @brief (GPU of a lowered representative group, GPU of a group it stands for), member by member.
   const std::set<std::pair<int, int>>& mirrors() const { return mirrors_; }
+  const std::vector<double>& isolated_bytes() const { return isolated_bytes_; }
+  bool isolate_all_to_all() const { return isolate_all_to_all_; }
   const std::vector<std::vector<Node>>& nodes() const { return nodes_; }
   const std::vector<std::vector<int>>& stream_prev() const { return stream_prev_; }
   /// @brief For a send or receive: the node of its peer op (both share the transfer).
@@ -146,9 +169,16 @@ private:
       // With rail symmetry, groups that leave the node are simulated on rail 0 only (their members share a rail).
       if (rail_only_ && !node_local(all))
         std::erase_if(all, [&](const std::vector<int>& members) { return !on_rail_zero(members.front()); });
-      it = groups_.emplace(key, std::move(all)).first;
+      local_[key] = node_local(all);
+      it          = groups_.emplace(key, std::move(all)).first;
     }
     return it->second;
+  }
+  /// @brief Whether every group of `g` in stage s stays in one node.
+  bool local_groups(int s, const workload::Group& g)
+  {
+    groups(s, g);
+    return local_.at(std::pair{s, g.axes.bits()});
   }
 
   bool on_rail_zero(int gpu) const { return topology_.locate(gpu).local == 0; }
@@ -186,35 +216,85 @@ private:
     n.start = graph_.add_delay(0, deps);
     if (is_p2p(op.kind))
       return; // the transfer waits for the peer (pair())
-    const auto& all = groups(s, op.group);
-    if (options_.collapse_communication) {
+    const auto& all    = groups(s, op.group);
+    const bool local   = local_groups(s, op.group);
+    const bool isolate = options_.collapse_communication ||
+                         (isolate_all_to_all_ && op.collective == CollectiveOp::all_to_all) ||
+                         (local && nvlink_owner_ && *op.dim == *nvlink_owner_);
+    if (local)
+      mirror(all);
+    if (isolate) {
       auto key = std::tuple{s, op.group.axes.bits(), static_cast<int>(op.collective), op.bytes * op.count};
       auto it  = isolated_.find(key);
       if (it == isolated_.end()) {
         FlowGraph alone;
         std::vector<int> ends;
         if (op.group.size > 1 && op.bytes > 0 && op.count > 0)
-          for (const auto& c : collectives_for(s, op, all, node_local(all) ? 1 : all.size()))
+          for (const auto& c : collectives_for(s, op, all, local ? 1 : all.size()))
             ends.push_back(add_collective(alone, topology_, c, {}).end_op);
-        it = isolated_.emplace(key, ends.empty() ? 0.0 : run_analytical(topology_, alone).makespan).first;
+        Isolated timed;
+        if (!ends.empty()) {
+          auto run      = run_analytical(topology_, alone);
+          timed.seconds = run.makespan;
+          for (std::size_t k = 0; k < run.link_bytes.size(); ++k)
+            if (run.link_bytes[k] != 0)
+              timed.bytes.emplace_back(k, run.link_bytes[k]);
+        }
+        it = isolated_.emplace(key, std::move(timed)).first;
       }
-      n.end = graph_.add_delay(it->second, {n.start});
+      if (!options_.collapse_communication && !it->second.bytes.empty()) {
+        // The op's bytes still cross the links.
+        isolated_bytes_.resize(2 * topology_.links().size(), 0);
+        for (auto [k, b] : it->second.bytes)
+          isolated_bytes_[k] += b;
+      }
+      n.end = graph_.add_delay(it->second.seconds, {n.start});
       return;
     }
     std::vector<int> ends;
     if (op.group.size > 1 && op.bytes > 0 && op.count > 0) {
       // Groups confined to single nodes only use their own NVLink: one stands for all.
-      const bool local          = node_local(all);
       const std::size_t lowered = local ? 1 : all.size();
-      if (local)
-        for (std::size_t g = 1; g < all.size(); ++g)
-          for (std::size_t k = 0; k < all[g].size() && k < all[0].size(); ++k)
-            mirrors_.insert({all[0][k], all[g][k]});
       for (std::size_t g = 0; g < lowered; ++g) {
         ends.push_back(add_collective(graph_, topology_, collective_for(op, all[g]), {n.start}).end_op);
       }
     }
     n.end = ends.empty() ? n.start : graph_.add_delay(0, ends);
+  }
+
+  // Node-local groups are lowered once: the first stands for the others, whose NVLinks move the same bytes.
+  void mirror(const std::vector<std::vector<int>>& all)
+  {
+    for (std::size_t g = 1; g < all.size(); ++g)
+      for (std::size_t k = 0; k < all[g].size() && k < all[0].size(); ++k)
+        mirrors_.insert({all[0][k], all[g][k]});
+  }
+
+  // At analytical fidelity, when a single dimension's collectives are the only traffic on the NVLinks (inter-node
+  // routes do not use them, no other dimension's group and no pipeline transfer stays in a node), its node-local
+  // collectives cannot contend with anything: its stream runs them one at a time and each GPU has its own NVLink.
+  // Timing each alone once and placing it as a delay is then exact, and saves most flows of a TP-heavy step.
+  void find_nvlink_owner()
+  {
+    if (options_.fidelity != Fidelity::analytical)
+      return;
+    const auto& stages = step_.stages;
+    std::set<workload::Dim> local_dims;
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      for (const auto& op : stages[s].ops) {
+        if (op.kind == OpKind::collective && op.group.size > 1 && op.bytes > 0 && op.count > 0 &&
+            local_groups(static_cast<int>(s), op.group))
+          local_dims.insert(*op.dim);
+      }
+      if (stages.size() > 1) {
+        const int next = static_cast<int>((s + 1) % stages.size());
+        for (int gpu : placement_.stage_gpus(static_cast<int>(s)))
+          if (topology_.locate(gpu).node == topology_.locate(placement_.peer_gpu(gpu, next)).node)
+            return;
+      }
+    }
+    if (local_dims.size() == 1)
+      nvlink_owner_ = *local_dims.begin();
   }
 
   Collective collective_for(const workload::Op& op, const std::vector<int>& gpus) const
@@ -298,9 +378,17 @@ private:
   std::map<std::tuple<int, int, std::int64_t>, int> sends_; // (from, to, tag) -> op in from's program
   std::map<std::tuple<int, int, std::int64_t>, int> recvs_; // (from, to, tag) -> op in to's program
   std::map<std::pair<int, std::uint8_t>, std::vector<std::vector<int>>> groups_;
+  std::map<std::pair<int, std::uint8_t>, bool> local_; ///< whether each of groups_ stays in its nodes
   std::set<std::pair<int, int>> mirrors_;
-  std::map<std::tuple<int, std::uint8_t, int, double>, double> isolated_;  ///< collapsed collectives' durations
-  std::map<std::tuple<int, int, double>, double> isolated_p2p_;            ///< collapsed pipeline transfers
+  struct Isolated {
+    double seconds = 0;
+    std::vector<std::pair<std::size_t, double>> bytes; ///< (link and direction, bytes) where bytes moved
+  };
+  std::map<std::tuple<int, std::uint8_t, int, double>, Isolated> isolated_; ///< collectives timed alone
+  std::vector<double> isolated_bytes_; ///< every isolated occurrence's bytes, per link and direction
+  bool isolate_all_to_all_ = false;
+  std::optional<workload::Dim> nvlink_owner_;                   ///< the one dimension using NVLink, when there is one
+  std::map<std::tuple<int, int, double>, double> isolated_p2p_; ///< collapsed pipeline transfers
   std::map<std::tuple<int, std::uint8_t, int, double>, Algorithm> chosen_; ///< `auto` resolved per op pattern
 };
 
@@ -312,9 +400,11 @@ LoweredStep lower_step(const topology::Topology& topology, const workload::StepG
   StepLowering lowering(topology, graph, placement, options, rail_only);
   lowering.build();
   LoweredStep out;
-  out.nodes       = lowering.nodes();
-  out.stream_prev = lowering.stream_prev();
-  out.mirrors     = lowering.mirrors();
+  out.nodes               = lowering.nodes();
+  out.stream_prev         = lowering.stream_prev();
+  out.mirrors             = lowering.mirrors();
+  out.isolated_link_bytes = lowering.isolated_bytes();
+  out.all_to_all_isolated = lowering.isolate_all_to_all();
   out.peer.resize(graph.stages.size());
   for (std::size_t s = 0; s < graph.stages.size(); ++s) {
     out.peer[s].assign(graph.stages[s].ops.size(), {-1, -1});

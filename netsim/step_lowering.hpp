@@ -25,6 +25,9 @@ struct LoweredStep {
   std::vector<std::vector<std::pair<int, int>>> peer; ///< [stage][op]: a send's or receive's peer (stage, op)
   /// @brief (GPU of a lowered representative group, GPU of a group it stands for), member by member.
   std::set<std::pair<int, int>> mirrors;
+  /// @brief Bytes per link and direction of the collectives timed in isolation (not in `graph`).
+  std::vector<double> isolated_link_bytes;
+  bool all_to_all_isolated = false; ///< whether all-to-alls were timed in isolation
 };
 
 /// @brief Lowers every op of every stage program: compute as delays, collectives through netsim/collectives.hpp on

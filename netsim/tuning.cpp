@@ -3,7 +3,7 @@
 // the step. Where a dimension's groups span nodes, the whole step is run analytically (the flow engine's model)
 // under the per-call policy and under each algorithm that applies to all of the dimension's calls, and the fastest
 // wins; dimensions are settled in turn.
-#include "netsim/step.hpp"
+#include "netsim/contention.hpp"
 
 #include <optional>
 #include <set>
@@ -62,16 +62,47 @@ bool applies_to_dimension(const topology::Topology& topology, const workload::St
   return true;
 }
 
+// A second run with each compute op lengthened by what it lost to NCCL's SMs in the first (netsim/contention.cpp).
+StepResult with_sm_contention(const topology::Topology& topology, const workload::StepGraph& graph,
+                              const placement::Placement& placement, const StepOptions& options, StepResult first)
+{
+  const auto extra = contention_seconds(graph, first);
+  double total     = 0;
+  for (const auto& stage : extra)
+    for (double e : stage)
+      total += e;
+  if (!(total > 0)) {
+    first.engine["sm_contention"] = "none";
+    return first;
+  }
+  workload::StepGraph slowed = graph;
+  std::vector<double> per_stage(graph.stages.size(), 0);
+  for (std::size_t s = 0; s < slowed.stages.size(); ++s)
+    for (std::size_t i = 0; i < slowed.stages[s].ops.size(); ++i) {
+      auto& op = slowed.stages[s].ops[i];
+      op.seconds += extra[s][i];
+      op.effects.sm_contention += extra[s][i];
+      per_stage[s] += extra[s][i];
+    }
+  StepResult r    = simulate_step_as_given(topology, slowed, placement, options);
+  r.sm_contention = std::move(per_stage);
+  r.engine["sm_contention"] =
+      std::to_string(graph.job.gpu.comm_sms) + " of " + std::to_string(graph.job.gpu.gemm.sms) +
+      " SMs to communication while it overlaps compute: compute lengthened after a first run, step run again";
+  return r;
+}
+
 } // namespace
 
 StepResult simulate_step(const topology::Topology& topology, const workload::StepGraph& graph,
                          const placement::Placement& placement, const StepOptions& options)
 {
-  if (options.collapse_communication || !options.choose_per_step) {
-    auto r = simulate_step_as_given(topology, graph, placement, options);
-    if (!options.collapse_communication)
-      r.engine["collective_choice"] = "per call";
-    return r;
+  if (options.collapse_communication) // the optimizer's coarse scoring: one run, no SM contention
+    return simulate_step_as_given(topology, graph, placement, options);
+  if (!options.choose_per_step) {
+    auto r                        = simulate_step_as_given(topology, graph, placement, options);
+    r.engine["collective_choice"] = "per call";
+    return with_sm_contention(topology, graph, placement, options, std::move(r));
   }
   StepOptions chosen     = options;
   chosen.choose_per_step = false;
@@ -104,7 +135,7 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   r.engine["collective_choice"] = "per step";
   if (!picks.empty())
     r.engine["collectives_chosen_per_step"] = picks;
-  return r;
+  return with_sm_contention(topology, graph, placement, chosen, std::move(r));
 }
 
 } // namespace spansim::netsim

@@ -53,9 +53,11 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
   json schedule        = {{"kind", name_of(p.schedule)}};
   if (p.schedule == workload::ScheduleKind::interleaved_1f1b)
     schedule["virtual_stages"] = p.virtual_stages;
-  return {
+  json job = {
       {"name", spec.base.name}, {"model", spec.model_ref}, {"gpu", spec.gpu_ref},  {"gpus", spec.base.gpus},
       {"parallelism", par},     {"batch", batch},          {"schedule", schedule}, {"recompute", name_of(p.recompute)}};
+  job.update(workload::calibration_and_effects_json(spec.base));
+  return job;
 }
 
 } // namespace

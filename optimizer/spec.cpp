@@ -115,6 +115,7 @@ OptimizeSpec load_optimize_spec(const std::string& path)
   base.gpu       = workload::read_gpu_ref(r, "gpu");
   base.attention = base.gpu.attention_default;
   base.gpus      = r.integer("gpus", 1, 4'000'000);
+  workload::read_calibration_and_effects(r, base);
   spec.batch_ref = r.raw("batch");
   base.batch     = workload::read_batch(r.object("batch"), false);
 

@@ -58,11 +58,11 @@ void write_layers_csv(const scenario::ScenarioRun& run, std::ostream& f)
 
 json trace(const scenario::ScenarioRun& run, const NetworkReport& network)
 {
-  const auto& r      = run.result;
-  const auto& stages_of = run.placed->graph().stages;
-  const auto& place  = run.placed->placement();
-  const auto& topo   = run.placed->topology();
-  json events        = json::array();
+  const auto& r           = run.result;
+  const auto& stages_of   = run.placed->graph().stages;
+  const auto& place       = run.placed->placement();
+  const auto& topo        = run.placed->topology();
+  json events             = json::array();
   std::vector<int> stages = run.scenario.trace_stages;
   if (stages.empty())
     for (int s = 0; s < std::min<int>(16, static_cast<int>(stages_of.size())); ++s)
@@ -85,10 +85,10 @@ json trace(const scenario::ScenarioRun& run, const NetworkReport& network)
                         {"args", {{"name", name_of(d)}}}});
     const auto& ops = stages_of[s].ops;
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      const auto& op   = ops[i];
-      const int tid    = !workload::is_compute(op.kind) && op.dim ? 1 + static_cast<int>(*op.dim) : 0;
+      const auto& op     = ops[i];
+      const int tid      = !workload::is_compute(op.kind) && op.dim ? 1 + static_cast<int>(*op.dim) : 0;
       const double start = r.ops[s][i].active, end = r.ops[s][i].end;
-      json args        = {{"chunk", op.chunk}, {"micro_batch", op.micro_batch}};
+      json args = {{"chunk", op.chunk}, {"micro_batch", op.micro_batch}};
       if (tid > 0)
         args["bytes"] = op.bytes * std::max(1, op.count);
       events.push_back({{"ph", "X"},

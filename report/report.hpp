@@ -15,10 +15,10 @@ namespace spansim::report {
 
 /// @brief Bytes and mean utilisation of one tier's links that the step used.
 struct TierUse {
-  topology::Tier tier      = topology::Tier::nvlink;
-  double bytes             = 0; ///< both directions, every link of the tier
-  int links_used           = 0;
-  double mean_utilisation  = 0; ///< bytes over (capacity of the used links x step time)
+  topology::Tier tier     = topology::Tier::nvlink;
+  double bytes            = 0; ///< both directions, every link of the tier
+  int links_used          = 0;
+  double mean_utilisation = 0; ///< bytes over (capacity of the used links x step time)
 };
 
 /// @brief Traffic across one building's boundary.
@@ -48,11 +48,11 @@ struct LinkSeries {
 
 /// @brief How the step used the network.
 struct NetworkReport {
-  std::vector<TierUse> tiers;             ///< tiers with used links, in tier order
-  std::vector<BoundaryUse> boundaries;    ///< one per building (multi-building topologies)
-  std::vector<LinkUse> busiest;           ///< the ten busiest scale-out and boundary link directions
-  std::vector<LinkUse> busiest_nvlinks;   ///< the ten busiest NVLink directions
-  std::vector<LinkSeries> over_time;      ///< links across buildings and regions, 50 bins
+  std::vector<TierUse> tiers;           ///< tiers with used links, in tier order
+  std::vector<BoundaryUse> boundaries;  ///< one per building (multi-building topologies)
+  std::vector<LinkUse> busiest;         ///< the ten busiest scale-out and boundary link directions
+  std::vector<LinkUse> busiest_nvlinks; ///< the ten busiest NVLink directions
+  std::vector<LinkSeries> over_time;    ///< links across buildings and regions, 50 bins
 };
 
 /// @brief The network use of a run.
@@ -72,6 +72,9 @@ struct BreakdownStats {
 };
 /// @brief The breakdown of `result` over its stages.
 BreakdownStats breakdown_stats(const netsim::StepResult& result);
+
+/// @brief What each production effect adds to a stage's compute, in seconds per step, mean over the stages.
+workload::OpEffects effect_seconds(const scenario::ScenarioRun& run);
 
 /// @brief What the summary JSON holds beyond its core (configuration, metrics, breakdown, network, placement).
 struct SummaryOptions {

@@ -2,7 +2,10 @@
 // what came out (metrics, breakdown, network use, boundary crossings).
 #include "report/report.hpp"
 
+#include "common/units.hpp"
 #include "common/version.hpp"
+
+#include <cstdio>
 
 namespace spansim::report {
 
@@ -24,7 +27,35 @@ BreakdownStats breakdown_stats(const netsim::StepResult& r)
   return s;
 }
 
+workload::OpEffects effect_seconds(const scenario::ScenarioRun& run)
+{
+  workload::OpEffects e;
+  const auto& stages = run.placed->graph().stages;
+  const double n     = static_cast<double>(stages.size());
+  for (const auto& st : stages)
+    for (const auto& op : st.ops) {
+      e.sustained_clock += op.effects.sustained_clock / n;
+      e.kernel_gaps += op.effects.kernel_gaps / n;
+      e.attention_by_length += op.effects.attention_by_length / n;
+      e.grad_clipping += op.effects.grad_clipping / n;
+    }
+  for (double s : run.result.sm_contention)
+    e.sm_contention += s / n;
+  return e;
+}
+
 namespace {
+
+json calibration_json(const workload::JobSpec& job)
+{
+  const auto& c = job.calibration;
+  json effects;
+  for (const auto& [key, member] : workload::kEffectSwitches)
+    effects[std::string(key)] = job.effects.*member;
+  return {
+      {"profile", c.name},  {"gpus", c.gpus},    {"clock_fraction", c.clock_fraction}, {"kernel_gap_s", c.kernel_gap},
+      {"source", c.source}, {"effects", effects}};
+}
 
 json configuration(const scenario::ScenarioRun& run)
 {
@@ -49,25 +80,34 @@ json configuration(const scenario::ScenarioRun& run)
             {"dp", job.parallelism.dp},
             {"ep", job.parallelism.ep},
             {"micro_batches", job.micro_batches()},
-            {"tokens_per_step", job.tokens_per_step()}}},
+            {"tokens_per_step", job.tokens_per_step()},
+            {"calibration", calibration_json(job)}}},
           {"placement", {{"order", order}, {"buildings", run.placement.buildings_used}}},
           {"fidelity", name_of(sc.options.fidelity)},
           {"collectives",
            {{"algorithms", algorithms},
             {"auto", sc.options.choose_per_step ? "per-step" : "per-call"},
+            {"alltoall", name_of(sc.options.all_to_all)},
             {"channels", sc.options.channels}}},
           {"engine", run.result.engine}};
 }
 
 json breakdown(const scenario::ScenarioRun& run, bool with_stages)
 {
-  const auto& r     = run.result;
-  const auto stats  = breakdown_stats(r);
+  const auto& r    = run.result;
+  const auto stats = breakdown_stats(r);
   json over_stages;
   for (auto p : netsim::kParts)
     over_stages[std::string(name_of(p)) + "_s"] = {{"mean", stats[p].mean}, {"max", stats[p].max}};
   over_stages["exposed_total_s"] = {{"mean", stats.exposed_total.mean}, {"max", stats.exposed_total.max}};
-  json out = {{"over_stages", over_stages}, {"parts", json::array()}};
+  json out                       = {{"over_stages", over_stages}, {"parts", json::array()}};
+  // Of the compute part: what the production effects add (mean over stages).
+  const auto fx    = effect_seconds(run);
+  out["effects_s"] = {{"sustained_clock", fx.sustained_clock},
+                      {"kernel_gaps", fx.kernel_gaps},
+                      {"attention_by_length", fx.attention_by_length},
+                      {"grad_clipping", fx.grad_clipping},
+                      {"sm_contention", fx.sm_contention}};
   for (auto p : netsim::kParts)
     out["parts"].push_back(name_of(p));
   if (with_stages) {
@@ -82,9 +122,9 @@ json breakdown(const scenario::ScenarioRun& run, bool with_stages)
   }
   // Ranks of a stage run in lockstep (same program, kept in step by their collectives): each stage's timeline
   // stands for all its ranks. Name the first rank of each stage, the one the trace shows.
-  json sampled       = json::array();
-  const auto& place  = run.placed->placement();
-  const auto& topo   = run.placed->topology();
+  json sampled      = json::array();
+  const auto& place = run.placed->placement();
+  const auto& topo  = run.placed->topology();
   for (int s = 0; s < run.scenario.job.parallelism.pp; ++s) {
     const auto gpus = place.stage_gpus(s);
     sampled.push_back({{"stage", s},

@@ -51,7 +51,8 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
   const json& topo = r.raw("topology");
   if (topo.is_string()) {
     std::string t = topo.get<std::string>();
-    sc.topology = topology::load_topology_spec(looks_like_path(t) ? resolve_path(t, path) : t, r.where().member("topology"));
+    sc.topology =
+        topology::load_topology_spec(looks_like_path(t) ? resolve_path(t, path) : t, r.where().member("topology"));
   } else if (topo.is_object()) {
     sc.topology = topology::parse_topology_spec(topo, path, json_path + ".topology");
   } else {
@@ -79,6 +80,8 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
     sc.options.channels = static_cast<int>(c->optional_integer("channels", 1, 64).value_or(1));
     if (c->has("auto"))
       sc.options.choose_per_step = c->choice("auto", {"per-step", "per-call"}) == "per-step";
+    if (auto a = c->optional_enumeration<netsim::AllToAllTiming>("alltoall"))
+      sc.options.all_to_all = *a;
     c->finish();
   }
   if (auto t = r.optional_object("trace")) {

@@ -169,6 +169,7 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
     s.node.gpus             = static_cast<int>(r.integer("gpus", 1, 1024));
     s.node.nvlink_bandwidth = r.bandwidth("nvlink_bandwidth");
     s.node.nvlink_latency   = r.time("nvlink_latency");
+    s.node.nccl_efficiency  = r.optional_number("nccl_efficiency", 0.05, 1).value_or(1);
     r.finish();
   }
   {
@@ -182,6 +183,7 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
     s.pod.link_latency     = r.time("link_latency");
     if (r.has("fabric"))
       s.pod.fabric = r.choice("fabric", {"roce", "ib"});
+    s.pod.nccl_efficiency = r.optional_number("nccl_efficiency", 0.05, 1).value_or(1);
     r.finish();
     int down = static_cast<int>(std::lround(s.pod.leaf_radix * s.pod.oversubscription / (1 + s.pod.oversubscription)));
     int up   = s.pod.leaf_radix - down;
@@ -291,7 +293,8 @@ json TopologySpec::to_json() const
                          {"node",
                           {{"gpus", node.gpus},
                            {"nvlink_bandwidth", bw(node.nvlink_bandwidth)},
-                           {"nvlink_latency", tm(node.nvlink_latency)}}},
+                           {"nvlink_latency", tm(node.nvlink_latency)},
+                           {"nccl_efficiency", node.nccl_efficiency}}},
                          {"pod",
                           {{"nodes", pod.nodes},
                            {"rail_optimized", pod.rail_optimized},
@@ -300,7 +303,8 @@ json TopologySpec::to_json() const
                            {"spine_radix", pod.spine_radix},
                            {"oversubscription", pod.oversubscription},
                            {"link_latency", tm(pod.link_latency)},
-                           {"fabric", pod.fabric}}},
+                           {"fabric", pod.fabric},
+                           {"nccl_efficiency", pod.nccl_efficiency}}},
                          {"building",
                           {{"pods", building.pods},
                            {"aggregation_oversubscription", building.aggregation_oversubscription},

@@ -81,9 +81,9 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
 
   links_.reserve(static_cast<std::size_t>(2 * counts_.gpus + counts_.leaves + counts_.pods + 64));
   for (int g = 0; g < counts_.gpus; ++g)
-    add_link(Tier::nvlink, g, nvswitch_vertex(g / node.gpus), node.nvlink_bandwidth, node.nvlink_latency);
+    add_link(Tier::nvlink, g, nvswitch_vertex(g / node.gpus), node.nvlink_rate(), node.nvlink_latency);
   for (int g = 0; g < counts_.gpus; ++g)
-    add_link(Tier::nic, g, leaf_vertex(locate(g).leaf), pod.nic_bandwidth, pod.link_latency);
+    add_link(Tier::nic, g, leaf_vertex(locate(g).leaf), pod.nic_rate(), pod.link_latency);
 
   // A leaf's uplink is its up ports at port speed, scaled down for a partly filled leaf so that it keeps the
   // oversubscription ratio (nobody cables 32 uplinks to a leaf with 16 GPUs). ECMP over the physical spines

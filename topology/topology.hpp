@@ -21,6 +21,11 @@ struct NodeSpec {
   int gpus                = 8;
   double nvlink_bandwidth = 0; ///< bytes/s per GPU per direction
   double nvlink_latency   = 0; ///< seconds per link (GPU <-> NVSwitch)
+  /// @brief Share of the NVLink rate NCCL's collectives reach (nccl-tests bus bandwidth over the link rate):
+  /// the NVLink links carry this share. 1: the link rate.
+  double nccl_efficiency = 1;
+  /// @brief The rate the NVLink links carry (bytes/s): the link rate times nccl_efficiency.
+  double nvlink_rate() const { return nvlink_bandwidth * nccl_efficiency; }
 };
 
 /// @brief Scale-out fabric of one pod (or "AI zone"): leaf/spine, rail-optimized or not.
@@ -33,6 +38,11 @@ struct PodSpec {
   double oversubscription = 1;      ///< leaf downlink : uplink ports
   double link_latency     = 0;      ///< seconds per link (GPU <-> leaf, leaf <-> spine)
   std::string fabric      = "roce"; ///< "roce" or "ib": a label for reports
+  /// @brief Share of the NIC rate NCCL reaches across nodes (nccl-tests bus bandwidth over the port rate): the
+  /// GPU-to-leaf links carry this share. 1: the port rate.
+  double nccl_efficiency = 1;
+  /// @brief The rate the GPU-to-leaf links carry (bytes/s): the port rate times nccl_efficiency.
+  double nic_rate() const { return nic_bandwidth * nccl_efficiency; }
 };
 
 /// @brief A building: pods joined by an aggregation layer.

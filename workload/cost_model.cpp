@@ -95,18 +95,73 @@ GemmShape wgrad(const GemmShape& f)
   return {.m = f.n, .n = f.k, .k = f.m, .groups = f.groups, .accumulate_fp32 = true};
 }
 
+// Adds the forward GEMMs, and their backward ones, to a layer's or chunk's cost; with a sustained clock below 1 the
+// difference to the measured clock is kept apart (what the effect adds).
 template <class Cost>
 void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k)
 {
+  auto seconds = [&](const GemmShape& s, double clock) { return gemm_cost(c.job.gpu, c.job.precision, s, clock); };
   for (const GemmShape& f : gemms) {
-    const GemmCost fwd = gemm_cost(c.job.gpu, c.job.precision, f);
-    const GemmCost dg  = gemm_cost(c.job.gpu, c.job.precision, dgrad(f));
-    const GemmCost wg  = gemm_cost(c.job.gpu, c.job.precision, wgrad(f));
+    const GemmCost fwd = seconds(f, c.clock);
+    const GemmCost dg  = seconds(dgrad(f), c.clock);
+    const GemmCost wg  = seconds(wgrad(f), c.clock);
     k.gemm_fwd_seconds += fwd.seconds;
     k.gemm_fwd_bytes += fwd.bytes;
     k.gemm_bwd_seconds += dg.seconds + wg.seconds;
     k.gemm_bwd_bytes += dg.bytes + wg.bytes;
+    if (c.clock < 1) {
+      k.clock_fwd_seconds += fwd.seconds - seconds(f, 1).seconds;
+      k.clock_bwd_seconds += dg.seconds + wg.seconds - seconds(dgrad(f), 1).seconds - seconds(wgrad(f), 1).seconds;
+    }
+    k.kernels_fwd += 1;
+    k.kernels_bwd += 2;
   }
+}
+
+// The pre-FlashAttention path (Megatron's): Q K^T and P V as batched GEMMs over the rank's heads, and the
+// fused scale-mask-softmax and the dropout reading and writing the whole s x s score matrix in HBM. It computes the
+// masked half too. Backward: four GEMMs (dQ, dK, dP, dV), dropout and softmax backward.
+void unfused_attention(const Context& c, LayerCost& k)
+{
+  const ModelSpec& m = c.m;
+  const double s     = c.job.batch.sequence_length;
+  const double q     = s / c.cp; // the rank's queries against every key
+  const int heads    = static_cast<int>(c.job.batch.micro_batch * m.heads / c.tp);
+  const std::vector<GemmShape> fwd{{.m = q, .n = s, .k = qk_dim(m), .groups = heads},
+                                   {.m = q, .n = v_dim(m), .k = s, .groups = heads}};
+  const std::vector<GemmShape> bwd{{.m = q, .n = qk_dim(m), .k = s, .groups = heads},
+                                   {.m = s, .n = qk_dim(m), .k = q, .groups = heads},
+                                   {.m = q, .n = s, .k = v_dim(m), .groups = heads},
+                                   {.m = s, .n = v_dim(m), .k = q, .groups = heads}};
+  const double mem_rate = c.job.gpu.hbm_bandwidth * c.job.gpu.elementwise_efficiency;
+  const double scores   = double(heads) * q * s;
+  // Forward: softmax reads and writes the scores (2 + 2 bytes), dropout reads them and writes them and a mask
+  // (2 + 2 + 1). Backward: dropout's (read the gradient and the mask, write: 5) and softmax's (read the gradient
+  // and the softmax output, write: 6).
+  const double fwd_bytes = 9 * scores, bwd_bytes = 11 * scores;
+  for (const auto& g : fwd) {
+    const GemmCost at = gemm_cost(c.job.gpu, Precision::bf16, g, c.clock);
+    k.unfused_fwd_seconds += at.seconds;
+    k.unfused_fwd_bytes += at.bytes;
+    k.unfused_flops += at.flops;
+    if (c.clock < 1)
+      k.unfused_fwd_clock += at.seconds - gemm_cost(c.job.gpu, Precision::bf16, g).seconds;
+  }
+  k.clock_fwd_seconds += k.unfused_fwd_clock;
+  for (const auto& g : bwd) {
+    const GemmCost at = gemm_cost(c.job.gpu, Precision::bf16, g, c.clock);
+    k.unfused_bwd_seconds += at.seconds;
+    k.unfused_bwd_bytes += at.bytes;
+    if (c.clock < 1)
+      k.clock_bwd_seconds += at.seconds - gemm_cost(c.job.gpu, Precision::bf16, g).seconds;
+  }
+  k.unfused_fwd_seconds += fwd_bytes / mem_rate;
+  k.unfused_bwd_seconds += bwd_bytes / mem_rate;
+  k.unfused_fwd_bytes += fwd_bytes;
+  k.unfused_bwd_bytes += bwd_bytes;
+  k.scores_bytes = 5 * scores; // softmax output (2), dropout mask (1), dropout output (2)
+  k.kernels_fwd += 2 + 2;      // two batched GEMMs, softmax, dropout
+  k.kernels_bwd += 4 + 2;
 }
 
 LayerCost layer_cost(const Context& c, int layer)
@@ -124,6 +179,11 @@ LayerCost layer_cost(const Context& c, int layer)
   k.dense_params    = (p.attention + p.norms + p.mlp_dense) / c.tp;
   k.params          = k.dense_params + p.experts / (double(c.tp) * c.ep);
   add_gemms(c, layer_gemms(c, layer), k);
+  const bool unfused = c.job.attention == AttentionKernel::unfused;
+  if (unfused)
+    unfused_attention(c, k);
+  k.kernels_fwd += (unfused ? 0 : kAttentionKernelsForward) + kElementwiseKernels + (k.moe ? kMoeKernels : 0);
+  k.kernels_bwd += (unfused ? 0 : kAttentionKernelsBackward) + 2 * kElementwiseKernels + (k.moe ? kMoeKernels : 0);
 
   const double q_rank  = double(m.heads) / c.tp * qk_dim(m);
   const double o_rank  = double(m.heads) / c.tp * v_dim(m);
@@ -141,10 +201,10 @@ LayerCost layer_cost(const Context& c, int layer)
   // Stored for backward (flash attention: no score matrix): norm inputs and outputs, Q, K, V, attention output,
   // MLP intermediates, MoE token copies.
   const double none = 4 * h / c.sp + q_rank + kv_rank + o_rank + latent + act_fn * p.ffn_active / c.tp + dispatched;
-  k.act_none        = t * kBf16 * none;
+  k.act_none        = t * kBf16 * none + k.scores_bytes;
   // Selective recompute drops what is cheap to recompute and large to keep: the norm outputs, the attention
   // output (the flash-attention forward is rerun) and the MLP activation-function output.
-  k.act_selective   = t * kBf16 * (none - 2 * h / c.sp - o_rank - p.ffn_active / c.tp);
+  k.act_selective   = t * kBf16 * (none - 2 * h / c.sp - o_rank - p.ffn_active / c.tp); // and no scores
   k.selective_bytes = k.norm_bytes + t * kBf16 * 3 * p.ffn_active / c.tp;
   k.act_full        = t * kBf16 * h / c.sp;
   return k;
@@ -178,6 +238,17 @@ void add(LayerCost& a, const LayerCost& b)
   a.act_none += b.act_none;
   a.act_selective += b.act_selective;
   a.act_full += b.act_full;
+  a.unfused_fwd_seconds += b.unfused_fwd_seconds;
+  a.unfused_bwd_seconds += b.unfused_bwd_seconds;
+  a.unfused_fwd_bytes += b.unfused_fwd_bytes;
+  a.unfused_bwd_bytes += b.unfused_bwd_bytes;
+  a.unfused_flops += b.unfused_flops;
+  a.scores_bytes += b.scores_bytes;
+  a.unfused_fwd_clock += b.unfused_fwd_clock;
+  a.clock_fwd_seconds += b.clock_fwd_seconds;
+  a.clock_bwd_seconds += b.clock_bwd_seconds;
+  a.kernels_fwd += b.kernels_fwd;
+  a.kernels_bwd += b.kernels_bwd;
 }
 
 } // namespace
@@ -218,10 +289,19 @@ LayerParams layer_params(const ModelSpec& m, int layer)
 
 std::vector<ChunkCost> chunk_costs(const Context& c)
 {
-  const auto counts          = chunk_layer_counts(c.m.layers, c.chunks);
-  const GpuSpec& gpu         = c.job.gpu;
-  const AttentionRates& attn = gpu.attention[static_cast<std::size_t>(c.job.attention)];
-  const double mem_rate      = gpu.hbm_bandwidth * gpu.elementwise_efficiency;
+  const auto counts     = chunk_layer_counts(c.m.layers, c.chunks);
+  const GpuSpec& gpu    = c.job.gpu;
+  const bool unfused    = c.job.attention == AttentionKernel::unfused;
+  const double mem_rate = gpu.hbm_bandwidth * gpu.elementwise_efficiency;
+  // Fused attention runs at the library's measured rate: at the reference length, or on its curve at the length
+  // the kernel sees (each rank's queries, s / cp, against every key).
+  AttentionRates attn;
+  if (!unfused)
+    attn = gpu.attention[static_cast<std::size_t>(c.job.attention)];
+  const double kernel_length = double(c.job.batch.sequence_length) / c.cp;
+  const bool by_length       = c.job.effects.attention_by_length && !attn.sequences.empty();
+  const double fwd_rate      = by_length ? attn.rate(kernel_length, false) : attn.forward;
+  const double bwd_rate      = by_length ? attn.rate(kernel_length, true) : attn.backward;
   std::vector<ChunkCost> out(c.chunks);
   int layer = 0;
   for (int g = 0; g < c.chunks; ++g) {
@@ -232,7 +312,8 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
       LayerCost k = layer_cost(c, layer);
       add(ch.sum, k);
       ch.moe_layers += k.moe ? 1 : 0;
-      ch.act_max_layer = std::max(ch.act_max_layer, k.act_none);
+      ch.act_max_layer    = std::max(ch.act_max_layer, k.act_none);
+      ch.params_max_layer = std::max(ch.params_max_layer, k.params);
     }
     const double h    = c.m.hidden;
     double head_flops = 0;
@@ -247,27 +328,49 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
     }
     const double mm_flops = ch.sum.matmul_flops + head_flops;
     // Each GEMM is compute- or traffic-bound on its own; attention runs at the kernel library's measured rate
-    // for each pass; element-wise ops are bandwidth-bound.
-    const double attn_fwd = ch.sum.attention_flops / attn.forward;
-    const double attn_bwd = kFlashBackwardFlopRatio * ch.sum.attention_flops / attn.backward;
-    const double ew_fwd   = ch.sum.elementwise_bytes / mem_rate;
-    ch.fwd_seconds        = ch.sum.gemm_fwd_seconds + attn_fwd + ew_fwd;
-    ch.bwd_seconds        = ch.sum.gemm_bwd_seconds + attn_bwd + 2 * ew_fwd;
-    ch.fwd_hbm            = ch.sum.gemm_fwd_bytes + ch.sum.elementwise_bytes;
-    ch.bwd_hbm            = ch.sum.gemm_bwd_bytes + 2 * ch.sum.elementwise_bytes;
-    ch.fwd_flops          = mm_flops + ch.sum.attention_flops;
+    // for each pass (at the sustained clock); element-wise ops are bandwidth-bound. Each kernel launched leaves
+    // the GPU idle for the profile's gap.
+    const double attn_fwd = unfused ? ch.sum.unfused_fwd_seconds : ch.sum.attention_flops / (fwd_rate * c.clock);
+    const double attn_bwd =
+        unfused ? ch.sum.unfused_bwd_seconds : kFlashBackwardFlopRatio * ch.sum.attention_flops / (bwd_rate * c.clock);
+    const double ew_fwd = ch.sum.elementwise_bytes / mem_rate;
+    if (by_length) {
+      ch.fwd_effects.attention_by_length = attn_fwd - ch.sum.attention_flops / (attn.forward * c.clock);
+      ch.bwd_effects.attention_by_length =
+          attn_bwd - kFlashBackwardFlopRatio * ch.sum.attention_flops / (attn.backward * c.clock);
+    }
+    if (g == c.chunks - 1) {
+      ch.sum.kernels_fwd += 2; // softmax and cross-entropy of the loss
+      ch.sum.kernels_bwd += 2;
+    }
+    ch.fwd_effects.sustained_clock = ch.sum.clock_fwd_seconds + (unfused ? 0 : attn_fwd * (1 - c.clock));
+    ch.bwd_effects.sustained_clock = ch.sum.clock_bwd_seconds + (unfused ? 0 : attn_bwd * (1 - c.clock));
+    ch.fwd_effects.kernel_gaps     = ch.sum.kernels_fwd * c.gap;
+    ch.bwd_effects.kernel_gaps     = ch.sum.kernels_bwd * c.gap;
+    ch.fwd_seconds                 = ch.sum.gemm_fwd_seconds + attn_fwd + ew_fwd + ch.fwd_effects.kernel_gaps;
+    ch.bwd_seconds                 = ch.sum.gemm_bwd_seconds + attn_bwd + 2 * ew_fwd + ch.bwd_effects.kernel_gaps;
+    ch.fwd_hbm                     = ch.sum.gemm_fwd_bytes + ch.sum.elementwise_bytes + ch.sum.unfused_fwd_bytes;
+    ch.bwd_hbm                     = ch.sum.gemm_bwd_bytes + 2 * ch.sum.elementwise_bytes + ch.sum.unfused_bwd_bytes;
+    ch.fwd_flops                   = mm_flops + ch.sum.attention_flops;
     switch (c.job.recompute) {
     case Recompute::none:
       break;
-    case Recompute::selective:
-      ch.recompute_seconds = attn_fwd + ch.sum.selective_bytes / mem_rate;
-      ch.recompute_hbm     = ch.sum.selective_bytes;
+    case Recompute::selective: {
+      // The flash-attention forward and three element-wise kernels (norms and the activation) per layer.
+      const double kernels                     = ch.layers * ((unfused ? 4.0 : kAttentionKernelsForward) + 3.0);
+      ch.recompute_effects.sustained_clock     = unfused ? ch.sum.unfused_fwd_clock : attn_fwd * (1 - c.clock);
+      ch.recompute_effects.attention_by_length = ch.fwd_effects.attention_by_length;
+      ch.recompute_effects.kernel_gaps         = kernels * c.gap;
+      ch.recompute_seconds = attn_fwd + ch.sum.selective_bytes / mem_rate + ch.recompute_effects.kernel_gaps;
+      ch.recompute_hbm     = ch.sum.selective_bytes + ch.sum.unfused_fwd_bytes;
       ch.recompute_flops   = ch.sum.attention_flops;
       break;
+    }
     case Recompute::full:
       ch.recompute_seconds = ch.fwd_seconds;
       ch.recompute_hbm     = ch.fwd_hbm;
       ch.recompute_flops   = ch.fwd_flops;
+      ch.recompute_effects = ch.fwd_effects;
       break;
     }
   }
@@ -287,7 +390,7 @@ double stored_activations(const Context& c, const ChunkCost& ch)
 using detail::kBf16;
 using detail::kFp32;
 
-GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape)
+GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape, double clock_fraction)
 {
   const bool fp8        = precision == Precision::fp8;
   const double peak     = fp8 ? gpu.peak_fp8_flops : gpu.peak_bf16_flops;
@@ -316,7 +419,7 @@ GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& sha
       const double quantization = cost.flops / (2 * waves * sms * tm * tn * std::ceil(steps / split) * tk);
       const double efficiency   = ceiling / peak * quantization;
       const double bytes        = plain_bytes + (split > 1 ? split * 2 * kFp32 * shape.m * shape.n * groups : 0);
-      const double seconds      = std::max(cost.flops / (peak * efficiency), bytes / mem_rate);
+      const double seconds      = std::max(cost.flops / (peak * efficiency * clock_fraction), bytes / mem_rate);
       if (seconds < cost.seconds) {
         cost.seconds    = seconds;
         cost.efficiency = efficiency;
@@ -325,6 +428,23 @@ GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& sha
     }
   }
   return cost;
+}
+
+double AttentionRates::rate(double s, bool backward) const
+{
+  const auto& curve = backward ? backward_by_length : forward_by_length;
+  if (sequences.empty())
+    return backward ? this->backward : forward;
+  if (s <= sequences.front())
+    return curve.front();
+  if (s >= sequences.back())
+    return curve.back();
+  std::size_t i = 1;
+  while (sequences[i] < s)
+    ++i;
+  const double x =
+      (std::log2(s) - std::log2(sequences[i - 1])) / (std::log2(sequences[i]) - std::log2(sequences[i - 1]));
+  return curve[i - 1] + x * (curve[i] - curve[i - 1]);
 }
 
 ModelParams count_params(const ModelSpec& model)

@@ -36,7 +36,19 @@ struct LayerCost {
   double act_none          = 0; ///< activations kept for backward without recompute
   double act_selective     = 0;
   double act_full          = 0;
-  bool moe                 = false;
+  // Unfused attention (its GEMMs and the score matrix's softmax and dropout in HBM), per pass; zero when fused.
+  double unfused_fwd_seconds = 0;
+  double unfused_bwd_seconds = 0;
+  double unfused_fwd_bytes   = 0;
+  double unfused_bwd_bytes   = 0;
+  double unfused_flops       = 0; ///< executed by the forward: the whole score matrix, masked or not
+  double scores_bytes        = 0; ///< unfused: the softmax output, dropout mask and output kept for backward
+  double unfused_fwd_clock   = 0; ///< of clock_fwd_seconds: the unfused forward GEMMs' share
+  double clock_fwd_seconds   = 0; ///< of gemm_fwd_seconds: what the sustained clock adds
+  double clock_bwd_seconds   = 0;
+  int kernels_fwd            = 0; ///< kernels launched by the forward pass (GEMMs, attention, element-wise)
+  int kernels_bwd            = 0;
+  bool moe                   = false;
 };
 
 struct Context {
@@ -45,27 +57,41 @@ struct Context {
   int tp, cp, pp, dp, ep, v, mbs, chunks;
   double sp;     ///< divisor of the sequence-parallel regions: tp with sequence parallelism, else 1
   double tokens; ///< tokens per rank per micro-batch
+  double clock;  ///< sustained compute rate over the measured best (1: the effect off or no profile)
+  double gap;    ///< seconds of GPU idle per kernel launched (0: off)
 
   explicit Context(const JobSpec& j)
       : job(j), m(j.model), tp(j.parallelism.tp), cp(j.parallelism.cp), pp(j.parallelism.pp), dp(j.parallelism.dp),
         ep(j.parallelism.ep), v(j.schedule.virtual_stages), mbs(j.micro_batches()), chunks(pp * v),
         sp(j.parallelism.sequence_parallel ? j.parallelism.tp : 1),
-        tokens(double(j.batch.micro_batch) * j.batch.sequence_length / j.parallelism.cp)
+        tokens(double(j.batch.micro_batch) * j.batch.sequence_length / j.parallelism.cp),
+        clock(j.effects.sustained_clock ? j.calibration.clock_fraction : 1.0),
+        gap(j.effects.kernel_gaps ? j.calibration.kernel_gap : 0.0)
   {
   }
 };
+
+/// @brief Kernels launched per layer and pass besides the GEMMs (sources and counts in workload/README.md):
+/// attention, and the element-wise kernels (two norms, two residual adds, rotary, the activation).
+inline constexpr int kAttentionKernelsForward  = 1;
+inline constexpr int kAttentionKernelsBackward = 2;
+inline constexpr int kElementwiseKernels       = 6;
+/// @brief MoE layers add the router's softmax and top-k, and the token permute and unpermute.
+inline constexpr int kMoeKernels = 4;
 
 struct ChunkCost {
   int first_layer = 0;
   int layers      = 0;
   int moe_layers  = 0;
-  LayerCost sum;            ///< over the chunk's layers
-  double act_max_layer = 0; ///< largest one-layer activation set (working set during backward)
-  double logits_bytes  = 0; ///< last chunk: logits and fp32 loss inputs per micro-batch
-  double extra_params  = 0; ///< embedding / output layer / final norm, per rank
+  LayerCost sum;               ///< over the chunk's layers
+  double act_max_layer    = 0; ///< largest one-layer activation set (working set during backward)
+  double params_max_layer = 0; ///< parameters of its largest layer, per rank (an FSDP unit)
+  double logits_bytes     = 0; ///< last chunk: logits and fp32 loss inputs per micro-batch
+  double extra_params     = 0; ///< embedding / output layer / final norm, per rank
   double fwd_seconds = 0, bwd_seconds = 0, recompute_seconds = 0;
   double fwd_hbm = 0, bwd_hbm = 0, recompute_hbm = 0;
   double fwd_flops = 0, recompute_flops = 0;
+  OpEffects fwd_effects, bwd_effects, recompute_effects; ///< of the seconds above: what each effect adds
 };
 
 // Parameters of one transformer layer, split by how parallelism shares them.

@@ -76,6 +76,40 @@ double JobSpec::tokens_per_step() const
   return static_cast<double>(batch.global_sequences) * batch.sequence_length;
 }
 
+void read_calibration_and_effects(spec::ObjectReader& r, JobSpec& job)
+{
+  if (r.has("calibration")) {
+    job.calibration = load_calibration(r.string("calibration"), r.where().member("calibration"));
+    // A profile fitted on one GPU says nothing of another.
+    if (job.calibration.name != "none" && !job.calibration.covers(job.gpu.name)) {
+      std::string gpus;
+      for (const auto& g : job.calibration.gpus)
+        gpus += (gpus.empty() ? "\"" : ", \"") + g + "\"";
+      r.fail("calibration", "profile \"" + job.calibration.name + "\" holds for GPU " + gpus + ", the job runs on \"" +
+                                job.gpu.name + "\"");
+    }
+  } else {
+    job.calibration = default_calibration(job.gpu);
+  }
+  if (auto e = r.optional_object("effects")) {
+    for (const auto& [key, member] : kEffectSwitches)
+      job.effects.*member = e->optional_boolean(std::string(key)).value_or(true);
+    e->finish();
+  }
+}
+
+nlohmann::json calibration_and_effects_json(const JobSpec& job)
+{
+  nlohmann::json out = {{"calibration", job.calibration.name}};
+  nlohmann::json off = nlohmann::json::object();
+  for (const auto& [key, member] : kEffectSwitches)
+    if (!(job.effects.*member))
+      off[std::string(key)] = false;
+  if (!off.empty())
+    out["effects"] = off;
+  return out;
+}
+
 JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std::string& json_path)
 {
   spec::ObjectReader r(json, spec::Location{file, json_path});
@@ -127,6 +161,7 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
     k->finish({"attention"});
   }
   job.recompute = r.optional_enumeration<Recompute>("recompute").value_or(Recompute::none);
+  read_calibration_and_effects(r, job);
   if (auto pr = r.optional_object("precision")) {
     job.precision = pr->optional_enumeration<Precision>("compute").value_or(Precision::bf16);
     job.gradient_reduce_bytes =
@@ -221,7 +256,8 @@ void validate_job(JobSpec& job)
     at.fail(JobIssue::layers, {"schedule", "virtual_stages"},
             "the model's " + n(m.layers) + " layers cannot fill pp x virtual_stages = " + n(chunks) + " model chunks");
 
-  if (!(job.gpu.attention[static_cast<std::size_t>(job.attention)].forward > 0))
+  if (job.attention != AttentionKernel::unfused &&
+      !(job.gpu.attention[static_cast<std::size_t>(job.attention)].forward > 0))
     at.fail(JobIssue::attention, {"kernels", "attention"},
             "GPU " + job.gpu.name + " gives no rates for \"" + std::string(name_of(job.attention)) +
                 "\" (listed: " + detail::listed_kernels(job.gpu) + ")");

@@ -164,8 +164,56 @@ GemmSpec read_gemm(spec::ObjectReader r, const GpuSpec& g)
   return m;
 }
 
+// A measured curve of a library's rates over sequence lengths: "by_length": {"sequence": [512, ...],
+// "forward": ["191TFLOPs", ...], "backward": [...]}, which must pass through the reference rates.
+void read_by_length(spec::ObjectReader r, AttentionRates& a, const GpuSpec& g)
+{
+  const auto& seq = r.raw("sequence");
+  if (!seq.is_array() || seq.size() < 2)
+    r.fail("sequence", "expected at least two increasing sequence lengths");
+  for (std::size_t i = 0; i < seq.size(); ++i) {
+    if (!seq[i].is_number_integer() || seq[i].get<std::int64_t>() < 1 || seq[i].get<std::int64_t>() > (1 << 24) ||
+        (i > 0 && seq[i].get<double>() <= a.sequences.back()))
+      r.where().member("sequence").element(i).fail("expected increasing lengths from 1 to 16777216");
+    a.sequences.push_back(seq[i].get<double>());
+  }
+  for (const char* pass : {"forward", "backward"}) {
+    const auto& v = r.raw(pass);
+    if (!v.is_array() || v.size() != seq.size())
+      r.fail(pass, "expected one rate per sequence length (" + std::to_string(seq.size()) + ")");
+    auto& out = std::string(pass) == "forward" ? a.forward_by_length : a.backward_by_length;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const auto at = r.where().member(pass).element(i);
+      if (!v[i].is_string())
+        at.fail("expected a FLOP rate as a string (e.g. \"333TFLOPs\")");
+      double rate = 0;
+      try {
+        rate = parse_flop_rate(v[i].get<std::string>());
+      } catch (const UsageError& e) {
+        at.fail(e.what());
+      }
+      if (!(rate > 0) || rate > g.peak_bf16_flops)
+        at.fail("must be greater than zero and at most peak_bf16 (" + tflops(g.peak_bf16_flops) + ")");
+      out.push_back(rate);
+    }
+  }
+  // The curve and the reference rates are one measurement: they must agree at the reference length.
+  for (bool backward : {false, true}) {
+    const double reference = backward ? a.backward : a.forward;
+    AttentionRates curve   = a;
+    const double at_ref    = curve.rate(g.attention_reference_sequence, backward);
+    if (std::abs(at_ref / reference - 1) > 0.01)
+      r.fail(backward ? "backward" : "forward", "the curve gives " + tflops(at_ref) + " at the reference length " +
+                                                    std::to_string(static_cast<long>(g.attention_reference_sequence)) +
+                                                    ", the reference rate is " + tflops(reference));
+  }
+  r.finish();
+}
+
 void read_attention(spec::ObjectReader r, GpuSpec& g)
 {
+  g.attention_reference_sequence =
+      static_cast<double>(r.optional_integer("reference_sequence", 1, 1 << 24).value_or(8192));
   for (AttentionKernel k : kAttentionKernels) {
     auto lib = r.optional_object(name_of(k));
     if (!lib)
@@ -173,11 +221,16 @@ void read_attention(spec::ObjectReader r, GpuSpec& g)
     AttentionRates& a = g.attention[static_cast<std::size_t>(k)];
     a.forward         = read_measured_rate(*lib, "forward", g.peak_bf16_flops, "peak_bf16");
     a.backward        = read_measured_rate(*lib, "backward", g.peak_bf16_flops, "peak_bf16");
+    if (auto curve = lib->optional_object("by_length"))
+      read_by_length(*curve, a, g);
     lib->finish();
   }
   if (listed_kernels(g).empty())
     r.where().fail("give the rates of at least one attention kernel library: \"flash2\", \"flash3\" or \"cudnn\"");
   g.attention_default = r.enumeration<AttentionKernel>("default");
+  if (g.attention_default == AttentionKernel::unfused)
+    r.fail("default", "the default must be a fused library the file gives rates for (listed: " + listed_kernels(g) +
+                          "); jobs may choose \"unfused\"");
   if (!(g.attention[static_cast<std::size_t>(g.attention_default)].forward > 0))
     r.fail("default", "\"" + std::string(name_of(g.attention_default)) +
                           "\" has no rates here (listed: " + listed_kernels(g) + ")");
@@ -207,6 +260,7 @@ GpuSpec read_gpu(spec::ObjectReader r)
                     "rates; see workload/README.md");
   g.elementwise_efficiency = eff.number("elementwise", 0.01, 1);
   eff.finish();
+  g.comm_sms = static_cast<int>(r.optional_integer("comm_sms", 0, g.gemm.sms - 1).value_or(0));
   r.finish();
   return g;
 }

@@ -84,16 +84,26 @@ private:
   {
     return (std::int64_t(forward ? 0 : 1) * c_.chunks + g) * c_.mbs + mb;
   }
-  /// Exposed per-layer collectives of one pass over chunk v, chained after `after`; returns the chain's end.
-  int layer_collectives(int v, int mb, int after, bool backward);
-  /// Parameter all-gathers (FSDP/HSDP) for chunk v; returns the op ids to depend on.
-  std::vector<int> gather_params(int v, int mb);
-  /// Gradient reduction for chunk v after `after`.
-  void reduce_grads(int v, int mb, int after);
+  /// Exposed per-layer collectives of one pass over chunk v, chained after `after`; returns the chain's end (the
+  /// ops the next one waits for).
+  std::vector<int> layer_collectives(int v, int mb, std::vector<int> after, bool backward);
+  /// The parameter all-gathers (FSDP/HSDP) of chunk v: the ones its compute waits for, and the ones that overlap
+  /// it and must end before it is done.
+  struct Gathers {
+    std::vector<int> before;
+    std::vector<int> during;
+  };
+  Gathers gather_params(int v, int mb);
+  /// Gradient reduction for chunk v: the units reduced while the backward runs start with it (`start`: its
+  /// dependencies), the rest after `after`.
+  void reduce_grads(int v, int mb, const std::vector<int>& start, const std::vector<int>& after);
+  /// The share of chunk v's parameters in its first unit (its first layer and embedding or output layer), which
+  /// waits on compute when data parallelism overlaps unit by unit; 1 when it does not.
+  double lead_share(int v) const;
   /// The pipeline receive feeding a forward (from the previous chunk) or a backward (from the next one).
   int receive(const Unit& u, int g);
   /// The pipeline send of a forward's activations or a backward's gradients, after `after`.
-  void send(const Unit& u, int g, int after);
+  void send(const Unit& u, int g, const std::vector<int>& after);
   /// A send or receive of unit u's activations or gradients with `peer_stage`, paired by `tag`.
   int transfer(const Unit& u, OpKind kind, int peer_stage, std::int64_t tag, std::vector<int> deps);
 
@@ -132,12 +142,12 @@ private:
   std::vector<int> reductions_;
 };
 
-int StageBuilder::layer_collectives(int v, int mb, int after, bool backward)
+std::vector<int> StageBuilder::layer_collectives(int v, int mb, std::vector<int> after, bool backward)
 {
-  const ChunkCost& ch = costs_[global_chunk(v)];
-  const ModelSpec& m  = c_.m;
-  int end             = after;
-  const double act    = c_.tokens * m.hidden * kBf16; // the full (gathered) activation of the micro-batch
+  const ChunkCost& ch  = costs_[global_chunk(v)];
+  const ModelSpec& m   = c_.m;
+  std::vector<int> end = std::move(after);
+  const double act     = c_.tokens * m.hidden * kBf16; // the full (gathered) activation of the micro-batch
   if (c_.tp > 1) {
     const Group g{Axis::tp, c_.tp};
     // Megatron tensor parallelism: two collectives per pass per layer in the attention and MLP blocks; with
@@ -145,7 +155,7 @@ int StageBuilder::layer_collectives(int v, int mb, int after, bool backward)
     const bool sp = c_.job.parallelism.sequence_parallel;
     for (CollectiveOp kind : sp ? std::vector{CollectiveOp::all_gather, CollectiveOp::reduce_scatter}
                                 : std::vector{CollectiveOp::all_reduce})
-      end = collective({kind, Dim::tp, Purpose::tp_activations, g, act, 2 * ch.layers}, v, mb, {end});
+      end = {collective({kind, Dim::tp, Purpose::tp_activations, g, act, 2 * ch.layers}, v, mb, end)};
   }
   if (c_.cp > 1) {
     // All-gather based context parallelism (Llama 3): K/V of the whole sequence gathered before attention; in
@@ -155,49 +165,69 @@ int StageBuilder::layer_collectives(int v, int mb, int after, bool backward)
                                 : kBf16 * std::ceil(double(m.kv_heads) / c_.tp) * (qk_dim(m) + v_dim(m));
     const double kv       = kv_token * double(c_.job.batch.micro_batch) * c_.job.batch.sequence_length;
     const Group g{Axis::cp, c_.cp};
-    end = collective({CollectiveOp::all_gather, Dim::cp, Purpose::cp_kv, g, kv, ch.layers}, v, mb, {end});
+    end = {collective({CollectiveOp::all_gather, Dim::cp, Purpose::cp_kv, g, kv, ch.layers}, v, mb, end)};
     if (backward)
-      end = collective({CollectiveOp::reduce_scatter, Dim::cp, Purpose::cp_kv_grads, g, kv, ch.layers}, v, mb, {end});
+      end = {collective({CollectiveOp::reduce_scatter, Dim::cp, Purpose::cp_kv_grads, g, kv, ch.layers}, v, mb, end)};
   }
   if (c_.ep > 1 && ch.moe_layers > 0) {
     // One dispatch and one combine per MoE layer and pass, carrying the top-k copies of the rank's tokens.
     const double buf = c_.tokens / c_.sp * m.moe.experts_per_token * m.hidden * kBf16;
     for (Purpose p : {Purpose::ep_dispatch, Purpose::ep_combine})
-      end =
-          collective({CollectiveOp::all_to_all, Dim::ep, p, Group{Axis::ep, c_.ep}, buf, ch.moe_layers}, v, mb, {end});
+      end = {
+          collective({CollectiveOp::all_to_all, Dim::ep, p, Group{Axis::ep, c_.ep}, buf, ch.moe_layers}, v, mb, end)};
   }
   return end;
 }
 
-std::vector<int> StageBuilder::gather_params(int v, int mb)
+double StageBuilder::lead_share(int v) const
+{
+  const ChunkCost& ch = costs_[global_chunk(v)];
+  const double total  = ch.sum.params + ch.extra_params;
+  if (!c_.job.effects.dp_overlap_by_unit || ch.layers < 2 || total <= 0)
+    return 1;
+  return std::min(1.0, (ch.params_max_layer + ch.extra_params) / total);
+}
+
+StageBuilder::Gathers StageBuilder::gather_params(int v, int mb)
 {
   const auto& par = c_.job.parallelism;
   if (par.dp_mode == DataParallelMode::ddp)
     return {};
   if (!par.reshard_after_forward && gathered_[v] >= 0)
-    return {gathered_[v]};
-  const ChunkCost& ch = costs_[global_chunk(v)];
-  const double dense  = ch.sum.dense_params + ch.extra_params;
-  const double expert = ch.sum.params - ch.sum.dense_params;
-  const bool hsdp     = par.dp_mode == DataParallelMode::hsdp;
-  const int shard     = hsdp ? c_.cp * par.hsdp_shard : c_.cp * c_.dp;
-  const int edp       = c_.cp * c_.dp / c_.ep;
-  const int mb_tag    = par.reshard_after_forward ? mb : -1;
-  std::vector<int> ids;
-  auto gather = [&](Group g, double params) {
+    return {{gathered_[v]}, {}};
+  const ChunkCost& ch     = costs_[global_chunk(v)];
+  const double dense      = ch.sum.dense_params + ch.extra_params;
+  const double expert     = ch.sum.params - ch.sum.dense_params;
+  const bool hsdp         = par.dp_mode == DataParallelMode::hsdp;
+  const int shard         = hsdp ? c_.cp * par.hsdp_shard : c_.cp * c_.dp;
+  const int edp           = c_.cp * c_.dp / c_.ep;
+  const int mb_tag        = par.reshard_after_forward ? mb : -1;
+  const AxisSet data_axis = hsdp ? Axis::dp_shard : Axis::dp;
+  const Group dense_group{c_.cp > 1 ? AxisSet(Axis::cp) | data_axis : data_axis, shard};
+  const Group expert_group{Axis::edp, edp};
+  // The first unit is gathered before the compute starts; the next ones are prefetched while it runs.
+  const double lead = lead_share(v);
+  Gathers out;
+  auto gather = [&](std::vector<int>& ids, Group g, double params) {
     if (g.size > 1 && params > 0)
       ids.push_back(collective({CollectiveOp::all_gather, Dim::dp, Purpose::param_gather, g, kBf16 * params, 1, true},
                                v, mb_tag, {}));
   };
-  const AxisSet data_axis = hsdp ? Axis::dp_shard : Axis::dp;
-  gather(Group{c_.cp > 1 ? AxisSet(Axis::cp) | data_axis : data_axis, shard}, dense);
-  gather(Group{Axis::edp, edp}, expert);
-  if (!par.reshard_after_forward)
-    gathered_[v] = ids.empty() ? -1 : ids.back();
-  return ids;
+  gather(out.before, dense_group, lead * dense);
+  gather(out.before, expert_group, lead * expert);
+  if (lead < 1) {
+    gather(out.during, dense_group, (1 - lead) * dense);
+    gather(out.during, expert_group, (1 - lead) * expert);
+  }
+  if (!par.reshard_after_forward) {
+    // The data-parallel stream runs in order: its last gather ending means the chunk is whole.
+    const auto& last = out.during.empty() ? out.before : out.during;
+    gathered_[v]     = last.empty() ? -1 : last.back();
+  }
+  return out;
 }
 
-void StageBuilder::reduce_grads(int v, int mb, int after)
+void StageBuilder::reduce_grads(int v, int mb, const std::vector<int>& start, const std::vector<int>& after)
 {
   const auto& par = c_.job.parallelism;
   ++backward_done_[v];
@@ -210,31 +240,41 @@ void StageBuilder::reduce_grads(int v, int mb, int after)
   const double gb     = c_.job.gradient_reduce_bytes;
   const int edp       = c_.cp * c_.dp / c_.ep;
   const int mb_tag    = per_micro_batch ? mb : -1;
-  auto reduce         = [&](CollectiveOp kind, Group g, double bytes, int dep) {
+  auto reduce         = [&](CollectiveOp kind, Group g, double bytes, const std::vector<int>& deps) {
     if (g.size <= 1 || bytes <= 0)
-      return dep;
-    const int id = collective({kind, Dim::dp, Purpose::grad_reduce, g, bytes, 1, true}, v, mb_tag, {dep});
+      return deps;
+    const int id = collective({kind, Dim::dp, Purpose::grad_reduce, g, bytes, 1, true}, v, mb_tag, deps);
     reductions_.push_back(id);
-    return id;
+    return std::vector<int>{id};
   };
-  auto with_cp = [&](Axis a) { return c_.cp > 1 ? Axis::cp | a : AxisSet(a); };
-  switch (par.dp_mode) {
-  case DataParallelMode::ddp:
-    reduce(CollectiveOp::all_reduce, Group{with_cp(Axis::dp), c_.cp * c_.dp}, gb * dense, after);
-    reduce(CollectiveOp::all_reduce, Group{Axis::edp, edp}, gb * expert, after);
-    break;
-  case DataParallelMode::fsdp:
-    reduce(CollectiveOp::reduce_scatter, Group{with_cp(Axis::dp), c_.cp * c_.dp}, gb * dense, after);
-    reduce(CollectiveOp::reduce_scatter, Group{Axis::edp, edp}, gb * expert, after);
-    break;
-  case DataParallelMode::hsdp: {
-    const int shard = c_.cp * par.hsdp_shard;
-    const int rs    = reduce(CollectiveOp::reduce_scatter, Group{with_cp(Axis::dp_shard), shard}, gb * dense, after);
-    reduce(CollectiveOp::all_reduce, Group{Axis::dp_replicate, c_.dp / par.hsdp_shard}, gb * dense / shard, rs);
-    reduce(CollectiveOp::reduce_scatter, Group{Axis::edp, edp}, gb * expert, after);
-    break;
-  }
-  }
+  auto with_cp      = [&](Axis a) { return c_.cp > 1 ? Axis::cp | a : AxisSet(a); };
+  auto reduce_share = [&](double share, const std::vector<int>& deps) {
+    switch (par.dp_mode) {
+    case DataParallelMode::ddp:
+      reduce(CollectiveOp::all_reduce, Group{with_cp(Axis::dp), c_.cp * c_.dp}, share * gb * dense, deps);
+      reduce(CollectiveOp::all_reduce, Group{Axis::edp, edp}, share * gb * expert, deps);
+      break;
+    case DataParallelMode::fsdp:
+      reduce(CollectiveOp::reduce_scatter, Group{with_cp(Axis::dp), c_.cp * c_.dp}, share * gb * dense, deps);
+      reduce(CollectiveOp::reduce_scatter, Group{Axis::edp, edp}, share * gb * expert, deps);
+      break;
+    case DataParallelMode::hsdp: {
+      const int shard = c_.cp * par.hsdp_shard;
+      const auto rs =
+          reduce(CollectiveOp::reduce_scatter, Group{with_cp(Axis::dp_shard), shard}, share * gb * dense, deps);
+      reduce(CollectiveOp::all_reduce, Group{Axis::dp_replicate, c_.dp / par.hsdp_shard}, share * gb * dense / shard,
+             rs);
+      reduce(CollectiveOp::reduce_scatter, Group{Axis::edp, edp}, share * gb * expert, deps);
+      break;
+    }
+    }
+  };
+  // Backward runs from the last layer to the first: every unit but the first is reduced while it runs (a bucket
+  // starts once its layer's gradients are complete; starting with the backward is early by one layer).
+  const double lead = lead_share(v);
+  if (lead < 1)
+    reduce_share(1 - lead, start);
+  reduce_share(lead, after);
 }
 
 int StageBuilder::transfer(const Unit& u, OpKind kind, int peer_stage, std::int64_t tag, std::vector<int> deps)
@@ -262,10 +302,10 @@ int StageBuilder::receive(const Unit& u, int g)
                   {});
 }
 
-void StageBuilder::send(const Unit& u, int g, int after)
+void StageBuilder::send(const Unit& u, int g, const std::vector<int>& after)
 {
   const int to = u.forward ? (stage_ + 1) % c_.pp : (stage_ - 1 + c_.pp) % c_.pp;
-  transfer(u, OpKind::send, to, tag(u.forward, g, u.micro_batch), {after});
+  transfer(u, OpKind::send, to, tag(u.forward, g, u.micro_batch), after);
 }
 
 StageProgram StageBuilder::build()
@@ -273,16 +313,16 @@ StageProgram StageBuilder::build()
   prog_.stage = stage_;
   gathered_.assign(c_.v, -1);
   backward_done_.assign(c_.v, 0);
-  int chain = -1; // the end of the previous unit: compute is serialized with its exposed collectives
-  auto with = [](std::vector<int> deps, int id) {
-    if (id >= 0)
-      deps.push_back(id);
+  std::vector<int> chain; // the end of the previous unit: compute is serialized with its exposed collectives
+  auto with = [](std::vector<int> deps, const std::vector<int>& more) {
+    deps.insert(deps.end(), more.begin(), more.end());
     return deps;
   };
   for (const Unit& u : schedule_units(c_.job, stage_)) {
     const int g           = global_chunk(u.chunk);
     const ChunkCost& ch   = costs_[g];
-    std::vector<int> deps = gather_params(u.chunk, u.micro_batch);
+    const Gathers gathers = gather_params(u.chunk, u.micro_batch);
+    std::vector<int> deps = gathers.before;
     if (u.forward) {
       if (g > 0)
         deps.push_back(receive(u, g));
@@ -293,41 +333,45 @@ StageProgram StageBuilder::build()
                             .hardware_flops = ch.fwd_flops,
                             .seconds        = ch.fwd_seconds,
                             .hbm_bytes      = ch.fwd_hbm,
+                            .effects        = ch.fwd_effects,
                             .group          = {},
                             .deps           = with(deps, chain)});
-      chain       = layer_collectives(u.chunk, u.micro_batch, f, false);
+      chain       = layer_collectives(u.chunk, u.micro_batch, with({f}, gathers.during), false);
       if (g < c_.chunks - 1)
         send(u, g, chain);
       continue;
     }
     if (c_.job.recompute != Recompute::none) {
       // Recompute needs no gradient: it runs before the receive so that it can hide the wait.
-      chain = push(Op{.kind           = OpKind::recompute,
-                      .chunk          = u.chunk,
-                      .micro_batch    = u.micro_batch,
-                      .hardware_flops = ch.recompute_flops,
-                      .seconds        = ch.recompute_seconds,
-                      .hbm_bytes      = ch.recompute_hbm,
-                      .group          = {},
-                      .deps           = with(deps, chain)});
+      chain = {push(Op{.kind           = OpKind::recompute,
+                       .chunk          = u.chunk,
+                       .micro_batch    = u.micro_batch,
+                       .hardware_flops = ch.recompute_flops,
+                       .seconds        = ch.recompute_seconds,
+                       .hbm_bytes      = ch.recompute_hbm,
+                       .effects        = ch.recompute_effects,
+                       .group          = {},
+                       .deps           = with(deps, chain)})};
       if (c_.job.recompute == Recompute::full)
         chain = layer_collectives(u.chunk, u.micro_batch, chain, false);
     }
     if (g < c_.chunks - 1)
       deps.push_back(receive(u, g));
-    const int b = push(Op{.kind           = OpKind::backward,
-                          .chunk          = u.chunk,
-                          .micro_batch    = u.micro_batch,
-                          .model_flops    = 2 * ch.fwd_flops,
-                          .hardware_flops = 2 * ch.fwd_flops,
-                          .seconds        = ch.bwd_seconds,
-                          .hbm_bytes      = ch.bwd_hbm,
-                          .group          = {},
-                          .deps           = with(deps, chain)});
-    chain       = layer_collectives(u.chunk, u.micro_batch, b, true);
+    const std::vector<int> start = with(deps, chain);
+    const int b                  = push(Op{.kind           = OpKind::backward,
+                                           .chunk          = u.chunk,
+                                           .micro_batch    = u.micro_batch,
+                                           .model_flops    = 2 * ch.fwd_flops,
+                                           .hardware_flops = 2 * ch.fwd_flops,
+                                           .seconds        = ch.bwd_seconds,
+                                           .hbm_bytes      = ch.bwd_hbm,
+                                           .effects        = ch.bwd_effects,
+                                           .group          = {},
+                                           .deps           = start});
+    chain                        = layer_collectives(u.chunk, u.micro_batch, with({b}, gathers.during), true);
     if (g > 0)
       send(u, g, chain);
-    reduce_grads(u.chunk, u.micro_batch, chain);
+    reduce_grads(u.chunk, u.micro_batch, start, chain);
   }
 
   // Optimizer step over the local shard, once every gradient is reduced.
@@ -346,24 +390,33 @@ StageProgram StageBuilder::build()
   const int expert_shard = par.dp_mode == DataParallelMode::ddp ? 1 : c_.cp * c_.dp / c_.ep;
   const double local     = dense / dense_shard + expert / expert_shard;
   Op opt;
-  opt.kind      = OpKind::optimizer;
-  opt.hbm_bytes = kOptimizerTrafficPerParam * local;
-  opt.seconds   = opt.hbm_bytes / (c_.job.gpu.hbm_bandwidth * c_.job.gpu.elementwise_efficiency);
-  opt.deps      = reductions_;
-  if (chain >= 0)
-    opt.deps.push_back(chain);
+  opt.kind              = OpKind::optimizer;
+  const double mem_rate = c_.job.gpu.hbm_bandwidth * c_.job.gpu.elementwise_efficiency;
+  opt.hbm_bytes         = kOptimizerTrafficPerParam * local;
+  opt.seconds           = opt.hbm_bytes / mem_rate;
+  if (c_.job.effects.grad_clipping) {
+    // Gradient clipping by global norm (Megatron, FSDP): every local fp32 gradient read once for the norm; the
+    // scaling folds into the Adam step that follows. Its reduction across ranks is a few bytes.
+    const double clip         = kFp32 * local;
+    opt.effects.grad_clipping = clip / mem_rate;
+    opt.hbm_bytes += clip;
+    opt.seconds += opt.effects.grad_clipping;
+  }
+  opt.deps = with(reductions_, chain);
   push(std::move(opt));
 
   // Memory: weights, gradients (fp32 accumulation) and Adam state, then activations at the schedule's peak.
   MemoryEstimate& mem = prog_.memory;
-  double chunk_max    = 0;
+  // FSDP unshards one wrapped unit at a time (a transformer layer; the embedding and the output layer are units of
+  // their own) and prefetches the next.
+  double unit_max = 0;
   for (int v = 0; v < c_.v; ++v)
-    chunk_max = std::max(chunk_max, costs_[global_chunk(v)].sum.params + costs_[global_chunk(v)].extra_params);
+    unit_max = std::max({unit_max, costs_[global_chunk(v)].params_max_layer, costs_[global_chunk(v)].extra_params});
   mem.optimizer = kOptimizerBytesPerParam * local;
   if (par.dp_mode != DataParallelMode::ddp && par.reshard_after_forward) {
-    // Sharded at rest; the chunk being computed and the one prefetched are whole.
-    mem.weights   = kBf16 * (local + 2 * chunk_max);
-    mem.gradients = kFp32 * (local + chunk_max);
+    // Sharded at rest; the unit being computed and the one prefetched are whole, and one unit's gradients.
+    mem.weights   = kBf16 * (local + 2 * unit_max);
+    mem.gradients = kFp32 * (local + unit_max);
   } else {
     mem.weights   = kBf16 * prog_.params;
     mem.gradients = kFp32 * prog_.params;

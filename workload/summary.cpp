@@ -94,6 +94,7 @@ StepSummary summarize(const StepGraph& graph)
   for (const auto& st : graph.stages) {
     s.ops += st.ops.size();
     double compute = 0, optimizer = 0;
+    OpEffects effects;
     DimArray<double> wire, buffer;
     for (const Op& op : st.ops) {
       s.model_flops += op.model_flops * ranks_per_stage;
@@ -101,6 +102,10 @@ StepSummary summarize(const StepGraph& graph)
       if (op.kind == OpKind::optimizer)
         optimizer += op.seconds;
       compute += op.seconds;
+      effects.sustained_clock += op.effects.sustained_clock;
+      effects.kernel_gaps += op.effects.kernel_gaps;
+      effects.attention_by_length += op.effects.attention_by_length;
+      effects.grad_clipping += op.effects.grad_clipping;
       if (op.dim && op.kind != OpKind::recv) {
         wire[*op.dim] += wire_bytes_per_rank(op);
         buffer[*op.dim] += op.bytes * op.count;
@@ -116,6 +121,7 @@ StepSummary summarize(const StepGraph& graph)
     if (compute > s.stage_compute_max) {
       s.stage_compute_max  = compute;
       optimizer_of_busiest = optimizer;
+      s.effects            = effects;
     }
     if (st.memory.total() > s.peak_memory.total()) {
       s.peak_memory       = st.memory;

@@ -88,20 +88,29 @@ struct ModelParams {
 /// @brief Counts the parameters of `model`.
 ModelParams count_params(const ModelSpec& model);
 
-/// @brief Attention kernel libraries whose forward and backward rates a GPU file can give.
-enum class AttentionKernel { flash2, flash3, cudnn };
-constexpr std::array<std::string_view, 3> enum_names(AttentionKernel)
+/// @brief Attention kernels: fused (flash) libraries whose measured rates a GPU file gives, or `unfused`, the
+/// pre-FlashAttention path (two batched GEMMs and a softmax and dropout over the whole score matrix in HBM), costed
+/// from the GEMM model and HBM bandwidth.
+enum class AttentionKernel { flash2, flash3, cudnn, unfused };
+constexpr std::array<std::string_view, 4> enum_names(AttentionKernel)
 {
-  return {"flash2", "flash3", "cudnn"};
+  return {"flash2", "flash3", "cudnn", "unfused"};
 }
-/// @brief Every attention kernel library, in the order of GpuSpec::attention.
+/// @brief The fused attention libraries, in the order of GpuSpec::attention.
 inline constexpr std::array kAttentionKernels{AttentionKernel::flash2, AttentionKernel::flash3, AttentionKernel::cudnn};
 
 /// @brief Measured rates of one fused (flash) attention kernel: causal, BF16, the FlashAttention papers' FLOP
-/// convention (forward 4 s^2 d per head halved by the mask; backward 2.5 times the forward's FLOPs).
+/// convention (forward 4 s^2 d per head halved by the mask; backward 2.5 times the forward's FLOPs), at the GPU
+/// file's reference sequence length, and optionally over sequence lengths.
 struct AttentionRates {
-  double forward  = 0; ///< FLOP/s; 0: the library is not listed for this GPU.
-  double backward = 0; ///< FLOP/s
+  double forward  = 0;                   ///< FLOP/s at the reference length; 0: the library is not listed for this GPU.
+  double backward = 0;                   ///< FLOP/s
+  std::vector<double> sequences;         ///< lengths of the measured curve, increasing (empty: no curve)
+  std::vector<double> forward_by_length; ///< FLOP/s at each length
+  std::vector<double> backward_by_length; ///< FLOP/s at each length
+  /// @brief The forward (or backward) rate at sequence length `s`: the curve interpolated linearly in log2(s),
+  /// held flat beyond its ends; the reference rate without a curve.
+  double rate(double s, bool backward) const;
 };
 
 /// @brief The GEMM model's per-GPU inputs: the best measured rate of a full-wave GEMM and the tiling that
@@ -123,10 +132,50 @@ struct GpuSpec {
   double hbm_bandwidth   = 0; ///< bytes/s
   double hbm_capacity    = 0; ///< bytes
   GemmSpec gemm;
-  std::array<AttentionRates, 3> attention{}; ///< Indexed by AttentionKernel.
-  AttentionKernel attention_default = AttentionKernel::flash2;
-  double elementwise_efficiency     = 0; ///< Achieved fraction of HBM bandwidth in memory-bound kernels.
+  std::array<AttentionRates, 3> attention{}; ///< Indexed by AttentionKernel (the fused libraries).
+  AttentionKernel attention_default   = AttentionKernel::flash2;
+  double attention_reference_sequence = 8192; ///< the length the reference rates were measured at
+  double elementwise_efficiency       = 0;    ///< Achieved fraction of HBM bandwidth in memory-bound kernels.
+  /// @brief SMs a collective's kernels occupy while it runs (NCCL runs one CTA per channel on an SM of its own):
+  /// overlapped compute has the rest. 0: not given (no SM contention).
+  int comm_sms = 0;
 };
+
+/// @brief A calibration profile: the compute model's free parameters, fitted on published runs of one GPU
+/// (`spansim calibrate`) or measured on a user's own cluster.
+struct Calibration {
+  std::string name = "none";     ///< profile name ("h100-published"), "none", or the file it came from
+  std::vector<std::string> gpus; ///< the GPU files it holds for (one chip: "a100" and "a100-40gb")
+  std::string source;            ///< what it was fitted on
+  double clock_fraction = 1;     ///< sustained compute rate over the measured best (GEMMs and attention kernels)
+  double kernel_gap     = 0;     ///< seconds of host dispatch per kernel the GPU waits for (launch and framework gaps)
+  /// @brief Whether the profile holds for the GPU named `gpu`.
+  bool covers(const std::string& gpu) const { return std::find(gpus.begin(), gpus.end(), gpu) != gpus.end(); }
+};
+
+/// @brief Production effects beyond the roofline, each one switchable (all on by default).
+struct Effects {
+  bool sustained_clock     = true; ///< the profile's clock_fraction slows compute-bound kernels
+  bool kernel_gaps         = true; ///< the profile's kernel_gap per kernel launched
+  bool attention_by_length = true; ///< attention rates follow the measured curve over sequence length
+  bool grad_clipping       = true; ///< the gradient norm reads every local gradient once per step
+  bool sm_contention       = true; ///< compute overlapped by communication runs on the SMs NCCL leaves
+  /// @brief Data-parallel gathers and reductions go unit by unit (a layer; PyTorch FSDP's wrapped units, DDP's and
+  /// Megatron's gradient buckets): only the first unit's gather and the last unit's reduction wait on compute.
+  bool dp_overlap_by_unit = true;
+
+  /// @brief Every effect switched off: the roofline model before them.
+  static Effects none() { return {false, false, false, false, false, false}; }
+};
+/// @brief The effect switches by their key in a job's `effects` object.
+inline constexpr std::array<std::pair<std::string_view, bool Effects::*>, 6> kEffectSwitches{{
+    {"sustained_clock", &Effects::sustained_clock},
+    {"kernel_gaps", &Effects::kernel_gaps},
+    {"attention_by_length", &Effects::attention_by_length},
+    {"grad_clipping", &Effects::grad_clipping},
+    {"sm_contention", &Effects::sm_contention},
+    {"dp_overlap_by_unit", &Effects::dp_overlap_by_unit},
+}};
 
 /// @brief How the data-parallel dimension holds parameters, gradients and optimizer state.
 enum class DataParallelMode { ddp, fsdp, hsdp };
@@ -170,8 +219,20 @@ struct GemmCost {
   double seconds    = 0; ///< max(FLOPs at that efficiency, bytes at the element-wise HBM rate).
 };
 
-/// @brief Costs a GEMM on `gpu` with inputs in `precision` (outputs are bf16, or fp32 when accumulating).
-GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape);
+/// @brief Costs a GEMM on `gpu` with inputs in `precision` (outputs are bf16, or fp32 when accumulating); the
+/// compute-bound part runs at `clock_fraction` of the measured rate (the sustained clock).
+GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape, double clock_fraction = 1);
+
+/// @brief What the production effects add to a compute op's seconds (each part of Op::seconds).
+struct OpEffects {
+  double sustained_clock     = 0; ///< compute-bound kernels at the sustained rather than the measured clock
+  double kernel_gaps         = 0; ///< GPU idle between kernels
+  double attention_by_length = 0; ///< attention slower than at the reference sequence length (negative: faster)
+  double grad_clipping       = 0; ///< the gradient norm's pass over the local gradients (optimizer op)
+  double sm_contention       = 0; ///< the SMs NCCL takes while overlapped communication runs (set by netsim)
+  /// @brief The sum of the parts.
+  double total() const { return sustained_clock + kernel_gaps + attention_by_length + grad_clipping + sm_contention; }
+};
 
 /// @brief Degrees of parallelism and how data parallelism shards.
 struct ParallelismSpec {
@@ -217,6 +278,8 @@ struct JobSpec {
   Precision precision          = Precision::bf16;
   AttentionKernel attention    = AttentionKernel::flash2; ///< The GPU's default unless `kernels.attention` is given.
   double gradient_reduce_bytes = 4; ///< Bytes per gradient element on the wire (fp32: 4, bf16: 2).
+  Calibration calibration;          ///< the profile in force (default: the shipped one for the GPU, if any)
+  Effects effects;
 
   /// @brief Micro-batches per step on each data-parallel replica.
   int micro_batches() const;
@@ -228,6 +291,16 @@ struct JobSpec {
 ModelSpec load_model(const std::string& name_or_path);
 /// @brief Loads a GPU spec: a zoo name ("h100") or a path to a JSON file.
 GpuSpec load_gpu(const std::string& name_or_path);
+/// @brief Loads a calibration profile: a shipped name (validation/profiles/NAME.json), a path, or "none".
+Calibration load_calibration(const std::string& name_or_path, const spec::Location& referrer = {});
+/// @brief The shipped profile for a GPU: "GPU-published", else the first shipped profile (by file name) that
+/// covers it; "none" when there is none.
+Calibration default_calibration(const GpuSpec& gpu);
+/// @brief Directory of the shipped calibration profiles (the source tree's validation/profiles).
+std::string profile_dir();
+/// @brief The calibration profile in force and the effects switched off, as one line ("h100-published: clock
+/// 0.886, kernel gap 3.17 us; effects: all on").
+std::string calibration_line(const JobSpec& job);
 /// @brief Reads and validates a job spec file. @throws SpecError with the JSON path of the problem.
 JobSpec load_job(const std::string& path);
 
@@ -264,6 +337,11 @@ ModelSpec read_model_ref(spec::ObjectReader& r, std::string_view key);
 GpuSpec read_gpu_ref(spec::ObjectReader& r, std::string_view key);
 /// @brief Reads a batch object; with `micro_batch_allowed` false, a micro_batch key is refused (it is searched).
 BatchSpec read_batch(spec::ObjectReader r, bool micro_batch_allowed = true);
+/// @brief Reads the optional `calibration` key (a profile for the job's GPU) and `effects` object of a job (or an
+/// optimize spec) into `job`; without `calibration`, the shipped default for the GPU.
+void read_calibration_and_effects(spec::ObjectReader& r, JobSpec& job);
+/// @brief The `calibration` and `effects` keys that give `job`'s, for a job file written back.
+nlohmann::json calibration_and_effects_json(const JobSpec& job);
 /// @brief Validates a job given as JSON; `file` names it in errors and anchors relative model/GPU paths.
 /// `json_path` locates the job inside `file` (an inline job of a scenario: "$.job").
 JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std::string& json_path = "$");
@@ -321,6 +399,7 @@ struct Op {
   double hardware_flops = 0; ///< FLOPs executed, recompute included.
   double seconds        = 0; ///< Compute time under the roofline and efficiency factors.
   double hbm_bytes      = 0; ///< HBM traffic: weights (and fp32 gradient accumulation) plus element-wise ops.
+  OpEffects effects{};       ///< the parts of `seconds` the production effects add
   // Communication.
   Group group;
   double bytes      = 0; ///< Buffer size of one collective: the gathered/reduced/exchanged tensor, or the message.
@@ -392,6 +471,7 @@ struct StepSummary {
   double bubble_formula    = 0; ///< (pp - 1) / (v * m); GPipe and 1F1B have v = 1.
   int peak_memory_stage    = 0;
   MemoryEstimate peak_memory;
+  OpEffects effects; ///< of the busiest stage's compute: what each production effect adds (SM contention: netsim)
 };
 
 /// @brief Summarizes a graph: its size, FLOPs, traffic per dimension, memory and the step-time lower bound.

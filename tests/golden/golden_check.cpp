@@ -93,6 +93,13 @@ int main(int argc, char** argv)
     auto scenario          = spansim::scenario::load_scenario(root + "/" + golden.at("scenario").get<std::string>());
     scenario.options.fidelity =
         spansim::parse_enum<spansim::netsim::Fidelity>(golden.at("fidelity").get<std::string>(), "fidelity");
+    // "effects_off": every production effect switched off and no calibration profile: the model before them.
+    if (golden.value("effects_off", false)) {
+      scenario.job.effects                   = spansim::workload::Effects::none();
+      scenario.job.calibration               = {};
+      scenario.topology.node.nccl_efficiency = 1;
+      scenario.topology.pod.nccl_efficiency  = 1;
+    }
     // SPANSIM_GOLDEN_EXACT=1 demands bit-for-bit equality (refactors that must not move any number).
     const double tolerance = std::getenv("SPANSIM_GOLDEN_EXACT") ? 0.0 : golden.value("tolerance", 1e-9);
     const json actual      = pinned_values(spansim::report::summary_json(spansim::scenario::run_scenario(scenario)));

@@ -125,14 +125,14 @@ void check_all_cases(const topology::Topology& t, const std::vector<int>& gpus, 
 TEST_CASE("every algorithm matches its closed form inside one NVLink node", "[collective]")
 {
   auto t = preset("hgx-h100-pod");
-  check_all_cases(t, range(0, 8), t.spec().node.nvlink_bandwidth, 2 * t.spec().node.nvlink_latency, "one node");
+  check_all_cases(t, range(0, 8), t.spec().node.nvlink_rate(), 2 * t.spec().node.nvlink_latency, "one node");
 }
 
 TEST_CASE("every algorithm matches its closed form on one rail fabric", "[collective]")
 {
   auto t = preset("hgx-h100-pod");
   // GPU 0 of 16 nodes: rail 0, all under one leaf, one NIC each.
-  check_all_cases(t, range(0, 16, 8), t.spec().pod.nic_bandwidth, 2 * t.spec().pod.link_latency, "one rail");
+  check_all_cases(t, range(0, 16, 8), t.spec().pod.nic_rate(), 2 * t.spec().pod.link_latency, "one rail");
 }
 
 TEST_CASE("ring all-reduce across two buildings over one link matches its closed form", "[collective]")
@@ -154,8 +154,8 @@ TEST_CASE("hierarchical all-reduce: intra-node, rails, intra-node phases add up"
   auto t          = preset("hgx-h100-pod");
   const auto& s   = t.spec();
   auto gpus       = range(0, 16); // two nodes of 8
-  const double b1 = s.node.nvlink_bandwidth, a1 = 2 * s.node.nvlink_latency;
-  const double b2 = s.pod.nic_bandwidth, a2 = 2 * s.pod.link_latency; // GPU i of both nodes: one leaf
+  const double b1 = s.node.nvlink_rate(), a1 = 2 * s.node.nvlink_latency;
+  const double b2 = s.pod.nic_rate(), a2 = 2 * s.pod.link_latency; // GPU i of both nodes: one leaf
   for (double size : {1048576.0, 268435456.0}) {
     double expected = 2 * (7.0 / 8 * size / b1 + 7 * a1) + (2 * 1.0 / 2 * (size / 8) / b2 + 2 * a2);
     for (auto f : {Fidelity::analytical, Fidelity::flow}) {
@@ -171,8 +171,8 @@ TEST_CASE("hierarchical all-reduce across buildings adds a cross-building level"
   auto t          = two_buildings(100e9, 2, 2);
   auto gpus       = range(0, 8);
   const auto& s   = t.spec();
-  const double b1 = s.node.nvlink_bandwidth, a1 = 2 * s.node.nvlink_latency;
-  const double b2 = s.pod.nic_bandwidth, a2 = 2 * s.pod.link_latency;
+  const double b1 = s.node.nvlink_rate(), a1 = 2 * s.node.nvlink_latency;
+  const double b2 = s.pod.nic_rate(), a2 = 2 * s.pod.link_latency;
   const double a3   = t.route_latency(t.route(0, 4));
   const double size = 268435456.0;
   // RS in node (L=2), RS in building (M=2) on S/2, AR across buildings on S/4, AG in building, AG in node.
@@ -244,7 +244,7 @@ TEST_CASE("all-to-all with a size matrix is bound by the busiest sender", "[coll
   }
   Collective c   = make(CollectiveOp::all_to_all, Algorithm::direct, gpus, 0);
   c.matrix       = m;
-  const double b = t.spec().pod.nic_bandwidth, a = 2 * t.spec().pod.link_latency;
+  const double b = t.spec().pod.nic_rate(), a = 2 * t.spec().pod.link_latency;
   for (auto f : {Fidelity::analytical, Fidelity::flow})
     expect_within(std::string("skewed all-to-all at ") + std::string(name_of(f)), 9 * x / b + a, simulate(t, c, f),
                   0.01);

@@ -109,7 +109,7 @@ TEST_CASE("a local and an inter-region flow share a NIC equally, whatever their 
   int a              = g.add_transfer(0, 4, bytes, {wait});
   int b              = g.add_transfer(0, 64, bytes);
   auto r             = run_flow(t, g);
-  const double share = t.spec().pod.nic_bandwidth / 2;
+  const double share = t.spec().pod.nic_rate() / 2;
   expect_within("local flow sharing the NIC with an inter-region flow", lat_b + bytes / share, r.ops[a].end, 1e-3);
   expect_within("inter-region flow sharing the NIC with a local flow", lat_b + bytes / share, r.ops[b].end, 1e-3);
 }
@@ -167,8 +167,8 @@ TEST_CASE("ring all-reduce inside one HGX node and over 16 nodes of one rail mat
   for (int n = 0; n < 16; ++n)
     rail.push_back(n * 8); // GPU 0 of nodes 0..15: rail 0, all under one 32-port leaf
   const Ring rings[] = {
-      {"8-GPU NVLink ring", {0, 1, 2, 3, 4, 5, 6, 7}, spec.node.nvlink_bandwidth, 2 * spec.node.nvlink_latency},
-      {"16-node rail ring", rail, spec.pod.nic_bandwidth, 2 * spec.pod.link_latency}};
+      {"8-GPU NVLink ring", {0, 1, 2, 3, 4, 5, 6, 7}, spec.node.nvlink_rate(), 2 * spec.node.nvlink_latency},
+      {"16-node rail ring", rail, spec.pod.nic_rate(), 2 * spec.pod.link_latency}};
   for (const auto& ring : rings)
     for (double s : {1048576.0, 67108864.0, 1073741824.0, 8589934592.0}) {
       FlowGraph g;

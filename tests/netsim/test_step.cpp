@@ -29,15 +29,19 @@ json small_model()
 
 workload::JobSpec job(json parallelism, json schedule, int sequences, int sequence_length)
 {
-  json j = {{"name", "test-job"},
-            {"model", small_model()},
-            {"gpu", "h100"},
-            {"gpus", parallelism["tp"].get<int>() * parallelism["pp"].get<int>() * parallelism["dp"].get<int>()},
-            {"parallelism", parallelism},
-            {"batch", {{"global_sequences", sequences}, {"sequence_length", sequence_length}, {"micro_batch", 1}}},
-            {"schedule", schedule},
-            {"recompute", "none"}};
-  return workload::parse_job(j, std::string(SPANSIM_SOURCE_DIR) + "/tests/test-job.json");
+  json j       = {{"name", "test-job"},
+                  {"model", small_model()},
+                  {"gpu", "h100"},
+                  {"gpus", parallelism["tp"].get<int>() * parallelism["pp"].get<int>() * parallelism["dp"].get<int>()},
+                  {"parallelism", parallelism},
+                  {"batch", {{"global_sequences", sequences}, {"sequence_length", sequence_length}, {"micro_batch", 1}}},
+                  {"schedule", schedule},
+                  {"recompute", "none"},
+                  // The closed forms are the roofline's and the network's: no calibration profile, no effect.
+                  {"calibration", "none"}};
+  auto spec    = workload::parse_job(j, std::string(SPANSIM_SOURCE_DIR) + "/tests/test-job.json");
+  spec.effects = workload::Effects::none();
+  return spec;
 }
 
 double seconds_of(const workload::StageProgram& p, workload::OpKind kind, int micro_batch)
@@ -216,6 +220,8 @@ TEST_CASE("auto picks, per step, the fastest of the per-call policy and each alg
   auto sc =
       scenario::load_scenario(std::string(SPANSIM_SOURCE_DIR) + "/experiments/scenarios/gpt3-175b-two-buildings.json");
   sc.topology.inter_building.bandwidth = 204.8e12 / 8;
+  // The choice is made on the network before SM contention lengthens compute (netsim/tuning.cpp).
+  sc.job.effects.sm_contention = false;
   topology::Topology topo(sc.topology);
   auto graph = workload::build_step_graph(sc.job);
   placement::Placement place(topo, sc.job, sc.placement);

@@ -2,6 +2,7 @@
 // K-depth padding; the byte floor with fp32 gradient accumulation; attention at the kernel library's forward and
 // backward rates; a layer-by-layer forward and backward assembled from those parts.
 #include "common/error.hpp"
+#include "roofline.hpp"
 #include "workload/workload.hpp"
 
 #include <catch2/catch.hpp>
@@ -125,7 +126,8 @@ Passes llama8b_passes(int seq, const json& kernels = json::object())
             {"schedule", {{"kind", "gpipe"}}}};
   if (!kernels.empty())
     j["kernels"] = kernels;
-  const wl::StepGraph g = wl::build_step_graph(wl::parse_job(j, "test.json"), wl::BuildOptions{false});
+  const wl::StepGraph g =
+      wl::build_step_graph(wl::parse_job(workload_test::roofline(j), "test.json"), wl::BuildOptions{false});
   Passes p;
   for (const auto& op : g.stages[0].ops) {
     if (op.kind == wl::OpKind::forward)

@@ -1,6 +1,7 @@
 // The training-step graph against closed forms: FLOPs (6 N D plus causal attention), bytes per parallelism
 // dimension (textbook collective volumes), pipeline bubbles ((pp - 1) / (v m)) and memory (hand-computed cases).
 #include "common/error.hpp"
+#include "roofline.hpp"
 #include "workload/workload.hpp"
 
 #include <catch2/catch.hpp>
@@ -38,12 +39,14 @@ json job(const Shape& sh)
 {
   json par = {{"tp", sh.tp}, {"cp", sh.cp}, {"pp", sh.pp}, {"dp", sh.dp}};
   par.update(sh.extra);
-  return {{"model", sh.model},
-          {"gpu", "h100"},
-          {"gpus", sh.tp * sh.cp * sh.pp * sh.dp},
-          {"parallelism", par},
-          {"batch", {{"global_sequences", sh.sequences}, {"sequence_length", sh.seq}, {"micro_batch", 1}}},
-          {"schedule", sh.schedule}};
+  // The closed forms here are the roofline's: no calibration profile and no production effect.
+  return workload_test::roofline(
+      {{"model", sh.model},
+       {"gpu", "h100"},
+       {"gpus", sh.tp * sh.cp * sh.pp * sh.dp},
+       {"parallelism", par},
+       {"batch", {{"global_sequences", sh.sequences}, {"sequence_length", sh.seq}, {"micro_batch", 1}}},
+       {"schedule", sh.schedule}});
 }
 
 wl::StepSummary summary_of(const json& j)
@@ -335,10 +338,11 @@ TEST_CASE("Memory matches hand-computed cases")
         build("none", {{"kind", "1f1b"}}, {{"dp", 2}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}});
     check_close("fsdp stage 0 weights", 2 * stage0, g.stages[0].memory.weights, 1e-12);
     check_close("fsdp stage 0 Adam state", 12 * stage0 / 2, g.stages[0].memory.optimizer, 1e-12);
-    // Resharding: a shard at rest plus the chunk being computed and the one prefetched.
+    // Resharding: a shard at rest plus the unit being computed and the one prefetched (FSDP wraps each layer,
+    // and the embedding, as a unit: the largest here is a layer), and one unit's unsharded gradients.
     const wl::StepGraph r = build("none", {{"kind", "1f1b"}}, {{"dp", 2}, {"data_parallel", "fsdp"}});
-    check_close("fsdp reshard stage 0 weights", 2 * (stage0 / 2 + 2 * stage0), r.stages[0].memory.weights, 1e-12);
-    check_close("fsdp reshard stage 0 gradients", 4 * (stage0 / 2 + stage0), r.stages[0].memory.gradients, 1e-12);
+    check_close("fsdp reshard stage 0 weights", 2 * (stage0 / 2 + 2 * layer), r.stages[0].memory.weights, 1e-12);
+    check_close("fsdp reshard stage 0 gradients", 4 * (stage0 / 2 + layer), r.stages[0].memory.gradients, 1e-12);
   }
 }
 

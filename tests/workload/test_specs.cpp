@@ -318,7 +318,8 @@ TEST_CASE("Inconsistent jobs are refused at the offending JSON path")
 
   j            = good_job();
   j["kernels"] = {{"attention", "flash4"}};
-  expect_spec_error(j, "$.kernels.attention", "unknown value \"flash4\" (allowed: \"flash2\", \"flash3\", \"cudnn\")");
+  expect_spec_error(j, "$.kernels.attention",
+                    "unknown value \"flash4\" (allowed: \"flash2\", \"flash3\", \"cudnn\", \"unfused\")");
 
   j            = good_job();
   j["gpu"]     = "b200";

@@ -1,0 +1,173 @@
+#pragma once
+/// @file
+/// @brief The calibration stage: published training runs (validation/published-runs.json) simulated and compared
+/// with what was published; the compute model's free parameters fitted on the `fit` rows of one GPU (a
+/// calibration profile); every row validated against the profiles, with leave-one-out figures for the fit rows.
+
+#include "netsim/netsim.hpp"
+#include "netsim/step.hpp"
+#include "topology/topology.hpp"
+#include "workload/workload.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spansim::calibration {
+
+/// @brief What a row is for: fitting the parameters, checking them (held out), or nothing (kept with the reason).
+enum class Role { fit, check, excluded };
+constexpr std::array<std::string_view, 3> enum_names(Role)
+{
+  return {"fit", "check", "excluded"};
+}
+
+/// @brief The figure a source published.
+enum class Metric { step_time, tokens_per_second_per_gpu, tflops_per_gpu, mfu };
+constexpr std::array<std::string_view, 4> enum_names(Metric)
+{
+  return {"step_time", "tokens_per_second_per_gpu", "tflops_per_gpu", "mfu"};
+}
+
+/// @brief A published figure and what is needed to turn it into a step time.
+struct Published {
+  Metric metric         = Metric::step_time;
+  double value          = 0;
+  double flops_per_step = 0; ///< tflops_per_gpu and mfu: FLOPs per step under the source's own formula
+  double peak           = 0; ///< mfu: the peak (FLOP/s) the source divided by
+};
+
+/// @brief The cluster a run ran on: one building of 8-GPU (or other) nodes, as published or assumed.
+struct Cluster {
+  int gpus_per_node        = 8;
+  double nvlink_bandwidth  = 0; ///< bytes/s per GPU per direction
+  double nvlink_efficiency = 1;
+  double nic_bandwidth     = 0; ///< bytes/s per GPU per direction
+  double nic_efficiency    = 1;
+  std::string fabric       = "ib";
+  bool rail_optimized      = true;
+};
+
+/// @brief One published run.
+struct PublishedRun {
+  std::string name;
+  Role role = Role::fit;
+  std::string confidence;
+  std::string excluded_because;
+  std::optional<workload::JobSpec> job; ///< absent for excluded rows
+  Cluster cluster;
+  Published published;
+  std::string source;
+
+  /// @brief The step time the published figure implies.
+  double published_step_time() const;
+  /// @brief A step time expressed in the published metric (to compare like with like).
+  double in_published_metric(double step_time) const;
+};
+
+/// @brief A dataset of published runs.
+struct Dataset {
+  std::string file;
+  std::vector<PublishedRun> runs;
+};
+
+/// @brief Reads a dataset (format: validation/README.md). @throws SpecError naming the file and JSON path.
+Dataset load_dataset(const std::string& path);
+/// @brief Path of the shipped dataset.
+std::string default_dataset_path();
+
+/// @brief The topology a run is simulated on: its cluster as one pod of one building.
+topology::TopologySpec cluster_topology(const PublishedRun& run);
+
+/// @brief A simulated step: its time and its breakdown.
+struct SimulatedStep {
+  double step_time = 0;                              ///< seconds
+  std::array<double, netsim::kParts.size()> parts{}; ///< seconds of each part, mean over the stages
+};
+/// @brief Simulates one step of a run with `calibration` in place of the job's, at `fidelity`.
+SimulatedStep simulate_run(const PublishedRun& run, const workload::Calibration& calibration,
+                           netsim::Fidelity fidelity);
+/// @brief The step time (seconds) of simulate_run.
+double simulate_step_time(const PublishedRun& run, const workload::Calibration& calibration, netsim::Fidelity fidelity);
+
+/// @brief The bounds of the fitted parameters.
+struct Bounds {
+  double clock_min = 0.6, clock_max = 1.0;
+  double gap_min = 0, gap_max = 100e-6;
+};
+
+/// @brief Progress of a long run: what is being done, items done, items in all.
+using Progress = std::function<void(const std::string&, std::size_t, std::size_t)>;
+
+/// @brief How to fit.
+struct FitOptions {
+  std::vector<std::string> gpus; ///< the GPU files whose fit rows are used (one chip: "a100", "a100-40gb")
+  std::string name;              ///< the profile's name (default: the first GPU's, "-published")
+  netsim::Fidelity fidelity = netsim::Fidelity::analytical;
+  Bounds bounds;
+  int workers = 0; ///< worker processes (0: one per core)
+  Progress progress;
+};
+
+/// @brief A row's published and simulated step.
+struct Residual {
+  std::string name;
+  Role role             = Role::fit;
+  double published_step = 0;
+  double simulated_step = 0;
+  /// @brief log(simulated / published): what the fit minimises the squares of.
+  double log_error() const;
+};
+
+/// @brief A fitted profile: the parameters, and each fit row's residual at them.
+struct Profile {
+  workload::Calibration calibration;
+  Bounds bounds;
+  std::vector<Residual> residuals;
+  std::string dataset;
+  /// @brief The profile file (validation/profiles/NAME.json format).
+  nlohmann::json to_json() const;
+};
+
+/// @brief Fits clock_fraction and kernel_gap on the fit rows of options.gpu: bounded least squares on the log of
+/// simulated over published step time. Deterministic. @throws UsageError when the GPU has no fit rows.
+Profile fit_profile(const Dataset& dataset, const FitOptions& options);
+
+/// @brief One row of a validation.
+struct ValidationRow {
+  std::string name;
+  std::string gpu;
+  Role role        = Role::fit;
+  Metric metric    = Metric::step_time;
+  double published = 0;            ///< in the published metric
+  double simulated = 0;            ///< the same metric from the simulated step
+  double error     = 0;            ///< throughput error: published step time / simulated step time - 1
+  std::optional<double> loo_error; ///< fit rows: the error with a profile fitted without this row
+  std::array<double, netsim::kParts.size()> parts{}; ///< the simulated step's breakdown (mean over stages)
+  std::string profile;                               ///< the profile in force
+  std::string excluded_because;
+};
+
+/// @brief A validation of a dataset.
+struct ValidationReport {
+  std::vector<ValidationRow> rows;
+  double mape_fit = 0, mape_check = 0, mape_loo = 0; ///< mean absolute percentage errors
+  std::size_t fit_rows = 0, check_rows = 0;
+};
+
+/// @brief How to validate.
+struct ValidateOptions {
+  netsim::Fidelity fidelity = netsim::Fidelity::analytical;
+  bool leave_one_out        = true;
+  int workers               = 0;
+  Progress progress;
+};
+
+/// @brief Simulates every row with the job's profile (the shipped one for its GPU unless the row names another)
+/// and, for fit rows, refits the profile without the row (leave one out).
+ValidationReport validate(const Dataset& dataset, const ValidateOptions& options);
+
+} // namespace spansim::calibration

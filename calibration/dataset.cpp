@@ -1,0 +1,173 @@
+// Datasets of published runs: reading them, turning a published figure into a step time, and the cluster each
+// run is simulated on.
+#include "calibration/calibration.hpp"
+
+#include "common/error.hpp"
+#include "common/json_reader.hpp"
+#include "common/units.hpp"
+#include "scenario/scenario.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#ifndef SPANSIM_DATA_DIR
+#error "SPANSIM_DATA_DIR must point at the source tree"
+#endif
+
+namespace spansim::calibration {
+
+using nlohmann::json;
+
+std::string default_dataset_path()
+{
+  return std::string(SPANSIM_DATA_DIR) + "/validation/published-runs.json";
+}
+
+namespace {
+
+Cluster read_cluster(spec::ObjectReader r)
+{
+  Cluster c;
+  c.gpus_per_node     = static_cast<int>(r.integer("gpus_per_node", 1, 1024));
+  c.nvlink_bandwidth  = r.bandwidth("nvlink_bandwidth");
+  c.nvlink_efficiency = r.number("nvlink_nccl_efficiency", 0.05, 1);
+  c.nic_bandwidth     = r.bandwidth("nic_bandwidth");
+  c.nic_efficiency    = r.number("nic_nccl_efficiency", 0.05, 1);
+  c.fabric            = r.choice("fabric", {"ib", "roce"});
+  c.rail_optimized    = r.boolean("rail_optimized");
+  r.string("source");
+  r.finish();
+  return c;
+}
+
+Published read_published(spec::ObjectReader r, bool simulated)
+{
+  Published p;
+  p.metric = r.enumeration<Metric>("metric");
+  p.value  = r.number("value", 1e-12, 1e18);
+  if (simulated && (p.metric == Metric::tflops_per_gpu || p.metric == Metric::mfu))
+    p.flops_per_step = r.number("flops_per_step", 1, 1e30);
+  if (simulated && p.metric == Metric::mfu)
+    p.peak = units::parse_flop_rate(r.string("peak"));
+  if (p.metric == Metric::mfu && !(p.value <= 1))
+    r.fail("value", "an MFU is a fraction (at most 1)");
+  r.optional_string("notes");
+  r.finish();
+  return p;
+}
+
+} // namespace
+
+double PublishedRun::published_step_time() const
+{
+  const double gpus = static_cast<double>(job->gpus);
+  switch (published.metric) {
+  case Metric::step_time:
+    return published.value;
+  case Metric::tokens_per_second_per_gpu:
+    return job->tokens_per_step() / (published.value * gpus);
+  case Metric::tflops_per_gpu:
+    return published.flops_per_step / (published.value * 1e12 * gpus);
+  case Metric::mfu:
+    return published.flops_per_step / (published.value * published.peak * gpus);
+  }
+  return published.value;
+}
+
+double PublishedRun::in_published_metric(double step_time) const
+{
+  // Every metric is a step time or proportional to its inverse: scale the published figure.
+  const double ratio = published_step_time() / step_time;
+  return published.metric == Metric::step_time ? step_time : published.value * ratio;
+}
+
+Dataset load_dataset(const std::string& path)
+{
+  Dataset d;
+  d.file         = path;
+  const auto doc = spec::load_json_file(path);
+  spec::ObjectReader r(doc, spec::Location{path});
+  r.optional_string("about");
+  for (auto row : r.objects("runs", true)) {
+    PublishedRun run;
+    run.name             = row.name("name");
+    run.role             = row.enumeration<Role>("role");
+    run.source           = row.string("source");
+    const bool simulated = run.role != Role::excluded;
+    if (simulated) {
+      run.confidence = row.choice("confidence", {"high", "medium", "low"});
+      run.job        = workload::parse_job(row.raw("job"), path, row.where().member("job").path);
+      run.cluster    = read_cluster(row.object("cluster"));
+      row.string("network");
+      row.strings("assumptions");
+    } else {
+      run.excluded_because = row.string("excluded_because");
+    }
+    run.published = read_published(row.object("published"), simulated);
+    row.finish();
+    for (const auto& other : d.runs)
+      if (other.name == run.name)
+        row.fail("name", "duplicate run name \"" + run.name + "\"");
+    d.runs.push_back(std::move(run));
+  }
+  r.finish();
+  return d;
+}
+
+topology::TopologySpec cluster_topology(const PublishedRun& run)
+{
+  auto exact = [](double bytes_per_second) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17gB/s", bytes_per_second);
+    return std::string(buf);
+  };
+  const Cluster& c = run.cluster;
+  const auto nodes = static_cast<int>((run.job->gpus + c.gpus_per_node - 1) / c.gpus_per_node);
+  // A leaf of radix 64 at 1:1 has 32 downlinks: rails need one leaf port per node and rail; without rails a whole
+  // node sits under a leaf, so the radix grows to fit it.
+  const int radix = std::max(64, 2 * c.gpus_per_node);
+  json spec       = {{"name", run.name + "-cluster"},
+                     {"node",
+                      {{"gpus", c.gpus_per_node},
+                       {"nvlink_bandwidth", exact(c.nvlink_bandwidth)},
+                       {"nvlink_latency", "0.5us"},
+                       {"nccl_efficiency", c.nvlink_efficiency}}},
+                     {"pod",
+                      {{"nodes", nodes},
+                       {"rail_optimized", c.rail_optimized},
+                       {"fabric", c.fabric},
+                       {"nic_bandwidth", exact(c.nic_bandwidth)},
+                       {"nccl_efficiency", c.nic_efficiency},
+                       {"leaf_radix", radix},
+                       {"spine_radix", radix},
+                       {"oversubscription", 1},
+                       {"link_latency", "1us"}}},
+                     {"building", {{"pods", 1}, {"aggregation_oversubscription", 1}, {"aggregation_latency", "1us"}}},
+                     {"regions", json::array({{{"name", "cluster"}, {"buildings", json::array({"b0"})}}})}};
+  return topology::parse_topology_spec(spec, run.name + " (cluster)");
+}
+
+SimulatedStep simulate_run(const PublishedRun& run, const workload::Calibration& calibration, netsim::Fidelity fidelity)
+{
+  scenario::Scenario sc;
+  sc.name             = run.name;
+  sc.file             = run.name;
+  sc.topology         = cluster_topology(run);
+  sc.job              = *run.job;
+  sc.job.calibration  = calibration;
+  sc.options.fidelity = fidelity;
+  const auto r        = scenario::run_scenario(sc).result;
+  SimulatedStep out;
+  out.step_time = r.step_time;
+  for (const auto& st : r.stages)
+    for (std::size_t k = 0; k < netsim::kParts.size(); ++k)
+      out.parts[k] += st.part(netsim::kParts[k]) / static_cast<double>(r.stages.size());
+  return out;
+}
+
+double simulate_step_time(const PublishedRun& run, const workload::Calibration& calibration, netsim::Fidelity fidelity)
+{
+  return simulate_run(run, calibration, fidelity).step_time;
+}
+
+} // namespace spansim::calibration

@@ -1,0 +1,354 @@
+// Fitting a profile and validating a dataset.
+//
+// A row's step time depends on the two parameters smoothly: compute-bound kernels take 1/clock of their measured
+// time, and every kernel adds a gap. So each fit row is simulated once at the corners and middle of the bounds (a
+// grid in 1/clock and gap) and interpolated between them; the least squares runs on the interpolants (exhaustive
+// over a fine grid, then refined), and the fitted point is checked, and polished by Gauss-Newton steps, with real
+// simulations. Leave-one-out refits reuse the interpolants.
+#include "calibration/calibration.hpp"
+
+#include "common/error.hpp"
+#include "common/process.hpp"
+#include "common/version.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace spansim::calibration {
+
+using nlohmann::json;
+
+double Residual::log_error() const
+{
+  return std::log(simulated_step / published_step);
+}
+
+namespace {
+
+constexpr std::array<double, 3> kClockGrid{0, 0.5, 1}; // as fractions of the way from clock_min to clock_max
+constexpr std::array<double, 2> kGapGrid{0, 1};        // as fractions of the way from gap_min to gap_max
+
+std::string pack(double v)
+{
+  return std::string(reinterpret_cast<const char*>(&v), sizeof v);
+}
+double unpack(const std::string& s)
+{
+  double v = 0;
+  if (s.size() == sizeof v)
+    std::memcpy(&v, s.data(), sizeof v);
+  return v;
+}
+
+workload::Calibration candidate(const std::vector<std::string>& gpus, double clock, double gap)
+{
+  workload::Calibration c;
+  c.name           = "candidate";
+  c.gpus           = gpus;
+  c.clock_fraction = clock;
+  c.kernel_gap     = gap;
+  return c;
+}
+
+// One row's step time over the grid, interpolated: piecewise linear in 1/clock (compute time is linear in it) and
+// linear in the gap.
+struct Interpolant {
+  std::array<double, kClockGrid.size()> x{}; // 1/clock at the grid points, decreasing
+  double gap_min = 0, gap_max = 0;
+  std::array<std::array<double, kGapGrid.size()>, kClockGrid.size()> t{};
+
+  double operator()(double clock, double gap) const
+  {
+    const double xv = 1 / clock;
+    std::size_t i   = 0;
+    while (i + 2 < x.size() && xv < x[i + 1])
+      ++i;
+    const double u = (xv - x[i]) / (x[i + 1] - x[i]);
+    const double w = gap_max > gap_min ? (gap - gap_min) / (gap_max - gap_min) : 0;
+    auto along_gap = [&](std::size_t k) { return t[k][0] + w * (t[k][1] - t[k][0]); };
+    return along_gap(i) + u * (along_gap(i + 1) - along_gap(i));
+  }
+};
+
+struct Row {
+  const PublishedRun* run;
+  double published;
+  Interpolant surface;
+};
+
+double clock_at(const Bounds& b, double f)
+{
+  return b.clock_min + f * (b.clock_max - b.clock_min);
+}
+double gap_at(const Bounds& b, double f)
+{
+  return b.gap_min + f * (b.gap_max - b.gap_min);
+}
+
+// The fit rows of a GPU with their interpolants: every grid point of every row simulated in worker processes.
+std::string joined(const std::vector<std::string>& names)
+{
+  std::string s;
+  for (const auto& n : names)
+    s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+std::vector<Row> surfaces(const Dataset& d, const std::vector<std::string>& gpus, const Bounds& b,
+                          netsim::Fidelity fidelity, int workers, const Progress& progress)
+{
+  std::vector<Row> rows;
+  for (const auto& run : d.runs)
+    if (run.role == Role::fit && std::find(gpus.begin(), gpus.end(), run.job->gpu.name) != gpus.end())
+      rows.push_back({&run, run.published_step_time(), {}});
+  const std::size_t per_row = kClockGrid.size() * kGapGrid.size();
+  if (progress)
+    progress("simulating the fit rows of " + joined(gpus) + " over the parameter grid", 0, rows.size() * per_row);
+  auto out = process::parallel_map(rows.size() * per_row, workers, [&](std::size_t k) {
+    const Row& r = rows[k / per_row];
+    const auto i = (k % per_row) / kGapGrid.size(), j = k % kGapGrid.size();
+    return pack(
+        simulate_step_time(*r.run, candidate(gpus, clock_at(b, kClockGrid[i]), gap_at(b, kGapGrid[j])), fidelity));
+  });
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    auto& s   = rows[r].surface;
+    s.gap_min = b.gap_min;
+    s.gap_max = b.gap_max;
+    for (std::size_t i = 0; i < kClockGrid.size(); ++i) {
+      s.x[i] = 1 / clock_at(b, kClockGrid[i]);
+      for (std::size_t j = 0; j < kGapGrid.size(); ++j)
+        s.t[i][j] = unpack(out[r * per_row + i * kGapGrid.size() + j]);
+    }
+  }
+  if (progress)
+    progress("simulating the fit rows of " + joined(gpus) + " over the parameter grid", out.size(), out.size());
+  return rows;
+}
+
+double objective(const std::vector<Row>& rows, double clock, double gap, std::size_t skip)
+{
+  double f = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (i != skip) {
+      const double e = std::log(rows[i].surface(clock, gap) / rows[i].published);
+      f += e * e;
+    }
+  return f;
+}
+
+// Bounded least squares on the interpolants: an exhaustive grid, then three rounds on finer grids around the best.
+std::pair<double, double> minimise(const std::vector<Row>& rows, const Bounds& b, std::size_t skip)
+{
+  double lo_c = b.clock_min, hi_c = b.clock_max, lo_g = b.gap_min, hi_g = b.gap_max;
+  double best_c = lo_c, best_g = lo_g, best_f = std::numeric_limits<double>::infinity();
+  constexpr int kSteps = 40;
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i <= kSteps; ++i)
+      for (int j = 0; j <= kSteps; ++j) {
+        const double c = lo_c + (hi_c - lo_c) * i / kSteps;
+        const double g = lo_g + (hi_g - lo_g) * j / kSteps;
+        const double f = objective(rows, c, g, skip);
+        if (f < best_f) {
+          best_f = f;
+          best_c = c;
+          best_g = g;
+        }
+      }
+    const double dc = 2 * (hi_c - lo_c) / kSteps, dg = 2 * (hi_g - lo_g) / kSteps;
+    lo_c = std::max(b.clock_min, best_c - dc);
+    hi_c = std::min(b.clock_max, best_c + dc);
+    lo_g = std::max(b.gap_min, best_g - dg);
+    hi_g = std::min(b.gap_max, best_g + dg);
+  }
+  return {best_c, best_g};
+}
+
+} // namespace
+
+Profile fit_profile(const Dataset& dataset, const FitOptions& options)
+{
+  const auto& b = options.bounds;
+  if (options.gpus.empty())
+    throw UsageError("name the GPU (--gpu) whose fit rows to use");
+  auto rows = surfaces(dataset, options.gpus, b, options.fidelity, options.workers, options.progress);
+  if (rows.empty())
+    throw UsageError("no fit rows for GPU " + joined(options.gpus) + " in " + dataset.file);
+  auto [clock, gap] = minimise(rows, b, rows.size());
+
+  // Gauss-Newton on real simulations from the interpolants' optimum: the interpolation is close, not exact.
+  auto simulate_all = [&](double c, double g) {
+    auto out = process::parallel_map(rows.size(), options.workers, [&](std::size_t i) {
+      return pack(simulate_step_time(*rows[i].run, candidate(options.gpus, c, g), options.fidelity));
+    });
+    std::vector<double> t;
+    for (const auto& s : out)
+      t.push_back(unpack(s));
+    return t;
+  };
+  std::vector<double> at = simulate_all(clock, gap);
+  for (int step = 0; step < 2; ++step) {
+    if (options.progress)
+      options.progress("polishing the fit with real simulations", static_cast<std::size_t>(step), 2);
+    const double dc = 0.01 * (b.clock_max - b.clock_min), dg = 0.05 * (b.gap_max - b.gap_min);
+    const double c2 = clock - dc >= b.clock_min ? clock - dc : clock + dc;
+    const double g2 = gap + dg <= b.gap_max ? gap + dg : gap - dg;
+    const auto tc = simulate_all(c2, gap), tg = simulate_all(clock, g2);
+    // Normal equations of the linearised log residuals: J d = -r.
+    double a11 = 0, a12 = 0, a22 = 0, v1 = 0, v2 = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const double r  = std::log(at[i] / rows[i].published);
+      const double j1 = (std::log(tc[i]) - std::log(at[i])) / (c2 - clock);
+      const double j2 = (std::log(tg[i]) - std::log(at[i])) / (g2 - gap);
+      a11 += j1 * j1;
+      a12 += j1 * j2;
+      a22 += j2 * j2;
+      v1 -= j1 * r;
+      v2 -= j2 * r;
+    }
+    const double det = a11 * a22 - a12 * a12;
+    double nc = clock, ng = gap;
+    if (std::abs(det) > 1e-30 * (a11 * a22 + 1e-300)) {
+      nc = clock + (v1 * a22 - v2 * a12) / det;
+      ng = gap + (a11 * v2 - a12 * v1) / det;
+    } else if (a11 > 0) {
+      nc = clock + v1 / a11;
+    }
+    nc            = std::clamp(nc, b.clock_min, b.clock_max);
+    ng            = std::clamp(ng, b.gap_min, b.gap_max);
+    const auto tn = simulate_all(nc, ng);
+    double before = 0, after = 0;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      before += std::pow(std::log(at[i] / rows[i].published), 2);
+      after += std::pow(std::log(tn[i] / rows[i].published), 2);
+    }
+    if (!(after < before))
+      break;
+    clock = nc;
+    gap   = ng;
+    at    = tn;
+  }
+
+  Profile p;
+  p.calibration      = candidate(options.gpus, clock, gap);
+  p.calibration.name = options.name.empty() ? options.gpus.front() + "-published" : options.name;
+  std::string flags;
+  for (const auto& g : options.gpus)
+    flags += " --gpu " + g;
+  p.calibration.source = "spansim calibrate " + dataset.file + flags +
+                         ": bounded least squares on "
+                         "the log of simulated over published step time, " +
+                         std::to_string(rows.size()) + " fit rows, " + std::string(name_of(options.fidelity)) +
+                         " fidelity";
+  p.bounds  = b;
+  p.dataset = dataset.file;
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    p.residuals.push_back({rows[i].run->name, Role::fit, rows[i].published, at[i]});
+  return p;
+}
+
+json Profile::to_json() const
+{
+  json fit = json::array();
+  for (const auto& r : residuals)
+    fit.push_back({{"run", r.name},
+                   {"published_step_s", r.published_step},
+                   {"simulated_step_s", r.simulated_step},
+                   {"throughput_error", r.published_step / r.simulated_step - 1}});
+  char gap[32];
+  std::snprintf(gap, sizeof gap, "%.6gus", calibration.kernel_gap * 1e6);
+  return {
+      {"name", calibration.name},
+      {"gpus", calibration.gpus},
+      {"source", calibration.source},
+      {"parameters", {{"clock_fraction", calibration.clock_fraction}, {"kernel_gap", gap}}},
+      {"bounds",
+       {{"clock_fraction", {bounds.clock_min, bounds.clock_max}}, {"kernel_gap_s", {bounds.gap_min, bounds.gap_max}}}},
+      {"fit", {{"dataset", dataset}, {"rows", fit}}},
+      {"spansim", provenance()}};
+}
+
+ValidationReport validate(const Dataset& dataset, const ValidateOptions& options)
+{
+  ValidationReport report;
+  std::vector<const PublishedRun*> simulated;
+  for (const auto& run : dataset.runs)
+    if (run.role != Role::excluded)
+      simulated.push_back(&run);
+  if (options.progress)
+    options.progress("simulating every row with its profile", 0, simulated.size());
+  auto steps = process::parallel_map(simulated.size(), options.workers, [&](std::size_t i) {
+    const auto sim  = simulate_run(*simulated[i], simulated[i]->job->calibration, options.fidelity);
+    std::string out = pack(sim.step_time);
+    for (double p : sim.parts)
+      out += pack(p);
+    return out;
+  });
+  if (options.progress)
+    options.progress("simulating every row with its profile", simulated.size(), simulated.size());
+
+  // Leave one out: per profile in force (its GPUs; a row without one, its own GPU), the fit rows' interpolants,
+  // refitted without each row in turn.
+  std::map<std::string, double> loo; // run name -> step time with the profile fitted without it
+  if (options.leave_one_out) {
+    std::set<std::vector<std::string>> groups;
+    for (const auto* r : simulated)
+      if (r->role == Role::fit)
+        groups.insert(r->job->calibration.gpus.empty() ? std::vector{r->job->gpu.name} : r->job->calibration.gpus);
+    for (const auto& gpus : groups) {
+      Bounds b;
+      auto rows = surfaces(dataset, gpus, b, options.fidelity, options.workers, options.progress);
+      for (std::size_t i = 0; i < rows.size() && rows.size() > 1; ++i) {
+        auto [c, g]            = minimise(rows, b, i);
+        loo[rows[i].run->name] = rows[i].surface(c, g);
+      }
+    }
+  }
+
+  double fit_sum = 0, check_sum = 0, loo_sum = 0;
+  std::size_t loo_n = 0;
+  for (std::size_t i = 0; i < simulated.size(); ++i) {
+    const auto& run = *simulated[i];
+    ValidationRow row;
+    row.name          = run.name;
+    row.gpu           = run.job->gpu.name;
+    row.role          = run.role;
+    row.metric        = run.published.metric;
+    row.published     = run.published.value;
+    const double step = unpack(steps[i].substr(0, sizeof(double)));
+    for (std::size_t k = 0; k < row.parts.size(); ++k)
+      row.parts[k] = unpack(steps[i].substr((k + 1) * sizeof(double), sizeof(double)));
+    row.simulated = run.in_published_metric(step);
+    // Throughput error, whatever the published metric: positive when the simulation is faster.
+    const double published_step = run.published_step_time();
+    row.error                   = published_step / step - 1;
+    row.profile                 = run.job->calibration.name;
+    if (auto it = loo.find(run.name); it != loo.end()) {
+      row.loo_error = published_step / it->second - 1;
+      loo_sum += std::abs(*row.loo_error);
+      ++loo_n;
+    }
+    (run.role == Role::fit ? fit_sum : check_sum) += std::abs(row.error);
+    (run.role == Role::fit ? report.fit_rows : report.check_rows)++;
+    report.rows.push_back(row);
+  }
+  for (const auto& run : dataset.runs)
+    if (run.role == Role::excluded) {
+      ValidationRow row;
+      row.name             = run.name;
+      row.role             = run.role;
+      row.metric           = run.published.metric;
+      row.published        = run.published.value;
+      row.excluded_because = run.excluded_because;
+      report.rows.push_back(row);
+    }
+  report.mape_fit   = report.fit_rows ? fit_sum / static_cast<double>(report.fit_rows) : 0;
+  report.mape_check = report.check_rows ? check_sum / static_cast<double>(report.check_rows) : 0;
+  report.mape_loo   = loo_n ? loo_sum / static_cast<double>(loo_n) : 0;
+  return report;
+}
+
+} // namespace spansim::calibration

@@ -1,0 +1,226 @@
+// `spansim calibrate` and `spansim validate`: the compute model fitted on published runs, and every run compared
+// with its simulation.
+#include "calibration/calibration.hpp"
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "common/error.hpp"
+#include "common/paths.hpp"
+#include "common/units.hpp"
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+namespace spansim::cli {
+
+namespace {
+
+struct CalibrateOptions {
+  std::string runs;
+  std::vector<std::string> gpus;
+  std::string name;
+  std::string out;
+  std::string fidelity = "analytical";
+  int workers          = 0;
+  bool json            = false;
+};
+
+struct ValidateOptions {
+  std::string runs;
+  std::string fidelity = "analytical";
+  int workers          = 0;
+  bool no_loo          = false;
+  bool breakdown       = false;
+  bool json            = false;
+  std::vector<std::string> only;
+};
+
+// A bar on stderr when it is a terminal: phase, items done of all.
+calibration::Progress progress_bar(bool show)
+{
+  if (!show)
+    return {};
+  return [](const std::string& phase, std::size_t done, std::size_t total) {
+    const int width = 30;
+    const int full  = total > 0 ? static_cast<int>(width * done / total) : width;
+    std::cerr << "\r\033[K" << phase << " [" << std::string(full, '#') << std::string(width - full, ' ') << "] " << done
+              << "/" << total << std::flush;
+    if (done >= total)
+      std::cerr << "\r\033[K" << std::flush;
+  };
+}
+
+std::string pct(double x)
+{
+  return (x >= 0 ? "+" : "") + fixed(100 * x, 1) + "%";
+}
+
+std::string figure(calibration::Metric m, double v)
+{
+  switch (m) {
+  case calibration::Metric::step_time:
+    return units::format_time(v);
+  case calibration::Metric::tokens_per_second_per_gpu:
+    return fixed(v, 0) + " tok/s";
+  case calibration::Metric::tflops_per_gpu:
+    return fixed(v, 1) + " TFLOP/s";
+  case calibration::Metric::mfu:
+    return fixed(100 * v, 1) + "% MFU";
+  }
+  return fmt(v);
+}
+
+void calibrate(const CalibrateOptions& o)
+{
+  const auto dataset = calibration::load_dataset(o.runs.empty() ? calibration::default_dataset_path() : o.runs);
+  calibration::FitOptions fo;
+  fo.gpus = o.gpus;
+  fo.name = o.name;
+  if (!o.name.empty() && !is_safe_name(o.name))
+    throw UsageError("--name: " + unsafe_name_reason(o.name));
+  fo.fidelity        = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
+  fo.workers         = o.workers;
+  fo.progress        = progress_bar(!o.json && stderr_is_terminal());
+  const auto profile = calibration::fit_profile(dataset, fo);
+  const auto doc     = profile.to_json();
+  if (!o.out.empty())
+    write_file_replacing(o.out, doc.dump(2) + "\n");
+  if (o.json) {
+    nlohmann::json j = doc;
+    j["written"]     = o.out;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << "Calibration profile " << profile.calibration.name << " (" << profile.residuals.size() << " fit rows, "
+            << o.fidelity << " fidelity)\n";
+  std::cout << "  clock_fraction " << fixed(profile.calibration.clock_fraction, 4) << " (bounds "
+            << fixed(profile.bounds.clock_min, 2) << " to " << fixed(profile.bounds.clock_max, 2) << ")\n";
+  std::cout << "  kernel_gap     " << units::format_time(profile.calibration.kernel_gap) << " (bounds "
+            << units::format_time(profile.bounds.gap_min) << " to " << units::format_time(profile.bounds.gap_max)
+            << ")\n\n";
+  Table t{"", {"run", "published step", "simulated step", "throughput error"}, {}};
+  for (const auto& r : profile.residuals)
+    t.rows.push_back({r.name, units::format_time(r.published_step), units::format_time(r.simulated_step),
+                      pct(r.published_step / r.simulated_step - 1)});
+  print_table(std::cout, t);
+  if (!o.out.empty())
+    std::cout << "\nWritten: " << o.out << "\n";
+}
+
+void validate(const ValidateOptions& o)
+{
+  auto dataset = calibration::load_dataset(o.runs.empty() ? calibration::default_dataset_path() : o.runs);
+  if (!o.only.empty())
+    std::erase_if(dataset.runs, [&](const calibration::PublishedRun& r) {
+      return std::none_of(o.only.begin(), o.only.end(),
+                          [&](const std::string& s) { return r.name.find(s) != std::string::npos; });
+    });
+  calibration::ValidateOptions vo;
+  vo.fidelity       = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
+  vo.leave_one_out  = !o.no_loo;
+  vo.workers        = o.workers;
+  vo.progress       = progress_bar(!o.json && stderr_is_terminal());
+  const auto report = calibration::validate(dataset, vo);
+  if (o.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : report.rows) {
+      nlohmann::json j = {
+          {"run", r.name}, {"role", name_of(r.role)}, {"metric", name_of(r.metric)}, {"published", r.published}};
+      if (r.role == calibration::Role::excluded) {
+        j["excluded_because"] = r.excluded_because;
+      } else {
+        j["gpu"]              = r.gpu;
+        j["profile"]          = r.profile;
+        j["simulated"]        = r.simulated;
+        j["throughput_error"] = r.error;
+        if (r.loo_error)
+          j["leave_one_out_throughput_error"] = *r.loo_error;
+        nlohmann::json parts;
+        for (std::size_t k = 0; k < netsim::kParts.size(); ++k)
+          parts[std::string(name_of(netsim::kParts[k]))] = r.parts[k];
+        j["breakdown_s"] = parts;
+      }
+      rows.push_back(j);
+    }
+    nlohmann::json j = {{"spansim", provenance()},
+                        {"dataset", dataset.file},
+                        {"fidelity", o.fidelity},
+                        {"rows", rows},
+                        {"mape", {{"fit", report.mape_fit}, {"check", report.mape_check}}}};
+    if (vo.leave_one_out)
+      j["mape"]["leave_one_out"] = report.mape_loo;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  Table t{"", {"run", "gpu", "role", "published", "simulated", "error", "left out"}, {}};
+  if (o.breakdown)
+    for (const char* part : {"compute", "exposed", "bubble"})
+      t.headers.push_back(part);
+  std::vector<const calibration::ValidationRow*> excluded;
+  for (const auto& r : report.rows) {
+    if (r.role == calibration::Role::excluded) {
+      excluded.push_back(&r);
+      continue;
+    }
+    t.rows.push_back({r.name, r.gpu, std::string(name_of(r.role)), figure(r.metric, r.published),
+                      figure(r.metric, r.simulated), pct(r.error), r.loo_error ? pct(*r.loo_error) : "-"});
+    if (o.breakdown) {
+      // Shares of the stages' mean step: compute, communication the compute waited for, pipeline bubble.
+      double total = 0, exposed = 0;
+      for (std::size_t k = 0; k < netsim::kParts.size(); ++k) {
+        total += r.parts[k];
+        if (netsim::kParts[k] != netsim::Part::compute && netsim::kParts[k] != netsim::Part::bubble &&
+            netsim::kParts[k] != netsim::Part::idle)
+          exposed += r.parts[k];
+      }
+      auto share = [&](double v) { return total > 0 ? fixed(100 * v / total, 0) + "%" : std::string("-"); };
+      t.rows.back().push_back(share(r.parts[0]));
+      t.rows.back().push_back(share(exposed));
+      t.rows.back().push_back(share(r.parts[static_cast<std::size_t>(netsim::Part::bubble)]));
+    }
+  }
+  print_table(std::cout, t);
+  std::cout << "\nerror: simulated over published throughput, minus 1 (+: the simulation is faster); left out: the "
+               "same with the profile fitted without the row\n";
+  std::cout << "MAPE: fit rows " << fixed(100 * report.mape_fit, 1) << "% (" << report.fit_rows << "), check rows "
+            << fixed(100 * report.mape_check, 1) << "% (" << report.check_rows << ")";
+  if (vo.leave_one_out)
+    std::cout << ", fit rows left out one at a time " << fixed(100 * report.mape_loo, 1) << "%";
+  std::cout << "\n";
+  if (!excluded.empty()) {
+    std::cout << "\nNot simulated (" << excluded.size() << "):\n";
+    for (const auto* r : excluded)
+      std::cout << "  " << r->name << ": " << r->excluded_because << "\n";
+  }
+}
+
+} // namespace
+
+void add_calibration_commands(CLI::App& app)
+{
+  auto co = std::make_shared<CalibrateOptions>();
+  auto* c = app.add_subcommand("calibrate", "Fit the compute model's free parameters on published (or your own) runs");
+  c->add_option("runs", co->runs, "Dataset of runs (default: validation/published-runs.json)");
+  c->add_option("--gpu", co->gpus,
+                "Fit the rows of this GPU (its name in the GPU file, e.g. h100); repeat it for GPU files of one chip")
+      ->required();
+  c->add_option("--name", co->name, "The profile's name (default: the first GPU's, \"-published\")");
+  c->add_option("--out", co->out, "Write the profile here (validation/profiles/NAME.json format)");
+  c->add_option("--fidelity", co->fidelity, "Engine of the simulations: " + allowed_names<netsim::Fidelity>());
+  c->add_option("--workers", co->workers, "Worker processes (0: one per core)")->check(integer_in(0, 256));
+  c->add_flag("--json", co->json, "Print one JSON document (the profile)");
+  c->callback([co] { calibrate(*co); });
+
+  auto vo = std::make_shared<ValidateOptions>();
+  auto* v = app.add_subcommand("validate", "Simulate every published run and compare with what was published");
+  v->add_option("runs", vo->runs, "Dataset of runs (default: validation/published-runs.json)");
+  v->add_option("--fidelity", vo->fidelity, "Engine of the simulations: " + allowed_names<netsim::Fidelity>());
+  v->add_option("--workers", vo->workers, "Worker processes (0: one per core)")->check(integer_in(0, 256));
+  v->add_flag("--no-loo", vo->no_loo, "Skip the leave-one-out refits");
+  v->add_flag("--breakdown", vo->breakdown, "Add each row's compute, exposed communication and bubble shares");
+  v->add_option("--only", vo->only, "Only the runs whose name contains this (repeatable)");
+  v->add_flag("--json", vo->json, "Print one JSON document");
+  v->callback([vo] { validate(*vo); });
+}
+
+} // namespace spansim::cli

@@ -1,0 +1,16 @@
+#pragma once
+/// @file
+/// @brief Internal to netsim: SM contention between compute and the communication it overlaps.
+
+#include "netsim/step.hpp"
+
+#include <vector>
+
+namespace spansim::netsim {
+
+/// @brief Seconds each compute op of each stage loses to NCCL's SMs while overlapped communication of its stage
+/// runs, from a first simulation of the step ([stage][op]; empty or zero when the effect is off or the GPU file
+/// gives no comm_sms).
+std::vector<std::vector<double>> contention_seconds(const workload::StepGraph& graph, const StepResult& first);
+
+} // namespace spansim::netsim

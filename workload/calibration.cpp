@@ -1,0 +1,119 @@
+// Calibration profiles: the compute model's fitted parameters for one GPU, shipped (validation/profiles) or a
+// user's own, and the production effects a job switches on or off.
+#include "common/error.hpp"
+#include "common/json_reader.hpp"
+#include "common/units.hpp"
+#include "workload/workload.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#ifndef SPANSIM_DATA_DIR
+#error "SPANSIM_DATA_DIR must point at the source tree"
+#endif
+
+namespace spansim::workload {
+
+namespace fs = std::filesystem;
+
+std::string profile_dir()
+{
+  return std::string(SPANSIM_DATA_DIR) + "/validation/profiles";
+}
+
+namespace {
+
+Calibration read_profile(spec::ObjectReader r, const std::string& file)
+{
+  Calibration c;
+  c.name = r.name("name");
+  c.gpus = r.strings("gpus");
+  if (c.gpus.empty())
+    r.fail("gpus", "name at least one GPU the profile holds for");
+  c.source = r.optional_string("source").value_or(file);
+  auto p   = r.object("parameters");
+  // Bounds: a clock fraction below 0.3 or a gap above 1 ms per kernel is not a GPU that trains.
+  c.clock_fraction = p.number("clock_fraction", 0.3, 1.0);
+  c.kernel_gap     = p.time("kernel_gap");
+  if (c.kernel_gap > 1e-3)
+    p.fail("kernel_gap", "at most 1ms per kernel");
+  p.finish();
+  // What the fit saw and who wrote it: kept in the file for readers, not used by the model.
+  for (const char* record : {"fit", "bounds", "spansim"})
+    if (r.has(record))
+      r.raw(record);
+  r.finish();
+  return c;
+}
+
+} // namespace
+
+Calibration load_calibration(const std::string& name_or_path, const spec::Location& referrer)
+{
+  if (name_or_path == "none")
+    return {};
+  const bool shipped     = name_or_path.find('/') == std::string::npos && !name_or_path.ends_with(".json");
+  const std::string path = shipped ? profile_dir() + "/" + name_or_path + ".json"
+                                   : (fs::path(name_or_path).is_relative() && !referrer.file.empty()
+                                          ? (fs::path(referrer.file).parent_path() / name_or_path).string()
+                                          : name_or_path);
+  if (shipped && !fs::exists(path)) {
+    std::string list;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(profile_dir(), ec))
+      if (e.path().extension() == ".json")
+        list += (list.empty() ? "" : ", ") + e.path().stem().string();
+    const std::string what =
+        "unknown calibration profile \"" + name_or_path + "\" (shipped: " + list + "; or a path, or \"none\")";
+    if (referrer.file.empty())
+      throw UsageError(what);
+    referrer.fail(what);
+  }
+  const auto doc = spec::load_referenced_json(path, referrer);
+  auto c         = read_profile(spec::ObjectReader(doc, spec::Location{path}), path);
+  if (!shipped)
+    c.name = path;
+  return c;
+}
+
+Calibration default_calibration(const GpuSpec& gpu)
+{
+  const std::string name = gpu.name + "-published";
+  if (fs::exists(profile_dir() + "/" + name + ".json"))
+    return load_calibration(name);
+  std::vector<std::string> shipped;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(profile_dir(), ec))
+    if (e.path().extension() == ".json")
+      shipped.push_back(e.path().stem().string());
+  std::sort(shipped.begin(), shipped.end());
+  for (const auto& s : shipped)
+    if (auto c = load_calibration(s); c.covers(gpu.name))
+      return c;
+  return {};
+}
+
+namespace {
+std::string fixed3(double v)
+{
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+} // namespace
+
+std::string calibration_line(const JobSpec& job)
+{
+  const auto& c    = job.calibration;
+  std::string line = c.name == "none" ? std::string("no calibration profile")
+                                      : c.name + ": clock " + fixed3(c.clock_fraction) + ", kernel gap " +
+                                            units::format_time(c.kernel_gap);
+  std::string off;
+  for (const auto& [key, member] : kEffectSwitches)
+    if (!(job.effects.*member))
+      off += (off.empty() ? "" : ", ") + std::string(key);
+  return line + "; effects: " + (off.empty() ? "all on" : "off: " + off);
+}
+
+} // namespace spansim::workload
