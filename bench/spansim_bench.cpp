@@ -10,6 +10,7 @@
 //   spansim_bench --large      add the cases that take minutes (100K flows on one link, 30K random flows)
 //   spansim_bench --exact      simulated times with 17 significant digits (to compare builds bit for bit)
 //   spansim_bench --timeout S  give up a case after S seconds of wall time (default 600)
+#include "calibration/calibration.hpp"
 #include "common/process.hpp"
 #include "netsim/collectives.hpp"
 #include "netsim/netsim.hpp"
@@ -308,6 +309,21 @@ std::vector<Case> cases()
                                  result.feasible, result.scored,
                                  static_cast<double>(result.points) / result.scoring_seconds);
                  }});
+  // Issue 12: spansim validate over the whole dataset at analytical fidelity with leave-one-out, on 2 workers.
+  all.push_back(
+      {"validate dataset", "two-buildings", "analytical", nullptr, 120, "< 2 min on 2 cores", false, [](Figures& f) {
+         const auto dataset = calibration::load_dataset(calibration::default_dataset_path());
+         calibration::ValidateOptions o;
+         o.workers     = 2;
+         auto start    = Clock::now();
+         auto report   = calibration::validate(dataset, o);
+         f.engine_wall = seconds_since(start);
+         f.transfers   = static_cast<long>(report.fit_rows + report.check_rows); // rows, in the flows column
+         f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+         std::snprintf(f.note, sizeof f.note, "%zu rows simulated; MAPE fit %.1f%%, check %.1f%%, leave-one-out %.1f%%",
+                       report.fit_rows + report.check_rows, 100 * report.mape_fit, 100 * report.mape_check,
+                       100 * report.mape_loo);
+       }});
   return all;
 }
 

@@ -142,9 +142,16 @@ void validate(const ValidateOptions& o)
       }
       rows.push_back(j);
     }
+    nlohmann::json profiles = nlohmann::json::object();
+    for (const auto& run : dataset.runs)
+      if (run.job && run.job->calibration.name != "none") {
+        const auto& c    = run.job->calibration;
+        profiles[c.name] = {{"gpus", c.gpus}, {"clock_fraction", c.clock_fraction}, {"kernel_gap_s", c.kernel_gap}};
+      }
     nlohmann::json j = {{"spansim", provenance()},
                         {"dataset", dataset.file},
                         {"fidelity", o.fidelity},
+                        {"profiles", profiles},
                         {"rows", rows},
                         {"mape", {{"fit", report.mape_fit}, {"check", report.mape_check}}}};
     if (vo.leave_one_out)

@@ -52,7 +52,7 @@ std::string path_of(const std::vector<Frame>& frames, std::size_t depth)
 
 } // namespace
 
-json load_json_file(const std::string& path)
+std::string load_text_file(const std::string& path)
 {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -76,20 +76,38 @@ json load_json_file(const std::string& path)
   std::string text(bytes, '\0');
   in.read(text.data(), static_cast<std::streamsize>(bytes));
   text.resize(static_cast<std::size_t>(in.gcount()));
-  return parse_json_text(text, path);
+  return text;
 }
 
-json load_referenced_json(const std::string& path, const Location& referrer)
+json load_json_file(const std::string& path)
+{
+  return parse_json_text(load_text_file(path), path);
+}
+
+std::string referenced_path(const std::string& path, const Location& referrer)
+{
+  namespace fs = std::filesystem;
+  if (referrer.file.empty() || fs::path(path).is_absolute())
+    return path;
+  return (fs::path(referrer.file).parent_path() / path).string();
+}
+
+void check_referenced_file(const std::string& path, const Location& referrer)
 {
   namespace fs = std::filesystem;
   if (referrer.file.empty())
-    return load_json_file(path);
+    return;
   std::error_code ec;
   const auto status = fs::status(path, ec);
   if (ec || !fs::exists(status))
     referrer.fail("no such file \"" + path + "\"");
   if (!fs::is_regular_file(status))
     referrer.fail("\"" + path + "\" cannot be read as a spec file: it is " + file_kind(status));
+}
+
+json load_referenced_json(const std::string& path, const Location& referrer)
+{
+  check_referenced_file(path, referrer);
   return load_json_file(path);
 }
 

@@ -100,7 +100,15 @@ GemmShape wgrad(const GemmShape& f)
 template <class Cost>
 void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k)
 {
-  auto seconds = [&](const GemmShape& s, double clock) { return gemm_cost(c.job.gpu, c.job.precision, s, clock); };
+  // A measured time, where the user's table covers the shape, replaces the model's (at the clocks it was
+  // measured at: no sustained-clock term); the model still gives the HBM traffic.
+  const auto& measured = c.job.gpu.measured;
+  auto seconds         = [&](const GemmShape& s, double clock) {
+    GemmCost cost = gemm_cost(c.job.gpu, c.job.precision, s, clock);
+    if (auto t = measured.gemm_seconds(c.job.precision, s.m, s.n, s.k))
+      cost.seconds = *t * s.groups;
+    return cost;
+  };
   for (const GemmShape& f : gemms) {
     const GemmCost fwd = seconds(f, c.clock);
     const GemmCost dg  = seconds(dgrad(f), c.clock);
@@ -330,11 +338,23 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
     // Each GEMM is compute- or traffic-bound on its own; attention runs at the kernel library's measured rate
     // for each pass (at the sustained clock); element-wise ops are bandwidth-bound. Each kernel launched leaves
     // the GPU idle for the profile's gap.
-    const double attn_fwd = unfused ? ch.sum.unfused_fwd_seconds : ch.sum.attention_flops / (fwd_rate * c.clock);
-    const double attn_bwd =
+    double attn_fwd = unfused ? ch.sum.unfused_fwd_seconds : ch.sum.attention_flops / (fwd_rate * c.clock);
+    double attn_bwd =
         unfused ? ch.sum.unfused_bwd_seconds : kFlashBackwardFlopRatio * ch.sum.attention_flops / (bwd_rate * c.clock);
     const double ew_fwd = ch.sum.elementwise_bytes / mem_rate;
-    if (by_length) {
+    // Measured attention (one sequence, the rank's heads) replaces the library's rates: a rank of a context-parallel
+    // group does 1/cp of the sequence's causal work.
+    const double heads = double(c.m.heads) / c.tp, per_layer = double(c.job.batch.micro_batch) / c.cp;
+    const auto m_fwd =
+        unfused ? std::nullopt : gpu.measured.attention_seconds(false, c.job.batch.sequence_length, heads, qk_dim(c.m));
+    const auto m_bwd =
+        unfused ? std::nullopt : gpu.measured.attention_seconds(true, c.job.batch.sequence_length, heads, qk_dim(c.m));
+    const bool measured_attention = m_fwd && m_bwd;
+    if (measured_attention) {
+      attn_fwd = ch.layers * per_layer * *m_fwd;
+      attn_bwd = ch.layers * per_layer * *m_bwd;
+    }
+    if (by_length && !measured_attention) {
       ch.fwd_effects.attention_by_length = attn_fwd - ch.sum.attention_flops / (attn.forward * c.clock);
       ch.bwd_effects.attention_by_length =
           attn_bwd - kFlashBackwardFlopRatio * ch.sum.attention_flops / (attn.backward * c.clock);
@@ -343,8 +363,9 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
       ch.sum.kernels_fwd += 2; // softmax and cross-entropy of the loss
       ch.sum.kernels_bwd += 2;
     }
-    ch.fwd_effects.sustained_clock = ch.sum.clock_fwd_seconds + (unfused ? 0 : attn_fwd * (1 - c.clock));
-    ch.bwd_effects.sustained_clock = ch.sum.clock_bwd_seconds + (unfused ? 0 : attn_bwd * (1 - c.clock));
+    const bool attention_clocked   = !unfused && !measured_attention;
+    ch.fwd_effects.sustained_clock = ch.sum.clock_fwd_seconds + (attention_clocked ? attn_fwd * (1 - c.clock) : 0);
+    ch.bwd_effects.sustained_clock = ch.sum.clock_bwd_seconds + (attention_clocked ? attn_bwd * (1 - c.clock) : 0);
     ch.fwd_effects.kernel_gaps     = ch.sum.kernels_fwd * c.gap;
     ch.bwd_effects.kernel_gaps     = ch.sum.kernels_bwd * c.gap;
     ch.fwd_seconds                 = ch.sum.gemm_fwd_seconds + attn_fwd + ew_fwd + ch.fwd_effects.kernel_gaps;
@@ -357,8 +378,9 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
       break;
     case Recompute::selective: {
       // The flash-attention forward and three element-wise kernels (norms and the activation) per layer.
-      const double kernels                     = ch.layers * ((unfused ? 4.0 : kAttentionKernelsForward) + 3.0);
-      ch.recompute_effects.sustained_clock     = unfused ? ch.sum.unfused_fwd_clock : attn_fwd * (1 - c.clock);
+      const double kernels = ch.layers * ((unfused ? 4.0 : kAttentionKernelsForward) + 3.0);
+      ch.recompute_effects.sustained_clock =
+          unfused ? ch.sum.unfused_fwd_clock : (attention_clocked ? attn_fwd * (1 - c.clock) : 0);
       ch.recompute_effects.attention_by_length = ch.fwd_effects.attention_by_length;
       ch.recompute_effects.kernel_gaps         = kernels * c.gap;
       ch.recompute_seconds = attn_fwd + ch.sum.selective_bytes / mem_rate + ch.recompute_effects.kernel_gaps;

@@ -162,6 +162,9 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
   }
   job.recompute = r.optional_enumeration<Recompute>("recompute").value_or(Recompute::none);
   read_calibration_and_effects(r, job);
+  // A job's own measured kernel times replace the GPU file's.
+  if (auto mk = r.optional_object("measured_kernels"))
+    job.gpu.measured = read_measured_kernels(*mk);
   if (auto pr = r.optional_object("precision")) {
     job.precision = pr->optional_enumeration<Precision>("compute").value_or(Precision::bf16);
     job.gradient_reduce_bytes =

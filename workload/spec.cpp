@@ -261,6 +261,8 @@ GpuSpec read_gpu(spec::ObjectReader r)
   g.elementwise_efficiency = eff.number("elementwise", 0.01, 1);
   eff.finish();
   g.comm_sms = static_cast<int>(r.optional_integer("comm_sms", 0, g.gemm.sms - 1).value_or(0));
+  if (auto m = r.optional_object("measured_kernels"))
+    g.measured = read_measured_kernels(*m);
   r.finish();
   return g;
 }

@@ -113,6 +113,44 @@ struct AttentionRates {
   double rate(double s, bool backward) const;
 };
 
+/// @brief Precision of the matrix products.
+enum class Precision { bf16, fp8 };
+constexpr std::array<std::string_view, 2> enum_names(Precision)
+{
+  return {"bf16", "fp8"};
+}
+
+/// @brief A measured GEMM: op kind "gemm", shape (M x K times K x N), input type, seconds.
+struct MeasuredGemm {
+  Precision dtype = Precision::bf16;
+  double m = 0, n = 0, k = 0;
+  double seconds = 0;
+};
+/// @brief A measured causal attention kernel over one sequence: pass, sequence length, heads, head width, seconds.
+struct MeasuredAttention {
+  bool backward   = false;
+  double sequence = 0, heads = 0, head_dim = 0;
+  double seconds = 0;
+};
+/// @brief A user's measured kernel times (CSV files named by a GPU file or a job): they replace the model's
+/// estimate for the shapes they cover, interpolated between measured ones (workload/README.md).
+struct MeasuredKernels {
+  std::string gemm_file;      ///< where the GEMM rows came from (empty: none)
+  std::string attention_file; ///< where the attention rows came from
+  std::vector<MeasuredGemm> gemm;
+  std::vector<MeasuredAttention> attention;
+
+  /// @brief Seconds of one (m, n, k) GEMM in `dtype`: a measured row's, or interpolated from the achieved FLOP/s of
+  /// the rows of that type (inverse-distance weights in log2 of m, n and k) when the shape lies within their
+  /// range in each of m, n and k; nothing outside it.
+  std::optional<double> gemm_seconds(Precision dtype, double m, double n, double k) const;
+  /// @brief Seconds of one causal attention pass over one sequence, the same way over (sequence, heads, head_dim).
+  std::optional<double> attention_seconds(bool backward, double sequence, double heads, double head_dim) const;
+};
+/// @brief Reads `{"gemm": "FILE.csv", "attention": "FILE.csv"}` (either or both; paths relative to the file that
+/// names them). @throws SpecError naming the CSV file and line, or the JSON path of a missing file.
+MeasuredKernels read_measured_kernels(spec::ObjectReader r);
+
 /// @brief The GEMM model's per-GPU inputs: the best measured rate of a full-wave GEMM and the tiling that
 /// quantizes other shapes.
 struct GemmSpec {
@@ -139,6 +177,7 @@ struct GpuSpec {
   /// @brief SMs a collective's kernels occupy while it runs (NCCL runs one CTA per channel on an SM of its own):
   /// overlapped compute has the rest. 0: not given (no SM contention).
   int comm_sms = 0;
+  MeasuredKernels measured; ///< measured kernel times that replace the model's estimates (none by default)
 };
 
 /// @brief A calibration profile: the compute model's free parameters, fitted on published runs of one GPU
@@ -194,12 +233,6 @@ enum class Recompute { none, selective, full };
 constexpr std::array<std::string_view, 3> enum_names(Recompute)
 {
   return {"none", "selective", "full"};
-}
-/// @brief Precision of the matrix products.
-enum class Precision { bf16, fp8 };
-constexpr std::array<std::string_view, 2> enum_names(Precision)
-{
-  return {"bf16", "fp8"};
 }
 
 /// @brief One GEMM C[M x N] = A[M x K] B[K x N], or `groups` of them launched together (grouped MoE experts).

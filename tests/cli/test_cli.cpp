@@ -288,3 +288,30 @@ TEST_CASE("optimize: the printed scenarios reproduce the reported times and spee
     CHECK(baseline / winner > 1.05); // 8 micro-batches on a pipeline: the production 1F1B default is beatable
   std::system(("rm -rf " + out).c_str());
 }
+
+TEST_CASE("validate --json on a few small published runs: each error is the throughput ratio", "[cli][calibration]")
+{
+  auto r = spansim("validate --only mpt-7b-8k-8xa100 --only korthikanti-22b --only nemo2407-llama3-8b --no-loo "
+                   "--json --workers 1");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["rows"].size() == 3);
+  for (const auto& row : j["rows"]) {
+    INFO(row.dump());
+    const double published = row["published"], simulated = row["simulated"], error = row["throughput_error"];
+    // Throughput metrics compare directly; a step time inversely.
+    const double expected = row["metric"] == "step_time" ? published / simulated - 1 : simulated / published - 1;
+    std::cout << row["run"].get<std::string>() << ": published " << published << ", simulated " << simulated
+              << ", error " << error << "\n";
+    CHECK(error == Approx(expected).epsilon(1e-9));
+    CHECK(std::fabs(error) < 0.5);
+    CHECK(row["profile"].get<std::string>().ends_with("-published"));
+    double parts = 0;
+    for (const auto& [part, seconds] : row["breakdown_s"].items())
+      parts += seconds.get<double>();
+    CHECK(parts > 0);
+  }
+  CHECK(j["mape"]["fit"].get<double>() >= 0);
+  CHECK(j["spansim"].contains("git_hash"));
+}

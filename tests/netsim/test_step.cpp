@@ -250,3 +250,83 @@ TEST_CASE("auto picks, per step, the fastest of the per-call policy and each alg
   expect_within("step with auto chosen per step against the fastest candidate", best, r.step_time, 1e-9);
   CHECK(r.step_time < per_call); // the per-call policy loses here: the reason for choosing per step
 }
+
+TEST_CASE("SM contention: compute overlapped by communication loses NCCL's SMs for the overlap", "[step][effects]")
+{
+  topology::Topology topo(topology::load_topology_spec("two-buildings"));
+  auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 4, 2048);
+  j.effects.dp_overlap_by_unit = true; // gradient reductions overlap the backward
+  placement::Placement place(
+      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
+  auto graph = workload::build_step_graph(j);
+  netsim::StepOptions o;
+  o.fidelity                      = netsim::Fidelity::analytical;
+  o.algorithms[workload::Dim::dp] = netsim::Algorithm::ring;
+  const auto first                = netsim::simulate_step(topo, graph, place, o);
+  // By hand from the run without the effect: each compute op's time under any overlapped communication op of
+  // its stage, times comm_sms / (sms - comm_sms).
+  const auto& ops  = graph.stages[0].ops;
+  const double sms = j.gpu.gemm.sms, comm = j.gpu.comm_sms;
+  double expected = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (!workload::is_compute(ops[i].kind))
+      continue;
+    const auto& c = first.ops[0][i];
+    // Union of the communication intervals, clipped to the compute op, on a fine grid of its boundaries.
+    std::vector<double> cuts{c.start, c.end};
+    for (std::size_t k = 0; k < ops.size(); ++k)
+      if (!workload::is_compute(ops[k].kind) && ops[k].overlappable)
+        for (double t : {first.ops[0][k].active, first.ops[0][k].end})
+          if (t > c.start && t < c.end)
+            cuts.push_back(t);
+    std::sort(cuts.begin(), cuts.end());
+    for (std::size_t q = 0; q + 1 < cuts.size(); ++q) {
+      const double mid = (cuts[q] + cuts[q + 1]) / 2;
+      for (std::size_t k = 0; k < ops.size(); ++k)
+        if (!workload::is_compute(ops[k].kind) && ops[k].overlappable && first.ops[0][k].active < mid &&
+            first.ops[0][k].end > mid) {
+          expected += (cuts[q + 1] - cuts[q]) * comm / (sms - comm);
+          break;
+        }
+    }
+  }
+  REQUIRE(expected > 0);
+  j.effects.sm_contention = true;
+  graph                   = workload::build_step_graph(j);
+  const auto second       = netsim::simulate_step(topo, graph, place, o);
+  REQUIRE(second.sm_contention.size() == 1);
+  expect_within("SM contention seconds on stage 0", expected, second.sm_contention[0], 1e-9);
+  expect_within("compute part grows by them", first.stages[0].compute + expected, second.stages[0].compute, 1e-9);
+  CHECK(second.step_time >= first.step_time);
+  check_identity(second);
+}
+
+TEST_CASE("DP unit by unit: a reduction the backward hides leaves only the last unit exposed", "[step][effects]")
+{
+  // A long backward (one 64K-token sequence per rank) and the gradient of a 4-layer model: the units reduced
+  // during the backward are hidden; the last one (first layer, embedding and output layer) waits, for its ring
+  // time.
+  topology::Topology topo(topology::load_topology_spec("two-buildings"));
+  auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 65536);
+  j.effects.dp_overlap_by_unit = true;
+  auto graph                   = workload::build_step_graph(j);
+  placement::Placement place(
+      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
+  std::vector<double> reductions;
+  for (const auto& op : graph.stages[0].ops)
+    if (op.kind == workload::OpKind::collective && op.dim == workload::Dim::dp)
+      reductions.push_back(op.bytes * op.count);
+  REQUIRE(reductions.size() == 2);
+  const double layer = 4 * 2048.0 * 2048 + 3 * 2048.0 * 8192 + 2 * 2048, extra = 2 * 32000.0 * 2048 + 2048;
+  expect_within("last unit's share of the gradient", (layer + extra) / (4 * layer + extra),
+                reductions[1] / (reductions[0] + reductions[1]), 1e-12);
+  auto route     = topo.route(place.gpu(0), place.gpu(1));
+  const double a = topo.route_latency(route), b = topo.route_bandwidth(route);
+  netsim::StepOptions o;
+  o.fidelity                      = netsim::Fidelity::analytical;
+  o.algorithms[workload::Dim::dp] = netsim::Algorithm::ring;
+  auto r                          = netsim::simulate_step(topo, graph, place, o);
+  expect_within("exposed DP: the last unit's ring all-reduce", reductions[1] / b + 2 * a,
+                r.stages[0].exposed[workload::Dim::dp], 0.02);
+  check_identity(r);
+}
