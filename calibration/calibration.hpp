@@ -78,6 +78,9 @@ struct Dataset {
 Dataset load_dataset(const std::string& path);
 /// @brief Path of the shipped dataset.
 std::string default_dataset_path();
+/// @brief A dataset path as a profile records it: relative to the source tree when inside it, so that a shipped
+/// profile names no machine's directories.
+std::string recorded_path(const std::string& path);
 
 /// @brief The topology a run is simulated on: its cluster as one pod of one building.
 topology::TopologySpec cluster_topology(const PublishedRun& run);
@@ -118,6 +121,7 @@ struct Residual {
   Role role             = Role::fit;
   double published_step = 0;
   double simulated_step = 0;
+  std::string source; ///< where the published figure comes from (the row's `source`)
   /// @brief log(simulated / published): what the fit minimises the squares of.
   double log_error() const;
 };

@@ -23,6 +23,12 @@ std::string default_dataset_path()
   return std::string(SPANSIM_DATA_DIR) + "/validation/published-runs.json";
 }
 
+std::string recorded_path(const std::string& path)
+{
+  const std::string root = std::string(SPANSIM_DATA_DIR) + "/";
+  return path.rfind(root, 0) == 0 ? path.substr(root.size()) : path;
+}
+
 namespace {
 
 Cluster read_cluster(spec::ObjectReader r)

@@ -238,15 +238,15 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   std::string flags;
   for (const auto& g : options.gpus)
     flags += " --gpu " + g;
-  p.calibration.source = "spansim calibrate " + dataset.file + flags +
+  p.calibration.source = "spansim calibrate " + recorded_path(dataset.file) + flags +
                          ": bounded least squares on "
                          "the log of simulated over published step time, " +
                          std::to_string(rows.size()) + " fit rows, " + std::string(name_of(options.fidelity)) +
                          " fidelity";
   p.bounds  = b;
-  p.dataset = dataset.file;
+  p.dataset = recorded_path(dataset.file);
   for (std::size_t i = 0; i < rows.size(); ++i)
-    p.residuals.push_back({rows[i].run->name, Role::fit, rows[i].published, at[i]});
+    p.residuals.push_back({rows[i].run->name, Role::fit, rows[i].published, at[i], rows[i].run->source});
   return p;
 }
 
@@ -257,7 +257,8 @@ json Profile::to_json() const
     fit.push_back({{"run", r.name},
                    {"published_step_s", r.published_step},
                    {"simulated_step_s", r.simulated_step},
-                   {"throughput_error", r.published_step / r.simulated_step - 1}});
+                   {"throughput_error", r.published_step / r.simulated_step - 1},
+                   {"source", r.source}});
   char gap[32];
   std::snprintf(gap, sizeof gap, "%.6gus", calibration.kernel_gap * 1e6);
   return {
