@@ -35,21 +35,6 @@ struct ValidateOptions {
   std::vector<std::string> only;
 };
 
-// A bar on stderr when it is a terminal: phase, items done of all.
-calibration::Progress progress_bar(bool show)
-{
-  if (!show)
-    return {};
-  return [](const std::string& phase, std::size_t done, std::size_t total) {
-    const int width = 30;
-    const int full  = total > 0 ? static_cast<int>(width * done / total) : width;
-    std::cerr << "\r\033[K" << phase << " [" << std::string(full, '#') << std::string(width - full, ' ') << "] " << done
-              << "/" << total << std::flush;
-    if (done >= total)
-      std::cerr << "\r\033[K" << std::flush;
-  };
-}
-
 std::string pct(double x)
 {
   return (x >= 0 ? "+" : "") + fixed(100 * x, 1) + "%";

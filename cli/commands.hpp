@@ -17,6 +17,9 @@ void add_workload_command(CLI::App& app);
 /// @brief `spansim run [SCENARIO] [--fidelity F] [--out DIR] [--json]`: one co-simulated training step.
 void add_run_command(CLI::App& app);
 
+/// @brief `spansim reliability SCENARIO --days D | --tokens T [--json]`: goodput under failures and recovery.
+void add_reliability_command(CLI::App& app);
+
 /// @brief `spansim campaign run|merge|slurm|plot`: sweeps of scenarios on all cores or a Slurm job array, gathered
 /// into one HDF5 file and a CSV, and plotted.
 void add_campaign_command(CLI::App& app);

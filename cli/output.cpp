@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 #include <limits>
 #include <ostream>
 #include <sstream>
@@ -88,6 +89,20 @@ std::string fixed(double value, int decimals)
 bool stderr_is_terminal()
 {
   return isatty(STDERR_FILENO) != 0;
+}
+
+ProgressBar progress_bar(bool show)
+{
+  if (!show)
+    return {};
+  return [](const std::string& phase, std::size_t done, std::size_t total) {
+    const int width = 30;
+    const int full  = total > 0 ? static_cast<int>(width * done / total) : width;
+    std::cerr << "\r\033[K" << phase << " [" << std::string(full, '#') << std::string(width - full, ' ') << "] " << done
+              << "/" << total << std::flush;
+    if (done >= total)
+      std::cerr << "\r\033[K" << std::flush;
+  };
 }
 
 } // namespace spansim::cli

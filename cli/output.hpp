@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -37,5 +38,10 @@ CLI::Validator finite_number(double min, bool strict = false);
 
 /// @brief Whether stderr is a terminal (progress bars only go there).
 bool stderr_is_terminal();
+
+/// @brief Reports progress: phase, items done, items in all.
+using ProgressBar = std::function<void(const std::string&, std::size_t, std::size_t)>;
+/// @brief A bar on stderr when `show` (a terminal, no --json); nothing otherwise.
+ProgressBar progress_bar(bool show);
 
 } // namespace spansim::cli

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 namespace spansim::cli {
 
@@ -21,6 +22,8 @@ struct RunOptions {
   std::string out;
   bool no_outputs = false;
   bool json       = false;
+  int steps       = 0;
+  long long seed  = -1;
 };
 
 std::string pct(double part, double whole)
@@ -28,11 +31,52 @@ std::string pct(double part, double whole)
   return whole > 0 ? fixed(100 * part / whole, 1) + "%" : "-";
 }
 
+// Sampled steps: the distribution, and where the time lost to variability went.
+void print_sampled(const reliability::SampledSteps& s, std::uint64_t seed)
+{
+  std::cout << "\n";
+  Table head{"Sampled steps (" + std::to_string(s.step_times.size()) + ", seed " + std::to_string(seed) +
+                 "; lockstep groups of " + std::to_string(s.lockstep_group) + " ranks, " + std::to_string(s.replicas) +
+                 " replicas)",
+             {"statistic", "step time", "against the simulated step"},
+             {}};
+  auto vs   = [&](double x) { return (x >= s.deterministic ? "+" : "") + pct(x - s.deterministic, s.deterministic); };
+  head.rows = {{"simulated (no variability)", units::format_time(s.deterministic), ""},
+               {"mean", units::format_time(s.mean), vs(s.mean)},
+               {"p50", units::format_time(s.p50), vs(s.p50)},
+               {"p90", units::format_time(s.p90), vs(s.p90)},
+               {"p99", units::format_time(s.p99), vs(s.p99)}};
+  print_table(std::cout, head);
+  std::cout << "\n";
+  Table where{"Where the mean loss goes (added time on the critical path)", {"part", "seconds"}, {}};
+  std::vector<std::pair<double, int>> stages;
+  for (std::size_t k = 0; k < s.attribution.stage_compute.size(); ++k)
+    stages.emplace_back(s.attribution.stage_compute[k], static_cast<int>(k));
+  std::sort(stages.rbegin(), stages.rend());
+  for (std::size_t k = 0; k < stages.size() && k < 4; ++k)
+    if (stages[k].first > 0)
+      where.rows.push_back({"compute of stage " + std::to_string(stages[k].second) +
+                                (s.stage_factor[stages[k].second] > 1 ? " (a slow GPU)" : ""),
+                            units::format_time(stages[k].first)});
+  for (workload::Dim d : workload::kDims)
+    if (s.attribution.communication[static_cast<std::size_t>(d)] > 0)
+      where.rows.push_back({std::string(name_of(d)) + " communication",
+                            units::format_time(s.attribution.communication[static_cast<std::size_t>(d)])});
+  if (s.attribution.replica_sync > 0)
+    where.rows.push_back({"waiting for the slowest replica", units::format_time(s.attribution.replica_sync)});
+  print_table(std::cout, where);
+}
+
 void run(const RunOptions& o)
 {
   auto scenario = scenario::load_scenario(o.scenario.empty() ? scenario::default_scenario_path() : o.scenario);
   if (!o.fidelity.empty())
     scenario.options.fidelity = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
+  if (o.steps > 0 && !scenario.variability)
+    throw UsageError("--steps samples steps under the scenario's \"variability\" block, and " + scenario.file +
+                     " has none (reliability/README.md)");
+  if (o.seed >= 0 && scenario.variability)
+    scenario.variability->seed = static_cast<std::uint64_t>(o.seed);
   // A status line on a terminal: large steps take a while at flow and packet fidelity.
   const bool status = !o.json && stderr_is_terminal();
   const auto start  = std::chrono::steady_clock::now();
@@ -45,12 +89,22 @@ void run(const RunOptions& o)
   const auto run = scenario::run_scenario(scenario, phase);
   if (status)
     std::cerr << "\r\033[K" << std::flush;
+  std::optional<reliability::SampledSteps> sampled;
+  if (o.steps > 0) {
+    reliability::SampleOptions so;
+    so.steps    = o.steps;
+    so.progress = progress_bar(!o.json && stderr_is_terminal());
+    sampled =
+        reliability::sample_steps(run.placed->graph(), run.result, run.placed->placement(), *scenario.variability, so);
+  }
   std::vector<std::string> written;
   if (!o.no_outputs)
     written = report::write_outputs(run, o.out.empty() ? path_in("out", scenario.name) : o.out);
 
   if (o.json) {
-    auto summary               = report::summary_json(run);
+    auto summary = report::summary_json(run);
+    if (sampled)
+      summary["sampled_steps"] = sampled->to_json();
     summary["outputs_written"] = written;
     std::cout << summary.dump(2) << "\n";
     return;
@@ -126,6 +180,8 @@ void run(const RunOptions& o)
     groups.rows.push_back({g.group, std::to_string(g.size), std::to_string(g.groups), std::to_string(g.across_nodes),
                            std::to_string(g.across_buildings), units::format_size(g.bytes_across_buildings)});
   print_table(std::cout, groups);
+  if (sampled)
+    print_sampled(*sampled, scenario.variability->seed);
   if (!written.empty()) {
     std::cout << "\nWritten:";
     for (const auto& w : written)
@@ -146,6 +202,9 @@ void add_run_command(CLI::App& app)
   c->add_option("--out", o->out, "Directory for summary.json, layers.csv and trace.json (default out/NAME)");
   c->add_flag("--no-outputs", o->no_outputs, "Write no files");
   c->add_flag("--json", o->json, "Print one JSON document (the summary)");
+  c->add_option("--steps", o->steps, "Sample this many steps under the scenario's variability block")
+      ->check(integer_in(1, 1000000));
+  c->add_option("--seed", o->seed, "Override the variability block's seed")->check(integer_in(0, 1LL << 53));
   c->callback([o] { run(*o); });
 }
 

@@ -67,29 +67,34 @@ json configuration(const scenario::ScenarioRun& run)
   json order = json::array();
   for (workload::Dim d : run.placed->placement().order())
     order.push_back(name_of(d));
-  return {{"topology", sc.topology.to_json()},
-          {"job",
-           {{"name", job.name},
-            {"file", job.file},
-            {"model", job.model.name},
-            {"gpu", job.gpu.name},
-            {"gpus", job.gpus},
-            {"tp", job.parallelism.tp},
-            {"cp", job.parallelism.cp},
-            {"pp", job.parallelism.pp},
-            {"dp", job.parallelism.dp},
-            {"ep", job.parallelism.ep},
-            {"micro_batches", job.micro_batches()},
-            {"tokens_per_step", job.tokens_per_step()},
-            {"calibration", calibration_json(job)}}},
-          {"placement", {{"order", order}, {"buildings", run.placement.buildings_used}}},
-          {"fidelity", name_of(sc.options.fidelity)},
-          {"collectives",
-           {{"algorithms", algorithms},
-            {"auto", sc.options.choose_per_step ? "per-step" : "per-call"},
-            {"alltoall", name_of(sc.options.all_to_all)},
-            {"channels", sc.options.channels}}},
-          {"engine", run.result.engine}};
+  json out = {{"topology", sc.topology.to_json()},
+              {"job",
+               {{"name", job.name},
+                {"file", job.file},
+                {"model", job.model.name},
+                {"gpu", job.gpu.name},
+                {"gpus", job.gpus},
+                {"tp", job.parallelism.tp},
+                {"cp", job.parallelism.cp},
+                {"pp", job.parallelism.pp},
+                {"dp", job.parallelism.dp},
+                {"ep", job.parallelism.ep},
+                {"micro_batches", job.micro_batches()},
+                {"tokens_per_step", job.tokens_per_step()},
+                {"calibration", calibration_json(job)}}},
+              {"placement", {{"order", order}, {"buildings", run.placement.buildings_used}}},
+              {"fidelity", name_of(sc.options.fidelity)},
+              {"collectives",
+               {{"algorithms", algorithms},
+                {"auto", sc.options.choose_per_step ? "per-step" : "per-call"},
+                {"alltoall", name_of(sc.options.all_to_all)},
+                {"channels", sc.options.channels}}},
+              {"engine", run.result.engine}};
+  if (sc.variability)
+    out["variability"] = reliability::to_json(*sc.variability);
+  if (sc.reliability)
+    out["reliability"] = reliability::to_json(*sc.reliability);
+  return out;
 }
 
 json breakdown(const scenario::ScenarioRun& run, bool with_stages)

@@ -84,6 +84,10 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
       sc.options.all_to_all = *a;
     c->finish();
   }
+  if (auto v = r.optional_object("variability"))
+    sc.variability = reliability::read_variability(*v);
+  if (auto v = r.optional_object("reliability"))
+    sc.reliability = reliability::read_reliability(*v);
   if (auto t = r.optional_object("trace")) {
     const json& stages = t->raw("stages");
     if (!stages.is_array())

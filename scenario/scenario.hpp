@@ -6,11 +6,13 @@
 
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
+#include "reliability/reliability.hpp"
 #include "topology/topology.hpp"
 #include "workload/workload.hpp"
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,9 @@ struct Scenario {
   workload::JobSpec job;
   placement::PlacementSpec placement;
   netsim::StepOptions options;
-  std::vector<int> trace_stages; ///< stages drawn in the trace (empty: all, up to 16)
+  std::vector<int> trace_stages;                           ///< stages drawn in the trace (empty: all, up to 16)
+  std::optional<reliability::VariabilitySpec> variability; ///< slow GPUs and jitter (`spansim run --steps`)
+  std::optional<reliability::ReliabilitySpec> reliability; ///< failures and recovery (`spansim reliability`)
 };
 
 /// @brief A file a scenario (or a campaign) names: `name` as given, next to `anchor_file`, or in the source tree

@@ -1,0 +1,175 @@
+// `spansim reliability`: the goodput of a whole training run once failures, checkpoints and restarts count.
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "common/error.hpp"
+#include "common/units.hpp"
+#include "reliability/reliability.hpp"
+#include "scenario/scenario.hpp"
+
+#include <cmath>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+namespace spansim::cli {
+
+namespace {
+
+struct ReliabilityOptions {
+  std::string scenario;
+  std::string fidelity = "analytical";
+  double days          = 0;
+  double tokens        = 0;
+  int trials           = 200;
+  int steps            = 200;
+  long long seed       = -1;
+  bool json            = false;
+};
+
+std::string pct(double x)
+{
+  return fixed(100 * x, 1) + "%";
+}
+
+void run(const ReliabilityOptions& o)
+{
+  auto sc = scenario::load_scenario(o.scenario);
+  if (!sc.reliability)
+    throw UsageError(sc.file + " has no \"reliability\" block (failure model, checkpoints, recovery: "
+                               "reliability/README.md)");
+  if ((o.days > 0) == (o.tokens > 0))
+    throw UsageError("give exactly one of --days and --tokens");
+  sc.options.fidelity = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
+  if (o.seed >= 0)
+    sc.reliability->seed = static_cast<std::uint64_t>(o.seed);
+  const auto progress = progress_bar(!o.json && stderr_is_terminal());
+  if (progress)
+    progress("simulating the step", 0, 1);
+  const auto run = scenario::run_scenario(sc);
+  double step    = run.result.step_time;
+  std::optional<reliability::SampledSteps> sampled;
+  if (sc.variability) {
+    reliability::SampleOptions so;
+    so.steps    = o.steps;
+    so.progress = progress;
+    sampled = reliability::sample_steps(run.placed->graph(), run.result, run.placed->placement(), *sc.variability, so);
+    step    = sampled->mean;
+  }
+  const auto& spec = *sc.reliability;
+  const auto shape = reliability::run_shape(sc.job, run.placed->topology(), run.placed->placement(), spec, step);
+  const auto costs = reliability::costs(spec, shape);
+  reliability::Horizon h;
+  h.days   = o.days;
+  h.tokens = o.tokens;
+  h.trials = o.trials;
+  if (progress)
+    progress("Monte Carlo of the run", 0, 1);
+  const auto outcome = reliability::simulate_run(spec, shape, costs, h);
+  if (progress)
+    progress("Monte Carlo of the run", 1, 1);
+  // ETTR against the checkpoint interval (closed form, synchronous recovery), for the plot and the optimum.
+  const double job_rate =
+      spec.recovery == reliability::Recovery::replica ? costs.failure_rate - costs.replica_rate : costs.failure_rate;
+  nlohmann::json sweep = nlohmann::json::array();
+  if (job_rate > 0)
+    for (double f : {0.125, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 4.0, 8.0})
+      sweep.push_back(
+          {{"interval_s", f * costs.interval},
+           {"ettr", reliability::ettr_exact(f * costs.interval, costs.checkpoint_write, costs.restart, 1 / job_rate)}});
+  if (o.json) {
+    nlohmann::json doc = {{"spansim", provenance()},
+                          {"scenario", sc.name},
+                          {"configuration", reliability::to_json(spec)},
+                          {"step_time_s", step},
+                          {"deterministic_step_time_s", run.result.step_time},
+                          {"horizon", {{"days", o.days}, {"tokens", o.tokens}, {"trials", o.trials}}},
+                          {"shape",
+                           {{"gpus", shape.gpus},
+                            {"nodes", shape.nodes},
+                            {"buildings", shape.buildings},
+                            {"replicas", shape.replicas},
+                            {"parameters", shape.parameters},
+                            {"tokens_per_step", shape.tokens_per_step}}},
+                          {"costs", costs.to_json()},
+                          {"outcome", outcome.to_json()},
+                          {"ettr_by_interval", sweep}};
+    if (sampled)
+      doc["sampled_steps"] = sampled->to_json();
+    std::cout << doc.dump(2) << "\n";
+    return;
+  }
+  const auto& job = sc.job;
+  std::cout << "Scenario " << sc.name << ": " << job.model.name << " on " << job.gpus << " " << job.gpu.name
+            << " GPUs, " << name_of(spec.recovery) << " recovery, failure model " << spec.model_name << " (seed "
+            << spec.seed << ", " << o.trials << " trials)\n";
+  std::cout << "Step: " << units::format_time(step)
+            << (sampled ? " (mean of " + std::to_string(sampled->step_times.size()) + " sampled steps; simulated " +
+                              units::format_time(run.result.step_time) + ")"
+                        : " (simulated, no variability block)")
+            << "\n\n";
+  Table comps{"Failure model", {"component", "units", "MTTF per unit", "failures/day", "scope"}, {}};
+  for (const auto& c : spec.components) {
+    const double units = c.per == reliability::Component::Per::gpu    ? shape.gpus
+                         : c.per == reliability::Component::Per::node ? shape.nodes
+                         : c.per == reliability::Component::Per::job  ? 1
+                                                                      : shape.buildings;
+    const char* per    = c.per == reliability::Component::Per::gpu    ? " GPUs"
+                         : c.per == reliability::Component::Per::node ? " nodes"
+                         : c.per == reliability::Component::Per::job  ? " job"
+                                                                      : " buildings";
+    comps.rows.push_back({c.name, fmt(units, 6) + per, units::format_time(c.mttf), fixed(units / c.mttf * 86400, 2),
+                          c.replica_scoped ? "replica" : "job"});
+  }
+  comps.rows.push_back(
+      {"all", "", units::format_time(1 / costs.failure_rate), fixed(costs.failure_rate * 86400, 2), ""});
+  print_table(std::cout, comps);
+  std::cout << "\n";
+  Table c{"Costs", {"quantity", "value"}, {}};
+  c.rows = {{"checkpoint", units::format_size(costs.checkpoint_bytes) + " (" + fixed(spec.bytes_per_parameter, 0) +
+                               " bytes per parameter)"},
+            {"checkpoint write (blocking)", units::format_time(costs.checkpoint_write)},
+            {"restart (launch, NCCL, loader, read)", units::format_time(costs.restart)},
+            {"checkpoint interval in force",
+             units::format_time(costs.interval) + (spec.interval > 0 ? " (given)" : " (maximises ETTR)")},
+            {"Young sqrt(2 delta M)", units::format_time(costs.young)},
+            {"Daly, higher order", units::format_time(costs.daly)}};
+  print_table(std::cout, c);
+  std::cout << "\n";
+  Table r{"The run (means over trials)", {"quantity", "value"}, {}};
+  r.rows = {
+      {"wall-clock time", fixed(outcome.wall_seconds / 86400, 2) + " days"},
+      {"tokens trained", fmt(outcome.tokens, 4)},
+      {"interruptions",
+       fixed(outcome.interruptions, 1) +
+           (outcome.replica_failures > 0 ? " (" + fixed(outcome.replica_failures, 1) + " recovered by replicas)" : "")},
+      {"ETTR (goodput)",
+       pct(outcome.ettr) + " +- " + pct(outcome.ettr_stddev) +
+           (outcome.ettr_closed_form > 0 ? " (closed form " + pct(outcome.ettr_closed_form) + ")" : "")},
+      {"lost: re-computation", units::format_time(outcome.lost_recompute)},
+      {"lost: restarts", units::format_time(outcome.lost_restart)},
+      {"lost: checkpoint writes", units::format_time(outcome.lost_checkpoint)},
+      {"lost: replicas out (their share)", units::format_time(outcome.lost_degraded)},
+      {"lost: replica stalls", units::format_time(outcome.lost_stall)}};
+  print_table(std::cout, r);
+}
+
+} // namespace
+
+void add_reliability_command(CLI::App& app)
+{
+  auto o  = std::make_shared<ReliabilityOptions>();
+  auto* c = app.add_subcommand("reliability", "Goodput of a training run under failures: a seeded Monte Carlo with "
+                                              "checkpoints, restarts and replica recovery");
+  c->add_option("scenario", o->scenario, "Scenario with a reliability block")->required();
+  c->add_option("--days", o->days, "Wall-clock days to run")->check(finite_number(0, true));
+  c->add_option("--tokens", o->tokens, "Or: a token budget to train")->check(finite_number(0, true));
+  c->add_option("--trials", o->trials, "Monte Carlo trials")->check(integer_in(1, 100000));
+  c->add_option("--steps", o->steps, "Steps sampled under the variability block, if any")
+      ->check(integer_in(1, 1000000));
+  c->add_option("--seed", o->seed, "Override the reliability block's seed")->check(integer_in(0, 1LL << 53));
+  c->add_option("--fidelity", o->fidelity, "Engine of the step simulation (default analytical)");
+  c->add_flag("--json", o->json, "Print one JSON document");
+  c->callback([o] { run(*o); });
+}
+
+} // namespace spansim::cli

@@ -1,0 +1,331 @@
+// Failures and recovery: checkpoint and restart costs from the job and the sites, the exponential-failure closed
+// forms (ETTR, Young, Daly), and a seeded Monte Carlo of the training run.
+//
+// The Monte Carlo runs in wall-clock time. Failures arrive as Poisson processes (the sum of the components'
+// rates, each unit's 1 / MTTF times the units the job uses). Synchronous recovery: every failure loses the work
+// since the last complete checkpoint and restarts the job (launch, NCCL set-up, data loader, checkpoint read);
+// failures during a checkpoint write or a restart count too. Replica recovery (FT-HSDP): a replica-scoped
+// failure takes one data-parallel replica out until its own restart is done, the healthy ones pausing once
+// (`replica.stall`) and training on at their share of the global batch; job-scoped failures still restart
+// everything from the last checkpoint.
+#include "common/error.hpp"
+#include "common/units.hpp"
+#include "reliability/reliability.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace spansim::reliability {
+
+using nlohmann::json;
+
+double ettr_exact(double interval, double checkpoint, double restart, double mtbf)
+{
+  // Renewal argument: a segment of `interval` work plus its checkpoint completes after an expected
+  // M e^{R/M} (e^{(tau+delta)/M} - 1) of wall time when failures (rate 1/M) also strike restarts.
+  return interval / (mtbf * std::exp(restart / mtbf) * std::expm1((interval + checkpoint) / mtbf));
+}
+
+double daly_interval(double checkpoint, double mtbf)
+{
+  if (checkpoint >= 2 * mtbf)
+    return mtbf;
+  const double r = checkpoint / (2 * mtbf);
+  return std::sqrt(2 * checkpoint * mtbf) * (1 + std::sqrt(r) / 3 + r / 9) - checkpoint;
+}
+
+double optimal_interval(double checkpoint, double restart, double mtbf)
+{
+  // ETTR is unimodal in the interval: golden-section search over log(interval).
+  double lo = std::log(1e-6 * mtbf + 1e-9), hi = std::log(20 * mtbf);
+  const double g = (std::sqrt(5.0) - 1) / 2;
+  auto f         = [&](double x) { return ettr_exact(std::exp(x), checkpoint, restart, mtbf); };
+  double a = hi - g * (hi - lo), b = lo + g * (hi - lo);
+  double fa = f(a), fb = f(b);
+  for (int i = 0; i < 200 && hi - lo > 1e-12; ++i) {
+    if (fa < fb) {
+      lo = a;
+      a  = b;
+      fa = fb;
+      b  = lo + g * (hi - lo);
+      fb = f(b);
+    } else {
+      hi = b;
+      b  = a;
+      fb = fa;
+      a  = hi - g * (hi - lo);
+      fa = f(a);
+    }
+  }
+  return std::exp((lo + hi) / 2);
+}
+
+RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topology,
+                   const placement::Placement& placement, const ReliabilitySpec& spec, double mean_step_time)
+{
+  RunShape s;
+  s.step_time       = mean_step_time;
+  s.tokens_per_step = job.tokens_per_step();
+  s.gpus            = static_cast<double>(job.gpus);
+  s.nodes           = std::ceil(s.gpus / topology.spec().node.gpus);
+  s.parameters      = workload::count_params(job.model).total;
+  const auto& used  = placement.buildings();
+  s.buildings       = static_cast<double>(std::max<std::size_t>(1, used.size()));
+  const auto& p     = job.parallelism;
+  switch (p.dp_mode) {
+  case workload::DataParallelMode::ddp:
+    s.replicas = p.dp;
+    break;
+  case workload::DataParallelMode::hsdp:
+    s.replicas = p.dp / std::max(1, p.hsdp_shard);
+    break;
+  case workload::DataParallelMode::fsdp:
+    s.replicas = 1; // one model copy sharded over every data-parallel rank
+    break;
+  }
+  if (spec.recovery == Recovery::replica && s.replicas < 2)
+    spec.where.member("recovery").fail(
+        "replica recovery needs data-parallel replicas: a job with data_parallel \"hsdp\" (replicas = dp / "
+        "hsdp_shard_size) or \"ddp\"; this job (" + std::string(name_of(p.dp_mode)) + ") has " +
+        std::to_string(static_cast<int>(s.replicas)) + " replica");
+  if (!spec.storage_building.empty()) {
+    int store = -1;
+    std::string names;
+    for (int b = 0; b < topology.building_count(); ++b) {
+      names += (names.empty() ? "" : ", ") + topology.building_name(b);
+      if (topology.building_name(b) == spec.storage_building)
+        store = b;
+    }
+    if (store < 0)
+      spec.where.member("checkpoint").member("storage_building").fail(
+          "unknown building \"" + spec.storage_building + "\" (the topology's: " + names + ")");
+    // The job's GPUs split evenly over its buildings; those of the others cross to the store, each building
+    // over its own path, at the path's narrowest link.
+    double slowest = 0;
+    for (int b : used) {
+      if (b == store)
+        continue;
+      double bw = 0;
+      if (topology.region_of_building(b) == topology.region_of_building(store)) {
+        bw = topology.links()[topology.inter_building_link(b, store)].bandwidth;
+      } else {
+        bw = std::min({topology.links()[topology.building_uplink(b)].bandwidth,
+                       topology.links()[topology.inter_region_link(topology.region_of_building(b),
+                                                                   topology.region_of_building(store))]
+                           .bandwidth,
+                       topology.links()[topology.building_uplink(store)].bandwidth});
+      }
+      // Time per byte of the whole checkpoint: this building's share over its path.
+      slowest = std::max(slowest, (1.0 / s.buildings) / bw);
+    }
+    if (slowest > 0) {
+      s.cross_building_share     = 1.0 / s.buildings;
+      s.cross_building_bandwidth = s.cross_building_share / slowest;
+    }
+  }
+  return s;
+}
+
+Costs costs(const ReliabilitySpec& spec, const RunShape& shape)
+{
+  Costs c;
+  for (const auto& comp : spec.components) {
+    double units = 1;
+    switch (comp.per) {
+    case Component::Per::gpu:
+      units = shape.gpus;
+      break;
+    case Component::Per::node:
+      units = shape.nodes;
+      break;
+    case Component::Per::job:
+      units = 1;
+      break;
+    case Component::Per::building:
+      units = shape.buildings;
+      break;
+    }
+    const double rate = units / comp.mttf;
+    c.failure_rate += rate;
+    if (comp.replica_scoped)
+      c.replica_rate += rate;
+  }
+  c.checkpoint_bytes = spec.bytes_per_parameter * shape.parameters;
+  double io          = c.checkpoint_bytes / spec.storage_bandwidth;
+  if (shape.cross_building_bandwidth > 0)
+    io = std::max(io, shape.cross_building_share * c.checkpoint_bytes / shape.cross_building_bandwidth);
+  c.checkpoint_write = io;
+  c.restart          = spec.launch + spec.nccl_init * shape.gpus / spec.nccl_init_gpus + spec.data_loader + io;
+  // Checkpoints guard against what restarts the job: every failure, or under replica recovery the job-scoped.
+  const double job_rate = spec.recovery == Recovery::replica ? c.failure_rate - c.replica_rate : c.failure_rate;
+  const double mtbf     = job_rate > 0 ? 1 / job_rate : INFINITY;
+  c.young               = std::isfinite(mtbf) ? std::sqrt(2 * c.checkpoint_write * mtbf) : INFINITY;
+  c.daly                = std::isfinite(mtbf) ? daly_interval(c.checkpoint_write, mtbf) : INFINITY;
+  c.interval            = spec.interval > 0 ? spec.interval
+                          : std::isfinite(mtbf) ? optimal_interval(c.checkpoint_write, c.restart, mtbf)
+                                                : 30 * 86400.0;
+  // A checkpoint is taken between steps: never more often than every step.
+  c.interval = std::max(c.interval, shape.step_time);
+  return c;
+}
+
+json Costs::to_json() const
+{
+  return {{"failures_per_day", failure_rate * 86400},
+          {"replica_failures_per_day", replica_rate * 86400},
+          {"mtbf_s", failure_rate > 0 ? 1 / failure_rate : 0},
+          {"checkpoint_bytes", checkpoint_bytes},
+          {"checkpoint_write_s", checkpoint_write},
+          {"restart_s", restart},
+          {"interval_s", interval},
+          {"young_s", std::isfinite(young) ? young : 0},
+          {"daly_s", std::isfinite(daly) ? daly : 0}};
+}
+
+namespace {
+
+struct Trial {
+  double wall = 0, work = 0, interruptions = 0, replica_failures = 0;
+  double recompute = 0, restart = 0, checkpoint = 0, degraded = 0, stall = 0;
+};
+
+Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs& c, double horizon_wall,
+                double target_work, Random& random)
+{
+  Trial out;
+  const bool replica    = spec.recovery == Recovery::replica;
+  const double job_rate = replica ? c.failure_rate - c.replica_rate : c.failure_rate;
+  const double rep_rate = replica ? c.replica_rate : 0;
+  const double replicas = replica ? shape.replicas : 1;
+  // A replica's own restart: its share of launch and NCCL set-up, the data loader and its state fetched.
+  const double replica_restart = spec.launch + spec.nccl_init * (shape.gpus / replicas) / spec.nccl_init_gpus +
+                                 spec.data_loader + c.checkpoint_write;
+  auto next = [&](double rate) { return rate > 0 ? random.exponential(1 / rate) : INFINITY; };
+  double t = 0, work = 0, saved = 0;
+  double checkpoint_at = c.interval;
+  std::vector<double> returns; // when out replicas rejoin
+  auto done            = [&] { return (horizon_wall > 0 && t >= horizon_wall) || (target_work > 0 && work >= target_work); };
+  auto restart_job     = [&] {
+    ++out.interruptions;
+    out.recompute += work - saved;
+    work = saved;
+    returns.clear();
+    // The restart is exposed: a failure during it starts it again.
+    for (;;) {
+      const double f = next(job_rate + rep_rate);
+      if (f >= c.restart) {
+        t += c.restart;
+        out.restart += c.restart;
+        break;
+      }
+      t += f;
+      out.restart += f;
+      ++out.interruptions;
+    }
+    checkpoint_at = t + c.interval;
+  };
+  while (!done()) {
+    const double healthy = replicas - static_cast<double>(returns.size());
+    const double rate    = healthy / replicas;
+    const double tf      = t + next(job_rate);
+    const double tr      = t + next(rep_rate * rate);
+    const double back    = returns.empty() ? INFINITY : *std::min_element(returns.begin(), returns.end());
+    double until         = std::min({tf, tr, back, checkpoint_at});
+    if (horizon_wall > 0)
+      until = std::min(until, horizon_wall);
+    if (target_work > 0 && rate > 0)
+      until = std::min(until, t + (target_work - work) / rate);
+    if (!std::isfinite(until))
+      break;
+    work += (until - t) * rate;
+    out.degraded += (until - t) * (1 - rate);
+    t = until;
+    if (done())
+      break;
+    if (until == tf) {
+      restart_job();
+    } else if (until == tr) {
+      ++out.interruptions;
+      ++out.replica_failures;
+      returns.push_back(t + replica_restart);
+      t += spec.replica_stall;
+      out.stall += spec.replica_stall;
+    } else if (until == back) {
+      returns.erase(std::min_element(returns.begin(), returns.end()));
+    } else { // a checkpoint, exposed to job failures
+      const double f = next(job_rate);
+      if (f < c.checkpoint_write) {
+        t += f;
+        out.checkpoint += f;
+        restart_job();
+      } else {
+        t += c.checkpoint_write;
+        out.checkpoint += c.checkpoint_write;
+        saved         = work;
+        checkpoint_at = t + c.interval;
+      }
+    }
+  }
+  out.wall = t;
+  out.work = work;
+  return out;
+}
+
+} // namespace
+
+RunOutcome simulate_run(const ReliabilitySpec& spec, const RunShape& shape, const Costs& costs,
+                        const Horizon& horizon)
+{
+  RunOutcome o;
+  const double horizon_wall = horizon.days * 86400;
+  const double target_work =
+      horizon.tokens > 0 ? horizon.tokens / shape.tokens_per_step * shape.step_time : 0; // failure-free seconds
+  Random random(spec.seed);
+  std::vector<double> ettrs;
+  const int trials = std::max(1, horizon.trials);
+  for (int k = 0; k < trials; ++k) {
+    const Trial t = one_trial(spec, shape, costs, horizon_wall, target_work, random);
+    o.wall_seconds += t.wall;
+    o.tokens += t.work / shape.step_time * shape.tokens_per_step;
+    o.interruptions += t.interruptions;
+    o.replica_failures += t.replica_failures;
+    o.lost_recompute += t.recompute;
+    o.lost_restart += t.restart;
+    o.lost_checkpoint += t.checkpoint;
+    o.lost_degraded += t.degraded;
+    o.lost_stall += t.stall;
+    ettrs.push_back(t.wall > 0 ? t.work / t.wall : 0);
+  }
+  for (double* x : {&o.wall_seconds, &o.tokens, &o.interruptions, &o.replica_failures, &o.lost_recompute,
+                    &o.lost_restart, &o.lost_checkpoint, &o.lost_degraded, &o.lost_stall})
+    *x /= trials;
+  o.ettr = std::accumulate(ettrs.begin(), ettrs.end(), 0.0) / trials;
+  double var = 0;
+  for (double e : ettrs)
+    var += (e - o.ettr) * (e - o.ettr);
+  o.ettr_stddev = trials > 1 ? std::sqrt(var / (trials - 1)) : 0;
+  if (spec.recovery == Recovery::synchronous && costs.failure_rate > 0)
+    o.ettr_closed_form = ettr_exact(costs.interval, costs.checkpoint_write, costs.restart, 1 / costs.failure_rate);
+  return o;
+}
+
+json RunOutcome::to_json() const
+{
+  return {{"wall_s", wall_seconds},
+          {"wall_days", wall_seconds / 86400},
+          {"tokens", tokens},
+          {"interruptions", interruptions},
+          {"replica_failures", replica_failures},
+          {"ettr", ettr},
+          {"ettr_stddev", ettr_stddev},
+          {"ettr_closed_form", ettr_closed_form > 0 ? json(ettr_closed_form) : json(nullptr)},
+          {"lost_s",
+           {{"recompute", lost_recompute},
+            {"restart", lost_restart},
+            {"checkpoint", lost_checkpoint},
+            {"degraded", lost_degraded},
+            {"stall", lost_stall}}}};
+}
+
+} // namespace spansim::reliability

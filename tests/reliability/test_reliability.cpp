@@ -1,0 +1,212 @@
+// Reliability: order statistics, the exponential-failure closed forms, the Monte Carlo against them, replica
+// recovery's loss of 1/R, Llama 3's interruption count, and step sampling against a per-rank replay.
+#include "reliability/reliability.hpp"
+#include "scenario/scenario.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+
+namespace rel = spansim::reliability;
+using nlohmann::json;
+
+namespace {
+
+void expect_near(const std::string& what, double expected, double actual, double tolerance)
+{
+  std::cout << what << ": expected " << expected << ", actual " << actual << " (tolerance " << tolerance << ")\n";
+  CHECK(std::fabs(actual - expected) <= tolerance);
+}
+
+rel::ReliabilitySpec spec_with(std::vector<rel::Component> components, rel::Recovery recovery)
+{
+  rel::ReliabilitySpec s;
+  s.components = std::move(components);
+  s.recovery   = recovery;
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("normal quantiles invert the normal CDF", "[reliability]")
+{
+  for (double p : {1e-12, 1e-6, 0.001, 0.02, 0.2, 0.5, 0.7, 0.975, 0.999999}) {
+    const double x = rel::normal_quantile(p);
+    CHECK(0.5 * std::erfc(-x / std::sqrt(2.0)) == Approx(p).epsilon(1e-9));
+  }
+  CHECK(rel::normal_upper_quantile(1e-15) == Approx(7.941345326170997).epsilon(1e-9));
+}
+
+TEST_CASE("expected maximum of n standard normals matches the tabulated values", "[reliability]")
+{
+  // Exact values (Harter's tables; reproduced by numerical integration in the research notes).
+  const std::vector<std::pair<double, double>> table = {
+      {8, 1.4236}, {64, 2.3437}, {1024, 3.2482}, {16384, 3.9714}, {131072, 4.4430}};
+  for (auto [n, e] : table)
+    expect_near("E[max of " + std::to_string(static_cast<int>(n)) + " normals]", e, rel::expected_max_normal(n), 1e-3);
+}
+
+TEST_CASE("one draw of the largest of n has the extreme-value distribution of n draws", "[reliability]")
+{
+  rel::Jitter j;
+  j.kind  = rel::Jitter::Kind::lognormal;
+  j.sigma = 0.05;
+  rel::Random random(3);
+  for (double n : {8.0, 1024.0}) {
+    const int k = 40000;
+    double sum = 0, sum2 = 0;
+    for (int i = 0; i < k; ++i) {
+      const double z = (std::log(j.max_of(n, random.uniform())) + j.sigma * j.sigma / 2) / j.sigma;
+      sum += z;
+      sum2 += z * z;
+    }
+    const double mean = sum / k, se = std::sqrt((sum2 / k - mean * mean) / k);
+    // log of the max of lognormals = the max of normals, exactly: its mean is E[max of n normals].
+    expect_near("mean of sampled max (n = " + std::to_string(static_cast<int>(n)) + ")", rel::expected_max_normal(n),
+                mean, 4 * se);
+  }
+}
+
+TEST_CASE("the Monte Carlo's ETTR matches the exponential closed form", "[reliability]")
+{
+  // One job-scoped component; tau 10 min, delta 0.5 min, R 3 min, M 18 min: exact 0.5938 (research notes).
+  const double minute = 60;
+  auto s     = spec_with({{"all", rel::Component::Per::job, 18 * minute, false, "test"}}, rel::Recovery::synchronous);
+  s.interval = 10 * minute;
+  rel::RunShape shape;
+  shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = 1, shape.nodes = 1;
+  rel::Costs c;
+  c.failure_rate     = 1 / (18 * minute);
+  c.checkpoint_write = 0.5 * minute;
+  c.restart          = 3 * minute;
+  c.interval         = 10 * minute;
+  expect_near("closed form", 0.5938, rel::ettr_exact(c.interval, c.checkpoint_write, c.restart, 18 * minute), 1e-4);
+  rel::Horizon h;
+  h.days       = 30;
+  h.trials     = 40;
+  const auto o = rel::simulate_run(s, shape, c, h);
+  expect_near("Monte Carlo ETTR", o.ettr_closed_form, o.ettr, 0.005);
+  expect_near("interruptions per day", 86400 / (18 * minute), o.interruptions / 30, 0.02 * 86400 / (18 * minute));
+}
+
+TEST_CASE("the goodput-optimal interval agrees with Young/Daly within 2%", "[reliability]")
+{
+  // Daly's paper, Fig. 3-5 captions: R 10 min, delta 5 min; M 24 h -> 117 min, 6 h -> 57 min, 15 min -> 9.1 min.
+  const double minute = 60;
+  expect_near("Daly at M = 24 h", 117, rel::daly_interval(5 * minute, 24 * 60 * minute) / minute, 0.5);
+  expect_near("Daly at M = 6 h", 57, rel::daly_interval(5 * minute, 6 * 60 * minute) / minute, 0.5);
+  expect_near("Daly at M = 15 min", 9.1, rel::daly_interval(5 * minute, 15 * minute) / minute, 0.05);
+  for (double m : {24.0 * 60, 6.0 * 60, 60.0}) {
+    const double best  = rel::optimal_interval(5 * minute, 10 * minute, m * minute);
+    const double daly  = rel::daly_interval(5 * minute, m * minute);
+    const double young = std::sqrt(2 * 5 * minute * m * minute);
+    expect_near("optimum / Daly at M = " + std::to_string(static_cast<int>(m)) + " min", 1, best / daly, 0.02);
+    // Young's first-order form is within 2% too while delta << M.
+    if (m >= 24 * 60)
+      expect_near("optimum / Young", 1, best / young, 0.05);
+  }
+}
+
+TEST_CASE("replica recovery loses 1/R of the throughput per replica out", "[reliability]")
+{
+  const double hour = 3600;
+  auto s            = spec_with({{"gpu", rel::Component::Per::gpu, 1000 * hour, true, "test"}}, rel::Recovery::replica);
+  s.launch = 600, s.nccl_init = 0, s.data_loader = 0, s.replica_stall = 0;
+  rel::RunShape shape;
+  shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = 64, shape.nodes = 8, shape.replicas = 8;
+  shape.parameters = 0;
+  const auto c     = rel::costs(s, shape);
+  rel::Horizon h;
+  h.days       = 20;
+  h.trials     = 20;
+  const auto o = rel::simulate_run(s, shape, c, h);
+  // Each failure takes one of 8 replicas out for 600 s: 75 s of full-job throughput lost per failure.
+  const double per_failure = o.lost_degraded / o.replica_failures;
+  expect_near("throughput lost per replica failure (s)", 600.0 / 8, per_failure, 0.02 * 600 / 8);
+  expect_near("ETTR", 1 - 0.064 * 600 / 8 / 3600, o.ettr, 0.002); // 64 GPUs / 1000 h = 0.064 failures per hour
+}
+
+TEST_CASE("Llama 3's per-GPU rates at 16,384 GPUs for 54 days give its 466 interruptions", "[reliability]")
+{
+  spansim::spec::Location where{"test"};
+  const json block = {{"seed", 5}, {"failures", "llama3-405b"}};
+  const auto s     = rel::read_reliability(spansim::spec::ObjectReader(block, where));
+  rel::RunShape shape;
+  shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = 16384, shape.nodes = 2048;
+  shape.parameters = 405e9;
+  const auto c     = rel::costs(s, shape);
+  expect_near("expected interruptions (rates x 54 days)", 466, c.failure_rate * 54 * 86400, 0.5);
+  rel::Horizon h;
+  h.days       = 54;
+  h.trials     = 100;
+  const auto o = rel::simulate_run(s, shape, c, h);
+  // 100 trials of Poisson(466): standard error 2.2.
+  expect_near("Monte Carlo interruptions in 54 days", 466, o.interruptions, 9);
+}
+
+namespace {
+
+spansim::scenario::ScenarioRun small_run()
+{
+  const json sc = {{"name", "small"},
+                   {"topology", "hgx-h100-pod"},
+                   {"job",
+                    {{"name", "small-job"},
+                     {"model", "llama3-8b"},
+                     {"gpu", "h100"},
+                     {"gpus", 64},
+                     {"parallelism", {{"tp", 2}, {"pp", 4}, {"dp", 8}, {"data_parallel", "fsdp"}}},
+                     {"batch", {{"global_sequences", 64}, {"sequence_length", 2048}, {"micro_batch", 1}}},
+                     {"schedule", {{"kind", "1f1b"}}}}},
+                   {"fidelity", "analytical"}};
+  return spansim::scenario::run_scenario(spansim::scenario::parse_scenario(sc, "test"));
+}
+
+} // namespace
+
+TEST_CASE("replaying the simulated step's timeline gives the simulated step", "[reliability]")
+{
+  const auto run = small_run();
+  expect_near("replayed step (s)", run.result.step_time, rel::replay_deterministic(run.placed->graph(), run.result),
+              1e-9 * run.result.step_time);
+}
+
+TEST_CASE("per-stage representatives match a per-rank replay within 3% (mean and p99)", "[reliability]")
+{
+  const auto run = small_run();
+  for (double sigma : {0.03, 0.1}) {
+    rel::VariabilitySpec v;
+    v.seed                = 11;
+    v.slow_fraction       = 0.02;
+    v.slowdown            = 1.15;
+    v.compute.kind        = rel::Jitter::Kind::lognormal;
+    v.compute.sigma       = sigma;
+    v.communication.kind  = rel::Jitter::Kind::lognormal;
+    v.communication.sigma = sigma;
+    rel::SampleOptions o;
+    o.steps         = 400;
+    const auto fast = rel::sample_steps(run.placed->graph(), run.result, run.placed->placement(), v, o);
+    const auto full = rel::sample_steps_per_rank(run.placed->graph(), run.result, run.placed->placement(), v, o);
+    std::cout << "sigma " << sigma << ": deterministic " << fast.deterministic << " s\n";
+    expect_near("  mean, representatives / per rank", 1, fast.mean / full.mean, 0.03);
+    expect_near("  p99, representatives / per rank", 1, fast.p99 / full.p99, 0.03);
+    CHECK(full.mean > fast.deterministic);
+  }
+}
+
+TEST_CASE("the same seed gives the same samples", "[reliability]")
+{
+  const auto run = small_run();
+  rel::VariabilitySpec v;
+  v.compute.kind  = rel::Jitter::Kind::lognormal;
+  v.compute.sigma = 0.05;
+  rel::SampleOptions o;
+  o.steps      = 50;
+  const auto a = rel::sample_steps(run.placed->graph(), run.result, run.placed->placement(), v, o);
+  const auto b = rel::sample_steps(run.placed->graph(), run.result, run.placed->placement(), v, o);
+  CHECK(a.step_times == b.step_times);
+  v.seed       = 2;
+  const auto c = rel::sample_steps(run.placed->graph(), run.result, run.placed->placement(), v, o);
+  CHECK(a.step_times != c.step_times);
+}
