@@ -18,6 +18,7 @@
 #include "netsim/step.hpp"
 #include "optimizer/optimizer.hpp"
 #include "placement/placement.hpp"
+#include "reliability/reliability.hpp"
 #include "topology/topology.hpp"
 #include "workload/workload.hpp"
 
@@ -177,22 +178,74 @@ std::function<void(const topology::Topology&, netsim::FlowGraph&, Figures&)> ran
 
 // One co-simulated training step of Llama 3 405B (TP 8, PP 16, interleaved 1F1B, FSDP) with DP across the
 // buildings; `dp` replicas, 16 micro-batches of one 8K sequence each.
+// Llama 3 405B's configuration with `dp` data-parallel ranks (8 x 16 x dp GPUs).
+nlohmann::json job_405b(int dp)
+{
+  return {
+      {"name", "bench-405b"},
+      {"model", "llama3-405b"},
+      {"gpu", "h100"},
+      {"gpus", 8 * 16 * dp},
+      {"parallelism", {{"tp", 8}, {"pp", 16}, {"dp", dp}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}}},
+      {"batch", {{"global_sequences", 16 * dp}, {"sequence_length", 8192}, {"micro_batch", 1}}},
+      {"schedule", {{"kind", "interleaved-1f1b"}, {"virtual_stages", 4}}},
+      {"recompute", "selective"}};
+}
+
+// Issue 13: step sampling and a whole run's Monte Carlo over the step of `dp` replicas on `preset` (analytical,
+// per-call collective choice). The wall time is the reliability stage's alone; the note gives the step's.
+std::function<void(Figures&)> reliability_405b(const char* preset, int dp, int steps, double days)
+{
+  return [=](Figures& f) {
+    topology::Topology topo(topology::load_topology_spec(preset));
+    auto job   = workload::parse_job(job_405b(dp), "bench-405b.json");
+    auto graph = workload::build_step_graph(job);
+    placement::Placement place(topo, job, {});
+    netsim::StepOptions o;
+    o.fidelity        = netsim::Fidelity::analytical;
+    o.choose_per_step = false;
+    auto start        = Clock::now();
+    auto r            = netsim::simulate_step(topo, graph, place, o);
+    const double sim  = seconds_since(start);
+    reliability::VariabilitySpec v;
+    v.slow_fraction       = 0.005;
+    v.slowdown            = 1.1;
+    v.compute.kind        = reliability::Jitter::Kind::lognormal;
+    v.compute.sigma       = 0.02;
+    v.communication.kind  = reliability::Jitter::Kind::lognormal;
+    v.communication.sigma = 0.05;
+    reliability::SampleOptions so;
+    so.steps                   = steps;
+    start                      = Clock::now();
+    auto sampled               = reliability::sample_steps(graph, r, place, v, so);
+    const double sampling      = seconds_since(start);
+    const nlohmann::json block = {{"seed", 1}, {"failures", "llama3-405b"}};
+    auto spec                  = reliability::read_reliability(spec::ObjectReader(block, spec::Location{"bench"}));
+    auto shape                 = reliability::run_shape(job, topo, place, spec, sampled.mean);
+    auto costs                 = reliability::costs(spec, shape);
+    reliability::Horizon h;
+    h.days          = days;
+    h.trials        = 200;
+    start           = Clock::now();
+    auto outcome    = reliability::simulate_run(spec, shape, costs, h);
+    const double mc = seconds_since(start);
+    f.engine_wall   = sampling + mc;
+    f.simulated     = sampled.mean;
+    f.gpus          = static_cast<int>(job.gpus);
+    f.engine_rss    = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+    std::snprintf(f.note, sizeof f.note,
+                  "step simulated in %.1f s; %d steps sampled in %.2f s (mean %+.1f%%); %.0f days x 200 trials in "
+                  "%.2f s: %.0f interruptions, ETTR %.1f%%",
+                  sim, steps, sampling, 100 * sampled.lost_share, days, mc, outcome.interruptions, 100 * outcome.ettr);
+  };
+}
+
 std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* fidelity)
 {
   return [=](Figures& f) {
     topology::Topology topo(topology::load_topology_spec(preset));
-    nlohmann::json j = {
-        {"name", "bench-405b"},
-        {"model", "llama3-405b"},
-        {"gpu", "h100"},
-        {"gpus", 8 * 16 * dp},
-        {"parallelism",
-         {{"tp", 8}, {"pp", 16}, {"dp", dp}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}}},
-        {"batch", {{"global_sequences", 16 * dp}, {"sequence_length", 8192}, {"micro_batch", 1}}},
-        {"schedule", {{"kind", "interleaved-1f1b"}, {"virtual_stages", 4}}},
-        {"recompute", "selective"}};
     auto start = Clock::now();
-    auto job   = workload::parse_job(j, "bench-405b.json");
+    auto job   = workload::parse_job(job_405b(dp), "bench-405b.json");
     auto graph = workload::build_step_graph(job);
     placement::Placement place(topo, job, {});
     f.lower_wall = seconds_since(start);
@@ -277,6 +330,11 @@ std::vector<Case> cases()
                  step_405b("two-regions", 1024, "analytical")});
   all.push_back({"405B step 131K 2-region", "two-regions", "flow", nullptr, 600, "< 10 min", true,
                  step_405b("two-regions", 1024, "flow")});
+  // Issue 13: 1,000 sampled steps at 16K GPUs and 60 days of a 131K-GPU run.
+  all.push_back({"variability 1000 steps 405B 16K", "two-buildings", "analytical", nullptr, 60, "< 60 s", false,
+                 reliability_405b("two-buildings", 128, 1000, 1)});
+  all.push_back({"reliability 60 days 405B 131K", "two-regions", "analytical", nullptr, 60, "< 60 s", true,
+                 reliability_405b("two-regions", 1024, 200, 60)});
   // Issue 6: the full search of examples/optimize/llama3-405b-16k-two-buildings.json on every core.
   all.push_back(
       {"optimize 405B 16K 2-bldg", "two-buildings", "search", nullptr, 600, "< 10 min", false, [](Figures& f) {

@@ -23,7 +23,8 @@ struct ReliabilityOptions {
   int trials           = 200;
   int steps            = 200;
   long long seed       = -1;
-  bool json            = false;
+  std::string recovery;
+  bool json = false;
 };
 
 std::string pct(double x)
@@ -42,6 +43,8 @@ void run(const ReliabilityOptions& o)
   sc.options.fidelity = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
   if (o.seed >= 0)
     sc.reliability->seed = static_cast<std::uint64_t>(o.seed);
+  if (!o.recovery.empty())
+    sc.reliability->recovery = parse_enum<reliability::Recovery>(o.recovery, "recovery");
   const auto progress = progress_bar(!o.json && stderr_is_terminal());
   if (progress)
     progress("simulating the step", 0, 1);
@@ -168,6 +171,7 @@ void add_reliability_command(CLI::App& app)
       ->check(integer_in(1, 1000000));
   c->add_option("--seed", o->seed, "Override the reliability block's seed")->check(integer_in(0, 1LL << 53));
   c->add_option("--fidelity", o->fidelity, "Engine of the step simulation (default analytical)");
+  c->add_option("--recovery", o->recovery, "Override the recovery mode: synchronous, replica");
   c->add_flag("--json", o->json, "Print one JSON document");
   c->callback([o] { run(*o); });
 }
