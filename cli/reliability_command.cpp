@@ -2,6 +2,8 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "common/error.hpp"
+#include "common/paths.hpp"
+#include "common/process.hpp"
 #include "common/units.hpp"
 #include "reliability/reliability.hpp"
 #include "scenario/scenario.hpp"
@@ -24,8 +26,26 @@ struct ReliabilityOptions {
   int steps            = 200;
   long long seed       = -1;
   std::string recovery;
-  bool json = false;
+  std::string plot;
+  std::string python = "/usr/bin/python3"; // Debian's, where python3-matplotlib installs
+  bool json          = false;
 };
+
+// Draws the result with reliability/plot_reliability.py; the result JSON is written next to the figure.
+void plot(const ReliabilityOptions& o, const nlohmann::json& doc)
+{
+  const std::string data = o.plot + ".json";
+  write_file_replacing(data, doc.dump(2) + "\n");
+  const std::string script = std::string(SPANSIM_SOURCE_DIR) + "/reliability/plot_reliability.py";
+  const auto r             = process::run_program({o.python, script, data, "--out", o.plot}, process::Capture::errors);
+  if (r.exit_code != 0) {
+    auto end = r.captured.find_last_not_of(" \n\r\t");
+    auto why = end == std::string::npos ? std::string("no message") : r.captured.substr(0, end + 1);
+    if (auto nl = why.rfind('\n'); nl != std::string::npos)
+      why = why.substr(nl + 1);
+    throw UsageError("plotting failed (" + script + ", exit status " + std::to_string(r.exit_code) + "): " + why);
+  }
+}
 
 std::string pct(double x)
 {
@@ -38,8 +58,8 @@ void run(const ReliabilityOptions& o)
   if (!sc.reliability)
     throw UsageError(sc.file + " has no \"reliability\" block (failure model, checkpoints, recovery: "
                                "reliability/README.md)");
-  if ((o.days > 0) == (o.tokens > 0))
-    throw UsageError("give exactly one of --days and --tokens");
+  if (o.days > 0 && o.tokens > 0)
+    throw UsageError("give at most one of --days and --tokens");
   sc.options.fidelity = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
   if (o.seed >= 0)
     sc.reliability->seed = static_cast<std::uint64_t>(o.seed);
@@ -62,7 +82,7 @@ void run(const ReliabilityOptions& o)
   const auto shape = reliability::run_shape(sc.job, run.placed->topology(), run.placed->placement(), spec, step);
   const auto costs = reliability::costs(spec, shape);
   reliability::Horizon h;
-  h.days   = o.days;
+  h.days   = o.days > 0 || o.tokens > 0 ? o.days : spec.horizon_days;
   h.tokens = o.tokens;
   h.trials = o.trials;
   if (progress)
@@ -79,13 +99,13 @@ void run(const ReliabilityOptions& o)
       sweep.push_back(
           {{"interval_s", f * costs.interval},
            {"ettr", reliability::ettr_exact(f * costs.interval, costs.checkpoint_write, costs.restart, 1 / job_rate)}});
-  if (o.json) {
+  {
     nlohmann::json doc = {{"spansim", provenance()},
                           {"scenario", sc.name},
                           {"configuration", reliability::to_json(spec)},
                           {"step_time_s", step},
                           {"deterministic_step_time_s", run.result.step_time},
-                          {"horizon", {{"days", o.days}, {"tokens", o.tokens}, {"trials", o.trials}}},
+                          {"horizon", {{"days", h.days}, {"tokens", h.tokens}, {"trials", h.trials}}},
                           {"shape",
                            {{"gpus", shape.gpus},
                             {"nodes", shape.nodes},
@@ -98,8 +118,12 @@ void run(const ReliabilityOptions& o)
                           {"ettr_by_interval", sweep}};
     if (sampled)
       doc["sampled_steps"] = sampled->to_json();
-    std::cout << doc.dump(2) << "\n";
-    return;
+    if (!o.plot.empty())
+      plot(o, doc);
+    if (o.json) {
+      std::cout << doc.dump(2) << "\n";
+      return;
+    }
   }
   const auto& job = sc.job;
   std::cout << "Scenario " << sc.name << ": " << job.model.name << " on " << job.gpus << " " << job.gpu.name
@@ -154,6 +178,8 @@ void run(const ReliabilityOptions& o)
       {"lost: replicas out (their share)", units::format_time(outcome.lost_degraded)},
       {"lost: replica stalls", units::format_time(outcome.lost_stall)}};
   print_table(std::cout, r);
+  if (!o.plot.empty())
+    std::cout << "\nWritten: " << o.plot << " (and its data, " << o.plot << ".json)\n";
 }
 
 } // namespace
@@ -164,7 +190,8 @@ void add_reliability_command(CLI::App& app)
   auto* c = app.add_subcommand("reliability", "Goodput of a training run under failures: a seeded Monte Carlo with "
                                               "checkpoints, restarts and replica recovery");
   c->add_option("scenario", o->scenario, "Scenario with a reliability block")->required();
-  c->add_option("--days", o->days, "Wall-clock days to run")->check(finite_number(0, true));
+  c->add_option("--days", o->days, "Wall-clock days to run (default: the block's horizon)")
+      ->check(finite_number(0, true));
   c->add_option("--tokens", o->tokens, "Or: a token budget to train")->check(finite_number(0, true));
   c->add_option("--trials", o->trials, "Monte Carlo trials")->check(integer_in(1, 100000));
   c->add_option("--steps", o->steps, "Steps sampled under the variability block, if any")
@@ -172,6 +199,8 @@ void add_reliability_command(CLI::App& app)
   c->add_option("--seed", o->seed, "Override the reliability block's seed")->check(integer_in(0, 1LL << 53));
   c->add_option("--fidelity", o->fidelity, "Engine of the step simulation (default analytical)");
   c->add_option("--recovery", o->recovery, "Override the recovery mode: synchronous, replica");
+  c->add_option("--plot", o->plot, "Draw ETTR against the checkpoint interval and the time lost into this PNG");
+  c->add_option("--python", o->python, "Python interpreter with matplotlib (for --plot)");
   c->add_flag("--json", o->json, "Print one JSON document");
   c->callback([o] { run(*o); });
 }

@@ -103,6 +103,38 @@ json stage_record(const netsim::StepResult& r)
   return stages;
 }
 
+// Sampled steps and the run's goodput, for scenarios with those blocks; repetitions move the seeds on.
+void add_reliability_metrics(const scenario::Scenario& sc, const scenario::ScenarioRun& run, int repetition,
+                             json& metrics)
+{
+  double step = run.result.step_time;
+  if (sc.variability) {
+    auto v = *sc.variability;
+    v.seed += static_cast<std::uint64_t>(repetition);
+    reliability::SampleOptions o;
+    o.steps      = 200;
+    const auto s = reliability::sample_steps(run.placed->graph(), run.result, run.placed->placement(), v, o);
+    step         = s.mean;
+    metrics["sampled_mean_s"]   = s.mean;
+    metrics["sampled_p99_s"]    = s.p99;
+    metrics["variability_loss"] = s.lost_share;
+  }
+  if (sc.reliability) {
+    auto r = *sc.reliability;
+    r.seed += static_cast<std::uint64_t>(repetition);
+    const auto shape = reliability::run_shape(sc.job, run.placed->topology(), run.placed->placement(), r, step);
+    const auto costs = reliability::costs(r, shape);
+    reliability::Horizon h;
+    h.days                           = r.horizon_days;
+    h.trials                         = 50;
+    const auto o                     = reliability::simulate_run(r, shape, costs, h);
+    metrics["ettr"]                  = o.ettr;
+    metrics["interruptions_per_day"] = o.interruptions / r.horizon_days;
+    metrics["checkpoint_interval_s"] = costs.interval;
+    metrics["goodput_tokens_per_s"]  = o.tokens / o.wall_seconds;
+  }
+}
+
 // The body of a worker process: simulate one point and record it. Errors of the scenario are recorded (they
 // would recur on every run); a crash records nothing, so that a re-run tries again.
 void run_point(const Campaign& campaign, const Point& point, const std::string& points_directory)
@@ -125,7 +157,8 @@ void run_point(const Campaign& campaign, const Point& point, const std::string& 
     if (campaign.record.ranks)
       record["ranks"] = rank_record(run);
     record["summary"] = report::summary_json(run, {.stages = false, .over_time = false});
-    record["status"]  = "ok";
+    add_reliability_metrics(scenario, run, point.repetition, record["summary"]["metrics"]);
+    record["status"] = "ok";
   } catch (const std::exception& e) {
     record["status"] = "error";
     record["error"]  = e.what();

@@ -84,6 +84,7 @@ struct ReliabilitySpec {
   double data_loader      = 60;    ///< data loader start and fast-forward
   // Replica recovery (FT-HSDP).
   double replica_stall = 180; ///< the healthy replicas' pause when a replica leaves or rejoins
+  double horizon_days  = 30;  ///< the run's length when no other is asked for (campaigns, `reliability` alone)
 };
 
 /// @brief Reads a `reliability` block; `file` anchors a failure-model path. @throws SpecError.

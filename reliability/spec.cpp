@@ -227,6 +227,11 @@ ReliabilitySpec read_reliability(spec::ObjectReader r)
     s.data_loader    = c->optional_time("data_loader").value_or(s.data_loader);
     c->finish();
   }
+  if (auto h = r.optional_time("horizon")) {
+    if (!(*h > 0))
+      r.fail("horizon", "must be greater than zero");
+    s.horizon_days = *h / 86400;
+  }
   if (auto c = r.optional_object("replica")) {
     s.replica_stall = c->optional_time("stall").value_or(s.replica_stall);
     c->finish();
@@ -257,7 +262,8 @@ json to_json(const ReliabilitySpec& r)
             {"nccl_init_s", r.nccl_init},
             {"nccl_init_gpus", r.nccl_init_gpus},
             {"data_loader_s", r.data_loader}}},
-          {"replica", {{"stall_s", r.replica_stall}}}};
+          {"replica", {{"stall_s", r.replica_stall}}},
+          {"horizon_days", r.horizon_days}};
 }
 
 } // namespace spansim::reliability

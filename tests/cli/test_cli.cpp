@@ -315,3 +315,44 @@ TEST_CASE("validate --json on a few small published runs: each error is the thro
   CHECK(j["mape"]["fit"].get<double>() >= 0);
   CHECK(j["spansim"].contains("git_hash"));
 }
+
+TEST_CASE("reliability --json and --plot: ETTR beside its closed form, interruptions beside rate x days",
+          "[cli][reliability]")
+{
+  const std::string png = "/tmp/spansim-test-reliability-" + std::to_string(getpid()) + ".png";
+  auto r = spansim("reliability examples/scenarios/llama3-405b-24k-reliability.json --days 30 --trials 100 --steps 50 "
+                   "--json --plot " +
+                   png);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j            = nlohmann::json::parse(r.out);
+  const double ettr = j["outcome"]["ettr"], closed = j["outcome"]["ettr_closed_form"];
+  const double per_day = j["costs"]["failures_per_day"], interruptions = j["outcome"]["interruptions"];
+  const double sampled = j["sampled_steps"]["mean_s"], step = j["step_time_s"];
+  std::cout << "ETTR: closed form " << closed << ", Monte Carlo " << ettr << "; interruptions: expected "
+            << per_day * 30 << ", Monte Carlo " << interruptions << "\n";
+  CHECK(std::fabs(ettr - closed) < 0.01);
+  CHECK(std::fabs(interruptions / (per_day * 30) - 1) < 0.05);
+  CHECK(sampled == Approx(step).epsilon(1e-12));
+  CHECK(j["configuration"]["failures"]["name"] == "llama3-405b");
+  std::ifstream in(png, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, 4);
+  CHECK(std::string(magic + 1, 3) == "PNG");
+  std::remove(png.c_str());
+  std::remove((png + ".json").c_str());
+}
+
+TEST_CASE("run --steps: the same seed gives the same samples, another seed others", "[cli][reliability]")
+{
+  auto a = spansim("run examples/scenarios/llama3-405b-24k-reliability.json --steps 20 --no-outputs --json");
+  auto b = spansim("run examples/scenarios/llama3-405b-24k-reliability.json --steps 20 --no-outputs --json");
+  auto c = spansim("run examples/scenarios/llama3-405b-24k-reliability.json --steps 20 --seed 9 --no-outputs --json");
+  REQUIRE(a.exit_code == 0);
+  REQUIRE(c.exit_code == 0);
+  auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out), jc = nlohmann::json::parse(c.out);
+  CHECK(ja["sampled_steps"] == jb["sampled_steps"]);
+  CHECK(ja["sampled_steps"]["mean_s"] != jc["sampled_steps"]["mean_s"]);
+  CHECK(ja["sampled_steps"]["mean_s"].get<double>() >= ja["sampled_steps"]["deterministic_s"].get<double>());
+  CHECK(ja["configuration"]["variability"]["seed"] == 1);
+}
