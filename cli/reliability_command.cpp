@@ -75,8 +75,10 @@ void run(const ReliabilityOptions& o)
     reliability::SampleOptions so;
     so.steps    = o.steps;
     so.progress = progress;
-    sampled = reliability::sample_steps(run.placed->graph(), run.result, run.placed->placement(), *sc.variability, so);
-    step    = sampled->mean;
+    sampled     = reliability::sample_steps(
+            {run.placed->topology(), run.placed->graph(), run.placed->placement(), sc.placement, sc.options, run.result},
+            *sc.variability, so);
+    step = sampled->mean;
   }
   const auto& spec = *sc.reliability;
   const auto shape = reliability::run_shape(sc.job, run.placed->topology(), run.placed->placement(), spec, step);

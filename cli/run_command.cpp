@@ -46,6 +46,9 @@ void print_sampled(const reliability::SampledSteps& s, std::uint64_t seed)
                {"p50", units::format_time(s.p50), vs(s.p50)},
                {"p90", units::format_time(s.p90), vs(s.p90)},
                {"p99", units::format_time(s.p99), vs(s.p99)}};
+  if (s.degraded_links > 0)
+    head.rows.insert(head.rows.begin() + 1, {"simulated on " + std::to_string(s.degraded_links) + " degraded links",
+                                             units::format_time(s.degraded_step), vs(s.degraded_step)});
   print_table(std::cout, head);
   std::cout << "\n";
   Table where{"Where the mean loss goes (added time on the critical path)", {"part", "seconds"}, {}};
@@ -62,6 +65,9 @@ void print_sampled(const reliability::SampledSteps& s, std::uint64_t seed)
     if (s.attribution.communication[static_cast<std::size_t>(d)] > 0)
       where.rows.push_back({std::string(name_of(d)) + " communication",
                             units::format_time(s.attribution.communication[static_cast<std::size_t>(d)])});
+  if (s.degraded_links > 0)
+    where.rows.push_back(
+        {"degraded links (the step simulated on them)", units::format_time(s.degraded_step - s.deterministic)});
   if (s.attribution.replica_sync > 0)
     where.rows.push_back({"waiting for the slowest replica", units::format_time(s.attribution.replica_sync)});
   print_table(std::cout, where);
@@ -94,8 +100,9 @@ void run(const RunOptions& o)
     reliability::SampleOptions so;
     so.steps    = o.steps;
     so.progress = progress_bar(!o.json && stderr_is_terminal());
-    sampled =
-        reliability::sample_steps(run.placed->graph(), run.result, run.placed->placement(), *scenario.variability, so);
+    sampled     = reliability::sample_steps({run.placed->topology(), run.placed->graph(), run.placed->placement(),
+                                             scenario.placement, scenario.options, run.result},
+                                            *scenario.variability, so);
   }
   std::vector<std::string> written;
   if (!o.no_outputs)

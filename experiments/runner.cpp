@@ -113,8 +113,10 @@ void add_reliability_metrics(const scenario::Scenario& sc, const scenario::Scena
     v.seed += static_cast<std::uint64_t>(repetition);
     reliability::SampleOptions o;
     o.steps      = 200;
-    const auto s = reliability::sample_steps(run.placed->graph(), run.result, run.placed->placement(), v, o);
-    step         = s.mean;
+    const auto s = reliability::sample_steps(
+        {run.placed->topology(), run.placed->graph(), run.placed->placement(), sc.placement, sc.options, run.result}, v,
+        o);
+    step                        = s.mean;
     metrics["sampled_mean_s"]   = s.mean;
     metrics["sampled_p99_s"]    = s.p99;
     metrics["variability_loss"] = s.lost_share;

@@ -39,7 +39,13 @@ struct VariabilitySpec {
   double slowdown      = 1; ///< a slow GPU's compute takes this many times as long
   Jitter compute;           ///< per compute op and rank
   Jitter communication;     ///< per collective or transfer, one draw its participants share
-  bool active() const { return (slow_fraction > 0 && slowdown > 1) || compute.active() || communication.active(); }
+  double degraded_fraction  = 0; ///< fraction of scale-out links (NIC and above) persistently degraded
+  double degraded_bandwidth = 1; ///< the bandwidth a degraded link keeps, as a fraction
+  bool degrades_links() const { return degraded_fraction > 0 && degraded_bandwidth < 1; }
+  bool active() const
+  {
+    return (slow_fraction > 0 && slowdown > 1) || compute.active() || communication.active() || degrades_links();
+  }
 };
 
 /// @brief Reads a `variability` block. @throws SpecError at its file and JSON path.
@@ -137,6 +143,8 @@ struct LossAttribution {
 /// @brief Step times sampled around a deterministic step.
 struct SampledSteps {
   double deterministic = 0;        ///< the simulated step
+  int degraded_links   = 0;        ///< links degraded (their step, simulated again, is the one sampled around)
+  double degraded_step = 0;        ///< the step simulated on the degraded links
   std::vector<double> step_times;  ///< one per sampled step, in sampling order
   double mean = 0, p50 = 0, p90 = 0, p99 = 0;
   double lost_share = 0;           ///< mean / deterministic - 1
@@ -153,6 +161,20 @@ struct SampledSteps {
 SampledSteps sample_steps(const workload::StepGraph& graph, const netsim::StepResult& step,
                           const placement::Placement& placement, const VariabilitySpec& spec,
                           const SampleOptions& options);
+/// @brief A simulated step and what it was simulated on: what sampling under degraded links needs to simulate
+/// the step again.
+struct SimulatedStep {
+  const topology::Topology& topology;
+  const workload::StepGraph& graph;
+  const placement::Placement& placement;
+  const placement::PlacementSpec& placement_spec;
+  const netsim::StepOptions& options;
+  const netsim::StepResult& result;
+};
+/// @brief sample_steps on a simulated step; when the spec degrades links, the step is first simulated again on
+/// the topology with those links degraded (seeded; rail symmetry off, since rails then differ).
+SampledSteps sample_steps(const SimulatedStep& step, const VariabilitySpec& spec, const SampleOptions& options);
+
 /// @brief The reference the method is checked against: every rank replayed on its own, collectives waiting for
 /// their group's members, transfers for their peer. Feasible for small jobs only.
 SampledSteps sample_steps_per_rank(const workload::StepGraph& graph, const netsim::StepResult& step,

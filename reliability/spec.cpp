@@ -179,6 +179,11 @@ VariabilitySpec read_variability(spec::ObjectReader r)
     v.slowdown      = s->number("slowdown", 1, 10);
     s->finish();
   }
+  if (auto d = r.optional_object("degraded_links")) {
+    v.degraded_fraction  = d->number("fraction", 0, 1);
+    v.degraded_bandwidth = d->number("bandwidth", 0.01, 1);
+    d->finish();
+  }
   if (auto c = r.optional_object("compute_jitter"))
     v.compute = read_jitter(*c);
   if (auto c = r.optional_object("communication_jitter"))
@@ -191,6 +196,7 @@ json to_json(const VariabilitySpec& v)
 {
   return {{"seed", v.seed},
           {"slow_gpus", {{"fraction", v.slow_fraction}, {"slowdown", v.slowdown}}},
+          {"degraded_links", {{"fraction", v.degraded_fraction}, {"bandwidth", v.degraded_bandwidth}}},
           {"compute_jitter", jitter_json(v.compute)},
           {"communication_jitter", jitter_json(v.communication)}};
 }

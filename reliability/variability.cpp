@@ -385,6 +385,35 @@ SampledSteps sample_steps_per_rank(const workload::StepGraph& graph, const netsi
   return out;
 }
 
+SampledSteps sample_steps(const SimulatedStep& step, const VariabilitySpec& spec, const SampleOptions& options)
+{
+  if (!spec.degrades_links())
+    return sample_steps(step.graph, step.result, step.placement, spec, options);
+  // Persistent degradation changes how flows share links: simulate the step again on the degraded links.
+  const auto& links = step.topology.links();
+  std::vector<double> factors(links.size(), 1.0);
+  Random random(spec.seed ^ 0x11f7u);
+  int degraded = 0;
+  for (std::size_t k = 0; k < links.size(); ++k)
+    if (links[k].tier != topology::Tier::nvlink && random.uniform() < spec.degraded_fraction) {
+      factors[k] = spec.degraded_bandwidth;
+      ++degraded;
+    }
+  if (options.progress)
+    options.progress("simulating the step on " + std::to_string(degraded) + " degraded links", 0, 1);
+  const topology::Topology topo = step.topology.with_links_scaled(factors);
+  const placement::Placement placement(topo, step.graph.job, step.placement_spec);
+  auto o          = step.options;
+  o.rail_symmetry = false;
+  const auto run  = netsim::simulate_step(topo, step.graph, placement, o);
+  auto out        = sample_steps(step.graph, run, placement, spec, options);
+  out.degraded_links = degraded;
+  out.degraded_step  = run.step_time;
+  out.deterministic  = step.result.step_time;
+  out.lost_share     = out.deterministic > 0 ? out.mean / out.deterministic - 1 : 0;
+  return out;
+}
+
 nlohmann::json SampledSteps::to_json() const
 {
   nlohmann::json dims = nlohmann::json::object();
@@ -398,6 +427,8 @@ nlohmann::json SampledSteps::to_json() const
           {"p99_s", p99},
           {"lost_share", lost_share},
           {"lockstep_group", lockstep_group},
+          {"degraded_links", degraded_links},
+          {"degraded_step_s", degraded_links > 0 ? nlohmann::json(degraded_step) : nlohmann::json(nullptr)},
           {"replicas", replicas},
           {"stage_slowdown", stage_factor},
           {"attribution",

@@ -144,6 +144,14 @@ Topology Topology::with_shared_links_divided(double factor) const
   return copy;
 }
 
+Topology Topology::with_links_scaled(const std::vector<double>& factors) const
+{
+  Topology copy = *this;
+  for (std::size_t k = 0; k < copy.links_.size() && k < factors.size(); ++k)
+    copy.links_[k].bandwidth *= factors[k];
+  return copy;
+}
+
 int Topology::leaf_gpus(int leaf_in_pod) const
 {
   const auto& pod = spec_.pod;

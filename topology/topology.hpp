@@ -179,6 +179,8 @@ public:
   /// @brief A copy whose links above the leaves (pod uplinks, inter-building, building uplinks, inter-region)
   /// have their bandwidth divided by `factor`: what one of `factor` identical rails sees of links all rails share.
   Topology with_shared_links_divided(double factor) const;
+  /// @brief A copy whose link `k` has its bandwidth multiplied by `factors[k]` (degraded links).
+  Topology with_links_scaled(const std::vector<double>& factors) const;
 
   const TopologySpec& spec() const { return spec_; }
   const Counts& counts() const { return counts_; }

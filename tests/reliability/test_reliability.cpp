@@ -210,3 +210,30 @@ TEST_CASE("the same seed gives the same samples", "[reliability]")
   const auto c = rel::sample_steps(run.placed->graph(), run.result, run.placed->placement(), v, o);
   CHECK(a.step_times != c.step_times);
 }
+
+TEST_CASE("degraded links: the step simulated again on them, every link when the fraction is 1", "[reliability]")
+{
+  const auto run = small_run();
+  const auto& sc = run.scenario;
+  rel::VariabilitySpec v;
+  v.degraded_fraction  = 1;
+  v.degraded_bandwidth = 0.25;
+  rel::SampleOptions o;
+  o.steps        = 10;
+  const auto out = rel::sample_steps(
+      {run.placed->topology(), run.placed->graph(), run.placed->placement(), sc.placement, sc.options, run.result}, v,
+      o);
+  int scale_out = 0;
+  for (const auto& l : run.placed->topology().links())
+    scale_out += l.tier != spansim::topology::Tier::nvlink;
+  CHECK(out.degraded_links == scale_out);
+  std::cout << "step " << out.deterministic << " s, on links at a quarter " << out.degraded_step << " s\n";
+  CHECK(out.degraded_step > out.deterministic);
+  // No other variability: every sample is the degraded step.
+  CHECK(out.mean == Approx(out.degraded_step).epsilon(1e-12));
+  v.degraded_fraction = 0;
+  const auto healthy  = rel::sample_steps(
+       {run.placed->topology(), run.placed->graph(), run.placed->placement(), sc.placement, sc.options, run.result}, v,
+       o);
+  CHECK(healthy.mean == Approx(run.result.step_time).epsilon(1e-12));
+}
