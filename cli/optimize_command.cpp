@@ -49,6 +49,11 @@ nlohmann::json evaluation_json(const optimizer::Evaluation& e)
                       {"metrics", e.metrics.to_json()}};
   if (e.refined)
     j["step_time_s"] = *e.refined;
+  if (e.ettr) {
+    j["ettr"]             = *e.ettr;
+    j["recovery"]         = e.recovery;
+    j["effective_step_s"] = e.effective_step();
+  }
   return j;
 }
 
@@ -138,18 +143,26 @@ void run(const OptimizeOptions& o)
           {"#", "configuration", "step", "analytical", "MFU", "exposed tp", "exposed pp", "exposed dp", "bubble",
            "across buildings"},
           {}};
+  if (spec.reliability) {
+    t.title += spec.time_to_train ? "; ranked by step / ETTR (expected time to train)" : "";
+    t.headers.insert(t.headers.begin() + 3, {"ETTR", "step / ETTR"});
+  }
   auto row = [&](const std::string& rank, const optimizer::Evaluation& e) {
     const auto& m = e.metrics;
-    return std::vector<std::string>{rank,
-                                    label_with_choice(e),
-                                    units::format_time(*e.refined),
-                                    units::format_time(e.score),
-                                    pct(m.mfu),
-                                    units::format_time(m.exposed[workload::Dim::tp]),
-                                    units::format_time(m.exposed[workload::Dim::pp]),
-                                    units::format_time(m.exposed[workload::Dim::dp]),
-                                    units::format_time(m.bubble),
-                                    units::format_size(m.bytes_across_buildings.value_or(0.0))};
+    std::vector<std::string> out{rank,
+                                 label_with_choice(e),
+                                 units::format_time(*e.refined),
+                                 units::format_time(e.score),
+                                 pct(m.mfu),
+                                 units::format_time(m.exposed[workload::Dim::tp]),
+                                 units::format_time(m.exposed[workload::Dim::pp]),
+                                 units::format_time(m.exposed[workload::Dim::dp]),
+                                 units::format_time(m.bubble),
+                                 units::format_size(m.bytes_across_buildings.value_or(0.0))};
+    if (spec.reliability)
+      out.insert(out.begin() + 3,
+                 {e.ettr ? pct(*e.ettr) + " (" + e.recovery + ")" : "-", units::format_time(e.effective_step())});
+    return out;
   };
   for (std::size_t i = 0; i < result.ranked.size(); ++i)
     t.rows.push_back(row(std::to_string(i + 1), result.ranked[i]));
@@ -165,6 +178,12 @@ void run(const OptimizeOptions& o)
     std::cout << "The best single change from the default, " << result.single_change << ", gives "
               << units::format_time(*result.best_single_change.refined) << " ("
               << fixed(base / *result.best_single_change.refined, 2) << "x).\n";
+  if (best.ettr && result.baseline.ettr)
+    std::cout << "Counting failures (" << spec.reliability->model_name << ", "
+              << fixed(spec.reliability->horizon_days, 0) << "-day Monte Carlo): the winner's wall time per step is "
+              << units::format_time(best.effective_step()) << " (ETTR " << pct(*best.ettr) << ", " << best.recovery
+              << " recovery), the default's " << units::format_time(result.baseline.effective_step()) << " (ETTR "
+              << pct(*result.baseline.ettr) << ").\n";
   std::cout << "Against the default, the winner's step changes by:";
   const auto& mb = result.baseline.metrics;
   const auto& mw = best.metrics;

@@ -11,6 +11,7 @@
 
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
+#include "reliability/reliability.hpp"
 #include "topology/topology.hpp"
 #include "workload/workload.hpp"
 
@@ -59,6 +60,11 @@ struct OptimizeSpec {
   netsim::Fidelity refine = netsim::Fidelity::flow;
   int workers             = 0; ///< child processes; 0: one per core
   std::uint64_t seed      = 1; ///< recorded; the search itself has no randomness
+  /// @brief Failures and recovery: with it, every re-simulated point gets its ETTR (a Monte Carlo over the block's
+  /// horizon; replica recovery where the point's data parallelism has replicas, synchronous otherwise).
+  std::optional<reliability::ReliabilitySpec> reliability;
+  nlohmann::json reliability_ref; ///< the block as given, for the scenarios written
+  bool time_to_train = false;     ///< rank by step time / ETTR (expected time to train) instead of step time
 
   /// @brief The effective spec as JSON (for results).
   nlohmann::json to_json() const;
@@ -111,6 +117,10 @@ struct Evaluation {
   double score       = 0;        ///< collapsed analytical step time
   std::optional<double> refined; ///< step time at the refine fidelity
   Metrics metrics;               ///< of the most faithful run
+  std::optional<double> ettr;    ///< effective training time ratio under the spec's reliability block
+  std::string recovery;          ///< the recovery mode that ETTR assumed
+  /// @brief Seconds of wall time per step once failures count (the step time without a reliability block).
+  double effective_step() const { return *refined / ettr.value_or(1.0); }
 };
 
 /// @brief The outcome of a search.

@@ -164,13 +164,16 @@ json scenario_json(const OptimizeSpec& spec, const Point& p)
           o.erase("effective_latency");
       }
   }
-  return {{"name", spec.name + "-" + std::to_string(std::hash<std::string>{}(p.label()) % 100000)},
-          {"description", "from spansim optimize: " + p.label()},
-          {"topology", topology_ref},
-          {"job", job_json(spec, p, buildings)},
-          {"placement", placement},
-          {"fidelity", name_of(spec.refine)},
-          {"collectives", {{"dp", name_of(p.dp_algorithm)}, {"channels", p.channels}}}};
+  json out = {{"name", spec.name + "-" + std::to_string(std::hash<std::string>{}(p.label()) % 100000)},
+              {"description", "from spansim optimize: " + p.label()},
+              {"topology", topology_ref},
+              {"job", job_json(spec, p, buildings)},
+              {"placement", placement},
+              {"fidelity", name_of(spec.refine)},
+              {"collectives", {{"dp", name_of(p.dp_algorithm)}, {"channels", p.channels}}}};
+  if (spec.reliability)
+    out["reliability"] = spec.reliability_ref;
+  return out;
 }
 
 } // namespace spansim::optimizer

@@ -218,6 +218,23 @@ Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, co
   }
 }
 
+// ETTR of a re-simulated point under the spec's reliability block. Replica recovery needs replicas (HSDP or DDP);
+// an FSDP point recovers synchronously.
+void goodput(const OptimizeSpec& spec, const topology::Topology& topo, Evaluation& e)
+{
+  auto r = *spec.reliability;
+  if (r.recovery == reliability::Recovery::replica && e.point.data_parallel == workload::DataParallelMode::fsdp)
+    r.recovery = reliability::Recovery::synchronous;
+  auto b           = build(spec, topo, e.point);
+  const auto shape = reliability::run_shape(b.graph.job, topo, *b.place, r, *e.refined);
+  const auto costs = reliability::costs(r, shape);
+  reliability::Horizon h;
+  h.days     = r.horizon_days;
+  h.trials   = 50;
+  e.ettr     = reliability::simulate_run(r, shape, costs, h).ettr;
+  e.recovery = std::string(name_of(r.recovery));
+}
+
 Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
 {
   auto b = build(spec, topo, p);
@@ -481,10 +498,17 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     result.best_single_change = refine.back();
     refine.pop_back();
   }
+  if (spec.reliability) {
+    for (auto& e : refine) // the best K and the baseline (the single change is already out)
+      goodput(spec, topo, e);
+    if (single)
+      goodput(spec, topo, result.best_single_change);
+  }
   result.baseline = refine.back();
   refine.pop_back();
-  std::stable_sort(refine.begin(), refine.end(),
-                   [](const Evaluation& a, const Evaluation& b) { return *a.refined < *b.refined; });
+  std::stable_sort(refine.begin(), refine.end(), [&](const Evaluation& a, const Evaluation& b) {
+    return spec.time_to_train ? a.effective_step() < b.effective_step() : *a.refined < *b.refined;
+  });
   result.ranked       = refine;
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return result;

@@ -88,7 +88,9 @@ json OptimizeSpec::to_json() const
           {"top_k", top_k},
           {"refine_fidelity", name_of(refine)},
           {"workers", workers},
-          {"seed", seed}};
+          {"seed", seed},
+          {"objective", time_to_train ? "time_to_train" : "step_time"},
+          {"reliability", reliability ? reliability::to_json(*reliability) : json(nullptr)}};
 }
 
 OptimizeSpec load_optimize_spec(const std::string& path)
@@ -139,6 +141,15 @@ OptimizeSpec load_optimize_spec(const std::string& path)
       static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::numeric_limits<std::int64_t>::max()).value_or(1));
   if (auto f = r.optional_enumeration<netsim::Fidelity>("refine_fidelity"))
     spec.refine = *f;
+  if (auto b = r.optional_object("reliability")) {
+    spec.reliability_ref = r.raw("reliability");
+    spec.reliability     = reliability::read_reliability(*b);
+  }
+  if (r.has("objective")) {
+    spec.time_to_train = r.choice("objective", {"step_time", "time_to_train"}) == "time_to_train";
+    if (spec.time_to_train && !spec.reliability)
+      r.fail("objective", "\"time_to_train\" needs a \"reliability\" block (failure model, checkpoints, recovery)");
+  }
   if (auto s = r.optional_object("search")) {
     auto& sp = spec.space;
     read_ints(*s, "tp", sp.tp, 1, 1024);

@@ -130,3 +130,37 @@ TEST_CASE("the optimize spec format doc's example loads", "[optimizer][docs]")
   CHECK(spec.space.order.size() == 2);
   CHECK(spec.refine == netsim::Fidelity::flow);
 }
+
+TEST_CASE("time to train: points ranked by step / ETTR, replica recovery only where there are replicas",
+          "[optimizer][reliability]")
+{
+  auto j               = small_space();
+  j["refine_fidelity"] = "analytical";
+  j["top_k"]           = 6;
+  j["objective"]       = "time_to_train";
+  // A failure every few minutes at 32 GPUs, so that recovery decides the ranking.
+  j["reliability"] = {{"seed", 3},
+                      {"failures",
+                       {{"components",
+                         {{{"name", "gpu"}, {"per", "gpu"}, {"mttf", "2h"}, {"scope", "replica"}, {"source", "test"}},
+                          {{"name", "job"}, {"per", "job"}, {"mttf", "100h"}, {"scope", "job"}, {"source", "test"}}}}}},
+                      {"recovery", "replica"},
+                      {"horizon", "5d"}};
+  auto spec        = spec_from(j);
+  auto result      = optimizer::optimize(spec);
+  REQUIRE(result.ranked.size() >= 2);
+  for (std::size_t i = 0; i < result.ranked.size(); ++i) {
+    const auto& e = result.ranked[i];
+    REQUIRE(e.ettr);
+    std::cout << e.point.label() << ": step " << *e.refined << " s, ETTR " << *e.ettr << " (" << e.recovery
+              << "), effective " << e.effective_step() << " s\n";
+    CHECK(e.recovery == (e.point.data_parallel == workload::DataParallelMode::fsdp ? "synchronous" : "replica"));
+    CHECK(e.effective_step() == Approx(*e.refined / *e.ettr).epsilon(1e-12));
+    if (i > 0)
+      CHECK(result.ranked[i - 1].effective_step() <= e.effective_step());
+  }
+  CHECK(result.baseline.ettr);
+  auto bad         = small_space();
+  bad["objective"] = "time_to_train";
+  CHECK_THROWS_WITH(spec_from(bad), Catch::Contains("$.objective") && Catch::Contains("needs a \"reliability\" block"));
+}
