@@ -187,6 +187,20 @@ void run(const RunOptions& o)
     groups.rows.push_back({g.group, std::to_string(g.size), std::to_string(g.groups), std::to_string(g.across_nodes),
                            std::to_string(g.across_buildings), units::format_size(g.bytes_across_buildings)});
   print_table(std::cout, groups);
+  if (run.faults) {
+    const auto& f = *run.faults;
+    std::cout << "\n";
+    Table t{"Faults: " + std::to_string(f.failed_links) + " links failed, " + std::to_string(f.degraded_links) +
+                " degraded; step " + units::format_time(step) + " against " + units::format_time(f.healthy_step_time) +
+                " on the healthy site (" + pct(step - f.healthy_step_time, f.healthy_step_time) + " more)",
+            {"boundary", "max-flow out, healthy", "with the faults", "lost"},
+            {}};
+    for (std::size_t k = 0; k < f.healthy.size() && k < f.faulty.size(); ++k)
+      t.rows.push_back({f.healthy[k].kind + " " + f.healthy[k].name, units::format_bandwidth(f.healthy[k].max_flow),
+                        units::format_bandwidth(f.faulty[k].max_flow),
+                        units::format_bandwidth(f.healthy[k].max_flow - f.faulty[k].max_flow)});
+    print_table(std::cout, t);
+  }
   if (sampled)
     print_sampled(*sampled, scenario.variability->seed);
   if (!written.empty()) {

@@ -121,6 +121,32 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
   for (std::size_t r = 0; r < gpus_.size(); ++r)
     rank_of_gpu_[gpus_[r]] = static_cast<int>(r);
 
+  // Failed elements: no rank on a failed GPU, no traffic over a failed link between buildings (routes are a tree
+  // and do not go around it).
+  int failed = 0, first = -1;
+  for (std::size_t r = 0; r < gpus_.size(); ++r)
+    if (!topology.gpu_fault(gpus_[r]).empty() && failed++ == 0)
+      first = static_cast<int>(r);
+  if (failed > 0)
+    fail(std::to_string(failed) + " of the job's GPUs are failed; rank " + std::to_string(first) + " on " +
+         topology.vertex_name(gpus_[first]) + ": " + topology.gpu_fault(gpus_[first]));
+  const auto& links = topology.links();
+  for (std::size_t i = 0; i < buildings_.size(); ++i)
+    for (std::size_t j = i + 1; j < buildings_.size(); ++j) {
+      const int a = buildings_[i], b = buildings_[j];
+      std::vector<int> path;
+      if (topology.region_of_building(a) == topology.region_of_building(b))
+        path = {topology.inter_building_link(a, b)};
+      else
+        path = {topology.building_uplink(a),
+                topology.inter_region_link(topology.region_of_building(a), topology.region_of_building(b)),
+                topology.building_uplink(b)};
+      for (int k : path)
+        if (k >= 0 && links[k].bandwidth <= 0)
+          fail("the job spans " + topology.building_name(a) + " and " + topology.building_name(b) + ", and link " +
+               topology.link_name(k) + " between them is failed (routes do not go around it)");
+    }
+
   // A TP group that fits in a node must not straddle two: its all-gathers would leave NVLink. Every stage is
   // laid out alike, so stage 0's groups tell.
   const int gpn = topology.spec().node.gpus;

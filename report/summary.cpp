@@ -90,6 +90,22 @@ json configuration(const scenario::ScenarioRun& run)
                 {"alltoall", name_of(sc.options.all_to_all)},
                 {"channels", sc.options.channels}}},
               {"engine", run.result.engine}};
+  if (sc.faults) {
+    json links = json::array();
+    for (const auto& l : sc.faults->links)
+      links.push_back({{"name", l.name}, {"bandwidth", l.bandwidth}});
+    json switches = json::array(), nodes = json::array();
+    for (const auto& s : sc.faults->switches)
+      switches.push_back(s.name);
+    for (const auto& n : sc.faults->nodes)
+      nodes.push_back(n.name);
+    out["faults"] = {
+        {"links", links},
+        {"switches", switches},
+        {"nodes", nodes},
+        {"random",
+         {{"seed", sc.faults->seed}, {"links", sc.faults->random_links}, {"bandwidth", sc.faults->random_bandwidth}}}};
+  }
   if (sc.variability)
     out["variability"] = reliability::to_json(*sc.variability);
   if (sc.reliability)
@@ -192,6 +208,22 @@ json summary_json(const scenario::ScenarioRun& run, const SummaryOptions& option
   j["breakdown"]     = breakdown(run, options.stages);
   j["network"]       = network(network_report(run), options.over_time);
   j["placement"]     = run.placement.to_json();
+  if (run.faults) {
+    const auto& f = *run.faults;
+    json bounds   = json::array();
+    for (std::size_t k = 0; k < f.healthy.size() && k < f.faulty.size(); ++k)
+      bounds.push_back({{"kind", f.healthy[k].kind},
+                        {"name", f.healthy[k].name},
+                        {"healthy_max_flow_Bps", f.healthy[k].max_flow},
+                        {"max_flow_Bps", f.faulty[k].max_flow},
+                        {"lost_Bps", f.healthy[k].max_flow - f.faulty[k].max_flow}});
+    j["faults"] = {{"failed_links", f.failed_links},
+                   {"degraded_links", f.degraded_links},
+                   {"healthy_step_time_s", f.healthy_step_time},
+                   {"step_time_s", r.step_time},
+                   {"slowdown", f.healthy_step_time > 0 ? r.step_time / f.healthy_step_time : 0},
+                   {"boundaries", bounds}};
+  }
   return j;
 }
 

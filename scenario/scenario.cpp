@@ -84,6 +84,8 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
       sc.options.all_to_all = *a;
     c->finish();
   }
+  if (auto f = r.optional_object("faults"))
+    sc.faults = topology::read_faults(*f);
   if (auto v = r.optional_object("variability"))
     sc.variability = reliability::read_variability(*v);
   if (auto v = r.optional_object("reliability"))
@@ -111,8 +113,16 @@ void report(const PhaseCallback& phase, const std::string& what)
 }
 } // namespace
 
+namespace {
+topology::Topology site(const Scenario& scenario)
+{
+  topology::Topology t(scenario.topology);
+  return scenario.faults ? t.with_faults(*scenario.faults) : t;
+}
+} // namespace
+
 PlacedStep::PlacedStep(const Scenario& scenario, const PhaseCallback& phase)
-    : topology_((report(phase, "building the topology"), scenario.topology)),
+    : topology_((report(phase, "building the topology"), site(scenario))),
       graph_((report(phase, "building the step graph"), workload::build_step_graph(scenario.job))),
       placement_((report(phase, "placing ranks"), topology_), scenario.job, scenario.placement,
                  spec::Location{scenario.file, scenario.json_path + ".placement"})
@@ -125,14 +135,32 @@ ScenarioRun simulate(const Scenario& scenario, std::shared_ptr<const PlacedStep>
   run.scenario  = scenario;
   run.placement = placed->placement().report(placed->graph());
   report(phase, "simulating the step at " + std::string(name_of(scenario.options.fidelity)) + " fidelity");
-  run.result = netsim::simulate_step(placed->topology(), placed->graph(), placed->placement(), scenario.options);
+  auto options = scenario.options;
+  if (scenario.faults)
+    options.rail_symmetry = false; // the rails are no longer alike
+  run.result = netsim::simulate_step(placed->topology(), placed->graph(), placed->placement(), options);
   run.placed = std::move(placed);
   return run;
 }
 
 ScenarioRun run_scenario(const Scenario& scenario, const PhaseCallback& phase)
 {
-  return simulate(scenario, std::make_shared<const PlacedStep>(scenario, phase), phase);
+  auto run = simulate(scenario, std::make_shared<const PlacedStep>(scenario, phase), phase);
+  if (scenario.faults) {
+    // The same scenario on the healthy site, for the comparison.
+    Scenario healthy = scenario;
+    healthy.faults.reset();
+    report(phase, "simulating the healthy site");
+    const auto h = simulate(healthy, std::make_shared<const PlacedStep>(healthy), {});
+    FaultReport f;
+    f.healthy_step_time = h.result.step_time;
+    f.failed_links      = run.placed->topology().failed_links();
+    f.degraded_links    = run.placed->topology().degraded_links();
+    f.healthy           = h.placed->topology().boundary_capacities();
+    f.faulty            = run.placed->topology().boundary_capacities();
+    run.faults          = std::move(f);
+  }
+  return run;
 }
 
 } // namespace spansim::scenario

@@ -30,6 +30,7 @@ struct Scenario {
   std::vector<int> trace_stages;                           ///< stages drawn in the trace (empty: all, up to 16)
   std::optional<reliability::VariabilitySpec> variability; ///< slow GPUs and jitter (`spansim run --steps`)
   std::optional<reliability::ReliabilitySpec> reliability; ///< failures and recovery (`spansim reliability`)
+  std::optional<topology::FaultSpec> faults;               ///< failed and degraded elements of the site
 };
 
 /// @brief A file a scenario (or a campaign) names: `name` as given, next to `anchor_file`, or in the source tree
@@ -70,12 +71,20 @@ private:
   placement::Placement placement_;
 };
 
+/// @brief What the faults of a scenario cost: the healthy network's step and boundary capacities against these.
+struct FaultReport {
+  double healthy_step_time = 0;
+  int failed_links = 0, degraded_links = 0;
+  std::vector<topology::BoundaryCapacity> healthy, faulty; ///< per building and region boundary
+};
+
 /// @brief A simulated scenario: the scenario as run, what it was built into, and the typed results.
 struct ScenarioRun {
   Scenario scenario;
   std::shared_ptr<const PlacedStep> placed;
   netsim::StepResult result;
   placement::PlacementReport placement; ///< which groups cross which boundaries, bytes across them
+  std::optional<FaultReport> faults;    ///< with a `faults` block: against the healthy site
 };
 
 /// @brief Builds the scenario and simulates one step.

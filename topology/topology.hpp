@@ -170,6 +170,29 @@ struct BoundaryCapacity {
   double max_flow;       ///< max-flow from the GPUs inside to all GPUs outside
 };
 
+/// @brief Failed and degraded elements of a site, named as results name them ("bldg-a/pod0/leaf3",
+/// "bldg-a/pod0/leaf3 -- bldg-a/pod0/spine"), or drawn at random with a seed. Format: topology/README.md.
+struct FaultSpec {
+  struct LinkFault {
+    std::string name;
+    double bandwidth = 0; ///< fraction of the capacity left; 0: failed
+    spec::Location where;
+  };
+  struct ElementFault {
+    std::string name;
+    spec::Location where;
+  };
+  std::vector<LinkFault> links;
+  std::vector<ElementFault> switches; ///< every link of the switch fails
+  std::vector<ElementFault> nodes;    ///< every GPU of the node fails
+  std::uint64_t seed      = 1;
+  double random_links     = 0; ///< fraction of scale-out links (NIC and above) drawn to fail or degrade
+  double random_bandwidth = 0; ///< what a drawn link keeps (0: failed)
+  bool empty() const { return links.empty() && switches.empty() && nodes.empty() && random_links <= 0; }
+};
+/// @brief Reads a `faults` block. @throws SpecError at its JSON path.
+FaultSpec read_faults(spec::ObjectReader r);
+
 /// @brief The built topology: vertices, links and routes. A value; copying it is allowed but large.
 class Topology {
 public:
@@ -181,6 +204,19 @@ public:
   Topology with_shared_links_divided(double factor) const;
   /// @brief A copy whose link `k` has its bandwidth multiplied by `factors[k]` (degraded links).
   Topology with_links_scaled(const std::vector<double>& factors) const;
+  /// @brief A copy with `faults` applied: failed links keep no bandwidth, degraded ones their fraction, and GPUs
+  /// that are failed or cut off (routes are a tree: nothing below a failed link is reachable) are marked.
+  /// @throws SpecError naming an unknown element at its JSON path.
+  Topology with_faults(const FaultSpec& faults) const;
+  /// @brief Why GPU `gpu` cannot be used (empty: it can).
+  const std::string& gpu_fault(int gpu) const;
+  /// @brief Links failed (no bandwidth left) and degraded by the faults applied.
+  int failed_links() const { return failed_links_; }
+  int degraded_links() const { return degraded_links_; }
+  /// @brief The id of the link named "A -- B" (either order), or -1.
+  int link_named(const std::string& name) const;
+  /// @brief The name of link `k`: "A -- B".
+  std::string link_name(int k) const;
 
   const TopologySpec& spec() const { return spec_; }
   const Counts& counts() const { return counts_; }
@@ -251,6 +287,8 @@ private:
   int leaf_uplink_base_ = 0, pod_uplink_base_ = 0, building_uplink_base_ = -1;
   std::vector<int> inter_building_first_; ///< per region: first link id of its building mesh
   int inter_region_base_ = -1;
+  std::vector<std::string> gpu_fault_; ///< per GPU: why it is failed (empty: healthy); empty vector: no faults
+  int failed_links_ = 0, degraded_links_ = 0;
 };
 
 /// @brief Index of the unordered pair (i, j), i != j, among n items in a dense triangular layout.

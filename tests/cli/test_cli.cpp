@@ -356,3 +356,24 @@ TEST_CASE("run --steps: the same seed gives the same samples, another seed other
   CHECK(ja["sampled_steps"]["mean_s"].get<double>() >= ja["sampled_steps"]["deterministic_s"].get<double>());
   CHECK(ja["configuration"]["variability"]["seed"] == 1);
 }
+
+TEST_CASE("run with faults: the step against the healthy site and the boundary capacity lost", "[cli][faults]")
+{
+  auto r = spansim("run examples/scenarios/llama3-405b-two-buildings-faults.json --no-outputs --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j        = nlohmann::json::parse(r.out);
+  const auto& f = j["faults"];
+  // 32 NIC links and the uplink of the failed leaf; the inter-building link at a quarter.
+  CHECK(f["failed_links"] == 33);
+  CHECK(f["degraded_links"] == 1);
+  CHECK(f["step_time_s"].get<double>() >= f["healthy_step_time_s"].get<double>() * (1 - 1e-12));
+  for (const auto& b : f["boundaries"]) {
+    const double lost = b["lost_Bps"], healthy = b["healthy_max_flow_Bps"];
+    std::cout << b["name"].get<std::string>() << ": healthy " << healthy << " B/s, lost " << lost
+              << " B/s (expected three quarters of the 204.8 Tbps link: " << 0.75 * 204.8e12 / 8 << ")\n";
+    CHECK(lost == Approx(0.75 * 204.8e12 / 8).epsilon(1e-9));
+  }
+  CHECK(j["configuration"]["faults"]["switches"][0] == "bldg-b/pod3/leaf5");
+  CHECK(j["configuration"]["engine"]["rail_symmetry"] == false);
+}

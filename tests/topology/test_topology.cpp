@@ -265,3 +265,67 @@ TEST_CASE("every route is a shortest path of the Boost graph in which GPUs do no
     }
   }
 }
+
+TEST_CASE("faults: a failed link lowers a boundary's max-flow by exactly its capacity", "[topology][faults]")
+{
+  // In tiny, a building's boundary is link-bound (inter-building link + building uplink): failing the
+  // inter-building link of region east takes exactly its capacity off both of east's buildings.
+  Topology t(tiny_spec());
+  const int k           = t.inter_building_link(0, 1);
+  const double capacity = t.links()[k].bandwidth;
+  FaultSpec f;
+  f.links.push_back({t.link_name(k), 0, {}});
+  Topology broken = t.with_faults(f);
+  CHECK(broken.failed_links() == 1);
+  const auto before = t.boundary_capacities(), after = broken.boundary_capacities();
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    std::cout << before[i].kind << " " << before[i].name << ": ";
+    const bool touched =
+        before[i].kind == "building" && (before[i].name == t.building_name(0) || before[i].name == t.building_name(1));
+    expect_close("max-flow with the link failed", before[i].max_flow - (touched ? capacity : 0), after[i].max_flow);
+  }
+  // Degraded to a quarter: three quarters of it lost.
+  f.links[0].bandwidth = 0.25;
+  Topology degraded    = t.with_faults(f);
+  CHECK(degraded.degraded_links() == 1);
+  expect_close("max-flow with the link at a quarter", before[0].max_flow - 0.75 * capacity,
+               degraded.boundary_capacities()[0].max_flow);
+}
+
+TEST_CASE("faults: what a failed element cuts off, and names that do not exist", "[topology][faults]")
+{
+  Topology t(tiny_spec());
+  const std::string leaf = t.vertex_name(t.leaf_vertex(1));
+  FaultSpec f;
+  f.switches.push_back({leaf, {}});
+  f.nodes.push_back({"r0-b0/pod1/node2", {}});
+  Topology broken = t.with_faults(f);
+  int cut = 0, node = 0;
+  for (int g = 0; g < t.gpu_count(); ++g) {
+    const auto loc = t.locate(g);
+    if (loc.leaf == 1) {
+      ++cut;
+      CHECK(broken.gpu_fault(g).find("switch " + leaf + " failed") != std::string::npos);
+    } else if (broken.vertex_name(g).rfind("r0-b0/pod1/node2/", 0) == 0) {
+      ++node;
+      CHECK(broken.gpu_fault(g) == "node r0-b0/pod1/node2 failed");
+    } else {
+      CHECK(broken.gpu_fault(g).empty());
+    }
+  }
+  CHECK(cut > 0);
+  CHECK(node == t.spec().node.gpus);
+  FaultSpec bad;
+  bad.links.push_back(
+      {"r0-b0/aggregation -- mars/aggregation", 0, spansim::spec::Location{"f.json", "$.faults.links[0]"}});
+  CHECK_THROWS_WITH(t.with_faults(bad), Catch::Contains("$.faults.links[0].name") && Catch::Contains("unknown link"));
+  FaultSpec bad_node;
+  bad_node.nodes.push_back({"r0-b0/pod9/node0", spansim::spec::Location{"f.json", "$.faults.nodes[0]"}});
+  CHECK_THROWS_WITH(t.with_faults(bad_node), Catch::Contains("unknown node"));
+  // Random faults are seeded: the same seed, the same links.
+  FaultSpec r;
+  r.random_links = 0.2;
+  r.seed         = 4;
+  CHECK(t.with_faults(r).failed_links() == t.with_faults(r).failed_links());
+  CHECK(t.with_faults(r).failed_links() > 0);
+}
