@@ -6,7 +6,10 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <unistd.h>
 
 namespace rel = spansim::reliability;
 using nlohmann::json;
@@ -236,4 +239,43 @@ TEST_CASE("degraded links: the step simulated again on them, every link when the
        {run.placed->topology(), run.placed->graph(), run.placed->placement(), sc.placement, sc.options, run.result}, v,
        o);
   CHECK(healthy.mean == Approx(run.result.step_time).epsilon(1e-12));
+}
+
+TEST_CASE("an empirical jitter table: its quantiles, and the largest of n draws tends to its largest factor",
+          "[reliability]")
+{
+  const std::string path = "/tmp/spansim-jitter-" + std::to_string(::getpid()) + ".csv";
+  std::ofstream(path) << "# measured over modelled\nfactor\n1.2\n1.0\n1.1\n1.0\n1.5\n";
+  const json block = {{"seed", 1}, {"compute_jitter", {{"table", path}}}};
+  const auto v     = rel::read_variability(spansim::spec::ObjectReader(block, spansim::spec::Location{"/tmp/x.json"}));
+  std::remove(path.c_str());
+  REQUIRE(v.compute.samples == std::vector<double>{1.0, 1.0, 1.1, 1.2, 1.5});
+  // Linear between order statistics: q = 0.5 is the middle sample, 0.875 halfway from 1.2 to 1.5.
+  CHECK(v.compute.quantile(0.5, 0.5) == Approx(1.1));
+  CHECK(v.compute.quantile(0.875, 0.125) == Approx(1.35));
+  rel::Random random(1);
+  double sum = 0;
+  for (int i = 0; i < 1000; ++i)
+    sum += v.compute.max_of(1e6, random.uniform());
+  expect_near("mean of the largest of 1e6 draws", 1.5, sum / 1000, 1e-3);
+  const json bad = {{"seed", 1}, {"compute_jitter", {{"table", "/nonexistent/f.csv"}}}};
+  CHECK_THROWS(rel::read_variability(spansim::spec::ObjectReader(bad, spansim::spec::Location{"/tmp/x.json"})));
+}
+
+TEST_CASE("checkpoints to another building cost its share over the link between them", "[reliability]")
+{
+  rel::ReliabilitySpec s;
+  s.components        = {{"gpu", rel::Component::Per::gpu, 1e6 * 3600, true, "test"}};
+  s.storage_bandwidth = 4e12;
+  rel::RunShape shape;
+  shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = 1024, shape.nodes = 128, shape.parameters = 1e12;
+  auto local = rel::costs(s, shape);
+  expect_near("local write (s)", 14e12 / 4e12, local.checkpoint_write, 1e-9);
+  // Half the job in another building, 1 TB/s to the store: half of 14 TB over it takes 7 s, the store 3.5 s.
+  shape.cross_building_share     = 0.5;
+  shape.cross_building_bandwidth = 1e12;
+  auto remote                    = rel::costs(s, shape);
+  expect_near("remote write (s)", 7, remote.checkpoint_write, 1e-9);
+  expect_near("restart includes the read", s.launch + s.nccl_init * 1024 / s.nccl_init_gpus + s.data_loader + 7,
+              remote.restart, 1e-9);
 }
