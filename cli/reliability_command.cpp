@@ -179,6 +179,11 @@ void run(const ReliabilityOptions& o)
       {"lost: checkpoint writes", units::format_time(outcome.lost_checkpoint)},
       {"lost: replicas out (their share)", units::format_time(outcome.lost_degraded)},
       {"lost: replica stalls", units::format_time(outcome.lost_stall)}};
+  if (spec.spares_modelled) {
+    r.rows.push_back(
+        {"hot spares used (pool of " + std::to_string(spec.spare_nodes) + " nodes)", fixed(outcome.spares_used, 1)});
+    r.rows.push_back({"of the restarts: waiting for a repaired node", units::format_time(outcome.lost_spare_wait)});
+  }
   print_table(std::cout, r);
   if (!o.plot.empty())
     std::cout << "\nWritten: " << o.plot << " (and its data, " << o.plot << ".json)\n";

@@ -150,6 +150,8 @@ Costs costs(const ReliabilitySpec& spec, const RunShape& shape)
     c.failure_rate += rate;
     if (comp.replica_scoped)
       c.replica_rate += rate;
+    if (comp.hardware)
+      (comp.replica_scoped ? c.hardware_replica_rate : c.hardware_job_rate) += rate;
   }
   c.checkpoint_bytes = spec.bytes_per_parameter * shape.parameters;
   double io          = c.checkpoint_bytes / spec.storage_bandwidth;
@@ -187,7 +189,45 @@ namespace {
 
 struct Trial {
   double wall = 0, work = 0, interruptions = 0, replica_failures = 0;
-  double recompute = 0, restart = 0, checkpoint = 0, degraded = 0, stall = 0;
+  double recompute = 0, restart = 0, checkpoint = 0, degraded = 0, stall = 0, spare_wait = 0, spares_used = 0;
+};
+
+// Hot spares: a pool of healthy nodes; a failed node goes to repair and comes back to the pool.
+class SparePool {
+public:
+  SparePool(const ReliabilitySpec& spec) : modelled_(spec.spares_modelled), pool_(spec.spare_nodes), repair_(spec.repair) {}
+  /// @brief A node failed at `t`: seconds until a healthy node takes its place.
+  double replace(double t, Trial& out)
+  {
+    if (!modelled_)
+      return 0;
+    // Repaired nodes rejoin the pool.
+    for (auto it = repairs_.begin(); it != repairs_.end();)
+      if (*it <= t) {
+        ++pool_;
+        it = repairs_.erase(it);
+      } else {
+        ++it;
+      }
+    repairs_.push_back(t + repair_);
+    if (pool_ > 0) {
+      --pool_;
+      ++out.spares_used;
+      return 0;
+    }
+    // None at hand: the first node out of repair (this one, with an empty pool and none pending).
+    auto first        = std::min_element(repairs_.begin(), repairs_.end());
+    const double wait = *first - t;
+    repairs_.erase(first);
+    out.spare_wait += wait;
+    return wait;
+  }
+
+private:
+  bool modelled_;
+  int pool_;
+  double repair_;
+  std::vector<double> repairs_;
 };
 
 Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs& c, double horizon_wall,
@@ -202,26 +242,37 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
   const double replica_restart = spec.launch + spec.nccl_init * (shape.gpus / replicas) / spec.nccl_init_gpus +
                                  spec.data_loader + c.checkpoint_write;
   auto next = [&](double rate) { return rate > 0 ? random.exponential(1 / rate) : INFINITY; };
+  SparePool spares(spec);
+  // Whether a failure of a process of this rate needs a replacement node (drawn in proportion to the rates).
+  // (Drawn only with spares modelled, so that runs without them keep their random sequence.)
+  auto hardware = [&](double hardware_rate, double rate) {
+    return spec.spares_modelled && rate > 0 && random.uniform() < hardware_rate / rate;
+  };
+  const double any_rate     = job_rate + rep_rate;
+  const double any_hardware = c.hardware_job_rate + (replica ? c.hardware_replica_rate : 0);
   double t = 0, work = 0, saved = 0;
   double checkpoint_at = c.interval;
   std::vector<double> returns; // when out replicas rejoin
   auto done            = [&] { return (horizon_wall > 0 && t >= horizon_wall) || (target_work > 0 && work >= target_work); };
-  auto restart_job     = [&] {
+  // A job-wide restart after a failure (`needs_node`: a hardware one). It is exposed: a failure during it
+  // starts it again; waiting for a repaired node is part of it.
+  auto restart_job = [&](bool needs_node) {
     ++out.interruptions;
     out.recompute += work - saved;
     work = saved;
     returns.clear();
-    // The restart is exposed: a failure during it starts it again.
+    double length = c.restart + (needs_node ? spares.replace(t, out) : 0);
     for (;;) {
-      const double f = next(job_rate + rep_rate);
-      if (f >= c.restart) {
-        t += c.restart;
-        out.restart += c.restart;
+      const double f = next(any_rate);
+      if (f >= length) {
+        t += length;
+        out.restart += length;
         break;
       }
       t += f;
       out.restart += f;
       ++out.interruptions;
+      length = c.restart + (hardware(any_hardware, any_rate) ? spares.replace(t, out) : 0);
     }
     checkpoint_at = t + c.interval;
   };
@@ -244,11 +295,12 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
     if (done())
       break;
     if (until == tf) {
-      restart_job();
+      restart_job(hardware(c.hardware_job_rate, job_rate));
     } else if (until == tr) {
       ++out.interruptions;
       ++out.replica_failures;
-      returns.push_back(t + replica_restart);
+      const double wait = hardware(c.hardware_replica_rate, rep_rate) ? spares.replace(t, out) : 0;
+      returns.push_back(t + wait + replica_restart);
       t += spec.replica_stall;
       out.stall += spec.replica_stall;
     } else if (until == back) {
@@ -258,7 +310,7 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
       if (f < c.checkpoint_write) {
         t += f;
         out.checkpoint += f;
-        restart_job();
+        restart_job(hardware(c.hardware_job_rate, job_rate));
       } else {
         t += c.checkpoint_write;
         out.checkpoint += c.checkpoint_write;
@@ -295,10 +347,13 @@ RunOutcome simulate_run(const ReliabilitySpec& spec, const RunShape& shape, cons
     o.lost_checkpoint += t.checkpoint;
     o.lost_degraded += t.degraded;
     o.lost_stall += t.stall;
+    o.lost_spare_wait += t.spare_wait;
+    o.spares_used += t.spares_used;
     ettrs.push_back(t.wall > 0 ? t.work / t.wall : 0);
   }
   for (double* x : {&o.wall_seconds, &o.tokens, &o.interruptions, &o.replica_failures, &o.lost_recompute,
-                    &o.lost_restart, &o.lost_checkpoint, &o.lost_degraded, &o.lost_stall})
+                    &o.lost_restart, &o.lost_checkpoint, &o.lost_degraded, &o.lost_stall, &o.lost_spare_wait,
+                    &o.spares_used})
     *x /= trials;
   o.ettr = std::accumulate(ettrs.begin(), ettrs.end(), 0.0) / trials;
   double var = 0;
@@ -325,7 +380,9 @@ json RunOutcome::to_json() const
             {"restart", lost_restart},
             {"checkpoint", lost_checkpoint},
             {"degraded", lost_degraded},
-            {"stall", lost_stall}}}};
+            {"stall", lost_stall}}},
+          {"spare_wait_s", lost_spare_wait},
+          {"spares_used", spares_used}};
 }
 
 } // namespace spansim::reliability

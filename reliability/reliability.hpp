@@ -61,6 +61,9 @@ struct Component {
   /// @brief Whether a failure takes out one data-parallel replica (GPU, node) or the whole job (anything
   /// shared: switches, storage, software across ranks, a building).
   bool replica_scoped = true;
+  /// @brief Whether recovering from it needs a healthy node in place of the failed one (hardware), which a pool
+  /// of hot spares provides at once; otherwise the job waits for the repair.
+  bool hardware = true;
   std::string source;
 };
 
@@ -91,6 +94,10 @@ struct ReliabilitySpec {
   // Replica recovery (FT-HSDP).
   double replica_stall = 180; ///< the healthy replicas' pause when a replica leaves or rejoins
   double horizon_days  = 30;  ///< the run's length when no other is asked for (campaigns, `reliability` alone)
+  // Hot spares: without the block, a healthy node is always at hand.
+  bool spares_modelled = false;
+  int spare_nodes      = 0;    ///< the pool of hot spares
+  double repair        = 0;    ///< seconds until a failed node is back in the pool
 };
 
 /// @brief Reads a `reliability` block; `file` anchors a failure-model path. @throws SpecError.
@@ -206,6 +213,8 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
 struct Costs {
   double failure_rate       = 0; ///< job-wide failures per second (every component)
   double replica_rate       = 0; ///< of which replica-scoped
+  double hardware_job_rate  = 0; ///< job-scoped failures that need a replacement node
+  double hardware_replica_rate = 0; ///< replica-scoped failures that need a replacement node
   double checkpoint_bytes   = 0;
   double checkpoint_write   = 0; ///< seconds, blocking
   double restart            = 0; ///< launch + NCCL init + data loader + checkpoint read
@@ -240,6 +249,8 @@ struct RunOutcome {
   double ettr = 0;                  ///< productive time over wall time (replica-degraded time at its share)
   double ettr_closed_form = 0;      ///< synchronous: ettr_exact at the interval in force
   double lost_recompute = 0, lost_restart = 0, lost_checkpoint = 0, lost_degraded = 0, lost_stall = 0; ///< seconds
+  double lost_spare_wait = 0; ///< seconds waiting for a repaired node when the spare pool was empty
+  double spares_used     = 0; ///< failures a hot spare covered
   double ettr_stddev = 0;           ///< over trials
   nlohmann::json to_json() const;
 };

@@ -87,6 +87,7 @@ Component read_component(spec::ObjectReader r)
   if (!(c.mttf > 0))
     r.fail("mttf", "must be greater than zero");
   c.replica_scoped = r.choice("scope", {"replica", "job"}) == "replica";
+  c.hardware       = r.optional_boolean("hardware").value_or(c.per == Component::Per::gpu || c.per == Component::Per::node);
   if (c.replica_scoped && (c.per == Component::Per::job || c.per == Component::Per::building))
     r.fail("scope", "a failure of a whole job or building cannot be confined to one replica");
   c.source = r.string("source");
@@ -238,6 +239,12 @@ ReliabilitySpec read_reliability(spec::ObjectReader r)
       r.fail("horizon", "must be greater than zero");
     s.horizon_days = *h / 86400;
   }
+  if (auto c = r.optional_object("spares")) {
+    s.spares_modelled = true;
+    s.spare_nodes     = static_cast<int>(c->integer("nodes", 0, 1000000));
+    s.repair          = c->time("repair");
+    c->finish();
+  }
   if (auto c = r.optional_object("replica")) {
     s.replica_stall = c->optional_time("stall").value_or(s.replica_stall);
     c->finish();
@@ -254,6 +261,7 @@ json to_json(const ReliabilitySpec& r)
                      {"per", per_name(c.per)},
                      {"mttf", units::format_time(c.mttf)},
                      {"scope", c.replica_scoped ? "replica" : "job"},
+                     {"hardware", c.hardware},
                      {"source", c.source}});
   return {{"seed", r.seed},
           {"failures", {{"name", r.model_name}, {"components", comps}}},
@@ -269,7 +277,8 @@ json to_json(const ReliabilitySpec& r)
             {"nccl_init_gpus", r.nccl_init_gpus},
             {"data_loader_s", r.data_loader}}},
           {"replica", {{"stall_s", r.replica_stall}}},
-          {"horizon_days", r.horizon_days}};
+          {"horizon_days", r.horizon_days},
+          {"spares", r.spares_modelled ? json{{"nodes", r.spare_nodes}, {"repair_s", r.repair}} : json(nullptr)}};
 }
 
 } // namespace spansim::reliability

@@ -75,7 +75,7 @@ TEST_CASE("the Monte Carlo's ETTR matches the exponential closed form", "[reliab
 {
   // One job-scoped component; tau 10 min, delta 0.5 min, R 3 min, M 18 min: exact 0.5938 (research notes).
   const double minute = 60;
-  auto s     = spec_with({{"all", rel::Component::Per::job, 18 * minute, false, "test"}}, rel::Recovery::synchronous);
+  auto s = spec_with({{"all", rel::Component::Per::job, 18 * minute, false, true, "test"}}, rel::Recovery::synchronous);
   s.interval = 10 * minute;
   rel::RunShape shape;
   shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = 1, shape.nodes = 1;
@@ -114,7 +114,7 @@ TEST_CASE("the goodput-optimal interval agrees with Young/Daly within 2%", "[rel
 TEST_CASE("replica recovery loses 1/R of the throughput per replica out", "[reliability]")
 {
   const double hour = 3600;
-  auto s            = spec_with({{"gpu", rel::Component::Per::gpu, 1000 * hour, true, "test"}}, rel::Recovery::replica);
+  auto s   = spec_with({{"gpu", rel::Component::Per::gpu, 1000 * hour, true, true, "test"}}, rel::Recovery::replica);
   s.launch = 600, s.nccl_init = 0, s.data_loader = 0, s.replica_stall = 0;
   rel::RunShape shape;
   shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = 64, shape.nodes = 8, shape.replicas = 8;
@@ -265,7 +265,7 @@ TEST_CASE("an empirical jitter table: its quantiles, and the largest of n draws 
 TEST_CASE("checkpoints to another building cost its share over the link between them", "[reliability]")
 {
   rel::ReliabilitySpec s;
-  s.components        = {{"gpu", rel::Component::Per::gpu, 1e6 * 3600, true, "test"}};
+  s.components        = {{"gpu", rel::Component::Per::gpu, 1e6 * 3600, true, true, "test"}};
   s.storage_bandwidth = 4e12;
   rel::RunShape shape;
   shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = 1024, shape.nodes = 128, shape.parameters = 1e12;
@@ -278,4 +278,37 @@ TEST_CASE("checkpoints to another building cost its share over the link between 
   expect_near("remote write (s)", 7, remote.checkpoint_write, 1e-9);
   expect_near("restart includes the read", s.launch + s.nccl_init * 1024 / s.nccl_init_gpus + s.data_loader + 7,
               remote.restart, 1e-9);
+}
+
+TEST_CASE("hot spares: an empty pool adds the repair to every restart, an ample one nothing", "[reliability]")
+{
+  // One hardware component; tau 10 min, delta 0.5, R 3, M 18 min; repair 2 min.
+  const double minute = 60;
+  auto s =
+      spec_with({{"node", rel::Component::Per::job, 18 * minute, false, true, "test"}}, rel::Recovery::synchronous);
+  s.interval        = 10 * minute;
+  s.spares_modelled = true;
+  s.repair          = 2 * minute;
+  rel::RunShape shape;
+  shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = 1, shape.nodes = 1;
+  rel::Costs c;
+  c.failure_rate      = 1 / (18 * minute);
+  c.hardware_job_rate = c.failure_rate;
+  c.checkpoint_write  = 0.5 * minute;
+  c.restart           = 3 * minute;
+  c.interval          = 10 * minute;
+  rel::Horizon h;
+  h.days        = 30;
+  h.trials      = 40;
+  s.spare_nodes = 0;
+  auto none     = rel::simulate_run(s, shape, c, h);
+  expect_near("ETTR, no spares (closed form with R + repair)",
+              rel::ettr_exact(c.interval, c.checkpoint_write, c.restart + s.repair, 18 * minute), none.ettr, 0.005);
+  CHECK(none.spares_used == 0);
+  s.spare_nodes = 1000;
+  auto ample    = rel::simulate_run(s, shape, c, h);
+  expect_near("ETTR, ample spares (closed form with R)",
+              rel::ettr_exact(c.interval, c.checkpoint_write, c.restart, 18 * minute), ample.ettr, 0.005);
+  CHECK(ample.lost_spare_wait == 0);
+  CHECK(ample.spares_used == Approx(ample.interruptions));
 }
