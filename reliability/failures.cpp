@@ -249,7 +249,9 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
     return spec.spares_modelled && rate > 0 && random.uniform() < hardware_rate / rate;
   };
   const double any_rate     = job_rate + rep_rate;
-  const double any_hardware = c.hardware_job_rate + (replica ? c.hardware_replica_rate : 0);
+  const double any_hardware = c.hardware_job_rate + c.hardware_replica_rate;
+  // Under synchronous recovery every failure restarts the job, replica-scoped hardware ones included.
+  const double job_hardware = replica ? c.hardware_job_rate : any_hardware;
   double t = 0, work = 0, saved = 0;
   double checkpoint_at = c.interval;
   std::vector<double> returns; // when out replicas rejoin
@@ -295,7 +297,7 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
     if (done())
       break;
     if (until == tf) {
-      restart_job(hardware(c.hardware_job_rate, job_rate));
+      restart_job(hardware(job_hardware, job_rate));
     } else if (until == tr) {
       ++out.interruptions;
       ++out.replica_failures;
@@ -310,7 +312,7 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
       if (f < c.checkpoint_write) {
         t += f;
         out.checkpoint += f;
-        restart_job(hardware(c.hardware_job_rate, job_rate));
+        restart_job(hardware(job_hardware, job_rate));
       } else {
         t += c.checkpoint_write;
         out.checkpoint += c.checkpoint_write;
@@ -360,7 +362,8 @@ RunOutcome simulate_run(const ReliabilitySpec& spec, const RunShape& shape, cons
   for (double e : ettrs)
     var += (e - o.ettr) * (e - o.ettr);
   o.ettr_stddev = trials > 1 ? std::sqrt(var / (trials - 1)) : 0;
-  if (spec.recovery == Recovery::synchronous && costs.failure_rate > 0)
+  // The closed form knows no waits for a repaired node.
+  if (spec.recovery == Recovery::synchronous && costs.failure_rate > 0 && !spec.spares_modelled)
     o.ettr_closed_form = ettr_exact(costs.interval, costs.checkpoint_write, costs.restart, 1 / costs.failure_rate);
   return o;
 }
