@@ -182,7 +182,7 @@ void run(const ReliabilityOptions& o)
   if (spec.spares_modelled) {
     r.rows.push_back(
         {"hot spares used (pool of " + std::to_string(spec.spare_nodes) + " nodes)", fixed(outcome.spares_used, 1)});
-    r.rows.push_back({"of the restarts: waiting for a repaired node", units::format_time(outcome.lost_spare_wait)});
+    r.rows.push_back({"waiting for a repaired node (spare pool empty)", units::format_time(outcome.lost_spare_wait)});
   }
   print_table(std::cout, r);
   if (!o.plot.empty())

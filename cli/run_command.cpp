@@ -51,7 +51,9 @@ void print_sampled(const reliability::SampledSteps& s, std::uint64_t seed)
                                              units::format_time(s.degraded_step), vs(s.degraded_step)});
   print_table(std::cout, head);
   std::cout << "\n";
-  Table where{"Where the mean loss goes (added time on the critical path)", {"part", "seconds"}, {}};
+  Table where{"What slowed the critical path (mean seconds added on each sample's; slack can absorb part)",
+              {"part", "seconds"},
+              {}};
   std::vector<std::pair<double, int>> stages;
   for (std::size_t k = 0; k < s.attribution.stage_compute.size(); ++k)
     stages.emplace_back(s.attribution.stage_compute[k], static_cast<int>(k));

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 
 namespace spansim::reliability {
@@ -100,28 +101,27 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
     if (store < 0)
       spec.where.member("checkpoint").member("storage_building").fail(
           "unknown building \"" + spec.storage_building + "\" (the topology's: " + names + ")");
-    // The job's GPUs split evenly over its buildings; those of the others cross to the store, each building
-    // over its own path, at the path's narrowest link.
-    double slowest = 0;
+    // The job's GPUs split evenly over its buildings; those of the others cross to the store along their routes.
+    // Links shared by several buildings' shares (the store's uplink, a link between regions) carry their sum;
+    // the write takes as long as its busiest link needs.
+    std::map<int, double> share; // link -> share of the checkpoint through it
     for (int b : used) {
       if (b == store)
         continue;
-      double bw = 0;
-      if (topology.region_of_building(b) == topology.region_of_building(store)) {
-        bw = topology.links()[topology.inter_building_link(b, store)].bandwidth;
-      } else {
-        bw = std::min({topology.links()[topology.building_uplink(b)].bandwidth,
-                       topology.links()[topology.inter_region_link(topology.region_of_building(b),
-                                                                   topology.region_of_building(store))]
-                           .bandwidth,
-                       topology.links()[topology.building_uplink(store)].bandwidth});
-      }
-      // Time per byte of the whole checkpoint: this building's share over its path.
-      slowest = std::max(slowest, (1.0 / s.buildings) / bw);
+      const int rb = topology.region_of_building(b), rs = topology.region_of_building(store);
+      const std::vector<int> path =
+          rb == rs ? std::vector<int>{topology.inter_building_link(b, store)}
+                   : std::vector<int>{topology.building_uplink(b), topology.inter_region_link(rb, rs),
+                                      topology.building_uplink(store)};
+      for (int k : path)
+        share[k] += 1.0 / s.buildings;
     }
-    if (slowest > 0) {
-      s.cross_building_share     = 1.0 / s.buildings;
-      s.cross_building_bandwidth = s.cross_building_share / slowest;
+    for (const auto& [k, part] : share) {
+      const double bw = topology.links()[k].bandwidth;
+      if (!(bw > 0))
+        spec.where.member("checkpoint").member("storage_building").fail(
+            "checkpoints to " + spec.storage_building + " cross link " + topology.link_name(k) + ", which is failed");
+      s.cross_building_seconds_per_byte = std::max(s.cross_building_seconds_per_byte, part / bw);
     }
   }
   return s;
@@ -154,11 +154,15 @@ Costs costs(const ReliabilitySpec& spec, const RunShape& shape)
       (comp.replica_scoped ? c.hardware_replica_rate : c.hardware_job_rate) += rate;
   }
   c.checkpoint_bytes = spec.bytes_per_parameter * shape.parameters;
-  double io          = c.checkpoint_bytes / spec.storage_bandwidth;
-  if (shape.cross_building_bandwidth > 0)
-    io = std::max(io, shape.cross_building_share * c.checkpoint_bytes / shape.cross_building_bandwidth);
+  const double io    = c.checkpoint_bytes * std::max(1 / spec.storage_bandwidth, shape.cross_building_seconds_per_byte);
   c.checkpoint_write = io;
   c.restart          = spec.launch + spec.nccl_init * shape.gpus / spec.nccl_init_gpus + spec.data_loader + io;
+  // A restart succeeds only if no failure strikes during it (probability e^{-rate x restart}): past e^-30 the
+  // run never trains, and the Monte Carlo would not end. Most likely an MTTF given per job instead of per unit.
+  if (c.failure_rate * c.restart > 30)
+    spec.where.member("failures").fail(
+        "the job fails every " + units::format_time(1 / c.failure_rate) + " on average and a restart takes " +
+        units::format_time(c.restart) + ": no restart would ever finish (check the MTTFs, which are per unit)");
   // Checkpoints guard against what restarts the job: every failure, or under replica recovery the job-scoped.
   const double job_rate = spec.recovery == Recovery::replica ? c.failure_rate - c.replica_rate : c.failure_rate;
   const double mtbf     = job_rate > 0 ? 1 / job_rate : INFINITY;
@@ -255,7 +259,7 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
   double t = 0, work = 0, saved = 0;
   double checkpoint_at = c.interval;
   std::vector<double> returns; // when out replicas rejoin
-  auto done            = [&] { return (horizon_wall > 0 && t >= horizon_wall) || (target_work > 0 && work >= target_work); };
+  auto done = [&] { return (horizon_wall > 0 && t >= horizon_wall) || (target_work > 0 && work >= target_work); };
   // A job-wide restart after a failure (`needs_node`: a hardware one). It is exposed: a failure during it
   // starts it again; waiting for a repaired node is part of it.
   auto restart_job = [&](bool needs_node) {
@@ -264,7 +268,7 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
     work = saved;
     returns.clear();
     double length = c.restart + (needs_node ? spares.replace(t, out) : 0);
-    for (;;) {
+    while (!(horizon_wall > 0 && t >= horizon_wall)) {
       const double f = next(any_rate);
       if (f >= length) {
         t += length;
@@ -278,34 +282,48 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
     }
     checkpoint_at = t + c.interval;
   };
+  // The next event, by what it is rather than by comparing times (rounding must not pick the wrong one). An event
+  // already due (a stall ran past it) happens now: time never runs backwards.
+  enum class Event { failure, replica_failure, replica_back, checkpoint, horizon, trained };
   while (!done()) {
     const double healthy = replicas - static_cast<double>(returns.size());
     const double rate    = healthy / replicas;
-    const double tf      = t + next(job_rate);
-    const double tr      = t + next(rep_rate * rate);
     const double back    = returns.empty() ? INFINITY : *std::min_element(returns.begin(), returns.end());
-    double until         = std::min({tf, tr, back, checkpoint_at});
+    std::pair<double, Event> next_event{t + next(job_rate), Event::failure};
+    auto consider = [&](double at, Event e) {
+      if (at < next_event.first)
+        next_event = {at, e};
+    };
+    consider(t + next(rep_rate * rate), Event::replica_failure);
+    consider(back, Event::replica_back);
+    consider(checkpoint_at, Event::checkpoint);
     if (horizon_wall > 0)
-      until = std::min(until, horizon_wall);
+      consider(horizon_wall, Event::horizon);
     if (target_work > 0 && rate > 0)
-      until = std::min(until, t + (target_work - work) / rate);
-    if (!std::isfinite(until))
+      consider(t + (target_work - work) / rate, Event::trained);
+    if (!std::isfinite(next_event.first))
       break;
+    const double until = std::max(next_event.first, t);
     work += (until - t) * rate;
     out.degraded += (until - t) * (1 - rate);
     t = until;
-    if (done())
+    const Event event = next_event.second;
+    if (event == Event::trained) {
+      work = target_work;
       break;
-    if (until == tf) {
+    }
+    if (event == Event::horizon)
+      break;
+    if (event == Event::failure) {
       restart_job(hardware(job_hardware, job_rate));
-    } else if (until == tr) {
+    } else if (event == Event::replica_failure) {
       ++out.interruptions;
       ++out.replica_failures;
       const double wait = hardware(c.hardware_replica_rate, rep_rate) ? spares.replace(t, out) : 0;
       returns.push_back(t + wait + replica_restart);
       t += spec.replica_stall;
       out.stall += spec.replica_stall;
-    } else if (until == back) {
+    } else if (event == Event::replica_back) {
       returns.erase(std::min_element(returns.begin(), returns.end()));
     } else { // a checkpoint, exposed to job failures
       const double f = next(job_rate);

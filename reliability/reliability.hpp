@@ -202,8 +202,9 @@ struct RunShape {
   double buildings       = 1;
   double replicas        = 1; ///< data-parallel replicas (the unit of replica recovery)
   double parameters      = 0; ///< model parameters (checkpoint size)
-  double cross_building_bandwidth = 0; ///< bytes/s from the other buildings to the storage building (0: local)
-  double cross_building_share     = 0; ///< share of the checkpoint written from other buildings than the store's
+  /// @brief Seconds per checkpoint byte on the busiest link between the job's buildings and the storage building
+  /// (0: storage in every building).
+  double cross_building_seconds_per_byte = 0;
 };
 /// @brief The shape of a simulated scenario.
 RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topology,

@@ -10,14 +10,18 @@ namespace spansim::topology {
 
 namespace {
 
+std::uint64_t mix(std::uint64_t z)
+{
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+
 // splitmix64, as the reliability stage draws: the same faults on every machine.
 double uniform(std::uint64_t& state)
 {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
-  z               = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z               = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  z               = z ^ (z >> 31);
-  return (static_cast<double>(z >> 11) + 0.5) * 0x1.0p-53;
+  const std::uint64_t z = mix(state += 0x9E3779B97F4A7C15ULL);
+  return (static_cast<double>(z >> 12) + 0.5) * 0x1.0p-52;
 }
 
 const std::string kHealthy;
@@ -105,8 +109,10 @@ Topology Topology::with_faults(const FaultSpec& faults) const
     if (k < 0)
       l.where.member("name").fail("unknown link \"" + l.name + "\" (links are named \"A -- B\" by their ends, as in " +
                                   "results, e.g. \"" + link_name(static_cast<int>(counts_.gpus)) + "\")");
-    left[k] = std::min(left[k], l.bandwidth);
-    why[k]  = "link " + l.name + " failed";
+    if (l.bandwidth < left[k]) {
+      left[k] = l.bandwidth;
+      why[k]  = "link " + l.name + (l.bandwidth > 0 ? " degraded" : " failed");
+    }
   }
   for (const auto& s : faults.switches) {
     auto it = vertex.find(s.name);
@@ -130,10 +136,10 @@ Topology Topology::with_faults(const FaultSpec& faults) const
         t.gpu_fault_[g] = "node " + n.name + " failed";
   }
   if (faults.random_links > 0) {
-    std::uint64_t state = faults.seed * 0x9E3779B97F4A7C15ULL + 0x632BE59BD9B4E019ULL;
+    std::uint64_t state = mix(mix(faults.seed + 0x632BE59BD9B4E019ULL)); // neighbouring seeds, unrelated draws
     for (std::size_t k = 0; k < links_.size(); ++k)
-      if (links_[k].tier != Tier::nvlink && uniform(state) < faults.random_links) {
-        left[k] = std::min(left[k], faults.random_bandwidth);
+      if (links_[k].tier != Tier::nvlink && uniform(state) < faults.random_links && faults.random_bandwidth < left[k]) {
+        left[k] = faults.random_bandwidth;
         why[k]  = "link " + link_name(static_cast<int>(k)) + (faults.random_bandwidth > 0 ? " degraded" : " failed") +
                  " (drawn with seed " + std::to_string(faults.seed) + ")";
       }

@@ -272,9 +272,8 @@ TEST_CASE("checkpoints to another building cost its share over the link between 
   auto local = rel::costs(s, shape);
   expect_near("local write (s)", 14e12 / 4e12, local.checkpoint_write, 1e-9);
   // Half the job in another building, 1 TB/s to the store: half of 14 TB over it takes 7 s, the store 3.5 s.
-  shape.cross_building_share     = 0.5;
-  shape.cross_building_bandwidth = 1e12;
-  auto remote                    = rel::costs(s, shape);
+  shape.cross_building_seconds_per_byte = 0.5 / 1e12;
+  auto remote                           = rel::costs(s, shape);
   expect_near("remote write (s)", 7, remote.checkpoint_write, 1e-9);
   expect_near("restart includes the read", s.launch + s.nccl_init * 1024 / s.nccl_init_gpus + s.data_loader + 7,
               remote.restart, 1e-9);
@@ -311,4 +310,37 @@ TEST_CASE("hot spares: an empty pool adds the repair to every restart, an ample 
               rel::ettr_exact(c.interval, c.checkpoint_write, c.restart, 18 * minute), ample.ettr, 0.005);
   CHECK(ample.lost_spare_wait == 0);
   CHECK(ample.spares_used == Approx(ample.interruptions));
+}
+
+TEST_CASE("a token budget: every trial stops at the budget, and time to train is work over ETTR", "[reliability]")
+{
+  const double minute = 60;
+  auto s = spec_with({{"all", rel::Component::Per::job, 18 * minute, false, true, "test"}}, rel::Recovery::replica);
+  s.components.push_back({"gpu", rel::Component::Per::gpu, 50 * 60 * minute, true, true, "test"});
+  s.replica_stall = 4 * minute; // longer than some replicas' own restart: events fall due during a stall
+  s.launch = 60, s.nccl_init = 0, s.data_loader = 0;
+  s.interval = 3 * minute;
+  rel::RunShape shape;
+  shape.step_time = 0.7, shape.tokens_per_step = 3, shape.gpus = 64, shape.nodes = 8, shape.replicas = 8;
+  shape.parameters = 1e9;
+  const auto c     = rel::costs(s, shape);
+  rel::Horizon h;
+  h.tokens     = 3e7; // 7e6 s of failure-free training
+  h.trials     = 200;
+  const auto o = rel::simulate_run(s, shape, c, h);
+  expect_near("tokens trained", 3e7, o.tokens, 1e-6 * 3e7);
+  expect_near("wall time x ETTR (s)", 7e6, o.wall_seconds * o.ettr, 0.02 * 7e6);
+  CHECK(o.lost_degraded >= 0);
+  CHECK(o.ettr > 0);
+  CHECK(o.ettr < 1);
+}
+
+TEST_CASE("a failure model under which no restart would finish is refused", "[reliability]")
+{
+  auto s  = spec_with({{"gpu", rel::Component::Per::gpu, 3600, true, true, "test"}}, rel::Recovery::synchronous);
+  s.where = spansim::spec::Location{"s.json", "$.reliability"};
+  rel::RunShape shape;
+  shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = 100000, shape.nodes = 12500;
+  CHECK_THROWS_WITH(rel::costs(s, shape),
+                    Catch::Contains("$.reliability.failures") && Catch::Contains("no restart would ever finish"));
 }
