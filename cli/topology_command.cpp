@@ -123,7 +123,14 @@ void describe(const DescribeOptions& o)
             << units::format_bandwidth(s.pod.nic_bandwidth) << " per GPU, leaf radix " << s.pod.leaf_radix << " ("
             << c.leaf_down_ports << " down / " << c.leaf_up_ports << " up)\n";
   std::cout << "NCCL efficiency: NVLink " << fmt(s.node.nccl_efficiency) << ", NIC " << fmt(s.pod.nccl_efficiency)
-            << " (those links carry this share of their rate, as nccl-tests' bus bandwidth does)\n\n";
+            << " (those links carry this share of their rate, as nccl-tests' bus bandwidth does)\n";
+  for (const auto& o : s.building_overrides)
+    std::cout << "Building " << o.building << ": " << (o.gpu.empty() ? std::string("the job's") : o.gpu)
+              << " GPUs, NVLink " << units::format_bandwidth(o.node.nvlink_bandwidth) << " (NCCL "
+              << fmt(o.node.nccl_efficiency) << "), " << o.pod.fabric << " "
+              << units::format_bandwidth(o.pod.nic_bandwidth) << " per GPU (NCCL " << fmt(o.pod.nccl_efficiency)
+              << ")\n";
+  std::cout << "\n";
 
   Table switches{"Switches", {"kind", "count", "note"}, {}};
   switches.rows.push_back({"nvswitch", with_commas(c.nodes), "one per node"});

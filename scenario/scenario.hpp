@@ -67,8 +67,8 @@ public:
 
 private:
   topology::Topology topology_;
+  placement::Placement placement_; // before the graph: on a heterogeneous site a stage's GPU type is its building's
   workload::StepGraph graph_;
-  placement::Placement placement_;
 };
 
 /// @brief What the faults of a scenario cost: the healthy network's step and boundary capacities against these.

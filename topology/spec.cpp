@@ -271,6 +271,46 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
     root.where().fail("missing \"inter_building\": a region has several buildings");
   }
 
+  // Buildings of their own: GPU type and link speeds; counts stay the template's (every building the same size).
+  for (auto o : root.objects("building_overrides", false)) {
+    BuildingOverride b;
+    b.building = o.string("building");
+    if (std::find(building_names.begin(), building_names.end(), b.building) == building_names.end()) {
+      std::string list;
+      for (const auto& n : building_names)
+        list += (list.empty() ? "" : ", ") + n;
+      o.fail("building", "unknown building \"" + b.building + "\" (buildings: " + list + ")");
+    }
+    for (const auto& other : s.building_overrides)
+      if (other.building == b.building)
+        o.fail("building", "building \"" + b.building + "\" is overridden twice");
+    b.gpu              = o.optional_string("gpu").value_or("");
+    b.node             = s.node;
+    b.pod              = s.pod;
+    const char* counts = "changes the building's element counts; every building has the template's counts for now";
+    if (auto n = o.optional_object("node")) {
+      if (n->has("gpus"))
+        n->fail("gpus", counts);
+      b.node.nvlink_bandwidth = n->optional_bandwidth("nvlink_bandwidth").value_or(b.node.nvlink_bandwidth);
+      b.node.nvlink_latency   = n->optional_time("nvlink_latency").value_or(b.node.nvlink_latency);
+      b.node.nccl_efficiency  = n->optional_number("nccl_efficiency", 0.05, 1).value_or(b.node.nccl_efficiency);
+      n->finish();
+    }
+    if (auto p = o.optional_object("pod")) {
+      for (const char* key : {"nodes", "rail_optimized", "leaf_radix", "spine_radix", "oversubscription"})
+        if (p->has(key))
+          p->fail(key, counts);
+      b.pod.nic_bandwidth   = p->optional_bandwidth("nic_bandwidth").value_or(b.pod.nic_bandwidth);
+      b.pod.link_latency    = p->optional_time("link_latency").value_or(b.pod.link_latency);
+      b.pod.nccl_efficiency = p->optional_number("nccl_efficiency", 0.05, 1).value_or(b.pod.nccl_efficiency);
+      if (p->has("fabric"))
+        b.pod.fabric = p->choice("fabric", {"roce", "ib"});
+      p->finish();
+    }
+    o.finish();
+    s.building_overrides.push_back(std::move(b));
+  }
+
   if (auto r = root.optional_object("inter_region")) {
     s.inter_region              = read_long_link(*r, nullptr);
     s.building_uplink_bandwidth = r->bandwidth("building_uplink");
@@ -328,6 +368,22 @@ json TopologySpec::to_json() const
     j["inter_region"]["building_uplink"]         = bw(building_uplink_bandwidth);
     j["inter_region"]["building_uplink_latency"] = tm(building_uplink_latency);
     j["inter_region"]["overrides"]               = overrides_json(inter_region_overrides);
+  }
+  if (!building_overrides.empty()) {
+    json a = json::array();
+    for (const auto& o : building_overrides)
+      a.push_back({{"building", o.building},
+                   {"gpu", o.gpu},
+                   {"node",
+                    {{"nvlink_bandwidth", bw(o.node.nvlink_bandwidth)},
+                     {"nvlink_latency", tm(o.node.nvlink_latency)},
+                     {"nccl_efficiency", o.node.nccl_efficiency}}},
+                   {"pod",
+                    {{"nic_bandwidth", bw(o.pod.nic_bandwidth)},
+                     {"link_latency", tm(o.pod.link_latency)},
+                     {"fabric", o.pod.fabric},
+                     {"nccl_efficiency", o.pod.nccl_efficiency}}}});
+    j["building_overrides"] = a;
   }
   if (!file.empty())
     j["file"] = file;

@@ -79,31 +79,49 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
   if (counts_.regions > 1)
     gateway_base_ = add_block(VertexKind::region_gateway, counts_.regions);
 
+  // Each building's node and pod: the template's, or its override's.
+  std::vector<const NodeSpec*> node_of(building_names_.size(), &node);
+  std::vector<const PodSpec*> pod_of(building_names_.size(), &pod);
+  building_gpu_.assign(building_names_.size(), "");
+  for (const auto& o : spec_.building_overrides)
+    for (std::size_t b = 0; b < building_names_.size(); ++b)
+      if (building_names_[b] == o.building) {
+        node_of[b]       = &o.node;
+        pod_of[b]        = &o.pod;
+        building_gpu_[b] = o.gpu;
+      }
+  const auto per_building_pods = spec_.building.pods;
+
   links_.reserve(static_cast<std::size_t>(2 * counts_.gpus + counts_.leaves + counts_.pods + 64));
-  for (int g = 0; g < counts_.gpus; ++g)
-    add_link(Tier::nvlink, g, nvswitch_vertex(g / node.gpus), node.nvlink_rate(), node.nvlink_latency);
-  for (int g = 0; g < counts_.gpus; ++g)
-    add_link(Tier::nic, g, leaf_vertex(locate(g).leaf), pod.nic_rate(), pod.link_latency);
+  for (int g = 0; g < counts_.gpus; ++g) {
+    const auto& n = *node_of[locate(g).building];
+    add_link(Tier::nvlink, g, nvswitch_vertex(g / node.gpus), n.nvlink_rate(), n.nvlink_latency);
+  }
+  for (int g = 0; g < counts_.gpus; ++g) {
+    const auto& p = *pod_of[locate(g).building];
+    add_link(Tier::nic, g, leaf_vertex(locate(g).leaf), p.nic_rate(), p.link_latency);
+  }
 
   // A leaf's uplink is its up ports at port speed, scaled down for a partly filled leaf so that it keeps the
   // oversubscription ratio (nobody cables 32 uplinks to a leaf with 16 GPUs). ECMP over the physical spines
   // is taken as ideal: one spine vertex per pod.
-  leaf_uplink_base_        = static_cast<int>(links_.size());
-  double pod_leaf_capacity = 0;
-  for (int l = 0; l < counts_.leaves_per_pod; ++l) {
-    double up = leaf_gpus(l) * pod.nic_bandwidth * counts_.leaf_up_ports / counts_.leaf_down_ports;
-    pod_leaf_capacity += up;
-  }
+  leaf_uplink_base_ = static_cast<int>(links_.size());
+  std::vector<double> pod_leaf_capacity(building_names_.size(), 0.0); // per building: a pod's leaf uplinks
+  for (std::size_t b = 0; b < building_names_.size(); ++b)
+    for (int l = 0; l < counts_.leaves_per_pod; ++l)
+      pod_leaf_capacity[b] += leaf_gpus(l) * pod_of[b]->nic_bandwidth * counts_.leaf_up_ports / counts_.leaf_down_ports;
   for (int l = 0; l < counts_.leaves; ++l) {
-    int in_pod = static_cast<int>(l % counts_.leaves_per_pod);
-    add_link(Tier::leaf_spine, leaf_vertex(l), spine_vertex(static_cast<int>(l / counts_.leaves_per_pod)),
-             leaf_gpus(in_pod) * pod.nic_bandwidth * counts_.leaf_up_ports / counts_.leaf_down_ports, pod.link_latency);
+    const int in_pod = static_cast<int>(l % counts_.leaves_per_pod);
+    const int pod_id = static_cast<int>(l / counts_.leaves_per_pod);
+    const auto& p    = *pod_of[pod_id / per_building_pods];
+    add_link(Tier::leaf_spine, leaf_vertex(l), spine_vertex(pod_id),
+             leaf_gpus(in_pod) * p.nic_bandwidth * counts_.leaf_up_ports / counts_.leaf_down_ports, p.link_latency);
   }
 
   pod_uplink_base_ = static_cast<int>(links_.size());
-  double pod_up    = pod_leaf_capacity / spec_.building.aggregation_oversubscription;
   for (int p = 0; p < counts_.pods; ++p)
-    add_link(Tier::pod_aggregation, spine_vertex(p), aggregation_vertex(p / spec_.building.pods), pod_up,
+    add_link(Tier::pod_aggregation, spine_vertex(p), aggregation_vertex(p / spec_.building.pods),
+             pod_leaf_capacity[p / per_building_pods] / spec_.building.aggregation_oversubscription,
              spec_.building.aggregation_latency);
 
   for (std::size_t r = 0; r < spec_.regions.size(); ++r) {

@@ -74,6 +74,15 @@ struct RegionSpec {
 };
 
 /// @brief The whole topology spec, as read from a file; units already converted to SI.
+/// @brief What one building has of its own: its GPU type and its link speeds. Element counts (GPUs per node,
+/// nodes, pods, radixes) stay the template's.
+struct BuildingOverride {
+  std::string building;
+  std::string gpu; ///< a GPU file name ("b200") the building's GPUs are; empty: the job's
+  NodeSpec node;   ///< the template's, with this building's NVLink bandwidth, latency and NCCL efficiency
+  PodSpec pod;     ///< the template's, with this building's NIC speed, link latency, fabric and NCCL efficiency
+};
+
 struct TopologySpec {
   std::string name;
   std::string description;
@@ -88,6 +97,7 @@ struct TopologySpec {
   std::vector<LinkOverride> inter_region_overrides;
   double building_uplink_bandwidth = 0; ///< bytes/s from a building's aggregation to its region gateway
   double building_uplink_latency   = 0; ///< seconds
+  std::vector<BuildingOverride> building_overrides;
 
   /// @brief The spec as canonical JSON with explicit units (the effective configuration).
   nlohmann::json to_json() const;
@@ -223,6 +233,10 @@ public:
   int gpu_count() const { return static_cast<int>(counts_.gpus); }
   const std::vector<VertexKind>& vertex_kinds() const { return vertex_kind_; }
   const std::vector<Link>& links() const { return links_; }
+  /// @brief The GPU file a building's GPUs are ("" unless the spec overrides it).
+  const std::string& building_gpu(int building) const { return building_gpu_[building]; }
+  /// @brief Whether the buildings differ in GPU type or link speeds.
+  bool heterogeneous() const { return !spec_.building_overrides.empty(); }
   /// @brief The human-readable name of a vertex, e.g. "east-b0/pod1/node3/gpu5".
   std::string vertex_name(int vertex) const;
   /// @brief The name of a building (global index) or region.
@@ -287,7 +301,8 @@ private:
   int leaf_uplink_base_ = 0, pod_uplink_base_ = 0, building_uplink_base_ = -1;
   std::vector<int> inter_building_first_; ///< per region: first link id of its building mesh
   int inter_region_base_ = -1;
-  std::vector<std::string> gpu_fault_; ///< per GPU: why it is failed (empty: healthy); empty vector: no faults
+  std::vector<std::string> building_gpu_; ///< per building: its GPU file, "" for the job's
+  std::vector<std::string> gpu_fault_;    ///< per GPU: why it is failed (empty: healthy); empty vector: no faults
   int failed_links_ = 0, degraded_links_ = 0;
 };
 

@@ -194,6 +194,7 @@ TEST_CASE("presets load and have the published sizes", "[topology][presets]")
   const Preset presets[] = {{"hgx-h100-pod", 3072, 1, 1},
                             {"llama3-24k", 24576, 1, 1},
                             {"two-buildings", 32768, 2, 1},
+                            {"h100-b200-campus", 32768, 2, 1},
                             {"two-regions", 131072, 4, 2}};
   for (const auto& p : presets) {
     Topology t(load_topology_spec(p.name));
