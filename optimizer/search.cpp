@@ -84,9 +84,12 @@ struct Built {
 
 Built build(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
 {
-  Built b{workload::build_step_graph(job_of(spec, p, buildings_used(spec, topo))), std::nullopt};
-  b.place.emplace(topo, b.graph.job, placement::PlacementSpec{p.order, spec.buildings},
+  const auto job = job_of(spec, p, buildings_used(spec, topo));
+  Built b{{}, std::nullopt};
+  b.place.emplace(topo, job, placement::PlacementSpec{p.order, spec.buildings},
                   spec::Location{spec.file, "$.search.order"});
+  // On a heterogeneous site each stage is costed on its building's GPU type.
+  b.graph = placement::build_stage_graph(job, topo, *b.place, spec::Location{spec.file, "$.search.order"});
   return b;
 }
 
@@ -455,9 +458,15 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     p.schedule       = workload::ScheduleKind::one_f_one_b;
     p.virtual_stages = 1;
     p.dp_algorithm   = netsim::Algorithm::automatic;
-    const auto o     = score_point(spec, topo, p);
+    auto o           = score_point(spec, topo, p);
+    if (!o.reason.empty()) {
+      // DP across the boundary may be impossible (a site of two GPU generations): 1F1B on the best point's order.
+      p.order = scored.front().point.order;
+      o       = score_point(spec, topo, p);
+    }
     if (!o.reason.empty())
-      throw UsageError("the production default (order [tp, cp, pp, dp], 1F1B) of the best point is infeasible: " +
+      throw UsageError("the production default (1F1B, order [tp, cp, pp, dp] or the best point's) of the best "
+                       "point is infeasible: " +
                        o.reason);
     baseline = Evaluation{p, o.lower_bound, o.score, std::nullopt, o.metrics};
   }

@@ -336,3 +336,53 @@ nlohmann::json PlacementReport::to_json() const
 }
 
 } // namespace spansim::placement
+
+namespace spansim::placement {
+
+// Stage programs differ only in their ops' times and memory, so each GPU type's graph is built whole and its
+// stages taken.
+workload::StepGraph build_stage_graph(const workload::JobSpec& job, const topology::Topology& topology,
+                                      const Placement& placement, const spec::Location& where)
+{
+  if (!topology.heterogeneous())
+    return workload::build_step_graph(job);
+  const int pp = job.parallelism.pp;
+  std::vector<std::string> gpu_of(pp);
+  for (int s = 0; s < pp; ++s)
+    for (int g : placement.stage_gpus(s)) {
+      std::string type = topology.building_gpu(topology.locate(g).building);
+      if (type.empty())
+        type = job.gpu.name;
+      if (!gpu_of[s].empty() && gpu_of[s] != type)
+        throw InfeasibleError("placement", where.file.empty() ? job.file : where.file,
+                              where.file.empty() ? "placement" : where.path,
+                              "pipeline stage " + std::to_string(s) + " runs on " + gpu_of[s] + " and " + type +
+                                  " GPUs: a stage's ranks keep in step, so it must stay in buildings of one GPU "
+                                  "type (put pp outermost in the rank order to cut the pipeline at the building "
+                                  "boundary)");
+      gpu_of[s] = type;
+    }
+  std::map<std::string, workload::StepGraph> graphs;
+  for (const auto& type : gpu_of) {
+    if (graphs.count(type))
+      continue;
+    workload::JobSpec j = job;
+    if (type != job.gpu.name) {
+      j.gpu = workload::load_gpu(type);
+      // The job's profile if it holds for this GPU (or is "none"), else the shipped one that does.
+      if (j.calibration.name != "none" && !j.calibration.covers(type))
+        j.calibration = workload::default_calibration(j.gpu);
+      // The job's attention library where this GPU has rates for it, else the GPU's own default.
+      if (j.attention != workload::AttentionKernel::unfused &&
+          !(j.gpu.attention[static_cast<std::size_t>(j.attention)].forward > 0))
+        j.attention = j.gpu.attention_default;
+    }
+    graphs.emplace(type, workload::build_step_graph(j));
+  }
+  workload::StepGraph out = graphs.count(job.gpu.name) ? graphs.at(job.gpu.name) : graphs.begin()->second;
+  for (int s = 0; s < pp; ++s)
+    out.stages[s] = graphs.at(gpu_of[s]).stages[s];
+  return out;
+}
+
+} // namespace spansim::placement

@@ -105,4 +105,10 @@ private:
   std::vector<int> buildings_;
 };
 
+/// @brief The job's step graph with each pipeline stage costed on the GPU type of the buildings it is placed in
+/// (Topology::building_gpu; the job's GPU elsewhere). @throws InfeasibleError ("placement", at `where`) for a
+/// stage spanning GPU types.
+workload::StepGraph build_stage_graph(const workload::JobSpec& job, const topology::Topology& topology,
+                                      const Placement& placement, const spec::Location& where);
+
 } // namespace spansim::placement

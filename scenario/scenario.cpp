@@ -122,56 +122,13 @@ topology::Topology site(const Scenario& scenario)
 }
 } // namespace
 
-namespace {
-// The step graph, each pipeline stage costed on the GPU type of the buildings it runs in. Stage programs differ
-// only in their ops' times and memory, so each GPU type's graph is built whole and its stages taken.
-workload::StepGraph stage_graph(const Scenario& sc, const topology::Topology& t, const placement::Placement& p)
-{
-  if (!t.heterogeneous())
-    return workload::build_step_graph(sc.job);
-  const int pp = sc.job.parallelism.pp;
-  std::vector<std::string> gpu_of(pp);
-  for (int s = 0; s < pp; ++s)
-    for (int g : p.stage_gpus(s)) {
-      std::string type = t.building_gpu(t.locate(g).building);
-      if (type.empty())
-        type = sc.job.gpu.name;
-      if (!gpu_of[s].empty() && gpu_of[s] != type)
-        spec::Location{sc.file, sc.json_path + ".placement"}.fail(
-            "pipeline stage " + std::to_string(s) + " runs on " + gpu_of[s] + " and " + type +
-            " GPUs: a stage's ranks keep in step, so it must stay in buildings of one GPU type (put pp "
-            "outermost in the rank order to cut the pipeline at the building boundary)");
-      gpu_of[s] = type;
-    }
-  std::map<std::string, workload::StepGraph> graphs;
-  for (const auto& type : gpu_of) {
-    if (graphs.count(type))
-      continue;
-    workload::JobSpec job = sc.job;
-    if (type != sc.job.gpu.name) {
-      job.gpu = workload::load_gpu(type);
-      // The job's profile if it holds for this GPU (or is "none"), else the shipped one that does.
-      if (job.calibration.name != "none" && !job.calibration.covers(type))
-        job.calibration = workload::default_calibration(job.gpu);
-      // The job's attention library where this GPU has rates for it, else the GPU's own default.
-      if (job.attention != workload::AttentionKernel::unfused &&
-          !(job.gpu.attention[static_cast<std::size_t>(job.attention)].forward > 0))
-        job.attention = job.gpu.attention_default;
-    }
-    graphs.emplace(type, workload::build_step_graph(job));
-  }
-  workload::StepGraph out = graphs.count(sc.job.gpu.name) ? graphs.at(sc.job.gpu.name) : graphs.begin()->second;
-  for (int s = 0; s < pp; ++s)
-    out.stages[s] = graphs.at(gpu_of[s]).stages[s];
-  return out;
-}
-} // namespace
-
 PlacedStep::PlacedStep(const Scenario& scenario, const PhaseCallback& phase)
     : topology_((report(phase, "building the topology"), site(scenario))),
       placement_((report(phase, "placing ranks"), topology_), scenario.job, scenario.placement,
                  spec::Location{scenario.file, scenario.json_path + ".placement"}),
-      graph_((report(phase, "building the step graph"), stage_graph(scenario, topology_, placement_)))
+      graph_((report(phase, "building the step graph"),
+              placement::build_stage_graph(scenario.job, topology_, placement_,
+                                           spec::Location{scenario.file, scenario.json_path + ".placement"})))
 {
 }
 

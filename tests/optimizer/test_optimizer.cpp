@@ -164,3 +164,23 @@ TEST_CASE("time to train: points ranked by step / ETTR, replica recovery only wh
   bad["objective"] = "time_to_train";
   CHECK_THROWS_WITH(spec_from(bad), Catch::Contains("$.objective") && Catch::Contains("needs a \"reliability\" block"));
 }
+
+TEST_CASE("a site of two GPU generations: stages may not span them, and the baseline keeps the pipeline cut",
+          "[optimizer][heterogeneous]")
+{
+  auto j                       = small_space();
+  j["topology"]                = "h100-b200-campus";
+  j["buildings"]               = {"bldg-a", "bldg-b"};
+  j["search"]["pp"]            = {2};
+  j["search"]["data_parallel"] = {"fsdp"};
+  j["refine_fidelity"]         = "analytical";
+  auto spec                    = spec_from(j);
+  auto result                  = optimizer::optimize(spec);
+  const std::vector<workload::Dim> cut{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp};
+  CHECK(result.pruned["placement"] > 0);
+  REQUIRE(!result.ranked.empty());
+  for (const auto& e : result.ranked)
+    CHECK(e.point.order == cut);
+  CHECK(result.baseline.point.order == cut);
+  CHECK(result.baseline.point.schedule == workload::ScheduleKind::one_f_one_b);
+}
