@@ -63,8 +63,14 @@ void run(const ReliabilityOptions& o)
   sc.options.fidelity = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
   if (o.seed >= 0)
     sc.reliability->seed = static_cast<std::uint64_t>(o.seed);
-  if (!o.recovery.empty())
+  if (!o.recovery.empty()) {
     sc.reliability->recovery = parse_enum<reliability::Recovery>(o.recovery, "recovery");
+    if (sc.reliability->recovery == reliability::Recovery::replica &&
+        sc.job.parallelism.dp_mode == workload::DataParallelMode::fsdp)
+      throw UsageError("--recovery replica needs data-parallel replicas (data_parallel \"hsdp\" or \"ddp\"); the job "
+                       "of " +
+                       sc.file + " is fsdp");
+  }
   const auto progress = progress_bar(!o.json && stderr_is_terminal());
   if (progress)
     progress("simulating the step", 0, 1);
