@@ -10,6 +10,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 
 namespace spansim::cli {
 
@@ -166,6 +167,44 @@ void describe(const DescribeOptions& o)
 
 } // namespace
 
+struct LinksOptions {
+  std::string topology;
+  std::string tier;
+  std::string under;
+  bool json = false;
+};
+
+// Every link by name, as a faults block names them: the names to write failures with.
+void links(const LinksOptions& o)
+{
+  topology::Topology t(topology::load_topology_spec(o.topology));
+  std::optional<topology::Tier> tier;
+  if (!o.tier.empty())
+    tier = parse_enum<topology::Tier>(o.tier, "tier");
+  nlohmann::json rows = nlohmann::json::array();
+  Table table{"Links of " + t.spec().name + " (bandwidth per direction, at NCCL efficiency)",
+              {"link", "tier", "bandwidth"},
+              {}};
+  for (std::size_t k = 0; k < t.links().size(); ++k) {
+    const auto& l = t.links()[k];
+    if (tier && l.tier != *tier)
+      continue;
+    const std::string name = t.link_name(static_cast<int>(k));
+    if (!o.under.empty() && name.find(o.under) == std::string::npos)
+      continue;
+    if (o.json)
+      rows.push_back({{"name", name}, {"tier", name_of(l.tier)}, {"bandwidth_Bps", l.bandwidth}});
+    else
+      table.rows.push_back({name, std::string(name_of(l.tier)), units::format_bandwidth(l.bandwidth)});
+  }
+  if (o.json) {
+    std::cout << nlohmann::json{{"spansim", provenance()}, {"topology", t.spec().name}, {"links", rows}}.dump(2)
+              << "\n";
+    return;
+  }
+  print_table(std::cout, table);
+}
+
 void add_topology_command(CLI::App& app)
 {
   auto* topo = app.add_subcommand("topology", "Inspect topologies");
@@ -187,6 +226,16 @@ void add_topology_command(CLI::App& app)
   d->add_flag("--json", options->json, "Print one JSON document");
   d->add_flag("!--no-boundaries", options->boundaries, "Skip the max-flow across building and region boundaries");
   d->callback([options] { describe(*options); });
+
+  auto lo = std::make_shared<LinksOptions>();
+  auto* l = topo->add_subcommand("links", "Every link by name (as a scenario's faults block names them)");
+  l->add_option("topology", lo->topology, "Topology file or preset name")->required();
+  l->add_option("--tier", lo->tier,
+                "Only this tier: nvlink, nic, leaf_spine, pod_aggregation, inter_building, "
+                "building_uplink, inter_region");
+  l->add_option("--match", lo->under, "Only links whose name contains this, e.g. bldg-a/pod0/leaf3");
+  l->add_flag("--json", lo->json, "Print one JSON document");
+  l->callback([lo] { links(*lo); });
 }
 
 } // namespace spansim::cli

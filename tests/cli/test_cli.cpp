@@ -377,3 +377,17 @@ TEST_CASE("run with faults: the step against the healthy site and the boundary c
   CHECK(j["configuration"]["faults"]["switches"][0] == "bldg-b/pod3/leaf5");
   CHECK(j["configuration"]["engine"]["rail_symmetry"] == false);
 }
+
+TEST_CASE("topology links: names a faults block accepts", "[cli][faults]")
+{
+  auto r = spansim("topology links two-buildings --tier inter_building --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(j["links"].size() == 1);
+  CHECK(j["links"][0]["name"] == "bldg-a/aggregation -- bldg-b/aggregation");
+  CHECK(j["links"][0]["bandwidth_Bps"].get<double>() == Approx(204.8e12 / 8).epsilon(1e-12));
+  auto bad = spansim("topology links two-buildings --tier fiber");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("inter_building") != std::string::npos);
+}
