@@ -217,17 +217,6 @@ void slurm(const CampaignSlurmOptions& o)
                           std::filesystem::path(s.merge_script).parent_path().string() + "/merge.log");
 }
 
-// The last non-empty line of a program's stderr: the one-line message plot_campaign.py exits with.
-std::string last_line(const std::string& text)
-{
-  auto end = text.find_last_not_of(" \n\r\t");
-  if (end == std::string::npos)
-    return "";
-  auto start = text.rfind('\n', end);
-  return text.substr(start == std::string::npos ? 0 : start + 1,
-                     end - (start == std::string::npos ? 0 : start + 1) + 1);
-}
-
 void plot(const CampaignPlotOptions& o)
 {
   // Checked here so that a wrong path is a usage error with one clear line, not a Python traceback.
@@ -248,15 +237,7 @@ void plot(const CampaignPlotOptions& o)
     argv.insert(argv.end(), {"--out", o.out});
   if (o.json)
     argv.push_back("--json");
-  // The script's stderr is collected so that a failure is reported with the script's own message.
-  const auto r = process::run_program(argv, process::Capture::errors);
-  if (r.exit_code == 0) {
-    std::cerr << r.captured << std::flush;
-    return;
-  }
-  const std::string why = last_line(r.captured);
-  throw UsageError("plotting failed (" + script + ", exit status " + std::to_string(r.exit_code) +
-                   "): " + (why.empty() ? "no message" : why));
+  run_plot_script(argv);
 }
 
 } // namespace

@@ -1,5 +1,7 @@
 #include "cli/output.hpp"
 
+#include "common/error.hpp"
+#include "common/process.hpp"
 #include "common/version.hpp"
 
 #include <algorithm>
@@ -89,6 +91,23 @@ std::string fixed(double value, int decimals)
 bool stderr_is_terminal()
 {
   return isatty(STDERR_FILENO) != 0;
+}
+
+void run_plot_script(const std::vector<std::string>& argv)
+{
+  const auto r = process::run_program(argv, process::Capture::errors);
+  if (r.exit_code == 0) {
+    std::cerr << r.captured << std::flush;
+    return;
+  }
+  std::string why;
+  if (auto end = r.captured.find_last_not_of(" \n\r\t"); end != std::string::npos) {
+    const auto start = r.captured.rfind('\n', end);
+    why              = r.captured.substr(start == std::string::npos ? 0 : start + 1,
+                            end - (start == std::string::npos ? 0 : start + 1) + 1);
+  }
+  throw UsageError("plotting failed (" + argv.at(1) + ", exit status " + std::to_string(r.exit_code) +
+                   "): " + (why.empty() ? "no message" : why));
 }
 
 ProgressBar progress_bar(bool show)

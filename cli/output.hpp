@@ -39,6 +39,10 @@ CLI::Validator finite_number(double min, bool strict = false);
 /// @brief Whether stderr is a terminal (progress bars only go there).
 bool stderr_is_terminal();
 
+/// @brief Runs a plotting script (argv[1]) with its stderr collected: passed on when it succeeds, and its last line
+/// (the one-line message the scripts exit with) in a UsageError when it fails.
+void run_plot_script(const std::vector<std::string>& argv);
+
 /// @brief Reports progress: phase, items done, items in all.
 using ProgressBar = std::function<void(const std::string&, std::size_t, std::size_t)>;
 /// @brief A bar on stderr when `show` (a terminal, no --json); nothing otherwise.

@@ -3,7 +3,6 @@
 #include "cli/output.hpp"
 #include "common/error.hpp"
 #include "common/paths.hpp"
-#include "common/process.hpp"
 #include "common/units.hpp"
 #include "reliability/reliability.hpp"
 #include "scenario/scenario.hpp"
@@ -37,14 +36,7 @@ void plot(const ReliabilityOptions& o, const nlohmann::json& doc)
   const std::string data = o.plot + ".json";
   write_file_replacing(data, doc.dump(2) + "\n");
   const std::string script = std::string(SPANSIM_SOURCE_DIR) + "/reliability/plot_reliability.py";
-  const auto r             = process::run_program({o.python, script, data, "--out", o.plot}, process::Capture::errors);
-  if (r.exit_code != 0) {
-    auto end = r.captured.find_last_not_of(" \n\r\t");
-    auto why = end == std::string::npos ? std::string("no message") : r.captured.substr(0, end + 1);
-    if (auto nl = why.rfind('\n'); nl != std::string::npos)
-      why = why.substr(nl + 1);
-    throw UsageError("plotting failed (" + script + ", exit status " + std::to_string(r.exit_code) + "): " + why);
-  }
+  run_plot_script({o.python, script, data, "--out", o.plot});
 }
 
 std::string pct(double x)

@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -74,6 +75,29 @@ void write_file_replacing(const std::string& path, std::string_view contents)
     std::filesystem::remove(tmp, ec);
     throw UsageError("cannot write \"" + path + "\": " + ec.message());
   }
+}
+
+} // namespace spansim
+
+namespace spansim {
+
+std::vector<std::string> json_names_in(const std::string& directory)
+{
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, ec))
+    if (entry.path().extension() == ".json")
+      names.push_back(entry.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string json_names_list(const std::string& directory)
+{
+  std::string list;
+  for (const auto& n : json_names_in(directory))
+    list += (list.empty() ? "" : ", ") + n;
+  return list;
 }
 
 } // namespace spansim

@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace spansim {
 
@@ -32,5 +33,11 @@ namespace spansim {
 /// @brief Writes `contents` to `path` under a temporary name and renames it over `path`: a reader sees the old file
 /// or the new one, never a part, and a failed write leaves the old one. @throws UsageError if it cannot.
 void write_file_replacing(const std::string& path, std::string_view contents);
+
+/// @brief The stems of the `.json` files in `directory`, sorted (shipped presets, profiles, failure models); empty
+/// when the directory cannot be read.
+std::vector<std::string> json_names_in(const std::string& directory);
+/// @brief The same joined with ", ", for error messages that list what is allowed.
+std::string json_names_list(const std::string& directory);
 
 } // namespace spansim

@@ -1,4 +1,4 @@
-// Order statistics and a portable random source. The largest of n draws is sampled in one draw: its CDF is F^n,
+// Order statistics. The largest of n draws is sampled in one draw: its CDF is F^n,
 // so F^-1(u^(1/n)) has its distribution exactly; u^(1/n) is kept as its distance from 1 to stay precise at the
 // n of 100K-GPU jobs.
 #include "reliability/reliability.hpp"
@@ -113,32 +113,5 @@ double Jitter::max_of(double n, double u) const
   return quantile(1 - tail, tail);
 }
 
-namespace {
-// splitmix64's output function: seeds that differ in one bit give unrelated states, so that neighbouring seeds
-// (campaign repetitions) and streams of one seed are not one sequence shifted.
-std::uint64_t mix(std::uint64_t z)
-{
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-} // namespace
-
-Random::Random(std::uint64_t seed) : state_(mix(mix(seed + 0x632BE59BD9B4E019ULL))) {}
-
-double Random::uniform()
-{
-  // splitmix64: one 64-bit state, the same sequence everywhere.
-  std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-  z               = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z               = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  z               = z ^ (z >> 31);
-  return (static_cast<double>(z >> 12) + 0.5) * 0x1.0p-52; // 52 bits: k + 0.5 is exact, so never 0 or 1
-}
-
-double Random::exponential(double mean)
-{
-  return -mean * std::log(uniform());
-}
 
 } // namespace spansim::reliability

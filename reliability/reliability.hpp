@@ -5,6 +5,7 @@
 /// failures and recovery turn a step time into the goodput of a whole run (a seeded Monte Carlo, with the
 /// exponential-failure closed forms and Young/Daly beside it). Formats and sources: reliability/README.md.
 #include "common/json_reader.hpp"
+#include "common/random.hpp"
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
 #include "workload/workload.hpp"
@@ -115,19 +116,7 @@ double normal_upper_quantile(double tail);
 /// @brief E[max of n independent standard normals], by numerical integration (a closed form to check against).
 double expected_max_normal(double n);
 
-/// @brief A deterministic random source: the same seed gives the same numbers on every machine (no standard
-/// library distributions, whose algorithms are implementation-defined).
-class Random {
-public:
-  explicit Random(std::uint64_t seed);
-  /// @brief Uniform in (0, 1), never 0 or 1.
-  double uniform();
-  /// @brief Exponential with the given mean.
-  double exponential(double mean);
-
-private:
-  std::uint64_t state_;
-};
+using spansim::Random;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Variability: sampled steps.

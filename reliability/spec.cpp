@@ -1,6 +1,7 @@
 // The `variability` and `reliability` blocks of a scenario, and failure-model files.
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
+#include "common/paths.hpp"
 #include "common/names.hpp"
 #include "common/units.hpp"
 #include "reliability/reliability.hpp"
@@ -111,18 +112,9 @@ std::vector<Component> read_model(spec::ObjectReader& parent, std::string& name)
     const std::string ref  = value.get<std::string>();
     const bool shipped     = ref.find('/') == std::string::npos && !ref.ends_with(".json");
     const std::string path = shipped ? models_dir() + "/" + ref + ".json" : spec::referenced_path(ref, where);
-    if (shipped && !fs::exists(path)) {
-      std::string list;
-      std::vector<std::string> names;
-      std::error_code ec;
-      for (const auto& e : fs::directory_iterator(models_dir(), ec))
-        if (e.path().extension() == ".json")
-          names.push_back(e.path().stem().string());
-      std::sort(names.begin(), names.end());
-      for (const auto& n : names)
-        list += (list.empty() ? "" : ", ") + n;
-      where.fail("unknown failure model \"" + ref + "\" (shipped: " + list + "; or a path, or an inline object)");
-    }
+    if (shipped && !fs::exists(path))
+      where.fail("unknown failure model \"" + ref + "\" (shipped: " + json_names_list(models_dir()) +
+                 "; or a path, or an inline object)");
     doc  = spec::load_referenced_json(path, where);
     at   = spec::Location{path};
     name = ref;

@@ -2,6 +2,7 @@
 // its physical spines under ideal ECMP), so a degraded link is a bundle that lost part of its capacity, and a
 // failed one cuts off everything below it: those GPUs are marked, and placement refuses them.
 #include "common/error.hpp"
+#include "common/random.hpp"
 #include "topology/topology.hpp"
 
 #include <map>
@@ -9,20 +10,6 @@
 namespace spansim::topology {
 
 namespace {
-
-std::uint64_t mix(std::uint64_t z)
-{
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
-
-// splitmix64, as the reliability stage draws: the same faults on every machine.
-double uniform(std::uint64_t& state)
-{
-  const std::uint64_t z = mix(state += 0x9E3779B97F4A7C15ULL);
-  return (static_cast<double>(z >> 12) + 0.5) * 0x1.0p-52;
-}
 
 const std::string kHealthy;
 
@@ -136,9 +123,10 @@ Topology Topology::with_faults(const FaultSpec& faults) const
         t.gpu_fault_[g] = "node " + n.name + " failed";
   }
   if (faults.random_links > 0) {
-    std::uint64_t state = mix(mix(faults.seed + 0x632BE59BD9B4E019ULL)); // neighbouring seeds, unrelated draws
+    Random random(faults.seed);
     for (std::size_t k = 0; k < links_.size(); ++k)
-      if (links_[k].tier != Tier::nvlink && uniform(state) < faults.random_links && faults.random_bandwidth < left[k]) {
+      if (links_[k].tier != Tier::nvlink && random.uniform() < faults.random_links &&
+          faults.random_bandwidth < left[k]) {
         left[k] = faults.random_bandwidth;
         why[k]  = "link " + link_name(static_cast<int>(k)) + (faults.random_bandwidth > 0 ? " degraded" : " failed") +
                  " (drawn with seed " + std::to_string(faults.seed) + ")";

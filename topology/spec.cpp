@@ -2,6 +2,7 @@
 // path and what is allowed.
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
+#include "common/paths.hpp"
 #include "common/units.hpp"
 #include "topology/topology.hpp"
 
@@ -126,13 +127,7 @@ std::string preset_directory()
 
 std::vector<std::string> preset_names()
 {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(preset_directory(), ec))
-    if (entry.path().extension() == ".json")
-      names.push_back(entry.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
+  return json_names_in(preset_directory());
 }
 
 TopologySpec load_topology_spec(const std::string& file_or_preset, const spec::Location& referrer)

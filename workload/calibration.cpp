@@ -2,6 +2,7 @@
 // user's own, and the production effects a job switches on or off.
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
+#include "common/paths.hpp"
 #include "common/units.hpp"
 #include "workload/workload.hpp"
 
@@ -59,13 +60,8 @@ Calibration load_calibration(const std::string& name_or_path, const spec::Locati
                                           ? (fs::path(referrer.file).parent_path() / name_or_path).string()
                                           : name_or_path);
   if (shipped && !fs::exists(path)) {
-    std::string list;
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(profile_dir(), ec))
-      if (e.path().extension() == ".json")
-        list += (list.empty() ? "" : ", ") + e.path().stem().string();
-    const std::string what =
-        "unknown calibration profile \"" + name_or_path + "\" (shipped: " + list + "; or a path, or \"none\")";
+    const std::string what = "unknown calibration profile \"" + name_or_path +
+                             "\" (shipped: " + json_names_list(profile_dir()) + "; or a path, or \"none\")";
     if (referrer.file.empty())
       throw UsageError(what);
     referrer.fail(what);
@@ -82,13 +78,7 @@ Calibration default_calibration(const GpuSpec& gpu)
   const std::string name = gpu.name + "-published";
   if (fs::exists(profile_dir() + "/" + name + ".json"))
     return load_calibration(name);
-  std::vector<std::string> shipped;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(profile_dir(), ec))
-    if (e.path().extension() == ".json")
-      shipped.push_back(e.path().stem().string());
-  std::sort(shipped.begin(), shipped.end());
-  for (const auto& s : shipped)
+  for (const auto& s : json_names_in(profile_dir()))
     if (auto c = load_calibration(s); c.covers(gpu.name))
       return c;
   return {};
