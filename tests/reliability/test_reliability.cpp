@@ -312,27 +312,44 @@ TEST_CASE("hot spares: an empty pool adds the repair to every restart, an ample 
   CHECK(ample.spares_used == Approx(ample.interruptions));
 }
 
-TEST_CASE("a token budget: every trial stops at the budget, and time to train is work over ETTR", "[reliability]")
+TEST_CASE("a token budget: each trial stops at it, wall time is the work over the closed-form ETTR, and every "
+          "second of wall time is accounted for",
+          "[reliability]")
 {
   const double minute = 60;
-  auto s = spec_with({{"all", rel::Component::Per::job, 18 * minute, false, true, "test"}}, rel::Recovery::replica);
-  s.components.push_back({"gpu", rel::Component::Per::gpu, 50 * 60 * minute, true, true, "test"});
-  s.replica_stall = 4 * minute; // longer than some replicas' own restart: events fall due during a stall
-  s.launch = 60, s.nccl_init = 0, s.data_loader = 0;
-  s.interval = 3 * minute;
   rel::RunShape shape;
   shape.step_time = 0.7, shape.tokens_per_step = 3, shape.gpus = 64, shape.nodes = 8, shape.replicas = 8;
-  shape.parameters = 1e9;
-  const auto c     = rel::costs(s, shape);
   rel::Horizon h;
-  h.tokens     = 3e7; // 7e6 s of failure-free training
-  h.trials     = 200;
-  const auto o = rel::simulate_run(s, shape, c, h);
+  h.tokens = 3e7; // 7e6 s of failure-free training
+  h.trials = 100;
+  auto sync =
+      spec_with({{"all", rel::Component::Per::job, 18 * minute, false, false, "test"}}, rel::Recovery::synchronous);
+  sync.interval = 10 * minute;
+  rel::Costs c;
+  c.failure_rate     = 1 / (18 * minute);
+  c.checkpoint_write = 0.5 * minute;
+  c.restart          = 3 * minute;
+  c.interval         = 10 * minute;
+  const auto o       = rel::simulate_run(sync, shape, c, h);
   expect_near("tokens trained", 3e7, o.tokens, 1e-6 * 3e7);
-  expect_near("wall time x ETTR (s)", 7e6, o.wall_seconds * o.ettr, 0.02 * 7e6);
-  CHECK(o.lost_degraded >= 0);
-  CHECK(o.ettr > 0);
-  CHECK(o.ettr < 1);
+  expect_near("time to train (s)", 7e6 / rel::ettr_exact(c.interval, c.checkpoint_write, c.restart, 18 * minute),
+              o.wall_seconds, 0.01 * 7e6 / 0.5938);
+  // Replica recovery with a stall longer than a replica's restart: events fall due during stalls. Wall time is
+  // work plus what each cause lost, to rounding.
+  auto rep = spec_with({{"all", rel::Component::Per::job, 18 * minute, false, true, "test"}}, rel::Recovery::replica);
+  rep.components.push_back({"gpu", rel::Component::Per::gpu, 50 * 60 * minute, true, true, "test"});
+  rep.replica_stall = 4 * minute;
+  rep.launch = 60, rep.nccl_init = 0, rep.data_loader = 0;
+  rep.interval           = 3 * minute;
+  shape.parameters       = 1e9;
+  h.trials               = 1;
+  const auto r           = rel::simulate_run(rep, shape, rel::costs(rep, shape), h);
+  const double accounted = r.tokens / shape.tokens_per_step * shape.step_time + r.lost_recompute + r.lost_restart +
+                           r.lost_checkpoint + r.lost_degraded + r.lost_stall;
+  expect_near("wall time against work + losses (s)", r.wall_seconds, accounted, 1e-6 * r.wall_seconds);
+  // Each replica failure pauses the others once; its replica is back (60 s) before the 4-minute pause ends.
+  expect_near("stall (s)", r.replica_failures * 4 * minute, r.lost_stall, 1e-9 * r.lost_stall);
+  CHECK(r.lost_degraded == 0);
 }
 
 TEST_CASE("a failure model under which no restart would finish is refused", "[reliability]")
