@@ -136,10 +136,7 @@ void run(const ReliabilityOptions& o)
             << "\n\n";
   Table comps{"Failure model", {"component", "units", "MTTF per unit", "failures/day", "scope"}, {}};
   for (const auto& c : spec.components) {
-    const double units = c.per == reliability::Component::Per::gpu    ? shape.gpus
-                         : c.per == reliability::Component::Per::node ? shape.nodes
-                         : c.per == reliability::Component::Per::job  ? 1
-                                                                      : shape.buildings;
+    const double units = reliability::units_of(c, shape);
     const char* per    = c.per == reliability::Component::Per::gpu    ? " GPUs"
                          : c.per == reliability::Component::Per::node ? " nodes"
                          : c.per == reliability::Component::Per::job  ? " job"

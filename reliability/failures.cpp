@@ -127,26 +127,26 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
   return s;
 }
 
+double units_of(const Component& c, const RunShape& shape)
+{
+  switch (c.per) {
+  case Component::Per::gpu:
+    return shape.gpus;
+  case Component::Per::node:
+    return shape.nodes;
+  case Component::Per::job:
+    return 1;
+  case Component::Per::building:
+    return shape.buildings;
+  }
+  return 1;
+}
+
 Costs costs(const ReliabilitySpec& spec, const RunShape& shape)
 {
   Costs c;
   for (const auto& comp : spec.components) {
-    double units = 1;
-    switch (comp.per) {
-    case Component::Per::gpu:
-      units = shape.gpus;
-      break;
-    case Component::Per::node:
-      units = shape.nodes;
-      break;
-    case Component::Per::job:
-      units = 1;
-      break;
-    case Component::Per::building:
-      units = shape.buildings;
-      break;
-    }
-    const double rate = units / comp.mttf;
+    const double rate = units_of(comp, shape) / comp.mttf;
     c.failure_rate += rate;
     if (comp.replica_scoped)
       c.replica_rate += rate;

@@ -67,6 +67,10 @@ struct Component {
   bool hardware = true;
   std::string source;
 };
+constexpr std::array<std::string_view, 4> enum_names(Component::Per)
+{
+  return {"gpu", "node", "job", "building"};
+}
 
 /// @brief How failures are recovered from.
 enum class Recovery { synchronous, replica };
@@ -213,7 +217,11 @@ struct Costs {
   double daly               = 0; ///< Daly's higher-order optimum
   nlohmann::json to_json() const;
 };
+/// @brief Failure rates, checkpoint and restart costs and the checkpoint interval of a run.
+/// @throws SpecError at the block's `failures` when no restart could ever finish.
 Costs costs(const ReliabilitySpec& spec, const RunShape& shape);
+/// @brief How many of a component the run has (its GPUs, nodes, buildings, or the job itself).
+double units_of(const Component& c, const RunShape& shape);
 
 /// @brief ETTR of synchronous recovery under exponential failures (mean time between failures `mtbf`), work
 /// `interval` between checkpoints of cost `checkpoint`, restart `restart` (both exposed to failures).

@@ -76,11 +76,7 @@ Component read_component(spec::ObjectReader r)
 {
   Component c;
   c.name = r.name("name");
-  const std::string per = r.choice("per", {"gpu", "node", "job", "building"});
-  c.per                 = per == "gpu"    ? Component::Per::gpu
-                          : per == "node" ? Component::Per::node
-                          : per == "job"  ? Component::Per::job
-                                          : Component::Per::building;
+  c.per = r.enumeration<Component::Per>("per");
   const bool mttf = r.has("mttf"), fit = r.has("fit");
   if (mttf == fit)
     r.fail(mttf ? "fit" : "mttf", "give exactly one of \"mttf\" (a time per unit) and \"fit\" (failures per 1e9 h)");
@@ -135,21 +131,6 @@ std::vector<Component> read_model(spec::ObjectReader& parent, std::string& name)
     m.fail("components", "name at least one component");
   m.finish();
   return out;
-}
-
-std::string per_name(Component::Per p)
-{
-  switch (p) {
-  case Component::Per::gpu:
-    return "gpu";
-  case Component::Per::node:
-    return "node";
-  case Component::Per::job:
-    return "job";
-  case Component::Per::building:
-    return "building";
-  }
-  return "gpu";
 }
 
 json jitter_json(const Jitter& j)
@@ -250,7 +231,7 @@ json to_json(const ReliabilitySpec& r)
   json comps = json::array();
   for (const auto& c : r.components)
     comps.push_back({{"name", c.name},
-                     {"per", per_name(c.per)},
+                     {"per", name_of(c.per)},
                      {"mttf", units::format_time(c.mttf)},
                      {"scope", c.replica_scoped ? "replica" : "job"},
                      {"hardware", c.hardware},

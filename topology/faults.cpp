@@ -56,20 +56,6 @@ std::string Topology::link_name(int k) const
   return vertex_name(links_[k].a) + " -- " + vertex_name(links_[k].b);
 }
 
-int Topology::link_named(const std::string& name) const
-{
-  const auto sep = name.find(" -- ");
-  if (sep == std::string::npos)
-    return -1;
-  const std::string a = name.substr(0, sep), b = name.substr(sep + 4);
-  for (std::size_t k = 0; k < links_.size(); ++k) {
-    const std::string x = vertex_name(links_[k].a), y = vertex_name(links_[k].b);
-    if ((x == a && y == b) || (x == b && y == a))
-      return static_cast<int>(k);
-  }
-  return -1;
-}
-
 const std::string& Topology::gpu_fault(int gpu) const
 {
   return gpu_fault_.empty() ? kHealthy : gpu_fault_[gpu];
@@ -91,8 +77,22 @@ Topology Topology::with_faults(const FaultSpec& faults) const
         return vertex_name(static_cast<int>(v));
     return std::string("?");
   };
+  // A link by its ends' names, through the vertex map: no name rebuilt per link.
+  auto find_link = [&](const std::string& name) {
+    const auto sep = name.find(" -- ");
+    if (sep == std::string::npos)
+      return -1;
+    const auto a = vertex.find(name.substr(0, sep)), b = vertex.find(name.substr(sep + 4));
+    if (a == vertex.end() || b == vertex.end())
+      return -1;
+    for (std::size_t k = 0; k < links_.size(); ++k)
+      if ((links_[k].a == a->second && links_[k].b == b->second) ||
+          (links_[k].a == b->second && links_[k].b == a->second))
+        return static_cast<int>(k);
+    return -1;
+  };
   for (const auto& l : faults.links) {
-    const int k = link_named(l.name);
+    const int k = find_link(l.name);
     if (k < 0)
       l.where.member("name").fail("unknown link \"" + l.name + "\" (links are named \"A -- B\" by their ends, as in " +
                                   "results, e.g. \"" + link_name(static_cast<int>(counts_.gpus)) + "\")");

@@ -223,8 +223,6 @@ public:
   /// @brief Links failed (no bandwidth left) and degraded by the faults applied.
   int failed_links() const { return failed_links_; }
   int degraded_links() const { return degraded_links_; }
-  /// @brief The id of the link named "A -- B" (either order), or -1.
-  int link_named(const std::string& name) const;
   /// @brief The name of link `k`: "A -- B".
   std::string link_name(int k) const;
 
