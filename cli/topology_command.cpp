@@ -2,6 +2,7 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "common/units.hpp"
 #include "topology/topology.hpp"
 
@@ -9,8 +10,10 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 namespace spansim::cli {
 
@@ -120,29 +123,47 @@ void describe(const DescribeOptions& o)
             << with_commas(c.gpus) << " GPUs: " << with_commas(c.nodes) << " nodes of " << s.node.gpus << ", " << c.pods
             << " pod(s) of " << s.pod.nodes << " nodes, " << c.buildings << " building(s), " << c.regions
             << " region(s)\n";
-  std::cout << "Scale-out: " << (s.pod.rail_optimized ? "rail-optimized " : "") << s.pod.fabric << ", "
-            << units::format_bandwidth(s.pod.nic_bandwidth) << " per GPU, leaf radix " << s.pod.leaf_radix << " ("
-            << c.leaf_down_ports << " down / " << c.leaf_up_ports << " up)\n";
-  std::cout << "NCCL efficiency: NVLink " << fmt(s.node.nccl_efficiency) << ", NIC " << fmt(s.pod.nccl_efficiency)
-            << " (those links carry this share of their rate, as nccl-tests' bus bandwidth does)\n";
-  for (const auto& o : s.building_overrides)
-    std::cout << "Building " << o.building << ": " << (o.gpu.empty() ? std::string("the job's") : o.gpu)
-              << " GPUs, NVLink " << units::format_bandwidth(o.node.nvlink_bandwidth) << " (NCCL "
-              << fmt(o.node.nccl_efficiency) << "), " << o.pod.fabric << " "
-              << units::format_bandwidth(o.pod.nic_bandwidth) << " per GPU (NCCL " << fmt(o.pod.nccl_efficiency)
-              << ")\n";
-  std::cout << "\n";
+  if (topo.imported()) {
+    // An explicit graph: its own elements; no template to describe.
+    std::map<topology::VertexKind, std::int64_t> kinds;
+    for (auto k : topo.vertex_kinds())
+      ++kinds[k];
+    std::cout << "Explicit graph from " << s.graph->file << ": " << with_commas(topo.vertex_kinds().size())
+              << " vertices, " << with_commas(topo.links().size()) << " links; least-cost routes"
+              << (s.graph->rail_optimized ? ", rail-optimized" : "") << "\n";
+    for (const auto& o : s.building_overrides)
+      std::cout << "Building " << o.building << ": " << o.gpu << " GPUs\n";
+    std::cout << "\n";
+    Table switches{"Vertices", {"kind", "count"}, {}};
+    for (auto [k, n] : kinds)
+      switches.rows.push_back({std::string(name_of(k)), with_commas(n)});
+    print_table(std::cout, switches);
+    std::cout << "\n";
+  } else {
+    std::cout << "Scale-out: " << (s.pod.rail_optimized ? "rail-optimized " : "") << s.pod.fabric << ", "
+              << units::format_bandwidth(s.pod.nic_bandwidth) << " per GPU, leaf radix " << s.pod.leaf_radix << " ("
+              << c.leaf_down_ports << " down / " << c.leaf_up_ports << " up)\n";
+    std::cout << "NCCL efficiency: NVLink " << fmt(s.node.nccl_efficiency) << ", NIC " << fmt(s.pod.nccl_efficiency)
+              << " (those links carry this share of their rate, as nccl-tests' bus bandwidth does)\n";
+    for (const auto& o : s.building_overrides)
+      std::cout << "Building " << o.building << ": " << (o.gpu.empty() ? std::string("the job's") : o.gpu)
+                << " GPUs, NVLink " << units::format_bandwidth(o.node.nvlink_bandwidth) << " (NCCL "
+                << fmt(o.node.nccl_efficiency) << "), " << o.pod.fabric << " "
+                << units::format_bandwidth(o.pod.nic_bandwidth) << " per GPU (NCCL " << fmt(o.pod.nccl_efficiency)
+                << ")\n";
+    std::cout << "\n";
 
-  Table switches{"Switches", {"kind", "count", "note"}, {}};
-  switches.rows.push_back({"nvswitch", with_commas(c.nodes), "one per node"});
-  switches.rows.push_back({"leaf", with_commas(c.leaves), std::to_string(c.leaves_per_pod) + " per pod"});
-  switches.rows.push_back(
-      {"spine", with_commas(c.physical_spines), "physical; modelled as one ideal-ECMP spine per pod"});
-  switches.rows.push_back({"aggregation", with_commas(c.buildings), "one non-blocking layer per building"});
-  if (c.regions > 1)
-    switches.rows.push_back({"region gateway", with_commas(c.regions), "one per region"});
-  print_table(std::cout, switches);
-  std::cout << "\n";
+    Table switches{"Switches", {"kind", "count", "note"}, {}};
+    switches.rows.push_back({"nvswitch", with_commas(c.nodes), "one per node"});
+    switches.rows.push_back({"leaf", with_commas(c.leaves), std::to_string(c.leaves_per_pod) + " per pod"});
+    switches.rows.push_back(
+        {"spine", with_commas(c.physical_spines), "physical; modelled as one ideal-ECMP spine per pod"});
+    switches.rows.push_back({"aggregation", with_commas(c.buildings), "one non-blocking layer per building"});
+    if (c.regions > 1)
+      switches.rows.push_back({"region gateway", with_commas(c.regions), "one per region"});
+    print_table(std::cout, switches);
+    std::cout << "\n";
+  }
 
   Table t{"Links per tier (bandwidth per direction, at NCCL efficiency)",
           {"tier", "links", "bandwidth/link", "latency", "capacity"},
@@ -205,6 +226,38 @@ void links(const LinksOptions& o)
   print_table(std::cout, table);
 }
 
+struct ExportOptions {
+  std::string topology;
+  std::string format = "json";
+  std::string output;
+  bool json = false;
+};
+
+// The explicit graph of any topology, in the import formats: an imported copy routes and times as the original.
+void export_graph(const ExportOptions& o)
+{
+  topology::Topology t(topology::load_topology_spec(o.topology));
+  std::ostringstream text;
+  if (o.format == "graphml")
+    t.write_graphml(text);
+  else
+    text << t.to_graph_json().dump(1) << "\n";
+  if (o.output.empty() || o.output == "-") {
+    std::cout << text.str();
+    return;
+  }
+  write_file_replacing(o.output, text.str());
+  if (o.json)
+    std::cout
+        << nlohmann::json{{"spansim", provenance()}, {"topology", t.spec().name},           {"format", o.format},
+                          {"file", o.output},        {"vertices", t.vertex_kinds().size()}, {"links", t.links().size()}}
+               .dump(2)
+        << "\n";
+  else
+    std::cout << "Wrote " << t.vertex_kinds().size() << " vertices and " << t.links().size() << " links of "
+              << t.spec().name << " to " << o.output << " (" << o.format << ")\n";
+}
+
 void add_topology_command(CLI::App& app)
 {
   auto* topo = app.add_subcommand("topology", "Inspect topologies");
@@ -236,6 +289,15 @@ void add_topology_command(CLI::App& app)
   l->add_option("--match", lo->under, "Only links whose name contains this, e.g. bldg-a/pod0/leaf3");
   l->add_flag("--json", lo->json, "Print one JSON document");
   l->callback([lo] { links(*lo); });
+
+  auto eo = std::make_shared<ExportOptions>();
+  auto* e = topo->add_subcommand("export", "The explicit graph of a topology, to edit and import (JSON or GraphML)");
+  e->add_option("topology", eo->topology, "Topology file or preset name")->required();
+  e->add_option("--format", eo->format, "json (a topology file with a graph block) or graphml")
+      ->check(CLI::IsMember({"json", "graphml"}));
+  e->add_option("-o,--output", eo->output, "Write to this file instead of standard output");
+  e->add_flag("--json", eo->json, "With -o: print a JSON summary");
+  e->callback([eo] { export_graph(*eo); });
 }
 
 } // namespace spansim::cli

@@ -71,6 +71,36 @@ private:
   std::unordered_map<const skr::NetPoint*, int> gpu_of_;
 };
 
+/// @brief An imported graph: every GPU a host of one zone, every route from Topology::route (least cost).
+class GraphZone : public skr::NetZoneImpl {
+public:
+  GraphZone(const std::string& name, const Topology& topology, const std::vector<sg4::Link*>& links)
+      : NetZoneImpl(name), topology_(topology), links_(links)
+  {
+  }
+
+  void register_gpu(const skr::NetPoint* point, int gpu) { gpu_of_[point] = gpu; }
+
+  void get_local_route(const skr::NetPoint* src, const skr::NetPoint* dst, skr::Route* into, double*) override
+  {
+    std::vector<sg4::LinkInRoute> in;
+    for (const auto& h : topology_.route(gpu_of_.at(src), gpu_of_.at(dst)))
+      in.push_back(in_route(links_[h.link], h.forward));
+    auto impls = get_link_list_impl(in, false);
+    into->link_list_.insert(into->link_list_.end(), impls.begin(), impls.end());
+  }
+
+  void get_graph(const s_xbt_graph_t*, std::map<std::string, xbt_node_t, std::less<>>*,
+                 std::map<std::string, xbt_edge_t, std::less<>>*) override
+  {
+  }
+
+private:
+  const Topology& topology_;
+  const std::vector<sg4::Link*>& links_;
+  std::unordered_map<const skr::NetPoint*, int> gpu_of_;
+};
+
 sg4::NetZone* child_full_zone(const std::string& name, sg4::NetZone* parent)
 {
   auto* zone = sg4::create_full_zone(name);
@@ -110,13 +140,29 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
     if (wanted(g))
       leaf_used[topology.locate(g).leaf] = true;
 
-  auto* root     = sg4::create_full_zone("spansim");
   auto make_link = [&](sg4::NetZone* zone, int id) {
     auto* link = zone->create_split_duplex_link(link_name(topology, id), tl[id].bandwidth);
     link->seal();
     links_[id] = link;
     return link;
   };
+  if (topology.imported()) {
+    // No hierarchy to nest zones by: one zone, routes computed on demand (a full zone would store GPUs^2).
+    auto* impl = new GraphZone("spansim", topology, links_);
+    auto* zone = impl->get_iface();
+    for (int g = 0; g < counts.gpus; ++g)
+      if (wanted(g)) {
+        hosts_[g] = zone->create_host(topology.vertex_name(g), gpu_speed);
+        hosts_[g]->seal();
+        impl->register_gpu(hosts_[g]->get_netpoint(), g);
+      }
+    for (std::size_t id = 0; id < tl.size(); ++id)
+      if (tl[id].bandwidth > 0)
+        make_link(zone, static_cast<int>(id));
+    zone->seal();
+    return;
+  }
+  auto* root = sg4::create_full_zone("spansim");
 
   std::vector<sg4::NetZone*> region_zones;
   std::vector<skr::NetPoint*> gateways;

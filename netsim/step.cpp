@@ -91,7 +91,7 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
     r.link_bytes[k] += lowered.isolated_link_bytes[k];
   // The groups a representative stood for moved the same bytes over their own NVLinks.
   for (auto [from, to] : lowered.mirrors)
-    for (int dir = 0; dir < 2; ++dir)
+    for (int dir = 0; dir < 2 && topology.nvlink_link(from) >= 0 && topology.nvlink_link(to) >= 0; ++dir)
       r.link_bytes[2 * topology.nvlink_link(to) + dir] += r.link_bytes[2 * topology.nvlink_link(from) + dir];
   if (rail_only) {
     // Rails 1.. moved what rail 0 moved over their own NICs and leaves; the shared links carried every rail.
@@ -107,7 +107,7 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
       }
     }
     for (auto [from, to] : leaves)
-      for (int dir = 0; dir < 2; ++dir)
+      for (int dir = 0; dir < 2 && topology.leaf_uplink(from) >= 0 && topology.leaf_uplink(to) >= 0; ++dir)
         r.link_bytes[2 * topology.leaf_uplink(to) + dir] += r.link_bytes[2 * topology.leaf_uplink(from) + dir];
     for (std::size_t l = 0; l < topology.links().size(); ++l) {
       auto tier = topology.links()[l].tier;

@@ -134,14 +134,7 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
   for (std::size_t i = 0; i < buildings_.size(); ++i)
     for (std::size_t j = i + 1; j < buildings_.size(); ++j) {
       const int a = buildings_[i], b = buildings_[j];
-      std::vector<int> path;
-      if (topology.region_of_building(a) == topology.region_of_building(b))
-        path = {topology.inter_building_link(a, b)};
-      else
-        path = {topology.building_uplink(a),
-                topology.inter_region_link(topology.region_of_building(a), topology.region_of_building(b)),
-                topology.building_uplink(b)};
-      for (int k : path)
+      for (int k : topology.building_path(a, b))
         if (k >= 0 && links[k].bandwidth <= 0)
           fail("the job spans " + topology.building_name(a) + " and " + topology.building_name(b) + ", and link " +
                topology.link_name(k) + " between them is failed (routes do not go around it)");

@@ -108,12 +108,7 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
     for (int b : used) {
       if (b == store)
         continue;
-      const int rb = topology.region_of_building(b), rs = topology.region_of_building(store);
-      const std::vector<int> path =
-          rb == rs ? std::vector<int>{topology.inter_building_link(b, store)}
-                   : std::vector<int>{topology.building_uplink(b), topology.inter_region_link(rb, rs),
-                                      topology.building_uplink(store)};
-      for (int k : path)
+      for (int k : topology.building_path(b, store))
         share[k] += 1.0 / s.buildings;
     }
     for (const auto& [k, part] : share) {

@@ -59,12 +59,13 @@ NetworkReport network_report(const scenario::ScenarioRun& run)
   for (int b = 0; b < topo.building_count() && topo.building_count() > 1; ++b) {
     BoundaryUse use{"building", topo.building_name(b)};
     double capacity = 0;
-    const int agg   = topo.aggregation_vertex(b);
     for (std::size_t l = 0; l < links.size(); ++l) {
       const auto& link = links[l];
-      if ((link.tier != Tier::inter_building && link.tier != Tier::building_uplink) || (link.a != agg && link.b != agg))
+      // The links with one end in the building (an imported graph may have several per building).
+      const bool a_in = topo.vertex_building(link.a) == b, b_in = topo.vertex_building(link.b) == b;
+      if (a_in == b_in)
         continue;
-      const bool outward = link.a == agg;
+      const bool outward = a_in;
       use.bytes_out += r.link_bytes[2 * l + (outward ? 0 : 1)];
       use.bytes_in += r.link_bytes[2 * l + (outward ? 1 : 0)];
       capacity += link.bandwidth;

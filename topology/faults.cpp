@@ -5,6 +5,7 @@
 #include "common/random.hpp"
 #include "topology/topology.hpp"
 
+#include <algorithm>
 #include <map>
 
 namespace spansim::topology {
@@ -113,6 +114,17 @@ Topology Topology::with_faults(const FaultSpec& faults) const
       }
   }
   for (const auto& n : faults.nodes) {
+    if (imported()) {
+      // An imported graph names its nodes itself.
+      const auto it = std::find(node_names_.begin(), node_names_.end(), n.name);
+      if (it == node_names_.end())
+        n.where.fail("unknown node \"" + n.name + "\" (the graph's nodes, e.g. \"" + node_names_.front() + "\")");
+      const int node = static_cast<int>(it - node_names_.begin());
+      for (int g = 0; g < counts_.gpus; ++g)
+        if (gpu_location_[g].node == node)
+          t.gpu_fault_[g] = "node " + n.name + " failed";
+      continue;
+    }
     const std::string nvswitch = n.name + "/nvswitch";
     auto it                    = vertex.find(nvswitch);
     if (it == vertex.end())
@@ -138,7 +150,7 @@ Topology Topology::with_faults(const FaultSpec& faults) const
       continue;
     t.links_[k].bandwidth = links_[k].bandwidth * left[k];
     (left[k] > 0 ? t.degraded_links_ : t.failed_links_) += 1;
-    if (left[k] > 0)
+    if (left[k] > 0 || imported())
       continue;
     const auto& link = links_[k];
     for (std::size_t g = 0; g < counts_.gpus; ++g) {
@@ -163,6 +175,11 @@ Topology Topology::with_faults(const FaultSpec& faults) const
       if (cut)
         t.gpu_fault_[g] = why[k] + (link.tier == Tier::nvlink || link.tier == Tier::nic ? "" : ", which cuts it off");
     }
+  }
+  if (imported()) {
+    // Routes go around what failed; what no route reaches is cut off.
+    t.build_routes();
+    t.mark_cut_off("the failed elements");
   }
   return t;
 }

@@ -4,6 +4,7 @@
 #include "common/json_reader.hpp"
 #include "common/paths.hpp"
 #include "common/units.hpp"
+#include "topology/graph_io.hpp"
 #include "topology/topology.hpp"
 
 #include <algorithm>
@@ -146,6 +147,8 @@ TopologySpec load_topology_spec(const std::string& file_or_preset, const spec::L
     }
     path = preset_directory() + "/" + file_or_preset + ".json";
   }
+  if (std::filesystem::path(path).extension() == ".graphml")
+    return detail::load_graphml_topology(path, referrer);
   return parse_topology_spec(spec::load_referenced_json(path, referrer), path);
 }
 
@@ -159,7 +162,9 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
   if (root.has("sources"))
     root.strings("sources"); // free text citations, kept in the file for readers
 
-  {
+  // An explicit graph has no template: its elements and link speeds are its own.
+  const bool explicit_graph = root.has("graph");
+  if (!explicit_graph) {
     auto r                  = root.object("node");
     s.node.gpus             = static_cast<int>(r.integer("gpus", 1, 1024));
     s.node.nvlink_bandwidth = r.bandwidth("nvlink_bandwidth");
@@ -167,7 +172,7 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
     s.node.nccl_efficiency  = r.optional_number("nccl_efficiency", 0.05, 1).value_or(1);
     r.finish();
   }
-  {
+  if (!explicit_graph) {
     auto r                 = root.object("pod");
     s.pod.nodes            = static_cast<int>(r.integer("nodes", 1, 1'000'000));
     s.pod.rail_optimized   = r.boolean("rail_optimized");
@@ -190,7 +195,7 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
                                std::to_string(s.node.gpus) +
                                " GPUs of a node: without rails a whole node must sit under one leaf");
   }
-  {
+  if (!explicit_graph) {
     auto r                                  = root.object("building");
     s.building.pods                         = static_cast<int>(r.integer("pods", 1, 100'000));
     s.building.aggregation_oversubscription = r.number("aggregation_oversubscription", 1, 1000);
@@ -239,6 +244,11 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
   }
   if (s.regions.size() > 16)
     root.fail("regions", "at most 16 regions");
+  if (explicit_graph) {
+    detail::parse_graph_topology(root, s);
+    root.finish();
+    return s;
+  }
 
   std::int64_t gpus = std::int64_t(s.node.gpus) * s.pod.nodes * s.building.pods * std::int64_t(building_names.size());
   if (gpus > kMaxGpus)
@@ -324,6 +334,25 @@ json TopologySpec::to_json() const
   json regions_json = json::array();
   for (const auto& r : regions)
     regions_json.push_back({{"name", r.name}, {"buildings", r.buildings}});
+  if (graph) {
+    // The graph itself can be large: the effective configuration names it and counts it.
+    json j = {{"name", name},
+              {"regions", regions_json},
+              {"graph",
+               {{"file", graph->file},
+                {"vertices", graph->vertices.size()},
+                {"links", graph->edges.size()},
+                {"rail_optimized", graph->rail_optimized}}}};
+    if (!building_overrides.empty()) {
+      json a = json::array();
+      for (const auto& o : building_overrides)
+        a.push_back({{"building", o.building}, {"gpu", o.gpu}});
+      j["building_overrides"] = a;
+    }
+    if (!file.empty())
+      j["file"] = file;
+    return j;
+  }
   json j              = {{"name", name},
                          {"node",
                           {{"gpus", node.gpus},

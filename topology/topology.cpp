@@ -35,6 +35,10 @@ int pair_index(int i, int j, int n)
 
 Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
 {
+  if (spec_.graph) {
+    build_from_graph();
+    return;
+  }
   const auto& node = spec_.node;
   const auto& pod  = spec_.pod;
 
@@ -165,8 +169,13 @@ Topology Topology::with_shared_links_divided(double factor) const
 Topology Topology::with_links_scaled(const std::vector<double>& factors) const
 {
   Topology copy = *this;
-  for (std::size_t k = 0; k < copy.links_.size() && k < factors.size(); ++k)
+  bool failed   = false;
+  for (std::size_t k = 0; k < copy.links_.size() && k < factors.size(); ++k) {
     copy.links_[k].bandwidth *= factors[k];
+    failed = failed || !(factors[k] > 0);
+  }
+  if (failed && imported())
+    copy.build_routes(); // routes go around links left with nothing
   return copy;
 }
 
@@ -200,6 +209,8 @@ const LongLinkSpec& Topology::long_link_for(const std::vector<LinkOverride>& ove
 
 GpuLocation Topology::locate(int gpu) const
 {
+  if (imported())
+    return gpu_location_[gpu];
   const auto& pod = spec_.pod;
   const int gpn   = spec_.node.gpus;
   GpuLocation loc{};
@@ -223,6 +234,8 @@ GpuLocation Topology::locate(int gpu) const
 
 int Topology::inter_building_link(int building_a, int building_b) const
 {
+  if (imported())
+    return -1;
   int r = building_region_[building_a];
   if (building_a == building_b || r != building_region_[building_b])
     return -1;
@@ -233,7 +246,7 @@ int Topology::inter_building_link(int building_a, int building_b) const
 
 int Topology::inter_region_link(int region_a, int region_b) const
 {
-  if (inter_region_base_ < 0 || region_a == region_b)
+  if (imported() || inter_region_base_ < 0 || region_a == region_b)
     return -1;
   return inter_region_base_ + pair_index(region_a, region_b, static_cast<int>(counts_.regions));
 }
@@ -247,6 +260,8 @@ std::vector<Hop> Topology::route(int src, int dst) const
   std::vector<Hop> down; // built from the destination upwards, reversed at the end
   if (src == dst)
     return up;
+  if (imported())
+    return graph_route(src, dst);
   GpuLocation s = locate(src);
   GpuLocation d = locate(dst);
   auto finish   = [&]() {
@@ -300,6 +315,8 @@ double Topology::route_bandwidth(const std::vector<Hop>& route) const
 
 std::string Topology::vertex_name(int v) const
 {
+  if (imported())
+    return vertex_names_[v];
   switch (vertex_kind_[v]) {
   case VertexKind::gpu: {
     auto loc = locate(v);
@@ -379,34 +396,94 @@ double Topology::max_flow_out(const std::vector<bool>& inside) const
   return boost::push_relabel_max_flow(g, source, sink);
 }
 
+int Topology::vertex_building(int v) const
+{
+  if (imported())
+    return vertex_building_[v];
+  const int pods = spec_.building.pods;
+  switch (vertex_kind_[v]) {
+  case VertexKind::gpu:
+    return locate(v).building;
+  case VertexKind::nvswitch:
+    return (v - nvswitch_base_) / spec_.pod.nodes / pods;
+  case VertexKind::leaf:
+    return static_cast<int>((v - leaf_base_) / counts_.leaves_per_pod) / pods;
+  case VertexKind::spine:
+    return (v - spine_base_) / pods;
+  case VertexKind::aggregation:
+    return v - aggregation_base_;
+  case VertexKind::region_gateway:
+    return -1;
+  }
+  return -1;
+}
+
+int Topology::vertex_region(int v) const
+{
+  if (imported())
+    return vertex_region_[v];
+  if (vertex_kind_[v] == VertexKind::region_gateway)
+    return v - gateway_base_;
+  const int b = vertex_building(v);
+  return b < 0 ? -1 : building_region_[b];
+}
+
+std::vector<int> Topology::building_path(int a, int b) const
+{
+  if (a == b)
+    return {};
+  if (!imported()) {
+    const int ra = building_region_[a], rb = building_region_[b];
+    if (ra == rb)
+      return {inter_building_link(a, b)};
+    return {building_uplink(a), inter_region_link(ra, rb), building_uplink(b)};
+  }
+  // Between the first GPUs of the two buildings: the links whose ends are not in one building.
+  int ga = -1, gb = -1;
+  for (int g = 0; g < counts_.gpus && (ga < 0 || gb < 0); ++g) {
+    if (ga < 0 && gpu_location_[g].building == a)
+      ga = g;
+    if (gb < 0 && gpu_location_[g].building == b)
+      gb = g;
+  }
+  std::vector<int> out;
+  if (ga < 0 || gb < 0)
+    return out;
+  for (const auto& h : route(ga, gb))
+    if (vertex_building(links_[h.link].a) != vertex_building(links_[h.link].b))
+      out.push_back(h.link);
+  return out;
+}
+
 std::vector<BoundaryCapacity> Topology::boundary_capacities() const
 {
+  // The links with one end inside and the other outside; a switch of no building is outside every building,
+  // and a region gateway inside its region.
   std::vector<BoundaryCapacity> out;
   if (counts_.buildings < 2)
     return out;
-  const auto gpus_per_building = counts_.gpus / counts_.buildings;
   for (int b = 0; b < counts_.buildings; ++b) {
     BoundaryCapacity c{"building", building_names_[b], 0, 0};
     for (const auto& l : links_)
-      if ((l.tier == Tier::inter_building || l.tier == Tier::building_uplink) &&
-          (l.a == aggregation_vertex(b) || l.b == aggregation_vertex(b)))
+      if ((vertex_building(l.a) == b) != (vertex_building(l.b) == b))
         c.boundary_links += l.bandwidth;
     std::vector<bool> inside(counts_.gpus, false);
-    std::fill(inside.begin() + b * gpus_per_building, inside.begin() + (b + 1) * gpus_per_building, true);
+    for (int g = 0; g < counts_.gpus; ++g)
+      inside[g] = locate(g).building == b;
     c.max_flow = max_flow_out(inside);
     out.push_back(c);
   }
   if (counts_.regions < 2)
     return out;
+  auto region_of = [&](int v) { return vertex_region(v); };
   for (int r = 0; r < counts_.regions; ++r) {
     BoundaryCapacity c{"region", spec_.regions[r].name, 0, 0};
     for (const auto& l : links_)
-      if (l.tier == Tier::inter_region && (l.a == region_gateway_vertex(r) || l.b == region_gateway_vertex(r)))
+      if ((region_of(l.a) == r) != (region_of(l.b) == r))
         c.boundary_links += l.bandwidth;
     std::vector<bool> inside(counts_.gpus, false);
-    for (int b = 0; b < counts_.buildings; ++b)
-      if (building_region_[b] == r)
-        std::fill(inside.begin() + b * gpus_per_building, inside.begin() + (b + 1) * gpus_per_building, true);
+    for (int g = 0; g < counts_.gpus; ++g)
+      inside[g] = locate(g).region == r;
     c.max_flow = max_flow_out(inside);
     out.push_back(c);
   }

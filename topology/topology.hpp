@@ -11,10 +11,49 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace spansim::topology {
+
+enum class VertexKind { gpu, nvswitch, leaf, spine, aggregation, region_gateway };
+constexpr std::array<std::string_view, 6> enum_names(VertexKind)
+{
+  return {"gpu", "nvswitch", "leaf", "spine", "aggregation", "region_gateway"};
+}
+/// @brief The tiers of links, from the scale-up domain outwards.
+enum class Tier { nvlink, nic, leaf_spine, pod_aggregation, inter_building, building_uplink, inter_region };
+constexpr std::array<std::string_view, 7> enum_names(Tier)
+{
+  return {"nvlink", "nic", "leaf_spine", "pod_aggregation", "inter_building", "building_uplink", "inter_region"};
+}
+inline constexpr int kTierCount = 7;
+
+/// @brief An explicit graph of GPUs and switches, imported from JSON or GraphML (format: topology/README.md).
+/// Vertices and links keep the file's order, which breaks ties between equal routes.
+struct GraphSpec {
+  struct Vertex {
+    std::string id;
+    VertexKind kind = VertexKind::gpu;
+    std::string building; ///< empty: a switch of no building (a long-haul router)
+    std::string pod;      ///< a label inside the building; empty: the building's one pod
+    std::string node;     ///< GPUs: their scale-up domain, a name unique in the graph
+    std::string region;   ///< a switch of no building: the region it stands in (a gateway); empty: none
+  };
+  struct Edge {
+    std::string a;
+    std::string b;
+    Tier tier        = Tier::nic;
+    double bandwidth = 0; ///< bytes/s per direction: what the link carries (NCCL efficiency included)
+    double latency   = 0; ///< seconds
+    int cost         = 1; ///< routing metric: routes minimize the sum over their links
+  };
+  std::vector<Vertex> vertices;
+  std::vector<Edge> edges;
+  bool rail_optimized = false; ///< GPU i of every node reaches its leaves only through rail i (checked)
+  std::string file;            ///< where the graph was read from
+};
 
 /// @brief Scale-up domain: GPUs of one node joined through an NVSwitch.
 struct NodeSpec {
@@ -73,7 +112,6 @@ struct RegionSpec {
   std::vector<std::string> buildings;
 };
 
-/// @brief The whole topology spec, as read from a file; units already converted to SI.
 /// @brief What one building has of its own: its GPU type and its link speeds. Element counts (GPUs per node,
 /// nodes, pods, radixes) stay the template's.
 struct BuildingOverride {
@@ -83,6 +121,8 @@ struct BuildingOverride {
   PodSpec pod;     ///< the template's, with this building's NIC speed, link latency, fabric and NCCL efficiency
 };
 
+/// @brief The whole topology spec, as read from a file; units already converted to SI. Either a template
+/// (node, pod, building, regions and long links) or, when `graph` is set, an explicit graph with its regions.
 struct TopologySpec {
   std::string name;
   std::string description;
@@ -98,6 +138,7 @@ struct TopologySpec {
   double building_uplink_bandwidth = 0; ///< bytes/s from a building's aggregation to its region gateway
   double building_uplink_latency   = 0; ///< seconds
   std::vector<BuildingOverride> building_overrides;
+  std::shared_ptr<const GraphSpec> graph; ///< set: the graph is explicit; node, pod and building are derived
 
   /// @brief The spec as canonical JSON with explicit units (the effective configuration).
   nlohmann::json to_json() const;
@@ -115,19 +156,6 @@ TopologySpec load_topology_spec(const std::string& file_or_preset, const spec::L
 /// `json_path` locates the document inside `file` (an inline topology of a scenario: "$.topology").
 TopologySpec parse_topology_spec(const nlohmann::json& json, const std::string& file,
                                  const std::string& json_path = "$");
-
-enum class VertexKind { gpu, nvswitch, leaf, spine, aggregation, region_gateway };
-constexpr std::array<std::string_view, 6> enum_names(VertexKind)
-{
-  return {"gpu", "nvswitch", "leaf", "spine", "aggregation", "region_gateway"};
-}
-/// @brief The tiers of links, from the scale-up domain outwards.
-enum class Tier { nvlink, nic, leaf_spine, pod_aggregation, inter_building, building_uplink, inter_region };
-constexpr std::array<std::string_view, 7> enum_names(Tier)
-{
-  return {"nvlink", "nic", "leaf_spine", "pod_aggregation", "inter_building", "building_uplink", "inter_region"};
-}
-inline constexpr int kTierCount = 7;
 
 /// @brief A full-duplex link; `bandwidth` is available in each direction. Forward is a -> b.
 struct Link {
@@ -206,8 +234,11 @@ FaultSpec read_faults(spec::ObjectReader r);
 /// @brief The built topology: vertices, links and routes. A value; copying it is allowed but large.
 class Topology {
 public:
-  /// @brief Builds the graph from a validated spec.
+  /// @brief Builds the graph from a validated spec: the template's hierarchy, or the explicit graph.
+  /// @throws SpecError for an explicit graph that cannot carry a job (disconnected GPUs, uneven nodes, ...).
   explicit Topology(TopologySpec spec);
+  /// @brief Whether the graph was imported (routes are shortest paths) rather than built from the template.
+  bool imported() const { return spec_.graph != nullptr; }
 
   /// @brief A copy whose links above the leaves (pod uplinks, inter-building, building uplinks, inter-region)
   /// have their bandwidth divided by `factor`: what one of `factor` identical rails sees of links all rails share.
@@ -248,6 +279,15 @@ public:
   /// @brief The route from one GPU to another: NVLink inside a node, otherwise up the hierarchy to the
   /// lowest common level and down again (rails, pod spine, aggregation, inter-building, inter-region).
   std::vector<Hop> route(int src_gpu, int dst_gpu) const;
+  /// @brief Every least-cost route from one GPU to another (GPUs never forward), at most `limit` of them, in
+  /// the order route() prefers them: route() returns the first. A template topology has one route per pair.
+  std::vector<std::vector<Hop>> equal_cost_routes(int src_gpu, int dst_gpu, int limit = 64) const;
+  /// @brief The links between buildings (and regions) on the route from building `a` to building `b`.
+  std::vector<int> building_path(int a, int b) const;
+  /// @brief The building a vertex belongs to (-1: a switch of no building).
+  int vertex_building(int vertex) const;
+  /// @brief The region a vertex belongs to: its building's, or a gateway's own (-1: none).
+  int vertex_region(int vertex) const;
   /// @brief Sum of latencies along a route.
   double route_latency(const std::vector<Hop>& route) const;
   /// @brief Smallest bandwidth along a route.
@@ -261,10 +301,11 @@ public:
   /// @brief -1 when the topology has a single region (no gateways).
   int region_gateway_vertex(int region) const { return gateway_base_ < 0 ? -1 : gateway_base_ + region; }
 
-  /// @brief Link ids by role (see route()).
-  int nvlink_link(int gpu) const { return gpu; }
-  int nic_link(int gpu) const { return static_cast<int>(counts_.gpus) + gpu; }
-  int leaf_uplink(int leaf) const { return leaf_uplink_base_ + leaf; }
+  /// @brief Link ids by role (see route()). In an imported graph: a GPU's first link to an NVSwitch and to
+  /// anything else (-1: none), and a leaf's first link to a switch.
+  int nvlink_link(int gpu) const { return gpu_nvlink_.empty() ? gpu : gpu_nvlink_[gpu]; }
+  int nic_link(int gpu) const { return gpu_nic_.empty() ? static_cast<int>(counts_.gpus) + gpu : gpu_nic_[gpu]; }
+  int leaf_uplink(int leaf) const { return leaf_uplink_of_.empty() ? leaf_uplink_base_ + leaf : leaf_uplink_of_[leaf]; }
   int pod_uplink(int pod) const { return pod_uplink_base_ + pod; }
   /// @brief -1 when the two buildings are the same or in different regions.
   int inter_building_link(int building_a, int building_b) const;
@@ -280,10 +321,22 @@ public:
   std::vector<BoundaryCapacity> boundary_capacities() const;
   /// @brief Writes the graph in Graphviz DOT.
   void write_dot(std::ostream& out) const;
+  /// @brief The graph as a topology file with an explicit `graph` (readable by load_topology_spec): an
+  /// imported copy routes and times every job as this topology does.
+  nlohmann::json to_graph_json() const;
+  /// @brief The graph in GraphML, with the attributes read_graphml_spec() takes.
+  void write_graphml(std::ostream& out) const;
 
 private:
   /// @brief GPUs attached to leaf `leaf_in_pod` of a pod (fewer than its down ports on a partly filled leaf).
   int leaf_gpus(int leaf_in_pod) const;
+  void build_from_graph();
+  /// @brief Imported graphs: least-cost distances between fabric switches over the links left with bandwidth.
+  void build_routes();
+  /// @brief Imported graphs: marks GPUs that reach no GPU of the largest connected part.
+  void mark_cut_off(const std::string& why);
+  std::vector<Hop> graph_route(int src, int dst) const;
+
   void add_link(Tier tier, int a, int b, double bandwidth, double latency);
   const LongLinkSpec& long_link_for(const std::vector<LinkOverride>& overrides, const LongLinkSpec& fallback,
                                     const std::string& a, const std::string& b) const;
@@ -302,6 +355,19 @@ private:
   std::vector<std::string> building_gpu_; ///< per building: its GPU file, "" for the job's
   std::vector<std::string> gpu_fault_;    ///< per GPU: why it is failed (empty: healthy); empty vector: no faults
   int failed_links_ = 0, degraded_links_ = 0;
+
+  // Imported graphs only. Vertices: GPUs first (grouped by node), then switches in file order.
+  std::vector<GpuLocation> gpu_location_;
+  std::vector<int> gpu_nvlink_, gpu_nic_, leaf_uplink_of_;
+  std::vector<std::string> vertex_names_;
+  std::vector<int> vertex_building_;
+  std::vector<int> vertex_region_;
+  std::vector<std::string> node_names_;
+  std::vector<std::vector<std::pair<int, int>>> adjacency_; ///< per vertex: (link, other end), by link id
+  std::vector<int> fabric_index_;      ///< per vertex: row in distance_ (switches with a switch neighbour), else -1
+  std::vector<std::int32_t> distance_; ///< fabric x fabric least cost; kUnreachable when none
+  int fabric_count_ = 0;
+  std::vector<int> link_cost_;
 };
 
 /// @brief Index of the unordered pair (i, j), i != j, among n items in a dense triangular layout.

@@ -1,0 +1,82 @@
+// An imported copy of a template topology (spansim topology export) times a step as the template does, at every
+// fidelity: same links, same routes, same placement.
+#include "scenario/scenario.hpp"
+#include "topology/topology.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+
+using nlohmann::json;
+namespace sc = spansim::scenario;
+namespace tp = spansim::topology;
+
+namespace {
+
+json campus()
+{
+  return {
+      {"name", "small-campus"},
+      {"node", {{"gpus", 4}, {"nvlink_bandwidth", "450GBps"}, {"nvlink_latency", "0.5us"}, {"nccl_efficiency", 0.8}}},
+      {"pod",
+       {{"nodes", 3},
+        {"rail_optimized", true},
+        {"nic_bandwidth", "400Gbps"},
+        {"leaf_radix", 4},
+        {"spine_radix", 8},
+        {"oversubscription", 1},
+        {"link_latency", "1us"},
+        {"nccl_efficiency", 0.9}}},
+      {"building", {{"pods", 2}, {"aggregation_oversubscription", 3}, {"aggregation_latency", "2us"}}},
+      {"regions",
+       json::array({{{"name", "east"}, {"buildings", {"e-a", "e-b"}}}, {{"name", "west"}, {"buildings", 1}}})},
+      {"inter_building", {{"bandwidth", "2Tbps"}, {"distance", "3km"}, {"equipment_latency", "2us"}}},
+      {"inter_region",
+       {{"bandwidth", "1Tbps"},
+        {"distance", "800km"},
+        {"equipment_latency", "20us"},
+        {"building_uplink", "4Tbps"},
+        {"building_uplink_latency", "2us"}}}};
+}
+
+json scenario(const json& topology, const std::string& fidelity, const std::vector<std::string>& buildings)
+{
+  return {{"name", "imported-copy"},
+          {"topology", topology},
+          {"job",
+           {{"name", "small"},
+            {"model",
+             {{"name", "small"},
+              {"layers", 4},
+              {"hidden", 1024},
+              {"ffn", 4096},
+              {"heads", 8},
+              {"kv_heads", 8},
+              {"vocab", 32000}}},
+            {"gpu", "h100"},
+            {"gpus", 16},
+            {"parallelism", {{"tp", 4}, {"pp", 2}, {"dp", 2}, {"data_parallel", "ddp"}}},
+            {"batch", {{"global_sequences", 8}, {"sequence_length", 1024}, {"micro_batch", 1}}},
+            {"schedule", {{"kind", "1f1b"}}},
+            {"calibration", "none"}}},
+          {"placement", {{"order", {"tp", "cp", "dp", "pp"}}, {"buildings", buildings}}},
+          {"fidelity", fidelity}};
+}
+
+} // namespace
+
+TEST_CASE("an imported copy of a template times a step as the template, at every fidelity", "[scenario][graph]")
+{
+  const json original = campus();
+  const json copy     = tp::Topology(tp::parse_topology_spec(original, "campus.json")).to_graph_json();
+  for (const std::vector<std::string> buildings : {std::vector<std::string>{"e-a", "e-b"}, {"e-b", "west-b0"}})
+    for (const char* fidelity : {"analytical", "flow", "packet"}) {
+      const auto a = sc::run_scenario(sc::parse_scenario(scenario(original, fidelity, buildings), "a.json"));
+      const auto b = sc::run_scenario(sc::parse_scenario(scenario(copy, fidelity, buildings), "b.json"));
+      std::cout << fidelity << " over " << buildings[0] << " + " << buildings[1] << ": template " << a.result.step_time
+                << " s, imported copy " << b.result.step_time << " s\n";
+      CHECK(b.result.step_time == Approx(a.result.step_time).epsilon(1e-9));
+      CHECK(b.result.rails == a.result.rails);
+    }
+}

@@ -1,0 +1,306 @@
+// Imported graphs: least-cost routes against Boost.Graph's shortest paths, exported copies that route as their
+// originals, failed links routed around, and bad graphs refused with their file and path.
+#include "common/error.hpp"
+#include "topology/topology.hpp"
+
+#include <boost/graph/dijkstra_shortest_paths.hpp>
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+
+using nlohmann::json;
+namespace tp = spansim::topology;
+
+namespace {
+
+// A 3 x 3 torus of pods (not a tree: every pod switch has four neighbours and pairs have several least-cost
+// routes), two nodes of two GPUs per pod, every GPU on its NVSwitch and on its pod's switch. Columns 0-1 are
+// building "west", column 2 building "east".
+json torus(int n = 3)
+{
+  json vertices = json::array(), links = json::array();
+  auto pod_name = [&](int x, int y) { return "p" + std::to_string(x) + std::to_string(y); };
+  auto building = [&](int x) { return x < n - 1 ? "west" : "east"; };
+  for (int x = 0; x < n; ++x)
+    for (int y = 0; y < n; ++y) {
+      const std::string p = pod_name(x, y);
+      for (int node = 0; node < 2; ++node) {
+        const std::string nn = p + "/n" + std::to_string(node);
+        vertices.push_back({{"id", nn + "/nvs"}, {"kind", "nvswitch"}, {"building", building(x)}});
+        for (int g = 0; g < 2; ++g) {
+          const std::string gpu = nn + "/g" + std::to_string(g);
+          vertices.push_back({{"id", gpu}, {"kind", "gpu"}, {"building", building(x)}, {"pod", p}, {"node", nn}});
+          links.push_back({{"a", gpu}, {"b", nn + "/nvs"}, {"bandwidth", "400GBps"}, {"latency", "0.5us"}});
+          links.push_back({{"a", gpu}, {"b", p + "/sw"}, {"bandwidth", "400Gbps"}, {"latency", "1us"}});
+        }
+      }
+      vertices.push_back({{"id", p + "/sw"}, {"kind", "spine"}, {"building", building(x)}});
+    }
+  for (int x = 0; x < n; ++x)
+    for (int y = 0; y < n; ++y) {
+      links.push_back({{"a", pod_name(x, y) + "/sw"},
+                       {"b", pod_name((x + 1) % n, y) + "/sw"},
+                       {"bandwidth", "3.2Tbps"},
+                       {"latency", "5us"}});
+      links.push_back({{"a", pod_name(x, y) + "/sw"},
+                       {"b", pod_name(x, (y + 1) % n) + "/sw"},
+                       {"bandwidth", "3.2Tbps"},
+                       {"latency", "5us"}});
+    }
+  return {{"name", "torus"},
+          {"regions", json::array({{{"name", "r"}, {"buildings", {"west", "east"}}}})},
+          {"graph", {{"vertices", vertices}, {"links", links}}}};
+}
+
+tp::Topology load(const json& doc)
+{
+  return tp::Topology(tp::parse_topology_spec(doc, "graph.json"));
+}
+
+// A small hierarchical template with rails, two pods per building, two buildings in one region and a second region.
+json template_topology()
+{
+  return {
+      {"name", "small-campus"},
+      {"node", {{"gpus", 4}, {"nvlink_bandwidth", "450GBps"}, {"nvlink_latency", "0.5us"}, {"nccl_efficiency", 0.8}}},
+      {"pod",
+       {{"nodes", 3},
+        {"rail_optimized", true},
+        {"nic_bandwidth", "400Gbps"},
+        {"leaf_radix", 4},
+        {"spine_radix", 8},
+        {"oversubscription", 1},
+        {"link_latency", "1us"},
+        {"nccl_efficiency", 0.9}}},
+      {"building", {{"pods", 2}, {"aggregation_oversubscription", 3}, {"aggregation_latency", "2us"}}},
+      {"regions",
+       json::array({{{"name", "east"}, {"buildings", {"e-a", "e-b"}}}, {{"name", "west"}, {"buildings", 1}}})},
+      {"inter_building", {{"bandwidth", "10Tbps"}, {"distance", "3km"}, {"equipment_latency", "2us"}}},
+      {"inter_region",
+       {{"bandwidth", "5Tbps"},
+        {"distance", "800km"},
+        {"equipment_latency", "20us"},
+        {"building_uplink", "20Tbps"},
+        {"building_uplink_latency", "2us"}}}};
+}
+
+} // namespace
+
+TEST_CASE("graph: routes on a torus of pods are Boost.Graph's shortest paths, and every tie is kept",
+          "[topology][graph]")
+{
+  const auto t = load(torus());
+  REQUIRE(t.imported());
+  REQUIRE(t.gpu_count() == 36);
+  // Boost's Dijkstra from each GPU over the graph without the other GPUs (GPUs do not forward): unit costs.
+  const int n = static_cast<int>(t.vertex_kinds().size());
+  int checked = 0, with_ties = 0;
+  for (int src = 0; src < t.gpu_count(); ++src) {
+    tp::Graph g(n);
+    for (std::size_t k = 0; k < t.links().size(); ++k) {
+      const auto& l   = t.links()[k];
+      const bool a_ok = l.a >= t.gpu_count() || l.a == src, b_ok = l.b >= t.gpu_count() || l.b == src;
+      // Edges into other GPUs are kept (a route ends there), edges out of them are not.
+      if (a_ok)
+        boost::add_edge(l.a, l.b, tp::EdgeProperties{static_cast<int>(k), true, 1.0}, g);
+      if (b_ok)
+        boost::add_edge(l.b, l.a, tp::EdgeProperties{static_cast<int>(k), false, 1.0}, g);
+    }
+    std::vector<double> dist(n);
+    std::vector<int> pred(n);
+    boost::dijkstra_shortest_paths(
+        g, src,
+        boost::weight_map(boost::get(&tp::EdgeProperties::capacity, g))
+            .distance_map(boost::make_iterator_property_map(dist.begin(), boost::get(boost::vertex_index, g)))
+            .predecessor_map(boost::make_iterator_property_map(pred.begin(), boost::get(boost::vertex_index, g))));
+    // Shortest-path counts by dynamic programming over Boost's distances, vertices in distance order.
+    std::vector<int> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return dist[a] < dist[b]; });
+    std::vector<double> paths(n, 0);
+    paths[src] = 1;
+    for (int v : order)
+      if (v == src || v >= t.gpu_count())
+        for (auto [e, end] = boost::out_edges(v, g); e != end; ++e) {
+          const int u = static_cast<int>(boost::target(*e, g));
+          if (dist[u] == dist[v] + 1)
+            paths[u] += paths[v];
+        }
+    for (int dst = 0; dst < t.gpu_count(); ++dst) {
+      if (dst == src)
+        continue;
+      const auto route = t.route(src, dst);
+      const auto all   = t.equal_cost_routes(src, dst, 1000);
+      CHECK(static_cast<double>(route.size()) == dist[dst]);
+      CHECK(static_cast<double>(all.size()) == paths[dst]);
+      CHECK(all.front() == route);
+      // A walk from src to dst.
+      int at = src;
+      for (const auto& h : route) {
+        const auto& l = t.links()[h.link];
+        CHECK((h.forward ? l.a : l.b) == at);
+        at = h.forward ? l.b : l.a;
+      }
+      CHECK(at == dst);
+      ++checked;
+      with_ties += all.size() > 1;
+    }
+  }
+  std::cout << "routes checked " << checked << ", with several least-cost routes " << with_ties << "\n";
+  CHECK(with_ties > 0);
+}
+
+TEST_CASE("graph: an exported template imports as the same graph with the same routes (JSON and GraphML)",
+          "[topology][graph]")
+{
+  const tp::Topology original(tp::parse_topology_spec(template_topology(), "small.json"));
+  const auto from_json = load(original.to_graph_json());
+  const auto path      = (std::filesystem::temp_directory_path() / "spansim-test-export.graphml").string();
+  {
+    std::ofstream out(path);
+    original.write_graphml(out);
+  }
+  const tp::Topology from_graphml(tp::load_topology_spec(path));
+  std::filesystem::remove(path);
+  for (const auto* copy : {&from_json, &from_graphml}) {
+    REQUIRE(copy->gpu_count() == original.gpu_count());
+    REQUIRE(copy->links().size() == original.links().size());
+    for (std::size_t k = 0; k < original.links().size(); ++k) {
+      CHECK(copy->links()[k].bandwidth == original.links()[k].bandwidth);
+      CHECK(copy->links()[k].latency == original.links()[k].latency);
+      CHECK(copy->links()[k].tier == original.links()[k].tier);
+    }
+    int differ = 0;
+    for (int s = 0; s < original.gpu_count(); ++s)
+      for (int d = 0; d < original.gpu_count(); ++d)
+        differ += copy->route(s, d) != original.route(s, d);
+    CHECK(differ == 0);
+    for (int g = 0; g < original.gpu_count(); ++g) {
+      CHECK(copy->locate(g).building == original.locate(g).building);
+      CHECK(copy->locate(g).local == original.locate(g).local);
+      CHECK(copy->vertex_name(g) == original.vertex_name(g));
+    }
+    const auto a = original.boundary_capacities(), b = copy->boundary_capacities();
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      CHECK(b[i].boundary_links == a[i].boundary_links);
+      CHECK(b[i].max_flow == Approx(a[i].max_flow).epsilon(1e-12));
+    }
+  }
+}
+
+TEST_CASE("graph: a failed torus link is routed around; a GPU whose links all fail is cut off",
+          "[topology][graph][faults]")
+{
+  const auto t = load(torus());
+  // p00 to p10 is one hop on the torus; with that link failed, two.
+  const int src = 0; // p00/n0/g0
+  int dst       = -1;
+  for (int g = 0; g < t.gpu_count(); ++g)
+    if (t.vertex_name(g) == "p10/n0/g0")
+      dst = g;
+  REQUIRE(dst >= 0);
+  CHECK(t.route(src, dst).size() == 3); // GPU -> p00/sw -> p10/sw -> GPU
+  tp::FaultSpec f;
+  f.links.push_back({"p00/sw -- p10/sw", 0, {}});
+  const auto broken = t.with_faults(f);
+  CHECK(broken.failed_links() == 1);
+  const auto detour = broken.route(src, dst);
+  CHECK(detour.size() == 4); // the other way round the ring of three: p00 -> p20 -> p10
+  for (const auto& h : detour)
+    CHECK(broken.links()[h.link].bandwidth > 0);
+  CHECK(broken.gpu_fault(dst).empty());
+
+  tp::FaultSpec cut;
+  cut.links.push_back({"p00/n0/g0 -- p00/n0/nvs", 0, {}});
+  cut.links.push_back({"p00/n0/g0 -- p00/sw", 0, {}});
+  const auto isolated = t.with_faults(cut);
+  CHECK_THAT(isolated.gpu_fault(0), Catch::Contains("cut off"));
+  CHECK(isolated.gpu_fault(1).empty());
+}
+
+TEST_CASE("graph: bad graphs are refused with the file, the path and what is wrong", "[topology][graph][errors]")
+{
+  auto refused = [](json doc, const std::string& what) {
+    INFO(what);
+    CHECK_THROWS_WITH(load(doc), Catch::Contains("graph.json") && Catch::Contains(what));
+  };
+  {
+    auto d                              = torus();
+    d["graph"]["links"][1]["bandwidth"] = "0Gbps";
+    refused(d, "greater than zero");
+  }
+  {
+    auto d = torus();
+    d["graph"]["links"][1].erase("bandwidth");
+    refused(d, "$.graph.links[1]");
+  }
+  {
+    auto d                                = torus();
+    d["graph"]["vertices"][1]["building"] = "north";
+    refused(d, "unknown building \"north\"");
+  }
+  {
+    auto d                      = torus();
+    d["graph"]["links"][0]["b"] = "nowhere";
+    refused(d, "unknown vertex \"nowhere\"");
+  }
+  {
+    auto d                            = torus();
+    d["graph"]["vertices"][0]["kind"] = "router";
+    refused(d, "allowed: \"gpu\", \"nvswitch\"");
+  }
+  {
+    auto d                            = torus();
+    d["graph"]["vertices"][1]["rack"] = 3;
+    refused(d, "rack");
+  }
+  {
+    auto d = torus();
+    d["graph"]["links"].push_back({{"a", "p00/n0/g0"}, {"b", "p00/n0/g1"}, {"bandwidth", "1Gbps"}, {"latency", "1us"}});
+    refused(d, "not directly");
+  }
+  {
+    // A pod whose switch has no torus links: its GPUs reach nothing outside the pod.
+    auto d    = torus();
+    auto& ls  = d["graph"]["links"];
+    json keep = json::array();
+    for (const auto& l : ls)
+      if (l["a"].get<std::string>().rfind("p22/sw", 0) != 0 && l["b"].get<std::string>() != "p22/sw")
+        keep.push_back(l);
+      else if (l["a"].get<std::string>().find("/g") != std::string::npos)
+        keep.push_back(l);
+    ls = keep;
+    refused(d, "disconnected");
+  }
+  {
+    auto d                            = torus();
+    d["graph"]["vertices"][1]["node"] = "p00/n1";
+    refused(d, "GPUs");
+  }
+  {
+    auto d                       = torus();
+    d["graph"]["rail_optimized"] = true;
+    refused(d, "rail_optimized");
+  }
+  {
+    auto d    = torus();
+    d["node"] = {{"gpus", 8}};
+    refused(d, "node");
+  }
+  // GraphML: an attribute spansim does not know.
+  const auto path = (std::filesystem::temp_directory_path() / "spansim-test-bad.graphml").string();
+  {
+    std::ofstream out(path);
+    out << "<?xml version=\"1.0\"?>\n<graphml xmlns=\"http://graphml.graphdrawing.org/xmlns\">\n"
+           "<key id=\"k\" for=\"node\" attr.name=\"colour\" attr.type=\"string\"/>\n"
+           "<graph edgedefault=\"undirected\"><node id=\"a\"><data key=\"k\">red</data></node></graph></graphml>\n";
+  }
+  CHECK_THROWS_WITH(tp::load_topology_spec(path),
+                    Catch::Contains(path) && Catch::Contains("unknown GraphML attribute \"colour\""));
+  std::filesystem::remove(path);
+}

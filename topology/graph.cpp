@@ -1,0 +1,387 @@
+// Imported graphs: vertices, links and locations from a GraphSpec, and least-cost routing over it.
+//
+// GPUs never forward, so a route is: a first link out of the source GPU, a least-cost walk between two fabric
+// switches (switches with a switch neighbour), and a last link into the destination; or, through a switch that
+// joins only GPUs (an NVSwitch), two links. Distances between fabric switches are computed once (Dijkstra from
+// each), which keeps a route a few table lookups; ties go to the lowest link ids, i.e. the file's order.
+#include "common/error.hpp"
+#include "topology/topology.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <queue>
+#include <tuple>
+
+namespace spansim::topology {
+
+namespace {
+
+constexpr std::int32_t kUnreachable = std::numeric_limits<std::int32_t>::max();
+
+/// @brief Disjoint sets over vertex ids, for connected parts.
+struct DisjointSets {
+  std::vector<int> parent;
+  explicit DisjointSets(std::size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  int find(int v)
+  {
+    while (parent[v] != v)
+      v = parent[v] = parent[parent[v]];
+    return v;
+  }
+  void join(int a, int b) { parent[find(a)] = find(b); }
+};
+
+} // namespace
+
+void Topology::build_from_graph()
+{
+  const auto& g    = *spec_.graph;
+  const auto where = g.file == spec_.file ? std::string("$.graph") : std::string();
+  auto fail        = [&](const std::string& what) { throw SpecError(g.file, where, what); };
+  std::map<std::string, int> building_index;
+  for (std::size_t r = 0; r < spec_.regions.size(); ++r) {
+    region_first_building_.push_back(static_cast<int>(building_names_.size()));
+    for (const auto& b : spec_.regions[r].buildings) {
+      building_index[b] = static_cast<int>(building_names_.size());
+      building_names_.push_back(b);
+      building_region_.push_back(static_cast<int>(r));
+    }
+  }
+
+  // GPUs first, grouped by node in the order nodes first appear; then the switches in file order.
+  std::map<std::string, int> node_index;
+  std::vector<std::vector<int>> node_members;
+  for (std::size_t i = 0; i < g.vertices.size(); ++i) {
+    const auto& v = g.vertices[i];
+    if (v.kind != VertexKind::gpu)
+      continue;
+    auto [it, fresh] = node_index.emplace(v.node, static_cast<int>(node_members.size()));
+    if (fresh) {
+      node_members.emplace_back();
+      node_names_.push_back(v.node);
+    }
+    const auto& first = g.vertices[node_members[it->second].empty() ? i : node_members[it->second].front()];
+    if (first.building != v.building || first.pod != v.pod)
+      fail("node \"" + v.node + "\" has GPUs in two places (" + first.id + " in " + first.building + "/" + first.pod +
+           ", " + v.id + " in " + v.building + "/" + v.pod + "): a node sits in one pod of one building");
+    node_members[it->second].push_back(static_cast<int>(i));
+  }
+  if (node_members.empty())
+    fail("the graph has no GPUs");
+  for (const auto& m : node_members)
+    if (m.size() != node_members.front().size())
+      fail("node \"" + g.vertices[m.front()].node + "\" has " + std::to_string(m.size()) + " GPUs and node \"" +
+           g.vertices[node_members.front().front()].node + "\" " + std::to_string(node_members.front().size()) +
+           ": every node must have as many GPUs (the placer lays groups out by node)");
+
+  std::vector<int> id_of(g.vertices.size(), -1);
+  std::map<std::pair<int, std::string>, int> pod_index;
+  for (std::size_t n = 0; n < node_members.size(); ++n)
+    for (std::size_t local = 0; local < node_members[n].size(); ++local) {
+      const int i     = node_members[n][local];
+      const auto& v   = g.vertices[i];
+      id_of[i]        = static_cast<int>(vertex_kind_.size());
+      const int b     = building_index.at(v.building);
+      const int pod   = pod_index.emplace(std::make_pair(b, v.pod), static_cast<int>(pod_index.size())).first->second;
+      GpuLocation loc = {building_region_[b], b, pod, static_cast<int>(n), static_cast<int>(local), -1};
+      gpu_location_.push_back(loc);
+      vertex_kind_.push_back(VertexKind::gpu);
+      vertex_names_.push_back(v.id);
+      vertex_building_.push_back(b);
+      vertex_region_.push_back(building_region_[b]);
+    }
+  for (std::size_t i = 0; i < g.vertices.size(); ++i) {
+    const auto& v = g.vertices[i];
+    if (v.kind == VertexKind::gpu)
+      continue;
+    id_of[i] = static_cast<int>(vertex_kind_.size());
+    vertex_kind_.push_back(v.kind);
+    vertex_names_.push_back(v.id);
+    vertex_building_.push_back(v.building.empty() ? -1 : building_index.at(v.building));
+    int region = v.building.empty() ? -1 : building_region_[vertex_building_.back()];
+    for (std::size_t r = 0; r < spec_.regions.size() && region < 0; ++r)
+      if (spec_.regions[r].name == v.region)
+        region = static_cast<int>(r);
+    vertex_region_.push_back(region);
+  }
+  std::map<std::string, int> vertex_of;
+  for (std::size_t i = 0; i < g.vertices.size(); ++i)
+    vertex_of[g.vertices[i].id] = id_of[i];
+
+  const int gpus = static_cast<int>(gpu_location_.size());
+  adjacency_.resize(vertex_kind_.size());
+  for (const auto& e : g.edges) {
+    const int a = vertex_of.at(e.a), b = vertex_of.at(e.b);
+    const int k = static_cast<int>(links_.size());
+    add_link(e.tier, a, b, e.bandwidth, e.latency);
+    link_cost_.push_back(e.cost);
+    adjacency_[a].push_back({k, b});
+    adjacency_[b].push_back({k, a});
+  }
+  gpu_nvlink_.assign(gpus, -1);
+  gpu_nic_.assign(gpus, -1);
+  leaf_uplink_of_.assign(vertex_kind_.size(), -1);
+  for (int v = 0; v < static_cast<int>(vertex_kind_.size()); ++v)
+    for (auto [k, u] : adjacency_[v]) {
+      if (v < gpus) {
+        auto& slot = vertex_kind_[u] == VertexKind::nvswitch ? gpu_nvlink_[v] : gpu_nic_[v];
+        if (slot < 0)
+          slot = k;
+      } else if (u >= gpus && leaf_uplink_of_[v] < 0) {
+        leaf_uplink_of_[v] = k;
+      }
+    }
+  for (int gpu = 0; gpu < gpus; ++gpu) {
+    if (adjacency_[gpu].empty())
+      fail("GPU \"" + vertex_names_[gpu] + "\" has no links");
+    if (gpu_nic_[gpu] >= 0)
+      gpu_location_[gpu].leaf = links_[gpu_nic_[gpu]].a == gpu ? links_[gpu_nic_[gpu]].b : links_[gpu_nic_[gpu]].a;
+  }
+
+  const int gpn = static_cast<int>(node_members.front().size());
+  if (g.rail_optimized) {
+    // Rail symmetry (one rail simulated for all) holds only if no leaf mixes rails.
+    std::vector<int> rail_of(vertex_kind_.size(), -1);
+    for (int gpu = 0; gpu < gpus; ++gpu)
+      for (auto [k, u] : adjacency_[gpu]) {
+        if (vertex_kind_[u] == VertexKind::nvswitch)
+          continue;
+        const int rail = gpu_location_[gpu].local;
+        if (rail_of[u] >= 0 && rail_of[u] != rail)
+          fail("\"rail_optimized\" is true, but " + vertex_names_[u] + " joins GPUs of rails " +
+               std::to_string(rail_of[u]) + " and " + std::to_string(rail) + " (GPU i of a node is on rail i)");
+        rail_of[u] = rail;
+      }
+    for (int gpu = 0; gpu < gpus; ++gpu)
+      if (gpu_nic_[gpu] < 0)
+        fail("\"rail_optimized\" is true, but GPU \"" + vertex_names_[gpu] + "\" has no link to a leaf");
+  }
+
+  counts_.gpus            = gpus;
+  counts_.nodes           = static_cast<std::int64_t>(node_members.size());
+  counts_.pods            = static_cast<std::int64_t>(pod_index.size());
+  counts_.buildings       = static_cast<std::int64_t>(building_names_.size());
+  counts_.regions         = static_cast<std::int64_t>(spec_.regions.size());
+  counts_.leaves          = std::count(vertex_kind_.begin(), vertex_kind_.end(), VertexKind::leaf);
+  counts_.physical_spines = std::count(vertex_kind_.begin(), vertex_kind_.end(), VertexKind::spine);
+  // The template's fields stand for the graph where other stages read them: node size, rails, first speeds.
+  spec_.node                  = NodeSpec{};
+  spec_.node.gpus             = gpn;
+  spec_.node.nvlink_bandwidth = gpu_nvlink_[0] >= 0 ? links_[gpu_nvlink_[0]].bandwidth : 0;
+  spec_.node.nvlink_latency   = gpu_nvlink_[0] >= 0 ? links_[gpu_nvlink_[0]].latency : 0;
+  spec_.pod                   = PodSpec{};
+  spec_.pod.rail_optimized    = g.rail_optimized;
+  spec_.pod.nic_bandwidth     = gpu_nic_[0] >= 0 ? links_[gpu_nic_[0]].bandwidth : 0;
+  spec_.pod.link_latency      = gpu_nic_[0] >= 0 ? links_[gpu_nic_[0]].latency : 0;
+  spec_.pod.nodes             = static_cast<int>(counts_.nodes / std::max<std::int64_t>(1, counts_.pods));
+  spec_.building.pods         = static_cast<int>(counts_.pods / std::max<std::int64_t>(1, counts_.buildings));
+
+  building_gpu_.assign(building_names_.size(), "");
+  for (const auto& o : spec_.building_overrides)
+    building_gpu_[building_index.at(o.building)] = o.gpu;
+
+  build_routes();
+  mark_cut_off("");
+  for (int gpu = 0; gpu < gpus; ++gpu)
+    if (!gpu_fault_[gpu].empty())
+      fail("GPU \"" + vertex_names_[gpu] + "\" cannot reach GPU \"" + vertex_names_[0] +
+           "\": the graph is disconnected (GPUs do not forward traffic)");
+  gpu_fault_.clear();
+}
+
+void Topology::build_routes()
+{
+  const int gpus = static_cast<int>(counts_.gpus);
+  const int n    = static_cast<int>(vertex_kind_.size());
+  fabric_index_.assign(n, -1);
+  std::vector<int> fabric;
+  for (int v = gpus; v < n; ++v)
+    for (auto [k, u] : adjacency_[v])
+      if (u >= gpus) {
+        fabric_index_[v] = static_cast<int>(fabric.size());
+        fabric.push_back(v);
+        break;
+      }
+  fabric_count_ = static_cast<int>(fabric.size());
+  const auto f  = static_cast<std::size_t>(fabric_count_);
+  distance_.assign(f * f, kUnreachable);
+  using Item = std::pair<std::int32_t, int>;
+  for (std::size_t s = 0; s < f; ++s) {
+    std::int32_t* row = &distance_[s * f];
+    std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
+    row[s] = 0;
+    queue.push({0, fabric[s]});
+    while (!queue.empty()) {
+      auto [d, v] = queue.top();
+      queue.pop();
+      if (d > row[fabric_index_[v]])
+        continue;
+      for (auto [k, u] : adjacency_[v]) {
+        const int fu = fabric_index_[u];
+        if (fu < 0 || !(links_[k].bandwidth > 0))
+          continue;
+        const std::int32_t nd = d + link_cost_[k];
+        if (nd < row[fu]) {
+          row[fu] = nd;
+          queue.push({nd, u});
+        }
+      }
+    }
+  }
+}
+
+void Topology::mark_cut_off(const std::string& why)
+{
+  // Connected parts of the switches over the links left; a GPU belongs to the parts of the switches it reaches.
+  const int gpus = static_cast<int>(counts_.gpus);
+  const int n    = static_cast<int>(vertex_kind_.size());
+  DisjointSets sets(n);
+  for (const auto& l : links_)
+    if (l.a >= gpus && l.b >= gpus && l.bandwidth > 0)
+      sets.join(l.a, l.b);
+  std::map<int, int> gpus_in; // part -> GPUs reaching it
+  std::vector<std::vector<int>> parts(gpus);
+  for (int gpu = 0; gpu < gpus; ++gpu) {
+    for (auto [k, u] : adjacency_[gpu])
+      if (links_[k].bandwidth > 0)
+        parts[gpu].push_back(sets.find(u));
+    std::sort(parts[gpu].begin(), parts[gpu].end());
+    parts[gpu].erase(std::unique(parts[gpu].begin(), parts[gpu].end()), parts[gpu].end());
+    for (int p : parts[gpu])
+      ++gpus_in[p];
+  }
+  int main = -1, most = 0;
+  for (auto [p, count] : gpus_in)
+    if (count > most) {
+      main = p;
+      most = count;
+    }
+  gpu_fault_.resize(gpus);
+  for (int gpu = 0; gpu < gpus; ++gpu)
+    if (gpu_fault_[gpu].empty() && std::find(parts[gpu].begin(), parts[gpu].end(), main) == parts[gpu].end())
+      gpu_fault_[gpu] = "cut off from the rest of the graph" + (why.empty() ? std::string() : " by " + why);
+}
+
+std::vector<Hop> Topology::graph_route(int src, int dst) const
+{
+  // The cheapest (cost, first link, last link) way in and out; then the walk between them.
+  const auto f = static_cast<std::size_t>(fabric_count_);
+  std::tuple<std::int64_t, int, int> best{std::numeric_limits<std::int64_t>::max(), -1, -1};
+  int best_a = -1, best_b = -1;
+  auto consider = [&](std::int64_t cost, int l1, int l2, int a, int b) {
+    std::tuple<std::int64_t, int, int> c{cost, l1, l2};
+    if (c < best) {
+      best   = c;
+      best_a = a;
+      best_b = b;
+    }
+  };
+  for (auto [l1, a] : adjacency_[src]) {
+    if (!(links_[l1].bandwidth > 0))
+      continue;
+    if (fabric_index_[a] < 0) {
+      for (auto [l2, x] : adjacency_[a])
+        if (x == dst && links_[l2].bandwidth > 0)
+          consider(std::int64_t(link_cost_[l1]) + link_cost_[l2], l1, l2, a, a);
+      continue;
+    }
+    for (auto [l2, b] : adjacency_[dst]) {
+      if (fabric_index_[b] < 0 || !(links_[l2].bandwidth > 0))
+        continue;
+      const auto d = distance_[fabric_index_[a] * f + fabric_index_[b]];
+      if (d != kUnreachable)
+        consider(std::int64_t(link_cost_[l1]) + d + link_cost_[l2], l1, l2, a, b);
+    }
+  }
+  if (best_a < 0)
+    throw UsageError("no route from " + vertex_names_[src] + " to " + vertex_names_[dst] +
+                     " (failed links cut them apart)");
+  auto hop = [&](int link, int from) { return Hop{link, links_[link].a == from}; };
+  std::vector<Hop> route{hop(std::get<1>(best), src)};
+  const std::int32_t* to_b = best_a == best_b ? nullptr : &distance_[fabric_index_[best_b] * f];
+  for (int v = best_a; v != best_b;) {
+    for (auto [k, u] : adjacency_[v]) {
+      const int fu = fabric_index_[u];
+      if (fu >= 0 && links_[k].bandwidth > 0 && to_b[fu] != kUnreachable &&
+          to_b[fu] + link_cost_[k] == to_b[fabric_index_[v]]) {
+        route.push_back(hop(k, v));
+        v = u;
+        break;
+      }
+    }
+  }
+  route.push_back(hop(std::get<2>(best), best_b));
+  return route;
+}
+
+std::vector<std::vector<Hop>> Topology::equal_cost_routes(int src, int dst, int limit) const
+{
+  if (!imported() || src == dst)
+    return {route(src, dst)};
+  route(src, dst); // range checks, and the error when there is no route
+  const auto f = static_cast<std::size_t>(fabric_count_);
+  struct Way {
+    int l1, l2, a, b;
+  };
+  std::int64_t cheapest = std::numeric_limits<std::int64_t>::max();
+  std::vector<Way> ways;
+  auto consider = [&](std::int64_t cost, Way w) {
+    if (cost < cheapest) {
+      cheapest = cost;
+      ways.clear();
+    }
+    if (cost == cheapest)
+      ways.push_back(w);
+  };
+  for (auto [l1, a] : adjacency_[src]) {
+    if (!(links_[l1].bandwidth > 0))
+      continue;
+    if (fabric_index_[a] < 0) {
+      for (auto [l2, x] : adjacency_[a])
+        if (x == dst && links_[l2].bandwidth > 0)
+          consider(std::int64_t(link_cost_[l1]) + link_cost_[l2], {l1, l2, a, a});
+      continue;
+    }
+    for (auto [l2, b] : adjacency_[dst])
+      if (fabric_index_[b] >= 0 && links_[l2].bandwidth > 0) {
+        const auto d = distance_[fabric_index_[a] * f + fabric_index_[b]];
+        if (d != kUnreachable)
+          consider(std::int64_t(link_cost_[l1]) + d + link_cost_[l2], {l1, l2, a, b});
+      }
+  }
+  std::sort(ways.begin(), ways.end(),
+            [](const Way& x, const Way& y) { return std::tie(x.l1, x.l2) < std::tie(y.l1, y.l2); });
+  std::vector<std::vector<Hop>> out;
+  auto hop = [&](int link, int from) { return Hop{link, links_[link].a == from}; };
+  for (const auto& w : ways) {
+    const std::int32_t* to_b = fabric_index_[w.b] < 0 ? nullptr : &distance_[fabric_index_[w.b] * f];
+    std::vector<Hop> path{hop(w.l1, src)};
+    // Depth-first over the next hops that stay on a least-cost walk, in link order.
+    std::function<void(int)> walk = [&](int v) {
+      if (static_cast<int>(out.size()) >= limit)
+        return;
+      if (v == w.b) {
+        auto r = path;
+        r.push_back(hop(w.l2, w.b));
+        out.push_back(std::move(r));
+        return;
+      }
+      for (auto [k, u] : adjacency_[v]) {
+        const int fu = fabric_index_[u];
+        if (fu >= 0 && links_[k].bandwidth > 0 && to_b[fu] != kUnreachable &&
+            to_b[fu] + link_cost_[k] == to_b[fabric_index_[v]]) {
+          path.push_back(hop(k, v));
+          walk(u);
+          path.pop_back();
+        }
+      }
+    };
+    walk(w.a);
+  }
+  return out;
+}
+
+} // namespace spansim::topology

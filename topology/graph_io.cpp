@@ -1,0 +1,493 @@
+// Reading explicit graphs: a spec's inline "graph" block, or a GraphML file read with Boost.Graph's read_graphml.
+// Both end in one GraphSpec whose labels are checked against the regions, and whose links without a tier get
+// one from what they join.
+#include "topology/graph_io.hpp"
+
+#include "common/error.hpp"
+#include "common/json_reader.hpp"
+#include "common/names.hpp"
+#include "common/units.hpp"
+
+#include <boost/graph/graphml.hpp>
+#include <boost/property_tree/ptree.hpp>
+#include <boost/property_tree/xml_parser.hpp>
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <unordered_map>
+
+namespace spansim::topology::detail {
+
+using spec::Location;
+using spec::ObjectReader;
+
+namespace {
+
+std::string join(const std::vector<std::string>& items)
+{
+  std::string out;
+  for (const auto& i : items)
+    out += (out.empty() ? "" : ", ") + i;
+  return out;
+}
+
+/// @brief A graph being read, with where each element came from and which links named their tier.
+struct RawGraph {
+  GraphSpec graph;
+  std::vector<Location> vertex_at;
+  std::vector<Location> edge_at;
+  std::vector<bool> tier_given;
+};
+
+// A link's tier from what it joins: a GPU's links are NVLink (to its NVSwitch) or NIC; links between buildings
+// or regions are the long links; inside a building leaf-spine, or the aggregation layer.
+Tier infer_tier(const GraphSpec::Vertex& x, const GraphSpec::Vertex& y,
+                const std::map<std::string, int>& region_of_building)
+{
+  if (x.kind == VertexKind::gpu || y.kind == VertexKind::gpu) {
+    const auto& other = x.kind == VertexKind::gpu ? y : x;
+    return other.kind == VertexKind::nvswitch ? Tier::nvlink : Tier::nic;
+  }
+  if (x.building.empty() && y.building.empty())
+    return Tier::inter_region;
+  if (x.building.empty() || y.building.empty())
+    return Tier::building_uplink;
+  if (region_of_building.at(x.building) != region_of_building.at(y.building))
+    return Tier::inter_region;
+  if (x.building != y.building)
+    return Tier::inter_building;
+  auto is = [&](VertexKind a, VertexKind b) { return x.kind == a && y.kind == b; };
+  if (is(VertexKind::leaf, VertexKind::spine) || is(VertexKind::spine, VertexKind::leaf))
+    return Tier::leaf_spine;
+  return Tier::pod_aggregation;
+}
+
+void finish_graph(RawGraph& raw, const std::vector<RegionSpec>& regions)
+{
+  auto& g = raw.graph;
+  std::map<std::string, int> region_of_building;
+  std::vector<std::string> buildings;
+  for (std::size_t r = 0; r < regions.size(); ++r)
+    for (const auto& b : regions[r].buildings) {
+      region_of_building[b] = static_cast<int>(r);
+      buildings.push_back(b);
+    }
+  if (g.vertices.empty())
+    throw SpecError(g.file, "", "the graph has no vertices");
+  std::unordered_map<std::string, int> index;
+  for (std::size_t i = 0; i < g.vertices.size(); ++i) {
+    const auto& v     = g.vertices[i];
+    const auto& where = raw.vertex_at[i];
+    if (v.id.empty())
+      where.member("id").fail("a vertex needs a non-empty id");
+    if (!index.emplace(v.id, static_cast<int>(i)).second)
+      where.member("id").fail("duplicate vertex id \"" + v.id + "\"");
+    if (!v.building.empty() && region_of_building.count(v.building) == 0)
+      where.member("building").fail("unknown building \"" + v.building + "\" (buildings: " + join(buildings) + ")");
+    if (!v.region.empty()) {
+      std::vector<std::string> names;
+      int r = -1;
+      for (std::size_t i = 0; i < regions.size(); ++i) {
+        names.push_back(regions[i].name);
+        if (regions[i].name == v.region)
+          r = static_cast<int>(i);
+      }
+      if (r < 0)
+        where.member("region").fail("unknown region \"" + v.region + "\" (regions: " + join(names) + ")");
+      if (!v.building.empty() && region_of_building.at(v.building) != r)
+        where.member("region").fail("building \"" + v.building + "\" is in region \"" +
+                                    regions[region_of_building.at(v.building)].name + "\", not \"" + v.region + "\"");
+    }
+    if (v.kind == VertexKind::gpu) {
+      if (v.building.empty())
+        where.member("building").fail("a GPU needs a building");
+      if (v.node.empty())
+        where.member("node").fail("a GPU needs a node: the name of its scale-up domain");
+    } else if (!v.node.empty()) {
+      where.member("node").fail("only GPUs belong to a node");
+    }
+  }
+  for (std::size_t k = 0; k < g.edges.size(); ++k) {
+    auto& e           = g.edges[k];
+    const auto& where = raw.edge_at[k];
+    auto end          = [&](const std::string& id, const char* key) {
+      auto it = index.find(id);
+      if (it == index.end())
+        where.member(key).fail("unknown vertex \"" + id + "\"");
+      return it->second;
+    };
+    const int a = end(e.a, "a"), b = end(e.b, "b");
+    if (a == b)
+      where.fail("a link joins two different vertices (\"" + e.a + "\" twice)");
+    if (!(e.bandwidth > 0))
+      where.member("bandwidth").fail("a link needs a bandwidth above 0 (a failed link goes in a scenario's faults)");
+    if (e.latency < 0)
+      where.member("latency").fail("a latency cannot be negative");
+    if (g.vertices[a].kind == VertexKind::gpu && g.vertices[b].kind == VertexKind::gpu)
+      where.fail("GPUs join through switches (an NVSwitch inside a node), not directly");
+    if (!raw.tier_given[k])
+      e.tier = infer_tier(g.vertices[a], g.vertices[b], region_of_building);
+  }
+}
+
+RawGraph read_json_graph(ObjectReader& r, const std::string& file)
+{
+  RawGraph raw;
+  raw.graph.file           = file;
+  raw.graph.rail_optimized = r.optional_boolean("rail_optimized").value_or(false);
+  for (auto& v : r.objects("vertices", true)) {
+    GraphSpec::Vertex vertex;
+    vertex.id       = v.string("id");
+    vertex.kind     = v.enumeration<VertexKind>("kind");
+    vertex.building = v.optional_string("building").value_or("");
+    vertex.pod      = v.optional_string("pod").value_or("");
+    vertex.node     = v.optional_string("node").value_or("");
+    vertex.region   = v.optional_string("region").value_or("");
+    v.finish();
+    raw.graph.vertices.push_back(std::move(vertex));
+    raw.vertex_at.push_back(v.where());
+  }
+  for (auto& l : r.objects("links", true)) {
+    GraphSpec::Edge edge;
+    edge.a         = l.string("a");
+    edge.b         = l.string("b");
+    edge.bandwidth = l.bandwidth("bandwidth");
+    edge.latency   = l.time("latency");
+    auto tier      = l.optional_enumeration<Tier>("tier");
+    edge.tier      = tier.value_or(Tier::nic);
+    edge.cost      = static_cast<int>(l.optional_integer("cost", 1, 1000).value_or(1));
+    l.finish();
+    raw.graph.edges.push_back(std::move(edge));
+    raw.edge_at.push_back(l.where());
+    raw.tier_given.push_back(tier.has_value());
+  }
+  r.finish();
+  return raw;
+}
+
+// GraphML attributes, all strings: quantities carry their units as in JSON specs.
+struct GmlVertex {
+  std::string kind, building, region, pod, node;
+};
+struct GmlEdge {
+  std::string bandwidth, latency, tier, cost;
+};
+using GmlGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, GmlVertex, GmlEdge>;
+
+RawGraph read_graphml(const std::string& path, const Location& referrer)
+{
+  spec::check_referenced_file(path, referrer);
+  const std::string text = spec::load_text_file(path);
+  // read_graphml keeps no vertex ids; the document order it adds vertices in gives them back.
+  boost::property_tree::ptree tree;
+  std::istringstream xml(text);
+  try {
+    boost::property_tree::read_xml(xml, tree);
+  } catch (const boost::property_tree::xml_parser_error& e) {
+    throw SpecError(path, "line " + std::to_string(e.line()), "not well-formed XML: " + e.message());
+  }
+  auto graph_node = tree.get_child_optional("graphml.graph");
+  if (!graph_node)
+    throw SpecError(path, "", "no <graphml><graph> element: not a GraphML file");
+  std::vector<std::string> ids;
+  for (const auto& [tag, child] : *graph_node)
+    if (tag == "node")
+      ids.push_back(child.get<std::string>("<xmlattr>.id", ""));
+
+  GmlGraph g;
+  boost::dynamic_properties dp;
+  dp.property("kind", boost::get(&GmlVertex::kind, g));
+  dp.property("building", boost::get(&GmlVertex::building, g));
+  dp.property("region", boost::get(&GmlVertex::region, g));
+  dp.property("pod", boost::get(&GmlVertex::pod, g));
+  dp.property("node", boost::get(&GmlVertex::node, g));
+  dp.property("bandwidth", boost::get(&GmlEdge::bandwidth, g));
+  dp.property("latency", boost::get(&GmlEdge::latency, g));
+  dp.property("tier", boost::get(&GmlEdge::tier, g));
+  dp.property("cost", boost::get(&GmlEdge::cost, g));
+  std::istringstream in(text);
+  try {
+    boost::read_graphml(in, g, dp);
+  } catch (const boost::property_not_found& e) {
+    throw SpecError(path, "",
+                    "unknown GraphML attribute \"" + e.property +
+                        "\" (allowed: kind, building, region, pod, node on vertices; bandwidth, latency, "
+                        "tier, cost on links)");
+  } catch (const std::exception& e) {
+    throw SpecError(path, "", std::string("not a readable GraphML graph: ") + e.what());
+  }
+  if (boost::num_vertices(g) != ids.size())
+    throw SpecError(path, "",
+                    "read " + std::to_string(boost::num_vertices(g)) + " vertices but the file lists " +
+                        std::to_string(ids.size()) + " <node> elements");
+
+  RawGraph raw;
+  raw.graph.file = path;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const auto& p = g[i];
+    Location where{path, "node \"" + ids[i] + "\""};
+    GraphSpec::Vertex v;
+    v.id = ids[i];
+    if (p.kind.empty())
+      where.member("kind").fail("missing \"kind\" (allowed: " + allowed_names<VertexKind>(true) + ")");
+    auto kind = parse_name<VertexKind>(p.kind);
+    if (!kind)
+      where.member("kind").fail("unknown value \"" + p.kind + "\" (allowed: " + allowed_names<VertexKind>(true) + ")");
+    v.kind     = *kind;
+    v.building = p.building;
+    v.pod      = p.pod;
+    v.node     = p.node;
+    v.region   = p.region;
+    raw.graph.vertices.push_back(std::move(v));
+    raw.vertex_at.push_back(where);
+  }
+  for (auto [it, end] = boost::edges(g); it != end; ++it) {
+    const auto& p = g[*it];
+    GraphSpec::Edge e;
+    e.a = ids[boost::source(*it, g)];
+    e.b = ids[boost::target(*it, g)];
+    Location where{path, "edge \"" + e.a + "\" -- \"" + e.b + "\""};
+    auto quantity = [&](const std::string& text, const char* key, double (*parse)(std::string_view)) {
+      if (text.empty())
+        where.member(key).fail(std::string("missing \"") + key + "\"");
+      try {
+        return parse(text);
+      } catch (const std::exception& ex) {
+        where.member(key).fail(ex.what());
+      }
+    };
+    e.bandwidth = quantity(p.bandwidth, "bandwidth", units::parse_bandwidth);
+    e.latency   = quantity(p.latency, "latency", units::parse_time);
+    if (!p.tier.empty()) {
+      auto tier = parse_name<Tier>(p.tier);
+      if (!tier)
+        where.member("tier").fail("unknown value \"" + p.tier + "\" (allowed: " + allowed_names<Tier>(true) + ")");
+      e.tier = *tier;
+    }
+    if (!p.cost.empty()) {
+      char* rest   = nullptr;
+      const long c = std::strtol(p.cost.c_str(), &rest, 10);
+      if (*rest != '\0' || c < 1 || c > 1000)
+        where.member("cost").fail("expected an integer from 1 to 1000, got \"" + p.cost + "\"");
+      e.cost = static_cast<int>(c);
+    }
+    raw.graph.edges.push_back(std::move(e));
+    raw.edge_at.push_back(where);
+    raw.tier_given.push_back(!p.tier.empty());
+  }
+  return raw;
+}
+
+// A graph named by file: GraphML by its extension, otherwise a JSON document holding the graph block.
+RawGraph read_graph_file(const std::string& path, const Location& where)
+{
+  if (std::filesystem::path(path).extension() == ".graphml")
+    return read_graphml(path, where);
+  auto doc = spec::load_referenced_json(path, where);
+  ObjectReader r(doc, Location{path, "$"});
+  return read_json_graph(r, path);
+}
+
+} // namespace
+
+void parse_graph_topology(ObjectReader& root, TopologySpec& s)
+{
+  RawGraph raw;
+  const auto& g = root.raw("graph");
+  if (g.is_string()) {
+    const auto where = root.where().member("graph");
+    raw              = read_graph_file(spec::referenced_path(g.get<std::string>(), where), where);
+  } else {
+    auto r = root.object("graph");
+    raw    = read_json_graph(r, s.file);
+  }
+  finish_graph(raw, s.regions);
+  for (auto o : root.objects("building_overrides", false)) {
+    BuildingOverride b;
+    b.building = o.string("building");
+    bool known = false;
+    for (const auto& r : s.regions)
+      known = known || std::find(r.buildings.begin(), r.buildings.end(), b.building) != r.buildings.end();
+    if (!known)
+      o.fail("building", "unknown building \"" + b.building + "\"");
+    for (const auto& other : s.building_overrides)
+      if (other.building == b.building)
+        o.fail("building", "building \"" + b.building + "\" is overridden twice");
+    b.gpu = o.string("gpu");
+    o.finish(); // link speeds are the graph's own: only the GPU type is a building's here
+    s.building_overrides.push_back(std::move(b));
+  }
+  s.graph = std::make_shared<const GraphSpec>(std::move(raw.graph));
+}
+
+TopologySpec load_graphml_topology(const std::string& path, const Location& referrer)
+{
+  RawGraph raw = read_graphml(path, referrer);
+  TopologySpec s;
+  s.file        = path;
+  s.name        = std::filesystem::path(path).stem().string();
+  s.description = "imported from " + path;
+  for (std::size_t i = 0; i < raw.graph.vertices.size(); ++i) {
+    const auto& building = raw.graph.vertices[i].building;
+    if (building.empty())
+      continue;
+    const std::string region = raw.graph.vertices[i].region.empty() ? "region0" : raw.graph.vertices[i].region;
+    RegionSpec* found        = nullptr;
+    for (auto& r : s.regions)
+      if (r.name == region)
+        found = &r;
+    for (auto& r : s.regions)
+      if (&r != found && std::find(r.buildings.begin(), r.buildings.end(), building) != r.buildings.end())
+        raw.vertex_at[i].member("region").fail("building \"" + building + "\" is in region \"" + r.name +
+                                               "\" on other vertices");
+    if (found == nullptr)
+      found = &s.regions.emplace_back(RegionSpec{region, {}});
+    if (std::find(found->buildings.begin(), found->buildings.end(), building) == found->buildings.end())
+      found->buildings.push_back(building);
+  }
+  if (s.regions.empty())
+    throw SpecError(path, "", "no vertex names a building");
+  finish_graph(raw, s.regions);
+  s.graph = std::make_shared<const GraphSpec>(std::move(raw.graph));
+  return s;
+}
+
+} // namespace spansim::topology::detail
+
+namespace spansim::topology {
+
+namespace {
+
+// Bit-exact on reading back: an imported copy must time a step as its original does.
+std::string exact(double value, const char* unit)
+{
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g%s", value, unit);
+  return buf;
+}
+
+/// @brief The labels of vertex `v` for an exported graph: building, pod and node (the node's name is unique).
+struct VertexLabels {
+  std::string building, region, pod, node;
+};
+
+VertexLabels labels_of(const Topology& t, int v)
+{
+  VertexLabels out;
+  const int b = t.vertex_building(v);
+  if (b >= 0)
+    out.building = t.building_name(b);
+  if (t.vertex_region(v) >= 0)
+    out.region = t.region_name(t.vertex_region(v));
+  if (t.vertex_kinds()[v] == VertexKind::gpu) {
+    const auto loc = t.locate(v);
+    out.pod        = "pod" + std::to_string(t.imported() ? loc.pod : loc.pod % t.spec().building.pods);
+    const auto nv  = t.imported() ? std::string() : t.vertex_name(t.nvswitch_vertex(loc.node));
+    out.node       = t.imported() ? "node" + std::to_string(loc.node) : nv.substr(0, nv.size() - 9);
+  }
+  return out;
+}
+
+} // namespace
+
+nlohmann::json Topology::to_graph_json() const
+{
+  nlohmann::json vertices = nlohmann::json::array(), links = nlohmann::json::array();
+  for (int v = 0; v < static_cast<int>(vertex_kind_.size()); ++v) {
+    nlohmann::json j = {{"id", vertex_name(v)}, {"kind", name_of(vertex_kind_[v])}};
+    const auto l     = labels_of(*this, v);
+    if (!l.building.empty())
+      j["building"] = l.building;
+    else if (!l.region.empty())
+      j["region"] = l.region;
+    if (!l.pod.empty())
+      j["pod"] = l.pod;
+    if (!l.node.empty())
+      j["node"] = imported() ? node_names_[locate(v).node] : l.node;
+    vertices.push_back(std::move(j));
+  }
+  for (std::size_t k = 0; k < links_.size(); ++k) {
+    const auto& l    = links_[k];
+    nlohmann::json j = {{"a", vertex_name(l.a)},
+                        {"b", vertex_name(l.b)},
+                        {"tier", name_of(l.tier)},
+                        {"bandwidth", exact(l.bandwidth, "Bps")},
+                        {"latency", exact(l.latency, "s")}};
+    if (!link_cost_.empty() && link_cost_[k] != 1)
+      j["cost"] = link_cost_[k];
+    links.push_back(std::move(j));
+  }
+  nlohmann::json regions = nlohmann::json::array();
+  for (const auto& r : spec_.regions)
+    regions.push_back({{"name", r.name}, {"buildings", r.buildings}});
+  nlohmann::json doc       = {{"name", spec_.name + "-graph"},
+                              {"description", "The explicit graph of topology " + spec_.name + " (spansim topology export)."},
+                              {"regions", regions}};
+  nlohmann::json overrides = nlohmann::json::array();
+  for (int b = 0; b < building_count(); ++b)
+    if (!building_gpu_[b].empty())
+      overrides.push_back({{"building", building_names_[b]}, {"gpu", building_gpu_[b]}});
+  if (!overrides.empty())
+    doc["building_overrides"] = overrides;
+  doc["graph"] = {{"rail_optimized", spec_.pod.rail_optimized}, {"vertices", vertices}, {"links", links}};
+  return doc;
+}
+
+void Topology::write_graphml(std::ostream& out) const
+{
+  auto escape = [](const std::string& s) {
+    std::string o;
+    for (char c : s)
+      switch (c) {
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
+      }
+    return o;
+  };
+  out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+         "<graphml xmlns=\"http://graphml.graphdrawing.org/xmlns\">\n";
+  for (const char* key : {"kind", "building", "region", "pod", "node"})
+    out << "  <key id=\"" << key << "\" for=\"node\" attr.name=\"" << key << "\" attr.type=\"string\"/>\n";
+  for (const char* key : {"bandwidth", "latency", "tier", "cost"})
+    out << "  <key id=\"" << key << "\" for=\"edge\" attr.name=\"" << key << "\" attr.type=\"string\"/>\n";
+  out << "  <graph id=\"" << escape(spec_.name) << "\" edgedefault=\"undirected\">\n";
+  for (int v = 0; v < static_cast<int>(vertex_kind_.size()); ++v) {
+    const auto l = labels_of(*this, v);
+    out << "    <node id=\"" << escape(vertex_name(v)) << "\"><data key=\"kind\">" << name_of(vertex_kind_[v])
+        << "</data>";
+    if (!l.building.empty())
+      out << "<data key=\"building\">" << escape(l.building) << "</data>";
+    if (!l.region.empty())
+      out << "<data key=\"region\">" << escape(l.region) << "</data>";
+    if (!l.pod.empty())
+      out << "<data key=\"pod\">" << escape(l.pod) << "</data>";
+    if (!l.node.empty())
+      out << "<data key=\"node\">" << escape(imported() ? node_names_[locate(v).node] : l.node) << "</data>";
+    out << "</node>\n";
+  }
+  for (std::size_t k = 0; k < links_.size(); ++k) {
+    const auto& l = links_[k];
+    out << "    <edge source=\"" << escape(vertex_name(l.a)) << "\" target=\"" << escape(vertex_name(l.b))
+        << "\"><data key=\"bandwidth\">" << exact(l.bandwidth, "Bps") << "</data><data key=\"latency\">"
+        << exact(l.latency, "s") << "</data><data key=\"tier\">" << name_of(l.tier) << "</data>";
+    if (!link_cost_.empty() && link_cost_[k] != 1)
+      out << "<data key=\"cost\">" << link_cost_[k] << "</data>";
+    out << "</edge>\n";
+  }
+  out << "  </graph>\n</graphml>\n";
+}
+
+} // namespace spansim::topology
