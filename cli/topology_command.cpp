@@ -120,19 +120,28 @@ void describe(const DescribeOptions& o)
   if (!s.description.empty())
     std::cout << "  " << s.description << "\n";
   std::cout << "\n"
-            << with_commas(c.gpus) << " GPUs: " << with_commas(c.nodes) << " nodes of " << s.node.gpus << ", " << c.pods
-            << " pod(s) of " << s.pod.nodes << " nodes, " << c.buildings << " building(s), " << c.regions
-            << " region(s)\n";
+            << with_commas(c.gpus) << " GPUs: " << with_commas(c.nodes)
+            << (topo.imported() ? " nodes, " + std::to_string(c.pods) + " pod(s), "
+                                : " nodes of " + std::to_string(s.node.gpus) + ", " + std::to_string(c.pods) +
+                                      " pod(s) of " + std::to_string(s.pod.nodes) + " nodes, ")
+            << c.buildings << " building(s), " << c.regions << " region(s)\n";
   if (topo.imported()) {
     // An explicit graph: its own elements; no template to describe.
     std::map<topology::VertexKind, std::int64_t> kinds;
     for (auto k : topo.vertex_kinds())
       ++kinds[k];
-    std::cout << "Explicit graph from " << s.graph->file << ": " << with_commas(topo.vertex_kinds().size())
-              << " vertices, " << with_commas(topo.links().size()) << " links; least-cost routes"
-              << (s.graph->rail_optimized ? ", rail-optimized" : "") << "\n";
+    std::cout << (s.graph ? "Explicit graph from " + s.graph->file
+                          : std::string("The template expanded building by building (their element counts differ)"))
+              << ": " << with_commas(topo.vertex_kinds().size()) << " vertices, " << with_commas(topo.links().size())
+              << " links; least-cost routes" << (s.pod.rail_optimized ? ", rail-optimized" : "") << "\n";
     for (const auto& o : s.building_overrides)
-      std::cout << "Building " << o.building << ": " << o.gpu << " GPUs\n";
+      std::cout << "Building " << o.building << ": " << (o.gpu.empty() ? std::string("the job's") : o.gpu) << " GPUs"
+                << (s.graph ? std::string()
+                            : ", " + std::to_string(o.node.gpus) + " per node, " + std::to_string(o.pod.nodes) +
+                                  " nodes per pod, " + std::to_string(o.building_spec.pods) + " pods, NVLink " +
+                                  units::format_bandwidth(o.node.nvlink_bandwidth) + ", " + o.pod.fabric + " " +
+                                  units::format_bandwidth(o.pod.nic_bandwidth) + " per GPU")
+                << "\n";
     std::cout << "\n";
     Table switches{"Vertices", {"kind", "count"}, {}};
     for (auto [k, n] : kinds)

@@ -134,12 +134,7 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
   links_.resize(tl.size(), nullptr);
   // A platform of 131K hosts and 400K links takes seconds and half a GiB to build; a run touching a few
   // thousand GPUs needs only theirs.
-  auto wanted = [&](int gpu) { return gpus.empty() || gpus[gpu]; };
-  std::vector<bool> leaf_used(counts.leaves, gpus.empty());
-  for (int g = 0; g < counts.gpus; ++g)
-    if (wanted(g))
-      leaf_used[topology.locate(g).leaf] = true;
-
+  auto wanted    = [&](int gpu) { return gpus.empty() || gpus[gpu]; };
   auto make_link = [&](sg4::NetZone* zone, int id) {
     auto* link = zone->create_split_duplex_link(link_name(topology, id), tl[id].bandwidth);
     link->seal();
@@ -148,8 +143,10 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
   };
   if (topology.imported()) {
     // No hierarchy to nest zones by: one zone, routes computed on demand (a full zone would store GPUs^2).
-    auto* impl = new GraphZone("spansim", topology, links_);
+    auto* root = sg4::create_full_zone("spansim");
+    auto* impl = new GraphZone("spansim-graph", topology, links_);
     auto* zone = impl->get_iface();
+    zone->set_parent(root);
     for (int g = 0; g < counts.gpus; ++g)
       if (wanted(g)) {
         hosts_[g] = zone->create_host(topology.vertex_name(g), gpu_speed);
@@ -160,8 +157,14 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
       if (tl[id].bandwidth > 0)
         make_link(zone, static_cast<int>(id));
     zone->seal();
+    root->seal();
     return;
   }
+  std::vector<bool> leaf_used(counts.leaves, gpus.empty());
+  for (int g = 0; g < counts.gpus; ++g)
+    if (wanted(g))
+      leaf_used[topology.locate(g).leaf] = true;
+
   auto* root = sg4::create_full_zone("spansim");
 
   std::vector<sg4::NetZone*> region_zones;

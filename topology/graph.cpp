@@ -38,8 +38,8 @@ struct DisjointSets {
 
 void Topology::build_from_graph()
 {
-  const auto& g    = *spec_.graph;
-  const auto where = g.file == spec_.file ? std::string("$.graph") : std::string();
+  const auto& g    = *graph_;
+  const auto where = g.json_path;
   auto fail        = [&](const std::string& what) { throw SpecError(g.file, where, what); };
   std::map<std::string, int> building_index;
   for (std::size_t r = 0; r < spec_.regions.size(); ++r) {
@@ -71,11 +71,11 @@ void Topology::build_from_graph()
   }
   if (node_members.empty())
     fail("the graph has no GPUs");
+  // Nodes may differ in size (an HGX building next to an NVL72 one); the template's node size that other stages
+  // read is the smallest.
+  std::size_t smallest = node_members.front().size();
   for (const auto& m : node_members)
-    if (m.size() != node_members.front().size())
-      fail("node \"" + g.vertices[m.front()].node + "\" has " + std::to_string(m.size()) + " GPUs and node \"" +
-           g.vertices[node_members.front().front()].node + "\" " + std::to_string(node_members.front().size()) +
-           ": every node must have as many GPUs (the placer lays groups out by node)");
+    smallest = std::min(smallest, m.size());
 
   std::vector<int> id_of(g.vertices.size(), -1);
   std::map<std::pair<int, std::string>, int> pod_index;
@@ -141,7 +141,7 @@ void Topology::build_from_graph()
       gpu_location_[gpu].leaf = links_[gpu_nic_[gpu]].a == gpu ? links_[gpu_nic_[gpu]].b : links_[gpu_nic_[gpu]].a;
   }
 
-  const int gpn = static_cast<int>(node_members.front().size());
+  const int gpn = static_cast<int>(smallest);
   if (g.rail_optimized) {
     // Rail symmetry (one rail simulated for all) holds only if no leaf mixes rails.
     std::vector<int> rail_of(vertex_kind_.size(), -1);
@@ -167,6 +167,12 @@ void Topology::build_from_graph()
   counts_.regions         = static_cast<std::int64_t>(spec_.regions.size());
   counts_.leaves          = std::count(vertex_kind_.begin(), vertex_kind_.end(), VertexKind::leaf);
   counts_.physical_spines = std::count(vertex_kind_.begin(), vertex_kind_.end(), VertexKind::spine);
+  building_gpu_.assign(building_names_.size(), "");
+  for (const auto& o : spec_.building_overrides)
+    building_gpu_[building_index.at(o.building)] = o.gpu;
+  finish_graph_build();
+  if (!spec_.graph)
+    return; // a template expanded per building keeps its own spec
   // The template's fields stand for the graph where other stages read them: node size, rails, first speeds.
   spec_.node                  = NodeSpec{};
   spec_.node.gpus             = gpn;
@@ -178,17 +184,19 @@ void Topology::build_from_graph()
   spec_.pod.link_latency      = gpu_nic_[0] >= 0 ? links_[gpu_nic_[0]].latency : 0;
   spec_.pod.nodes             = static_cast<int>(counts_.nodes / std::max<std::int64_t>(1, counts_.pods));
   spec_.building.pods         = static_cast<int>(counts_.pods / std::max<std::int64_t>(1, counts_.buildings));
+}
 
-  building_gpu_.assign(building_names_.size(), "");
-  for (const auto& o : spec_.building_overrides)
-    building_gpu_[building_index.at(o.building)] = o.gpu;
-
+void Topology::finish_graph_build()
+{
+  const auto& g    = *graph_;
+  const auto where = g.json_path;
   build_routes();
   mark_cut_off("");
-  for (int gpu = 0; gpu < gpus; ++gpu)
+  for (int gpu = 0; gpu < counts_.gpus; ++gpu)
     if (!gpu_fault_[gpu].empty())
-      fail("GPU \"" + vertex_names_[gpu] + "\" cannot reach GPU \"" + vertex_names_[0] +
-           "\": the graph is disconnected (GPUs do not forward traffic)");
+      throw SpecError(g.file, where,
+                      "GPU \"" + vertex_names_[gpu] + "\" cannot reach GPU \"" + vertex_names_[0] +
+                          "\": the graph is disconnected (GPUs do not forward traffic)");
   gpu_fault_.clear();
 }
 

@@ -298,9 +298,17 @@ void parse_graph_topology(ObjectReader& root, TopologySpec& s)
   if (g.is_string()) {
     const auto where = root.where().member("graph");
     raw              = read_graph_file(spec::referenced_path(g.get<std::string>(), where), where);
+  } else if (g.is_object() && g.contains("file")) {
+    // A graph file with what GraphML has no place for: the rail claim.
+    auto r                   = root.object("graph");
+    const auto where         = r.where().member("file");
+    raw                      = read_graph_file(spec::referenced_path(r.string("file"), where), where);
+    raw.graph.rail_optimized = r.optional_boolean("rail_optimized").value_or(raw.graph.rail_optimized);
+    r.finish();
   } else {
-    auto r = root.object("graph");
-    raw    = read_json_graph(r, s.file);
+    auto r              = root.object("graph");
+    raw                 = read_json_graph(r, s.file);
+    raw.graph.json_path = r.where().path;
   }
   finish_graph(raw, s.regions);
   for (auto o : root.objects("building_overrides", false)) {

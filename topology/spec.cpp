@@ -119,7 +119,30 @@ json long_link_json(const LongLinkSpec& l)
   return j;
 }
 
+// A leaf needs ports both ways, and without rails room for a whole node.
+void check_leaf_ports(ObjectReader& r, const NodeSpec& node, const PodSpec& pod)
+{
+  int down = static_cast<int>(std::lround(pod.leaf_radix * pod.oversubscription / (1 + pod.oversubscription)));
+  int up   = pod.leaf_radix - down;
+  if (up < 1 || down < 1)
+    r.fail("leaf_radix", "a leaf of radix " + std::to_string(pod.leaf_radix) + " at oversubscription " +
+                             num(pod.oversubscription) + " leaves no uplink or downlink port");
+  if (!pod.rail_optimized && down < node.gpus)
+    r.fail("leaf_radix", "a leaf has " + std::to_string(down) + " downlink ports, fewer than the " +
+                             std::to_string(node.gpus) +
+                             " GPUs of a node: without rails a whole node must sit under one leaf");
+}
+
 } // namespace
+
+bool BuildingOverride::changes_counts(const TopologySpec& t) const
+{
+  return node.gpus != t.node.gpus || pod.nodes != t.pod.nodes || pod.rail_optimized != t.pod.rail_optimized ||
+         pod.leaf_radix != t.pod.leaf_radix || pod.spine_radix != t.pod.spine_radix ||
+         pod.oversubscription != t.pod.oversubscription || building_spec.pods != t.building.pods ||
+         building_spec.aggregation_oversubscription != t.building.aggregation_oversubscription ||
+         building_spec.aggregation_latency != t.building.aggregation_latency;
+}
 
 std::string preset_directory()
 {
@@ -185,15 +208,7 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
       s.pod.fabric = r.choice("fabric", {"roce", "ib"});
     s.pod.nccl_efficiency = r.optional_number("nccl_efficiency", 0.05, 1).value_or(1);
     r.finish();
-    int down = static_cast<int>(std::lround(s.pod.leaf_radix * s.pod.oversubscription / (1 + s.pod.oversubscription)));
-    int up   = s.pod.leaf_radix - down;
-    if (up < 1 || down < 1)
-      r.fail("leaf_radix", "a leaf of radix " + std::to_string(s.pod.leaf_radix) + " at oversubscription " +
-                               num(s.pod.oversubscription) + " leaves no uplink or downlink port");
-    if (!s.pod.rail_optimized && down < s.node.gpus)
-      r.fail("leaf_radix", "a leaf has " + std::to_string(down) + " downlink ports, fewer than the " +
-                               std::to_string(s.node.gpus) +
-                               " GPUs of a node: without rails a whole node must sit under one leaf");
+    check_leaf_ports(r, s.node, s.pod);
   }
   if (!explicit_graph) {
     auto r                                  = root.object("building");
@@ -276,7 +291,7 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
     root.where().fail("missing \"inter_building\": a region has several buildings");
   }
 
-  // Buildings of their own: GPU type and link speeds; counts stay the template's (every building the same size).
+  // Buildings of their own: GPU type, scale-up domain, pods and fabric.
   for (auto o : root.objects("building_overrides", false)) {
     BuildingOverride b;
     b.building = o.string("building");
@@ -289,32 +304,56 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
     for (const auto& other : s.building_overrides)
       if (other.building == b.building)
         o.fail("building", "building \"" + b.building + "\" is overridden twice");
-    b.gpu              = o.optional_string("gpu").value_or("");
-    b.node             = s.node;
-    b.pod              = s.pod;
-    const char* counts = "changes the building's element counts; every building has the template's counts for now";
+    b.gpu           = o.optional_string("gpu").value_or("");
+    b.node          = s.node;
+    b.pod           = s.pod;
+    b.building_spec = s.building;
     if (auto n = o.optional_object("node")) {
-      if (n->has("gpus"))
-        n->fail("gpus", counts);
+      b.node.gpus             = static_cast<int>(n->optional_integer("gpus", 1, 1024).value_or(b.node.gpus));
       b.node.nvlink_bandwidth = n->optional_bandwidth("nvlink_bandwidth").value_or(b.node.nvlink_bandwidth);
       b.node.nvlink_latency   = n->optional_time("nvlink_latency").value_or(b.node.nvlink_latency);
       b.node.nccl_efficiency  = n->optional_number("nccl_efficiency", 0.05, 1).value_or(b.node.nccl_efficiency);
       n->finish();
     }
     if (auto p = o.optional_object("pod")) {
-      for (const char* key : {"nodes", "rail_optimized", "leaf_radix", "spine_radix", "oversubscription"})
-        if (p->has(key))
-          p->fail(key, counts);
-      b.pod.nic_bandwidth   = p->optional_bandwidth("nic_bandwidth").value_or(b.pod.nic_bandwidth);
-      b.pod.link_latency    = p->optional_time("link_latency").value_or(b.pod.link_latency);
-      b.pod.nccl_efficiency = p->optional_number("nccl_efficiency", 0.05, 1).value_or(b.pod.nccl_efficiency);
+      b.pod.nodes          = static_cast<int>(p->optional_integer("nodes", 1, 1'000'000).value_or(b.pod.nodes));
+      b.pod.rail_optimized = p->optional_boolean("rail_optimized").value_or(b.pod.rail_optimized);
+      b.pod.leaf_radix     = static_cast<int>(p->optional_integer("leaf_radix", 2, 4096).value_or(b.pod.leaf_radix));
+      b.pod.spine_radix    = static_cast<int>(p->optional_integer("spine_radix", 2, 4096).value_or(b.pod.spine_radix));
+      b.pod.oversubscription = p->optional_number("oversubscription", 1, 64).value_or(b.pod.oversubscription);
+      b.pod.nic_bandwidth    = p->optional_bandwidth("nic_bandwidth").value_or(b.pod.nic_bandwidth);
+      b.pod.link_latency     = p->optional_time("link_latency").value_or(b.pod.link_latency);
+      b.pod.nccl_efficiency  = p->optional_number("nccl_efficiency", 0.05, 1).value_or(b.pod.nccl_efficiency);
       if (p->has("fabric"))
         b.pod.fabric = p->choice("fabric", {"roce", "ib"});
       p->finish();
+      check_leaf_ports(*p, b.node, b.pod);
     }
+    // The template's "building" block, flattened: "building" here names the building.
+    b.building_spec.pods = static_cast<int>(o.optional_integer("pods", 1, 100'000).value_or(b.building_spec.pods));
+    b.building_spec.aggregation_oversubscription = o.optional_number("aggregation_oversubscription", 1, 1000)
+                                                       .value_or(b.building_spec.aggregation_oversubscription);
+    b.building_spec.aggregation_latency =
+        o.optional_time("aggregation_latency").value_or(b.building_spec.aggregation_latency);
     o.finish();
     s.building_overrides.push_back(std::move(b));
   }
+  std::int64_t total = 0;
+  for (const auto& name : building_names) {
+    const NodeSpec* n       = &s.node;
+    const PodSpec* p        = &s.pod;
+    const BuildingSpec* bld = &s.building;
+    for (const auto& o : s.building_overrides)
+      if (o.building == name) {
+        n   = &o.node;
+        p   = &o.pod;
+        bld = &o.building_spec;
+      }
+    total += std::int64_t(n->gpus) * p->nodes * bld->pods;
+  }
+  if (total > kMaxGpus)
+    root.where().fail("the topology has " + std::to_string(total) + " GPUs; at most " + std::to_string(kMaxGpus) +
+                      " are supported");
 
   if (auto r = root.optional_object("inter_region")) {
     s.inter_region              = read_long_link(*r, nullptr);
@@ -399,14 +438,23 @@ json TopologySpec::to_json() const
       a.push_back({{"building", o.building},
                    {"gpu", o.gpu},
                    {"node",
-                    {{"nvlink_bandwidth", bw(o.node.nvlink_bandwidth)},
+                    {{"gpus", o.node.gpus},
+                     {"nvlink_bandwidth", bw(o.node.nvlink_bandwidth)},
                      {"nvlink_latency", tm(o.node.nvlink_latency)},
                      {"nccl_efficiency", o.node.nccl_efficiency}}},
                    {"pod",
-                    {{"nic_bandwidth", bw(o.pod.nic_bandwidth)},
+                    {{"nodes", o.pod.nodes},
+                     {"rail_optimized", o.pod.rail_optimized},
+                     {"nic_bandwidth", bw(o.pod.nic_bandwidth)},
+                     {"leaf_radix", o.pod.leaf_radix},
+                     {"spine_radix", o.pod.spine_radix},
+                     {"oversubscription", o.pod.oversubscription},
                      {"link_latency", tm(o.pod.link_latency)},
                      {"fabric", o.pod.fabric},
-                     {"nccl_efficiency", o.pod.nccl_efficiency}}}});
+                     {"nccl_efficiency", o.pod.nccl_efficiency}}},
+                   {"pods", o.building_spec.pods},
+                   {"aggregation_oversubscription", o.building_spec.aggregation_oversubscription},
+                   {"aggregation_latency", tm(o.building_spec.aggregation_latency)}});
     j["building_overrides"] = a;
   }
   if (!file.empty())

@@ -35,7 +35,11 @@ int pair_index(int i, int j, int n)
 
 Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
 {
-  if (spec_.graph) {
+  graph_ = spec_.graph;
+  for (const auto& o : spec_.building_overrides)
+    if (!graph_ && o.changes_counts(spec_))
+      graph_ = std::make_shared<const GraphSpec>(expand_template(spec_));
+  if (graph_) {
     build_from_graph();
     return;
   }

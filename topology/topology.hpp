@@ -53,6 +53,7 @@ struct GraphSpec {
   std::vector<Edge> edges;
   bool rail_optimized = false; ///< GPU i of every node reaches its leaves only through rail i (checked)
   std::string file;            ///< where the graph was read from
+  std::string json_path;       ///< where it sits in `file` ("$.topology.graph"); empty: the whole file
 };
 
 /// @brief Scale-up domain: GPUs of one node joined through an NVSwitch.
@@ -112,13 +113,19 @@ struct RegionSpec {
   std::vector<std::string> buildings;
 };
 
-/// @brief What one building has of its own: its GPU type and its link speeds. Element counts (GPUs per node,
-/// nodes, pods, radixes) stay the template's.
+struct TopologySpec;
+
+/// @brief What one building has of its own: its GPU type, scale-up domain, pods and fabric. Every field not
+/// overridden is the template's.
 struct BuildingOverride {
   std::string building;
-  std::string gpu; ///< a GPU file name ("b200") the building's GPUs are; empty: the job's
-  NodeSpec node;   ///< the template's, with this building's NVLink bandwidth, latency and NCCL efficiency
-  PodSpec pod;     ///< the template's, with this building's NIC speed, link latency, fabric and NCCL efficiency
+  std::string gpu;            ///< a GPU file name ("b200") the building's GPUs are; empty: the job's
+  NodeSpec node;              ///< GPUs per node (8 for HGX, 72 for NVL72), NVLink bandwidth, latency, NCCL efficiency
+  PodSpec pod;                ///< nodes, rails, NIC speed, radixes, oversubscription, latency, fabric, NCCL efficiency
+  BuildingSpec building_spec; ///< pods and the aggregation layer
+  /// @brief Whether the building's element counts differ from the template's (then the graph is expanded
+  /// building by building rather than computed from one template).
+  bool changes_counts(const TopologySpec& t) const;
 };
 
 /// @brief The whole topology spec, as read from a file; units already converted to SI. Either a template
@@ -228,6 +235,8 @@ struct FaultSpec {
   double random_bandwidth = 0; ///< what a drawn link keeps (0: failed)
   bool empty() const { return links.empty() && switches.empty() && nodes.empty() && random_links <= 0; }
 };
+/// @brief The template with per-building counts as an explicit graph: vertices named as a template names them.
+GraphSpec expand_template(const TopologySpec& spec);
 /// @brief Reads a `faults` block. @throws SpecError at its JSON path.
 FaultSpec read_faults(spec::ObjectReader r);
 
@@ -238,7 +247,7 @@ public:
   /// @throws SpecError for an explicit graph that cannot carry a job (disconnected GPUs, uneven nodes, ...).
   explicit Topology(TopologySpec spec);
   /// @brief Whether the graph was imported (routes are shortest paths) rather than built from the template.
-  bool imported() const { return spec_.graph != nullptr; }
+  bool imported() const { return graph_ != nullptr; }
 
   /// @brief A copy whose links above the leaves (pod uplinks, inter-building, building uplinks, inter-region)
   /// have their bandwidth divided by `factor`: what one of `factor` identical rails sees of links all rails share.
@@ -331,6 +340,9 @@ private:
   /// @brief GPUs attached to leaf `leaf_in_pod` of a pod (fewer than its down ports on a partly filled leaf).
   int leaf_gpus(int leaf_in_pod) const;
   void build_from_graph();
+  /// @brief Routes, and the check that every GPU reaches every other.
+  void finish_graph_build();
+  std::shared_ptr<const GraphSpec> graph_; ///< the imported graph, or the template expanded per building
   /// @brief Imported graphs: least-cost distances between fabric switches over the links left with bandwidth.
   void build_routes();
   /// @brief Imported graphs: marks GPUs that reach no GPU of the largest connected part.

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <fstream>
 #include <iostream>
 
 using nlohmann::json;
@@ -79,4 +80,33 @@ TEST_CASE("an imported copy of a template times a step as the template, at every
       CHECK(b.result.step_time == Approx(a.result.step_time).epsilon(1e-9));
       CHECK(b.result.rails == a.result.rails);
     }
+}
+
+TEST_CASE("the torus-of-pods example: its cut is 8 torus links, and one simulated rail times it as all eight",
+          "[scenario][graph]")
+{
+  const std::string dir = std::string(SPANSIM_SOURCE_DIR) + "/examples/";
+  // Closed form: the building cut crosses 2 torus columns x 4 rows at 12.8 Tbps, and nothing else.
+  const tp::Topology torus(tp::load_topology_spec(dir + "topologies/torus-of-pods.json"));
+  REQUIRE(torus.gpu_count() == 2048);
+  for (const auto& b : torus.boundary_capacities()) {
+    std::cout << b.name << ": boundary links " << b.boundary_links * 8 / 1e12 << " Tbps (expected 102.4), max-flow "
+              << b.max_flow * 8 / 1e12 << " Tbps\n";
+    CHECK(b.boundary_links == Approx(8 * 12.8e12 / 8).epsilon(1e-12));
+    CHECK(b.max_flow == Approx(8 * 12.8e12 / 8).epsilon(1e-9));
+  }
+  auto scenario             = sc::load_scenario(dir + "scenarios/llama3-70b-torus-of-pods.json");
+  scenario.options.fidelity = spansim::netsim::Fidelity::analytical;
+  const auto rails          = sc::run_scenario(scenario);
+  REQUIRE(rails.result.rails == 8);
+  // Without the rail claim every GPU is simulated.
+  auto doc                       = nlohmann::json::parse(std::ifstream(dir + "topologies/torus-of-pods.json"));
+  doc["graph"]["rail_optimized"] = false;
+  doc["graph"]["file"]           = dir + "topologies/torus-of-pods.graphml";
+  auto all                       = scenario;
+  all.topology                   = tp::parse_topology_spec(doc, "torus-no-rails.json");
+  const auto every               = sc::run_scenario(all);
+  std::cout << "step: one rail " << rails.result.step_time << " s, every GPU " << every.result.step_time << " s\n";
+  CHECK(every.result.rails == 1);
+  CHECK(rails.result.step_time == Approx(every.result.step_time).epsilon(1e-9));
 }

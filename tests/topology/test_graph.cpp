@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <numeric>
 
 using nlohmann::json;
@@ -279,8 +281,8 @@ TEST_CASE("graph: bad graphs are refused with the file, the path and what is wro
   }
   {
     auto d                            = torus();
-    d["graph"]["vertices"][1]["node"] = "p00/n1";
-    refused(d, "GPUs");
+    d["graph"]["vertices"][1]["node"] = "p01/n0"; // a GPU of pod p00 in a node of pod p01
+    refused(d, "has GPUs in two places");
   }
   {
     auto d                       = torus();
@@ -303,4 +305,70 @@ TEST_CASE("graph: bad graphs are refused with the file, the path and what is wro
   CHECK_THROWS_WITH(tp::load_topology_spec(path),
                     Catch::Contains(path) && Catch::Contains("unknown GraphML attribute \"colour\""));
   std::filesystem::remove(path);
+}
+
+TEST_CASE("per-building counts: the template expanded building by building is the template", "[topology][graph]")
+{
+  // The expansion (used when buildings differ in counts) against the arithmetic template on a uniform spec:
+  // the same links by name, with the same speeds, and the same routes.
+  auto spec = tp::parse_topology_spec(template_topology(), "small.json");
+  const tp::Topology arithmetic(spec);
+  spec.graph = std::make_shared<const tp::GraphSpec>(tp::expand_template(spec));
+  const tp::Topology expanded(spec);
+  REQUIRE(expanded.imported());
+  REQUIRE(expanded.links().size() == arithmetic.links().size());
+  std::map<std::string, tp::Link> by_name;
+  for (std::size_t k = 0; k < expanded.links().size(); ++k)
+    by_name[expanded.link_name(static_cast<int>(k))] = expanded.links()[k];
+  for (std::size_t k = 0; k < arithmetic.links().size(); ++k) {
+    const auto name = arithmetic.link_name(static_cast<int>(k));
+    REQUIRE(by_name.count(name) == 1);
+    CHECK(by_name[name].bandwidth == arithmetic.links()[k].bandwidth);
+    CHECK(by_name[name].latency == arithmetic.links()[k].latency);
+    CHECK(by_name[name].tier == arithmetic.links()[k].tier);
+  }
+  int differ = 0;
+  for (int s = 0; s < arithmetic.gpu_count(); ++s)
+    for (int d = 0; d < arithmetic.gpu_count(); ++d) {
+      std::vector<std::string> a, e;
+      for (const auto& h : arithmetic.route(s, d))
+        a.push_back(arithmetic.link_name(h.link));
+      for (const auto& h : expanded.route(s, d))
+        e.push_back(expanded.link_name(h.link));
+      differ += a != e;
+    }
+  CHECK(differ == 0);
+}
+
+TEST_CASE("per-building counts: an 8-GPU-node building next to 4-GPU ones", "[topology][graph]")
+{
+  auto doc                  = template_topology();
+  doc["building_overrides"] = json::array(
+      {{{"building", "e-b"}, {"gpu", "b200"}, {"node", {{"gpus", 8}}}, {"pod", {{"nodes", 2}}}, {"pods", 1}}});
+  const auto t = load(doc);
+  REQUIRE(t.imported());
+  // e-a and west-b0: 2 pods x 3 nodes x 4 GPUs; e-b: 1 pod x 2 nodes x 8 GPUs.
+  CHECK(t.gpu_count() == 24 + 16 + 24);
+  CHECK(t.counts().nodes == 6 + 2 + 6);
+  // Leaves: 4 rails x ceil(3 / 2 down ports) per pod of e-a and west (2 pods each), 8 rails x 1 in e-b.
+  CHECK(t.counts().leaves == 16 + 8 + 16);
+  int in_b = 0, widest = 0;
+  for (int g = 0; g < t.gpu_count(); ++g)
+    if (t.locate(g).building == 1) {
+      ++in_b;
+      widest = std::max(widest, t.locate(g).local + 1);
+      CHECK(t.building_gpu(1) == "b200");
+    }
+  CHECK(in_b == 16);
+  CHECK(widest == 8);
+  // Two GPUs of one 8-GPU node talk over NVLink: two hops through their NVSwitch.
+  const int first = 24;
+  REQUIRE(t.vertex_name(first) == "e-b/pod0/node0/gpu0");
+  const auto r = t.route(first, first + 7);
+  REQUIRE(r.size() == 2);
+  CHECK(t.links()[r[0].link].tier == tp::Tier::nvlink);
+
+  doc["building_overrides"][0]["pod"] = {{"rail_optimized", false}, {"leaf_radix", 8}};
+  CHECK_THROWS_WITH(load(doc), Catch::Contains("$.building_overrides[0].pod.leaf_radix") &&
+                                   Catch::Contains("fewer than the 8 GPUs of a node"));
 }

@@ -1,0 +1,131 @@
+// A template whose buildings differ in element counts (an HGX building next to an NVL72 one) cannot be indexed
+// by arithmetic on one template: it is expanded building by building into an explicit graph, with the names,
+// link speeds and capacities the template rules give each building, and routed as an imported graph.
+#include "topology/topology.hpp"
+
+#include <cmath>
+
+namespace spansim::topology {
+
+namespace {
+
+struct Expander {
+  GraphSpec graph;
+
+  void vertex(std::string id, VertexKind kind, std::string building, std::string pod = {}, std::string node = {},
+              std::string region = {})
+  {
+    graph.vertices.push_back(
+        {std::move(id), kind, std::move(building), std::move(pod), std::move(node), std::move(region)});
+  }
+  void link(std::string a, std::string b, Tier tier, double bandwidth, double latency)
+  {
+    graph.edges.push_back({std::move(a), std::move(b), tier, bandwidth, latency, 1});
+  }
+};
+
+const LongLinkSpec& long_link(const std::vector<LinkOverride>& overrides, const LongLinkSpec& fallback,
+                              const std::string& a, const std::string& b)
+{
+  for (const auto& ov : overrides)
+    if ((ov.a == a && ov.b == b) || (ov.a == b && ov.b == a))
+      return ov.link;
+  return fallback;
+}
+
+} // namespace
+
+GraphSpec expand_template(const TopologySpec& s)
+{
+  Expander x;
+  x.graph.file           = s.file;
+  x.graph.rail_optimized = s.pod.rail_optimized;
+  std::vector<std::string> buildings;
+  for (const auto& region : s.regions)
+    for (const auto& name : region.buildings) {
+      buildings.push_back(name);
+      const NodeSpec* node    = &s.node;
+      const PodSpec* pod      = &s.pod;
+      const BuildingSpec* bld = &s.building;
+      for (const auto& o : s.building_overrides)
+        if (o.building == name) {
+          node = &o.node;
+          pod  = &o.pod;
+          bld  = &o.building_spec;
+        }
+      x.graph.rail_optimized = x.graph.rail_optimized && pod->rail_optimized;
+      // The template's rules (topology.cpp), with this building's counts.
+      const int gpn = node->gpus;
+      const int down =
+          static_cast<int>(std::lround(pod->leaf_radix * pod->oversubscription / (1 + pod->oversubscription)));
+      const int up              = pod->leaf_radix - down;
+      const int leaves_per_rail = (pod->nodes + down - 1) / down;
+      const int nodes_per_leaf  = pod->rail_optimized ? 0 : down / gpn;
+      const int leaves =
+          pod->rail_optimized ? gpn * leaves_per_rail : (pod->nodes + nodes_per_leaf - 1) / nodes_per_leaf;
+      auto leaf_gpus = [&](int l) {
+        if (pod->rail_optimized)
+          return std::min(down, pod->nodes - (l % leaves_per_rail) * down);
+        return std::min(nodes_per_leaf, pod->nodes - l * nodes_per_leaf) * gpn;
+      };
+      auto leaf_of = [&](int n, int local) {
+        return pod->rail_optimized ? local * leaves_per_rail + n / down : n / nodes_per_leaf;
+      };
+      double pod_leaf_capacity = 0;
+      for (int l = 0; l < leaves; ++l)
+        pod_leaf_capacity += leaf_gpus(l) * pod->nic_bandwidth * up / down;
+      const std::string aggregation = name + "/aggregation";
+      for (int p = 0; p < bld->pods; ++p) {
+        const std::string pod_label = "pod" + std::to_string(p);
+        const std::string prefix    = name + "/" + pod_label;
+        auto node_name              = [&](int n) { return prefix + "/node" + std::to_string(n); };
+        auto gpu_name               = [&](int n, int g) { return node_name(n) + "/gpu" + std::to_string(g); };
+        auto leaf_name              = [&](int l) { return prefix + "/leaf" + std::to_string(l); };
+        for (int n = 0; n < pod->nodes; ++n)
+          for (int g = 0; g < gpn; ++g)
+            x.vertex(gpu_name(n, g), VertexKind::gpu, name, pod_label, node_name(n));
+        for (int n = 0; n < pod->nodes; ++n)
+          x.vertex(node_name(n) + "/nvswitch", VertexKind::nvswitch, name);
+        for (int l = 0; l < leaves; ++l)
+          x.vertex(leaf_name(l), VertexKind::leaf, name);
+        x.vertex(prefix + "/spine", VertexKind::spine, name);
+        for (int n = 0; n < pod->nodes; ++n)
+          for (int g = 0; g < gpn; ++g)
+            x.link(gpu_name(n, g), node_name(n) + "/nvswitch", Tier::nvlink, node->nvlink_rate(), node->nvlink_latency);
+        for (int n = 0; n < pod->nodes; ++n)
+          for (int g = 0; g < gpn; ++g)
+            x.link(gpu_name(n, g), leaf_name(leaf_of(n, g)), Tier::nic, pod->nic_rate(), pod->link_latency);
+        for (int l = 0; l < leaves; ++l)
+          x.link(leaf_name(l), prefix + "/spine", Tier::leaf_spine, leaf_gpus(l) * pod->nic_bandwidth * up / down,
+                 pod->link_latency);
+        x.link(prefix + "/spine", aggregation, Tier::pod_aggregation,
+               pod_leaf_capacity / bld->aggregation_oversubscription, bld->aggregation_latency);
+      }
+      x.vertex(aggregation, VertexKind::aggregation, name);
+    }
+  for (const auto& region : s.regions)
+    for (std::size_t i = 0; i < region.buildings.size(); ++i)
+      for (std::size_t j = i + 1; j < region.buildings.size(); ++j) {
+        const auto& a = region.buildings[i];
+        const auto& b = region.buildings[j];
+        const auto& l = long_link(s.inter_building_overrides, s.inter_building, a, b);
+        x.link(a + "/aggregation", b + "/aggregation", Tier::inter_building, l.bandwidth, l.latency);
+      }
+  if (s.regions.size() > 1) {
+    for (const auto& region : s.regions) {
+      x.vertex(region.name + "/gateway", VertexKind::region_gateway, "", "", "", region.name);
+      for (const auto& b : region.buildings)
+        x.link(b + "/aggregation", region.name + "/gateway", Tier::building_uplink, s.building_uplink_bandwidth,
+               s.building_uplink_latency);
+    }
+    for (std::size_t i = 0; i < s.regions.size(); ++i)
+      for (std::size_t j = i + 1; j < s.regions.size(); ++j) {
+        const auto& l = long_link(s.inter_region_overrides, s.inter_region, s.regions[i].name, s.regions[j].name);
+        x.link(s.regions[i].name + "/gateway", s.regions[j].name + "/gateway", Tier::inter_region, l.bandwidth,
+               l.latency);
+      }
+  }
+  return std::move(x.graph);
+}
+
+} // namespace spansim::topology
