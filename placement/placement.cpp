@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
+#include "common/units.hpp"
 
 #include <algorithm>
 #include <map>
@@ -334,6 +335,29 @@ namespace spansim::placement {
 
 // Stage programs differ only in their ops' times and memory, so each GPU type's graph is built whole and its
 // stages taken.
+namespace {
+
+// The job's step graph with its GPU set to `type`, as a building of that type runs it.
+workload::StepGraph graph_for(const workload::JobSpec& job, const std::string& type)
+{
+  workload::JobSpec j = job;
+  if (type != job.gpu.name) {
+    j.gpu = workload::load_gpu(type);
+    // The job's profile if it holds for this GPU (or is "none"), else the shipped one that does.
+    if (j.calibration.name != "none" && !j.calibration.covers(type))
+      j.calibration = workload::default_calibration(j.gpu);
+    // The job's attention library where this GPU has rates for it, else the GPU's own default.
+    if (j.attention != workload::AttentionKernel::unfused &&
+        !(j.gpu.attention[static_cast<std::size_t>(j.attention)].forward > 0))
+      j.attention = j.gpu.attention_default;
+  }
+  // Memory is checked per stage against the stage's own GPU (build_stage_graph): a stage of another type may
+  // hold more layers than this GPU could.
+  return workload::build_step_graph(j, workload::BuildOptions{false});
+}
+
+} // namespace
+
 workload::StepGraph build_stage_graph(const workload::JobSpec& job, const topology::Topology& topology,
                                       const Placement& placement, const spec::Location& where)
 {
@@ -355,26 +379,63 @@ workload::StepGraph build_stage_graph(const workload::JobSpec& job, const topolo
                                   "boundary)");
       gpu_of[s] = type;
     }
-  std::map<std::string, workload::StepGraph> graphs;
-  for (const auto& type : gpu_of) {
-    if (graphs.count(type))
-      continue;
-    workload::JobSpec j = job;
-    if (type != job.gpu.name) {
-      j.gpu = workload::load_gpu(type);
-      // The job's profile if it holds for this GPU (or is "none"), else the shipped one that does.
-      if (j.calibration.name != "none" && !j.calibration.covers(type))
-        j.calibration = workload::default_calibration(j.gpu);
-      // The job's attention library where this GPU has rates for it, else the GPU's own default.
-      if (j.attention != workload::AttentionKernel::unfused &&
-          !(j.gpu.attention[static_cast<std::size_t>(j.attention)].forward > 0))
-        j.attention = j.gpu.attention_default;
+  auto build_all = [&](const workload::JobSpec& base) {
+    std::map<std::string, workload::StepGraph> graphs;
+    for (const auto& type : gpu_of)
+      if (graphs.count(type) == 0)
+        graphs.emplace(type, graph_for(base, type));
+    return graphs;
+  };
+  auto graphs = build_all(job);
+  const std::set<std::string> types(gpu_of.begin(), gpu_of.end());
+  if (job.parallelism.balance_layers && job.parallelism.stage_layers.empty() && types.size() > 1) {
+    // Each type's compute seconds per layer, from a stage of that type away from the embedding and the output
+    // layer where there is one; then the layers one by one to the stage that stays fastest with one more, which
+    // minimizes the slowest stage's compute when a layer costs the same on every stage of a type.
+    std::map<std::string, double> per_layer;
+    for (int s = 0; s < pp; ++s) {
+      const bool inner = s > 0 && s < pp - 1;
+      if (per_layer.count(gpu_of[s]) > 0 && !inner)
+        continue;
+      const auto& st = graphs.at(gpu_of[s]).stages[s];
+      double seconds = 0;
+      for (const auto& op : st.ops)
+        if (workload::is_compute(op.kind) && op.kind != workload::OpKind::optimizer)
+          seconds += op.seconds;
+      int layers = 0;
+      for (int l : st.chunk_layers)
+        layers += l;
+      if (layers > 0)
+        per_layer[gpu_of[s]] = seconds / layers;
     }
-    graphs.emplace(type, workload::build_step_graph(j));
+    const int v = job.schedule.virtual_stages; // every stage keeps a layer per model chunk
+    std::vector<int> layers(pp, v);
+    for (int left = job.model.layers - pp * v; left > 0; --left) {
+      int best = 0;
+      for (int s = 1; s < pp; ++s)
+        if ((layers[s] + 1) * per_layer[gpu_of[s]] < (layers[best] + 1) * per_layer[gpu_of[best]])
+          best = s;
+      ++layers[best];
+    }
+    workload::JobSpec balanced        = job;
+    balanced.parallelism.stage_layers = layers;
+    graphs                            = build_all(balanced);
   }
   workload::StepGraph out = graphs.count(job.gpu.name) ? graphs.at(job.gpu.name) : graphs.begin()->second;
-  for (int s = 0; s < pp; ++s)
-    out.stages[s] = graphs.at(gpu_of[s]).stages[s];
+  for (int s = 0; s < pp; ++s) {
+    out.stages[s]   = graphs.at(gpu_of[s]).stages[s];
+    const auto& gpu = graphs.at(gpu_of[s]).job.gpu;
+    const auto& m   = out.stages[s].memory;
+    using units::format_size;
+    if (m.total() > gpu.hbm_capacity)
+      throw InfeasibleError(std::string(name_of(workload::JobIssue::memory)), job.file, job.json_path,
+                            "the job does not fit in GPU memory: pipeline stage " + std::to_string(s) + " needs " +
+                                format_size(m.total()) + " per GPU (weights " + format_size(m.weights) +
+                                ", gradients " + format_size(m.gradients) + ", optimizer state " +
+                                format_size(m.optimizer) + ", activations " + format_size(m.activations) + ") but " +
+                                gpu.name + " has " + format_size(gpu.hbm_capacity) +
+                                " of HBM; raise tp/pp/dp sharding, recompute more or shrink the micro-batch");
+  }
   return out;
 }
 

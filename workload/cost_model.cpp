@@ -297,7 +297,14 @@ LayerParams layer_params(const ModelSpec& m, int layer)
 
 std::vector<ChunkCost> chunk_costs(const Context& c)
 {
-  const auto counts     = chunk_layer_counts(c.m.layers, c.chunks);
+  // Layers given per stage are split as evenly as possible over the stage's chunks (chunk g = v x pp + stage).
+  const auto& given = c.job.parallelism.stage_layers;
+  auto counts       = chunk_layer_counts(c.m.layers, c.chunks);
+  if (!given.empty()) {
+    const int pp = static_cast<int>(given.size()), v = c.chunks / pp;
+    for (int g = 0; g < c.chunks; ++g)
+      counts[g] = given[g % pp] / v + (g / pp < given[g % pp] % v ? 1 : 0);
+  }
   const GpuSpec& gpu    = c.job.gpu;
   const bool unfused    = c.job.attention == AttentionKernel::unfused;
   const double mem_rate = gpu.hbm_bandwidth * gpu.elementwise_efficiency;

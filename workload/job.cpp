@@ -136,6 +136,20 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
     par.hsdp_shard = dim(p, "hsdp_shard_size");
   if (p.has("order"))
     par.order = read_rank_order(p, "order");
+  if (p.has("stage_layers")) {
+    const auto& v = p.raw("stage_layers");
+    if (v.is_string() && v.get<std::string>() == "balanced")
+      par.balance_layers = true;
+    else if (v.is_array() && !v.empty()) {
+      for (const auto& e : v) {
+        if (!e.is_number_integer() || e.get<std::int64_t>() < 1 || e.get<std::int64_t>() > 100'000)
+          p.fail("stage_layers", "expected layer counts from 1 to 100000, one per pipeline stage");
+        par.stage_layers.push_back(e.get<int>());
+      }
+    } else {
+      p.fail("stage_layers", "expected \"balanced\" or a list of layer counts, one per pipeline stage");
+    }
+  }
   // Keys valid only for some modes: name them so that the error for a misplaced one says where it belongs.
   if (par.dp_mode == DataParallelMode::ddp && p.has("reshard_after_forward"))
     p.fail("reshard_after_forward", "only meaningful with data_parallel \"fsdp\" or \"hsdp\"");
@@ -254,6 +268,21 @@ void validate_job(JobSpec& job)
             n(mbs) + " micro-batches per step (" + n(batch.global_sequences) + " sequences / dp " + n(par.dp) +
                 " / micro_batch " + n(batch.micro_batch) + ") are fewer than the " + n(par.pp) +
                 " pipeline stages, which " + kind + " needs");
+  if (!par.stage_layers.empty()) {
+    std::int64_t sum = 0;
+    for (int l : par.stage_layers)
+      sum += l;
+    if (static_cast<int>(par.stage_layers.size()) != par.pp)
+      at.fail(JobIssue::layers, {"parallelism", "stage_layers"},
+              n(std::int64_t(par.stage_layers.size())) + " entries for pp " + n(par.pp) + ": one per pipeline stage");
+    for (int l : par.stage_layers)
+      if (l < sched.virtual_stages)
+        at.fail(JobIssue::layers, {"parallelism", "stage_layers"},
+                "a stage of " + n(l) + " layers cannot fill its " + n(sched.virtual_stages) + " virtual stages");
+    if (sum != m.layers)
+      at.fail(JobIssue::layers, {"parallelism", "stage_layers"},
+              "the stages hold " + n(sum) + " layers; the model has " + n(m.layers));
+  }
   const std::int64_t chunks = std::int64_t{par.pp} * sched.virtual_stages;
   if (m.layers < chunks)
     at.fail(JobIssue::layers, {"schedule", "virtual_stages"},

@@ -279,6 +279,11 @@ struct ParallelismSpec {
   bool reshard_after_forward = true;
   int hsdp_shard             = 0; ///< HSDP: data-parallel ranks sharding one replica.
   std::vector<Dim> order{kProductionOrder.begin(), kProductionOrder.end()}; ///< Rank order, innermost first.
+  /// @brief Layers of each pipeline stage (pp entries summing to the model's layers). Empty: as even as possible.
+  std::vector<int> stage_layers;
+  /// @brief `"stage_layers": "balanced"`: where stages run on different GPU types, layers in proportion to each
+  /// stage's speed (placement::build_stage_graph sets stage_layers); elsewhere as even as possible.
+  bool balance_layers = false;
 };
 
 /// @brief Batch shape: the global batch in sequences, the micro-batch in sequences.

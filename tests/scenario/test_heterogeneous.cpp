@@ -115,3 +115,41 @@ TEST_CASE("a stage over two GPU types is refused", "[scenario][heterogeneous]")
   CHECK_THROWS_WITH(sc::run_scenario(sc::parse_scenario(scenario(true, {"tp", "cp", "pp", "dp"}, 2), "test")),
                     Catch::Contains("$.placement") && Catch::Contains("pipeline stage 0 runs on h100 and b200"));
 }
+
+TEST_CASE("balanced stage layers: the faster GPU's stage takes more layers, and the slowest stage is as fast as it "
+          "can be",
+          "[scenario][heterogeneous]")
+{
+  auto even_doc                                      = scenario(true);
+  auto balanced_doc                                  = scenario(true);
+  balanced_doc["job"]["parallelism"]["stage_layers"] = "balanced";
+  const auto even                                    = sc::run_scenario(sc::parse_scenario(even_doc, "test"));
+  const auto balanced                                = sc::run_scenario(sc::parse_scenario(balanced_doc, "test"));
+  const auto& es                                     = even.placed->graph().stages;
+  const auto& bs                                     = balanced.placed->graph().stages;
+  REQUIRE(es[0].chunk_layers == std::vector<int>{4});
+  REQUIRE(es[1].chunk_layers == std::vector<int>{4});
+  // Per-layer forward + backward seconds of each GPU, from the even split; then the split that minimizes the
+  // slower stage, by trying all of them.
+  auto per_layer = [](const wl::StageProgram& st) {
+    return (compute_of(st, wl::OpKind::forward) + compute_of(st, wl::OpKind::backward)) / st.chunk_layers[0];
+  };
+  const double r0 = per_layer(es[0]), r1 = per_layer(es[1]);
+  int best = 1;
+  for (int n0 = 1; n0 < 8; ++n0)
+    if (std::max(n0 * r0, (8 - n0) * r1) < std::max(best * r0, (8 - best) * r1))
+      best = n0;
+  std::cout << "per layer: h100 " << r0 << " s, b200 " << r1 << " s; best split " << best << " + " << 8 - best
+            << ", chosen " << bs[0].chunk_layers[0] << " + " << bs[1].chunk_layers[0] << "; step even "
+            << even.result.step_time << " s, balanced " << balanced.result.step_time << " s\n";
+  CHECK(bs[0].chunk_layers[0] == best);
+  CHECK(bs[1].chunk_layers[0] == 8 - best);
+  CHECK(bs[1].chunk_layers[0] > bs[0].chunk_layers[0]);
+  CHECK(balanced.result.step_time < even.result.step_time);
+
+  // Given by hand, and checked against the model.
+  auto wrong                                  = scenario(true);
+  wrong["job"]["parallelism"]["stage_layers"] = json::array({3, 4});
+  CHECK_THROWS_WITH(sc::parse_scenario(wrong, "test"),
+                    Catch::Contains("stage_layers") && Catch::Contains("hold 7 layers; the model has 8"));
+}
