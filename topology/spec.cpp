@@ -133,6 +133,40 @@ void check_leaf_ports(ObjectReader& r, const NodeSpec& node, const PodSpec& pod)
                              " GPUs of a node: without rails a whole node must sit under one leaf");
 }
 
+// What a building (or every building of a region) may have of its own; fields not given keep b's values.
+void read_site_fields(ObjectReader& o, BuildingOverride& b)
+{
+  if (o.has("gpu"))
+    b.gpu = o.string("gpu");
+  if (auto n = o.optional_object("node")) {
+    b.node.gpus             = static_cast<int>(n->optional_integer("gpus", 1, 1024).value_or(b.node.gpus));
+    b.node.nvlink_bandwidth = n->optional_bandwidth("nvlink_bandwidth").value_or(b.node.nvlink_bandwidth);
+    b.node.nvlink_latency   = n->optional_time("nvlink_latency").value_or(b.node.nvlink_latency);
+    b.node.nccl_efficiency  = n->optional_number("nccl_efficiency", 0.05, 1).value_or(b.node.nccl_efficiency);
+    n->finish();
+  }
+  if (auto p = o.optional_object("pod")) {
+    b.pod.nodes            = static_cast<int>(p->optional_integer("nodes", 1, 1'000'000).value_or(b.pod.nodes));
+    b.pod.rail_optimized   = p->optional_boolean("rail_optimized").value_or(b.pod.rail_optimized);
+    b.pod.leaf_radix       = static_cast<int>(p->optional_integer("leaf_radix", 2, 4096).value_or(b.pod.leaf_radix));
+    b.pod.spine_radix      = static_cast<int>(p->optional_integer("spine_radix", 2, 4096).value_or(b.pod.spine_radix));
+    b.pod.oversubscription = p->optional_number("oversubscription", 1, 64).value_or(b.pod.oversubscription);
+    b.pod.nic_bandwidth    = p->optional_bandwidth("nic_bandwidth").value_or(b.pod.nic_bandwidth);
+    b.pod.link_latency     = p->optional_time("link_latency").value_or(b.pod.link_latency);
+    b.pod.nccl_efficiency  = p->optional_number("nccl_efficiency", 0.05, 1).value_or(b.pod.nccl_efficiency);
+    if (p->has("fabric"))
+      b.pod.fabric = p->choice("fabric", {"roce", "ib"});
+    p->finish();
+    check_leaf_ports(*p, b.node, b.pod);
+  }
+  // The template's "building" block, flattened: "building" here names the building.
+  b.building_spec.pods = static_cast<int>(o.optional_integer("pods", 1, 100'000).value_or(b.building_spec.pods));
+  b.building_spec.aggregation_oversubscription =
+      o.optional_number("aggregation_oversubscription", 1, 1000).value_or(b.building_spec.aggregation_oversubscription);
+  b.building_spec.aggregation_latency =
+      o.optional_time("aggregation_latency").value_or(b.building_spec.aggregation_latency);
+}
+
 } // namespace
 
 bool BuildingOverride::changes_counts(const TopologySpec& t) const
@@ -292,6 +326,35 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
   }
 
   // Buildings of their own: GPU type, scale-up domain, pods and fabric.
+  // Regions of their own first: a building override starts from its region's.
+  std::vector<std::pair<std::string, BuildingOverride>> region_base; // region name -> its override
+  for (auto o : root.objects("region_overrides", false)) {
+    const std::string region = o.string("region");
+    if (std::find(region_names.begin(), region_names.end(), region) == region_names.end()) {
+      std::string list;
+      for (const auto& n : region_names)
+        list += (list.empty() ? "" : ", ") + n;
+      o.fail("region", "unknown region \"" + region + "\" (regions: " + list + ")");
+    }
+    for (const auto& [other, ov] : region_base)
+      if (other == region)
+        o.fail("region", "region \"" + region + "\" is overridden twice");
+    BuildingOverride b;
+    b.node          = s.node;
+    b.pod           = s.pod;
+    b.building_spec = s.building;
+    read_site_fields(o, b);
+    o.finish({"region"});
+    region_base.emplace_back(region, std::move(b));
+  }
+  auto region_of_building = [&](const std::string& building) -> const BuildingOverride* {
+    for (const auto& r : s.regions)
+      if (std::find(r.buildings.begin(), r.buildings.end(), building) != r.buildings.end())
+        for (const auto& [name, ov] : region_base)
+          if (name == r.name)
+            return &ov;
+    return nullptr;
+  };
   for (auto o : root.objects("building_overrides", false)) {
     BuildingOverride b;
     b.building = o.string("building");
@@ -304,39 +367,25 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
     for (const auto& other : s.building_overrides)
       if (other.building == b.building)
         o.fail("building", "building \"" + b.building + "\" is overridden twice");
-    b.gpu           = o.optional_string("gpu").value_or("");
-    b.node          = s.node;
-    b.pod           = s.pod;
-    b.building_spec = s.building;
-    if (auto n = o.optional_object("node")) {
-      b.node.gpus             = static_cast<int>(n->optional_integer("gpus", 1, 1024).value_or(b.node.gpus));
-      b.node.nvlink_bandwidth = n->optional_bandwidth("nvlink_bandwidth").value_or(b.node.nvlink_bandwidth);
-      b.node.nvlink_latency   = n->optional_time("nvlink_latency").value_or(b.node.nvlink_latency);
-      b.node.nccl_efficiency  = n->optional_number("nccl_efficiency", 0.05, 1).value_or(b.node.nccl_efficiency);
-      n->finish();
-    }
-    if (auto p = o.optional_object("pod")) {
-      b.pod.nodes          = static_cast<int>(p->optional_integer("nodes", 1, 1'000'000).value_or(b.pod.nodes));
-      b.pod.rail_optimized = p->optional_boolean("rail_optimized").value_or(b.pod.rail_optimized);
-      b.pod.leaf_radix     = static_cast<int>(p->optional_integer("leaf_radix", 2, 4096).value_or(b.pod.leaf_radix));
-      b.pod.spine_radix    = static_cast<int>(p->optional_integer("spine_radix", 2, 4096).value_or(b.pod.spine_radix));
-      b.pod.oversubscription = p->optional_number("oversubscription", 1, 64).value_or(b.pod.oversubscription);
-      b.pod.nic_bandwidth    = p->optional_bandwidth("nic_bandwidth").value_or(b.pod.nic_bandwidth);
-      b.pod.link_latency     = p->optional_time("link_latency").value_or(b.pod.link_latency);
-      b.pod.nccl_efficiency  = p->optional_number("nccl_efficiency", 0.05, 1).value_or(b.pod.nccl_efficiency);
-      if (p->has("fabric"))
-        b.pod.fabric = p->choice("fabric", {"roce", "ib"});
-      p->finish();
-      check_leaf_ports(*p, b.node, b.pod);
-    }
-    // The template's "building" block, flattened: "building" here names the building.
-    b.building_spec.pods = static_cast<int>(o.optional_integer("pods", 1, 100'000).value_or(b.building_spec.pods));
-    b.building_spec.aggregation_oversubscription = o.optional_number("aggregation_oversubscription", 1, 1000)
-                                                       .value_or(b.building_spec.aggregation_oversubscription);
-    b.building_spec.aggregation_latency =
-        o.optional_time("aggregation_latency").value_or(b.building_spec.aggregation_latency);
+    const BuildingOverride* base = region_of_building(b.building);
+    b.gpu                        = base != nullptr ? base->gpu : "";
+    b.node                       = base != nullptr ? base->node : s.node;
+    b.pod                        = base != nullptr ? base->pod : s.pod;
+    b.building_spec              = base != nullptr ? base->building_spec : s.building;
+    read_site_fields(o, b);
     o.finish();
     s.building_overrides.push_back(std::move(b));
+  }
+  for (const auto& name : building_names) {
+    const BuildingOverride* base = region_of_building(name);
+    bool own                     = false;
+    for (const auto& o : s.building_overrides)
+      own = own || o.building == name;
+    if (base != nullptr && !own) {
+      BuildingOverride b = *base;
+      b.building         = name;
+      s.building_overrides.push_back(std::move(b));
+    }
   }
   std::int64_t total = 0;
   for (const auto& name : building_names) {

@@ -372,3 +372,27 @@ TEST_CASE("per-building counts: an 8-GPU-node building next to 4-GPU ones", "[to
   CHECK_THROWS_WITH(load(doc), Catch::Contains("$.building_overrides[0].pod.leaf_radix") &&
                                    Catch::Contains("fewer than the 8 GPUs of a node"));
 }
+
+TEST_CASE("region overrides: every building of the region, under its own building overrides", "[topology][graph]")
+{
+  auto doc = template_topology();
+  doc["region_overrides"] =
+      json::array({{{"region", "east"}, {"gpu", "b200"}, {"pod", {{"nic_bandwidth", "800Gbps"}}}}});
+  doc["building_overrides"] = json::array({{{"building", "e-b"}, {"node", {{"gpus", 8}}}}});
+  const auto t              = load(doc);
+  CHECK(t.building_gpu(0) == "b200");
+  CHECK(t.building_gpu(1) == "b200");
+  CHECK(t.building_gpu(2).empty());
+  for (int g = 0; g < t.gpu_count(); ++g) {
+    const auto b        = t.locate(g).building;
+    const double nic    = t.links()[t.nic_link(g)].bandwidth;
+    const double expect = (b == 2 ? 400e9 : 800e9) / 8 * 0.9; // the template's NCCL efficiency
+    CHECK(nic == Approx(expect).epsilon(1e-12));
+  }
+  // e-b's nodes have 8 GPUs, the others 4: 24 + (2 pods x 3 nodes x 8) + 24.
+  CHECK(t.gpu_count() == 24 + 48 + 24);
+
+  doc["region_overrides"][0]["region"] = "north";
+  CHECK_THROWS_WITH(load(doc),
+                    Catch::Contains("$.region_overrides[0].region") && Catch::Contains("unknown region \"north\""));
+}
