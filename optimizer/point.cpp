@@ -141,11 +141,9 @@ json Metrics::to_json() const
 json scenario_json(const OptimizeSpec& spec, const Point& p)
 {
   topology::Topology topo(spec.topology);
-  const int buildings = !spec.buildings.empty()
-                            ? static_cast<int>(spec.buildings.size())
-                            : static_cast<int>((spec.base.gpus + topo.counts().gpus / topo.counts().buildings - 1) /
-                                               (topo.counts().gpus / topo.counts().buildings));
-  json placement      = {{"order", names(p.order)}};
+  const int buildings =
+      !spec.buildings.empty() ? static_cast<int>(spec.buildings.size()) : topo.buildings_needed(spec.base.gpus);
+  json placement = {{"order", names(p.order)}};
   if (!spec.buildings.empty())
     placement["buildings"] = spec.buildings;
   json topology_ref;

@@ -31,8 +31,7 @@ int buildings_used(const OptimizeSpec& spec, const topology::Topology& topo)
 {
   if (!spec.buildings.empty())
     return static_cast<int>(spec.buildings.size());
-  const auto per = topo.counts().gpus / topo.counts().buildings;
-  return static_cast<int>((spec.base.gpus + per - 1) / per);
+  return topo.buildings_needed(spec.base.gpus);
 }
 
 netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool collapse)

@@ -81,10 +81,9 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
          " GPUs");
 
   // Buildings: named ones, or as many as needed from the first.
-  const auto& counts       = topology.counts();
-  const std::int64_t per_b = counts.gpus / counts.buildings;
+  const auto& counts = topology.counts();
   if (spec.buildings.empty()) {
-    std::int64_t needed = (job.gpus + per_b - 1) / per_b;
+    const int needed = topology.buildings_needed(job.gpus);
     if (needed > counts.buildings)
       fail("the job needs " + std::to_string(job.gpus) + " GPUs; topology \"" + topology.spec().name + "\" has " +
            std::to_string(counts.gpus));
@@ -111,13 +110,15 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
   if (job.gpus % nb != 0)
     fail(std::to_string(job.gpus) + " GPUs do not split evenly over " + std::to_string(nb) + " buildings");
   const std::int64_t in_each = job.gpus / nb;
-  if (in_each > per_b)
-    fail(std::to_string(in_each) + " GPUs per building are needed, a building has " + std::to_string(per_b));
-
   gpus_.reserve(static_cast<std::size_t>(job.gpus));
-  for (int b : buildings_)
-    for (std::int64_t i = 0; i < in_each; ++i)
-      gpus_.push_back(static_cast<int>(b * per_b + i));
+  for (int b : buildings_) {
+    // A building's first GPUs (buildings may differ in size).
+    const auto mine = topology.building_gpus(b);
+    if (in_each > static_cast<std::int64_t>(mine.size()))
+      fail(std::to_string(in_each) + " GPUs per building are needed, building " + topology.building_name(b) + " has " +
+           std::to_string(mine.size()));
+    gpus_.insert(gpus_.end(), mine.begin(), mine.begin() + in_each);
+  }
   rank_of_gpu_.assign(static_cast<std::size_t>(counts.gpus), -1);
   for (std::size_t r = 0; r < gpus_.size(); ++r)
     rank_of_gpu_[gpus_[r]] = static_cast<int>(r);

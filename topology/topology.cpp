@@ -422,6 +422,35 @@ int Topology::vertex_building(int v) const
   return -1;
 }
 
+std::vector<int> Topology::building_gpus(int b) const
+{
+  std::vector<int> out;
+  if (!imported()) {
+    const auto per = counts_.gpus / counts_.buildings;
+    for (std::int64_t i = 0; i < per; ++i)
+      out.push_back(static_cast<int>(b * per + i));
+    return out;
+  }
+  for (int g = 0; g < counts_.gpus; ++g)
+    if (gpu_location_[g].building == b)
+      out.push_back(g);
+  return out;
+}
+
+int Topology::buildings_needed(std::int64_t gpus) const
+{
+  std::vector<std::int64_t> size(building_count(), 0);
+  for (int g = 0; g < counts_.gpus; ++g)
+    ++size[locate(g).building];
+  std::int64_t smallest = std::numeric_limits<std::int64_t>::max();
+  for (int n = 1; n <= building_count(); ++n) {
+    smallest = std::min(smallest, size[n - 1]);
+    if ((gpus + n - 1) / n <= smallest)
+      return n;
+  }
+  return building_count() + 1;
+}
+
 int Topology::vertex_region(int v) const
 {
   if (imported())

@@ -293,6 +293,11 @@ public:
   std::vector<std::vector<Hop>> equal_cost_routes(int src_gpu, int dst_gpu, int limit = 64) const;
   /// @brief The links between buildings (and regions) on the route from building `a` to building `b`.
   std::vector<int> building_path(int a, int b) const;
+  /// @brief The GPUs of building `b`, in index order (buildings may differ in size).
+  std::vector<int> building_gpus(int b) const;
+  /// @brief How many buildings, from the first, a job of `gpus` GPUs needs when it splits evenly over them
+  /// (a building holds at most its own GPUs); more than building_count() when it does not fit.
+  int buildings_needed(std::int64_t gpus) const;
   /// @brief The building a vertex belongs to (-1: a switch of no building).
   int vertex_building(int vertex) const;
   /// @brief The region a vertex belongs to: its building's, or a gateway's own (-1: none).

@@ -361,6 +361,14 @@ TEST_CASE("per-building counts: an 8-GPU-node building next to 4-GPU ones", "[to
     }
   CHECK(in_b == 16);
   CHECK(widest == 8);
+  // The placer takes a building's own GPUs, and as many buildings as an even split needs: 24, 16 and 24 GPUs.
+  const auto mine = t.building_gpus(1);
+  REQUIRE(mine.size() == 16);
+  CHECK(mine.front() == 24);
+  CHECK(mine.back() == 39);
+  CHECK(t.buildings_needed(24) == 1);
+  CHECK(t.buildings_needed(48) == 3); // two buildings would need 24 of e-b's 16
+  CHECK(t.buildings_needed(64) == 4); // does not fit
   // Two GPUs of one 8-GPU node talk over NVLink: two hops through their NVSwitch.
   const int first = 24;
   REQUIRE(t.vertex_name(first) == "e-b/pod0/node0/gpu0");
