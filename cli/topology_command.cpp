@@ -250,7 +250,8 @@ void export_graph(const ExportOptions& o)
   if (o.format == "graphml")
     t.write_graphml(text);
   else
-    text << t.to_graph_json().dump(1) << "\n";
+    text << t.to_graph_json().dump(t.links().size() < 10'000 ? 1 : -1) << "\n"; // large graphs compact: spec files
+                                                                                // are limited to 64 MiB
   if (o.output.empty() || o.output == "-") {
     std::cout << text.str();
     return;
