@@ -87,12 +87,13 @@ void describe(const DescribeOptions& o)
                      {"regions", c.regions},
                      {"nvswitches", c.nodes},
                      {"leaves", c.leaves},
-                     {"leaf_down_ports", c.leaf_down_ports},
+                     {"leaf_down_ports", c.leaf_down_ports}, // 0 for an imported graph: its leaves vary
                      {"leaf_up_ports", c.leaf_up_ports},
                      {"physical_spines", c.physical_spines},
-                     {"modelled_spines", c.pods},
+                     {"modelled_spines", topo.imported() ? c.physical_spines : c.pods},
                      {"aggregations", c.buildings},
-                     {"region_gateways", c.regions > 1 ? c.regions : 0},
+                     {"region_gateways", std::count(topo.vertex_kinds().begin(), topo.vertex_kinds().end(),
+                                                    topology::VertexKind::region_gateway)},
                      {"vertices", topo.vertex_kinds().size()},
                      {"links", topo.links().size()}};
     j["tiers"]    = nlohmann::json::array();
@@ -303,7 +304,9 @@ void add_topology_command(CLI::App& app)
   auto eo = std::make_shared<ExportOptions>();
   auto* e = topo->add_subcommand("export", "The explicit graph of a topology, to edit and import (JSON or GraphML)");
   e->add_option("topology", eo->topology, "Topology file or preset name")->required();
-  e->add_option("--format", eo->format, "json (a topology file with a graph block) or graphml")
+  e->add_option("--format", eo->format,
+                "json (a topology file with a graph block) or graphml (the graph alone: name it from a JSON "
+                "topology as {\"file\": F, \"rail_optimized\": ...} with the buildings' GPU types)")
       ->check(CLI::IsMember({"json", "graphml"}));
   e->add_option("-o,--output", eo->output, "Write to this file instead of standard output");
   e->add_flag("--json", eo->json, "With -o: print a JSON summary");

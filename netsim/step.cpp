@@ -49,8 +49,8 @@ bool is_p2p(OpKind k)
 bool rails_symmetric(const topology::Topology& topology, const workload::StepGraph& graph,
                      const placement::Placement& placement)
 {
-  const int gpn = topology.spec().node.gpus;
-  if (!topology.spec().pod.rail_optimized || gpn < 2 || graph.job.parallelism.tp != gpn)
+  const int gpn = topology.node_gpus();
+  if (!topology.rail_optimized() || gpn < 2 || graph.job.parallelism.tp != gpn)
     return false;
   for (int r = 0; r < placement.ranks(); ++r)
     if (topology.locate(placement.gpu(r)).local != placement.coordinates(r).tp)
@@ -66,7 +66,7 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
   if (options.channels < 1 || options.channels > 64)
     throw UsageError("channels must be between 1 and 64");
   const bool rail_only = options.rail_symmetry && rails_symmetric(topology, graph, placement);
-  const int rails      = rail_only ? topology.spec().node.gpus : 1;
+  const int rails      = rail_only ? topology.node_gpus() : 1;
   std::optional<topology::Topology> one_rail;
   if (rail_only)
     one_rail.emplace(topology.with_shared_links_divided(rails));

@@ -115,6 +115,9 @@ workload::JobSpec job_of(const OptimizeSpec& spec, const Point& p, int buildings
   job.schedule.virtual_stages   = p.schedule == workload::ScheduleKind::interleaved_1f1b ? p.virtual_stages : 1;
   job.schedule.microbatch_group = 0;
   job.recompute                 = p.recompute;
+  // An explicit layer split holds for the base job's pipeline only; other points split evenly.
+  if (par.pp != spec.base.parallelism.pp || job.schedule.virtual_stages != spec.base.schedule.virtual_stages)
+    par.stage_layers.clear();
   workload::validate_job(job);
   return job;
 }

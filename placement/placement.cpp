@@ -144,17 +144,19 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
 
   // A TP group that fits in a node must not straddle two: its all-gathers would leave NVLink. Every stage is
   // laid out alike, so stage 0's groups tell.
-  const int gpn = topology.spec().node.gpus;
-  if (par_.tp <= gpn)
-    for (const auto& g : groups(0, workload::Group{Axis::tp, par_.tp}))
-      for (int gpu : g)
-        if (topology.locate(gpu).node != topology.locate(g.front()).node) {
-          std::string order;
-          for (Dim d : order_)
-            order += (order.empty() ? "" : ", ") + std::string(name_of(d));
-          fail("TP groups of " + std::to_string(par_.tp) + " straddle nodes of " + std::to_string(gpn) +
-               " GPUs with rank order [" + order + "]: put tp innermost, or make the GPUs per node a multiple of tp");
-        }
+  for (int s = 0; s < (topology.imported() ? par_.pp : 1); ++s) // a template's stages are all laid out alike
+    for (const auto& g : groups(s, workload::Group{Axis::tp, par_.tp})) {
+      const int gpn = topology.node_gpus_of(g.front()); // nodes may differ in size between buildings
+      if (par_.tp <= gpn)
+        for (int gpu : g)
+          if (topology.locate(gpu).node != topology.locate(g.front()).node) {
+            std::string order;
+            for (Dim d : order_)
+              order += (order.empty() ? "" : ", ") + std::string(name_of(d));
+            fail("TP groups of " + std::to_string(par_.tp) + " straddle nodes of " + std::to_string(gpn) +
+                 " GPUs with rank order [" + order + "]: put tp innermost, or make the GPUs per node a multiple of tp");
+          }
+    }
 }
 
 Coordinates Placement::coordinates(int rank) const

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <numeric>
 
 namespace spansim::reliability {
@@ -69,7 +70,12 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
   s.step_time       = mean_step_time;
   s.tokens_per_step = job.tokens_per_step();
   s.gpus            = static_cast<double>(job.gpus);
-  s.nodes           = std::ceil(s.gpus / topology.spec().node.gpus);
+  {
+    std::set<int> nodes; // nodes may differ in size between buildings
+    for (int r = 0; r < placement.ranks(); ++r)
+      nodes.insert(topology.locate(placement.gpu(r)).node);
+    s.nodes = static_cast<double>(nodes.size());
+  }
   s.parameters      = workload::count_params(job.model).total;
   const auto& used  = placement.buildings();
   s.buildings       = static_cast<double>(std::max<std::size_t>(1, used.size()));

@@ -95,8 +95,9 @@ Topology Topology::with_faults(const FaultSpec& faults) const
   for (const auto& l : faults.links) {
     const int k = find_link(l.name);
     if (k < 0)
-      l.where.member("name").fail("unknown link \"" + l.name + "\" (links are named \"A -- B\" by their ends, as in " +
-                                  "results, e.g. \"" + link_name(static_cast<int>(counts_.gpus)) + "\")");
+      l.where.member("name").fail(
+          "unknown link \"" + l.name + "\" (links are named \"A -- B\" by their ends, as in " + "results, e.g. \"" +
+          link_name(static_cast<int>(std::min<std::int64_t>(counts_.gpus, std::int64_t(links_.size()) - 1))) + "\")");
     if (l.bandwidth < left[k]) {
       left[k] = l.bandwidth;
       why[k]  = "link " + l.name + (l.bandwidth > 0 ? " degraded" : " failed");

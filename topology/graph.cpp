@@ -74,8 +74,11 @@ void Topology::build_from_graph()
   // Nodes may differ in size (an HGX building next to an NVL72 one); the template's node size that other stages
   // read is the smallest.
   std::size_t smallest = node_members.front().size();
-  for (const auto& m : node_members)
+  for (const auto& m : node_members) {
     smallest = std::min(smallest, m.size());
+    node_size_.push_back(static_cast<int>(m.size()));
+  }
+  smallest_node_ = static_cast<int>(smallest);
 
   std::vector<int> id_of(g.vertices.size(), -1);
   std::map<std::pair<int, std::string>, int> pod_index;
@@ -192,10 +195,13 @@ void Topology::finish_graph_build()
   const auto where = g.json_path;
   build_routes();
   mark_cut_off("");
+  int reached = 0;
+  while (reached + 1 < counts_.gpus && !gpu_fault_[reached].empty())
+    ++reached;
   for (int gpu = 0; gpu < counts_.gpus; ++gpu)
     if (!gpu_fault_[gpu].empty())
       throw SpecError(g.file, where,
-                      "GPU \"" + vertex_names_[gpu] + "\" cannot reach GPU \"" + vertex_names_[0] +
+                      "GPU \"" + vertex_names_[gpu] + "\" cannot reach GPU \"" + vertex_names_[reached] +
                           "\": the graph is disconnected (GPUs do not forward traffic)");
   gpu_fault_.clear();
 }
@@ -214,7 +220,12 @@ void Topology::build_routes()
         break;
       }
   fabric_count_ = static_cast<int>(fabric.size());
-  const auto f  = static_cast<std::size_t>(fabric_count_);
+  // The table of distances grows as the square of the switches: 20,000 of them take 1.6 GB.
+  if (fabric_count_ > 20'000)
+    throw SpecError(graph_->file, graph_->json_path,
+                    std::to_string(fabric_count_) + " switches with switch neighbours; at most 20,000 are supported "
+                                                    "(routes keep a table of distances between every two of them)");
+  const auto f = static_cast<std::size_t>(fabric_count_);
   distance_.assign(f * f, kUnreachable);
   using Item = std::pair<std::int32_t, int>;
   for (std::size_t s = 0; s < f; ++s) {

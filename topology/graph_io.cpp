@@ -438,7 +438,7 @@ nlohmann::json Topology::to_graph_json() const
       overrides.push_back({{"building", building_names_[b]}, {"gpu", building_gpu_[b]}});
   if (!overrides.empty())
     doc["building_overrides"] = overrides;
-  doc["graph"] = {{"rail_optimized", spec_.pod.rail_optimized}, {"vertices", vertices}, {"links", links}};
+  doc["graph"] = {{"rail_optimized", rail_optimized()}, {"vertices", vertices}, {"links", links}};
   return doc;
 }
 

@@ -120,17 +120,16 @@ json long_link_json(const LongLinkSpec& l)
 }
 
 // A leaf needs ports both ways, and without rails room for a whole node.
-void check_leaf_ports(ObjectReader& r, const NodeSpec& node, const PodSpec& pod)
+void check_leaf_ports(ObjectReader& r, const NodeSpec& node, const PodSpec& pod, std::string_view key = "leaf_radix")
 {
   int down = static_cast<int>(std::lround(pod.leaf_radix * pod.oversubscription / (1 + pod.oversubscription)));
   int up   = pod.leaf_radix - down;
   if (up < 1 || down < 1)
-    r.fail("leaf_radix", "a leaf of radix " + std::to_string(pod.leaf_radix) + " at oversubscription " +
-                             num(pod.oversubscription) + " leaves no uplink or downlink port");
+    r.fail(key, "a leaf of radix " + std::to_string(pod.leaf_radix) + " at oversubscription " +
+                    num(pod.oversubscription) + " leaves no uplink or downlink port");
   if (!pod.rail_optimized && down < node.gpus)
-    r.fail("leaf_radix", "a leaf has " + std::to_string(down) + " downlink ports, fewer than the " +
-                             std::to_string(node.gpus) +
-                             " GPUs of a node: without rails a whole node must sit under one leaf");
+    r.fail(key, "a leaf has " + std::to_string(down) + " downlink ports, fewer than the " + std::to_string(node.gpus) +
+                    " GPUs of a node: without rails a whole node must sit under one leaf");
 }
 
 // What a building (or every building of a region) may have of its own; fields not given keep b's values.
@@ -157,8 +156,15 @@ void read_site_fields(ObjectReader& o, BuildingOverride& b)
     if (p->has("fabric"))
       b.pod.fabric = p->choice("fabric", {"roce", "ib"});
     p->finish();
-    check_leaf_ports(*p, b.node, b.pod);
   }
+  // Node size and leaf ports may come from different blocks (or from a region's override): check them together,
+  // at the block that was given.
+  if (auto p = o.optional_object("pod"))
+    check_leaf_ports(*p, b.node, b.pod);
+  else if (auto n = o.optional_object("node"))
+    check_leaf_ports(*n, b.node, b.pod, "gpus");
+  else
+    check_leaf_ports(o, b.node, b.pod, o.has("building") ? "building" : "region");
   // The template's "building" block, flattened: "building" here names the building.
   b.building_spec.pods = static_cast<int>(o.optional_integer("pods", 1, 100'000).value_or(b.building_spec.pods));
   b.building_spec.aggregation_oversubscription =

@@ -471,9 +471,11 @@ std::vector<int> Topology::building_path(int a, int b) const
       return {inter_building_link(a, b)};
     return {building_uplink(a), inter_region_link(ra, rb), building_uplink(b)};
   }
-  // Between the first GPUs of the two buildings: the links whose ends are not in one building.
+  // Between the first healthy GPUs of the two buildings: the links whose ends are not both in one building.
   int ga = -1, gb = -1;
   for (int g = 0; g < counts_.gpus && (ga < 0 || gb < 0); ++g) {
+    if (!gpu_fault(g).empty())
+      continue;
     if (ga < 0 && gpu_location_[g].building == a)
       ga = g;
     if (gb < 0 && gpu_location_[g].building == b)
@@ -482,9 +484,11 @@ std::vector<int> Topology::building_path(int a, int b) const
   std::vector<int> out;
   if (ga < 0 || gb < 0)
     return out;
-  for (const auto& h : route(ga, gb))
-    if (vertex_building(links_[h.link].a) != vertex_building(links_[h.link].b))
+  for (const auto& h : route(ga, gb)) {
+    const int va = vertex_building(links_[h.link].a), vb = vertex_building(links_[h.link].b);
+    if (va != vb || va < 0)
       out.push_back(h.link);
+  }
   return out;
 }
 

@@ -248,6 +248,12 @@ public:
   explicit Topology(TopologySpec spec);
   /// @brief Whether the graph was imported (routes are shortest paths) rather than built from the template.
   bool imported() const { return graph_ != nullptr; }
+  /// @brief Whether GPU i of every node reaches its leaves only through rail i, in every building.
+  bool rail_optimized() const { return graph_ ? graph_->rail_optimized : spec_.pod.rail_optimized; }
+  /// @brief GPUs of the smallest node (every node's, unless buildings differ).
+  int node_gpus() const { return node_size_.empty() ? spec_.node.gpus : smallest_node_; }
+  /// @brief GPUs of the node holding `gpu`.
+  int node_gpus_of(int gpu) const { return node_size_.empty() ? spec_.node.gpus : node_size_[locate(gpu).node]; }
 
   /// @brief A copy whose links above the leaves (pod uplinks, inter-building, building uplinks, inter-region)
   /// have their bandwidth divided by `factor`: what one of `factor` identical rails sees of links all rails share.
@@ -380,6 +386,8 @@ private:
   std::vector<int> vertex_building_;
   std::vector<int> vertex_region_;
   std::vector<std::string> node_names_;
+  std::vector<int> node_size_; ///< per node: its GPUs
+  int smallest_node_ = 0;
   std::vector<std::vector<std::pair<int, int>>> adjacency_; ///< per vertex: (link, other end), by link id
   std::vector<int> fabric_index_;      ///< per vertex: row in distance_ (switches with a switch neighbour), else -1
   std::vector<std::int32_t> distance_; ///< fabric x fabric least cost; kUnreachable when none

@@ -376,6 +376,21 @@ TEST_CASE("per-building counts: an 8-GPU-node building next to 4-GPU ones", "[to
   REQUIRE(r.size() == 2);
   CHECK(t.links()[r[0].link].tier == tp::Tier::nvlink);
 
+  // A building without rails: whole nodes under a leaf, and no rail symmetry for the site.
+  auto no_rails                            = doc;
+  no_rails["building_overrides"][0]["pod"] = {{"rail_optimized", false}, {"leaf_radix", 16}};
+  CHECK_FALSE(load(no_rails).rail_optimized());
+  CHECK(t.rail_optimized());
+  CHECK(t.node_gpus() == 4);
+  CHECK(t.node_gpus_of(first) == 8);
+  // A node too large for the template's leaves is refused where its size is given.
+  auto big                     = template_topology();
+  big["pod"]["rail_optimized"] = false;
+  big["pod"]["leaf_radix"]     = 16;
+  big["building_overrides"]    = json::array({{{"building", "e-b"}, {"node", {{"gpus", 72}}}}});
+  CHECK_THROWS_WITH(load(big), Catch::Contains("$.building_overrides[0].node.gpus") &&
+                                   Catch::Contains("fewer than the 72 GPUs of a node"));
+
   doc["building_overrides"][0]["pod"] = {{"rail_optimized", false}, {"leaf_radix", 8}};
   CHECK_THROWS_WITH(load(doc), Catch::Contains("$.building_overrides[0].pod.leaf_radix") &&
                                    Catch::Contains("fewer than the 8 GPUs of a node"));
