@@ -175,6 +175,15 @@ void run(const RunOptions& o)
                         pct(row.mean_utilisation_out, 1)});
     print_table(std::cout, b);
   }
+  if (!network.parallel.empty()) {
+    std::cout << "\n";
+    Table p{
+        "Parallel links (both directions): busiest against mean", {"ends", "links", "max", "mean", "imbalance"}, {}};
+    for (const auto& row : network.parallel)
+      p.rows.push_back({row.ends, std::to_string(row.links), units::format_size(row.max_bytes),
+                        units::format_size(row.mean_bytes), fmt(row.imbalance())});
+    print_table(std::cout, p);
+  }
   std::cout << "\n";
   Table busy{"Busiest scale-out links (mean utilisation over the step)", {"link", "tier", "bytes", "utilisation"}, {}};
   for (const auto& l : network.busiest)

@@ -15,6 +15,8 @@ public:
   double uniform() { return (static_cast<double>(mix(state_ += 0x9E3779B97F4A7C15ULL) >> 12) + 0.5) * 0x1.0p-52; }
   /// @brief Exponential with the given mean.
   double exponential(double mean) { return -mean * std::log(uniform()); }
+  /// @brief splitmix64's finalizer: a well-mixed 64-bit hash of `z` (ECMP's per-flow hash).
+  static std::uint64_t hash(std::uint64_t z) { return mix(z + 0x9E3779B97F4A7C15ULL); }
 
 private:
   static std::uint64_t mix(std::uint64_t z)

@@ -50,7 +50,8 @@ bool rails_symmetric(const topology::Topology& topology, const workload::StepGra
                      const placement::Placement& placement)
 {
   const int gpn = topology.node_gpus();
-  if (!topology.rail_optimized() || gpn < 2 || graph.job.parallelism.tp != gpn)
+  // Under ECMP each rail's flows hash onto their own paths: one rail cannot stand for the others.
+  if (!topology.rail_optimized() || gpn < 2 || graph.job.parallelism.tp != gpn || topology.spec().multipath.ecmp)
     return false;
   for (int r = 0; r < placement.ranks(); ++r)
     if (topology.locate(placement.gpu(r)).local != placement.coordinates(r).tp)

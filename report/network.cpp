@@ -74,6 +74,23 @@ NetworkReport network_report(const scenario::ScenarioRun& run)
     out.boundaries.push_back(use);
   }
 
+  // Parallel links (the same two ends): the busiest against the mean shows how evenly hashing spread the flows.
+  std::map<std::pair<int, int>, std::vector<int>> parallel;
+  for (std::size_t l = 0; l < links.size(); ++l)
+    parallel[std::minmax(links[l].a, links[l].b)].push_back(static_cast<int>(l));
+  for (const auto& [ends, group] : parallel) {
+    if (group.size() < 2)
+      continue;
+    ParallelUse p{topo.vertex_name(ends.first) + " -- " + topo.vertex_name(ends.second), static_cast<int>(group.size()),
+                  0, 0};
+    for (int l : group) {
+      const double bytes = r.link_bytes[2 * l] + r.link_bytes[2 * l + 1];
+      p.max_bytes        = std::max(p.max_bytes, bytes);
+      p.mean_bytes += bytes / static_cast<double>(group.size());
+    }
+    out.parallel.push_back(p);
+  }
+
   // Boundary links over time: each transfer's bytes spread evenly over its lifetime, in 50 bins.
   const int bins = 50;
   std::map<int, std::vector<double>> series; // directed link -> bytes per bin

@@ -30,6 +30,16 @@ struct BoundaryUse {
   double mean_utilisation_out = 0;
 };
 
+/// @brief A group of parallel links (wavelengths between two buildings): bytes on the busiest against the mean,
+/// both directions together.
+struct ParallelUse {
+  std::string ends; ///< "a -- b"
+  int links         = 0;
+  double max_bytes  = 0;
+  double mean_bytes = 0;
+  double imbalance() const { return mean_bytes > 0 ? max_bytes / mean_bytes : 1; }
+};
+
 /// @brief One direction of one link.
 struct LinkUse {
   std::string link; ///< "a -> b"
@@ -50,6 +60,7 @@ struct LinkSeries {
 struct NetworkReport {
   std::vector<TierUse> tiers;           ///< tiers with used links, in tier order
   std::vector<BoundaryUse> boundaries;  ///< one per building (multi-building topologies)
+  std::vector<ParallelUse> parallel;    ///< groups of parallel links (the same two ends): how evenly they carry
   std::vector<LinkUse> busiest;         ///< the ten busiest scale-out and boundary link directions
   std::vector<LinkUse> busiest_nvlinks; ///< the ten busiest NVLink directions
   std::vector<LinkSeries> over_time;    ///< links across buildings and regions, 50 bins

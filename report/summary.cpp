@@ -176,6 +176,16 @@ json network(const NetworkReport& n, bool over_time)
       (list == &n.busiest ? busiest : nvlinks)
           .push_back({{"link", l.link}, {"tier", name_of(l.tier)}, {"bytes", l.bytes}, {"utilisation", l.utilisation}});
   json out = {{"tiers", tiers}, {"boundaries", boundaries}, {"busiest_links", busiest}, {"busiest_nvlinks", nvlinks}};
+  if (!n.parallel.empty()) {
+    json parallel = json::array();
+    for (const auto& p : n.parallel)
+      parallel.push_back({{"ends", p.ends},
+                          {"links", p.links},
+                          {"max_bytes", p.max_bytes},
+                          {"mean_bytes", p.mean_bytes},
+                          {"imbalance", p.imbalance()}});
+    out["parallel_links"] = parallel;
+  }
   if (over_time) {
     json series = json::array();
     for (const auto& s : n.over_time)

@@ -87,6 +87,11 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
   }
   if (auto f = r.optional_object("faults"))
     sc.faults = topology::read_faults(*f);
+  if (auto m = r.optional_object("multipath")) {
+    sc.topology.multipath = topology::read_multipath(*m);
+    if (sc.topology.graph && sc.topology.multipath.long_links > 1)
+      m->fail("long_links", "splits a template's long links; an imported graph lists its own parallel links");
+  }
   if (auto v = r.optional_object("variability"))
     sc.variability = reliability::read_variability(*v);
   if (auto v = r.optional_object("reliability"))

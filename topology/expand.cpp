@@ -109,7 +109,9 @@ GraphSpec expand_template(const TopologySpec& s)
         const auto& a = region.buildings[i];
         const auto& b = region.buildings[j];
         const auto& l = long_link(s.inter_building_overrides, s.inter_building, a, b);
-        x.link(a + "/aggregation", b + "/aggregation", Tier::inter_building, l.bandwidth, l.latency);
+        for (int k = 0; k < s.multipath.long_links; ++k) // wavelengths: equal shares of the pair's capacity
+          x.link(a + "/aggregation", b + "/aggregation", Tier::inter_building, l.bandwidth / s.multipath.long_links,
+                 l.latency);
       }
   if (s.regions.size() > 1) {
     for (const auto& region : s.regions) {
@@ -121,8 +123,9 @@ GraphSpec expand_template(const TopologySpec& s)
     for (std::size_t i = 0; i < s.regions.size(); ++i)
       for (std::size_t j = i + 1; j < s.regions.size(); ++j) {
         const auto& l = long_link(s.inter_region_overrides, s.inter_region, s.regions[i].name, s.regions[j].name);
-        x.link(s.regions[i].name + "/gateway", s.regions[j].name + "/gateway", Tier::inter_region, l.bandwidth,
-               l.latency);
+        for (int k = 0; k < s.multipath.long_links; ++k)
+          x.link(s.regions[i].name + "/gateway", s.regions[j].name + "/gateway", Tier::inter_region,
+                 l.bandwidth / s.multipath.long_links, l.latency);
       }
   }
   return std::move(x.graph);

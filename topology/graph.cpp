@@ -5,6 +5,7 @@
 // joins only GPUs (an NVSwitch), two links. Distances between fabric switches are computed once (Dijkstra from
 // each), which keeps a route a few table lookups; ties go to the lowest link ids, i.e. the file's order.
 #include "common/error.hpp"
+#include "common/random.hpp"
 #include "topology/topology.hpp"
 
 #include <algorithm>
@@ -284,67 +285,11 @@ void Topology::mark_cut_off(const std::string& why)
       gpu_fault_[gpu] = "cut off from the rest of the graph" + (why.empty() ? std::string() : " by " + why);
 }
 
-std::vector<Hop> Topology::graph_route(int src, int dst) const
+std::vector<Topology::Way> Topology::least_cost_ways(int src, int dst) const
 {
-  // The cheapest (cost, first link, last link) way in and out; then the walk between them.
-  const auto f = static_cast<std::size_t>(fabric_count_);
-  std::tuple<std::int64_t, int, int> best{std::numeric_limits<std::int64_t>::max(), -1, -1};
-  int best_a = -1, best_b = -1;
-  auto consider = [&](std::int64_t cost, int l1, int l2, int a, int b) {
-    std::tuple<std::int64_t, int, int> c{cost, l1, l2};
-    if (c < best) {
-      best   = c;
-      best_a = a;
-      best_b = b;
-    }
-  };
-  for (auto [l1, a] : adjacency_[src]) {
-    if (!(links_[l1].bandwidth > 0))
-      continue;
-    if (fabric_index_[a] < 0) {
-      for (auto [l2, x] : adjacency_[a])
-        if (x == dst && links_[l2].bandwidth > 0)
-          consider(std::int64_t(link_cost_[l1]) + link_cost_[l2], l1, l2, a, a);
-      continue;
-    }
-    for (auto [l2, b] : adjacency_[dst]) {
-      if (fabric_index_[b] < 0 || !(links_[l2].bandwidth > 0))
-        continue;
-      const auto d = distance_[fabric_index_[a] * f + fabric_index_[b]];
-      if (d != kUnreachable)
-        consider(std::int64_t(link_cost_[l1]) + d + link_cost_[l2], l1, l2, a, b);
-    }
-  }
-  if (best_a < 0)
-    throw UsageError("no route from " + vertex_names_[src] + " to " + vertex_names_[dst] +
-                     " (failed links cut them apart)");
-  auto hop = [&](int link, int from) { return Hop{link, links_[link].a == from}; };
-  std::vector<Hop> route{hop(std::get<1>(best), src)};
-  const std::int32_t* to_b = best_a == best_b ? nullptr : &distance_[fabric_index_[best_b] * f];
-  for (int v = best_a; v != best_b;) {
-    for (auto [k, u] : adjacency_[v]) {
-      const int fu = fabric_index_[u];
-      if (fu >= 0 && links_[k].bandwidth > 0 && to_b[fu] != kUnreachable &&
-          to_b[fu] + link_cost_[k] == to_b[fabric_index_[v]]) {
-        route.push_back(hop(k, v));
-        v = u;
-        break;
-      }
-    }
-  }
-  route.push_back(hop(std::get<2>(best), best_b));
-  return route;
-}
-
-std::vector<std::vector<Hop>> Topology::equal_cost_routes(int src, int dst, int limit) const
-{
-  if (!imported() || src == dst)
-    return {route(src, dst)};
-  route(src, dst); // range checks, and the error when there is no route
-  const auto f = static_cast<std::size_t>(fabric_count_);
-  struct Way {
-    int l1, l2, a, b;
-  };
+  // The cheapest ways in and out: a first link to a switch, a last link from one (the same NVSwitch, or two
+  // fabric switches joined by a least-cost walk), in (first link, last link) order.
+  const auto f          = static_cast<std::size_t>(fabric_count_);
   std::int64_t cheapest = std::numeric_limits<std::int64_t>::max();
   std::vector<Way> ways;
   auto consider = [&](std::int64_t cost, Way w) {
@@ -373,6 +318,55 @@ std::vector<std::vector<Hop>> Topology::equal_cost_routes(int src, int dst, int 
   }
   std::sort(ways.begin(), ways.end(),
             [](const Way& x, const Way& y) { return std::tie(x.l1, x.l2) < std::tie(y.l1, y.l2); });
+  return ways;
+}
+
+std::vector<Hop> Topology::graph_route(int src, int dst) const
+{
+  const auto ways = least_cost_ways(src, dst);
+  if (ways.empty())
+    throw UsageError("no route from " + vertex_names_[src] + " to " + vertex_names_[dst] +
+                     " (failed links cut them apart)");
+  // ECMP: every choice among equal next hops by a hash of the flow (its ends and the seed) and of the switch,
+  // as switches hash a flow's header with their own salt; otherwise the lowest link ids.
+  const bool ecmp = spec_.multipath.ecmp;
+  const std::uint64_t key =
+      Random::hash(spec_.multipath.seed ^ Random::hash((std::uint64_t(src) << 32) | unsigned(dst)));
+  auto pick = [&](std::size_t n, std::uint64_t salt) {
+    return ecmp && n > 1 ? static_cast<std::size_t>(Random::hash(key ^ Random::hash(salt)) % n) : 0;
+  };
+  const Way& w = ways[pick(ways.size(), ~0ULL)];
+  auto hop     = [&](int link, int from) { return Hop{link, links_[link].a == from}; };
+  const auto f = static_cast<std::size_t>(fabric_count_);
+  std::vector<Hop> route{hop(w.l1, src)};
+  const std::int32_t* to_b = w.a == w.b ? nullptr : &distance_[fabric_index_[w.b] * f];
+  std::vector<std::pair<int, int>> next;
+  for (int v = w.a; v != w.b;) {
+    next.clear();
+    for (auto [k, u] : adjacency_[v]) {
+      const int fu = fabric_index_[u];
+      if (fu >= 0 && links_[k].bandwidth > 0 && to_b[fu] != kUnreachable &&
+          to_b[fu] + link_cost_[k] == to_b[fabric_index_[v]]) {
+        next.push_back({k, u});
+        if (!ecmp)
+          break;
+      }
+    }
+    const auto [k, u] = next[pick(next.size(), static_cast<std::uint64_t>(v))];
+    route.push_back(hop(k, v));
+    v = u;
+  }
+  route.push_back(hop(w.l2, w.b));
+  return route;
+}
+
+std::vector<std::vector<Hop>> Topology::equal_cost_routes(int src, int dst, int limit) const
+{
+  if (!imported() || src == dst)
+    return {route(src, dst)};
+  route(src, dst); // range checks, and the error when there is no route
+  const auto f    = static_cast<std::size_t>(fabric_count_);
+  const auto ways = least_cost_ways(src, dst);
   std::vector<std::vector<Hop>> out;
   auto hop = [&](int link, int from) { return Hop{link, links_[link].a == from}; };
   for (const auto& w : ways) {

@@ -175,6 +175,20 @@ void read_site_fields(ObjectReader& o, BuildingOverride& b)
 
 } // namespace
 
+MultipathSpec read_multipath(ObjectReader r)
+{
+  MultipathSpec m;
+  m.ecmp       = r.optional_string("routing").has_value() && r.choice("routing", {"ideal", "ecmp"}) == "ecmp";
+  m.seed       = static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::int64_t{1} << 53).value_or(1));
+  m.long_links = static_cast<int>(r.optional_integer("long_links", 1, 256).value_or(1));
+  if (r.has("seed") && !m.ecmp)
+    r.fail("seed", "only meaningful with \"routing\": \"ecmp\"");
+  if (m.long_links > 1 && !m.ecmp)
+    r.fail("long_links", "parallel links need \"routing\": \"ecmp\" (\"ideal\" is one fluid pipe per pair)");
+  r.finish();
+  return m;
+}
+
 bool BuildingOverride::changes_counts(const TopologySpec& t) const
 {
   return node.gpus != t.node.gpus || pod.nodes != t.pod.nodes || pod.rail_optimized != t.pod.rail_optimized ||
@@ -445,6 +459,8 @@ json TopologySpec::to_json() const
     }
     if (!file.empty())
       j["file"] = file;
+    if (!multipath.is_default())
+      j["multipath"] = {{"routing", multipath.ecmp ? "ecmp" : "ideal"}, {"seed", multipath.seed}};
     return j;
   }
   json j              = {{"name", name},
@@ -514,6 +530,9 @@ json TopologySpec::to_json() const
   }
   if (!file.empty())
     j["file"] = file;
+  if (!multipath.is_default())
+    j["multipath"] = {
+        {"routing", multipath.ecmp ? "ecmp" : "ideal"}, {"seed", multipath.seed}, {"long_links", multipath.long_links}};
   return j;
 }
 

@@ -39,6 +39,8 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
   for (const auto& o : spec_.building_overrides)
     if (!graph_ && o.changes_counts(spec_))
       graph_ = std::make_shared<const GraphSpec>(expand_template(spec_));
+  if (!graph_ && spec_.multipath.long_links > 1)
+    graph_ = std::make_shared<const GraphSpec>(expand_template(spec_));
   if (graph_) {
     build_from_graph();
     return;

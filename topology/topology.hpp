@@ -115,6 +115,14 @@ struct RegionSpec {
 
 struct TopologySpec;
 
+/// @brief How traffic uses parallel paths (a scenario's `multipath` block; format: topology/README.md).
+struct MultipathSpec {
+  bool ecmp          = false; ///< false: "ideal" (one path per pair, ties to the lowest link ids)
+  std::uint64_t seed = 1;     ///< ECMP's hash seed
+  int long_links     = 1;     ///< parallel links (wavelengths) per inter-building and inter-region pair
+  bool is_default() const { return !ecmp && long_links == 1; }
+};
+
 /// @brief What one building has of its own: its GPU type, scale-up domain, pods and fabric. Every field not
 /// overridden is the template's.
 struct BuildingOverride {
@@ -146,6 +154,7 @@ struct TopologySpec {
   double building_uplink_latency   = 0; ///< seconds
   std::vector<BuildingOverride> building_overrides;
   std::shared_ptr<const GraphSpec> graph; ///< set: the graph is explicit; node, pod and building are derived
+  MultipathSpec multipath;                ///< set by a scenario: parallel long links and ECMP
 
   /// @brief The spec as canonical JSON with explicit units (the effective configuration).
   nlohmann::json to_json() const;
@@ -237,6 +246,8 @@ struct FaultSpec {
 };
 /// @brief The template with per-building counts as an explicit graph: vertices named as a template names them.
 GraphSpec expand_template(const TopologySpec& spec);
+/// @brief Reads a `multipath` block. @throws SpecError at its JSON path.
+MultipathSpec read_multipath(spec::ObjectReader r);
 /// @brief Reads a `faults` block. @throws SpecError at its JSON path.
 FaultSpec read_faults(spec::ObjectReader r);
 
@@ -295,7 +306,8 @@ public:
   /// lowest common level and down again (rails, pod spine, aggregation, inter-building, inter-region).
   std::vector<Hop> route(int src_gpu, int dst_gpu) const;
   /// @brief Every least-cost route from one GPU to another (GPUs never forward), at most `limit` of them, in
-  /// the order route() prefers them: route() returns the first. A template topology has one route per pair.
+  /// the order route() prefers them: route() returns the first, or under ECMP the one its hash picks. A template
+  /// topology has one route per pair.
   std::vector<std::vector<Hop>> equal_cost_routes(int src_gpu, int dst_gpu, int limit = 64) const;
   /// @brief The links between buildings (and regions) on the route from building `a` to building `b`.
   std::vector<int> building_path(int a, int b) const;
@@ -359,6 +371,12 @@ private:
   /// @brief Imported graphs: marks GPUs that reach no GPU of the largest connected part.
   void mark_cut_off(const std::string& why);
   std::vector<Hop> graph_route(int src, int dst) const;
+  /// @brief Imported graphs: a least-cost way between two GPUs, by its first and last links and the switches
+  /// they reach (a == b: one switch joining only GPUs).
+  struct Way {
+    int l1, l2, a, b;
+  };
+  std::vector<Way> least_cost_ways(int src, int dst) const;
 
   void add_link(Tier tier, int a, int b, double bandwidth, double latency);
   const LongLinkSpec& long_link_for(const std::vector<LinkOverride>& overrides, const LongLinkSpec& fallback,
