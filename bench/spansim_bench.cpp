@@ -240,10 +240,17 @@ std::function<void(Figures&)> reliability_405b(const char* preset, int dp, int s
   };
 }
 
-std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* fidelity, bool imported = false)
+std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* fidelity, bool imported = false,
+                                        bool ecmp_spines = false)
 {
   return [=](Figures& f) {
-    topology::Topology topo(topology::load_topology_spec(preset));
+    auto spec = topology::load_topology_spec(preset);
+    if (ecmp_spines) { // explicit spines, 16 wavelengths between the buildings, ECMP
+      spec.multipath.ecmp            = true;
+      spec.multipath.explicit_spines = true;
+      spec.multipath.long_links      = 16;
+    }
+    topology::Topology topo(spec);
     auto start = Clock::now();
     if (imported) // the preset's explicit graph, exported and imported again: routed by least cost
       topo = topology::Topology(topology::parse_topology_spec(topo.to_graph_json(), "exported.json"));
@@ -328,6 +335,11 @@ std::vector<Case> cases()
                  step_405b("two-buildings", 128, "analytical")});
   all.push_back({"405B step 16K 2-bldg", "two-buildings", "flow", nullptr, 60, "< 60 s, 8 GiB", true,
                  step_405b("two-buildings", 128, "flow")});
+  // Issue 22: the same step with explicit spines, 16 parallel long links and ECMP (no rail symmetry).
+  all.push_back({"405B step 16K 2-bldg ecmp", "two-buildings", "flow", nullptr, 30, "< 30 s", true,
+                 step_405b("two-buildings", 128, "flow", false, true)});
+  all.push_back({"405B step 16K 2-bldg ecmp", "two-buildings", "analytical", nullptr, 0, "", true,
+                 step_405b("two-buildings", 128, "analytical", false, true)});
   // Issue 14: the same step on an imported copy of two-buildings (lowering includes the import).
   all.push_back({"405B step 16K 2-bldg imported", "two-buildings", "flow", nullptr, 120, "< 2x the preset's", true,
                  step_405b("two-buildings", 128, "flow", true)});

@@ -152,7 +152,7 @@ void run(const CollectiveOptions& o)
     fidelities = {parse_enum<netsim::Fidelity>(o.fidelity, "fidelity")};
 
   // Sizes run one after another in one graph: each sweep point starts when the previous one has ended.
-  netsim::FlowGraph graph;
+  netsim::FlowGraph graph(topo.spec().multipath.qps);
   std::vector<int> begin_ops, end_ops;
   std::vector<int> deps;
   std::vector<std::string> algorithms; // the policy may pick a different algorithm per size

@@ -38,7 +38,7 @@ Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
   std::vector<int> number(2 * topology.links().size(), -1);
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (moves_bytes(ops[i])) {
-      auto route = topology.route(ops[i].src, ops[i].dst);
+      auto route = topology.route(ops[i].src, ops[i].dst, ops[i].qp);
       for (const auto& h : route) {
         const int directed = 2 * h.link + (h.forward ? 0 : 1);
         if (number[directed] < 0) {
@@ -299,7 +299,7 @@ std::vector<double> link_bytes(const topology::Topology& topology, const FlowGra
   std::vector<double> bytes(2 * topology.links().size(), 0);
   for (const auto& op : graph.ops())
     if (op.kind == Op::Kind::transfer && op.bytes > 0 && op.src != op.dst)
-      for (const auto& h : topology.route(op.src, op.dst))
+      for (const auto& h : topology.route(op.src, op.dst, op.qp))
         bytes[2 * h.link + (h.forward ? 0 : 1)] += op.bytes;
   return bytes;
 }

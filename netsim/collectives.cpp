@@ -409,7 +409,7 @@ Algorithm choose_algorithm(const Topology& topology, const std::vector<Collectiv
     if (!std::all_of(concurrent.begin(), concurrent.end(),
                      [&](const Collective& x) { return applicable(topology, x, a); }))
       continue;
-    FlowGraph trial;
+    FlowGraph trial(topology.spec().multipath.qps);
     std::vector<int> ends;
     for (auto x : concurrent) {
       x.algorithm = a;

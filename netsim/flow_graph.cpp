@@ -27,7 +27,16 @@ int FlowGraph::add_transfer(int src, int dst, double bytes, std::vector<int> dep
   op.dst   = dst;
   op.bytes = bytes;
   op.deps  = std::move(deps);
-  return add(std::move(op));
+  if (qps_ <= 1 || src == dst || bytes <= 0)
+    return add(std::move(op));
+  // Queue pairs: equal shares, each its own flow; what waits for the transfer waits for all of them.
+  op.bytes = bytes / qps_;
+  std::vector<int> parts;
+  for (int q = 0; q < qps_; ++q) {
+    op.qp = q;
+    parts.push_back(add(op));
+  }
+  return add_delay(0, std::move(parts));
 }
 
 int FlowGraph::add_delay(double seconds, std::vector<int> deps)

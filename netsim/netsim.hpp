@@ -26,12 +26,16 @@ struct Op {
   int dst         = -1;  ///< destination GPU (transfer)
   double bytes    = 0;   ///< transfer size
   double duration = 0;   ///< delay length in seconds
+  int qp          = 0;   ///< queue pair of a transfer (ECMP hashes it with the ends)
   std::vector<int> deps; ///< ops that must end before this one starts (always earlier indices)
 };
 
 /// @brief A DAG of operations; dependencies point backwards, so it is acyclic by construction.
 class FlowGraph {
 public:
+  /// @brief A graph whose transfers each split into `qps` flows (queue pairs) of equal shares, joined by a
+  /// zero delay: under ECMP each hashes onto its own path.
+  explicit FlowGraph(int qps = 1) : qps_(qps) {}
   /// @brief Adds a transfer of `bytes` from GPU `src` to GPU `dst`; returns its index.
   int add_transfer(int src, int dst, double bytes, std::vector<int> deps = {});
   /// @brief Adds a delay of `seconds`; returns its index.
@@ -42,6 +46,7 @@ public:
 private:
   int add(Op op);
   std::vector<Op> ops_;
+  int qps_ = 1;
 };
 
 /// @brief When each op started and ended, in simulated seconds.

@@ -124,6 +124,9 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
                        std::to_string(op.dst) + " outside the topology's " + std::to_string(ngpus) + " GPUs");
     if (!moves_bytes(op))
       continue;
+    if (op.qp != 0) // static routes are per destination address: one path per GPU pair
+      throw UsageError("queue pairs per GPU pair (multipath qps) are not modelled at packet fidelity; run it with "
+                       "--fidelity flow or analytical");
     plan.transfers.push_back(static_cast<int>(i));
     plan.total_bytes += static_cast<double>(op_bytes(op));
     ++connections[op.src];

@@ -162,7 +162,7 @@ private:
       if (o.kind == Op::Kind::transfer && o.bytes > 0 && o.src != o.dst) {
         // The route's latency first (SimGrid's links have none, see SimgridPlatform), then the bytes: CM02's
         // alpha-beta. A latency timer carries -1 - op.
-        const double latency = s_.latency_factor * s_.topology.route_latency(s_.topology.route(o.src, o.dst));
+        const double latency = s_.latency_factor * s_.topology.route_latency(s_.topology.route(o.src, o.dst, o.qp));
         if (latency > 0)
           timers_.emplace(s_.timing[op].start + latency, -1 - op);
         else
@@ -179,7 +179,7 @@ private:
   {
     const Op& o        = s_.ops[op];
     const auto payload = static_cast<uint64_t>(o.bytes + 0.5);
-    auto [comm, box]   = outbox_.put(s_.platform.host(o.src), s_.platform.host(o.dst), payload);
+    auto [comm, box]   = outbox_.put(s_.platform.host(o.src, o.qp), s_.platform.host(o.dst, o.qp), payload);
     comms_.push_back(std::move(comm));
     comm_op_.push_back(op);
     comm_box_.push_back(box);

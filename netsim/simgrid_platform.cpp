@@ -79,12 +79,13 @@ public:
   {
   }
 
-  void register_gpu(const skr::NetPoint* point, int gpu) { gpu_of_[point] = gpu; }
+  void register_gpu(const skr::NetPoint* point, int gpu, int qp = 0) { gpu_of_[point] = {gpu, qp}; }
 
   void get_local_route(const skr::NetPoint* src, const skr::NetPoint* dst, skr::Route* into, double*) override
   {
     std::vector<sg4::LinkInRoute> in;
-    for (const auto& h : topology_.route(gpu_of_.at(src), gpu_of_.at(dst)))
+    const auto [from, qp] = gpu_of_.at(src);
+    for (const auto& h : topology_.route(from, gpu_of_.at(dst).first, qp))
       in.push_back(in_route(links_[h.link], h.forward));
     auto impls = get_link_list_impl(in, false);
     into->link_list_.insert(into->link_list_.end(), impls.begin(), impls.end());
@@ -98,7 +99,7 @@ public:
 private:
   const Topology& topology_;
   const std::vector<sg4::Link*>& links_;
-  std::unordered_map<const skr::NetPoint*, int> gpu_of_;
+  std::unordered_map<const skr::NetPoint*, std::pair<int, int>> gpu_of_; ///< (GPU, queue pair)
 };
 
 sg4::NetZone* child_full_zone(const std::string& name, sg4::NetZone* parent)
@@ -147,11 +148,21 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
     auto* impl = new GraphZone("spansim-graph", topology, links_);
     auto* zone = impl->get_iface();
     zone->set_parent(root);
+    // A host per queue pair: SimGrid routes per pair of hosts, and ECMP sends each queue pair its own way.
+    qps_ = topology.spec().multipath.qps;
+    if (qps_ > 1)
+      qp_hosts_.assign(static_cast<std::size_t>(counts.gpus) * qps_, nullptr);
     for (int g = 0; g < counts.gpus; ++g)
       if (wanted(g)) {
         hosts_[g] = zone->create_host(topology.vertex_name(g), gpu_speed);
         hosts_[g]->seal();
         impl->register_gpu(hosts_[g]->get_netpoint(), g);
+        for (int q = 1; q < qps_; ++q) {
+          auto* h = zone->create_host(topology.vertex_name(g) + "#qp" + std::to_string(q), gpu_speed);
+          h->seal();
+          impl->register_gpu(h->get_netpoint(), g, q);
+          qp_hosts_[static_cast<std::size_t>(g) * qps_ + q] = h;
+        }
       }
     for (std::size_t id = 0; id < tl.size(); ++id)
       if (tl[id].bandwidth > 0)

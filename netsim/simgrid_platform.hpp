@@ -35,6 +35,8 @@ public:
   SimgridPlatform(const topology::Topology& topology, double gpu_speed, const std::vector<bool>& gpus = {});
 
   sg4::Host* host(int gpu) const { return hosts_[gpu]; }
+  /// @brief The host standing for queue pair `qp` of a GPU (an imported graph under ECMP routes each apart).
+  sg4::Host* host(int gpu, int qp) const { return qp == 0 ? hosts_[gpu] : qp_hosts_[gpu * qps_ + qp]; }
   sg4::Link* link(int id) const { return links_[id]; }
   /// @brief Name of a link of the topology as created in SimGrid.
   static std::string link_name(const topology::Topology& topology, int id);
@@ -42,6 +44,8 @@ public:
 private:
   const topology::Topology& topology_;
   std::vector<sg4::Host*> hosts_;
+  std::vector<sg4::Host*> qp_hosts_; ///< gpu x qps + qp, for qp > 0
+  int qps_ = 1;
   std::vector<sg4::Link*> links_;
 };
 

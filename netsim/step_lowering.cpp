@@ -26,7 +26,8 @@ class StepLowering {
 public:
   StepLowering(const topology::Topology& topology, const workload::StepGraph& graph,
                const placement::Placement& placement, const StepOptions& options, bool rail_only)
-      : topology_(topology), step_(graph), placement_(placement), options_(options), rail_only_(rail_only)
+      : topology_(topology), step_(graph), placement_(placement), options_(options), rail_only_(rail_only),
+        graph_(topology.spec().multipath.qps)
   {
     const auto& stages = graph.stages;
     // All-to-alls lower to K(K-1) transfers per group and call: past the budget, time them in isolation.
@@ -215,7 +216,7 @@ private:
       auto key = std::tuple{s, op.group.axes.bits(), static_cast<int>(op.collective), op.bytes * op.count};
       auto it  = isolated_.find(key);
       if (it == isolated_.end()) {
-        FlowGraph alone;
+        FlowGraph alone(topology_.spec().multipath.qps);
         std::vector<int> ends;
         if (op.group.size > 1 && op.bytes > 0 && op.count > 0)
           for (const auto& c : collectives_for(s, op, all, local ? 1 : all.size()))
@@ -333,7 +334,7 @@ private:
       auto key = std::tuple{from, to, bytes};
       auto it  = isolated_p2p_.find(key);
       if (it == isolated_p2p_.end()) {
-        FlowGraph alone;
+        FlowGraph alone(topology_.spec().multipath.qps);
         if (bytes > 0)
           for (int gpu : senders(from))
             alone.add_transfer(gpu, placement_.peer_gpu(gpu, to), bytes);

@@ -3,6 +3,7 @@
 // link speeds and capacities the template rules give each building, and routed as an imported graph.
 #include "topology/topology.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace spansim::topology {
@@ -88,18 +89,30 @@ GraphSpec expand_template(const TopologySpec& s)
           x.vertex(node_name(n) + "/nvswitch", VertexKind::nvswitch, name);
         for (int l = 0; l < leaves; ++l)
           x.vertex(leaf_name(l), VertexKind::leaf, name);
-        x.vertex(prefix + "/spine", VertexKind::spine, name);
+        // Physical spines: enough radix for every leaf uplink port (as Counts::physical_spines).
+        const bool own   = s.multipath.explicit_spines;
+        const int spines = own ? (leaves * up + pod->spine_radix - 1) / pod->spine_radix : 1;
+        auto spine_name  = [&](int k) { return own ? prefix + "/spine" + std::to_string(k) : prefix + "/spine"; };
+        for (int k = 0; k < spines; ++k)
+          x.vertex(spine_name(k), VertexKind::spine, name);
         for (int n = 0; n < pod->nodes; ++n)
           for (int g = 0; g < gpn; ++g)
             x.link(gpu_name(n, g), node_name(n) + "/nvswitch", Tier::nvlink, node->nvlink_rate(), node->nvlink_latency);
         for (int n = 0; n < pod->nodes; ++n)
           for (int g = 0; g < gpn; ++g)
             x.link(gpu_name(n, g), leaf_name(leaf_of(n, g)), Tier::nic, pod->nic_rate(), pod->link_latency);
-        for (int l = 0; l < leaves; ++l)
-          x.link(leaf_name(l), prefix + "/spine", Tier::leaf_spine, leaf_gpus(l) * pod->nic_bandwidth * up / down,
-                 pod->link_latency);
-        x.link(prefix + "/spine", aggregation, Tier::pod_aggregation,
-               pod_leaf_capacity / bld->aggregation_oversubscription, bld->aggregation_latency);
+        // A leaf's up ports spread over the spines, round robin when it has fewer ports than there are spines;
+        // each spine takes its share of the pod's uplink.
+        for (int l = 0; l < leaves; ++l) {
+          const double uplink = leaf_gpus(l) * pod->nic_bandwidth * up / down;
+          const int fanout    = std::min(up, spines);
+          for (int i = 0; i < fanout; ++i)
+            x.link(leaf_name(l), spine_name((l * fanout + i) % spines), Tier::leaf_spine, uplink / fanout,
+                   pod->link_latency);
+        }
+        for (int k = 0; k < spines; ++k)
+          x.link(spine_name(k), aggregation, Tier::pod_aggregation,
+                 pod_leaf_capacity / bld->aggregation_oversubscription / spines, bld->aggregation_latency);
       }
       x.vertex(aggregation, VertexKind::aggregation, name);
     }

@@ -321,7 +321,7 @@ std::vector<Topology::Way> Topology::least_cost_ways(int src, int dst) const
   return ways;
 }
 
-std::vector<Hop> Topology::graph_route(int src, int dst) const
+std::vector<Hop> Topology::graph_route(int src, int dst, int qp) const
 {
   const auto ways = least_cost_ways(src, dst);
   if (ways.empty())
@@ -331,7 +331,8 @@ std::vector<Hop> Topology::graph_route(int src, int dst) const
   // as switches hash a flow's header with their own salt; otherwise the lowest link ids.
   const bool ecmp = spec_.multipath.ecmp;
   const std::uint64_t key =
-      Random::hash(spec_.multipath.seed ^ Random::hash((std::uint64_t(src) << 32) | unsigned(dst)));
+      Random::hash(spec_.multipath.seed ^ Random::hash((std::uint64_t(src) << 32) | unsigned(dst)) ^
+                   Random::hash(0x51D5ULL + static_cast<std::uint64_t>(qp)));
   auto pick = [&](std::size_t n, std::uint64_t salt) {
     return ecmp && n > 1 ? static_cast<std::size_t>(Random::hash(key ^ Random::hash(salt)) % n) : 0;
   };

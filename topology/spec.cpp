@@ -181,6 +181,10 @@ MultipathSpec read_multipath(ObjectReader r)
   m.ecmp       = r.optional_string("routing").has_value() && r.choice("routing", {"ideal", "ecmp"}) == "ecmp";
   m.seed       = static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::int64_t{1} << 53).value_or(1));
   m.long_links = static_cast<int>(r.optional_integer("long_links", 1, 256).value_or(1));
+  if (r.has("spines"))
+    m.explicit_spines = r.choice("spines", {"aggregate", "explicit"}) == "explicit";
+  if (m.explicit_spines && !m.ecmp)
+    r.fail("spines", "explicit spines need \"routing\": \"ecmp\" (\"ideal\" would put every flow on the first)");
   if (r.has("seed") && !m.ecmp)
     r.fail("seed", "only meaningful with \"routing\": \"ecmp\"");
   if (m.long_links > 1 && !m.ecmp)
@@ -531,8 +535,10 @@ json TopologySpec::to_json() const
   if (!file.empty())
     j["file"] = file;
   if (!multipath.is_default())
-    j["multipath"] = {
-        {"routing", multipath.ecmp ? "ecmp" : "ideal"}, {"seed", multipath.seed}, {"long_links", multipath.long_links}};
+    j["multipath"] = {{"routing", multipath.ecmp ? "ecmp" : "ideal"},
+                      {"seed", multipath.seed},
+                      {"long_links", multipath.long_links},
+                      {"spines", multipath.explicit_spines ? "explicit" : "aggregate"}};
   return j;
 }
 

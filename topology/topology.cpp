@@ -39,7 +39,8 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
   for (const auto& o : spec_.building_overrides)
     if (!graph_ && o.changes_counts(spec_))
       graph_ = std::make_shared<const GraphSpec>(expand_template(spec_));
-  if (!graph_ && spec_.multipath.long_links > 1)
+  // ECMP hashes over a graph's ties; a template's tree has none, so it is expanded (spines, wavelengths).
+  if (!graph_ && (spec_.multipath.ecmp || spec_.multipath.long_links > 1 || spec_.multipath.explicit_spines))
     graph_ = std::make_shared<const GraphSpec>(expand_template(spec_));
   if (graph_) {
     build_from_graph();
@@ -257,7 +258,7 @@ int Topology::inter_region_link(int region_a, int region_b) const
   return inter_region_base_ + pair_index(region_a, region_b, static_cast<int>(counts_.regions));
 }
 
-std::vector<Hop> Topology::route(int src, int dst) const
+std::vector<Hop> Topology::route(int src, int dst, int qp) const
 {
   if (src < 0 || dst < 0 || src >= counts_.gpus || dst >= counts_.gpus)
     throw UsageError("GPU index out of range: " + std::to_string(src) + " -> " + std::to_string(dst) +
@@ -267,7 +268,7 @@ std::vector<Hop> Topology::route(int src, int dst) const
   if (src == dst)
     return up;
   if (imported())
-    return graph_route(src, dst);
+    return graph_route(src, dst, qp);
   GpuLocation s = locate(src);
   GpuLocation d = locate(dst);
   auto finish   = [&]() {

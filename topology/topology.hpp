@@ -117,10 +117,12 @@ struct TopologySpec;
 
 /// @brief How traffic uses parallel paths (a scenario's `multipath` block; format: topology/README.md).
 struct MultipathSpec {
-  bool ecmp          = false; ///< false: "ideal" (one path per pair, ties to the lowest link ids)
-  std::uint64_t seed = 1;     ///< ECMP's hash seed
-  int long_links     = 1;     ///< parallel links (wavelengths) per inter-building and inter-region pair
-  bool is_default() const { return !ecmp && long_links == 1; }
+  bool ecmp            = false; ///< false: "ideal" (one path per pair, ties to the lowest link ids)
+  std::uint64_t seed   = 1;     ///< ECMP's hash seed
+  int long_links       = 1;     ///< parallel links (wavelengths) per inter-building and inter-region pair
+  bool explicit_spines = false; ///< a pod's physical spines as switches of their own (else one ideal-ECMP vertex)
+  int qps              = 1;     ///< queue pairs per GPU pair: a transfer splits into this many flows, hashed apart
+  bool is_default() const { return !ecmp && long_links == 1 && !explicit_spines && qps == 1; }
 };
 
 /// @brief What one building has of its own: its GPU type, scale-up domain, pods and fabric. Every field not
@@ -304,7 +306,7 @@ public:
   GpuLocation locate(int gpu) const;
   /// @brief The route from one GPU to another: NVLink inside a node, otherwise up the hierarchy to the
   /// lowest common level and down again (rails, pod spine, aggregation, inter-building, inter-region).
-  std::vector<Hop> route(int src_gpu, int dst_gpu) const;
+  std::vector<Hop> route(int src_gpu, int dst_gpu, int qp = 0) const;
   /// @brief Every least-cost route from one GPU to another (GPUs never forward), at most `limit` of them, in
   /// the order route() prefers them: route() returns the first, or under ECMP the one its hash picks. A template
   /// topology has one route per pair.
@@ -370,7 +372,7 @@ private:
   void build_routes();
   /// @brief Imported graphs: marks GPUs that reach no GPU of the largest connected part.
   void mark_cut_off(const std::string& why);
-  std::vector<Hop> graph_route(int src, int dst) const;
+  std::vector<Hop> graph_route(int src, int dst, int qp) const;
   /// @brief Imported graphs: a least-cost way between two GPUs, by its first and last links and the switches
   /// they reach (a == b: one switch joining only GPUs).
   struct Way {

@@ -17,7 +17,7 @@ namespace ns = spansim::netsim;
 namespace {
 
 // k GPUs in each of two buildings, each GPU on its building's switch, the switches joined by n parallel links.
-tp::Topology parallel_links(int k, int n, std::uint64_t seed, bool ecmp = true)
+tp::Topology parallel_links(int k, int n, std::uint64_t seed, bool ecmp = true, int qps = 1)
 {
   json vertices = json::array(), links = json::array();
   for (const char* b : {"w", "e"}) {
@@ -36,12 +36,13 @@ tp::Topology parallel_links(int k, int n, std::uint64_t seed, bool ecmp = true)
   auto spec           = tp::parse_topology_spec(doc, "parallel.json");
   spec.multipath.ecmp = ecmp;
   spec.multipath.seed = seed;
+  spec.multipath.qps  = qps;
   return tp::Topology(spec);
 }
 
-int middle_link(const tp::Topology& t, int src, int dst)
+int middle_link(const tp::Topology& t, int src, int dst, int qp = 0)
 {
-  const auto r = t.route(src, dst);
+  const auto r = t.route(src, dst, qp);
   REQUIRE(r.size() == 3);
   return r[1].link;
 }
@@ -118,5 +119,45 @@ TEST_CASE("ecmp: the busiest of n parallel links carries the balls-into-bins exp
     std::cout << k << " flows over " << n << " links: mean busiest " << mean << " flows, balls-into-bins " << expected
               << "\n";
     CHECK(mean == Approx(expected).margin(0.08)); // about 4 standard errors over 1,500 seeds
+  }
+}
+
+TEST_CASE("ecmp: more queue pairs per GPU pair spread the bytes, as balls-into-bins predicts", "[multipath]")
+{
+  // k transfers over n links, each split into q queue pairs of 1/q: the busiest link carries the expected maximum of
+  // k q balls into n bins, over q, of a transfer's bytes.
+  const int k = 8, n = 8, seeds = 1000;
+  double previous = 1e9;
+  for (int q : {1, 2, 4, 16}) {
+    double sum = 0;
+    for (int seed = 1; seed <= seeds; ++seed) {
+      const auto t = parallel_links(k, n, static_cast<std::uint64_t>(seed), true, q);
+      std::vector<double> load(t.links().size(), 0);
+      for (int f = 0; f < k; ++f)
+        for (int qp = 0; qp < q; ++qp)
+          load[middle_link(t, f, k + f, qp)] += 1.0 / q;
+      sum += *std::max_element(load.begin(), load.end());
+    }
+    const double mean = sum / seeds, expected = expected_max_load(k * q, n) / q;
+    std::cout << q << " queue pairs: busiest link " << mean << " transfers' bytes, balls-into-bins " << expected
+              << "\n";
+    CHECK(mean == Approx(expected).margin(0.1 / std::sqrt(double(q))));
+    CHECK(mean < previous);
+    previous = mean;
+  }
+  // The flow graph splits each transfer into its queue pairs; the engines time them apart (4 over 4 links here).
+  const auto t = parallel_links(1, 4, 3, true, 4);
+  ns::FlowGraph g(4);
+  g.add_transfer(0, 1, 4e9);
+  CHECK(g.transfer_count() == 4);
+  std::vector<int> per_link(t.links().size(), 0);
+  for (int qp = 0; qp < 4; ++qp)
+    ++per_link[middle_link(t, 0, 1, qp)];
+  const int busiest     = *std::max_element(per_link.begin(), per_link.end());
+  const double expected = t.route_latency(t.route(0, 1)) + busiest * 1e9 / (100e9 / 8);
+  for (auto fidelity : {ns::Fidelity::analytical, ns::Fidelity::flow}) {
+    const auto r = ns::run(t, g, fidelity, ns::EngineOptions{});
+    INFO(spansim::name_of(fidelity) << ": " << busiest << " queue pairs on the busiest link");
+    CHECK(r.makespan == Approx(expected).epsilon(1e-6));
   }
 }

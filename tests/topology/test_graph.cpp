@@ -419,3 +419,36 @@ TEST_CASE("region overrides: every building of the region, under its own buildin
   CHECK_THROWS_WITH(load(doc),
                     Catch::Contains("$.region_overrides[0].region") && Catch::Contains("unknown region \"north\""));
 }
+
+TEST_CASE("explicit spines: the template's physical spines, every leaf's uplink split over them", "[topology][graph]")
+{
+  auto spec = tp::parse_topology_spec(template_topology(), "small.json");
+  const tp::Topology aggregate(spec);
+  spec.multipath.ecmp            = true;
+  spec.multipath.explicit_spines = true;
+  const tp::Topology explicit_spines(spec);
+  REQUIRE(explicit_spines.imported());
+  // Radix 4 at 1:1: 2 up ports per leaf, 8 leaves per pod: ceil(16 / 8) = 2 spines per pod, as the template counts.
+  CHECK(explicit_spines.counts().physical_spines == aggregate.counts().physical_spines);
+  // Each leaf's uplinks add up to the aggregate leaf uplink, and so do each pod's spine uplinks.
+  std::map<std::string, double> up, agg;
+  for (const auto& l : explicit_spines.links()) {
+    const auto a = explicit_spines.vertex_name(l.a);
+    if (l.tier == tp::Tier::leaf_spine)
+      up[a] += l.bandwidth;
+    if (l.tier == tp::Tier::pod_aggregation)
+      agg[a.substr(0, a.rfind('/'))] += l.bandwidth;
+  }
+  for (const auto& l : aggregate.links()) {
+    const auto a = aggregate.vertex_name(l.a);
+    if (l.tier == tp::Tier::leaf_spine)
+      CHECK(up[a] == Approx(l.bandwidth).epsilon(1e-12));
+    if (l.tier == tp::Tier::pod_aggregation)
+      CHECK(agg[a.substr(0, a.rfind('/'))] == Approx(l.bandwidth).epsilon(1e-12));
+  }
+  // Two GPUs of one rail under different leaves of a pod: one route per spine.
+  const int src = 0, dst = 8; // e-a/pod0/node0/gpu0 (leaf0) and e-a/pod0/node2/gpu0 (leaf1)
+  REQUIRE(explicit_spines.vertex_name(dst) == "e-a/pod0/node2/gpu0");
+  CHECK(explicit_spines.equal_cost_routes(src, dst).size() == 2);
+  CHECK(aggregate.equal_cost_routes(src, dst).size() == 1);
+}
