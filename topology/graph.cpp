@@ -221,36 +221,39 @@ void Topology::build_routes()
         break;
       }
   fabric_count_ = static_cast<int>(fabric.size());
-  // The table of distances grows as the square of the switches: 20,000 of them take 1.6 GB.
-  if (fabric_count_ > 20'000)
-    throw SpecError(graph_->file, graph_->json_path,
-                    std::to_string(fabric_count_) + " switches with switch neighbours; at most 20,000 are supported "
-                                                    "(routes keep a table of distances between every two of them)");
-  const auto f = static_cast<std::size_t>(fabric_count_);
-  distance_.assign(f * f, kUnreachable);
+  fabric_       = std::move(fabric);
+  // Distances to a switch are computed when a route first ends there: a job touching a few pods of a large graph
+  // pays for their leaves only, not for every pair of switches.
+  rows_.assign(fabric_.size(), {});
+}
+
+const std::int32_t* Topology::distances_to(int fb) const
+{
+  auto& row = rows_[fb];
+  if (!row.empty())
+    return row.data();
+  row.assign(fabric_.size(), kUnreachable);
   using Item = std::pair<std::int32_t, int>;
-  for (std::size_t s = 0; s < f; ++s) {
-    std::int32_t* row = &distance_[s * f];
-    std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
-    row[s] = 0;
-    queue.push({0, fabric[s]});
-    while (!queue.empty()) {
-      auto [d, v] = queue.top();
-      queue.pop();
-      if (d > row[fabric_index_[v]])
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> queue;
+  row[fb] = 0;
+  queue.push({0, fabric_[fb]});
+  while (!queue.empty()) {
+    auto [d, v] = queue.top();
+    queue.pop();
+    if (d > row[fabric_index_[v]])
+      continue;
+    for (auto [k, u] : adjacency_[v]) {
+      const int fu = fabric_index_[u];
+      if (fu < 0 || !(links_[k].bandwidth > 0))
         continue;
-      for (auto [k, u] : adjacency_[v]) {
-        const int fu = fabric_index_[u];
-        if (fu < 0 || !(links_[k].bandwidth > 0))
-          continue;
-        const std::int32_t nd = d + link_cost_[k];
-        if (nd < row[fu]) {
-          row[fu] = nd;
-          queue.push({nd, u});
-        }
+      const std::int32_t nd = d + link_cost_[k];
+      if (nd < row[fu]) {
+        row[fu] = nd;
+        queue.push({nd, u});
       }
     }
   }
+  return row.data();
 }
 
 void Topology::mark_cut_off(const std::string& why)
@@ -289,7 +292,6 @@ std::vector<Topology::Way> Topology::least_cost_ways(int src, int dst) const
 {
   // The cheapest ways in and out: a first link to a switch, a last link from one (the same NVSwitch, or two
   // fabric switches joined by a least-cost walk), in (first link, last link) order.
-  const auto f          = static_cast<std::size_t>(fabric_count_);
   std::int64_t cheapest = std::numeric_limits<std::int64_t>::max();
   std::vector<Way> ways;
   auto consider = [&](std::int64_t cost, Way w) {
@@ -311,7 +313,7 @@ std::vector<Topology::Way> Topology::least_cost_ways(int src, int dst) const
     }
     for (auto [l2, b] : adjacency_[dst])
       if (fabric_index_[b] >= 0 && links_[l2].bandwidth > 0) {
-        const auto d = distance_[fabric_index_[a] * f + fabric_index_[b]];
+        const auto d = distances_to(fabric_index_[b])[fabric_index_[a]]; // links cost the same both ways
         if (d != kUnreachable)
           consider(std::int64_t(link_cost_[l1]) + d + link_cost_[l2], {l1, l2, a, b});
       }
@@ -338,9 +340,8 @@ std::vector<Hop> Topology::graph_route(int src, int dst, int qp) const
   };
   const Way& w = ways[pick(ways.size(), ~0ULL)];
   auto hop     = [&](int link, int from) { return Hop{link, links_[link].a == from}; };
-  const auto f = static_cast<std::size_t>(fabric_count_);
   std::vector<Hop> route{hop(w.l1, src)};
-  const std::int32_t* to_b = w.a == w.b ? nullptr : &distance_[fabric_index_[w.b] * f];
+  const std::int32_t* to_b = w.a == w.b ? nullptr : distances_to(fabric_index_[w.b]);
   std::vector<std::pair<int, int>> next;
   for (int v = w.a; v != w.b;) {
     next.clear();
@@ -366,12 +367,11 @@ std::vector<std::vector<Hop>> Topology::equal_cost_routes(int src, int dst, int 
   if (!imported() || src == dst)
     return {route(src, dst)};
   route(src, dst); // range checks, and the error when there is no route
-  const auto f    = static_cast<std::size_t>(fabric_count_);
   const auto ways = least_cost_ways(src, dst);
   std::vector<std::vector<Hop>> out;
   auto hop = [&](int link, int from) { return Hop{link, links_[link].a == from}; };
   for (const auto& w : ways) {
-    const std::int32_t* to_b = fabric_index_[w.b] < 0 ? nullptr : &distance_[fabric_index_[w.b] * f];
+    const std::int32_t* to_b = fabric_index_[w.b] < 0 ? nullptr : distances_to(fabric_index_[w.b]);
     std::vector<Hop> path{hop(w.l1, src)};
     // Depth-first over the next hops that stay on a least-cost walk, in link order.
     std::function<void(int)> walk = [&](int v) {

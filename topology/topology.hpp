@@ -409,8 +409,13 @@ private:
   std::vector<int> node_size_; ///< per node: its GPUs
   int smallest_node_ = 0;
   std::vector<std::vector<std::pair<int, int>>> adjacency_; ///< per vertex: (link, other end), by link id
-  std::vector<int> fabric_index_;      ///< per vertex: row in distance_ (switches with a switch neighbour), else -1
-  std::vector<std::int32_t> distance_; ///< fabric x fabric least cost; kUnreachable when none
+  std::vector<int>
+      fabric_index_;        ///< per vertex: its index among the fabric switches (with a switch neighbour), else -1
+  std::vector<int> fabric_; ///< the fabric switches' vertices
+  /// @brief Per fabric switch: least cost from every fabric switch to it (kUnreachable when none), computed on first
+  /// use; a cache, so mutable (simulations run single-threaded, one per process).
+  mutable std::vector<std::vector<std::int32_t>> rows_;
+  const std::int32_t* distances_to(int fabric_switch) const;
   int fabric_count_ = 0;
   std::vector<int> link_cost_;
 };
