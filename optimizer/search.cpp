@@ -467,7 +467,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
       throw UsageError("the production default (1F1B, order [tp, cp, pp, dp] or the best point's) of the best "
                        "point is infeasible: " +
                        o.reason);
-    baseline = Evaluation{p, o.lower_bound, o.score, std::nullopt, o.metrics};
+    baseline = Evaluation{p, o.lower_bound, o.score, std::nullopt, o.metrics, std::nullopt, {}};
   }
 
   // The best single change from it: one knob at a time, over the values of the space.
@@ -480,7 +480,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     if (!o.reason.empty())
       continue;
     if (!single || o.score < single->score) {
-      single               = Evaluation{changes[i].point, o.lower_bound, o.score, std::nullopt, o.metrics};
+      single = Evaluation{changes[i].point, o.lower_bound, o.score, std::nullopt, o.metrics, std::nullopt, {}};
       result.single_change = changes[i].description;
     }
   }

@@ -131,7 +131,7 @@ Topology Topology::with_faults(const FaultSpec& faults) const
     if (it == vertex.end())
       n.where.fail("unknown node \"" + n.name + "\" (e.g. \"" +
                    example(VertexKind::nvswitch).substr(0, example(VertexKind::nvswitch).size() - 9) + "\")");
-    for (std::size_t g = 0; g < counts_.gpus; ++g)
+    for (std::int64_t g = 0; g < counts_.gpus; ++g)
       if (links_[nvlink_link(static_cast<int>(g))].b == it->second)
         t.gpu_fault_[g] = "node " + n.name + " failed";
   }
@@ -154,7 +154,7 @@ Topology Topology::with_faults(const FaultSpec& faults) const
     if (left[k] > 0 || imported())
       continue;
     const auto& link = links_[k];
-    for (std::size_t g = 0; g < counts_.gpus; ++g) {
+    for (std::int64_t g = 0; g < counts_.gpus; ++g) {
       if (!t.gpu_fault_[g].empty())
         continue;
       const auto loc = locate(static_cast<int>(g));

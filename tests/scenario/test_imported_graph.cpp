@@ -71,7 +71,7 @@ TEST_CASE("an imported copy of a template times a step as the template, at every
 {
   const json original = campus();
   const json copy     = tp::Topology(tp::parse_topology_spec(original, "campus.json")).to_graph_json();
-  for (const std::vector<std::string> buildings : {std::vector<std::string>{"e-a", "e-b"}, {"e-b", "west-b0"}})
+  for (const auto& buildings : {std::vector<std::string>{"e-a", "e-b"}, {"e-b", "west-b0"}})
     for (const char* fidelity : {"analytical", "flow", "packet"}) {
       const auto a = sc::run_scenario(sc::parse_scenario(scenario(original, fidelity, buildings), "a.json"));
       const auto b = sc::run_scenario(sc::parse_scenario(scenario(copy, fidelity, buildings), "b.json"));
