@@ -90,6 +90,30 @@ NetworkReport network_report(const scenario::ScenarioRun& run)
     }
     out.parallel.push_back(p);
   }
+  // A leaf's uplinks to its pod's spines are an ECMP group too (explicit spines): the ten most uneven that carried
+  // bytes, since a large pod has thousands.
+  std::map<int, std::vector<int>> uplinks; // leaf -> its leaf-spine links
+  for (std::size_t l = 0; l < links.size(); ++l)
+    if (links[l].tier == Tier::leaf_spine)
+      uplinks[links[l].a].push_back(static_cast<int>(l));
+  std::vector<ParallelUse> leaves;
+  for (const auto& [leaf, group] : uplinks) {
+    if (group.size() < 2)
+      continue;
+    ParallelUse p{topo.vertex_name(leaf) + " -- spines", static_cast<int>(group.size()), 0, 0};
+    for (int l : group) {
+      const double bytes = r.link_bytes[2 * l] + r.link_bytes[2 * l + 1];
+      p.max_bytes        = std::max(p.max_bytes, bytes);
+      p.mean_bytes += bytes / static_cast<double>(group.size());
+    }
+    if (p.mean_bytes > 0)
+      leaves.push_back(p);
+  }
+  std::stable_sort(leaves.begin(), leaves.end(),
+                   [](const ParallelUse& x, const ParallelUse& y) { return x.imbalance() > y.imbalance(); });
+  if (leaves.size() > 10)
+    leaves.resize(10);
+  out.parallel.insert(out.parallel.end(), leaves.begin(), leaves.end());
 
   // Boundary links over time: each transfer's bytes spread evenly over its lifetime, in 50 bins.
   const int bins = 50;

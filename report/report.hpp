@@ -58,9 +58,11 @@ struct LinkSeries {
 
 /// @brief How the step used the network.
 struct NetworkReport {
-  std::vector<TierUse> tiers;           ///< tiers with used links, in tier order
-  std::vector<BoundaryUse> boundaries;  ///< one per building (multi-building topologies)
-  std::vector<ParallelUse> parallel;    ///< groups of parallel links (the same two ends): how evenly they carry
+  std::vector<TierUse> tiers;          ///< tiers with used links, in tier order
+  std::vector<BoundaryUse> boundaries; ///< one per building (multi-building topologies)
+  /// @brief Groups of parallel links (the same two ends), then the ten most uneven leaves' uplinks over explicit
+  /// spines: how evenly ECMP spread the bytes.
+  std::vector<ParallelUse> parallel;
   std::vector<LinkUse> busiest;         ///< the ten busiest scale-out and boundary link directions
   std::vector<LinkUse> busiest_nvlinks; ///< the ten busiest NVLink directions
   std::vector<LinkSeries> over_time;    ///< links across buildings and regions, 50 bins
