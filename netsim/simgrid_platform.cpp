@@ -19,13 +19,39 @@ sg4::LinkInRoute in_route(sg4::Link* link, bool forward)
   return {link, forward ? sg4::LinkInRoute::Direction::UP : sg4::LinkInRoute::Direction::DOWN};
 }
 
-/// @brief A pod: its GPUs and its spine router; every route comes from Topology::route.
-class RailZone : public skr::NetZoneImpl {
+/// @brief A zone of ours whose routes are lists of topology hops over the platform's links.
+class HopZone : public skr::NetZoneImpl {
 public:
-  RailZone(const std::string& name, const Topology& topology, const std::vector<sg4::Link*>& links)
+  HopZone(const std::string& name, const Topology& topology, const std::vector<sg4::Link*>& links)
       : NetZoneImpl(name), topology_(topology), links_(links)
   {
   }
+
+  void get_graph(const s_xbt_graph_t*, std::map<std::string, xbt_node_t, std::less<>>*,
+                 std::map<std::string, xbt_edge_t, std::less<>>*) override
+  {
+    // Graph export (for visualisation tools) is not needed: spansim writes its own DOT from the topology.
+  }
+
+protected:
+  void append(skr::Route* into, const std::vector<Hop>& hops) const
+  {
+    std::vector<sg4::LinkInRoute> in;
+    in.reserve(hops.size());
+    for (const auto& h : hops)
+      in.push_back(in_route(links_[h.link], h.forward));
+    auto impls = get_link_list_impl(in, false);
+    into->link_list_.insert(into->link_list_.end(), impls.begin(), impls.end());
+  }
+
+  const Topology& topology_;
+  const std::vector<sg4::Link*>& links_;
+};
+
+/// @brief A pod: its GPUs and its spine router; every route comes from Topology::route.
+class RailZone : public HopZone {
+public:
+  using HopZone::HopZone;
 
   void register_gpu(const skr::NetPoint* point, int gpu) { gpu_of_[point] = gpu; }
   void set_spine(const skr::NetPoint* point) { spine_ = point; }
@@ -39,18 +65,7 @@ public:
       hops = towards_spine(gpu(src), true);
     else
       hops = topology_.route(gpu(src), gpu(dst));
-    std::vector<sg4::LinkInRoute> in;
-    in.reserve(hops.size());
-    for (const auto& h : hops)
-      in.push_back(in_route(links_[h.link], h.forward));
-    auto impls = get_link_list_impl(in, false);
-    into->link_list_.insert(into->link_list_.end(), impls.begin(), impls.end());
-  }
-
-  void get_graph(const s_xbt_graph_t*, std::map<std::string, xbt_node_t, std::less<>>*,
-                 std::map<std::string, xbt_edge_t, std::less<>>*) override
-  {
-    // Graph export (for visualisation tools) is not needed: spansim writes its own DOT from the topology.
+    append(into, hops);
   }
 
 private:
@@ -65,40 +80,24 @@ private:
     return {{topology_.leaf_uplink(loc.leaf), false}, {topology_.nic_link(gpu), false}};
   }
 
-  const Topology& topology_;
-  const std::vector<sg4::Link*>& links_;
   const skr::NetPoint* spine_ = nullptr;
   std::unordered_map<const skr::NetPoint*, int> gpu_of_;
 };
 
 /// @brief An imported graph: every GPU a host of one zone, every route from Topology::route (least cost).
-class GraphZone : public skr::NetZoneImpl {
+class GraphZone : public HopZone {
 public:
-  GraphZone(const std::string& name, const Topology& topology, const std::vector<sg4::Link*>& links)
-      : NetZoneImpl(name), topology_(topology), links_(links)
-  {
-  }
+  using HopZone::HopZone;
 
   void register_gpu(const skr::NetPoint* point, int gpu, int qp = 0) { gpu_of_[point] = {gpu, qp}; }
 
   void get_local_route(const skr::NetPoint* src, const skr::NetPoint* dst, skr::Route* into, double*) override
   {
-    std::vector<sg4::LinkInRoute> in;
     const auto [from, qp] = gpu_of_.at(src);
-    for (const auto& h : topology_.route(from, gpu_of_.at(dst).first, qp))
-      in.push_back(in_route(links_[h.link], h.forward));
-    auto impls = get_link_list_impl(in, false);
-    into->link_list_.insert(into->link_list_.end(), impls.begin(), impls.end());
-  }
-
-  void get_graph(const s_xbt_graph_t*, std::map<std::string, xbt_node_t, std::less<>>*,
-                 std::map<std::string, xbt_edge_t, std::less<>>*) override
-  {
+    append(into, topology_.route(from, gpu_of_.at(dst).first, qp));
   }
 
 private:
-  const Topology& topology_;
-  const std::vector<sg4::Link*>& links_;
   std::unordered_map<const skr::NetPoint*, std::pair<int, int>> gpu_of_; ///< (GPU, queue pair)
 };
 

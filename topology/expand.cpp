@@ -25,15 +25,6 @@ struct Expander {
   }
 };
 
-const LongLinkSpec& long_link(const std::vector<LinkOverride>& overrides, const LongLinkSpec& fallback,
-                              const std::string& a, const std::string& b)
-{
-  for (const auto& ov : overrides)
-    if ((ov.a == a && ov.b == b) || (ov.a == b && ov.b == a))
-      return ov.link;
-  return fallback;
-}
-
 } // namespace
 
 GraphSpec expand_template(const TopologySpec& s)
@@ -45,16 +36,11 @@ GraphSpec expand_template(const TopologySpec& s)
   for (const auto& region : s.regions)
     for (const auto& name : region.buildings) {
       buildings.push_back(name);
-      const NodeSpec* node    = &s.node;
-      const PodSpec* pod      = &s.pod;
-      const BuildingSpec* bld = &s.building;
-      for (const auto& o : s.building_overrides)
-        if (o.building == name) {
-          node = &o.node;
-          pod  = &o.pod;
-          bld  = &o.building_spec;
-        }
-      x.graph.rail_optimized = x.graph.rail_optimized && pod->rail_optimized;
+      const auto site         = s.site_of(name);
+      const NodeSpec* node    = site.node;
+      const PodSpec* pod      = site.pod;
+      const BuildingSpec* bld = site.building;
+      x.graph.rail_optimized  = x.graph.rail_optimized && pod->rail_optimized;
       // The template's rules (topology.cpp), with this building's counts.
       const int gpn = node->gpus;
       const int down =
@@ -121,7 +107,7 @@ GraphSpec expand_template(const TopologySpec& s)
       for (std::size_t j = i + 1; j < region.buildings.size(); ++j) {
         const auto& a = region.buildings[i];
         const auto& b = region.buildings[j];
-        const auto& l = long_link(s.inter_building_overrides, s.inter_building, a, b);
+        const auto& l = long_link_between(s.inter_building_overrides, s.inter_building, a, b);
         for (int k = 0; k < s.multipath.long_links; ++k) // wavelengths: equal shares of the pair's capacity
           x.link(a + "/aggregation", b + "/aggregation", Tier::inter_building, l.bandwidth / s.multipath.long_links,
                  l.latency);
@@ -135,7 +121,8 @@ GraphSpec expand_template(const TopologySpec& s)
     }
     for (std::size_t i = 0; i < s.regions.size(); ++i)
       for (std::size_t j = i + 1; j < s.regions.size(); ++j) {
-        const auto& l = long_link(s.inter_region_overrides, s.inter_region, s.regions[i].name, s.regions[j].name);
+        const auto& l =
+            long_link_between(s.inter_region_overrides, s.inter_region, s.regions[i].name, s.regions[j].name);
         for (int k = 0; k < s.multipath.long_links; ++k)
           x.link(s.regions[i].name + "/gateway", s.regions[j].name + "/gateway", Tier::inter_region,
                  l.bandwidth / s.multipath.long_links, l.latency);

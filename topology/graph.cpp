@@ -171,9 +171,8 @@ void Topology::build_from_graph()
   counts_.regions         = static_cast<std::int64_t>(spec_.regions.size());
   counts_.leaves          = std::count(vertex_kind_.begin(), vertex_kind_.end(), VertexKind::leaf);
   counts_.physical_spines = std::count(vertex_kind_.begin(), vertex_kind_.end(), VertexKind::spine);
-  building_gpu_.assign(building_names_.size(), "");
-  for (const auto& o : spec_.building_overrides)
-    building_gpu_[building_index.at(o.building)] = o.gpu;
+  for (const auto& name : building_names_)
+    building_gpu_.push_back(spec_.site_of(name).gpu);
   finish_graph_build();
   if (!spec_.graph)
     return; // a template expanded per building keeps its own spec

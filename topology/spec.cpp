@@ -193,6 +193,14 @@ MultipathSpec read_multipath(ObjectReader r)
   return m;
 }
 
+TopologySpec::Site TopologySpec::site_of(const std::string& name) const
+{
+  for (const auto& o : building_overrides)
+    if (o.building == name)
+      return {&o.node, &o.pod, &o.building_spec, o.gpu};
+  return {&node, &pod, &building, ""};
+}
+
 bool BuildingOverride::changes_counts(const TopologySpec& t) const
 {
   return node.gpus != t.node.gpus || pod.nodes != t.pod.nodes || pod.rail_optimized != t.pod.rail_optimized ||
@@ -413,16 +421,8 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
   }
   std::int64_t total = 0;
   for (const auto& name : building_names) {
-    const NodeSpec* n       = &s.node;
-    const PodSpec* p        = &s.pod;
-    const BuildingSpec* bld = &s.building;
-    for (const auto& o : s.building_overrides)
-      if (o.building == name) {
-        n   = &o.node;
-        p   = &o.pod;
-        bld = &o.building_spec;
-      }
-    total += std::int64_t(n->gpus) * p->nodes * bld->pods;
+    const auto site = s.site_of(name);
+    total += std::int64_t(site.node->gpus) * site.pod->nodes * site.building->pods;
   }
   if (total > kMaxGpus)
     root.where().fail("the topology has " + std::to_string(total) + " GPUs; at most " + std::to_string(kMaxGpus) +

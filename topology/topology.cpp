@@ -40,7 +40,7 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
     if (!graph_ && o.changes_counts(spec_))
       graph_ = std::make_shared<const GraphSpec>(expand_template(spec_));
   // ECMP hashes over a graph's ties; a template's tree has none, so it is expanded (spines, wavelengths).
-  if (!graph_ && (spec_.multipath.ecmp || spec_.multipath.long_links > 1 || spec_.multipath.explicit_spines))
+  if (!graph_ && spec_.multipath.ecmp) // long_links and explicit spines come with ecmp only
     graph_ = std::make_shared<const GraphSpec>(expand_template(spec_));
   if (graph_) {
     build_from_graph();
@@ -91,16 +91,14 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
     gateway_base_ = add_block(VertexKind::region_gateway, counts_.regions);
 
   // Each building's node and pod: the template's, or its override's.
-  std::vector<const NodeSpec*> node_of(building_names_.size(), &node);
-  std::vector<const PodSpec*> pod_of(building_names_.size(), &pod);
-  building_gpu_.assign(building_names_.size(), "");
-  for (const auto& o : spec_.building_overrides)
-    for (std::size_t b = 0; b < building_names_.size(); ++b)
-      if (building_names_[b] == o.building) {
-        node_of[b]       = &o.node;
-        pod_of[b]        = &o.pod;
-        building_gpu_[b] = o.gpu;
-      }
+  std::vector<const NodeSpec*> node_of;
+  std::vector<const PodSpec*> pod_of;
+  for (const auto& name : building_names_) {
+    const auto site = spec_.site_of(name);
+    node_of.push_back(site.node);
+    pod_of.push_back(site.pod);
+    building_gpu_.push_back(site.gpu);
+  }
   const auto per_building_pods = spec_.building.pods;
 
   links_.reserve(static_cast<std::size_t>(2 * counts_.gpus + counts_.leaves + counts_.pods + 64));
@@ -141,8 +139,8 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
     int n     = static_cast<int>(spec_.regions[r].buildings.size());
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n; ++j) {
-        const auto& l = long_link_for(spec_.inter_building_overrides, spec_.inter_building, building_names_[first + i],
-                                      building_names_[first + j]);
+        const auto& l = long_link_between(spec_.inter_building_overrides, spec_.inter_building,
+                                          building_names_[first + i], building_names_[first + j]);
         add_link(Tier::inter_building, aggregation_vertex(first + i), aggregation_vertex(first + j), l.bandwidth,
                  l.latency);
       }
@@ -157,7 +155,8 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
     int n              = static_cast<int>(counts_.regions);
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n; ++j) {
-        const auto& l = long_link_for(spec_.inter_region_overrides, spec_.inter_region, region_name(i), region_name(j));
+        const auto& l =
+            long_link_between(spec_.inter_region_overrides, spec_.inter_region, region_name(i), region_name(j));
         add_link(Tier::inter_region, region_gateway_vertex(i), region_gateway_vertex(j), l.bandwidth, l.latency);
       }
   }
@@ -205,8 +204,8 @@ void Topology::add_link(Tier tier, int a, int b, double bandwidth, double latenc
   links_.push_back(Link{tier, a, b, bandwidth, latency});
 }
 
-const LongLinkSpec& Topology::long_link_for(const std::vector<LinkOverride>& overrides, const LongLinkSpec& fallback,
-                                            const std::string& a, const std::string& b) const
+const LongLinkSpec& long_link_between(const std::vector<LinkOverride>& overrides, const LongLinkSpec& fallback,
+                                      const std::string& a, const std::string& b)
 {
   for (const auto& ov : overrides)
     if ((ov.a == a && ov.b == b) || (ov.a == b && ov.b == a))

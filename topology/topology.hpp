@@ -158,6 +158,15 @@ struct TopologySpec {
   std::shared_ptr<const GraphSpec> graph; ///< set: the graph is explicit; node, pod and building are derived
   MultipathSpec multipath;                ///< set by a scenario: parallel long links and ECMP
 
+  /// @brief A building's own elements: its override's, or the template's.
+  struct Site {
+    const NodeSpec* node;
+    const PodSpec* pod;
+    const BuildingSpec* building;
+    std::string gpu; ///< "" for the job's
+  };
+  Site site_of(const std::string& building) const;
+
   /// @brief The spec as canonical JSON with explicit units (the effective configuration).
   nlohmann::json to_json() const;
 };
@@ -358,7 +367,7 @@ public:
   /// @brief The graph as a topology file with an explicit `graph` (readable by load_topology_spec): an
   /// imported copy routes and times every job as this topology does.
   nlohmann::json to_graph_json() const;
-  /// @brief The graph in GraphML, with the attributes read_graphml_spec() takes.
+  /// @brief The graph in GraphML, with the attributes load_topology_spec() reads from a .graphml file.
   void write_graphml(std::ostream& out) const;
 
 private:
@@ -381,8 +390,6 @@ private:
   std::vector<Way> least_cost_ways(int src, int dst) const;
 
   void add_link(Tier tier, int a, int b, double bandwidth, double latency);
-  const LongLinkSpec& long_link_for(const std::vector<LinkOverride>& overrides, const LongLinkSpec& fallback,
-                                    const std::string& a, const std::string& b) const;
 
   TopologySpec spec_;
   Counts counts_{};
@@ -419,6 +426,10 @@ private:
   int fabric_count_ = 0;
   std::vector<int> link_cost_;
 };
+
+/// @brief The long link between two buildings (or regions) `a` and `b`: their override's, or `fallback`.
+const LongLinkSpec& long_link_between(const std::vector<LinkOverride>& overrides, const LongLinkSpec& fallback,
+                                      const std::string& a, const std::string& b);
 
 /// @brief Index of the unordered pair (i, j), i != j, among n items in a dense triangular layout.
 int pair_index(int i, int j, int n);
