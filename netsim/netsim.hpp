@@ -96,21 +96,50 @@ RunResult run_flow(const topology::Topology& topology, const FlowGraph& graph, c
 /// the same model as run_flow, built for the optimizer's inner loop.
 RunResult run_analytical(const topology::Topology& topology, const FlowGraph& graph);
 
-/// @brief Packet-level (ns-3) settings, all pinned and reported with every result.
+/// @brief DCQCN at the reaction point (sender), notification point (receiver) and congestion point (switch port).
+/// Defaults are the DCQCN paper's (Zhu et al., SIGCOMM 2015) for 40 Gb/s; its marking thresholds scale with each
+/// port's rate and its increase steps with each NIC's, so that a 400 Gb/s NIC recovers in the same time as the
+/// paper's; hyper increase (10x additive) and the minimum rate are ours.
+struct DcqcnSettings {
+  double g              = 1.0 / 256; ///< gain of the alpha average
+  double alpha_timer    = 55e-6;     ///< seconds between alpha updates (K)
+  double increase_timer = 55e-6;     ///< seconds between rate increases by timer (T)
+  double byte_counter   = 10e6;      ///< bytes between rate increases by byte counter (B)
+  int fast_recovery     = 5;         ///< increase events of fast recovery (F)
+  double additive_rate_at_40g =
+      40e6 / 8;                         ///< bytes/s added per additive increase (R_AI) on a 40 Gb/s NIC; scaled by rate
+  double hyper_rate_at_40g = 400e6 / 8; ///< bytes/s per hyper increase step (R_HAI), likewise
+  double min_rate          = 100e6 / 8; ///< bytes/s: a flow is never throttled below it
+  double cnp_interval      = 50e-6;     ///< seconds: at most one CNP per queue pair per interval
+  double kmin_at_40g       = 5e3;       ///< bytes: marking starts (on a 40 Gb/s port; scaled by port rate)
+  double kmax_at_40g       = 200e3;     ///< bytes: marking reaches pmax, and every packet is marked above
+  double pmax              = 0.01;      ///< marking probability at kmax
+
+  /// @brief The settings for results.
+  nlohmann::json to_json() const;
+};
+
+/// @brief Packet-level (ns-3) settings, all pinned and reported with every result. The default transport is RoCE
+/// as Llama 3's cluster runs it: queue pairs start at line rate over deep, lossless queues (PFC's pause is not
+/// modelled: queues are deep enough never to drop), without congestion control; DCQCN is selectable. NVLink ports
+/// never mark (the scale-up fabric is credit-based and lossless).
 struct PacketSettings {
-  std::string transport    = "dctcp"; ///< "dctcp" (ECN marking on RED queues) or "newreno"
-  int mtu                  = 9000;    ///< bytes: jumbo frames
-  int segment_size         = 8948;    ///< TCP payload per segment: MTU - 52 bytes of IP and TCP headers
-  int send_size            = 65536;   ///< bytes handed to the socket per write
-  double socket_buffer     = 0;       ///< bytes; 0: sized from the bandwidth-delay product
-  int initial_cwnd         = 10;      ///< segments
-  double min_rto           = 1e-3;    ///< seconds
-  double delayed_ack       = 1e-4;    ///< seconds
-  int queue_packets        = 1000;    ///< per port
-  int ecn_threshold        = 20;      ///< packets (lower bound of the DCTCP marking threshold)
-  int device_queue_packets = 1;       ///< per device, below the queue disc: marking then sees the backlog
-  std::uint32_t seed       = 1;       ///< ns-3 RNG seed
-  int max_gpus             = 1024;    ///< refuse larger runs: packet level is for hundreds of GPUs
+  std::string transport          = "roce"; ///< "roce", "dctcp" (ECN marking on RED queues) or "newreno"
+  std::string congestion_control = "none"; ///< roce only: "none" (deep buffers, as Llama 3's cluster) or "dcqcn"
+  DcqcnSettings dcqcn;
+  int mtu          = 9000; ///< bytes: jumbo frames
+  int segment_size = 8948; ///< TCP payload per segment: MTU - 52 bytes of IP and TCP headers (RoCE: MTU - 44, for IP,
+                           ///< UDP, BTH and ICRC)
+  int send_size            = 65536; ///< bytes handed to the socket per write
+  double socket_buffer     = 0;     ///< bytes; 0: sized from the bandwidth-delay product
+  int initial_cwnd         = 10;    ///< segments
+  double min_rto           = 1e-3;  ///< seconds
+  double delayed_ack       = 1e-4;  ///< seconds
+  int queue_packets        = 1000;  ///< per port
+  int ecn_threshold        = 20;    ///< packets (lower bound of the DCTCP marking threshold)
+  int device_queue_packets = 1;     ///< per device, below the queue disc: marking then sees the backlog
+  std::uint32_t seed       = 1;     ///< ns-3 RNG seed
+  int max_gpus             = 1024;  ///< refuse larger runs: packet level is for hundreds of GPUs
   double max_total_bytes   = 16.0 * 1073741824.0;
   int max_transfers        = 100000;
 

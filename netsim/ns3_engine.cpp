@@ -1,11 +1,15 @@
-// Packet fidelity: a flow graph run on ns-3 (3.37) with a datacenter TCP. Only the sub-graph the graph's
-// routes touch is built: one ns-3 node per vertex, one point-to-point link per topology link, static host
-// routes hop by hop along Topology::route (data along route(src, dst), ACKs along route(dst, src)), so every
-// fidelity sends a flow over the same links. A transfer is a BulkSend to a PacketSink; it ends when the sink
-// has received its last byte, and its dependents are started from that callback.
+// Packet fidelity: a flow graph run on ns-3 (3.37). Only the sub-graph the graph's routes touch is built: one
+// ns-3 node per vertex, one point-to-point link per topology link, so every fidelity sends a flow over the same
+// links. Two transports:
+// - RoCE (the default; netsim/ns3_roce.cpp): a transfer is a queue pair routed by flow along
+//   Topology::route(src, dst, qp), its congestion notifications along route(dst, src, qp);
+// - TCP (DCTCP or NewReno): a BulkSend to a PacketSink over static host routes along route(src, dst), ACKs along
+//   route(dst, src); one path per GPU pair, so no queue pairs.
+// A transfer ends when its receiver has its last byte, and its dependents are started from that callback.
 #include "common/error.hpp"
 #include "common/process.hpp"
 #include "netsim/netsim.hpp"
+#include "netsim/ns3_roce.hpp"
 
 #include <ns3/boolean.h>
 #include <ns3/bulk-send-helper.h>
@@ -38,6 +42,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <tuple>
 #include <utility>
 
 namespace spansim::netsim {
@@ -55,18 +61,20 @@ std::string version()
   return std::to_string(NS3_VERSION_MAJOR) + "." + std::to_string(NS3_VERSION_MINOR);
 }
 
-/// One ordered GPU pair the graph sends over, with both directions of its route.
+/// One ordered GPU pair (and queue pair) the graph sends over, with both directions of its route.
 struct PairRoute {
   int src = -1;
   int dst = -1;
-  std::vector<topology::Hop> data; ///< route(src, dst)
-  std::vector<topology::Hop> acks; ///< route(dst, src)
+  int qp  = 0;
+  std::vector<topology::Hop> data; ///< route(src, dst, qp)
+  std::vector<topology::Hop> acks; ///< route(dst, src, qp): ACKs or congestion notifications
 };
 
 /// One used link with the queue it gets at each of its two ports.
 struct LinkPlan {
   int link          = -1;
-  int ecn_threshold = 0; ///< packets
+  int ecn_threshold = 0; ///< packets (DCTCP: the step; DCQCN: where marking starts); 0: the port never marks
+  int ecn_max       = 0; ///< packets (DCQCN: where marking reaches pmax)
   int queue_limit   = 0; ///< packets
 };
 
@@ -92,12 +100,31 @@ bool moves_bytes(const Op& op)
   return op.kind == Op::Kind::transfer && op_bytes(op) > 0 && op.src != op.dst;
 }
 
+bool is_roce(const PacketSettings& s)
+{
+  return s.transport == "roce";
+}
+
+/// Data bytes per RoCE packet.
+int roce_payload(const PacketSettings& s)
+{
+  return s.mtu - roce::kTransportOverhead - (roce::kLinkOverhead - 2);
+}
+
 void check_settings(const PacketSettings& s)
 {
-  if (s.transport != "dctcp" && s.transport != "newreno")
-    throw UsageError("packet settings: transport \"" + s.transport + "\" is not one of dctcp, newreno");
+  if (s.transport != "roce" && s.transport != "dctcp" && s.transport != "newreno")
+    throw UsageError("packet settings: transport \"" + s.transport + "\" is not one of roce, dctcp, newreno");
+  if (s.congestion_control != "dcqcn" && s.congestion_control != "none")
+    throw UsageError("packet settings: congestion control \"" + s.congestion_control + "\" is not one of dcqcn, none");
   if (s.mtu < 576 || s.mtu > 65535)
     throw UsageError("packet settings: MTU " + std::to_string(s.mtu) + " is outside 576..65535 bytes");
+  const auto& d = s.dcqcn;
+  if (!(d.g > 0 && d.g < 1) || !(d.pmax > 0 && d.pmax <= 1) || d.alpha_timer <= 0 || d.increase_timer <= 0 ||
+      d.byte_counter <= 0 || d.fast_recovery < 1 || d.additive_rate_at_40g <= 0 || d.hyper_rate_at_40g <= 0 ||
+      d.min_rate <= 0 || d.cnp_interval < 0 || d.kmin_at_40g <= 0 || d.kmax_at_40g <= d.kmin_at_40g)
+    throw UsageError("packet settings: DCQCN's gain and pmax must lie in (0, 1], its timers, counters and rates be "
+                     "positive, and kmax exceed kmin");
   if (s.segment_size < 1 || s.segment_size + kTcpIpHeaders > s.mtu)
     throw UsageError("packet settings: segment size " + std::to_string(s.segment_size) +
                      " does not fit the MTU with 52 bytes of IP and TCP headers");
@@ -114,7 +141,7 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
   const int ngpus = topology.gpu_count();
   Plan plan;
   plan.pair_of.assign(ops.size(), -1);
-  std::map<std::pair<int, int>, int> pair_index;
+  std::map<std::tuple<int, int, int>, int> pair_index;
   std::vector<int> connections(ngpus, 0);
   std::vector<bool> gpu_used(ngpus, false);
   for (std::size_t i = 0; i < ops.size(); ++i) {
@@ -124,17 +151,19 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
                        std::to_string(op.dst) + " outside the topology's " + std::to_string(ngpus) + " GPUs");
     if (!moves_bytes(op))
       continue;
-    if (op.qp != 0) // static routes are per destination address: one path per GPU pair
-      throw UsageError("queue pairs per GPU pair (multipath qps) are not modelled at packet fidelity; run it with "
-                       "--fidelity flow or analytical");
+    if (op.qp != 0 && !is_roce(settings)) // TCP's static routes are per destination address: one path per pair
+      throw UsageError("queue pairs per GPU pair (multipath qps) need the roce transport at packet fidelity; "
+                       "transport " +
+                       settings.transport + " has one path per GPU pair");
     plan.transfers.push_back(static_cast<int>(i));
     plan.total_bytes += static_cast<double>(op_bytes(op));
     ++connections[op.src];
     ++connections[op.dst];
     gpu_used[op.src] = gpu_used[op.dst] = true;
-    auto [it, inserted]                 = pair_index.try_emplace({op.src, op.dst}, static_cast<int>(plan.pairs.size()));
+    auto [it, inserted] = pair_index.try_emplace({op.src, op.dst, op.qp}, static_cast<int>(plan.pairs.size()));
     if (inserted)
-      plan.pairs.push_back({op.src, op.dst, topology.route(op.src, op.dst), topology.route(op.dst, op.src)});
+      plan.pairs.push_back(
+          {op.src, op.dst, op.qp, topology.route(op.src, op.dst, op.qp), topology.route(op.dst, op.src, op.qp)});
     plan.pair_of[i] = it->second;
   }
   plan.gpus = static_cast<int>(std::count(gpu_used.begin(), gpu_used.end(), true));
@@ -167,15 +196,33 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
       for (const auto& h : *route)
         link_rtt[h.link] = std::max(link_rtt[h.link], rtt);
   }
+  // RoCE runs lossless: a port can hold every packet the run sends (PFC would pause upstream instead).
+  double packets = 0;
+  for (int op : plan.transfers)
+    packets += std::ceil(static_cast<double>(op_bytes(ops[op])) / roce_payload(settings)) + 1;
+  const int lossless_limit = static_cast<int>(std::min(2e9, 2 * packets + 1000));
   std::vector<bool> vertex_used(topology.vertex_kinds().size(), false);
   for (std::size_t l = 0; l < lks.size(); ++l) {
     if (link_rtt[l] < 0)
       continue;
     LinkPlan lp;
-    lp.link          = static_cast<int>(l);
-    double k         = std::ceil(lks[l].bandwidth * link_rtt[l] / 7 / settings.mtu);
-    lp.ecn_threshold = static_cast<int>(std::max<double>(settings.ecn_threshold, std::min(k, 1e6)));
-    lp.queue_limit   = std::max(settings.queue_packets, 4 * lp.ecn_threshold);
+    lp.link = static_cast<int>(l);
+    if (is_roce(settings)) {
+      lp.queue_limit = lossless_limit;
+      // DCQCN's thresholds scale with the port's rate; NVLink never marks (credit-based, lossless).
+      if (settings.congestion_control == "dcqcn" && lks[l].tier != topology::Tier::nvlink) {
+        const double scale = lks[l].bandwidth / (40e9 / 8);
+        lp.ecn_threshold =
+            static_cast<int>(std::max(1.0, std::round(settings.dcqcn.kmin_at_40g * scale / settings.mtu)));
+        lp.ecn_max = std::max(lp.ecn_threshold + 1,
+                              static_cast<int>(std::round(settings.dcqcn.kmax_at_40g * scale / settings.mtu)));
+      }
+    } else {
+      double k         = std::ceil(lks[l].bandwidth * link_rtt[l] / 7 / settings.mtu);
+      lp.ecn_threshold = static_cast<int>(std::max<double>(settings.ecn_threshold, std::min(k, 1e6)));
+      lp.ecn_max       = lp.ecn_threshold + 1;
+      lp.queue_limit   = std::max(settings.queue_packets, 4 * lp.ecn_threshold);
+    }
     plan.links.push_back(lp);
     vertex_used[lks[l].a] = vertex_used[lks[l].b] = true;
   }
@@ -207,8 +254,12 @@ public:
   {
     configure();
     build_network();
-    install_routes();
-    install_sinks();
+    if (is_roce(settings_)) {
+      install_queue_pairs();
+    } else {
+      install_routes();
+      install_sinks();
+    }
     const auto& ops = graph_.ops();
     timing_.assign(ops.size(), {});
     remaining_.assign(ops.size(), 0);
@@ -230,10 +281,12 @@ public:
     });
     ns3::Simulator::Run();
     auto statistics = queue_statistics();
+    if (roce_)
+      statistics["roce"] = roce_->statistics();
     ns3::Simulator::Destroy();
     if (done_ != ops.size())
       throw SimulationError("packet simulation ended with " + std::to_string(ops.size() - done_) + " of " +
-                            std::to_string(ops.size()) + " ops not run (a TCP connection gave up?)");
+                            std::to_string(ops.size()) + " ops not run (" + statistics.dump() + ")");
     return {timing_, statistics};
   }
 
@@ -265,6 +318,7 @@ private:
     set_default("ns3::RedQueueDisc::Gentle", ns3::BooleanValue(false));
     set_default("ns3::RedQueueDisc::LInterm", ns3::DoubleValue(1));
     set_default("ns3::RedQueueDisc::MeanPktSize", ns3::UintegerValue(static_cast<std::uint32_t>(settings_.mtu)));
+    set_default("ns3::UdpSocket::RcvBufSize", ns3::UintegerValue(1u << 30));
   }
 
   void build_network()
@@ -277,7 +331,10 @@ private:
 
     ns3::InternetStackHelper stack;
     stack.SetIpv6StackInstall(false);
-    stack.SetRoutingHelper(ns3::Ipv4StaticRoutingHelper());
+    if (is_roce(settings_))
+      stack.SetRoutingHelper(roce::FlowRoutingHelper());
+    else
+      stack.SetRoutingHelper(ns3::Ipv4StaticRoutingHelper());
     stack.Install(nodes_);
 
     // Queue discs go in before addresses: assigning an address installs the default one otherwise.
@@ -298,10 +355,11 @@ private:
 
       const ns3::QueueSize limit(ns3::QueueSizeUnit::PACKETS, static_cast<std::uint32_t>(lp.queue_limit));
       ns3::TrafficControlHelper tc;
-      if (settings_.transport == "dctcp")
+      if (lp.ecn_threshold > 0 && settings_.transport != "newreno")
         tc.SetRootQueueDisc("ns3::RedQueueDisc", "MaxSize", ns3::QueueSizeValue(limit), "MinTh",
-                            ns3::DoubleValue(lp.ecn_threshold), "MaxTh", ns3::DoubleValue(lp.ecn_threshold + 1),
-                            "LinkBandwidth", ns3::DataRateValue(rate), "LinkDelay", ns3::TimeValue(delay));
+                            ns3::DoubleValue(lp.ecn_threshold), "MaxTh", ns3::DoubleValue(lp.ecn_max), "LInterm",
+                            ns3::DoubleValue(is_roce(settings_) ? 1 / settings_.dcqcn.pmax : 1), "LinkBandwidth",
+                            ns3::DataRateValue(rate), "LinkDelay", ns3::TimeValue(delay));
       else
         tc.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", ns3::QueueSizeValue(limit));
       queue_discs_.Add(tc.Install(devices.back()));
@@ -373,6 +431,45 @@ private:
     }
   }
 
+  // Each queue pair's packets carry its flow id, and every node on its routes forwards that id one way.
+  void install_queue_pairs()
+  {
+    roce::RoceParams params;
+    params.payload        = roce_payload(settings_);
+    params.dcqcn          = settings_.congestion_control == "dcqcn";
+    params.dcqcn_settings = settings_.dcqcn;
+    roce_                 = std::make_unique<roce::RoceTransport>(params, [this](int op) { finish(op); });
+    const auto& ops       = graph_.ops();
+    for (std::size_t i = 0; i < plan_.transfers.size(); ++i) {
+      const int op          = plan_.transfers[i];
+      const PairRoute& pair = plan_.pairs[plan_.pair_of[op]];
+      roce::QueuePair qp;
+      qp.op          = op;
+      qp.src         = nodes_.Get(node_of_[pair.src]);
+      qp.dst         = nodes_.Get(node_of_[pair.dst]);
+      qp.dst_address = address_on(pair.data.back().link, pair.dst);
+      qp.bytes       = op_bytes(ops[op]);
+      qp.line_rate   = topology_.links()[pair.data.front().link].bandwidth;
+      qp.data_flow   = static_cast<std::uint32_t>(2 * i + 1);
+      qp.cnp_flow    = static_cast<std::uint32_t>(2 * i + 2);
+      add_flow_path(pair.data, qp.data_flow);
+      add_flow_path(pair.acks, qp.cnp_flow);
+      roce_->add(qp);
+    }
+  }
+
+  void add_flow_path(const std::vector<topology::Hop>& route, std::uint32_t flow)
+  {
+    for (const auto& h : route) {
+      const auto& link = topology_.links()[h.link];
+      const int from   = h.forward ? 0 : 1;
+      const int vertex = h.forward ? link.a : link.b;
+      const auto& e    = ends_[h.link];
+      auto routing     = nodes_.Get(node_of_[vertex])->GetObject<ns3::Ipv4>()->GetRoutingProtocol();
+      ns3::DynamicCast<roce::FlowRouting>(routing)->add(flow, e.interface[from], e.address[1 - from]);
+    }
+  }
+
   // Every sink listens from time 0 on a port of its own, so a transfer only has to connect when it starts.
   void install_sinks()
   {
@@ -401,7 +498,9 @@ private:
   {
     const Op& o       = graph_.ops()[op];
     timing_[op].start = ns3::Simulator::Now().GetSeconds();
-    if (moves_bytes(o)) {
+    if (moves_bytes(o) && roce_) {
+      roce_->start(op);
+    } else if (moves_bytes(o)) {
       // An application added while the simulation runs is initialized and started at the current time.
       ns3::BulkSendHelper helper("ns3::TcpSocketFactory",
                                  ns3::InetSocketAddress(destination_[plan_.pair_of[op]], port_[op]));
@@ -445,6 +544,7 @@ private:
   std::vector<OpTiming> timing_;
   std::vector<int> remaining_;
   std::vector<std::vector<int>> dependents_;
+  std::unique_ptr<roce::RoceTransport> roce_;
   std::size_t done_ = 0;
 };
 
@@ -466,8 +566,59 @@ nlohmann::json plan_json(const Plan& plan)
 
 } // namespace
 
+nlohmann::json DcqcnSettings::to_json() const
+{
+  return {{"g", g},
+          {"alpha_timer_s", alpha_timer},
+          {"increase_timer_s", increase_timer},
+          {"byte_counter_bytes", byte_counter},
+          {"fast_recovery_steps", fast_recovery},
+          {"additive_increase_bps_at_40gbps", additive_rate_at_40g * 8},
+          {"hyper_increase_bps_at_40gbps", hyper_rate_at_40g * 8},
+          {"min_rate_bps", min_rate * 8},
+          {"cnp_interval_s", cnp_interval},
+          {"kmin_bytes_at_40gbps", kmin_at_40g},
+          {"kmax_bytes_at_40gbps", kmax_at_40g},
+          {"pmax", pmax}};
+}
+
 nlohmann::json PacketSettings::to_json() const
 {
+  if (transport == "roce") {
+    const bool with_dcqcn = congestion_control == "dcqcn";
+    nlohmann::json queue;
+    if (with_dcqcn)
+      queue = {{"type", "RedQueueDisc (NVLink ports: FifoQueueDisc)"},
+               {"use_ecn", true},
+               {"qw", 1},
+               {"gentle", false},
+               {"min_th_packets", "round(kmin * C / 40 Gb/s / MTU), at least 1"},
+               {"max_th_packets", "round(kmax * C / 40 Gb/s / MTU), above min_th"},
+               {"max_mark_probability", dcqcn.pmax}};
+    else
+      queue = {{"type", "FifoQueueDisc"}};
+    queue["limit_packets"] = "every packet of the run (lossless)";
+    nlohmann::json j       = {
+              {"engine", "ns-3"},
+              {"ns3_version", version()},
+              {"transport", transport},
+              {"congestion_control", congestion_control},
+              {"mtu_bytes", mtu},
+              {"payload_bytes", mtu - 44},
+              {"headers", "IPv4 20 + UDP 8 + BTH 12 + ICRC 4 (+ PPP 2 per hop)"},
+              {"start", "line rate of the sender's first link"},
+              {"lossless", "deep queues stand in for PFC (its pauses are not modelled)"},
+              {"device_queue_packets", device_queue_packets},
+              {"queue_disc", queue},
+              {"time_resolution", "ps"},
+              {"rng_seed", seed},
+              {"rng_run", 1},
+              {"routing", "by flow: each queue pair along Topology::route(src, dst, qp)"},
+              {"limits", {{"max_gpus", max_gpus}, {"max_total_bytes", max_total_bytes}, {"max_transfers", max_transfers}}}};
+    if (with_dcqcn)
+      j["dcqcn"] = dcqcn.to_json();
+    return j;
+  }
   const bool dctcp = transport == "dctcp";
   nlohmann::json queue;
   if (dctcp)

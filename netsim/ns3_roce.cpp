@@ -1,0 +1,272 @@
+// A RoCE-like transport on ns-3 3.37, which has none: UDP sockets carry queue pairs whose sender paces packets at
+// its current rate, and DCQCN's three points (DCQCN paper, Zhu et al., SIGCOMM 2015). Lossless queues stand in for
+// PFC: every port can hold every packet of the run, so nothing is dropped and nothing needs retransmission.
+#include "netsim/ns3_roce.hpp"
+
+#include "common/error.hpp"
+
+#include <ns3/flow-id-tag.h>
+#include <ns3/inet-socket-address.h>
+#include <ns3/ipv4-route.h>
+#include <ns3/ipv4.h>
+#include <ns3/output-stream-wrapper.h>
+#include <ns3/packet.h>
+#include <ns3/simulator.h>
+#include <ns3/udp-socket-factory.h>
+
+#include <algorithm>
+#include <ostream>
+
+namespace spansim::netsim::roce {
+
+namespace {
+
+constexpr std::uint8_t kEct0       = 0x02; // ECN-capable transport, as RoCEv2 NICs send with DCQCN on
+constexpr std::uint8_t kEcnCe      = 0x03;
+constexpr std::uint16_t kFirstPort = 1024;
+constexpr std::uint16_t kLastPort  = 65000;
+
+std::uint32_t flow_of(const ns3::Packet& p)
+{
+  ns3::FlowIdTag tag;
+  return p.PeekPacketTag(tag) ? tag.GetFlowId() : 0;
+}
+
+} // namespace
+
+ns3::TypeId FlowRouting::GetTypeId()
+{
+  static ns3::TypeId tid =
+      ns3::TypeId("spansim::FlowRouting").SetParent<ns3::Ipv4RoutingProtocol>().SetGroupName("Internet");
+  return tid;
+}
+
+void FlowRouting::add(std::uint32_t flow, std::uint32_t interface, ns3::Ipv4Address gateway)
+{
+  next_[flow] = {interface, gateway};
+}
+
+ns3::Ptr<ns3::Ipv4Route> FlowRouting::route_for(std::uint32_t flow, const ns3::Ipv4Header& header) const
+{
+  auto it = next_.find(flow);
+  if (it == next_.end())
+    return nullptr;
+  auto route = ns3::Create<ns3::Ipv4Route>();
+  route->SetDestination(header.GetDestination());
+  route->SetGateway(it->second.gateway);
+  route->SetSource(ipv4_->GetAddress(it->second.interface, 0).GetLocal());
+  route->SetOutputDevice(ipv4_->GetNetDevice(it->second.interface));
+  return route;
+}
+
+ns3::Ptr<ns3::Ipv4Route> FlowRouting::RouteOutput(ns3::Ptr<ns3::Packet> p, const ns3::Ipv4Header& header,
+                                                  ns3::Ptr<ns3::NetDevice>, ns3::Socket::SocketErrno& sockerr)
+{
+  auto route = p ? route_for(flow_of(*p), header) : nullptr;
+  sockerr    = route ? ns3::Socket::ERROR_NOTERROR : ns3::Socket::ERROR_NOROUTETOHOST;
+  return route;
+}
+
+bool FlowRouting::RouteInput(ns3::Ptr<const ns3::Packet> p, const ns3::Ipv4Header& header,
+                             ns3::Ptr<const ns3::NetDevice> idev, UnicastForwardCallback ucb, MulticastForwardCallback,
+                             LocalDeliverCallback lcb, ErrorCallback ecb)
+{
+  const auto iif = static_cast<std::uint32_t>(ipv4_->GetInterfaceForDevice(idev));
+  if (ipv4_->IsDestinationAddress(header.GetDestination(), iif)) {
+    lcb(p, header, iif);
+    return true;
+  }
+  auto route = route_for(flow_of(*p), header);
+  if (!route) {
+    ecb(p, header, ns3::Socket::ERROR_NOROUTETOHOST);
+    return false;
+  }
+  ucb(route, p, header);
+  return true;
+}
+
+void FlowRouting::PrintRoutingTable(ns3::Ptr<ns3::OutputStreamWrapper> stream, ns3::Time::Unit) const
+{
+  for (const auto& [flow, next] : next_)
+    *stream->GetStream() << "flow " << flow << " -> interface " << next.interface << " via " << next.gateway << "\n";
+}
+
+ns3::Ptr<ns3::Ipv4RoutingProtocol> FlowRoutingHelper::Create(ns3::Ptr<ns3::Node>) const
+{
+  return ns3::CreateObject<FlowRouting>();
+}
+
+RoceTransport::RoceTransport(const RoceParams& params, std::function<void(int)> done)
+    : params_(params), done_(std::move(done))
+{
+}
+
+void RoceTransport::add(const QueuePair& qp)
+{
+  const int index = static_cast<int>(pairs_.size());
+  pairs_.push_back({});
+  Pair& p             = pairs_.back();
+  p.qp                = qp;
+  index_of_op_[qp.op] = index;
+  auto& port          = next_port_.try_emplace(ns3::PeekPointer(qp.dst), kFirstPort).first->second;
+  if (port > kLastPort)
+    throw SimulationError("packet level: more than " + std::to_string(kLastPort - kFirstPort) +
+                          " queue pairs end at one GPU");
+  p.port = port++;
+
+  const auto udp = ns3::UdpSocketFactory::GetTypeId();
+  p.recv_socket  = ns3::Socket::CreateSocket(qp.dst, udp);
+  p.recv_socket->SetIpRecvTos(true);
+  if (p.recv_socket->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), p.port)) != 0)
+    throw SimulationError("packet level: could not bind a queue pair's receiver");
+  p.recv_socket->SetRecvCallback(
+      ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, index](ns3::Ptr<ns3::Socket>) { on_data(index); }));
+  p.send_socket = ns3::Socket::CreateSocket(qp.src, udp);
+  if (p.send_socket->Bind() != 0)
+    throw SimulationError("packet level: could not bind a queue pair's sender");
+  if (params_.dcqcn)
+    p.send_socket->SetIpTos(kEct0);
+  p.send_socket->SetRecvCallback(
+      ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, index](ns3::Ptr<ns3::Socket>) { on_cnp(index); }));
+}
+
+void RoceTransport::start(int op)
+{
+  const int index = index_of_op_.at(op);
+  Pair& p         = pairs_[index];
+  p.rate = p.target = p.qp.line_rate;
+  send_next(index);
+}
+
+void RoceTransport::send_next(int index)
+{
+  Pair& p                     = pairs_[index];
+  const std::uint64_t payload = std::min<std::uint64_t>(p.qp.bytes - p.sent, params_.payload);
+  auto packet                 = ns3::Create<ns3::Packet>(static_cast<std::uint32_t>(payload + kTransportOverhead));
+  packet->AddPacketTag(ns3::FlowIdTag(p.qp.data_flow));
+  ns3::InetSocketAddress to(p.qp.dst_address, p.port);
+  if (params_.dcqcn)
+    to.SetTos(kEct0); // ns-3 takes the TOS of a datagram from its address
+  if (p.send_socket->SendTo(packet, 0, to) < 0)
+    throw SimulationError("packet level: a queue pair could not send (socket error " +
+                          std::to_string(static_cast<int>(p.send_socket->GetErrno())) + ")");
+  p.sent += payload;
+  if (params_.dcqcn && p.rate < p.qp.line_rate) {
+    p.bytes_since_increase += payload;
+    if (p.bytes_since_increase >= params_.dcqcn_settings.byte_counter) {
+      p.bytes_since_increase = 0;
+      ++p.byte_stage;
+      increase(p);
+    }
+  }
+  if (p.sent < p.qp.bytes) {
+    // The next packet leaves when this one would have been serialized at the current rate.
+    const double gap = static_cast<double>(payload + kTransportOverhead + kLinkOverhead) / p.rate;
+    p.send_event     = ns3::Simulator::Schedule(ns3::Seconds(gap), &RoceTransport::send_next, this, index);
+  } else {
+    stop_timers(p);
+  }
+}
+
+void RoceTransport::on_data(int index)
+{
+  Pair& p = pairs_[index];
+  ns3::Address from;
+  while (auto packet = p.recv_socket->RecvFrom(from)) {
+    p.recvd += packet->GetSize() - kTransportOverhead;
+    ns3::SocketIpTosTag tos;
+    const double now = ns3::Simulator::Now().GetSeconds();
+    if (params_.dcqcn && packet->PeekPacketTag(tos) && (tos.GetTos() & 0x3) == kEcnCe &&
+        now - p.last_cnp_sent >= params_.dcqcn_settings.cnp_interval) {
+      auto cnp = ns3::Create<ns3::Packet>(static_cast<std::uint32_t>(kCnpPayload));
+      cnp->AddPacketTag(ns3::FlowIdTag(p.qp.cnp_flow));
+      p.recv_socket->SendTo(cnp, 0, from);
+      p.last_cnp_sent = now;
+      ++cnps_;
+    }
+  }
+  if (!p.done && p.recvd >= p.qp.bytes) {
+    p.done = true;
+    done_(p.qp.op);
+  }
+}
+
+void RoceTransport::on_cnp(int index)
+{
+  Pair& p = pairs_[index];
+  ns3::Address from;
+  while (p.send_socket->RecvFrom(from)) {
+    if (p.sent >= p.qp.bytes)
+      continue; // all sent: nothing left to slow down
+    const auto& s          = params_.dcqcn_settings;
+    p.target               = p.rate;
+    p.rate                 = std::max(s.min_rate, p.rate * (1 - p.alpha / 2));
+    p.alpha                = (1 - s.g) * p.alpha + s.g;
+    p.cnp_in_period        = true;
+    p.timer_stage          = 0;
+    p.byte_stage           = 0;
+    p.bytes_since_increase = 0;
+    ++rate_cuts_;
+    min_rate_seen_ = std::min(min_rate_seen_, p.rate);
+    ns3::Simulator::Cancel(p.increase_event);
+    p.increase_event =
+        ns3::Simulator::Schedule(ns3::Seconds(s.increase_timer), &RoceTransport::increase_by_timer, this, index);
+    if (!p.alpha_event.IsRunning())
+      p.alpha_event = ns3::Simulator::Schedule(ns3::Seconds(s.alpha_timer), &RoceTransport::update_alpha, this, index);
+    // The packet already scheduled keeps its gap; the cut applies from the next one.
+  }
+}
+
+void RoceTransport::update_alpha(int index)
+{
+  Pair& p = pairs_[index];
+  if (!p.cnp_in_period)
+    p.alpha *= 1 - params_.dcqcn_settings.g;
+  p.cnp_in_period = false;
+  if (p.sent < p.qp.bytes)
+    p.alpha_event = ns3::Simulator::Schedule(ns3::Seconds(params_.dcqcn_settings.alpha_timer),
+                                             &RoceTransport::update_alpha, this, index);
+}
+
+void RoceTransport::increase_by_timer(int index)
+{
+  Pair& p = pairs_[index];
+  ++p.timer_stage;
+  increase(p);
+  if (p.sent < p.qp.bytes && p.rate < p.qp.line_rate)
+    p.increase_event = ns3::Simulator::Schedule(ns3::Seconds(params_.dcqcn_settings.increase_timer),
+                                                &RoceTransport::increase_by_timer, this, index);
+}
+
+void RoceTransport::increase(Pair& p)
+{
+  const auto& s      = params_.dcqcn_settings;
+  const int low      = std::min(p.timer_stage, p.byte_stage);
+  const int high     = std::max(p.timer_stage, p.byte_stage);
+  const double scale = p.qp.line_rate / (40e9 / 8);
+  if (high < s.fast_recovery) {
+    // Fast recovery: halfway back to the rate before the cut.
+  } else if (low > s.fast_recovery) {
+    p.target += (low - s.fast_recovery) * s.hyper_rate_at_40g * scale;
+  } else {
+    p.target += s.additive_rate_at_40g * scale;
+  }
+  p.target = std::min(p.target, p.qp.line_rate);
+  p.rate   = std::min(p.qp.line_rate, (p.target + p.rate) / 2);
+}
+
+void RoceTransport::stop_timers(Pair& p)
+{
+  ns3::Simulator::Cancel(p.increase_event);
+  ns3::Simulator::Cancel(p.alpha_event);
+}
+
+nlohmann::json RoceTransport::statistics() const
+{
+  return {{"queue_pairs", pairs_.size()},
+          {"cnps_sent", cnps_},
+          {"rate_cuts", rate_cuts_},
+          {"lowest_rate_bps", rate_cuts_ > 0 ? nlohmann::json(min_rate_seen_ * 8) : nlohmann::json(nullptr)}};
+}
+
+} // namespace spansim::netsim::roce

@@ -1,0 +1,193 @@
+// Packet fidelity (RoCE over lossless queues, the default transport) against flow fidelity where TCP was far off:
+// long, slow links between buildings and regions, the NVLink tier, and queue pairs hashed over parallel links.
+// Flow level is the reference: with deep queues and line-rate starts, packets add only their headers (46 bytes
+// per 8,956 of payload, 0.5%) and one packet's store-and-forward per hop.
+#include "netsim/collectives.hpp"
+#include "netsim/netsim.hpp"
+#include "topology/topology.hpp"
+
+#include "tests/support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <iostream>
+#include <string>
+#include <vector>
+
+using nlohmann::json;
+using spansim::test::expect_within;
+namespace tp = spansim::topology;
+namespace ns = spansim::netsim;
+
+namespace {
+
+/// Three buildings: w and e in region r0, x in region r1; `gpus` GPUs on each building's switch (400 Gb/s NICs).
+/// w-e is an inter-building link, e-x an inter-region link: x reaches w through e.
+struct LongLinks {
+  std::string building_latency  = "1ms";
+  std::string building_capacity = "100Gbps";
+  std::string region_latency    = "10ms";
+  std::string region_capacity   = "20Gbps";
+  int gpus                      = 3;
+};
+
+tp::Topology long_links(const LongLinks& p)
+{
+  json vertices = json::array(), links = json::array();
+  for (const char* b : {"w", "e", "x"}) {
+    vertices.push_back({{"id", std::string(b) + "/sw"}, {"kind", "leaf"}, {"building", b}});
+    for (int g = 0; g < p.gpus; ++g) {
+      const std::string id = std::string(b) + "/g" + std::to_string(g);
+      vertices.push_back({{"id", id}, {"kind", "gpu"}, {"building", b}, {"node", id}});
+      links.push_back({{"a", id}, {"b", std::string(b) + "/sw"}, {"bandwidth", "400Gbps"}, {"latency", "1us"}});
+    }
+  }
+  links.push_back({{"a", "w/sw"}, {"b", "e/sw"}, {"bandwidth", p.building_capacity}, {"latency", p.building_latency}});
+  links.push_back({{"a", "e/sw"}, {"b", "x/sw"}, {"bandwidth", p.region_capacity}, {"latency", p.region_latency}});
+  json doc = {
+      {"name", "long-links"},
+      {"regions", json::array({{{"name", "r0"}, {"buildings", {"w", "e"}}}, {{"name", "r1"}, {"buildings", {"x"}}}})},
+      {"graph", {{"vertices", vertices}, {"links", links}}}};
+  return tp::Topology(tp::parse_topology_spec(doc, "long-links.json"));
+}
+
+ns::RunResult timed_packet(const std::string& what, const tp::Topology& t, const ns::FlowGraph& g,
+                           const ns::PacketSettings& s = {})
+{
+  auto begin  = std::chrono::steady_clock::now();
+  auto r      = ns::run_packet(t, g, s);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  std::cout << what << ": " << wall << " s of wall time for " << r.makespan << " s simulated\n";
+  return r;
+}
+
+} // namespace
+
+TEST_CASE("packet: single 448 MiB flows over 1-30 ms, 20-400 Gb/s long links are within 10% of flow", "[packet]")
+{
+  const double bytes = 448.0 * 1048576;
+  for (const char* latency : {"1ms", "30ms"})
+    for (const char* capacity : {"20Gbps", "400Gbps"}) {
+      LongLinks p;
+      p.building_latency  = latency;
+      p.building_capacity = capacity;
+      auto t              = long_links(p);
+      ns::FlowGraph g;
+      g.add_transfer(0, 3, bytes); // w/g0 -> e/g0 over the inter-building link
+      const std::string what = std::string("448 MiB over ") + latency + ", " + capacity;
+      auto packet            = timed_packet(what, t, g);
+      const double flow      = ns::run_flow(t, g).makespan;
+      expect_within(what + ": packet vs flow", flow, packet.makespan, 0.10);
+      // Closer than the 10% asked: headers (0.5%) and store-and-forward are all that differ.
+      CHECK(packet.makespan >= flow);
+      CHECK(packet.makespan <= flow * 1.01);
+    }
+}
+
+TEST_CASE("packet: an 8-GPU ring all-reduce across buildings and regions is within 10% of flow", "[packet]")
+{
+  struct Case {
+    const char *building_latency, *building_capacity, *region_latency, *region_capacity;
+  };
+  for (auto c : {Case{"1ms", "100Gbps", "10ms", "20Gbps"}, Case{"5ms", "400Gbps", "30ms", "100Gbps"}}) {
+    LongLinks p{c.building_latency, c.building_capacity, c.region_latency, c.region_capacity, 3};
+    auto t = long_links(p);
+    ns::Collective ring;
+    ring.algorithm = ns::Algorithm::ring;
+    ring.gpus      = {0, 1, 2, 3, 4, 5, 6, 7}; // w: 0-2, e: 3-5, x: 6-7; the ring closes from x back to w
+    ring.bytes     = 256.0 * 1048576;
+    ns::FlowGraph g;
+    const int end          = ns::add_collective(g, t, ring, {}).end_op;
+    const std::string what = std::string("8-GPU ring all-reduce of 256 MiB, ") + c.building_latency + "/" +
+                             c.building_capacity + " between buildings, " + c.region_latency + "/" + c.region_capacity +
+                             " between regions";
+    auto packet = timed_packet(what, t, g);
+    auto flow   = ns::run_flow(t, g);
+    expect_within(what + ": packet vs flow", flow.ops[end].end, packet.ops[end].end, 0.10);
+  }
+}
+
+TEST_CASE("packet: a 64 MiB all-reduce over the 8 GPUs of an NVLink node is within 10% of flow", "[packet]")
+{
+  tp::Topology t(tp::load_topology_spec("hgx-h100-pod"));
+  ns::Collective ring;
+  ring.algorithm = ns::Algorithm::ring;
+  ring.gpus      = {0, 1, 2, 3, 4, 5, 6, 7};
+  ring.bytes     = 64.0 * 1048576;
+  ns::FlowGraph g;
+  const int end = ns::add_collective(g, t, ring, {}).end_op;
+  auto packet   = timed_packet("64 MiB NVLink all-reduce", t, g);
+  auto flow     = ns::run_flow(t, g);
+  expect_within("8-GPU NVLink ring all-reduce of 64 MiB: packet vs flow", flow.ops[end].end, packet.ops[end].end, 0.10);
+  // NVLink ports never mark, and nothing is lost: the scale-up fabric is lossless.
+  CHECK(packet.settings["statistics"]["packets_dropped"] == 0);
+  CHECK(packet.settings["statistics"]["packets_ecn_marked"] == 0);
+}
+
+TEST_CASE("packet: queue pairs follow the ECMP routes of flow level over parallel links", "[packet][multipath]")
+{
+  // Two GPUs in w send to two in e over n = 2 parallel 100 Gb/s links, each transfer as 2 queue pairs. Whatever
+  // the hash does, each queue pair crosses the link Topology::route(src, dst, qp) names, so packet and flow
+  // agree on every seed: collisions included.
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    json vertices = json::array(), links = json::array();
+    for (const char* b : {"w", "e"}) {
+      vertices.push_back({{"id", std::string(b) + "/sw"}, {"kind", "leaf"}, {"building", b}});
+      for (int g = 0; g < 2; ++g) {
+        const std::string id = std::string(b) + "/g" + std::to_string(g);
+        vertices.push_back({{"id", id}, {"kind", "gpu"}, {"building", b}, {"node", id}});
+        links.push_back({{"a", id}, {"b", std::string(b) + "/sw"}, {"bandwidth", "400Gbps"}, {"latency", "1us"}});
+      }
+    }
+    for (int l = 0; l < 2; ++l)
+      links.push_back({{"a", "w/sw"}, {"b", "e/sw"}, {"bandwidth", "100Gbps"}, {"latency", "10us"}});
+    json doc            = {{"name", "parallel"},
+                           {"regions", json::array({{{"name", "r"}, {"buildings", {"w", "e"}}}})},
+                           {"graph", {{"vertices", vertices}, {"links", links}}}};
+    auto spec           = tp::parse_topology_spec(doc, "parallel.json");
+    spec.multipath.ecmp = true;
+    spec.multipath.seed = seed;
+    spec.multipath.qps  = 2;
+    tp::Topology t(spec);
+    ns::FlowGraph g(2);
+    g.add_transfer(0, 2, 64.0 * 1048576);
+    g.add_transfer(1, 3, 64.0 * 1048576);
+    auto packet = ns::run_packet(t, g);
+    auto flow   = ns::run_flow(t, g);
+    expect_within("2 transfers x 2 QPs over 2 parallel links, seed " + std::to_string(seed) + ": packet vs flow",
+                  flow.makespan, packet.makespan, 0.02);
+    CHECK(packet.settings["statistics"]["roce"]["queue_pairs"] == 4);
+  }
+}
+
+TEST_CASE("packet: DCQCN leaves a lone flow alone and throttles contending ones", "[packet]")
+{
+  auto t = spansim::test::tiny_topology();
+  ns::PacketSettings dcqcn;
+  dcqcn.congestion_control = "dcqcn";
+  const double bytes       = 64.0 * 1048576;
+  ns::FlowGraph one;
+  one.add_transfer(0, 5, bytes);
+  auto alone_dcqcn = ns::run_packet(t, one, dcqcn);
+  auto alone_none  = ns::run_packet(t, one);
+  // One flow never builds a queue beyond its own packet: no mark, no CNP, the same time as without DCQCN.
+  CHECK(alone_dcqcn.settings["statistics"]["roce"]["cnps_sent"] == 0);
+  expect_within("one flow with DCQCN vs without", alone_none.makespan, alone_dcqcn.makespan, 1e-9);
+
+  ns::FlowGraph two;
+  two.add_transfer(0, 5, bytes);
+  two.add_transfer(8, 5, bytes);
+  auto none   = ns::run_packet(t, two);
+  auto cut    = ns::run_packet(t, two, dcqcn);
+  auto& stats = cut.settings["statistics"];
+  std::cout << "two flows into one NIC: without congestion control " << none.makespan << " s, with DCQCN "
+            << cut.makespan << " s (" << cut.makespan / none.makespan << "x); " << stats.dump() << "\n";
+  // Both send at 400 Gb/s into GPU 5's 400 Gb/s NIC: the queue passes kmin at once, CNPs cut both rates, and a
+  // flow of 8 ms ends before DCQCN's recovery (additive steps every 55 us) has brought it back to its fair share.
+  CHECK(stats["roce"]["cnps_sent"].get<int>() > 0);
+  CHECK(stats["roce"]["rate_cuts"].get<int>() > 0);
+  CHECK(stats["packets_dropped"] == 0);
+  CHECK(cut.makespan >= none.makespan * 0.999);
+  CHECK(cut.settings["dcqcn"]["g"] == Approx(1.0 / 256));
+}
