@@ -66,6 +66,9 @@ RunResult run(const topology::Topology& topology, const FlowGraph& graph, Fideli
     return run_flow(topology, graph, options.simgrid);
   case Fidelity::packet:
     return run_packet(topology, graph, options.packet);
+  case Fidelity::hybrid:
+    throw UsageError("hybrid fidelity corrects the collectives of a training step (spansim run); a flow graph runs "
+                     "at analytical, flow or packet fidelity");
   }
   throw UsageError("unknown fidelity");
 }

@@ -40,6 +40,8 @@ public:
   int add_transfer(int src, int dst, double bytes, std::vector<int> deps = {});
   /// @brief Adds a delay of `seconds`; returns its index.
   int add_delay(double seconds, std::vector<int> deps = {});
+  /// @brief Multiplies the size of op `op` (a transfer) by `factor` (hybrid fidelity's corrections).
+  void scale_bytes(int op, double factor) { ops_.at(op).bytes *= factor; }
   const std::vector<Op>& ops() const { return ops_; }
   std::size_t transfer_count() const;
 
@@ -152,17 +154,31 @@ struct PacketSettings {
 /// SimulationError when ns-3 fails.
 RunResult run_packet(const topology::Topology& topology, const FlowGraph& graph, const PacketSettings& settings = {});
 
-/// @brief The three fidelities behind one interface (names: "analytical", "flow", "packet").
-enum class Fidelity { analytical, flow, packet };
-constexpr std::array<std::string_view, 3> enum_names(Fidelity)
+/// @brief The fidelities behind one interface (names: "analytical", "flow", "packet", "hybrid"). Hybrid is flow
+/// level with each distinct collective of a step corrected by its packet-level run (training steps only).
+enum class Fidelity { analytical, flow, packet, hybrid };
+constexpr std::array<std::string_view, 4> enum_names(Fidelity)
 {
-  return {"analytical", "flow", "packet"};
+  return {"analytical", "flow", "packet", "hybrid"};
 }
+
+/// @brief Hybrid fidelity's packet runs.
+struct HybridSettings {
+  /// @brief Bytes a pattern's packet run may move: a larger collective is measured at a size scaled down to this
+  /// (its correction is a ratio, which no longer depends on size once transfers are far above a round trip's
+  /// worth of bytes).
+  double max_pattern_bytes = 1073741824.0;
+  /// @brief Scaling down stops where a transfer would fall below this many bytes (about 25 bandwidth-delay
+  /// products of a 400 Gb/s, 10 us path), so that bandwidth, not latency, still sets the ratio.
+  double min_transfer_bytes = 16.0 * 1048576;
+  int workers               = 0; ///< parallel packet runs (0: one per core)
+};
 
 /// @brief Options of every engine; each run reports its effective settings.
 struct EngineOptions {
   SimgridSettings simgrid;
   PacketSettings packet;
+  HybridSettings hybrid;
 };
 
 /// @brief Runs a flow graph at the given fidelity: the one engine interface behind which the three swap.

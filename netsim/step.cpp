@@ -1,6 +1,7 @@
 // Running a placed training step: lower it to flows, run the flows at the chosen fidelity, and read back the
 // op timings, the bytes per link (rails and node-local groups a representative stood for added back) and the
 // stage breakdowns.
+#include "netsim/hybrid.hpp"
 #include "netsim/step_lowering.hpp"
 
 #include "common/error.hpp"
@@ -72,10 +73,23 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
   if (rail_only)
     one_rail.emplace(topology.with_shared_links_divided(rails));
   const topology::Topology& simulated = rail_only ? *one_rail : topology;
-  const auto lowered                  = detail::lower_step(simulated, graph, placement, options, rail_only);
+  auto lowered                        = detail::lower_step(simulated, graph, placement, options, rail_only);
   const auto& flow_graph              = lowered.graph;
-  auto run_result                     = options.collapse_communication ? run_analytical(simulated, flow_graph)
-                                                                       : run(simulated, flow_graph, options.fidelity, options.engine);
+  RunResult run_result;
+  if (options.collapse_communication) {
+    run_result = run_analytical(simulated, flow_graph);
+  } else if (options.fidelity == Fidelity::hybrid) {
+    // Flow level with each collective's transfers stretched by its pattern's packet-level correction; the bytes
+    // are put back before anything reads them.
+    auto corrections = detail::measure_corrections(simulated, lowered, options.engine);
+    detail::apply_corrections(lowered.graph, lowered, corrections.span_factor, false);
+    run_result = run(simulated, lowered.graph, Fidelity::flow, options.engine);
+    detail::apply_corrections(lowered.graph, lowered, corrections.span_factor, true);
+    run_result.link_bytes         = link_bytes(simulated, lowered.graph);
+    run_result.settings["hybrid"] = std::move(corrections.report);
+  } else {
+    run_result = run(simulated, flow_graph, options.fidelity, options.engine);
+  }
   if (options.collapse_communication)
     run_result.settings = {{"engine", "analytical"}, {"mode", "collapsed communication (optimizer scoring)"}};
   run_result.settings["all_to_all"] =

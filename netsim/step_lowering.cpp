@@ -120,6 +120,7 @@ public:
   const std::set<std::pair<int, int>>& mirrors() const { return mirrors_; }
   const std::vector<double>& isolated_bytes() const { return isolated_bytes_; }
   bool isolate_all_to_all() const { return isolate_all_to_all_; }
+  std::vector<CollectiveSpan>& spans() { return spans_; }
   const std::vector<std::vector<Node>>& nodes() const { return nodes_; }
   const std::vector<std::vector<int>>& stream_prev() const { return stream_prev_; }
   /// @brief For a send or receive: the node of its peer op (both share the transfer).
@@ -245,7 +246,14 @@ private:
       // Groups confined to single nodes only use their own NVLink: one stands for all.
       const std::size_t lowered = local ? 1 : all.size();
       for (std::size_t g = 0; g < lowered; ++g) {
-        ends.push_back(add_collective(graph_, topology_, collective_for(op, all[g]), {n.start}).end_op);
+        const int begin  = static_cast<int>(graph_.ops().size());
+        Collective c     = collective_for(op, all[g]);
+        const auto added = add_collective(graph_, topology_, c, {n.start});
+        ends.push_back(added.end_op);
+        if (options_.fidelity == Fidelity::hybrid) {
+          c.algorithm = added.algorithm;
+          spans_.push_back({std::move(c), begin, static_cast<int>(graph_.ops().size())});
+        }
       }
     }
     n.end = ends.empty() ? n.start : graph_.add_delay(0, ends);
@@ -379,6 +387,7 @@ private:
   std::optional<workload::Dim> nvlink_owner_;                   ///< the one dimension using NVLink, when there is one
   std::map<std::tuple<int, int, double>, double> isolated_p2p_; ///< collapsed pipeline transfers
   std::map<std::tuple<int, std::uint8_t, int, double>, Algorithm> chosen_; ///< `auto` resolved per op pattern
+  std::vector<CollectiveSpan> spans_; ///< hybrid fidelity: every collective lowered into graph_
 };
 
 } // namespace
@@ -423,6 +432,7 @@ LoweredStep lower_step(const topology::Topology& topology, const workload::StepG
   out.mirrors             = lowering.mirrors();
   out.isolated_link_bytes = lowering.isolated_bytes();
   out.all_to_all_isolated = lowering.isolate_all_to_all();
+  out.spans               = std::move(lowering.spans());
   out.peer.resize(graph.stages.size());
   for (std::size_t s = 0; s < graph.stages.size(); ++s) {
     out.peer[s].assign(graph.stages[s].ops.size(), {-1, -1});

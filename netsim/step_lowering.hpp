@@ -17,6 +17,13 @@ struct Node {
   int end   = -1; ///< ends when the op is done
 };
 
+/// @brief One collective on one group, lowered into ops [begin, end) of the graph (hybrid fidelity's patterns).
+struct CollectiveSpan {
+  Collective collective; ///< with the algorithm it was lowered with
+  int begin = 0;
+  int end   = 0;
+};
+
 /// @brief A step graph lowered to flows.
 struct LoweredStep {
   FlowGraph graph;
@@ -27,7 +34,8 @@ struct LoweredStep {
   std::set<std::pair<int, int>> mirrors;
   /// @brief Bytes per link and direction of the collectives timed in isolation (not in `graph`).
   std::vector<double> isolated_link_bytes;
-  bool all_to_all_isolated = false; ///< whether all-to-alls were timed in isolation
+  bool all_to_all_isolated = false;  ///< whether all-to-alls were timed in isolation
+  std::vector<CollectiveSpan> spans; ///< at hybrid fidelity: every collective lowered as flows
 };
 
 /// @brief Lowers every op of every stage program: compute as delays, collectives through netsim/collectives.hpp on

@@ -1,0 +1,30 @@
+#pragma once
+/// @file
+/// @brief Internal to netsim: hybrid fidelity. Each distinct collective pattern of a lowered step (the collective,
+/// its algorithm and size, its group's size and the links its flows cross, hop by hop) runs once at packet and
+/// once at flow level, in parallel workers; every occurrence's transfers are then scaled by the pattern's
+/// packet-to-flow ratio, and the whole step runs at flow level.
+
+#include "netsim/step_lowering.hpp"
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace spansim::netsim::detail {
+
+/// @brief What the packet runs measured.
+struct Corrections {
+  std::vector<double> span_factor; ///< per span of LoweredStep::spans: packet time over flow time
+  nlohmann::json report;           ///< patterns, packet runs, their wall time, and each correction
+};
+
+/// @brief Finds the distinct patterns of `lowered.spans` and measures each one's correction.
+/// @throws SimulationError when a packet or flow run fails (a pattern too large for packet level is skipped,
+/// with factor 1, and reported).
+Corrections measure_corrections(const topology::Topology& topology, const LoweredStep& lowered,
+                                const EngineOptions& engine);
+
+/// @brief Multiplies every span's transfers by its factor (or divides them back, with `undo`).
+void apply_corrections(FlowGraph& graph, const LoweredStep& lowered, const std::vector<double>& factor, bool undo);
+
+} // namespace spansim::netsim::detail
