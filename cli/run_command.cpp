@@ -143,6 +143,25 @@ void run(const RunOptions& o)
       {"MFU", pct(r.mfu, 1)},
       {"flow graph", std::to_string(r.flow_ops) + " ops, " + std::to_string(r.transfers.size()) + " transfers"}};
   print_table(std::cout, headline);
+  if (r.engine.contains("hybrid")) {
+    const auto& h = r.engine["hybrid"];
+    std::cout << "\n";
+    Table corrections{"Hybrid fidelity: " + std::to_string(h["packet_runs"].get<int>()) + " packet runs for " +
+                          std::to_string(h["collectives"].get<int>()) + " collectives (" +
+                          fixed(h["run_wall_seconds"].get<double>(), 1) + " s of runs, " +
+                          fixed(h["wall_seconds"].get<double>(), 1) + " s elapsed)",
+                      {"collective", "group", "size", "measured at", "occurrences", "flow", "packet", "correction"},
+                      {}};
+    for (const auto& c : h["corrections"])
+      corrections.rows.push_back(
+          {c["collective"].get<std::string>() + " (" + c["algorithm"].get<std::string>() + ")",
+           std::to_string(c["group"].get<int>()), units::format_size(c["bytes"].get<double>()),
+           units::format_size(c["measured_bytes"].get<double>()), std::to_string(c["occurrences"].get<int>()),
+           units::format_time(c["flow_s"].get<double>()),
+           c.contains("packet_s") ? units::format_time(c["packet_s"].get<double>()) : "skipped (too large)",
+           fixed(c["factor"].get<double>(), 3) + "x"});
+    print_table(std::cout, corrections);
+  }
 
   std::cout << "\n";
   Table parts{

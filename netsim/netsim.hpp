@@ -141,9 +141,11 @@ struct PacketSettings {
   int ecn_threshold        = 20;    ///< packets (lower bound of the DCTCP marking threshold)
   int device_queue_packets = 1;     ///< per device, below the queue disc: marking then sees the backlog
   std::uint32_t seed       = 1;     ///< ns-3 RNG seed
-  int max_gpus             = 1024;  ///< refuse larger runs: packet level is for hundreds of GPUs
-  double max_total_bytes   = 16.0 * 1073741824.0;
-  int max_transfers        = 100000;
+  // Limits from measured wall times (RoCE, 2 cores; netsim/README.md): a ring over 1,024 GPUs moving 8 GiB takes
+  // 24 s; 1.2-4 s per GiB, so 64 GiB is 1-4 minutes; 90,000 transfers (an all-to-all of 300 GPUs) 36 s and 0.6 GB.
+  int max_gpus           = 4096; ///< refuse larger runs: packet level is for up to a few thousand GPUs
+  double max_total_bytes = 64.0 * 1073741824.0;
+  int max_transfers      = 250000;
 
   /// @brief The effective settings for results.
   nlohmann::json to_json() const;

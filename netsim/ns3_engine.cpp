@@ -68,6 +68,8 @@ struct PairRoute {
   int qp  = 0;
   std::vector<topology::Hop> data; ///< route(src, dst, qp)
   std::vector<topology::Hop> acks; ///< route(dst, src, qp): ACKs or congestion notifications
+  /// Sprayed data: every vertex's hops that stay on a least-cost route (empty: data follows `data`).
+  std::vector<std::pair<int, std::vector<topology::Hop>>> spray;
 };
 
 /// One used link with the queue it gets at each of its two ports.
@@ -141,6 +143,10 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
   const int ngpus = topology.gpu_count();
   Plan plan;
   plan.pair_of.assign(ops.size(), -1);
+  const bool spray = topology.spec().multipath.spray;
+  if (spray && !is_roce(settings))
+    throw UsageError("per-packet spraying (multipath routing \"spray\") needs the roce transport: TCP over "
+                     "sprayed paths would take reordering for loss");
   std::map<std::tuple<int, int, int>, int> pair_index;
   std::vector<int> connections(ngpus, 0);
   std::vector<bool> gpu_used(ngpus, false);
@@ -161,9 +167,12 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
     ++connections[op.dst];
     gpu_used[op.src] = gpu_used[op.dst] = true;
     auto [it, inserted] = pair_index.try_emplace({op.src, op.dst, op.qp}, static_cast<int>(plan.pairs.size()));
-    if (inserted)
+    if (inserted) {
       plan.pairs.push_back(
-          {op.src, op.dst, op.qp, topology.route(op.src, op.dst, op.qp), topology.route(op.dst, op.src, op.qp)});
+          {op.src, op.dst, op.qp, topology.route(op.src, op.dst, op.qp), topology.route(op.dst, op.src, op.qp), {}});
+      if (spray)
+        plan.pairs.back().spray = topology.spray_hops(op.src, op.dst, op.qp);
+    }
     plan.pair_of[i] = it->second;
   }
   plan.gpus = static_cast<int>(std::count(gpu_used.begin(), gpu_used.end(), true));
@@ -175,7 +184,7 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
   if (plan.total_bytes > settings.max_total_bytes)
     throw UsageError("packet level: the flow graph moves " + std::to_string(plan.total_bytes / 1073741824.0) +
                      " GiB, more than the limit of " + std::to_string(settings.max_total_bytes / 1073741824.0) +
-                     " GiB (ns-3 needs about 5 s of wall time per GB at datacenter round trips)" + advice);
+                     " GiB (ns-3 needs 1-4 s of wall time per GB over RoCE, 4-12 s over TCP)" + advice);
   if (static_cast<int>(plan.transfers.size()) > settings.max_transfers)
     throw UsageError("packet level: the flow graph has " + std::to_string(plan.transfers.size()) +
                      " transfers, more than the limit of " + std::to_string(settings.max_transfers) + advice);
@@ -194,6 +203,9 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
     max_bdp    = std::max(max_bdp, topology.route_bandwidth(p.data) * rtt);
     for (const auto* route : {&p.data, &p.acks})
       for (const auto& h : *route)
+        link_rtt[h.link] = std::max(link_rtt[h.link], rtt);
+    for (const auto& [vertex, hops] : p.spray)
+      for (const auto& h : hops)
         link_rtt[h.link] = std::max(link_rtt[h.link], rtt);
   }
   // RoCE runs lossless: a port can hold every packet the run sends (PFC would pause upstream instead).
@@ -452,7 +464,12 @@ private:
       qp.line_rate   = topology_.links()[pair.data.front().link].bandwidth;
       qp.data_flow   = static_cast<std::uint32_t>(2 * i + 1);
       qp.cnp_flow    = static_cast<std::uint32_t>(2 * i + 2);
-      add_flow_path(pair.data, qp.data_flow);
+      if (pair.spray.empty()) {
+        add_flow_path(pair.data, qp.data_flow);
+      } else {
+        for (const auto& [vertex, hops] : pair.spray)
+          add_flow_path(hops, qp.data_flow);
+      }
       add_flow_path(pair.acks, qp.cnp_flow);
       roce_->add(qp);
     }
@@ -465,8 +482,10 @@ private:
       const int from   = h.forward ? 0 : 1;
       const int vertex = h.forward ? link.a : link.b;
       const auto& e    = ends_[h.link];
-      auto routing     = nodes_.Get(node_of_[vertex])->GetObject<ns3::Ipv4>()->GetRoutingProtocol();
-      ns3::DynamicCast<roce::FlowRouting>(routing)->add(flow, e.interface[from], e.address[1 - from]);
+      auto routing     = ns3::DynamicCast<roce::FlowRouting>(
+          nodes_.Get(node_of_[vertex])->GetObject<ns3::Ipv4>()->GetRoutingProtocol());
+      routing->set_seed(topology_.spec().multipath.seed ^ settings_.seed);
+      routing->add(flow, e.interface[from], e.address[1 - from]);
     }
   }
 

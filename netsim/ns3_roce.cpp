@@ -21,10 +21,12 @@ namespace spansim::netsim::roce {
 
 namespace {
 
-constexpr std::uint8_t kEct0       = 0x02; // ECN-capable transport, as RoCEv2 NICs send with DCQCN on
-constexpr std::uint8_t kEcnCe      = 0x03;
-constexpr std::uint16_t kFirstPort = 1024;
-constexpr std::uint16_t kLastPort  = 65000;
+constexpr std::uint8_t kEct0  = 0x02; // ECN-capable transport, as RoCEv2 NICs send with DCQCN on
+constexpr std::uint8_t kEcnCe = 0x03;
+// RoCEv2's UDP port. One socket per node, demultiplexed by flow: ns-3 looks a datagram's socket up by walking
+// the node's list of sockets, so a socket per queue pair made every packet cost as many steps as the node had
+// queue pairs (an all-to-all over 300 GPUs: 174 s).
+constexpr std::uint16_t kRocePort = 4791;
 
 std::uint32_t flow_of(const ns3::Packet& p)
 {
@@ -43,26 +45,39 @@ ns3::TypeId FlowRouting::GetTypeId()
 
 void FlowRouting::add(std::uint32_t flow, std::uint32_t interface, ns3::Ipv4Address gateway)
 {
-  next_[flow] = {interface, gateway};
+  auto& ways = next_[flow];
+  for (const auto& n : ways)
+    if (n.interface == interface)
+      return;
+  ways.push_back({interface, gateway});
 }
 
-ns3::Ptr<ns3::Ipv4Route> FlowRouting::route_for(std::uint32_t flow, const ns3::Ipv4Header& header) const
+ns3::Ptr<ns3::Ipv4Route> FlowRouting::route_for(const ns3::Packet& p, const ns3::Ipv4Header& header) const
 {
-  auto it = next_.find(flow);
-  if (it == next_.end())
+  auto it = next_.find(flow_of(p));
+  if (it == next_.end() || it->second.empty())
     return nullptr;
-  auto route = ns3::Create<ns3::Ipv4Route>();
+  std::size_t pick = 0;
+  if (it->second.size() > 1) { // splitmix64 of the packet, its flow, this node and the seed
+    std::uint64_t z = seed_ ^ (std::uint64_t{p.GetUid()} << 20) ^ (std::uint64_t{it->first} << 40) ^
+                      ipv4_->GetObject<ns3::Node>()->GetId();
+    z    = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z    = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    pick = static_cast<std::size_t>((z ^ (z >> 31)) % it->second.size());
+  }
+  const Next& next = it->second[pick];
+  auto route       = ns3::Create<ns3::Ipv4Route>();
   route->SetDestination(header.GetDestination());
-  route->SetGateway(it->second.gateway);
-  route->SetSource(ipv4_->GetAddress(it->second.interface, 0).GetLocal());
-  route->SetOutputDevice(ipv4_->GetNetDevice(it->second.interface));
+  route->SetGateway(next.gateway);
+  route->SetSource(ipv4_->GetAddress(next.interface, 0).GetLocal());
+  route->SetOutputDevice(ipv4_->GetNetDevice(next.interface));
   return route;
 }
 
 ns3::Ptr<ns3::Ipv4Route> FlowRouting::RouteOutput(ns3::Ptr<ns3::Packet> p, const ns3::Ipv4Header& header,
                                                   ns3::Ptr<ns3::NetDevice>, ns3::Socket::SocketErrno& sockerr)
 {
-  auto route = p ? route_for(flow_of(*p), header) : nullptr;
+  auto route = p ? route_for(*p, header) : nullptr;
   sockerr    = route ? ns3::Socket::ERROR_NOTERROR : ns3::Socket::ERROR_NOROUTETOHOST;
   return route;
 }
@@ -76,7 +91,7 @@ bool FlowRouting::RouteInput(ns3::Ptr<const ns3::Packet> p, const ns3::Ipv4Heade
     lcb(p, header, iif);
     return true;
   }
-  auto route = route_for(flow_of(*p), header);
+  auto route = route_for(*p, header);
   if (!route) {
     ecb(p, header, ns3::Socket::ERROR_NOROUTETOHOST);
     return false;
@@ -87,8 +102,9 @@ bool FlowRouting::RouteInput(ns3::Ptr<const ns3::Packet> p, const ns3::Ipv4Heade
 
 void FlowRouting::PrintRoutingTable(ns3::Ptr<ns3::OutputStreamWrapper> stream, ns3::Time::Unit) const
 {
-  for (const auto& [flow, next] : next_)
-    *stream->GetStream() << "flow " << flow << " -> interface " << next.interface << " via " << next.gateway << "\n";
+  for (const auto& [flow, ways] : next_)
+    for (const auto& next : ways)
+      *stream->GetStream() << "flow " << flow << " -> interface " << next.interface << " via " << next.gateway << "\n";
 }
 
 ns3::Ptr<ns3::Ipv4RoutingProtocol> FlowRoutingHelper::Create(ns3::Ptr<ns3::Node>) const
@@ -101,33 +117,45 @@ RoceTransport::RoceTransport(const RoceParams& params, std::function<void(int)> 
 {
 }
 
+ns3::Ptr<ns3::Socket> RoceTransport::socket_on(ns3::Ptr<ns3::Node> node)
+{
+  auto [it, inserted] = sockets_.try_emplace(ns3::PeekPointer(node));
+  if (inserted) {
+    it->second = ns3::Socket::CreateSocket(node, ns3::UdpSocketFactory::GetTypeId());
+    it->second->SetIpRecvTos(true);
+    if (it->second->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), kRocePort)) != 0)
+      throw SimulationError("packet level: could not bind a node's RoCE socket");
+    it->second->SetRecvCallback(ns3::MakeCallback(&RoceTransport::on_receive, this));
+  }
+  return it->second;
+}
+
 void RoceTransport::add(const QueuePair& qp)
 {
   const int index = static_cast<int>(pairs_.size());
   pairs_.push_back({});
-  Pair& p             = pairs_.back();
-  p.qp                = qp;
-  index_of_op_[qp.op] = index;
-  auto& port          = next_port_.try_emplace(ns3::PeekPointer(qp.dst), kFirstPort).first->second;
-  if (port > kLastPort)
-    throw SimulationError("packet level: more than " + std::to_string(kLastPort - kFirstPort) +
-                          " queue pairs end at one GPU");
-  p.port = port++;
+  Pair& p                      = pairs_.back();
+  p.qp                         = qp;
+  index_of_op_[qp.op]          = index;
+  index_of_flow_[qp.data_flow] = index;
+  index_of_flow_[qp.cnp_flow]  = index;
+  p.send_socket                = socket_on(qp.src);
+  p.recv_socket                = socket_on(qp.dst);
+}
 
-  const auto udp = ns3::UdpSocketFactory::GetTypeId();
-  p.recv_socket  = ns3::Socket::CreateSocket(qp.dst, udp);
-  p.recv_socket->SetIpRecvTos(true);
-  if (p.recv_socket->Bind(ns3::InetSocketAddress(ns3::Ipv4Address::GetAny(), p.port)) != 0)
-    throw SimulationError("packet level: could not bind a queue pair's receiver");
-  p.recv_socket->SetRecvCallback(
-      ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, index](ns3::Ptr<ns3::Socket>) { on_data(index); }));
-  p.send_socket = ns3::Socket::CreateSocket(qp.src, udp);
-  if (p.send_socket->Bind() != 0)
-    throw SimulationError("packet level: could not bind a queue pair's sender");
-  if (params_.dcqcn)
-    p.send_socket->SetIpTos(kEct0);
-  p.send_socket->SetRecvCallback(
-      ns3::Callback<void, ns3::Ptr<ns3::Socket>>([this, index](ns3::Ptr<ns3::Socket>) { on_cnp(index); }));
+void RoceTransport::on_receive(ns3::Ptr<ns3::Socket> socket)
+{
+  ns3::Address from;
+  while (auto packet = socket->RecvFrom(from)) {
+    ns3::FlowIdTag tag;
+    if (!packet->PeekPacketTag(tag))
+      throw SimulationError("packet level: a RoCE packet without its flow id");
+    const int index = index_of_flow_.at(tag.GetFlowId());
+    if (tag.GetFlowId() == pairs_[index].qp.data_flow)
+      on_data(index, *packet, from);
+    else
+      on_cnp(index);
+  }
 }
 
 void RoceTransport::start(int op)
@@ -144,7 +172,7 @@ void RoceTransport::send_next(int index)
   const std::uint64_t payload = std::min<std::uint64_t>(p.qp.bytes - p.sent, params_.payload);
   auto packet                 = ns3::Create<ns3::Packet>(static_cast<std::uint32_t>(payload + kTransportOverhead));
   packet->AddPacketTag(ns3::FlowIdTag(p.qp.data_flow));
-  ns3::InetSocketAddress to(p.qp.dst_address, p.port);
+  ns3::InetSocketAddress to(p.qp.dst_address, kRocePort);
   if (params_.dcqcn)
     to.SetTos(kEct0); // ns-3 takes the TOS of a datagram from its address
   if (p.send_socket->SendTo(packet, 0, to) < 0)
@@ -168,22 +196,19 @@ void RoceTransport::send_next(int index)
   }
 }
 
-void RoceTransport::on_data(int index)
+void RoceTransport::on_data(int index, const ns3::Packet& packet, const ns3::Address& from)
 {
   Pair& p = pairs_[index];
-  ns3::Address from;
-  while (auto packet = p.recv_socket->RecvFrom(from)) {
-    p.recvd += packet->GetSize() - kTransportOverhead;
-    ns3::SocketIpTosTag tos;
-    const double now = ns3::Simulator::Now().GetSeconds();
-    if (params_.dcqcn && packet->PeekPacketTag(tos) && (tos.GetTos() & 0x3) == kEcnCe &&
-        now - p.last_cnp_sent >= params_.dcqcn_settings.cnp_interval) {
-      auto cnp = ns3::Create<ns3::Packet>(static_cast<std::uint32_t>(kCnpPayload));
-      cnp->AddPacketTag(ns3::FlowIdTag(p.qp.cnp_flow));
-      p.recv_socket->SendTo(cnp, 0, from);
-      p.last_cnp_sent = now;
-      ++cnps_;
-    }
+  p.recvd += packet.GetSize() - kTransportOverhead;
+  ns3::SocketIpTosTag tos;
+  const double now = ns3::Simulator::Now().GetSeconds();
+  if (params_.dcqcn && packet.PeekPacketTag(tos) && (tos.GetTos() & 0x3) == kEcnCe &&
+      now - p.last_cnp_sent >= params_.dcqcn_settings.cnp_interval) {
+    auto cnp = ns3::Create<ns3::Packet>(static_cast<std::uint32_t>(kCnpPayload));
+    cnp->AddPacketTag(ns3::FlowIdTag(p.qp.cnp_flow));
+    p.recv_socket->SendTo(cnp, 0, from);
+    p.last_cnp_sent = now;
+    ++cnps_;
   }
   if (!p.done && p.recvd >= p.qp.bytes) {
     p.done = true;
@@ -194,10 +219,9 @@ void RoceTransport::on_data(int index)
 void RoceTransport::on_cnp(int index)
 {
   Pair& p = pairs_[index];
-  ns3::Address from;
-  while (p.send_socket->RecvFrom(from)) {
+  {
     if (p.sent >= p.qp.bytes)
-      continue; // all sent: nothing left to slow down
+      return; // all sent: nothing left to slow down
     const auto& s          = params_.dcqcn_settings;
     p.target               = p.rate;
     p.rate                 = std::max(s.min_rate, p.rate * (1 - p.alpha / 2));

@@ -29,14 +29,17 @@ inline constexpr int kLinkOverhead = 20 + 8 + 2;
 inline constexpr int kCnpPayload = 12 + 16 + 4;
 
 /// @brief Forwards every packet by its flow id (an ns3::FlowIdTag): each node keeps the output interface and next
-/// hop of every flow that crosses it. Packets addressed to the node are delivered locally.
+/// hop of every flow that crosses it, or several when the flow is sprayed: each packet then takes one by a hash of
+/// the packet, the flow, the node and the seed. Packets addressed to the node are delivered locally.
 class FlowRouting : public ns3::Ipv4RoutingProtocol {
 public:
   /// @brief ns-3's type registration.
   static ns3::TypeId GetTypeId();
 
-  /// @brief Packets of `flow` leave this node on `interface`, towards `gateway`.
+  /// @brief Packets of `flow` leave this node on `interface`, towards `gateway` (or on any of the ways added).
   void add(std::uint32_t flow, std::uint32_t interface, ns3::Ipv4Address gateway);
+  /// @brief The seed of spraying's hash.
+  void set_seed(std::uint64_t seed) { seed_ = seed; }
 
   ns3::Ptr<ns3::Ipv4Route> RouteOutput(ns3::Ptr<ns3::Packet> p, const ns3::Ipv4Header& header,
                                        ns3::Ptr<ns3::NetDevice> oif, ns3::Socket::SocketErrno& sockerr) override;
@@ -55,10 +58,11 @@ private:
     std::uint32_t interface = 0;
     ns3::Ipv4Address gateway;
   };
-  ns3::Ptr<ns3::Ipv4Route> route_for(std::uint32_t flow, const ns3::Ipv4Header& header) const;
+  ns3::Ptr<ns3::Ipv4Route> route_for(const ns3::Packet& p, const ns3::Ipv4Header& header) const;
 
   ns3::Ptr<ns3::Ipv4> ipv4_;
-  std::unordered_map<std::uint32_t, Next> next_;
+  std::unordered_map<std::uint32_t, std::vector<Next>> next_;
+  std::uint64_t seed_ = 1;
 };
 
 /// @brief Installs a FlowRouting on every node of an InternetStackHelper.
@@ -106,9 +110,8 @@ public:
 private:
   struct Pair {
     QueuePair qp;
-    ns3::Ptr<ns3::Socket> send_socket;
-    ns3::Ptr<ns3::Socket> recv_socket;
-    std::uint16_t port                 = 0;
+    ns3::Ptr<ns3::Socket> send_socket; ///< the source node's
+    ns3::Ptr<ns3::Socket> recv_socket; ///< the destination node's
     std::uint64_t sent                 = 0;
     std::uint64_t recvd                = 0;
     double rate                        = 0; ///< current rate Rc, bytes/s
@@ -123,8 +126,10 @@ private:
     ns3::EventId send_event, alpha_event, increase_event;
   };
 
+  ns3::Ptr<ns3::Socket> socket_on(ns3::Ptr<ns3::Node> node);
+  void on_receive(ns3::Ptr<ns3::Socket> socket);
   void send_next(int index);
-  void on_data(int index);
+  void on_data(int index, const ns3::Packet& packet, const ns3::Address& from);
   void on_cnp(int index);
   void update_alpha(int index);
   void increase_by_timer(int index);
@@ -135,7 +140,8 @@ private:
   std::function<void(int)> done_;
   std::vector<Pair> pairs_;
   std::unordered_map<int, int> index_of_op_;
-  std::unordered_map<ns3::Node*, std::uint16_t> next_port_;
+  std::unordered_map<std::uint32_t, int> index_of_flow_;          ///< data and CNP flow ids -> pair
+  std::unordered_map<ns3::Node*, ns3::Ptr<ns3::Socket>> sockets_; ///< one per node, as a NIC has one UDP port
   std::uint64_t cnps_      = 0;
   std::uint64_t rate_cuts_ = 0;
   double min_rate_seen_    = std::numeric_limits<double>::infinity();

@@ -74,6 +74,30 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
     sc.placement = placement::parse_placement(r.raw("placement"), path, json_path + ".placement");
   if (auto f = r.optional_enumeration<netsim::Fidelity>("fidelity"))
     sc.options.fidelity = *f;
+  if (auto p = r.optional_object("packet")) {
+    auto& packet = sc.options.engine.packet;
+    if (p->has("transport"))
+      packet.transport = p->choice("transport", {"roce", "dctcp", "newreno"});
+    if (p->has("congestion_control")) {
+      packet.congestion_control = p->choice("congestion_control", {"none", "dcqcn"});
+      if (packet.transport != "roce")
+        p->fail("congestion_control", "applies to the roce transport (dctcp and newreno are TCP's own)");
+    }
+    p->finish();
+  }
+  if (auto h = r.optional_object("hybrid")) {
+    auto& hybrid = sc.options.engine.hybrid;
+    for (auto [key, field] : {std::pair{"max_pattern_bytes", &hybrid.max_pattern_bytes},
+                              std::pair{"min_transfer_bytes", &hybrid.min_transfer_bytes}})
+      if (auto b = h->optional_size(key)) {
+        if (*b <= 0)
+          h->fail(key, "expected a positive size such as \"1GiB\"");
+        *field = *b;
+      }
+    if (auto w = h->optional_integer("workers", 0, 64))
+      hybrid.workers = static_cast<int>(*w);
+    h->finish();
+  }
   if (auto c = r.optional_object("collectives")) {
     for (workload::Dim d : workload::kDims)
       if (auto a = c->optional_enumeration<netsim::Algorithm>(name_of(d)))

@@ -397,4 +397,45 @@ std::vector<std::vector<Hop>> Topology::equal_cost_routes(int src, int dst, int 
   return out;
 }
 
+std::vector<std::pair<int, std::vector<Hop>>> Topology::spray_hops(int src, int dst, int qp) const
+{
+  const auto r = route(src, dst, qp);
+  std::vector<std::pair<int, std::vector<Hop>>> out;
+  auto from = [&](const Hop& h) { return h.forward ? links_[h.link].a : links_[h.link].b; };
+  auto to   = [&](const Hop& h) { return h.forward ? links_[h.link].b : links_[h.link].a; };
+  if (!imported() || r.size() < 3) {
+    for (const auto& h : r)
+      out.push_back({from(h), {h}});
+    return out;
+  }
+  // The fabric part of the way route() took: from the switch its first link reaches to the one its last leaves.
+  const int a = to(r.front()), b = from(r.back());
+  out.push_back({src, {r.front()}});
+  const std::int32_t* to_b = distances_to(fabric_index_[b]);
+  std::vector<int> queue{a};
+  std::vector<char> seen(vertex_kind_.size(), 0);
+  seen[a] = 1;
+  for (std::size_t i = 0; i < queue.size(); ++i) {
+    const int v = queue[i];
+    if (v == b) {
+      out.push_back({b, {r.back()}});
+      continue;
+    }
+    std::vector<Hop> hops;
+    for (auto [k, u] : adjacency_[v]) {
+      const int fu = fabric_index_[u];
+      if (fu >= 0 && links_[k].bandwidth > 0 && to_b[fu] != kUnreachable &&
+          to_b[fu] + link_cost_[k] == to_b[fabric_index_[v]]) {
+        hops.push_back(Hop{k, links_[k].a == v});
+        if (!seen[u]) {
+          seen[u] = 1;
+          queue.push_back(u);
+        }
+      }
+    }
+    out.push_back({v, std::move(hops)});
+  }
+  return out;
+}
+
 } // namespace spansim::topology

@@ -178,9 +178,15 @@ void read_site_fields(ObjectReader& o, BuildingOverride& b)
 MultipathSpec read_multipath(ObjectReader r)
 {
   MultipathSpec m;
-  m.ecmp       = r.optional_string("routing").has_value() && r.choice("routing", {"ideal", "ecmp"}) == "ecmp";
+  const std::string routing =
+      r.optional_string("routing").has_value() ? r.choice("routing", {"ideal", "ecmp", "spray"}) : "ideal";
+  m.spray      = routing == "spray";
+  m.ecmp       = routing != "ideal"; // spraying routes as ECMP wherever packets are not simulated
   m.seed       = static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::int64_t{1} << 53).value_or(1));
   m.long_links = static_cast<int>(r.optional_integer("long_links", 1, 256).value_or(1));
+  m.qps        = static_cast<int>(r.optional_integer("qps", 1, 64).value_or(1));
+  if (m.qps > 1 && !m.ecmp)
+    r.fail("qps", "queue pairs need \"routing\": \"ecmp\" or \"spray\" (\"ideal\" puts them on one path)");
   if (r.has("spines"))
     m.explicit_spines = r.choice("spines", {"aggregate", "explicit"}) == "explicit";
   if (m.explicit_spines && !m.ecmp)
@@ -535,10 +541,13 @@ json TopologySpec::to_json() const
   if (!file.empty())
     j["file"] = file;
   if (!multipath.is_default())
-    j["multipath"] = {{"routing", multipath.ecmp ? "ecmp" : "ideal"},
+    j["multipath"] = {{"routing", multipath.spray  ? "spray"
+                                  : multipath.ecmp ? "ecmp"
+                                                   : "ideal"},
                       {"seed", multipath.seed},
                       {"long_links", multipath.long_links},
-                      {"spines", multipath.explicit_spines ? "explicit" : "aggregate"}};
+                      {"spines", multipath.explicit_spines ? "explicit" : "aggregate"},
+                      {"qps", multipath.qps}};
   return j;
 }
 

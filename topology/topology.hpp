@@ -122,6 +122,9 @@ struct MultipathSpec {
   int long_links       = 1;     ///< parallel links (wavelengths) per inter-building and inter-region pair
   bool explicit_spines = false; ///< a pod's physical spines as switches of their own (else one ideal-ECMP vertex)
   int qps              = 1;     ///< queue pairs per GPU pair: a transfer splits into this many flows, hashed apart
+  /// @brief Per-packet spraying over every equal-cost next hop, at packet fidelity (there, ecmp is set too: the
+  /// analytical and flow engines route as ECMP, so hybrid fidelity's corrections carry spraying's effect).
+  bool spray = false;
   bool is_default() const { return !ecmp && long_links == 1 && !explicit_spines && qps == 1; }
 };
 
@@ -320,6 +323,10 @@ public:
   /// the order route() prefers them: route() returns the first, or under ECMP the one its hash picks. A template
   /// topology has one route per pair.
   std::vector<std::vector<Hop>> equal_cost_routes(int src_gpu, int dst_gpu, int limit = 64) const;
+  /// @brief Per-packet spraying's choices: for each vertex on a least-cost route between the switches that
+  /// route(src, dst, qp) enters and leaves the fabric by, every hop out of it that stays on a least-cost route,
+  /// in link order (vertices in the order a walk first meets them). A template topology has one route per pair.
+  std::vector<std::pair<int, std::vector<Hop>>> spray_hops(int src_gpu, int dst_gpu, int qp = 0) const;
   /// @brief The links between buildings (and regions) on the route from building `a` to building `b`.
   std::vector<int> building_path(int a, int b) const;
   /// @brief The GPUs of building `b`, in index order (buildings may differ in size).

@@ -238,15 +238,15 @@ TEST_CASE("packet level refuses graphs too large for it", "[packet]")
 {
   auto t = test::tiny_topology();
   FlowGraph big;
-  big.add_transfer(0, 5, 32.0 * 1073741824);
+  big.add_transfer(0, 5, 80.0 * 1073741824);
   CHECK_THROWS_AS(run_packet(t, big), UsageError);
   CHECK_THROWS_WITH(run_packet(t, big), Catch::Contains("--fidelity flow"));
 
-  topology::Topology pod(topology::load_topology_spec("hgx-h100-pod"));
+  topology::Topology site(topology::load_topology_spec("two-buildings"));
   FlowGraph wide;
-  for (int i = 0; i < 1100; ++i)
-    wide.add_transfer(i, (i + 1) % 1100, 1e6);
-  CHECK_THROWS_WITH(run_packet(pod, wide), Catch::Contains("1100 GPUs") && Catch::Contains("--fidelity flow"));
+  for (int i = 0; i < 4100; ++i)
+    wide.add_transfer(i, (i + 1) % 4100, 1e6);
+  CHECK_THROWS_WITH(run_packet(site, wide), Catch::Contains("4100 GPUs") && Catch::Contains("--fidelity flow"));
 
   PacketSettings bad;
   bad.transport = "cubic";

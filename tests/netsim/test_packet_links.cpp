@@ -131,25 +131,7 @@ TEST_CASE("packet: queue pairs follow the ECMP routes of flow level over paralle
   // the hash does, each queue pair crosses the link Topology::route(src, dst, qp) names, so packet and flow
   // agree on every seed: collisions included.
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
-    json vertices = json::array(), links = json::array();
-    for (const char* b : {"w", "e"}) {
-      vertices.push_back({{"id", std::string(b) + "/sw"}, {"kind", "leaf"}, {"building", b}});
-      for (int g = 0; g < 2; ++g) {
-        const std::string id = std::string(b) + "/g" + std::to_string(g);
-        vertices.push_back({{"id", id}, {"kind", "gpu"}, {"building", b}, {"node", id}});
-        links.push_back({{"a", id}, {"b", std::string(b) + "/sw"}, {"bandwidth", "400Gbps"}, {"latency", "1us"}});
-      }
-    }
-    for (int l = 0; l < 2; ++l)
-      links.push_back({{"a", "w/sw"}, {"b", "e/sw"}, {"bandwidth", "100Gbps"}, {"latency", "10us"}});
-    json doc            = {{"name", "parallel"},
-                           {"regions", json::array({{{"name", "r"}, {"buildings", {"w", "e"}}}})},
-                           {"graph", {{"vertices", vertices}, {"links", links}}}};
-    auto spec           = tp::parse_topology_spec(doc, "parallel.json");
-    spec.multipath.ecmp = true;
-    spec.multipath.seed = seed;
-    spec.multipath.qps  = 2;
-    tp::Topology t(spec);
+    tp::Topology t(spansim::test::two_sites({.seed = seed, .qps = 2}));
     ns::FlowGraph g(2);
     g.add_transfer(0, 2, 64.0 * 1048576);
     g.add_transfer(1, 3, 64.0 * 1048576);
@@ -190,4 +172,34 @@ TEST_CASE("packet: DCQCN leaves a lone flow alone and throttles contending ones"
   CHECK(stats["packets_dropped"] == 0);
   CHECK(cut.makespan >= none.makespan * 0.999);
   CHECK(cut.settings["dcqcn"]["g"] == Approx(1.0 / 256));
+}
+
+TEST_CASE("packet: spraying spreads two flows that ECMP hashes onto one of two links", "[packet][multipath]")
+{
+  // A seed under which both transfers hash onto the same one of two parallel 100 Gb/s links.
+  std::uint64_t seed = 1;
+  for (; seed < 1000; ++seed) {
+    tp::Topology t(spansim::test::two_sites({.seed = seed}));
+    if (t.route(0, 2)[1].link == t.route(1, 3)[1].link)
+      break;
+  }
+  REQUIRE(seed < 1000);
+  const double bytes = 64.0 * 1048576;
+  ns::FlowGraph g;
+  g.add_transfer(0, 2, bytes);
+  g.add_transfer(1, 3, bytes);
+  tp::Topology ecmp(spansim::test::two_sites({.seed = seed}));
+  tp::Topology spray(spansim::test::two_sites({.seed = seed, .routing = "spray"}));
+  const double link    = 100e9 / 8;
+  const double latency = 10e-6 + 2e-6;
+  // ECMP: the two share one link (2S/B), at flow and at packet level; sprayed, each packet takes either link.
+  expect_within("two colliding flows, ECMP, flow level (2S/B)", latency + 2 * bytes / link,
+                ns::run_flow(ecmp, g).makespan, 1e-6);
+  expect_within("two colliding flows, ECMP, packet level (2S/B + headers)", latency + 2 * bytes / link,
+                ns::run_packet(ecmp, g).makespan, 0.01);
+  // Spraying routes as ECMP wherever packets are not simulated: flow level is unchanged.
+  CHECK(ns::run_flow(spray, g).makespan == ns::run_flow(ecmp, g).makespan);
+  auto sprayed = timed_packet("two sprayed flows over two links", spray, g);
+  // Sprayed, each link carries half of each flow: S/B, plus headers and the hash's imbalance (a few packets).
+  expect_within("two flows sprayed over two links, packet level (S/B)", latency + bytes / link, sprayed.makespan, 0.02);
 }
