@@ -70,6 +70,9 @@ Pattern pattern_of(const topology::Topology& topology, const FlowGraph& graph, c
   h.add(span.collective.channels);
   h.add(span.collective.gpus.size());
   h.add(span.end - span.begin);
+  // Links by their first appearance in the span: groups alike up to which links they use share a pattern, but
+  // not a group whose flows share a link (an ECMP collision) with one whose flows do not.
+  std::unordered_map<int, int> renumbered;
   for (int k = span.begin; k < span.end; ++k) {
     const Op& op = ops[k];
     if (!is_flow(op))
@@ -77,6 +80,8 @@ Pattern pattern_of(const topology::Topology& topology, const FlowGraph& graph, c
     h.add(std::llround(op.bytes * p.scale));
     for (const auto& hop : topology.route(op.src, op.dst, op.qp)) {
       const auto& link = topology.links()[hop.link];
+      h.add(renumbered.try_emplace(hop.link, static_cast<int>(renumbered.size())).first->second);
+      h.add(hop.forward);
       h.add(static_cast<int>(link.tier));
       h.add(link.bandwidth);
       h.add(link.latency);
@@ -150,7 +155,8 @@ Corrections measure_corrections(const topology::Topology& topology, const Lowere
     } else {
       ++runs;
       const double flow = r["flow_s"].get<double>();
-      factor[p]         = flow > 0 ? r["packet_s"].get<double>() / flow : 1.0;
+      const double f    = flow > 0 ? r["packet_s"].get<double>() / flow : 1.0;
+      factor[p]         = std::isfinite(f) && f > 0 ? f : 1.0;
       row["packet_s"]   = r["packet_s"];
     }
     row["factor"] = factor[p];
@@ -174,16 +180,26 @@ Corrections measure_corrections(const topology::Topology& topology, const Lowere
   return out;
 }
 
-void apply_corrections(FlowGraph& graph, const LoweredStep& lowered, const std::vector<double>& factor, bool undo)
+std::vector<std::pair<int, double>> apply_corrections(FlowGraph& graph, const LoweredStep& lowered,
+                                                      const std::vector<double>& factor)
 {
+  std::vector<std::pair<int, double>> saved;
   for (std::size_t s = 0; s < lowered.spans.size(); ++s) {
-    const double f = undo ? 1 / factor[s] : factor[s];
-    if (f == 1)
+    if (factor[s] == 1)
       continue;
     for (int k = lowered.spans[s].begin; k < lowered.spans[s].end; ++k)
-      if (graph.ops()[k].kind == Op::Kind::transfer)
-        graph.scale_bytes(k, f);
+      if (graph.ops()[k].kind == Op::Kind::transfer) {
+        saved.emplace_back(k, graph.ops()[k].bytes);
+        graph.set_bytes(k, graph.ops()[k].bytes * factor[s]);
+      }
   }
+  return saved;
+}
+
+void restore_bytes(FlowGraph& graph, const std::vector<std::pair<int, double>>& saved)
+{
+  for (auto [op, bytes] : saved)
+    graph.set_bytes(op, bytes);
 }
 
 } // namespace spansim::netsim::detail

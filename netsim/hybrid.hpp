@@ -8,6 +8,7 @@
 #include "netsim/step_lowering.hpp"
 
 #include <nlohmann/json.hpp>
+#include <utility>
 #include <vector>
 
 namespace spansim::netsim::detail {
@@ -24,7 +25,10 @@ struct Corrections {
 Corrections measure_corrections(const topology::Topology& topology, const LoweredStep& lowered,
                                 const EngineOptions& engine);
 
-/// @brief Multiplies every span's transfers by its factor (or divides them back, with `undo`).
-void apply_corrections(FlowGraph& graph, const LoweredStep& lowered, const std::vector<double>& factor, bool undo);
+/// @brief Multiplies every span's transfers by its factor; returns (op, bytes before) for restore_bytes.
+std::vector<std::pair<int, double>> apply_corrections(FlowGraph& graph, const LoweredStep& lowered,
+                                                      const std::vector<double>& factor);
+/// @brief Puts back the sizes apply_corrections changed, exactly.
+void restore_bytes(FlowGraph& graph, const std::vector<std::pair<int, double>>& saved);
 
 } // namespace spansim::netsim::detail

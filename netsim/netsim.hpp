@@ -40,8 +40,8 @@ public:
   int add_transfer(int src, int dst, double bytes, std::vector<int> deps = {});
   /// @brief Adds a delay of `seconds`; returns its index.
   int add_delay(double seconds, std::vector<int> deps = {});
-  /// @brief Multiplies the size of op `op` (a transfer) by `factor` (hybrid fidelity's corrections).
-  void scale_bytes(int op, double factor) { ops_.at(op).bytes *= factor; }
+  /// @brief Sets the size of op `op`, a transfer (hybrid fidelity's corrections).
+  void set_bytes(int op, double bytes) { ops_.at(op).bytes = bytes; }
   const std::vector<Op>& ops() const { return ops_; }
   std::size_t transfer_count() const;
 

@@ -125,8 +125,8 @@ void check_settings(const PacketSettings& s)
   if (!(d.g > 0 && d.g < 1) || !(d.pmax > 0 && d.pmax <= 1) || d.alpha_timer <= 0 || d.increase_timer <= 0 ||
       d.byte_counter <= 0 || d.fast_recovery < 1 || d.additive_rate_at_40g <= 0 || d.hyper_rate_at_40g <= 0 ||
       d.min_rate <= 0 || d.cnp_interval < 0 || d.kmin_at_40g <= 0 || d.kmax_at_40g <= d.kmin_at_40g)
-    throw UsageError("packet settings: DCQCN's gain and pmax must lie in (0, 1], its timers, counters and rates be "
-                     "positive, and kmax exceed kmin");
+    throw UsageError("packet settings: DCQCN's gain must lie in (0, 1) and pmax in (0, 1], its timers, counters "
+                     "and rates be positive (the CNP interval may be 0), and kmax exceed kmin");
   if (s.segment_size < 1 || s.segment_size + kTcpIpHeaders > s.mtu)
     throw UsageError("packet settings: segment size " + std::to_string(s.segment_size) +
                      " does not fit the MTU with 52 bytes of IP and TCP headers");
@@ -188,7 +188,7 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
   if (static_cast<int>(plan.transfers.size()) > settings.max_transfers)
     throw UsageError("packet level: the flow graph has " + std::to_string(plan.transfers.size()) +
                      " transfers, more than the limit of " + std::to_string(settings.max_transfers) + advice);
-  for (int g = 0; g < ngpus; ++g)
+  for (int g = 0; g < ngpus && !is_roce(settings); ++g) // RoCE: one socket per node
     if (connections[g] > kMaxSocketsPerGpu)
       throw UsageError("packet level: GPU " + std::to_string(g) + " takes part in " + std::to_string(connections[g]) +
                        " transfers, more than the " + std::to_string(kMaxSocketsPerGpu) +
@@ -348,6 +348,10 @@ private:
     else
       stack.SetRoutingHelper(ns3::Ipv4StaticRoutingHelper());
     stack.Install(nodes_);
+    if (is_roce(settings_))
+      for (std::uint32_t i = 0; i < nodes_.GetN(); ++i)
+        ns3::DynamicCast<roce::FlowRouting>(nodes_.Get(i)->GetObject<ns3::Ipv4>()->GetRoutingProtocol())
+            ->set_seed(topology_.spec().multipath.seed ^ settings_.seed);
 
     // Queue discs go in before addresses: assigning an address installs the default one otherwise.
     std::vector<ns3::NetDeviceContainer> devices;
@@ -484,7 +488,6 @@ private:
       const auto& e    = ends_[h.link];
       auto routing     = ns3::DynamicCast<roce::FlowRouting>(
           nodes_.Get(node_of_[vertex])->GetObject<ns3::Ipv4>()->GetRoutingProtocol());
-      routing->set_seed(topology_.spec().multipath.seed ^ settings_.seed);
       routing->add(flow, e.interface[from], e.address[1 - from]);
     }
   }
@@ -632,7 +635,8 @@ nlohmann::json PacketSettings::to_json() const
               {"time_resolution", "ps"},
               {"rng_seed", seed},
               {"rng_run", 1},
-              {"routing", "by flow: each queue pair along Topology::route(src, dst, qp)"},
+              {"routing", "by flow: each queue pair along Topology::route(src, dst, qp); sprayed per packet over "
+                                "every equal-cost next hop under multipath routing \"spray\""},
               {"limits", {{"max_gpus", max_gpus}, {"max_total_bytes", max_total_bytes}, {"max_transfers", max_transfers}}}};
     if (with_dcqcn)
       j["dcqcn"] = dcqcn.to_json();

@@ -16,6 +16,8 @@
 
 #include <algorithm>
 #include <ostream>
+#include <string>
+#include <utility>
 
 namespace spansim::netsim::roce {
 
@@ -84,7 +86,7 @@ ns3::Ptr<ns3::Ipv4Route> FlowRouting::RouteOutput(ns3::Ptr<ns3::Packet> p, const
 
 bool FlowRouting::RouteInput(ns3::Ptr<const ns3::Packet> p, const ns3::Ipv4Header& header,
                              ns3::Ptr<const ns3::NetDevice> idev, UnicastForwardCallback ucb, MulticastForwardCallback,
-                             LocalDeliverCallback lcb, ErrorCallback ecb)
+                             LocalDeliverCallback lcb, ErrorCallback)
 {
   const auto iif = static_cast<std::uint32_t>(ipv4_->GetInterfaceForDevice(idev));
   if (ipv4_->IsDestinationAddress(header.GetDestination(), iif)) {
@@ -92,10 +94,8 @@ bool FlowRouting::RouteInput(ns3::Ptr<const ns3::Packet> p, const ns3::Ipv4Heade
     return true;
   }
   auto route = route_for(*p, header);
-  if (!route) {
-    ecb(p, header, ns3::Socket::ERROR_NOROUTETOHOST);
-    return false;
-  }
+  if (!route)
+    return false; // no way for this flow here: ns-3 drops it, and the run ends with ops not run
   ucb(route, p, header);
   return true;
 }
@@ -150,7 +150,10 @@ void RoceTransport::on_receive(ns3::Ptr<ns3::Socket> socket)
     ns3::FlowIdTag tag;
     if (!packet->PeekPacketTag(tag))
       throw SimulationError("packet level: a RoCE packet without its flow id");
-    const int index = index_of_flow_.at(tag.GetFlowId());
+    auto it = index_of_flow_.find(tag.GetFlowId());
+    if (it == index_of_flow_.end())
+      throw SimulationError("packet level: a RoCE packet of unknown flow " + std::to_string(tag.GetFlowId()));
+    const int index = it->second;
     if (tag.GetFlowId() == pairs_[index].qp.data_flow)
       on_data(index, *packet, from);
     else
@@ -179,6 +182,8 @@ void RoceTransport::send_next(int index)
     throw SimulationError("packet level: a queue pair could not send (socket error " +
                           std::to_string(static_cast<int>(p.send_socket->GetErrno())) + ")");
   p.sent += payload;
+  p.last_send = ns3::Simulator::Now().GetSeconds();
+  p.last_wire = static_cast<double>(payload + kTransportOverhead + kLinkOverhead);
   if (params_.dcqcn && p.rate < p.qp.line_rate) {
     p.bytes_since_increase += payload;
     if (p.bytes_since_increase >= params_.dcqcn_settings.byte_counter) {
@@ -187,13 +192,20 @@ void RoceTransport::send_next(int index)
       increase(p);
     }
   }
-  if (p.sent < p.qp.bytes) {
-    // The next packet leaves when this one would have been serialized at the current rate.
-    const double gap = static_cast<double>(payload + kTransportOverhead + kLinkOverhead) / p.rate;
-    p.send_event     = ns3::Simulator::Schedule(ns3::Seconds(gap), &RoceTransport::send_next, this, index);
-  } else {
+  if (p.sent < p.qp.bytes)
+    schedule_next(index);
+  else
     stop_timers(p);
-  }
+}
+
+// The next packet leaves when the last one would have been serialized at the current rate; a rate change moves
+// it, as a NIC's rate limiter applies a new rate at once.
+void RoceTransport::schedule_next(int index)
+{
+  Pair& p = pairs_[index];
+  ns3::Simulator::Cancel(p.send_event);
+  const double wait = std::max(0.0, p.last_send + p.last_wire / p.rate - ns3::Simulator::Now().GetSeconds());
+  p.send_event      = ns3::Simulator::Schedule(ns3::Seconds(wait), &RoceTransport::send_next, this, index);
 }
 
 void RoceTransport::on_data(int index, const ns3::Packet& packet, const ns3::Address& from)
@@ -206,7 +218,11 @@ void RoceTransport::on_data(int index, const ns3::Packet& packet, const ns3::Add
       now - p.last_cnp_sent >= params_.dcqcn_settings.cnp_interval) {
     auto cnp = ns3::Create<ns3::Packet>(static_cast<std::uint32_t>(kCnpPayload));
     cnp->AddPacketTag(ns3::FlowIdTag(p.qp.cnp_flow));
-    p.recv_socket->SendTo(cnp, 0, from);
+    // ECN-capable, so that a marking port marks rather than drops it (RED drops what it cannot mark).
+    auto to = ns3::InetSocketAddress::ConvertFrom(from);
+    to.SetTos(kEct0);
+    if (p.recv_socket->SendTo(cnp, 0, to) < 0)
+      throw SimulationError("packet level: a congestion notification could not be sent");
     p.last_cnp_sent = now;
     ++cnps_;
   }
@@ -219,12 +235,12 @@ void RoceTransport::on_data(int index, const ns3::Packet& packet, const ns3::Add
 void RoceTransport::on_cnp(int index)
 {
   Pair& p = pairs_[index];
+  if (p.sent >= p.qp.bytes)
+    return; // all sent: nothing left to slow down
   {
-    if (p.sent >= p.qp.bytes)
-      return; // all sent: nothing left to slow down
     const auto& s          = params_.dcqcn_settings;
     p.target               = p.rate;
-    p.rate                 = std::max(s.min_rate, p.rate * (1 - p.alpha / 2));
+    p.rate                 = std::min(p.qp.line_rate, std::max(s.min_rate, p.rate * (1 - p.alpha / 2)));
     p.alpha                = (1 - s.g) * p.alpha + s.g;
     p.cnp_in_period        = true;
     p.timer_stage          = 0;
@@ -237,8 +253,8 @@ void RoceTransport::on_cnp(int index)
         ns3::Simulator::Schedule(ns3::Seconds(s.increase_timer), &RoceTransport::increase_by_timer, this, index);
     if (!p.alpha_event.IsRunning())
       p.alpha_event = ns3::Simulator::Schedule(ns3::Seconds(s.alpha_timer), &RoceTransport::update_alpha, this, index);
-    // The packet already scheduled keeps its gap; the cut applies from the next one.
   }
+  schedule_next(index);
 }
 
 void RoceTransport::update_alpha(int index)
@@ -257,6 +273,8 @@ void RoceTransport::increase_by_timer(int index)
   Pair& p = pairs_[index];
   ++p.timer_stage;
   increase(p);
+  if (p.sent < p.qp.bytes)
+    schedule_next(index);
   if (p.sent < p.qp.bytes && p.rate < p.qp.line_rate)
     p.increase_event = ns3::Simulator::Schedule(ns3::Seconds(params_.dcqcn_settings.increase_timer),
                                                 &RoceTransport::increase_by_timer, this, index);

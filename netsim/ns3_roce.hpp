@@ -96,6 +96,7 @@ struct RoceParams {
 /// CNP and recovers by timer and byte counter (fast recovery, additive, then hyper increase).
 class RoceTransport {
 public:
+  /// @brief A transport that calls `done(op)` when a queue pair's receiver has its last byte.
   RoceTransport(const RoceParams& params, std::function<void(int op)> done);
   RoceTransport(const RoceTransport&)            = delete;
   RoceTransport& operator=(const RoceTransport&) = delete;
@@ -122,6 +123,8 @@ private:
     std::uint64_t bytes_since_increase = 0;
     bool cnp_in_period                 = false;
     double last_cnp_sent               = -std::numeric_limits<double>::infinity();
+    double last_send                   = 0; ///< when the last packet left
+    double last_wire                   = 0; ///< its bytes on the wire
     bool done                          = false;
     ns3::EventId send_event, alpha_event, increase_event;
   };
@@ -129,6 +132,7 @@ private:
   ns3::Ptr<ns3::Socket> socket_on(ns3::Ptr<ns3::Node> node);
   void on_receive(ns3::Ptr<ns3::Socket> socket);
   void send_next(int index);
+  void schedule_next(int index);
   void on_data(int index, const ns3::Packet& packet, const ns3::Address& from);
   void on_cnp(int index);
   void update_alpha(int index);

@@ -82,9 +82,9 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
     // Flow level with each collective's transfers stretched by its pattern's packet-level correction; the bytes
     // are put back before anything reads them.
     auto corrections = detail::measure_corrections(simulated, lowered, options.engine);
-    detail::apply_corrections(lowered.graph, lowered, corrections.span_factor, false);
-    run_result = run(simulated, lowered.graph, Fidelity::flow, options.engine);
-    detail::apply_corrections(lowered.graph, lowered, corrections.span_factor, true);
+    const auto saved = detail::apply_corrections(lowered.graph, lowered, corrections.span_factor);
+    run_result       = run(simulated, lowered.graph, Fidelity::flow, options.engine);
+    detail::restore_bytes(lowered.graph, saved);
     run_result.link_bytes         = link_bytes(simulated, lowered.graph);
     run_result.settings["hybrid"] = std::move(corrections.report);
   } else {
