@@ -6,6 +6,7 @@
 #include "netsim/netsim.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <queue>
 
@@ -21,7 +22,7 @@ struct Routes {
   std::vector<int> first;
   std::vector<int> resource;
   std::vector<double> latency;
-  std::vector<int> global;       ///< per resource: its directed link, 2 * link + (forward ? 0 : 1)
+  std::vector<int> global;       ///< per resource: its directed link, 2 * link + (forward ? 0 : 1); -1: a window
   std::vector<double> bandwidth; ///< per resource, bytes/s
 };
 
@@ -47,6 +48,13 @@ Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
           r.bandwidth.push_back(topology.links()[h.link].bandwidth);
         }
         r.resource.push_back(number[directed]);
+      }
+      // A window caps the flow as a link of its own would, of capacity window / round trip.
+      const double cap = topology.window_rate(ops[i].src, ops[i].dst, ops[i].qp);
+      if (std::isfinite(cap)) {
+        r.resource.push_back(static_cast<int>(r.global.size()));
+        r.global.push_back(-1);
+        r.bandwidth.push_back(cap);
       }
       r.latency[i] = topology.route_latency(route);
     }
@@ -393,7 +401,8 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
   result.link_bytes.assign(2 * topology.links().size(), 0);
   for (std::size_t i = 0; i < n; ++i)
     for (int k = routes.first[i]; k < routes.first[i + 1]; ++k)
-      result.link_bytes[routes.global[routes.resource[k]]] += ops[i].bytes;
+      if (routes.global[routes.resource[k]] >= 0)
+        result.link_bytes[routes.global[routes.resource[k]]] += ops[i].bytes;
   return result;
 }
 

@@ -243,6 +243,8 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
       plan.vertices.push_back(static_cast<int>(v));
   plan.socket_buffer =
       settings.socket_buffer > 0 ? settings.socket_buffer : std::min(4e9, std::max(4194304.0, std::ceil(2 * max_bdp)));
+  if (topology.spec().window > 0) // TCP's window is its socket buffer
+    plan.socket_buffer = std::min(plan.socket_buffer, topology.spec().window);
   return plan;
 }
 
@@ -454,6 +456,7 @@ private:
     params.payload        = roce_payload(settings_);
     params.dcqcn          = settings_.congestion_control == "dcqcn";
     params.dcqcn_settings = settings_.dcqcn;
+    params.window         = topology_.spec().window;
     roce_                 = std::make_unique<roce::RoceTransport>(params, [this](int op) { finish(op); });
     const auto& ops       = graph_.ops();
     for (std::size_t i = 0; i < plan_.transfers.size(); ++i) {

@@ -156,6 +156,8 @@ void RoceTransport::on_receive(ns3::Ptr<ns3::Socket> socket)
     const int index = it->second;
     if (tag.GetFlowId() == pairs_[index].qp.data_flow)
       on_data(index, *packet, from);
+    else if (packet->GetSize() == kAckPayload)
+      on_ack(index);
     else
       on_cnp(index);
   }
@@ -171,7 +173,11 @@ void RoceTransport::start(int op)
 
 void RoceTransport::send_next(int index)
 {
-  Pair& p                     = pairs_[index];
+  Pair& p = pairs_[index];
+  if (params_.window > 0 && static_cast<double>(p.sent - p.acked) >= params_.window) {
+    p.window_full = true; // the next acknowledgement resumes sending
+    return;
+  }
   const std::uint64_t payload = std::min<std::uint64_t>(p.qp.bytes - p.sent, params_.payload);
   auto packet                 = ns3::Create<ns3::Packet>(static_cast<std::uint32_t>(payload + kTransportOverhead));
   packet->AddPacketTag(ns3::FlowIdTag(p.qp.data_flow));
@@ -226,6 +232,14 @@ void RoceTransport::on_data(int index, const ns3::Packet& packet, const ns3::Add
     p.last_cnp_sent = now;
     ++cnps_;
   }
+  if (params_.window > 0 && (p.recvd / kAckEvery > p.acks_sent || p.recvd >= p.qp.bytes)) {
+    // Cumulative: every acknowledgement stands for kAckEvery bytes, the last for the rest.
+    p.acks_sent = p.recvd >= p.qp.bytes ? (p.qp.bytes + kAckEvery - 1) / kAckEvery : p.recvd / kAckEvery;
+    auto ack    = ns3::Create<ns3::Packet>(static_cast<std::uint32_t>(kAckPayload));
+    ack->AddPacketTag(ns3::FlowIdTag(p.qp.cnp_flow));
+    if (p.recv_socket->SendTo(ack, 0, from) < 0)
+      throw SimulationError("packet level: an acknowledgement could not be sent");
+  }
   if (!p.done && p.recvd >= p.qp.bytes) {
     p.done = true;
     done_(p.qp.op);
@@ -255,6 +269,16 @@ void RoceTransport::on_cnp(int index)
       p.alpha_event = ns3::Simulator::Schedule(ns3::Seconds(s.alpha_timer), &RoceTransport::update_alpha, this, index);
   }
   schedule_next(index);
+}
+
+void RoceTransport::on_ack(int index)
+{
+  Pair& p = pairs_[index];
+  p.acked = std::min(p.qp.bytes, p.acked + kAckEvery);
+  if (p.window_full && p.sent < p.qp.bytes) {
+    p.window_full = false;
+    schedule_next(index);
+  }
 }
 
 void RoceTransport::update_alpha(int index)

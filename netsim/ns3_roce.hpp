@@ -27,6 +27,10 @@ inline constexpr int kTransportOverhead = 12 + 4;
 inline constexpr int kLinkOverhead = 20 + 8 + 2;
 /// @brief A congestion notification packet's UDP payload (RoCEv2's CNP: transport header, 16 reserved, CRC).
 inline constexpr int kCnpPayload = 12 + 16 + 4;
+/// @brief An acknowledgement's UDP payload (transport header, ACK extended header, CRC): sent under a window.
+inline constexpr int kAckPayload = 12 + 4 + 4;
+/// @brief Under a window, the receiver acknowledges every this many bytes (and the last byte).
+inline constexpr std::uint64_t kAckEvery = 65536;
 
 /// @brief Forwards every packet by its flow id (an ns3::FlowIdTag): each node keeps the output interface and next
 /// hop of every flow that crosses it, or several when the flow is sprayed: each packet then takes one by a hash of
@@ -86,8 +90,9 @@ struct QueuePair {
 
 /// @brief The transport's parameters.
 struct RoceParams {
-  int payload = 0; ///< data bytes per packet
-  bool dcqcn  = true;
+  int payload   = 0; ///< data bytes per packet
+  bool dcqcn    = true;
+  double window = 0; ///< bytes a queue pair may have unacknowledged (0: no limit, and no acknowledgements)
   DcqcnSettings dcqcn_settings;
 };
 
@@ -123,6 +128,9 @@ private:
     std::uint64_t bytes_since_increase = 0;
     bool cnp_in_period                 = false;
     double last_cnp_sent               = -std::numeric_limits<double>::infinity();
+    std::uint64_t acked                = 0; ///< bytes the sender knows arrived (under a window)
+    std::uint64_t acks_sent            = 0; ///< by the receiver
+    bool window_full                   = false;
     double last_send                   = 0; ///< when the last packet left
     double last_wire                   = 0; ///< its bytes on the wire
     bool done                          = false;
@@ -135,6 +143,7 @@ private:
   void schedule_next(int index);
   void on_data(int index, const ns3::Packet& packet, const ns3::Address& from);
   void on_cnp(int index);
+  void on_ack(int index);
   void update_alpha(int index);
   void increase_by_timer(int index);
   void increase(Pair& p);

@@ -8,6 +8,7 @@
 #include <simgrid/version.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -51,7 +52,7 @@ public:
   }
 
   /// @brief Starts a transfer of `bytes` from `src` to `dst`; returns the comm and its mailbox number.
-  std::pair<sg4::CommPtr, std::size_t> put(sg4::Host* src, sg4::Host* dst, uint64_t bytes)
+  std::pair<sg4::CommPtr, std::size_t> put(sg4::Host* src, sg4::Host* dst, uint64_t bytes, double rate)
   {
     sg4::this_actor::set_host(src);
     lock_->lock();
@@ -59,7 +60,10 @@ public:
       open_box();
     receiver_->set_host(dst);
     const std::size_t box = boxes_.size() - 1;
-    auto comm             = boxes_[box]->put_async(this, bytes);
+    auto comm             = boxes_[box]->put_init(this, bytes);
+    if (std::isfinite(rate)) // a window: at most window / round trip
+      comm->set_rate(rate);
+    comm->start();
     ++open_[box];
     ++put_in_last_;
     lock_->unlock();
@@ -179,7 +183,8 @@ private:
   {
     const Op& o        = s_.ops[op];
     const auto payload = static_cast<uint64_t>(o.bytes + 0.5);
-    auto [comm, box]   = outbox_.put(s_.platform.host(o.src, o.qp), s_.platform.host(o.dst, o.qp), payload);
+    auto [comm, box]   = outbox_.put(s_.platform.host(o.src, o.qp), s_.platform.host(o.dst, o.qp), payload,
+                                     s_.topology.window_rate(o.src, o.dst, o.qp));
     comms_.push_back(std::move(comm));
     comm_op_.push_back(op);
     comm_box_.push_back(box);

@@ -74,6 +74,14 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
     sc.placement = placement::parse_placement(r.raw("placement"), path, json_path + ".placement");
   if (auto f = r.optional_enumeration<netsim::Fidelity>("fidelity"))
     sc.options.fidelity = *f;
+  if (auto t = r.optional_object("transport")) {
+    if (auto w = t->optional_size("window")) {
+      if (*w <= 0)
+        t->fail("window", "expected a positive size such as \"16MiB\" (leave it out for no limit)");
+      sc.topology.window = *w;
+    }
+    t->finish();
+  }
   if (auto p = r.optional_object("packet")) {
     auto& packet = sc.options.engine.packet;
     if (p->has("transport"))

@@ -470,7 +470,13 @@ json TopologySpec::to_json() const
     if (!file.empty())
       j["file"] = file;
     if (!multipath.is_default())
-      j["multipath"] = {{"routing", multipath.ecmp ? "ecmp" : "ideal"}, {"seed", multipath.seed}};
+      j["multipath"] = {{"routing", multipath.spray  ? "spray"
+                                    : multipath.ecmp ? "ecmp"
+                                                     : "ideal"},
+                        {"seed", multipath.seed},
+                        {"qps", multipath.qps}};
+    if (window > 0)
+      j["transport"] = {{"window_bytes", window}};
     return j;
   }
   json j              = {{"name", name},
@@ -548,6 +554,8 @@ json TopologySpec::to_json() const
                       {"long_links", multipath.long_links},
                       {"spines", multipath.explicit_spines ? "explicit" : "aggregate"},
                       {"qps", multipath.qps}};
+  if (window > 0)
+    j["transport"] = {{"window_bytes", window}};
   return j;
 }
 

@@ -303,6 +303,14 @@ std::vector<Hop> Topology::route(int src, int dst, int qp) const
   return finish();
 }
 
+double Topology::window_rate(int src, int dst, int qp) const
+{
+  if (spec_.window <= 0 || src == dst)
+    return std::numeric_limits<double>::infinity();
+  const double rtt = route_latency(route(src, dst, qp)) + route_latency(route(dst, src, qp));
+  return rtt > 0 ? spec_.window / rtt : std::numeric_limits<double>::infinity();
+}
+
 double Topology::route_latency(const std::vector<Hop>& route) const
 {
   double sum = 0;

@@ -160,6 +160,9 @@ struct TopologySpec {
   std::vector<BuildingOverride> building_overrides;
   std::shared_ptr<const GraphSpec> graph; ///< set: the graph is explicit; node, pod and building are derived
   MultipathSpec multipath;                ///< set by a scenario: parallel long links and ECMP
+  /// @brief Set by a scenario's `transport`: bytes a queue pair may have in flight (0: no limit, an idealized
+  /// RDMA), so that a flow runs at most at window / round trip.
+  double window = 0;
 
   /// @brief A building's own elements: its override's, or the template's.
   struct Site {
@@ -340,6 +343,9 @@ public:
   int vertex_region(int vertex) const;
   /// @brief Sum of latencies along a route.
   double route_latency(const std::vector<Hop>& route) const;
+  /// @brief The most a queue pair from `src_gpu` to `dst_gpu` can carry under the spec's window: window over the
+  /// round trip (route there and back); infinity without a window.
+  double window_rate(int src_gpu, int dst_gpu, int qp = 0) const;
   /// @brief Smallest bandwidth along a route.
   double route_bandwidth(const std::vector<Hop>& route) const;
 

@@ -203,3 +203,36 @@ TEST_CASE("packet: spraying spreads two flows that ECMP hashes onto one of two l
   // Sprayed, each link carries half of each flow: S/B, plus headers and the hash's imbalance (a few packets).
   expect_within("two flows sprayed over two links, packet level (S/B)", latency + bytes / link, sprayed.makespan, 0.02);
 }
+
+TEST_CASE("a window caps a long-haul flow at window / round trip, at every fidelity", "[packet][window]")
+{
+  // One 100 Gb/s link of 5 ms: a 10 ms round trip, 125 MB in flight to fill it. A 16 MiB window carries
+  // 16 MiB per round trip: 1.68 GB/s (13.4 Gb/s), 13% of the link.
+  auto spec   = spansim::test::two_sites({.parallel = 1, .latency = "5ms"});
+  spec.window = 16.0 * 1048576;
+  tp::Topology t(spec);
+  const double bytes = 1073741824.0;
+  ns::FlowGraph g;
+  g.add_transfer(0, 2, bytes);
+  const double one_way  = t.route_latency(t.route(0, 2));
+  const double rtt      = one_way + t.route_latency(t.route(2, 0));
+  const double cap      = spec.window / rtt;
+  const double expected = one_way + bytes / cap;
+  CHECK(t.window_rate(0, 2) == Approx(cap).epsilon(1e-12));
+  expect_within("1 GiB under a 16 MiB window over 5 ms: analytical (latency + size x RTT / window)", expected,
+                ns::run_analytical(t, g).makespan, 1e-6);
+  expect_within("the same at flow level (SimGrid, comm rate)", expected, ns::run_flow(t, g).makespan, 1e-6);
+  // RoCE with acknowledgements every 64 KiB: acknowledgements clock the window out, one window per round trip,
+  // except the last window, which needs none: it arrives at the link's rate, RTT - W / B earlier than a fluid
+  // capped at W / RTT throughout would have it.
+  auto packet          = timed_packet("1 GiB under a 16 MiB window, packet level", t, g);
+  const double clocked = expected - (rtt - spec.window / (100e9 / 8));
+  expect_within("the same at packet level (RoCE, acknowledged): the last window at link rate", clocked, packet.makespan,
+                0.005);
+  CHECK(packet.makespan == Approx(expected).epsilon(0.02));
+  // Without the window the link's rate: 13% of the time.
+  spec.window = 0;
+  tp::Topology open(spec);
+  expect_within("no window: latency + size / link rate", one_way + bytes / (100e9 / 8), ns::run_flow(open, g).makespan,
+                1e-6);
+}
