@@ -137,7 +137,7 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
   for (std::size_t k = 0; k < flow_graph.ops().size(); ++k) {
     const auto& op = flow_graph.ops()[k];
     if (op.kind == Op::Kind::transfer && op.bytes > 0 && op.src != op.dst)
-      r.transfers.push_back({op.src, op.dst, op.bytes, timing[k].start, timing[k].end});
+      r.transfers.push_back({op.src, op.dst, op.bytes, timing[k].start, timing[k].end, op.qp});
   }
 
   const auto& nodes = lowered.nodes;

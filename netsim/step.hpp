@@ -98,6 +98,7 @@ struct Wait {
 struct TransferRecord {
   int src, dst;
   double bytes, start, end;
+  int qp = 0; ///< its queue pair, which with the ends picks its ECMP route
 };
 
 /// @brief The outcome of a step simulation.

@@ -122,7 +122,7 @@ NetworkReport network_report(const scenario::ScenarioRun& run)
     for (const auto& t : r.transfers) {
       if (topo.locate(t.src).building == topo.locate(t.dst).building)
         continue;
-      for (const auto& h : topo.route(t.src, t.dst)) {
+      for (const auto& h : topo.route(t.src, t.dst, t.qp)) {
         const auto tier = links[h.link].tier;
         if (tier != Tier::inter_building && tier != Tier::inter_region && tier != Tier::building_uplink)
           continue;
