@@ -43,6 +43,8 @@ struct SearchSpace {
   std::vector<workload::Recompute> recompute{workload::Recompute::none, workload::Recompute::selective};
   std::vector<netsim::Algorithm> dp_algorithm{netsim::Algorithm::automatic};
   std::vector<int> channels{1};
+  /// @brief Bytes a queue pair may have in flight (the scenario's transport.window); 0: no limit.
+  std::vector<double> window{0};
 };
 
 /// @brief What to optimize: fixed inputs and the search space.
@@ -85,6 +87,7 @@ struct Point {
   workload::Recompute recompute  = workload::Recompute::none;
   netsim::Algorithm dp_algorithm = netsim::Algorithm::automatic;
   int channels                   = 1;
+  double window                  = 0; ///< bytes; 0: no limit
 
   /// @brief A short label, e.g. "tp8 cp1 pp16 dp64 fsdp mb1 i1f1b(v4) [tp,cp,pp,dp] selective dp:auto".
   std::string label() const;

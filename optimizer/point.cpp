@@ -1,6 +1,7 @@
 // Points of the search space: their labels, the typed job they stand for, and the scenario files written for the
 // best of them.
 #include "common/error.hpp"
+#include "common/units.hpp"
 #include "optimizer/optimizer.hpp"
 
 #include <algorithm>
@@ -75,6 +76,8 @@ std::string Point::label() const
       " [" + join(order) + "] " + std::string(name_of(recompute)) + " dp:" + std::string(name_of(dp_algorithm));
   if (channels > 1)
     s += " ch" + std::to_string(channels);
+  if (window > 0)
+    s += " w" + units::format_size(window);
   return s;
 }
 
@@ -93,7 +96,8 @@ json Point::to_json() const
           {"order", names(order)},
           {"recompute", name_of(recompute)},
           {"dp_algorithm", name_of(dp_algorithm)},
-          {"channels", channels}};
+          {"channels", channels},
+          {"window_bytes", window}};
 }
 
 workload::JobSpec job_of(const OptimizeSpec& spec, const Point& p, int buildings)
@@ -172,6 +176,8 @@ json scenario_json(const OptimizeSpec& spec, const Point& p)
               {"placement", placement},
               {"fidelity", name_of(spec.refine)},
               {"collectives", {{"dp", name_of(p.dp_algorithm)}, {"channels", p.channels}}}};
+  if (p.window > 0)
+    out["transport"] = {{"window", std::to_string(static_cast<std::int64_t>(std::llround(p.window))) + "B"}};
   if (spec.reliability)
     out["reliability"] = spec.reliability_ref;
   return out;

@@ -3,12 +3,14 @@
 // refine fidelity.
 #include "common/error.hpp"
 #include "common/process.hpp"
+#include "common/units.hpp"
 #include "optimizer/optimizer.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 
 namespace spansim::optimizer {
@@ -32,6 +34,16 @@ int buildings_used(const OptimizeSpec& spec, const topology::Topology& topo)
   if (!spec.buildings.empty())
     return static_cast<int>(spec.buildings.size());
   return topo.buildings_needed(spec.base.gpus);
+}
+
+// A point's network knobs change the site it runs on: the topology with its window (the spec's own when equal).
+const topology::Topology& site_of(const topology::Topology& topo, const Point& p,
+                                  std::optional<topology::Topology>& own)
+{
+  if (p.window == topo.spec().window)
+    return topo;
+  own.emplace(topo.with_window(p.window));
+  return *own;
 }
 
 netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool collapse)
@@ -206,10 +218,12 @@ Outcome bound_point(const OptimizeSpec& spec, const topology::Topology& topo, co
 Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
 {
   try {
-    auto b = build(spec, topo, p);
+    std::optional<topology::Topology> own;
+    const auto& site = site_of(topo, p, own);
+    auto b           = build(spec, site, p);
     Outcome o;
     o.lower_bound = workload::compute_makespan(b.graph);
-    auto r        = netsim::simulate_step(topo, b.graph, *b.place, step_options(p, netsim::Fidelity::analytical, true));
+    auto r        = netsim::simulate_step(site, b.graph, *b.place, step_options(p, netsim::Fidelity::analytical, true));
     o.score       = r.step_time;
     o.metrics     = metrics_of(r, topo, false);
     return o;
@@ -239,8 +253,10 @@ void goodput(const OptimizeSpec& spec, const topology::Topology& topo, Evaluatio
 
 Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
 {
-  auto b = build(spec, topo, p);
-  auto r = netsim::simulate_step(topo, b.graph, *b.place, step_options(p, spec.refine, false));
+  std::optional<topology::Topology> own;
+  const auto& site = site_of(topo, p, own);
+  auto b           = build(spec, site, p);
+  auto r           = netsim::simulate_step(site, b.graph, *b.place, step_options(p, spec.refine, false));
   Outcome o;
   o.score   = r.step_time;
   o.metrics = metrics_of(r, topo, true);
@@ -264,33 +280,35 @@ std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std
                     for (const auto& order : s.order)
                       for (auto rc : s.recompute)
                         for (auto algo : s.dp_algorithm)
-                          for (int ch : s.channels) {
-                            const std::int64_t model_ranks = std::int64_t(tp) * cp * pp;
-                            if (spec.base.gpus % model_ranks != 0) {
-                              pruned["gpus not divisible by tp x cp x pp"]++;
-                              continue;
+                          for (int ch : s.channels)
+                            for (double w : s.window) {
+                              const std::int64_t model_ranks = std::int64_t(tp) * cp * pp;
+                              if (spec.base.gpus % model_ranks != 0) {
+                                pruned["gpus not divisible by tp x cp x pp"]++;
+                                continue;
+                              }
+                              Point p;
+                              p.tp                    = tp;
+                              p.cp                    = cp;
+                              p.pp                    = pp;
+                              p.dp                    = static_cast<int>(spec.base.gpus / model_ranks);
+                              p.ep                    = ep;
+                              p.data_parallel         = dpm;
+                              p.reshard_after_forward = dpm != workload::DataParallelMode::ddp && reshard;
+                              p.micro_batch           = mb;
+                              p.schedule              = sched;
+                              p.virtual_stages        = sched == workload::ScheduleKind::interleaved_1f1b ? v : 1;
+                              p.order                 = order;
+                              p.recompute             = rc;
+                              p.dp_algorithm          = algo;
+                              p.channels              = ch;
+                              p.window                = w;
+                              // Knobs that do not apply collapse onto one point.
+                              Point key = p;
+                              key.order = effective_order(p);
+                              if (seen.insert(key.label()).second)
+                                points.push_back(p);
                             }
-                            Point p;
-                            p.tp                    = tp;
-                            p.cp                    = cp;
-                            p.pp                    = pp;
-                            p.dp                    = static_cast<int>(spec.base.gpus / model_ranks);
-                            p.ep                    = ep;
-                            p.data_parallel         = dpm;
-                            p.reshard_after_forward = dpm != workload::DataParallelMode::ddp && reshard;
-                            p.micro_batch           = mb;
-                            p.schedule              = sched;
-                            p.virtual_stages        = sched == workload::ScheduleKind::interleaved_1f1b ? v : 1;
-                            p.order                 = order;
-                            p.recompute             = rc;
-                            p.dp_algorithm          = algo;
-                            p.channels              = ch;
-                            // Knobs that do not apply collapse onto one point.
-                            Point key = p;
-                            key.order = effective_order(p);
-                            if (seen.insert(key.label()).second)
-                              points.push_back(p);
-                          }
   return points;
 }
 
@@ -360,6 +378,9 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
   for (auto v : s.dp_algorithm)
     if (v != b.dp_algorithm)
       add("dp_algorithm = " + std::string(name_of(v)), [&](Point& p) { p.dp_algorithm = v; });
+  for (double v : s.window)
+    if (v != b.window)
+      add("window = " + (v > 0 ? units::format_size(v) : std::string("none")), [&](Point& p) { p.window = v; });
   return changes;
 }
 

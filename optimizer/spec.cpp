@@ -1,6 +1,7 @@
 // Optimize specs: the fixed inputs (topology, model, GPU budget, batch) and the search space, typed.
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
+#include "common/units.hpp"
 #include "optimizer/optimizer.hpp"
 
 #include <algorithm>
@@ -84,7 +85,8 @@ json OptimizeSpec::to_json() const
             {"order", orders},
             {"recompute", names_of(s.recompute)},
             {"dp_algorithm", names_of(s.dp_algorithm)},
-            {"channels", s.channels}}},
+            {"channels", s.channels},
+            {"window_bytes", s.window}}},
           {"top_k", top_k},
           {"refine_fidelity", name_of(refine)},
           {"workers", workers},
@@ -159,6 +161,26 @@ OptimizeSpec load_optimize_spec(const std::string& path)
     read_ints(*s, "micro_batch", sp.micro_batch, 1, 1024);
     read_ints(*s, "virtual_stages", sp.virtual_stages, 2, 64);
     read_ints(*s, "channels", sp.channels, 1, 64);
+    if (s->has("window")) {
+      // Sizes such as "16MiB", or "none" for no limit.
+      const auto values = s->strings("window");
+      if (values.empty())
+        s->fail("window", "expected a non-empty list of sizes (\"16MiB\") or \"none\"");
+      sp.window.clear();
+      for (const auto& v : values) {
+        double bytes = 0;
+        if (v != "none") {
+          try {
+            bytes = units::parse_size(v);
+          } catch (const std::exception&) {
+            s->fail("window", "\"" + v + "\" is neither a size such as \"16MiB\" nor \"none\"");
+          }
+          if (bytes <= 0)
+            s->fail("window", "a window must be positive (\"none\" for no limit)");
+        }
+        sp.window.push_back(bytes);
+      }
+    }
     read_names(*s, "data_parallel", sp.data_parallel);
     read_names(*s, "schedule", sp.schedule);
     read_names(*s, "recompute", sp.recompute);

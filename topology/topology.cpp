@@ -303,6 +303,13 @@ std::vector<Hop> Topology::route(int src, int dst, int qp) const
   return finish();
 }
 
+Topology Topology::with_window(double window) const
+{
+  Topology t     = *this;
+  t.spec_.window = window;
+  return t;
+}
+
 double Topology::window_rate(int src, int dst, int qp) const
 {
   if (spec_.window <= 0 || src == dst)

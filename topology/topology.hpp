@@ -346,6 +346,8 @@ public:
   /// @brief The most a queue pair from `src_gpu` to `dst_gpu` can carry under the spec's window: window over the
   /// round trip (route there and back); infinity without a window.
   double window_rate(int src_gpu, int dst_gpu, int qp = 0) const;
+  /// @brief The same site with another window (bytes; 0: none).
+  Topology with_window(double window) const;
   /// @brief Smallest bandwidth along a route.
   double route_bandwidth(const std::vector<Hop>& route) const;
 

@@ -1,6 +1,7 @@
 // The optimizer against an exhaustive search at flow fidelity, its pruning, and its baselines.
 #include "common/error.hpp"
 #include "optimizer/optimizer.hpp"
+#include "scenario/scenario.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <map>
 #include <unistd.h>
 
 using namespace spansim;
@@ -115,6 +117,11 @@ TEST_CASE("bad optimize specs name the JSON path and the allowed values", "[opti
   j          = small_space();
   j["model"] = "llama9-1t";
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.model") && Catch::Contains("unknown model"));
+  j                     = small_space();
+  j["search"]["window"] = {"none", "fast"};
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.window") && Catch::Contains("\"none\""));
+  j["search"]["window"] = {"0MiB"};
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.window") && Catch::Contains("positive"));
 }
 
 TEST_CASE("the optimize spec format doc's example loads", "[optimizer][docs]")
@@ -183,4 +190,47 @@ TEST_CASE("a site of two GPU generations: stages may not span them, and the base
     CHECK(e.point.order == cut);
   CHECK(result.baseline.point.order == cut);
   CHECK(result.baseline.point.schedule == workload::ScheduleKind::one_f_one_b);
+}
+
+TEST_CASE("a window is a knob: the pick against the exhaustive optimum, and its scenario re-runs to its time",
+          "[optimizer][window]")
+{
+  // Two regions 1,000 km apart: a 16 MiB window caps a cross-region flow at about 1.7 GB/s, so the search should
+  // keep DP's traffic off the long haul or pick no window; the scenario written for a windowed point carries it.
+  json j                       = small_space();
+  j["search"]["window"]        = {"none", "16MiB"};
+  j["search"]["data_parallel"] = {"fsdp"};
+  auto spec                    = spec_from(j);
+  auto picked                  = optimizer::optimize(spec);
+  spec.top_k                   = 1000;
+  auto exhaustive              = optimizer::optimize(spec);
+  const double best            = *exhaustive.ranked.front().refined;
+  const double pick            = *picked.ranked.front().refined;
+  std::cout << "with windows: exhaustive optimum " << best << " s (" << exhaustive.ranked.front().point.label()
+            << "), pick " << pick << " s, over " << exhaustive.ranked.size() << " feasible points\n";
+  CHECK(pick <= best * 1.02);
+  // Every windowed point is at least as slow as the same point without a window (a cap never helps).
+  std::map<std::string, double> open;
+  for (const auto& e : exhaustive.ranked)
+    if (e.point.window == 0)
+      open[e.point.label()] = *e.refined;
+  int windowed = 0;
+  for (const auto& e : exhaustive.ranked) {
+    if (e.point.window == 0)
+      continue;
+    auto p   = e.point;
+    p.window = 0;
+    REQUIRE(open.count(p.label()) == 1);
+    CHECK(*e.refined >= open[p.label()] * (1 - 1e-9));
+    ++windowed;
+    if (windowed == 1) {
+      const auto scenario = optimizer::scenario_json(spec, e.point);
+      CHECK(scenario["transport"]["window"] == "16777216B");
+      const auto rerun = scenario::run_scenario(scenario::parse_scenario(scenario, "windowed.json"));
+      std::cout << e.point.label() << ": " << *e.refined << " s in the search, " << rerun.result.step_time
+                << " s re-run from its scenario\n";
+      CHECK(rerun.result.step_time == Approx(*e.refined).epsilon(1e-9));
+    }
+  }
+  CHECK(windowed > 0);
 }
