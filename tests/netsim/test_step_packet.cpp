@@ -16,6 +16,26 @@ using spansim::test::expect_within;
 
 namespace {
 
+/// A small dense model, TP 1, DDP.
+json small_job(int pp, int dp)
+{
+  return {{"name", "small"},
+          {"model",
+           {{"name", "small"},
+            {"layers", 4},
+            {"hidden", 2048},
+            {"ffn", 8192},
+            {"heads", 16},
+            {"kv_heads", 16},
+            {"vocab", 32000},
+            {"mlp", "swiglu"}}},
+          {"gpu", "h100"},
+          {"gpus", pp * dp},
+          {"parallelism", {{"tp", 1}, {"pp", pp}, {"dp", dp}, {"data_parallel", "ddp"}}},
+          {"batch", {{"global_sequences", 8}, {"sequence_length", 2048}, {"micro_batch", 1}}},
+          {"schedule", {{"kind", "1f1b"}}}};
+}
+
 struct SmallStep {
   topology::Topology topo{topology::load_topology_spec("two-buildings")};
   workload::JobSpec job;
@@ -24,23 +44,8 @@ struct SmallStep {
 
   SmallStep(int pp, int dp)
   {
-    json j = {{"name", "small"},
-              {"model",
-               {{"name", "small"},
-                {"layers", 4},
-                {"hidden", 2048},
-                {"ffn", 8192},
-                {"heads", 16},
-                {"kv_heads", 16},
-                {"vocab", 32000},
-                {"mlp", "swiglu"}}},
-              {"gpu", "h100"},
-              {"gpus", pp * dp},
-              {"parallelism", {{"tp", 1}, {"pp", pp}, {"dp", dp}, {"data_parallel", "ddp"}}},
-              {"batch", {{"global_sequences", 8}, {"sequence_length", 2048}, {"micro_batch", 1}}},
-              {"schedule", {{"kind", "1f1b"}}}};
-    job    = workload::parse_job(j, "small.json");
-    graph  = workload::build_step_graph(job);
+    job   = workload::parse_job(small_job(pp, dp), "small.json");
+    graph = workload::build_step_graph(job);
     place.emplace(topo, job,
                   placement::PlacementSpec{{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp},
                                            {"bldg-a", "bldg-b"}});
@@ -155,22 +160,7 @@ TEST_CASE("hybrid fidelity: a step whose DP flows ECMP forces together moves to 
   }
   REQUIRE(seed < 1000);
   topology::Topology topo(test::two_sites({.seed = seed, .routing = "spray", .qps = 2}));
-  json j     = {{"name", "dp4"},
-                {"model",
-                 {{"name", "small"},
-                  {"layers", 4},
-                  {"hidden", 2048},
-                  {"ffn", 8192},
-                  {"heads", 16},
-                  {"kv_heads", 16},
-                  {"vocab", 32000},
-                  {"mlp", "swiglu"}}},
-                {"gpu", "h100"},
-                {"gpus", 4},
-                {"parallelism", {{"tp", 1}, {"pp", 1}, {"dp", 4}, {"data_parallel", "ddp"}}},
-                {"batch", {{"global_sequences", 8}, {"sequence_length", 2048}, {"micro_batch", 1}}},
-                {"schedule", {{"kind", "1f1b"}}}};
-  auto job   = workload::parse_job(j, "dp4.json");
+  auto job   = workload::parse_job(small_job(1, 4), "dp4.json");
   auto graph = workload::build_step_graph(job);
   placement::Placement place(topo, job, {});
   netsim::StepOptions o;
