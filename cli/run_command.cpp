@@ -143,6 +143,25 @@ void run(const RunOptions& o)
       {"MFU", pct(r.mfu, 1)},
       {"flow graph", std::to_string(r.flow_ops) + " ops, " + std::to_string(r.transfers.size()) + " transfers"}};
   print_table(std::cout, headline);
+  if (run.diloco) {
+    const auto& d = *run.diloco;
+    std::cout << "\n";
+    Table t{"DiLoCo: data parallelism inside each region every step, across regions every " +
+                std::to_string(d.spec.every) +
+                " steps (time only: the convergence cost is outside a network simulator)",
+            {"metric", "value"},
+            {}};
+    t.rows = {{"inner step (the step above)", units::format_time(d.inner_step)},
+              {"outer synchronization", units::format_time(d.outer.seconds) + " (" +
+                                            units::format_size(d.outer.shard_bytes) + " per rank, " +
+                                            std::to_string(d.outer.regions) + " regions)"},
+              {"exposed outer (overlap " + std::to_string(d.spec.overlap_steps) + " steps)",
+               units::format_time(d.exposed_outer)},
+              {"mean step over " + std::to_string(d.spec.every), units::format_time(d.mean_step)},
+              {"tokens/s", fmt(d.tokens_per_second, 4)},
+              {"bytes across regions per step", units::format_size(d.bytes_across_regions_per_step)}};
+    print_table(std::cout, t);
+  }
   if (r.engine.contains("hybrid")) {
     const auto& h = r.engine["hybrid"];
     std::cout << "\n";
@@ -171,6 +190,13 @@ void run(const RunOptions& o)
     parts.rows.push_back({std::string(name_of(p)), units::format_time(stats[p].mean), units::format_time(stats[p].max),
                           pct(stats[p].mean, step)});
   print_table(std::cout, parts);
+  if (!scenario.options.compression.empty()) {
+    double total = 0;
+    for (const auto& s : r.stages)
+      total += s.compression / static_cast<double>(r.stages.size());
+    std::cout << "  compression: " << units::format_time(total)
+              << " of GPU time per stage on the communication streams (its exposed part is in exposed_*)\n";
+  }
   const auto fx = report::effect_seconds(run);
   std::cout << "  of compute, production effects: sustained clock " << units::format_time(fx.sustained_clock)
             << ", kernel gaps " << units::format_time(fx.kernel_gaps) << ", attention by length "

@@ -27,9 +27,10 @@ void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered
   for (std::size_t s = 0; s < graph.stages.size(); ++s) {
     const auto& ops = graph.stages[s].ops;
     StageBreakdown b;
-    b.stage     = static_cast<int>(s);
-    double now  = 0;
-    auto charge = [&](int op, WaitCause cause, double seconds) {
+    b.stage       = static_cast<int>(s);
+    b.compression = s < lowered.compression.size() ? lowered.compression[s] : 0;
+    double now    = 0;
+    auto charge   = [&](int op, WaitCause cause, double seconds) {
       if (seconds <= 0)
         return;
       if (auto d = workload::dim_of(cause))

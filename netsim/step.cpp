@@ -94,6 +94,10 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
     run_result.settings = {{"engine", "analytical"}, {"mode", "collapsed communication (optimizer scoring)"}};
   run_result.settings["all_to_all"] =
       lowered.all_to_all_isolated ? "each timed in isolation (its groups together), placed as a delay" : "every flow";
+  if (!options.compression.empty())
+    run_result.settings["compression"] = options.compression.to_json();
+  if (options.dp_within_regions)
+    run_result.settings["data_parallel"] = "inside each region (inner steps of cross-region synchronization)";
   run_result.settings["rail_symmetry"] =
       rail_only ? nlohmann::json(std::to_string(rails) + " identical rails, rail 0 simulated") : nlohmann::json(false);
 

@@ -10,6 +10,7 @@
 /// too (one communicator each); pipeline sends and receives start when both sides are ready.
 
 #include "netsim/collectives.hpp"
+#include "netsim/compression.hpp"
 #include "netsim/netsim.hpp"
 #include "placement/placement.hpp"
 #include "workload/workload.hpp"
@@ -53,6 +54,11 @@ struct StepOptions {
   /// stages' collectives on the same links can make the per-call pick the slowest for the step. Costs up to
   /// five analytical runs per such dimension; not used with collapse_communication.
   bool choose_per_step = true;
+  /// @brief Boundary-crossing communication compressed (netsim/compression.hpp).
+  CompressionSpec compression;
+  /// @brief Inner steps of infrequent cross-region synchronization (DiLoCo): every data-parallel collective runs on
+  /// its group's members in each region apart, so that nothing of the data-parallel dimension crosses regions.
+  bool dp_within_regions = false;
 };
 
 /// @brief The parts of a stage's step time, in the order of every report (summary, CSV, campaigns, plots).
@@ -72,6 +78,9 @@ struct StageBreakdown {
   workload::DimArray<double> exposed{}; ///< communication the compute stream waited for, per dimension
   double bubble = 0;                    ///< waiting for another stage (pipeline fill and drain)
   double idle   = 0;                    ///< done before the step ended (others were slower)
+  /// @brief GPU seconds the stage's communication streams spent compressing and decompressing (not a part: what
+  /// of it the compute stream waited for is in `exposed`).
+  double compression = 0;
 
   /// @brief Seconds of one part.
   double part(Part p) const;

@@ -45,6 +45,7 @@ public:
     }
     find_nvlink_owner();
     nodes_.resize(stages.size());
+    compression_.assign(stages.size(), 0);
     stream_prev_ = stream_predecessors(graph);
     for (std::size_t s = 0; s < stages.size(); ++s) {
       const auto& ops = stages[s].ops;
@@ -121,6 +122,7 @@ public:
   const std::vector<double>& isolated_bytes() const { return isolated_bytes_; }
   bool isolate_all_to_all() const { return isolate_all_to_all_; }
   std::vector<CollectiveSpan>& spans() { return spans_; }
+  const std::vector<double>& compression() const { return compression_; }
   const std::vector<std::vector<Node>>& nodes() const { return nodes_; }
   const std::vector<std::vector<int>>& stream_prev() const { return stream_prev_; }
   /// @brief For a send or receive: the node of its peer op (both share the transfer).
@@ -156,6 +158,8 @@ private:
     auto it  = groups_.find(key);
     if (it == groups_.end()) {
       auto all = placement_.groups(s, g);
+      if (options_.dp_within_regions && is_data_parallel(g.axes))
+        all = split_by_region(all);
       // With rail symmetry, groups that leave the node are simulated on rail 0 only (their members share a rail).
       if (rail_only_ && !node_local(all))
         std::erase_if(all, [&](const std::vector<int>& members) { return !on_rail_zero(members.front()); });
@@ -169,6 +173,52 @@ private:
   {
     groups(s, g);
     return local_.at(std::pair{s, g.axes.bits()});
+  }
+
+  static bool is_data_parallel(workload::AxisSet axes)
+  {
+    using workload::Axis;
+    return axes.contains(Axis::dp) || axes.contains(Axis::edp) || axes.contains(Axis::dp_shard) ||
+           axes.contains(Axis::dp_replicate);
+  }
+
+  // Each group's members in each region apart, in rank order; members alone in their region have no one to talk to.
+  std::vector<std::vector<int>> split_by_region(const std::vector<std::vector<int>>& all) const
+  {
+    std::vector<std::vector<int>> out;
+    for (const auto& members : all) {
+      std::map<int, std::vector<int>> by_region;
+      for (int gpu : members)
+        by_region[topology_.locate(gpu).region].push_back(gpu);
+      for (auto& [region, part] : by_region)
+        if (part.size() > 1)
+          out.push_back(std::move(part));
+    }
+    return out;
+  }
+
+  // The compression rule of an op on one of its groups (none for node-local groups, which cross nothing).
+  const CompressionRule* rule_for(const workload::Op& op, const std::vector<int>& gpus) const
+  {
+    if (options_.compression.empty() || !op.dim)
+      return nullptr;
+    return options_.compression.rule_for(*op.dim, op.purpose, crossed(topology_, gpus));
+  }
+
+  // GPU seconds of (de)compressing the op's buffer when any of its lowered groups compresses: the stage's ranks run
+  // in step, so the ranks that compress pace it.
+  std::pair<double, double> compression_cost(int s, const workload::Op& op, const std::vector<std::vector<int>>& all,
+                                             std::size_t lowered)
+  {
+    double before = 0, after = 0;
+    const double buffer = op.bytes * op.count;
+    for (std::size_t g = 0; g < lowered; ++g)
+      if (const auto* rule = rule_for(op, all[g])) {
+        before = std::max(before, rule->compress_rate > 0 ? buffer / rule->compress_rate : 0.0);
+        after  = std::max(after, rule->decompress_rate > 0 ? buffer / rule->decompress_rate : 0.0);
+      }
+    compression_[s] += before + after;
+    return {before, after};
   }
 
   bool on_rail_zero(int gpu) const { return topology_.locate(gpu).local == 0; }
@@ -213,14 +263,19 @@ private:
                          (local && nvlink_owner_ && *op.dim == *nvlink_owner_);
     if (local)
       mirror(all);
+    const std::size_t lowered         = std::min(local ? std::size_t{1} : all.size(), all.size());
+    const bool active                 = op.group.size > 1 && op.bytes > 0 && op.count > 0 && lowered > 0;
+    const auto [compress, decompress] = active ? compression_cost(s, op, all, lowered) : std::pair{0.0, 0.0};
+    const int begin_op                = compress > 0 ? graph_.add_delay(compress, {n.start}) : n.start;
     if (isolate) {
-      auto key = std::tuple{s, op.group.axes.bits(), static_cast<int>(op.collective), op.bytes * op.count};
+      auto key = std::tuple{s, op.group.axes.bits(), static_cast<int>(op.collective), op.bytes * op.count,
+                            static_cast<int>(op.purpose)};
       auto it  = isolated_.find(key);
       if (it == isolated_.end()) {
         FlowGraph alone(topology_.spec().multipath.qps);
         std::vector<int> ends;
-        if (op.group.size > 1 && op.bytes > 0 && op.count > 0)
-          for (const auto& c : collectives_for(s, op, all, local ? 1 : all.size()))
+        if (active)
+          for (const auto& c : collectives_for(s, op, all, lowered))
             ends.push_back(add_collective(alone, topology_, c, {}).end_op);
         Isolated timed;
         if (!ends.empty()) {
@@ -238,17 +293,16 @@ private:
         for (auto [k, b] : it->second.bytes)
           isolated_bytes_[k] += b;
       }
-      n.end = graph_.add_delay(it->second.seconds, {n.start});
+      n.end = graph_.add_delay(it->second.seconds + decompress, {begin_op});
       return;
     }
     std::vector<int> ends;
-    if (op.group.size > 1 && op.bytes > 0 && op.count > 0) {
+    if (active) {
       // Groups confined to single nodes only use their own NVLink: one stands for all.
-      const std::size_t lowered = local ? 1 : all.size();
       for (std::size_t g = 0; g < lowered; ++g) {
         const int begin  = static_cast<int>(graph_.ops().size());
         Collective c     = collective_for(op, all[g]);
-        const auto added = add_collective(graph_, topology_, c, {n.start});
+        const auto added = add_collective(graph_, topology_, c, {begin_op});
         ends.push_back(added.end_op);
         if (options_.fidelity == Fidelity::hybrid) {
           c.algorithm = added.algorithm;
@@ -256,7 +310,7 @@ private:
         }
       }
     }
-    n.end = ends.empty() ? n.start : graph_.add_delay(0, ends);
+    n.end = ends.empty() ? begin_op : graph_.add_delay(decompress, ends);
   }
 
   // Node-local groups are lowered once: the first stands for the others, whose NVLinks move the same bytes.
@@ -301,7 +355,9 @@ private:
     c.algorithm = options_.algorithms[*op.dim];
     c.gpus      = gpus;
     c.bytes     = op.bytes * op.count;
-    c.channels  = options_.channels;
+    if (const auto* rule = rule_for(op, gpus))
+      c.bytes /= rule->ratio;
+    c.channels = options_.channels;
     return c;
   }
 
@@ -314,7 +370,8 @@ private:
     for (std::size_t g = 0; g < lowered; ++g)
       out.push_back(collective_for(op, all[g]));
     if (!out.empty() && out.front().algorithm == Algorithm::automatic) {
-      auto key = std::tuple{s, op.group.axes.bits(), static_cast<int>(op.collective), op.bytes * op.count};
+      auto key = std::tuple{s, op.group.axes.bits(), static_cast<int>(op.collective), op.bytes * op.count,
+                            static_cast<int>(op.purpose)};
       auto it  = chosen_.find(key);
       if (it == chosen_.end())
         it = chosen_.emplace(key, choose_algorithm(topology_, out)).first;
@@ -338,27 +395,44 @@ private:
     const auto& send = op.kind == OpKind::send ? op : step_.stages[ps].ops[pi];
     std::vector<int> flows;
     const double bytes = send.bytes * std::max(1, send.count);
+    // Compressed where a rule covers the pair's boundary: the sender compresses, the receiver decompresses.
+    double compress = 0, decompress = 0;
+    std::vector<double> sizes;
+    for (int gpu : bytes > 0 ? senders(from) : std::vector<int>{}) {
+      const auto* rule = rule_for(send, {gpu, placement_.peer_gpu(gpu, to)});
+      sizes.push_back(rule ? bytes / rule->ratio : bytes);
+      if (rule) {
+        compress   = std::max(compress, rule->compress_rate > 0 ? bytes / rule->compress_rate : 0.0);
+        decompress = std::max(decompress, rule->decompress_rate > 0 ? bytes / rule->decompress_rate : 0.0);
+      }
+    }
+    compression_[from] += compress;
+    compression_[to] += decompress;
     if (options_.collapse_communication) {
-      auto key = std::tuple{from, to, bytes};
+      auto key = std::tuple{from, to, bytes, static_cast<int>(send.purpose)};
       auto it  = isolated_p2p_.find(key);
       if (it == isolated_p2p_.end()) {
         FlowGraph alone(topology_.spec().multipath.qps);
-        if (bytes > 0)
-          for (int gpu : senders(from))
-            alone.add_transfer(gpu, placement_.peer_gpu(gpu, to), bytes);
+        std::size_t k = 0;
+        for (int gpu : bytes > 0 ? senders(from) : std::vector<int>{})
+          alone.add_transfer(gpu, placement_.peer_gpu(gpu, to), sizes[k++]);
         it = isolated_p2p_.emplace(key, bytes > 0 ? run_analytical(topology_, alone).makespan : 0.0).first;
       }
-      int end    = graph_.add_delay(it->second, {mine.start, theirs.start});
+      int end    = graph_.add_delay(compress + it->second + decompress, {mine.start, theirs.start});
       mine.end   = end;
       theirs.end = end;
       return;
     }
-    if (bytes > 0)
-      for (int gpu : senders(from))
-        for (int c = 0; c < options_.channels; ++c)
-          flows.push_back(graph_.add_transfer(gpu, placement_.peer_gpu(gpu, to), bytes / options_.channels,
-                                              {mine.start, theirs.start}));
-    int end    = flows.empty() ? graph_.add_delay(0, {mine.start, theirs.start}) : graph_.add_delay(0, flows);
+    const std::vector<int> ready = compress > 0
+                                       ? std::vector<int>{graph_.add_delay(compress, {mine.start, theirs.start})}
+                                       : std::vector<int>{mine.start, theirs.start};
+    std::size_t k                = 0;
+    for (int gpu : bytes > 0 ? senders(from) : std::vector<int>{}) {
+      for (int c = 0; c < options_.channels; ++c)
+        flows.push_back(graph_.add_transfer(gpu, placement_.peer_gpu(gpu, to), sizes[k] / options_.channels, ready));
+      ++k;
+    }
+    int end    = flows.empty() ? graph_.add_delay(0, {mine.start, theirs.start}) : graph_.add_delay(decompress, flows);
     mine.end   = end;
     theirs.end = end;
   }
@@ -381,12 +455,14 @@ private:
     double seconds = 0;
     std::vector<std::pair<std::size_t, double>> bytes; ///< (link and direction, bytes) where bytes moved
   };
-  std::map<std::tuple<int, std::uint8_t, int, double>, Isolated> isolated_; ///< collectives timed alone
+  using PatternKey = std::tuple<int, std::uint8_t, int, double, int>; ///< stage, axes, kind, bytes, purpose
+  std::map<PatternKey, Isolated> isolated_;                           ///< collectives timed alone
   std::vector<double> isolated_bytes_; ///< every isolated occurrence's bytes, per link and direction
   bool isolate_all_to_all_ = false;
-  std::optional<workload::Dim> nvlink_owner_;                   ///< the one dimension using NVLink, when there is one
-  std::map<std::tuple<int, int, double>, double> isolated_p2p_; ///< collapsed pipeline transfers
-  std::map<std::tuple<int, std::uint8_t, int, double>, Algorithm> chosen_; ///< `auto` resolved per op pattern
+  std::optional<workload::Dim> nvlink_owner_; ///< the one dimension using NVLink, when there is one
+  std::map<std::tuple<int, int, double, int>, double> isolated_p2p_; ///< collapsed pipeline transfers
+  std::map<PatternKey, Algorithm> chosen_;                           ///< `auto` resolved per op pattern
+  std::vector<double> compression_;                                  ///< [stage]: GPU seconds of (de)compression
   std::vector<CollectiveSpan> spans_; ///< hybrid fidelity: every collective lowered into graph_
 };
 
@@ -433,6 +509,7 @@ LoweredStep lower_step(const topology::Topology& topology, const workload::StepG
   out.isolated_link_bytes = lowering.isolated_bytes();
   out.all_to_all_isolated = lowering.isolate_all_to_all();
   out.spans               = std::move(lowering.spans());
+  out.compression         = lowering.compression();
   out.peer.resize(graph.stages.size());
   for (std::size_t s = 0; s < graph.stages.size(); ++s) {
     out.peer[s].assign(graph.stages[s].ops.size(), {-1, -1});

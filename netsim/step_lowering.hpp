@@ -36,6 +36,7 @@ struct LoweredStep {
   std::vector<double> isolated_link_bytes;
   bool all_to_all_isolated = false;  ///< whether all-to-alls were timed in isolation
   std::vector<CollectiveSpan> spans; ///< at hybrid fidelity: every collective lowered as flows
+  std::vector<double> compression;   ///< [stage]: GPU seconds of compressing and decompressing its traffic
 };
 
 /// @brief Lowers every op of every stage program: compute as delays, collectives through netsim/collectives.hpp on

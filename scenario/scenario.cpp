@@ -117,6 +117,12 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
       sc.options.all_to_all = *a;
     c->finish();
   }
+  if (r.has("compression"))
+    sc.options.compression = netsim::read_compression(r.raw("compression"), path, json_path + ".compression");
+  if (auto d = r.optional_object("diloco")) {
+    sc.diloco                    = sync::read_diloco(*d);
+    sc.options.dp_within_regions = true;
+  }
   if (auto f = r.optional_object("faults"))
     sc.faults = topology::read_faults(*f);
   if (auto m = r.optional_object("multipath")) {
@@ -179,6 +185,12 @@ ScenarioRun simulate(const Scenario& scenario, std::shared_ptr<const PlacedStep>
   if (scenario.faults)
     options.rail_symmetry = false; // the rails are no longer alike
   run.result = netsim::simulate_step(placed->topology(), placed->graph(), placed->placement(), options);
+  if (scenario.diloco) {
+    report(phase, "simulating the outer synchronization");
+    const auto outer = sync::simulate_outer_sync(placed->topology(), placed->graph(), placed->placement(),
+                                                 *scenario.diloco, scenario.options.fidelity, options.engine);
+    run.diloco       = sync::average(*scenario.diloco, run.result.step_time, outer, scenario.job.tokens_per_step());
+  }
   run.placed = std::move(placed);
   return run;
 }

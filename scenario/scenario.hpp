@@ -7,6 +7,7 @@
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
 #include "reliability/reliability.hpp"
+#include "sync/sync.hpp"
 #include "topology/topology.hpp"
 #include "workload/workload.hpp"
 
@@ -31,6 +32,7 @@ struct Scenario {
   std::optional<reliability::VariabilitySpec> variability; ///< slow GPUs and jitter (`spansim run --steps`)
   std::optional<reliability::ReliabilitySpec> reliability; ///< failures and recovery (`spansim reliability`)
   std::optional<topology::FaultSpec> faults;               ///< failed and degraded elements of the site
+  std::optional<sync::DilocoSpec> diloco;                  ///< data parallelism across regions every H steps
 };
 
 /// @brief A file a scenario (or a campaign) names: `name` as given, next to `anchor_file`, or in the source tree
@@ -83,8 +85,9 @@ struct ScenarioRun {
   Scenario scenario;
   std::shared_ptr<const PlacedStep> placed;
   netsim::StepResult result;
-  placement::PlacementReport placement; ///< which groups cross which boundaries, bytes across them
-  std::optional<FaultReport> faults;    ///< with a `faults` block: against the healthy site
+  placement::PlacementReport placement;     ///< which groups cross which boundaries, bytes across them
+  std::optional<FaultReport> faults;        ///< with a `faults` block: against the healthy site
+  std::optional<sync::DilocoResult> diloco; ///< with a `diloco` block: `result` is an inner step
 };
 
 /// @brief Builds the scenario and simulates one step.

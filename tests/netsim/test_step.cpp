@@ -8,6 +8,7 @@
 #include "workload/workload.hpp"
 
 #include "tests/support.hpp"
+#include "tests/support_job.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -18,31 +19,9 @@
 using namespace spansim;
 using nlohmann::json;
 using spansim::test::expect_within;
+using spansim::test::job;
 
 namespace {
-
-json small_model()
-{
-  return {{"name", "small"}, {"layers", 4},    {"hidden", 2048}, {"ffn", 8192},
-          {"heads", 16},     {"kv_heads", 16}, {"vocab", 32000}, {"mlp", "swiglu"}};
-}
-
-workload::JobSpec job(json parallelism, json schedule, int sequences, int sequence_length)
-{
-  json j       = {{"name", "test-job"},
-                  {"model", small_model()},
-                  {"gpu", "h100"},
-                  {"gpus", parallelism["tp"].get<int>() * parallelism["pp"].get<int>() * parallelism["dp"].get<int>()},
-                  {"parallelism", parallelism},
-                  {"batch", {{"global_sequences", sequences}, {"sequence_length", sequence_length}, {"micro_batch", 1}}},
-                  {"schedule", schedule},
-                  {"recompute", "none"},
-                  // The closed forms are the roofline's and the network's: no calibration profile, no effect.
-                  {"calibration", "none"}};
-  auto spec    = workload::parse_job(j, std::string(SPANSIM_SOURCE_DIR) + "/tests/test-job.json");
-  spec.effects = workload::Effects::none();
-  return spec;
-}
 
 double seconds_of(const workload::StageProgram& p, workload::OpKind kind, int micro_batch)
 {
@@ -328,5 +307,151 @@ TEST_CASE("DP unit by unit: a reduction the backward hides leaves only the last 
   auto r                          = netsim::simulate_step(topo, graph, place, o);
   expect_within("exposed DP: the last unit's ring all-reduce", reductions[1] / b + 2 * a,
                 r.stages[0].exposed[workload::Dim::dp], 0.02);
+  check_identity(r);
+}
+
+namespace {
+
+// Bytes per step on the links of one tier, both directions.
+double tier_bytes(const topology::Topology& topo, const netsim::StepResult& r, topology::Tier tier)
+{
+  double sum = 0;
+  for (std::size_t l = 0; l < topo.links().size(); ++l)
+    if (topo.links()[l].tier == tier)
+      sum += r.link_bytes[2 * l] + r.link_bytes[2 * l + 1];
+  return sum;
+}
+
+netsim::CompressionRule rule(workload::Dim dim, netsim::Boundary across, double ratio, double c, double d)
+{
+  netsim::CompressionRule x;
+  x.dim             = dim;
+  x.across          = across;
+  x.ratio           = ratio;
+  x.compress_rate   = c;
+  x.decompress_rate = d;
+  return x;
+}
+
+} // namespace
+
+TEST_CASE("compression: bytes across the boundary shrink by the ratio, time is alpha-beta plus the GPU cost",
+          "[step][compression]")
+{
+  topology::Topology topo(topology::load_topology_spec("two-regions"));
+  auto j     = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 512);
+  auto graph = workload::build_step_graph(j);
+  placement::Placement place(
+      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"east-b0", "west-b0"}});
+  double gradient_bytes = 0;
+  for (const auto& op : graph.stages[0].ops)
+    if (op.kind == workload::OpKind::collective && op.dim == workload::Dim::dp)
+      gradient_bytes += op.bytes * op.count;
+  auto route     = topo.route(place.gpu(0), place.gpu(1));
+  const double a = topo.route_latency(route), b = topo.route_bandwidth(route);
+  const double ratio = 8, c = 400e9, d = 800e9;
+  for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
+    netsim::StepOptions plain;
+    plain.fidelity                      = f;
+    plain.algorithms[workload::Dim::dp] = netsim::Algorithm::ring;
+    auto compressed                     = plain;
+    compressed.compression.rules        = {rule(workload::Dim::dp, netsim::Boundary::region, ratio, c, d)};
+    const auto r0                       = netsim::simulate_step(topo, graph, place, plain);
+    const auto r1                       = netsim::simulate_step(topo, graph, place, compressed);
+    const std::string at                = " at " + std::string(name_of(f));
+    // Exactly the ratio: every byte of the step that crosses regions is the DP gradient's.
+    const double across0 = tier_bytes(topo, r0, topology::Tier::inter_region);
+    const double across1 = tier_bytes(topo, r1, topology::Tier::inter_region);
+    REQUIRE(across0 > 0);
+    expect_within("bytes across regions, compressed x" + std::to_string(int(ratio)) + at, across0 / ratio, across1,
+                  1e-12);
+    // Ring all-reduce over 2 ranks of S / ratio, plus compressing and decompressing S on the GPU.
+    const double cost     = gradient_bytes / c + gradient_bytes / d;
+    const double expected = gradient_bytes / ratio / b + 2 * a + cost;
+    expect_within("exposed compressed DP all-reduce" + at, expected, r1.stages[0].exposed[workload::Dim::dp], 0.02);
+    expect_within("compression GPU time in the breakdown" + at, cost, r1.stages[0].compression, 1e-12);
+    CHECK(r0.stages[0].compression == 0);
+    check_identity(r1);
+  }
+}
+
+TEST_CASE("compression: a region rule leaves building-crossing groups alone, a building rule covers regions too",
+          "[step][compression]")
+{
+  netsim::CompressionSpec spec;
+  spec.rules = {rule(workload::Dim::dp, netsim::Boundary::region, 4, 0, 0),
+                rule(workload::Dim::pp, netsim::Boundary::building, 2, 0, 0)};
+  using netsim::Boundary;
+  using workload::Purpose;
+  CHECK(spec.rule_for(workload::Dim::dp, Purpose::grad_reduce, Boundary::building) == nullptr);
+  REQUIRE(spec.rule_for(workload::Dim::dp, Purpose::grad_reduce, Boundary::region) != nullptr);
+  CHECK(spec.rule_for(workload::Dim::dp, Purpose::grad_reduce, Boundary::region)->ratio == 4);
+  REQUIRE(spec.rule_for(workload::Dim::pp, Purpose::pp_activations, Boundary::region) != nullptr);
+  CHECK(spec.rule_for(workload::Dim::pp, Purpose::pp_activations, Boundary::region)->ratio == 2);
+  CHECK(spec.rule_for(workload::Dim::ep, Purpose::ep_dispatch, Boundary::region) == nullptr);
+  // Purposes narrow a rule; the most specific boundary wins.
+  spec.rules.push_back(rule(workload::Dim::dp, netsim::Boundary::building, 2, 0, 0));
+  spec.rules.back().purposes = {Purpose::param_gather};
+  CHECK(spec.rule_for(workload::Dim::dp, Purpose::param_gather, Boundary::building)->ratio == 2);
+  CHECK(spec.rule_for(workload::Dim::dp, Purpose::param_gather, Boundary::region)->ratio == 4);
+  CHECK(spec.rule_for(workload::Dim::dp, Purpose::grad_reduce, Boundary::building) == nullptr);
+
+  // In a step: DP across two buildings of one region is not compressed by a region rule.
+  topology::Topology topo(topology::load_topology_spec("two-buildings"));
+  auto j     = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 512);
+  auto graph = workload::build_step_graph(j);
+  placement::Placement place(
+      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
+  netsim::StepOptions o;
+  o.fidelity             = netsim::Fidelity::analytical;
+  const auto plain       = netsim::simulate_step(topo, graph, place, o);
+  o.compression.rules    = {rule(workload::Dim::dp, netsim::Boundary::region, 4, 1e9, 1e9)};
+  const auto region_rule = netsim::simulate_step(topo, graph, place, o);
+  CHECK(region_rule.step_time == plain.step_time);
+  CHECK(tier_bytes(topo, region_rule, topology::Tier::inter_building) ==
+        tier_bytes(topo, plain, topology::Tier::inter_building));
+  o.compression.rules[0].across = netsim::Boundary::building;
+  const auto building_rule      = netsim::simulate_step(topo, graph, place, o);
+  expect_within("bytes across buildings under a building rule x4",
+                tier_bytes(topo, plain, topology::Tier::inter_building) / 4,
+                tier_bytes(topo, building_rule, topology::Tier::inter_building), 1e-12);
+}
+
+TEST_CASE("compression of pipeline activations across regions: each message is latency + (S/r)/B + the GPU cost",
+          "[step][compression]")
+{
+  topology::Topology topo(topology::load_topology_spec("two-regions"));
+  auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 2}, {"dp", 1}, {"data_parallel", "ddp"}}, {{"kind", "gpipe"}}, 4, 4096);
+  auto graph = workload::build_step_graph(j);
+  placement::Placement place(
+      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}, {"east-b0", "west-b0"}});
+  REQUIRE(topo.locate(place.stage_gpus(0)[0]).region != topo.locate(place.stage_gpus(1)[0]).region);
+  netsim::StepOptions o;
+  o.fidelity         = netsim::Fidelity::analytical;
+  const auto plain   = netsim::simulate_step(topo, graph, place, o);
+  const double ratio = 4, c = 100e9, d = 200e9;
+  o.compression.rules = {rule(workload::Dim::pp, netsim::Boundary::region, ratio, c, d)};
+  const auto r        = netsim::simulate_step(topo, graph, place, o);
+  double bytes        = 0;
+  int sends           = 0;
+  for (const auto& op : graph.stages[0].ops)
+    if (op.kind == workload::OpKind::send) {
+      bytes = op.bytes;
+      ++sends;
+    }
+  auto route       = topo.route(place.stage_gpus(0)[0], place.stage_gpus(1)[0]);
+  const double lat = topo.route_latency(route), b = topo.route_bandwidth(route);
+  // Each of the send's ops: sender compresses, bytes / ratio cross, receiver decompresses.
+  for (std::size_t i = 0; i < graph.stages[0].ops.size(); ++i)
+    if (graph.stages[0].ops[i].kind == workload::OpKind::send) {
+      const auto& t = r.ops[0][i];
+      expect_within("compressed activation message", lat + bytes / ratio / b + bytes / c + bytes / d, t.end - t.active,
+                    1e-6);
+      break;
+    }
+  expect_within("bytes across regions", tier_bytes(topo, plain, topology::Tier::inter_region) / ratio,
+                tier_bytes(topo, r, topology::Tier::inter_region), 1e-12);
+  // Stage 0 compresses its sends, stage 1 decompresses them (and the reverse for the gradients).
+  expect_within("stage 0's compression GPU time", sends * (bytes / c + bytes / d), r.stages[0].compression, 1e-9);
   check_identity(r);
 }
