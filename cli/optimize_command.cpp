@@ -57,6 +57,26 @@ nlohmann::json evaluation_json(const optimizer::Evaluation& e)
   return j;
 }
 
+std::string capacity_text(double bandwidth)
+{
+  return bandwidth > 0 ? units::format_bandwidth(bandwidth) : "as built";
+}
+
+// The capacity choices as CSV (for optimizer/plot_capacity.py): cost, step, and whether each is on the front.
+std::string write_capacity_csv(const std::string& dir, const optimizer::OptimizeSpec& spec,
+                               const optimizer::OptimizeResult& result)
+{
+  const std::string path = path_in(dir, "capacity.csv");
+  std::ofstream f(path);
+  if (!f)
+    throw UsageError("cannot write \"" + path + "\"");
+  f << "inter_building_Bps,inter_region_Bps,cost,cost_unit,step_s,on_front,configuration\n";
+  for (const auto& c : result.capacity)
+    f << c.inter_building << "," << c.inter_region << "," << c.cost << ",\"" << spec.capacity.unit << "\","
+      << c.best.effective_step() << "," << (c.on_front ? 1 : 0) << ",\"" << c.best.point.label() << "\"\n";
+  return path;
+}
+
 void run(const OptimizeOptions& o)
 {
   auto spec = optimizer::load_optimize_spec(o.spec);
@@ -99,6 +119,7 @@ void run(const OptimizeOptions& o)
   }
   std::string baseline_file = write("baseline", result.baseline.point);
   std::string single_file = result.single_change.empty() ? "" : write("single-change", result.best_single_change.point);
+  const std::string capacity_file = result.capacity.empty() ? "" : write_capacity_csv(dir, spec, result);
 
   const auto& best  = result.ranked.front();
   const double base = *result.baseline.refined;
@@ -123,7 +144,32 @@ void run(const OptimizeOptions& o)
       j["best_single_change"]["change"]   = result.single_change;
       j["best_single_change"]["scenario"] = single_file;
     }
-    j["speedup_over_baseline"] = base / win;
+    j["speedup_over_baseline"]    = base / win;
+    j["best_change_by_dimension"] = nlohmann::json::array();
+    for (const auto& d : result.by_dimension) {
+      auto e       = evaluation_json(d.evaluation);
+      e["change"]  = d.change;
+      e["speedup"] = base / d.evaluation.effective_step();
+      j["best_change_by_dimension"].push_back({{"dimension", name_of(d.dimension)}, {"best", e}});
+    }
+    if (!result.capacity.empty()) {
+      nlohmann::json choices = nlohmann::json::array();
+      for (const auto& c : result.capacity) {
+        auto e                  = evaluation_json(c.best);
+        e["inter_building_Bps"] = c.inter_building;
+        e["inter_region_Bps"]   = c.inter_region;
+        e["cost"]               = c.cost;
+        e["on_front"]           = c.on_front;
+        choices.push_back(e);
+      }
+      j["capacity"] = {
+          {"cost", spec.capacity.to_json()},
+          {"choices", choices},
+          {"csv", capacity_file},
+          {"cheapest_within",
+           result.cheapest_within ? nlohmann::json(*result.cheapest_within) : nlohmann::json(nullptr)},
+          {"best_in_budget", result.best_in_budget ? nlohmann::json(*result.best_in_budget) : nlohmann::json(nullptr)}};
+    }
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -196,6 +242,45 @@ void run(const OptimizeOptions& o)
   std::cout << " bubble " << (dbubble > 0 ? "+" : "") << units::format_time(dbubble) << "; bytes across buildings "
             << units::format_size(mb.bytes_across_buildings.value_or(0.0)) << " -> "
             << units::format_size(mw.bytes_across_buildings.value_or(0.0)) << ".\n";
+  if (!result.by_dimension.empty()) {
+    std::cout << "\n";
+    Table d{"Best single change from the default in each dimension (step at " + std::string(name_of(spec.refine)) +
+                " fidelity)",
+            {"dimension", "change", "step", "speed-up"},
+            {}};
+    for (const auto& c : result.by_dimension)
+      d.rows.push_back({std::string(name_of(c.dimension)), c.change, units::format_time(c.evaluation.effective_step()),
+                        fixed(base / c.evaluation.effective_step(), 3) + "x"});
+    print_table(std::cout, d);
+  }
+  if (!result.capacity.empty()) {
+    std::cout << "\n";
+    Table c{"Long-haul capacity: the best configuration for each (cost in " + spec.capacity.unit +
+                "; * on the Pareto front: faster than every cheaper choice)",
+            {"inter-building", "inter-region", "cost", "best step", "front", "configuration"},
+            {}};
+    for (const auto& k : result.capacity)
+      c.rows.push_back({capacity_text(k.inter_building), capacity_text(k.inter_region), fmt(k.cost, 4),
+                        units::format_time(k.best.effective_step()), k.on_front ? "*" : "", label_with_choice(k.best)});
+    print_table(std::cout, c);
+    if (result.cheapest_within) {
+      const auto& k = result.capacity[*result.cheapest_within];
+      std::cout << "Cheapest within " << pct(spec.capacity.within) << " of the best step: inter-building "
+                << capacity_text(k.inter_building) << ", inter-region " << capacity_text(k.inter_region) << " ("
+                << fmt(k.cost, 4) << " " << spec.capacity.unit << ", " << units::format_time(k.best.effective_step())
+                << ").\n";
+    }
+    if (spec.capacity.budget)
+      std::cout << "Best step for a budget of " << fmt(*spec.capacity.budget, 4) << " " << spec.capacity.unit << ": "
+                << (result.best_in_budget
+                        ? units::format_time(result.capacity[*result.best_in_budget].best.effective_step()) +
+                              " (inter-region " + capacity_text(result.capacity[*result.best_in_budget].inter_region) +
+                              ")"
+                        : std::string("no capacity choice fits"))
+                << ".\n";
+    std::cout << "Front as CSV: " << capacity_file << " (plot: /usr/bin/python3 optimizer/plot_capacity.py "
+              << capacity_file << ")\n";
+  }
   std::cout << "\nScenarios (re-run any with `spansim run FILE`): " << dir << "/rank-NN.json, " << baseline_file
             << (single_file.empty() ? "" : ", " + single_file) << "\n";
 }

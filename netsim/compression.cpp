@@ -7,6 +7,8 @@
 #include "topology/topology.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <sstream>
 
 namespace spansim::netsim {
 
@@ -27,12 +29,35 @@ json CompressionRule::to_json() const
   json purposes_json = json::array();
   for (auto p : purposes)
     purposes_json.push_back(name_of(p));
-  return {{"dim", name_of(dim)},
-          {"across", name_of(across)},
-          {"purposes", purposes_json},
-          {"ratio", ratio},
-          {"compress_rate", compress_rate > 0 ? json(units::format_bandwidth(compress_rate)) : json("free")},
-          {"decompress_rate", decompress_rate > 0 ? json(units::format_bandwidth(decompress_rate)) : json("free")}};
+  json out = {{"dim", name_of(dim)}, {"across", name_of(across)}, {"ratio", ratio}};
+  if (!purposes.empty())
+    out["purposes"] = purposes_json;
+  auto exact = [](double rate) { return std::to_string(static_cast<long long>(std::llround(rate))) + "Bps"; };
+  if (compress_rate > 0)
+    out["compress_rate"] = exact(compress_rate);
+  if (decompress_rate > 0)
+    out["decompress_rate"] = exact(decompress_rate);
+  return out;
+}
+
+std::string CompressionRule::label() const
+{
+  std::ostringstream ratio_text;
+  ratio_text << ratio;
+  std::string s = std::string(name_of(dim));
+  for (auto p : purposes)
+    s += (p == purposes.front() ? "(" : ",") + std::string(name_of(p));
+  if (!purposes.empty())
+    s += ")";
+  return s + "/" + std::string(name_of(across)) + " x" + ratio_text.str();
+}
+
+std::string CompressionSpec::label() const
+{
+  std::string s;
+  for (const auto& r : rules)
+    s += (s.empty() ? "" : "+") + r.label();
+  return s.empty() ? "none" : s;
 }
 
 const CompressionRule* CompressionSpec::rule_for(workload::Dim dim, workload::Purpose purpose, Boundary crossed) const

@@ -44,7 +44,11 @@ struct CompressionRule {
 
   /// @brief GPU seconds of compressing and decompressing a buffer of `bytes`.
   double cost(double bytes) const;
+  /// @brief As a scenario writes it (rates exact, in bytes/s; absent when free).
   nlohmann::json to_json() const;
+  /// @brief A short label, e.g. "dp/region x4".
+  std::string label() const;
+  bool operator==(const CompressionRule&) const = default;
 };
 
 /// @brief The compression rules of a scenario (empty: nothing is compressed).
@@ -56,6 +60,9 @@ struct CompressionSpec {
   /// whose boundary it crosses (a region rule before a building one); none when no rule applies.
   const CompressionRule* rule_for(workload::Dim dim, workload::Purpose purpose, Boundary crossed) const;
   nlohmann::json to_json() const;
+  /// @brief "none", or the rules' labels joined by "+".
+  std::string label() const;
+  bool operator==(const CompressionSpec&) const = default;
 };
 
 /// @brief Reads a scenario's `compression` list. @throws SpecError naming the element and the allowed values.

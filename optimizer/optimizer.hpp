@@ -12,6 +12,7 @@
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
 #include "reliability/reliability.hpp"
+#include "sync/sync.hpp"
 #include "topology/topology.hpp"
 #include "workload/workload.hpp"
 
@@ -45,7 +46,36 @@ struct SearchSpace {
   std::vector<int> channels{1};
   /// @brief Bytes a queue pair may have in flight (the scenario's transport.window); 0: no limit.
   std::vector<double> window{0};
+  /// @brief Queue pairs per GPU pair (the scenario's multipath.qps); above 1 needs ECMP routing.
+  std::vector<int> qps{1};
+  /// @brief Compression alternatives (the scenario's `compression`); an empty spec compresses nothing.
+  std::vector<netsim::CompressionSpec> compression{netsim::CompressionSpec{}};
+  /// @brief Cross-region synchronization alternatives (the scenario's `diloco`); none: every step.
+  std::vector<std::optional<sync::DilocoSpec>> diloco{std::nullopt};
+  /// @brief Bandwidth of the inter-building links (bytes/s per direction; overrides scale with it); 0: the
+  /// topology's.
+  std::vector<double> inter_building{0};
+  /// @brief The same for the inter-region links.
+  std::vector<double> inter_region{0};
 };
+
+/// @brief What long-haul capacity costs (in the user's unit, per Tbps of link bandwidth per direction), and the two
+/// questions asked of the capacity front.
+struct CapacityCost {
+  double per_tbps_inter_building = 0;
+  double per_tbps_inter_region   = 0;
+  std::string unit               = "cost units";
+  double within                  = 0.05; ///< "the cheapest capacity whose best step is within this of the best"
+  std::optional<double> budget;          ///< "the best step this budget buys"
+  nlohmann::json to_json() const;
+};
+
+/// @brief The three dimensions of the scale-across search, for explanations.
+enum class SearchDimension { placement, scheduling, network };
+constexpr std::array<std::string_view, 3> enum_names(SearchDimension)
+{
+  return {"placement", "scheduling", "network"};
+}
 
 /// @brief What to optimize: fixed inputs and the search space.
 struct OptimizeSpec {
@@ -67,6 +97,7 @@ struct OptimizeSpec {
   std::optional<reliability::ReliabilitySpec> reliability;
   nlohmann::json reliability_ref; ///< the block as given, for the scenarios written
   bool time_to_train = false;     ///< rank by step time / ETTR (expected time to train) instead of step time
+  CapacityCost capacity;          ///< prices of the capacity knobs (search.inter_building, search.inter_region)
 
   /// @brief The effective spec as JSON (for results).
   nlohmann::json to_json() const;
@@ -88,6 +119,11 @@ struct Point {
   netsim::Algorithm dp_algorithm = netsim::Algorithm::automatic;
   int channels                   = 1;
   double window                  = 0; ///< bytes; 0: no limit
+  int qps                        = 1;
+  netsim::CompressionSpec compression;
+  std::optional<sync::DilocoSpec> diloco;
+  double inter_building = 0; ///< bytes/s; 0: the topology's
+  double inter_region   = 0; ///< bytes/s; 0: the topology's
 
   /// @brief A short label, e.g. "tp8 cp1 pp16 dp64 fsdp mb1 i1f1b(v4) [tp,cp,pp,dp] selective dp:auto".
   std::string label() const;
@@ -109,6 +145,9 @@ struct Metrics {
   std::optional<double> bytes_across_buildings; ///< at the refine fidelity
   std::optional<double> bytes_across_regions;
   std::map<std::string, std::string> collectives_chosen; ///< dimension -> what `auto` settled on for the step
+  /// @brief With DiLoCo: `step_time` is the mean over an outer step; this is the inner step and the outer sync.
+  std::optional<double> inner_step;
+  std::optional<double> outer_sync;
 
   nlohmann::json to_json() const;
 };
@@ -137,6 +176,23 @@ struct OptimizeResult {
   Evaluation baseline;            ///< production default: order [tp, cp, pp, dp], DP across, 1F1B
   Evaluation best_single_change;  ///< the best one-knob change from the baseline
   std::string single_change;      ///< which knob, e.g. "order = [tp, cp, dp, pp]"
+  /// @brief The best one-knob change from the baseline within each dimension of the search, where the space has one.
+  struct DimensionChange {
+    SearchDimension dimension;
+    std::string change;
+    Evaluation evaluation;
+  };
+  std::vector<DimensionChange> by_dimension;
+  /// @brief Per capacity choice (inter-building, inter-region): its cost and the best point with it.
+  struct CapacityPoint {
+    double inter_building = 0, inter_region = 0; ///< bytes/s (the topology's where not searched)
+    double cost = 0;
+    Evaluation best;
+    bool on_front = false; ///< no cheaper-or-equal choice is as fast
+  };
+  std::vector<CapacityPoint> capacity;        ///< cheapest first; empty when capacity is not searched
+  std::optional<std::size_t> cheapest_within; ///< index into `capacity`: cheapest within CapacityCost::within of best
+  std::optional<std::size_t> best_in_budget;  ///< index into `capacity`: fastest whose cost fits the budget
   double wall_seconds    = 0;
   double scoring_seconds = 0; ///< wall time of the bound and scoring phases (the fast model over the space)
 };
@@ -146,6 +202,12 @@ using Progress = std::function<void(const std::string&, std::size_t, std::size_t
 
 /// @brief Runs the search.
 OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress = {});
+
+/// @brief The site a point runs on: the spec's topology with the point's window, queue pairs and long-link
+/// capacities.
+topology::TopologySpec topology_of(const OptimizeSpec& spec, const Point& point);
+/// @brief What the long-haul links of `site` cost under the spec's prices.
+double capacity_cost(const OptimizeSpec& spec, const topology::Topology& site);
 
 /// @brief A scenario file (for `spansim run`) that reproduces one evaluated point at the refine fidelity.
 nlohmann::json scenario_json(const OptimizeSpec& spec, const Point& point);

@@ -78,6 +78,16 @@ std::string Point::label() const
     s += " ch" + std::to_string(channels);
   if (window > 0)
     s += " w" + units::format_size(window);
+  if (qps > 1)
+    s += " qp" + std::to_string(qps);
+  if (!compression.empty())
+    s += " comp:" + compression.label();
+  if (diloco)
+    s += " diloco:" + diloco->label();
+  if (inter_building > 0)
+    s += " ib:" + units::format_bandwidth(inter_building);
+  if (inter_region > 0)
+    s += " ir:" + units::format_bandwidth(inter_region);
   return s;
 }
 
@@ -97,7 +107,60 @@ json Point::to_json() const
           {"recompute", name_of(recompute)},
           {"dp_algorithm", name_of(dp_algorithm)},
           {"channels", channels},
-          {"window_bytes", window}};
+          {"window_bytes", window},
+          {"qps", qps},
+          {"compression", compression.to_json()},
+          {"diloco", diloco ? diloco->to_json() : json(nullptr)},
+          {"inter_building_Bps", inter_building},
+          {"inter_region_Bps", inter_region}};
+}
+
+namespace {
+// Bandwidths of a long-link kind set to `bandwidth`, its per-pair overrides scaled alike.
+void set_long_links(topology::LongLinkSpec& base, std::vector<topology::LinkOverride>& overrides, double bandwidth)
+{
+  if (bandwidth <= 0 || base.bandwidth <= 0)
+    return;
+  const double factor = bandwidth / base.bandwidth;
+  base.bandwidth      = bandwidth;
+  for (auto& o : overrides)
+    o.link.bandwidth *= factor;
+}
+
+double tier_tbps(const topology::Topology& t, topology::Tier tier)
+{
+  double sum = 0;
+  for (const auto& l : t.links())
+    if (l.tier == tier)
+      sum += l.bandwidth * 8 / 1e12;
+  return sum;
+}
+} // namespace
+
+topology::TopologySpec topology_of(const OptimizeSpec& spec, const Point& p)
+{
+  auto t   = spec.topology;
+  t.window = p.window;
+  if (p.qps != t.multipath.qps)
+    t.multipath.qps = p.qps;
+  set_long_links(t.inter_building, t.inter_building_overrides, p.inter_building);
+  set_long_links(t.inter_region, t.inter_region_overrides, p.inter_region);
+  return t;
+}
+
+double capacity_cost(const OptimizeSpec& spec, const topology::Topology& site)
+{
+  return spec.capacity.per_tbps_inter_building * tier_tbps(site, topology::Tier::inter_building) +
+         spec.capacity.per_tbps_inter_region * tier_tbps(site, topology::Tier::inter_region);
+}
+
+json CapacityCost::to_json() const
+{
+  return {{"per_tbps_inter_building", per_tbps_inter_building},
+          {"per_tbps_inter_region", per_tbps_inter_region},
+          {"unit", unit},
+          {"within", within},
+          {"budget", budget ? json(*budget) : json(nullptr)}};
 }
 
 workload::JobSpec job_of(const OptimizeSpec& spec, const Point& p, int buildings)
@@ -154,13 +217,17 @@ json scenario_json(const OptimizeSpec& spec, const Point& p)
   if (!spec.buildings.empty())
     placement["buildings"] = spec.buildings;
   json topology_ref;
-  // Presets by name; anything else inline, so the scenario stands alone.
-  auto presets = topology::preset_names();
+  // Presets by name; anything else (a capacity of the search included) inline, so the scenario stands alone.
+  auto site      = topology_of(spec, p);
+  site.window    = 0; // written as the scenario's transport.window
+  site.multipath = {};
+  auto presets   = topology::preset_names();
   if (std::find(presets.begin(), presets.end(), spec.topology.name) != presets.end() &&
-      spec.topology.file.find("/topology/presets/") != std::string::npos)
+      spec.topology.file.find("/topology/presets/") != std::string::npos && p.inter_building <= 0 &&
+      p.inter_region <= 0)
     topology_ref = spec.topology.name;
   else {
-    topology_ref = spec.topology.to_json();
+    topology_ref = site.to_json();
     topology_ref.erase("file");
     for (const char* k : {"inter_building", "inter_region"})
       if (topology_ref.contains(k)) {
@@ -178,6 +245,20 @@ json scenario_json(const OptimizeSpec& spec, const Point& p)
               {"collectives", {{"dp", name_of(p.dp_algorithm)}, {"channels", p.channels}}}};
   if (p.window > 0)
     out["transport"] = {{"window", std::to_string(static_cast<std::int64_t>(std::llround(p.window))) + "B"}};
+  if (!p.compression.empty())
+    out["compression"] = p.compression.to_json();
+  if (p.diloco)
+    out["diloco"] = p.diloco->to_json();
+  const auto& m = spec.topology.multipath;
+  if (!m.is_default() || p.qps > 1) {
+    out["multipath"] = {{"routing", m.spray ? "spray" : m.ecmp ? "ecmp" : "ideal"}, {"qps", p.qps}};
+    if (m.ecmp)
+      out["multipath"]["seed"] = m.seed;
+    if (m.long_links > 1)
+      out["multipath"]["long_links"] = m.long_links;
+    if (m.explicit_spines)
+      out["multipath"]["spines"] = "explicit";
+  }
   if (spec.reliability)
     out["reliability"] = spec.reliability_ref;
   return out;

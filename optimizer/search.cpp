@@ -36,13 +36,18 @@ int buildings_used(const OptimizeSpec& spec, const topology::Topology& topo)
   return topo.buildings_needed(spec.base.gpus);
 }
 
-// A point's network knobs change the site it runs on: the topology with its window (the spec's own when equal).
-const topology::Topology& site_of(const topology::Topology& topo, const Point& p,
+// A point's network knobs change the site it runs on: the topology with its window, queue pairs and long-link
+// capacities (the spec's own when they are the spec's).
+const topology::Topology& site_of(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p,
                                   std::optional<topology::Topology>& own)
 {
-  if (p.window == topo.spec().window)
-    return topo;
-  own.emplace(topo.with_window(p.window));
+  if (p.qps == spec.topology.multipath.qps && p.inter_building <= 0 && p.inter_region <= 0) {
+    if (p.window == topo.spec().window)
+      return topo;
+    own.emplace(topo.with_window(p.window));
+    return *own;
+  }
+  own.emplace(topology_of(spec, p));
   return *own;
 }
 
@@ -53,7 +58,30 @@ netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool
   o.collapse_communication = collapse;
   o.channels               = p.channels;
   o.algorithms[Dim::dp]    = p.dp_algorithm;
+  o.compression            = p.compression;
+  o.dp_within_regions      = p.diloco.has_value();
   return o;
+}
+
+// With DiLoCo, a point's step is the mean over an outer step: the inner step plus its share of the outer sync.
+void add_outer_sync(const Point& p, const topology::Topology& site, const workload::StepGraph& graph,
+                    const placement::Placement& place, netsim::Fidelity fidelity, Metrics& m, double& step)
+{
+  if (!p.diloco)
+    return;
+  const auto outer = sync::simulate_outer_sync(site, graph, place, *p.diloco, fidelity, {});
+  const auto mean  = sync::average(*p.diloco, step, outer, graph.job.tokens_per_step());
+  m.inner_step     = step;
+  m.outer_sync     = outer.seconds;
+  step             = mean.mean_step;
+  const double k   = m.step_time > 0 ? mean.mean_step / m.step_time : 1;
+  m.step_time      = mean.mean_step;
+  m.mfu /= k;
+  m.tflops_per_gpu /= k;
+  if (m.bytes_across_regions)
+    m.bytes_across_regions = *m.bytes_across_regions + mean.bytes_across_regions_per_step;
+  if (m.bytes_across_buildings)
+    m.bytes_across_buildings = *m.bytes_across_buildings + outer.bytes_across_buildings / p.diloco->every;
 }
 
 Metrics metrics_of(const netsim::StepResult& r, const topology::Topology& topo, bool with_links)
@@ -169,6 +197,9 @@ std::string encode(const Outcome& o)
   b.put(m.bytes_across_buildings ? 1.0 : 0.0);
   b.put(m.bytes_across_buildings.value_or(0));
   b.put(m.bytes_across_regions.value_or(0));
+  b.put(m.inner_step ? 1.0 : 0.0);
+  b.put(m.inner_step.value_or(0));
+  b.put(m.outer_sync.value_or(0));
   b.put(static_cast<double>(m.collectives_chosen.size()));
   for (const auto& [dim, algo] : m.collectives_chosen) {
     b.put(dim);
@@ -195,6 +226,12 @@ Outcome decode(const std::string& data)
     m.bytes_across_buildings = b;
     m.bytes_across_regions   = g;
   }
+  const bool outer   = r.number() > 0;
+  const double inner = r.number(), sync_s = r.number();
+  if (outer) {
+    m.inner_step = inner;
+    m.outer_sync = sync_s;
+  }
   const auto chosen = static_cast<std::size_t>(r.number());
   for (std::size_t i = 0; i < chosen; ++i) {
     auto dim                  = r.text();
@@ -219,13 +256,14 @@ Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, co
 {
   try {
     std::optional<topology::Topology> own;
-    const auto& site = site_of(topo, p, own);
+    const auto& site = site_of(spec, topo, p, own);
     auto b           = build(spec, site, p);
     Outcome o;
     o.lower_bound = workload::compute_makespan(b.graph);
     auto r        = netsim::simulate_step(site, b.graph, *b.place, step_options(p, netsim::Fidelity::analytical, true));
     o.score       = r.step_time;
-    o.metrics     = metrics_of(r, topo, false);
+    o.metrics     = metrics_of(r, site, false);
+    add_outer_sync(p, site, b.graph, *b.place, netsim::Fidelity::analytical, o.metrics, o.score);
     return o;
   } catch (const InfeasibleError& e) {
     return {e.reason(), 0, 0, {}};
@@ -254,18 +292,52 @@ void goodput(const OptimizeSpec& spec, const topology::Topology& topo, Evaluatio
 Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
 {
   std::optional<topology::Topology> own;
-  const auto& site = site_of(topo, p, own);
+  const auto& site = site_of(spec, topo, p, own);
   auto b           = build(spec, site, p);
   auto r           = netsim::simulate_step(site, b.graph, *b.place, step_options(p, spec.refine, false));
   Outcome o;
   o.score   = r.step_time;
-  o.metrics = metrics_of(r, topo, true);
+  o.metrics = metrics_of(r, site, true);
+  add_outer_sync(p, site, b.graph, *b.place, spec.refine, o.metrics, o.score);
   return o;
+}
+
+// Every combination of the network-layer knobs, as points whose other knobs are the defaults.
+std::vector<Point> network_variants(const SearchSpace& s)
+{
+  std::vector<Point> out;
+  for (double w : s.window)
+    for (int q : s.qps)
+      for (const auto& c : s.compression)
+        for (const auto& d : s.diloco)
+          for (double ib : s.inter_building)
+            for (double ir : s.inter_region) {
+              Point p;
+              p.window         = w;
+              p.qps            = q;
+              p.compression    = c;
+              p.diloco         = d;
+              p.inter_building = ib;
+              p.inter_region   = ir;
+              out.push_back(p);
+            }
+  return out;
+}
+
+void copy_network(const Point& from, Point& to)
+{
+  to.window         = from.window;
+  to.qps            = from.qps;
+  to.compression    = from.compression;
+  to.diloco         = from.diloco;
+  to.inter_building = from.inter_building;
+  to.inter_region   = from.inter_region;
 }
 
 std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std::size_t>& pruned)
 {
-  const auto& s = spec.space;
+  const auto& s       = spec.space;
+  const auto variants = network_variants(s);
   std::vector<Point> points;
   std::set<std::string> seen;
   for (int tp : s.tp)
@@ -281,7 +353,7 @@ std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std
                       for (auto rc : s.recompute)
                         for (auto algo : s.dp_algorithm)
                           for (int ch : s.channels)
-                            for (double w : s.window) {
+                            for (const auto& net : variants) {
                               const std::int64_t model_ranks = std::int64_t(tp) * cp * pp;
                               if (spec.base.gpus % model_ranks != 0) {
                                 pruned["gpus not divisible by tp x cp x pp"]++;
@@ -302,7 +374,7 @@ std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std
                               p.recompute             = rc;
                               p.dp_algorithm          = algo;
                               p.channels              = ch;
-                              p.window                = w;
+                              copy_network(net, p);
                               // Knobs that do not apply collapse onto one point.
                               Point key = p;
                               key.order = effective_order(p);
@@ -316,12 +388,14 @@ std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std
 struct Change {
   std::string description; ///< e.g. "schedule = interleaved-1f1b (v4)"
   Point point;
+  SearchDimension dimension = SearchDimension::placement;
 };
 
 std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
 {
   const auto& s = spec.space;
   std::vector<Change> changes;
+  using enum SearchDimension;
   auto degree = [&](const char* knob, int v, int Point::*field) {
     Point p                  = b;
     const std::int64_t total = std::int64_t(b.tp) * b.cp * b.pp * b.dp;
@@ -330,7 +404,7 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
     if (total % model != 0)
       return; // the GPU budget does not divide
     p.dp = static_cast<int>(total / model);
-    changes.push_back({std::string(knob) + " = " + std::to_string(v), p});
+    changes.push_back({std::string(knob) + " = " + std::to_string(v), p, placement});
   };
   for (int v : s.tp)
     if (v != b.tp)
@@ -341,22 +415,22 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
   for (int v : s.cp)
     if (v != b.cp)
       degree("cp", v, &Point::cp);
-  auto add = [&](const std::string& description, auto edit) {
+  auto add = [&](SearchDimension dim, const std::string& description, auto edit) {
     Point p = b;
     edit(p);
-    changes.push_back({description, p});
+    changes.push_back({description, p, dim});
   };
   for (auto v : s.data_parallel)
     if (v != b.data_parallel)
-      add("data_parallel = " + std::string(name_of(v)), [&](Point& p) { p.data_parallel = v; });
+      add(placement, "data_parallel = " + std::string(name_of(v)), [&](Point& p) { p.data_parallel = v; });
   for (int v : s.micro_batch)
     if (v != b.micro_batch)
-      add("micro_batch = " + std::to_string(v), [&](Point& p) { p.micro_batch = v; });
+      add(scheduling, "micro_batch = " + std::to_string(v), [&](Point& p) { p.micro_batch = v; });
   for (auto v : s.schedule)
     for (int vs : s.virtual_stages) {
       const bool interleaved = v == workload::ScheduleKind::interleaved_1f1b;
       if (v != b.schedule && (interleaved || vs == s.virtual_stages.front()))
-        add("schedule = " + std::string(name_of(v)) + (interleaved ? " (v" + std::to_string(vs) + ")" : ""),
+        add(scheduling, "schedule = " + std::string(name_of(v)) + (interleaved ? " (v" + std::to_string(vs) + ")" : ""),
             [&](Point& p) {
               p.schedule       = v;
               p.virtual_stages = interleaved ? vs : 1;
@@ -369,19 +443,82 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
       std::string text;
       for (Dim d : v)
         text += (text.empty() ? "" : ",") + std::string(name_of(d));
-      changes.push_back({"order = [" + text + "]", p});
+      changes.push_back({"order = [" + text + "]", p, placement});
     }
   }
   for (auto v : s.recompute)
     if (v != b.recompute)
-      add("recompute = " + std::string(name_of(v)), [&](Point& p) { p.recompute = v; });
+      add(scheduling, "recompute = " + std::string(name_of(v)), [&](Point& p) { p.recompute = v; });
   for (auto v : s.dp_algorithm)
     if (v != b.dp_algorithm)
-      add("dp_algorithm = " + std::string(name_of(v)), [&](Point& p) { p.dp_algorithm = v; });
+      add(network, "dp_algorithm = " + std::string(name_of(v)), [&](Point& p) { p.dp_algorithm = v; });
+  for (int v : s.channels)
+    if (v != b.channels)
+      add(network, "channels = " + std::to_string(v), [&](Point& p) { p.channels = v; });
   for (double v : s.window)
     if (v != b.window)
-      add("window = " + (v > 0 ? units::format_size(v) : std::string("none")), [&](Point& p) { p.window = v; });
+      add(network, "window = " + (v > 0 ? units::format_size(v) : std::string("none")),
+          [&](Point& p) { p.window = v; });
+  for (int v : s.qps)
+    if (v != b.qps)
+      add(network, "qps = " + std::to_string(v), [&](Point& p) { p.qps = v; });
+  for (const auto& v : s.compression)
+    if (v != b.compression)
+      add(network, "compression = " + v.label(), [&](Point& p) { p.compression = v; });
+  for (const auto& v : s.diloco)
+    if (v != b.diloco)
+      add(network, "diloco = " + (v ? v->label() : std::string("none")), [&](Point& p) { p.diloco = v; });
+  // Capacity is bought, not configured: a change to it explains what more (or less) of it buys.
+  for (double v : s.inter_building)
+    if (v != b.inter_building)
+      add(network, "inter_building = " + (v > 0 ? units::format_bandwidth(v) : std::string("as built")),
+          [&](Point& p) { p.inter_building = v; });
+  for (double v : s.inter_region)
+    if (v != b.inter_region)
+      add(network, "inter_region = " + (v > 0 ? units::format_bandwidth(v) : std::string("as built")),
+          [&](Point& p) { p.inter_region = v; });
   return changes;
+}
+
+// The network-layer knobs of the production default: as built (no compression, every step synchronous, the
+// topology's queue pairs, window and capacity) where the space holds that value, else the first value listed.
+Point production_network(const OptimizeSpec& spec)
+{
+  const auto& s = spec.space;
+  auto pick     = [](const auto& values, const auto& preferred) {
+    return std::find(values.begin(), values.end(), preferred) != values.end() ? preferred : values.front();
+  };
+  Point p;
+  p.window         = pick(s.window, spec.topology.window);
+  p.qps            = pick(s.qps, spec.topology.multipath.qps);
+  p.compression    = pick(s.compression, netsim::CompressionSpec{});
+  p.diloco         = pick(s.diloco, std::optional<sync::DilocoSpec>{});
+  p.inter_building = pick(s.inter_building, 0.0);
+  p.inter_region   = pick(s.inter_region, 0.0);
+  return p;
+}
+
+// Orders the capacity choices by cost, marks the Pareto front (faster than every cheaper choice) and answers the
+// spec's two questions.
+void capacity_front(const OptimizeSpec& spec, OptimizeResult& result)
+{
+  auto& c = result.capacity;
+  std::stable_sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
+    return a.cost < b.cost || (a.cost == b.cost && a.best.effective_step() < b.best.effective_step());
+  });
+  double fastest_so_far = std::numeric_limits<double>::infinity(), fastest = fastest_so_far;
+  for (auto& p : c) {
+    p.on_front     = p.best.effective_step() < fastest_so_far;
+    fastest_so_far = std::min(fastest_so_far, p.best.effective_step());
+    fastest        = std::min(fastest, p.best.effective_step());
+  }
+  for (std::size_t k = 0; k < c.size(); ++k) {
+    if (!result.cheapest_within && c[k].best.effective_step() <= fastest * (1 + spec.capacity.within))
+      result.cheapest_within = k;
+    if (spec.capacity.budget && c[k].cost <= *spec.capacity.budget &&
+        (!result.best_in_budget || c[k].best.effective_step() < c[*result.best_in_budget].best.effective_step()))
+      result.best_in_budget = k;
+  }
 }
 
 } // namespace
@@ -460,13 +597,17 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
   std::stable_sort(scored.begin(), scored.end(),
                    [](const Evaluation& a, const Evaluation& b) { return a.score < b.score; });
 
-  // The production default: order [tp, cp, pp, dp] (DP across the boundary), 1F1B; the best such point scored.
+  // The production default: order [tp, cp, pp, dp] (DP across the boundary), 1F1B, the network as built (no
+  // compression, every step synchronous); the best such point scored.
   const std::vector<Dim> production(workload::kProductionOrder.begin(), workload::kProductionOrder.end());
-  auto is_default = [&](const Point& p) {
+  const Point network = production_network(spec);
+  auto is_default     = [&](const Point& p) {
     Point default_order = p;
     default_order.order = production;
+    Point own_network   = p;
+    copy_network(network, own_network);
     return effective_order(p) == effective_order(default_order) && p.schedule == workload::ScheduleKind::one_f_one_b &&
-           p.dp_algorithm == netsim::Algorithm::automatic;
+           p.dp_algorithm == netsim::Algorithm::automatic && own_network == p;
   };
   std::optional<Evaluation> baseline;
   for (const auto& e : scored)
@@ -478,7 +619,8 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     p.schedule       = workload::ScheduleKind::one_f_one_b;
     p.virtual_stages = 1;
     p.dp_algorithm   = netsim::Algorithm::automatic;
-    auto o           = score_point(spec, topo, p);
+    copy_network(network, p);
+    auto o = score_point(spec, topo, p);
     if (!o.reason.empty()) {
       // DP across the boundary may be impossible (a site of two GPU generations): 1F1B on the best point's order.
       p.order = scored.front().point.order;
@@ -496,19 +638,51 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
   auto change_scores = process::parallel_map(
       changes.size(), workers, [&](std::size_t i) { return encode(score_point(spec, topo, changes[i].point)); });
   std::optional<Evaluation> single;
+  std::map<SearchDimension, std::pair<std::string, Evaluation>> per_dimension;
   for (std::size_t i = 0; i < changes.size(); ++i) {
     const auto o = decode(change_scores[i]);
     if (!o.reason.empty())
       continue;
+    const Evaluation e{changes[i].point, o.lower_bound, o.score, std::nullopt, o.metrics, std::nullopt, {}};
     if (!single || o.score < single->score) {
-      single = Evaluation{changes[i].point, o.lower_bound, o.score, std::nullopt, o.metrics, std::nullopt, {}};
+      single               = e;
       result.single_change = changes[i].description;
     }
+    auto it = per_dimension.find(changes[i].dimension);
+    if (it == per_dimension.end() || o.score < it->second.second.score)
+      per_dimension[changes[i].dimension] = {changes[i].description, e};
   }
 
-  // Re-simulate the best K, the baseline and the best single change at the refine fidelity.
+  // Per capacity choice, the best point scored with it (the best point moved to it when none was scored).
+  std::vector<Evaluation> capacity_best;
+  if (spec.space.inter_building.size() > 1 || spec.space.inter_region.size() > 1) {
+    for (double ib : spec.space.inter_building)
+      for (double ir : spec.space.inter_region) {
+        std::optional<Evaluation> best;
+        for (const auto& e : scored)
+          if (e.point.inter_building == ib && e.point.inter_region == ir && (!best || e.score < best->score))
+            best = e;
+        if (!best) {
+          Point p          = scored.front().point;
+          p.inter_building = ib;
+          p.inter_region   = ir;
+          const auto o     = score_point(spec, topo, p);
+          if (!o.reason.empty())
+            continue;
+          best = Evaluation{p, o.lower_bound, o.score, std::nullopt, o.metrics, std::nullopt, {}};
+        }
+        capacity_best.push_back(*best);
+      }
+  }
+
+  // Re-simulate the best K, the baseline, the best single change overall and per dimension, and the best of each
+  // capacity at the refine fidelity.
   std::vector<Evaluation> refine(scored.begin(), scored.begin() + std::min<std::size_t>(scored.size(), spec.top_k));
+  const std::size_t ranked_count = refine.size();
   refine.push_back(*baseline);
+  for (const auto& [dim, change] : per_dimension)
+    refine.push_back(change.second);
+  refine.insert(refine.end(), capacity_best.begin(), capacity_best.end());
   if (single)
     refine.push_back(*single);
   const std::string phase = "re-simulating the best (" + std::string(name_of(spec.refine)) + ")";
@@ -528,13 +702,27 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     refine.pop_back();
   }
   if (spec.reliability) {
-    for (auto& e : refine) // the best K and the baseline (the single change is already out)
+    for (auto& e : refine) // the best K, the baseline, the changes and capacities (the single change is out)
       goodput(spec, topo, e);
     if (single)
       goodput(spec, topo, result.best_single_change);
   }
-  result.baseline = refine.back();
-  refine.pop_back();
+  std::size_t next = ranked_count + 1;
+  for (const auto& [dim, change] : per_dimension)
+    result.by_dimension.push_back({dim, change.first, refine[next++]});
+  for (std::size_t k = 0; k < capacity_best.size(); ++k) {
+    const auto& e = refine[next++];
+    OptimizeResult::CapacityPoint c;
+    c.inter_building = e.point.inter_building;
+    c.inter_region   = e.point.inter_region;
+    const topology::Topology site(topology_of(spec, e.point));
+    c.cost = capacity_cost(spec, site);
+    c.best = e;
+    result.capacity.push_back(c);
+  }
+  capacity_front(spec, result);
+  result.baseline = refine[ranked_count];
+  refine.resize(ranked_count);
   std::stable_sort(refine.begin(), refine.end(), [&](const Evaluation& a, const Evaluation& b) {
     return spec.time_to_train ? a.effective_step() < b.effective_step() : *a.refined < *b.refined;
   });

@@ -56,6 +56,64 @@ json names_of(const std::vector<E>& values)
   return out;
 }
 
+json compression_json(const std::vector<netsim::CompressionSpec>& options)
+{
+  json out = json::array();
+  for (const auto& c : options)
+    out.push_back(c.empty() ? json("none") : c.to_json());
+  return out;
+}
+
+json diloco_json(const std::vector<std::optional<sync::DilocoSpec>>& options)
+{
+  json out = json::array();
+  for (const auto& d : options)
+    out.push_back(d ? d->to_json() : json("none"));
+  return out;
+}
+
+// A list whose elements are "none" or what `read` makes of an element.
+template <class T, class Read>
+void read_alternatives(spec::ObjectReader& s, const char* key, std::vector<T>& out, Read read, const char* example)
+{
+  if (!s.has(key))
+    return;
+  const json& v = s.raw(key);
+  if (!v.is_array() || v.empty())
+    s.fail(key, std::string("expected a non-empty list whose elements are \"none\" or ") + example);
+  out.clear();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (v[i].is_string() && v[i].get<std::string>() == "none")
+      out.push_back(T{});
+    else
+      out.push_back(read(v[i], s.where().member(key).element(i)));
+  }
+}
+
+// Long-link bandwidths such as "100Tbps".
+void read_bandwidths(spec::ObjectReader& s, const char* key, std::vector<double>& out, bool available)
+{
+  if (!s.has(key))
+    return;
+  if (!available)
+    s.fail(key, "the topology has no such links (or is an imported graph, whose links are its own)");
+  const auto values = s.strings(key);
+  if (values.empty())
+    s.fail(key, "expected a non-empty list of bandwidths such as \"100Tbps\"");
+  out.clear();
+  for (const auto& v : values) {
+    double b = 0;
+    try {
+      b = units::parse_bandwidth(v);
+    } catch (const std::exception& e) {
+      s.fail(key, "\"" + v + "\": " + e.what());
+    }
+    if (b <= 0)
+      s.fail(key, "a capacity must be positive");
+    out.push_back(b);
+  }
+}
+
 } // namespace
 
 json OptimizeSpec::to_json() const
@@ -86,7 +144,13 @@ json OptimizeSpec::to_json() const
             {"recompute", names_of(s.recompute)},
             {"dp_algorithm", names_of(s.dp_algorithm)},
             {"channels", s.channels},
-            {"window_bytes", s.window}}},
+            {"window_bytes", s.window},
+            {"qps", s.qps},
+            {"compression", compression_json(s.compression)},
+            {"diloco", diloco_json(s.diloco)},
+            {"inter_building_Bps", s.inter_building},
+            {"inter_region_Bps", s.inter_region}}},
+          {"capacity_cost", capacity.to_json()},
           {"top_k", top_k},
           {"refine_fidelity", name_of(refine)},
           {"workers", workers},
@@ -152,6 +216,18 @@ OptimizeSpec load_optimize_spec(const std::string& path)
     if (spec.time_to_train && !spec.reliability)
       r.fail("objective", "\"time_to_train\" needs a \"reliability\" block (failure model, checkpoints, recovery)");
   }
+  if (auto m = r.optional_object("multipath"))
+    spec.topology.multipath = topology::read_multipath(*m);
+  if (auto c = r.optional_object("capacity_cost")) {
+    auto& cost                   = spec.capacity;
+    cost.per_tbps_inter_building = c->optional_number("per_tbps_inter_building", 0, 1e12).value_or(0);
+    cost.per_tbps_inter_region   = c->optional_number("per_tbps_inter_region", 0, 1e12).value_or(0);
+    if (auto u = c->optional_string("unit"))
+      cost.unit = *u;
+    cost.within = c->optional_number("within", 0, 10).value_or(0.05);
+    cost.budget = c->optional_number("budget", 0, 1e18);
+    c->finish();
+  }
   if (auto s = r.optional_object("search")) {
     auto& sp = spec.space;
     read_ints(*s, "tp", sp.tp, 1, 1024);
@@ -181,6 +257,24 @@ OptimizeSpec load_optimize_spec(const std::string& path)
         sp.window.push_back(bytes);
       }
     }
+    read_ints(*s, "qps", sp.qps, 1, 64);
+    if (std::any_of(sp.qps.begin(), sp.qps.end(), [](int q) { return q > 1; }) && !spec.topology.multipath.ecmp)
+      s->fail("qps", "queue pairs need \"multipath\": {\"routing\": \"ecmp\"} (\"ideal\" puts them on one path)");
+    read_alternatives(
+        *s, "compression", sp.compression,
+        [&](const json& v, const spec::Location& at) { return netsim::read_compression(v, at.file, at.path); },
+        "a list of compression rules");
+    read_alternatives(
+        *s, "diloco", sp.diloco,
+        [&](const json& v, const spec::Location& at) {
+          spec::ObjectReader d(v, at);
+          return std::optional<sync::DilocoSpec>(sync::read_diloco(d));
+        },
+        "a diloco block such as {\"every\": 8}");
+    const bool template_links = !spec.topology.graph;
+    read_bandwidths(*s, "inter_building", sp.inter_building,
+                    template_links && spec.topology.inter_building.bandwidth > 0);
+    read_bandwidths(*s, "inter_region", sp.inter_region, template_links && spec.topology.inter_region.bandwidth > 0);
     read_names(*s, "data_parallel", sp.data_parallel);
     read_names(*s, "schedule", sp.schedule);
     read_names(*s, "recompute", sp.recompute);

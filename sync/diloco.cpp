@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <sstream>
 
 namespace spansim::sync {
 
@@ -16,13 +17,26 @@ using nlohmann::json;
 json DilocoSpec::to_json() const
 {
   json out = {{"every", every}, {"overlap_steps", overlap_steps}};
-  out["compression"] = compression ? compression->to_json() : json(nullptr);
   if (compression) {
+    out["compression"] = compression->to_json();
     out["compression"].erase("dim");
     out["compression"].erase("across");
     out["compression"].erase("purposes");
   }
   return out;
+}
+
+std::string DilocoSpec::label() const
+{
+  std::string s = "H" + std::to_string(every);
+  if (overlap_steps > 0)
+    s += " overlap" + std::to_string(overlap_steps);
+  if (compression) {
+    std::ostringstream r;
+    r << compression->ratio;
+    s += " x" + r.str();
+  }
+  return s;
 }
 
 DilocoSpec read_diloco(spec::ObjectReader& r)

@@ -31,6 +31,9 @@ struct DilocoSpec {
   std::optional<netsim::CompressionRule> compression;
 
   nlohmann::json to_json() const;
+  /// @brief A short label, e.g. "H8" or "H32 overlap1 x4".
+  std::string label() const;
+  bool operator==(const DilocoSpec&) const = default;
 };
 
 /// @brief Reads a `diloco` block. @throws SpecError naming the key and the allowed values.

@@ -3,6 +3,8 @@
 #include "optimizer/optimizer.hpp"
 #include "scenario/scenario.hpp"
 
+#include "tests/optimizer/support_optimizer.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -15,40 +17,8 @@
 using namespace spansim;
 using nlohmann::json;
 
-namespace {
-
-optimizer::OptimizeSpec spec_from(const json& j)
-{
-  std::string path = "/tmp/spansim-optimize-" + std::to_string(::getpid()) + ".json";
-  std::ofstream(path) << j.dump();
-  auto spec = optimizer::load_optimize_spec(path);
-  std::remove(path.c_str());
-  return spec;
-}
-
-json small_space()
-{
-  return {{"name", "small"},
-          {"topology", "two-regions"},
-          {"model", "llama3-8b"},
-          {"gpu", "h100"},
-          {"gpus", 32},
-          {"buildings", {"east-b0", "west-b0"}},
-          {"batch", {{"global_tokens", 1048576}, {"sequence_length", 8192}}},
-          {"search",
-           {{"tp", {4, 8}},
-            {"pp", {1, 2}},
-            {"data_parallel", {"fsdp", "hsdp"}},
-            {"schedule", {"1f1b"}},
-            {"order", {{"tp", "cp", "pp", "dp"}, {"tp", "cp", "dp", "pp"}}},
-            {"recompute", {"none"}},
-            {"dp_algorithm", {"auto"}}}},
-          {"top_k", 3},
-          {"workers", 2},
-          {"refine_fidelity", "flow"}};
-}
-
-} // namespace
+using spansim::test::small_space;
+using spansim::test::spec_from;
 
 TEST_CASE("the optimizer's pick is within 2% of the exhaustive flow-fidelity optimum", "[optimizer]")
 {
@@ -122,6 +92,21 @@ TEST_CASE("bad optimize specs name the JSON path and the allowed values", "[opti
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.window") && Catch::Contains("\"none\""));
   j["search"]["window"] = {"0MiB"};
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.window") && Catch::Contains("positive"));
+  j                  = small_space();
+  j["search"]["qps"] = {1, 4};
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.qps") && Catch::Contains("\"ecmp\""));
+  j                           = small_space();
+  j["search"]["inter_region"] = {"lots"};
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.inter_region") && Catch::Contains("\"lots\""));
+  j                          = small_space();
+  j["search"]["compression"] = json::array({"none", json::array({{{"dim", "dp"}, {"ratio", 0.5}}})});
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.compression[1][0].ratio") && Catch::Contains("range"));
+  j                     = small_space();
+  j["search"]["diloco"] = json::array({{{"every", 2}, {"overlap_steps", 3}}});
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.diloco[0].overlap_steps"));
+  j                  = small_space();
+  j["capacity_cost"] = {{"per_tbps", 3}};
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.capacity_cost") && Catch::Contains("unknown key"));
 }
 
 TEST_CASE("the optimize spec format doc's example loads", "[optimizer][docs]")

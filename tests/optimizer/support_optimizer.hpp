@@ -1,0 +1,50 @@
+#pragma once
+// Optimize specs for the optimizer's tests.
+
+#include "optimizer/optimizer.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+
+namespace spansim::test {
+
+using nlohmann::json;
+
+/// @brief Loads an optimize spec given as JSON (through a scratch file, as the command line would).
+inline optimizer::OptimizeSpec spec_from(const json& j)
+{
+  std::string path = "/tmp/spansim-optimize-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << j.dump();
+  auto spec = optimizer::load_optimize_spec(path);
+  std::remove(path.c_str());
+  return spec;
+}
+
+/// @brief Llama 3 8B on 32 H100s over two regions: a space small enough to search exhaustively at flow level.
+inline json small_space()
+{
+  return {{"name", "small"},
+          {"topology", "two-regions"},
+          {"model", "llama3-8b"},
+          {"gpu", "h100"},
+          {"gpus", 32},
+          {"buildings", {"east-b0", "west-b0"}},
+          {"batch", {{"global_tokens", 1048576}, {"sequence_length", 8192}}},
+          {"search",
+           {{"tp", {4, 8}},
+            {"pp", {1, 2}},
+            {"data_parallel", {"fsdp", "hsdp"}},
+            {"schedule", {"1f1b"}},
+            {"order", {{"tp", "cp", "pp", "dp"}, {"tp", "cp", "dp", "pp"}}},
+            {"recompute", {"none"}},
+            {"dp_algorithm", {"auto"}}}},
+          {"top_k", 3},
+          {"workers", 2},
+          {"refine_fidelity", "flow"}};
+}
+
+} // namespace spansim::test
