@@ -633,92 +633,142 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     baseline = Evaluation{p, o.lower_bound, o.score, std::nullopt, o.metrics, std::nullopt, {}};
   }
 
-  // The best single change from it: one knob at a time, over the values of the space.
+  // The best single change from it: one knob at a time, over the values of the space. Per dimension the two best
+  // by score are re-simulated (the collapsed score misses contention on a saturated long haul), and the best
+  // single change overall is the best of those.
   const auto changes = single_changes(spec, baseline->point);
   auto change_scores = process::parallel_map(
       changes.size(), workers, [&](std::size_t i) { return encode(score_point(spec, topo, changes[i].point)); });
-  std::optional<Evaluation> single;
-  std::map<SearchDimension, std::pair<std::string, Evaluation>> per_dimension;
+  std::map<SearchDimension, std::vector<std::pair<std::string, Evaluation>>> per_dimension;
   for (std::size_t i = 0; i < changes.size(); ++i) {
     const auto o = decode(change_scores[i]);
     if (!o.reason.empty())
       continue;
-    const Evaluation e{changes[i].point, o.lower_bound, o.score, std::nullopt, o.metrics, std::nullopt, {}};
-    if (!single || o.score < single->score) {
-      single               = e;
-      result.single_change = changes[i].description;
-    }
-    auto it = per_dimension.find(changes[i].dimension);
-    if (it == per_dimension.end() || o.score < it->second.second.score)
-      per_dimension[changes[i].dimension] = {changes[i].description, e};
+    per_dimension[changes[i].dimension].push_back(
+        {changes[i].description,
+         Evaluation{changes[i].point, o.lower_bound, o.score, std::nullopt, o.metrics, std::nullopt, {}}});
+  }
+  constexpr std::size_t kRefinedPerDimension = 2;
+  for (auto& [dim, list] : per_dimension) {
+    std::stable_sort(list.begin(), list.end(),
+                     [](const auto& a, const auto& b) { return a.second.score < b.second.score; });
+    if (list.size() > kRefinedPerDimension)
+      list.resize(kRefinedPerDimension);
   }
 
-  // Per capacity choice, the best point scored with it (the best point moved to it when none was scored).
-  std::vector<Evaluation> capacity_best;
+  // The capacity front: every structure (a point but for its capacity) that scored best or second best at some
+  // capacity, evaluated at every capacity, so that each capacity's best is chosen at the refine fidelity among the
+  // same candidates (more capacity can then never look slower for want of a candidate).
+  std::vector<Evaluation> capacity_runs;
+  std::size_t capacity_choices = 0;
   if (spec.space.inter_building.size() > 1 || spec.space.inter_region.size() > 1) {
+    std::vector<Point> structures;
+    auto structure_of = [](Point p) {
+      p.inter_building = 0;
+      p.inter_region   = 0;
+      return p;
+    };
     for (double ib : spec.space.inter_building)
       for (double ir : spec.space.inter_region) {
-        std::optional<Evaluation> best;
+        std::vector<const Evaluation*> at;
         for (const auto& e : scored)
-          if (e.point.inter_building == ib && e.point.inter_region == ir && (!best || e.score < best->score))
-            best = e;
-        if (!best) {
-          Point p          = scored.front().point;
-          p.inter_building = ib;
-          p.inter_region   = ir;
-          const auto o     = score_point(spec, topo, p);
-          if (!o.reason.empty())
-            continue;
-          best = Evaluation{p, o.lower_bound, o.score, std::nullopt, o.metrics, std::nullopt, {}};
+          if (e.point.inter_building == ib && e.point.inter_region == ir)
+            at.push_back(&e);
+        std::stable_sort(at.begin(), at.end(), [](auto* a, auto* b) { return a->score < b->score; });
+        for (std::size_t k = 0; k < std::min<std::size_t>(2, at.size()); ++k) {
+          const Point s = structure_of(at[k]->point);
+          if (std::find(structures.begin(), structures.end(), s) == structures.end())
+            structures.push_back(s);
         }
-        capacity_best.push_back(*best);
+      }
+    if (structures.empty())
+      structures.push_back(structure_of(scored.front().point));
+    for (double ib : spec.space.inter_building)
+      for (double ir : spec.space.inter_region) {
+        ++capacity_choices;
+        for (const auto& s : structures) {
+          Evaluation e;
+          e.point                = s;
+          e.point.inter_building = ib;
+          e.point.inter_region   = ir;
+          capacity_runs.push_back(e);
+        }
       }
   }
 
-  // Re-simulate the best K, the baseline, the best single change overall and per dimension, and the best of each
-  // capacity at the refine fidelity.
+  // Re-simulate the best K, the baseline, the changes and the capacity candidates at the refine fidelity.
   std::vector<Evaluation> refine(scored.begin(), scored.begin() + std::min<std::size_t>(scored.size(), spec.top_k));
   const std::size_t ranked_count = refine.size();
   refine.push_back(*baseline);
-  for (const auto& [dim, change] : per_dimension)
-    refine.push_back(change.second);
-  refine.insert(refine.end(), capacity_best.begin(), capacity_best.end());
-  if (single)
-    refine.push_back(*single);
+  for (const auto& [dim, list] : per_dimension)
+    for (const auto& change : list)
+      refine.push_back(change.second);
+  refine.insert(refine.end(), capacity_runs.begin(), capacity_runs.end());
   const std::string phase = "re-simulating the best (" + std::string(name_of(spec.refine)) + ")";
   if (progress)
     progress(phase, 0, refine.size());
-  auto refined = process::parallel_map(
-      refine.size(), workers, [&](std::size_t i) { return encode(refine_point(spec, topo, refine[i].point)); });
+  // Each distinct point once (a capacity candidate is often one of the best K).
+  std::map<std::string, std::size_t> first_of;
+  std::vector<std::size_t> distinct;
+  for (std::size_t i = 0; i < refine.size(); ++i)
+    if (first_of.emplace(refine[i].point.label(), i).second)
+      distinct.push_back(i);
+  auto refined = process::parallel_map(distinct.size(), workers, [&](std::size_t k) {
+    return encode(refine_point(spec, topo, refine[distinct[k]].point));
+  });
+  for (std::size_t k = 0; k < distinct.size(); ++k) {
+    auto& e      = refine[distinct[k]];
+    const auto o = decode(refined[k]);
+    e.refined    = o.score;
+    e.metrics    = o.metrics;
+    if (spec.reliability)
+      goodput(spec, topo, e);
+  }
   for (std::size_t i = 0; i < refine.size(); ++i) {
-    const auto o      = decode(refined[i]);
-    refine[i].refined = o.score;
-    refine[i].metrics = o.metrics;
+    const auto& first  = refine[first_of.at(refine[i].point.label())];
+    refine[i].refined  = first.refined;
+    refine[i].metrics  = first.metrics;
+    refine[i].ettr     = first.ettr;
+    refine[i].recovery = first.recovery;
   }
   if (progress)
     progress(phase, refine.size(), refine.size());
-  if (single) {
-    result.best_single_change = refine.back();
-    refine.pop_back();
-  }
-  if (spec.reliability) {
-    for (auto& e : refine) // the best K, the baseline, the changes and capacities (the single change is out)
-      goodput(spec, topo, e);
-    if (single)
-      goodput(spec, topo, result.best_single_change);
-  }
+  auto faster = [&](const Evaluation& a, const Evaluation& b) {
+    return spec.time_to_train ? a.effective_step() < b.effective_step() : *a.refined < *b.refined;
+  };
   std::size_t next = ranked_count + 1;
-  for (const auto& [dim, change] : per_dimension)
-    result.by_dimension.push_back({dim, change.first, refine[next++]});
-  for (std::size_t k = 0; k < capacity_best.size(); ++k) {
-    const auto& e = refine[next++];
-    OptimizeResult::CapacityPoint c;
-    c.inter_building = e.point.inter_building;
-    c.inter_region   = e.point.inter_region;
-    const topology::Topology site(topology_of(spec, e.point));
-    c.cost = capacity_cost(spec, site);
-    c.best = e;
-    result.capacity.push_back(c);
+  for (const auto& [dim, list] : per_dimension) {
+    std::optional<OptimizeResult::DimensionChange> best;
+    for (const auto& change : list) {
+      const auto& e = refine[next++];
+      if (!best || faster(e, best->evaluation))
+        best = OptimizeResult::DimensionChange{dim, change.first, e};
+    }
+    result.by_dimension.push_back(*best);
+    if (result.single_change.empty() || faster(best->evaluation, result.best_single_change)) {
+      result.single_change      = best->change;
+      result.best_single_change = best->evaluation;
+    }
+  }
+  for (std::size_t c = 0; c < capacity_choices; ++c) {
+    const std::size_t per = capacity_runs.size() / capacity_choices;
+    std::optional<Evaluation> best;
+    for (std::size_t k = 0; k < per; ++k) {
+      const auto& e = refine[next++];
+      if (!best || faster(e, *best))
+        best = e;
+    }
+    for (std::size_t k = 0; k < ranked_count; ++k) // the best K re-simulated at this capacity count too
+      if (refine[k].point.inter_building == best->point.inter_building &&
+          refine[k].point.inter_region == best->point.inter_region && faster(refine[k], *best))
+        best = refine[k];
+    OptimizeResult::CapacityPoint point;
+    point.inter_building = best->point.inter_building;
+    point.inter_region   = best->point.inter_region;
+    const topology::Topology site(topology_of(spec, best->point));
+    point.cost = capacity_cost(spec, site);
+    point.best = *best;
+    result.capacity.push_back(point);
   }
   capacity_front(spec, result);
   result.baseline = refine[ranked_count];

@@ -96,22 +96,23 @@ OuterSync simulate_outer_sync(const topology::Topology& topology, const workload
                            "\"; outer steps pair each rank with one counterpart per region");
       out.regions            = static_cast<int>(by_region.size());
       out.members_per_region = static_cast<int>(m);
-      out.shard_bytes        = pseudo_gradient / static_cast<double>(m);
+      const double shard     = pseudo_gradient / static_cast<double>(m);
+      out.shard_bytes        = std::max(out.shard_bytes, shard);
       double compress = 0, decompress = 0;
       if (spec.compression) {
         if (spec.compression->compress_rate > 0)
-          compress = out.shard_bytes / spec.compression->compress_rate;
+          compress = shard / spec.compression->compress_rate;
         if (spec.compression->decompress_rate > 0)
-          decompress = out.shard_bytes / spec.compression->decompress_rate;
+          decompress = shard / spec.compression->decompress_rate;
       }
-      out.compression_seconds = compress + decompress;
+      out.compression_seconds = std::max(out.compression_seconds, compress + decompress);
       const int start         = flows.add_delay(compress);
       std::vector<int> ends;
       for (std::size_t k = 0; k < m; ++k) {
         netsim::Collective c;
         c.op        = CollectiveOp::all_reduce;
         c.algorithm = netsim::Algorithm::ring;
-        c.bytes     = out.shard_bytes / ratio;
+        c.bytes     = shard / ratio;
         for (const auto& [region, part] : by_region)
           c.gpus.push_back(part[k]);
         ends.push_back(netsim::add_collective(flows, topology, c, {start}).end_op);

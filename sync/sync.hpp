@@ -46,8 +46,10 @@ struct OuterSync {
   double bytes_across_buildings = 0; ///< building boundaries, those between regions included
   int regions                   = 0; ///< regions a data-parallel group spans
   int members_per_region        = 0; ///< a data-parallel group's ranks in each region
-  double shard_bytes = 0; ///< pseudo-gradient bytes each rank all-reduces with its counterparts (before compression)
-  double compression_seconds = 0; ///< GPU seconds of compressing and decompressing them
+  /// @brief Pseudo-gradient bytes a rank all-reduces with its counterparts (before compression), on the stage with
+  /// the most parameters.
+  double shard_bytes         = 0;
+  double compression_seconds = 0; ///< GPU seconds of compressing and decompressing them, on that stage
   std::size_t transfers      = 0;
   nlohmann::json engine; ///< effective engine settings
 };

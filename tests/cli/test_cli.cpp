@@ -391,3 +391,32 @@ TEST_CASE("topology links: names a faults block accepts", "[cli][faults]")
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("inter_building") != std::string::npos);
 }
+
+TEST_CASE("run with diloco: the outer step, the mean step over H and the bytes per step in the summary",
+          "[cli][diloco]")
+{
+  auto r =
+      spansim("run examples/scenarios/llama3-8b-two-regions-diloco.json --fidelity analytical --no-outputs --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j             = nlohmann::json::parse(r.out);
+  const auto& d      = j["diloco"];
+  const double inner = d["inner_step_s"], outer = d["outer_sync_s"];
+  CHECK(inner == j["metrics"]["step_time_s"].get<double>());
+  // Every 8 steps, one step of overlap.
+  CHECK(d["mean_step_s"].get<double>() == Approx(inner + std::max(0.0, outer - inner) / 8).epsilon(1e-12));
+  // 64 ranks each send their share of the pseudo-gradient, compressed 4x, to one counterpart across. The shard is
+  // the larger stage's (the two stages differ by the embedding and the output layer: 5e-7 here).
+  const double shard = d["outer"]["shard_bytes"];
+  CHECK(d["outer"]["bytes_across_regions"].get<double>() == Approx(64 * shard / 4).epsilon(1e-5));
+  CHECK(d["outer"]["bytes_across_regions"].get<double>() <= 64 * shard / 4);
+  CHECK(d["bytes_across_regions_per_step"].get<double>() ==
+        Approx(d["outer"]["bytes_across_regions"].get<double>() / 8).epsilon(1e-12));
+  CHECK(j["configuration"]["diloco"]["every"] == 8);
+  CHECK(j["configuration"]["diloco"]["compression"]["ratio"] == 4);
+  CHECK(j["configuration"]["engine"]["data_parallel"].get<std::string>().find("inside each region") !=
+        std::string::npos);
+  for (const auto& t : j["network"]["tiers"])
+    if (t["tier"] == "inter_region")
+      CHECK(t["bytes"].get<double>() == 0); // the inner step's data parallelism stays in its region
+}
