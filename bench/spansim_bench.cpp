@@ -11,6 +11,7 @@
 //   spansim_bench --exact      simulated times with 17 significant digits (to compare builds bit for bit)
 //   spansim_bench --timeout S  give up a case after S seconds of wall time (default 600)
 #include "calibration/calibration.hpp"
+#include "common/json_reader.hpp"
 #include "common/process.hpp"
 #include "netsim/collectives.hpp"
 #include "netsim/netsim.hpp"
@@ -20,6 +21,7 @@
 #include "placement/placement.hpp"
 #include "reliability/reliability.hpp"
 #include "topology/topology.hpp"
+#include "traces/traces.hpp"
 #include "workload/workload.hpp"
 
 #include <simgrid/s4u.hpp>
@@ -35,6 +37,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -421,6 +424,32 @@ std::vector<Case> cases()
                                  result.feasible, result.scored,
                                  static_cast<double>(result.points) / result.scoring_seconds);
                  }});
+  // Issue 16: Chakra export (one representative per stage) and import of the 8K-GPU Llama 3 405B job.
+  all.push_back(
+      {"chakra export 405B 8K", "llama3-24k", "traces", nullptr, 10, "< 10 s", false, [](Figures& f) {
+         const std::string job_file = std::string(SPANSIM_SOURCE_DIR) + "/examples/jobs/llama3-405b-8k-h100.json";
+         const auto job             = workload::load_job(job_file);
+         const auto graph           = workload::build_step_graph(job);
+         const auto dir             = "/tmp/spansim-bench-chakra-" + std::to_string(::getpid());
+         traces::ExportOptions o;
+         o.representatives = true;
+         auto start        = Clock::now();
+         const auto report = traces::export_chakra(graph, placement::RankLayout(job.parallelism, job.parallelism.order),
+                                                   spec::load_json_file(job_file), dir, o);
+         f.engine_wall     = seconds_since(start);
+         f.transfers       = static_cast<long>(report.nodes); // nodes, in the flows column
+         f.gpus            = static_cast<int>(job.gpus);
+         start             = Clock::now();
+         const auto chakra = traces::load_chakra_job({{"name", "imported"}, {"kind", "chakra"}, {"trace", dir + "/et"}},
+                                                     dir + "/job.json", "$");
+         const auto back   = traces::import_chakra(chakra);
+         const double import_wall = seconds_since(start);
+         f.engine_rss             = max_rss_mib(RUSAGE_SELF);
+         std::snprintf(f.note, sizeof f.note,
+                       "%zu files, %zu nodes; import of %zu stage programs: %.2f s (target < 10 s)",
+                       report.files.size(), report.nodes, back.stages.size(), import_wall);
+         std::filesystem::remove_all(dir);
+       }});
   // Issue 12: spansim validate over the whole dataset at analytical fidelity with leave-one-out, on 2 workers.
   all.push_back(
       {"validate dataset", "two-buildings", "analytical", nullptr, 120, "< 2 min on 2 cores", false, [](Figures& f) {

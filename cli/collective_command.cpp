@@ -34,48 +34,6 @@ struct CollectiveOptions {
   bool json         = false;
 };
 
-int parse_int(const std::string& text, const std::string& what)
-{
-  int v        = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size() || v < 0)
-    throw UsageError("--gpus: \"" + text + "\" is not a GPU index (" + what + ")");
-  return v;
-}
-
-// "0,8,16" or "0-7,64-71"; every index is checked against the topology's `gpu_count` before anything grows.
-std::vector<int> parse_gpu_list(const std::string& text, std::int64_t gpu_count)
-{
-  auto check = [&](int g) {
-    if (g >= gpu_count)
-      throw UsageError("--gpus: GPU " + std::to_string(g) + " is outside the topology (GPUs 0 to " +
-                       std::to_string(gpu_count - 1) + ")");
-  };
-  std::vector<int> out;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    auto comma       = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    auto dash        = item.find('-');
-    if (dash == std::string::npos) {
-      out.push_back(parse_int(item, "write e.g. 0,8,16 or 0-7"));
-      check(out.back());
-    } else {
-      int a = parse_int(item.substr(0, dash), "range start");
-      int b = parse_int(item.substr(dash + 1), "range end");
-      if (b < a)
-        throw UsageError("--gpus: empty range \"" + item + "\"");
-      check(b);
-      for (int g = a; g <= b; ++g)
-        out.push_back(g);
-    }
-    if (comma == std::string::npos)
-      break;
-    pos = comma + 1;
-  }
-  return out;
-}
-
 std::vector<double> parse_sizes(const std::string& text, double factor)
 {
   std::vector<double> out;
@@ -115,7 +73,7 @@ std::vector<int> select_gpus(const CollectiveOptions& o, std::int64_t gpu_count)
   if (!o.gpus.empty()) {
     if (o.ranks > 0)
       throw UsageError("give either --gpus or --ranks, not both");
-    return parse_gpu_list(o.gpus, gpu_count);
+    return parse_index_list("--gpus", "GPU", "the topology", o.gpus, gpu_count);
   }
   if (o.ranks < 1)
     throw UsageError("give --ranks R (the first R GPUs, or every --stride-th from --first) or --gpus LIST");

@@ -16,6 +16,52 @@
 
 namespace spansim::cli {
 
+namespace {
+
+int parse_int(const std::string& flag, const std::string& text, const std::string& what)
+{
+  int v        = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || v < 0)
+    throw UsageError(flag + ": \"" + text + "\" is not an index (" + what + ")");
+  return v;
+}
+
+} // namespace
+
+std::vector<int> parse_index_list(const std::string& flag, const std::string& noun, const std::string& within,
+                                  const std::string& text, std::int64_t count)
+{
+  auto check = [&](int g) {
+    if (g >= count)
+      throw UsageError(flag + ": " + noun + " " + std::to_string(g) + " is outside " + within + " (" + noun +
+                       "s 0 to " + std::to_string(count - 1) + ")");
+  };
+  std::vector<int> out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    auto comma       = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    auto dash        = item.find('-');
+    if (dash == std::string::npos) {
+      out.push_back(parse_int(flag, item, "write e.g. 0,8,16 or 0-7"));
+      check(out.back());
+    } else {
+      int a = parse_int(flag, item.substr(0, dash), "range start");
+      int b = parse_int(flag, item.substr(dash + 1), "range end");
+      if (b < a)
+        throw UsageError(flag + ": empty range \"" + item + "\"");
+      check(b);
+      for (int g = a; g <= b; ++g)
+        out.push_back(g);
+    }
+    if (comma == std::string::npos)
+      break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
 void print_table(std::ostream& out, const Table& table)
 {
   std::vector<std::size_t> width(table.headers.size(), 0);

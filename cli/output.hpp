@@ -33,6 +33,11 @@ std::string fixed(double value, int decimals);
 
 /// @brief A flag check: an integer in [min, max]; the message names the range as a spec error would.
 CLI::Validator integer_in(long long min, long long max);
+
+/// @brief Indices such as "0,8,16" or "0-7,64-71", each checked against `count` before anything grows: errors say
+/// "FLAG: NOUN 99 is outside WITHIN (NOUNs 0 to count-1)". @throws UsageError.
+std::vector<int> parse_index_list(const std::string& flag, const std::string& noun, const std::string& within,
+                                  const std::string& text, std::int64_t count);
 /// @brief A flag check: a finite number of at least `min` (greater than `min` when `strict`).
 CLI::Validator finite_number(double min, bool strict = false);
 

@@ -3,7 +3,12 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "common/error.hpp"
+#include "common/json_reader.hpp"
+#include "common/paths.hpp"
 #include "common/units.hpp"
+#include "placement/placement.hpp"
+#include "scenario/scenario.hpp"
+#include "traces/traces.hpp"
 #include "workload/workload.hpp"
 
 #include <iostream>
@@ -144,6 +149,70 @@ void describe(const DescribeOptions& o)
   print_table(std::cout, mt);
 }
 
+struct ExportOptions {
+  std::string input;
+  std::string out;
+  std::string prefix = "et";
+  std::string ranks;
+  bool representatives = false;
+  bool json            = false;
+};
+
+// A job file, or a scenario (its placed step graph, rank order and job).
+void export_chakra(const ExportOptions& o)
+{
+  if (!is_safe_name(o.prefix))
+    throw UsageError("--prefix: \"" + o.prefix + "\": " + unsafe_name_reason(o.prefix));
+  const auto doc = spec::load_json_file(o.input);
+  std::optional<scenario::Scenario> sc;
+  std::shared_ptr<const scenario::PlacedStep> placed;
+  workload::JobSpec job;
+  workload::StepGraph graph;
+  nlohmann::json job_json;
+  std::vector<workload::Dim> order;
+  if (doc.is_object() && doc.contains("topology")) {
+    sc.emplace(scenario::parse_scenario(doc, o.input));
+    if (!sc->job.trace.empty())
+      throw UsageError(o.input + ": its job is already a Chakra trace (" + sc->job.trace + ")");
+    placed        = std::make_shared<const scenario::PlacedStep>(*sc);
+    job           = sc->job;
+    graph         = placed->graph();
+    order         = placed->placement().order();
+    const auto& j = doc["job"];
+    job_json      = j.is_string() ? spec::load_json_file(scenario::resolve_path(j.get<std::string>(), o.input)) : j;
+  } else {
+    job      = workload::load_job(o.input);
+    graph    = workload::build_step_graph(job);
+    order    = job.parallelism.order;
+    job_json = doc;
+  }
+  const placement::RankLayout layout(job.parallelism, order);
+  traces::ExportOptions options;
+  options.prefix          = o.prefix;
+  options.representatives = o.representatives;
+  if (!o.ranks.empty())
+    options.ranks = parse_index_list("--ranks", "rank", "the job", o.ranks, layout.ranks());
+  const auto report = traces::export_chakra(graph, layout, job_json, o.out, options);
+  if (o.json) {
+    auto j       = report.to_json();
+    j["spansim"] = provenance();
+    j["job"]     = job.name;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << "Exported " << job.name << " (" << layout.ranks() << " ranks, " << job.parallelism.pp
+            << " pipeline stages) as Chakra ETs, schema " << traces::kChakraSchemaVersion << "\n";
+  Table t{"", {"what", "value"}, {}};
+  t.rows = {{"ET files", std::to_string(report.files.size()) + " (" + o.out + "/" + o.prefix + ".<rank>.et)"},
+            {"nodes", std::to_string(report.nodes)},
+            {"communicator groups", report.comm_groups},
+            {"rank map", report.rank_map.empty() ? "-" : report.rank_map},
+            {"wall time", fixed(report.seconds, 2) + " s"}};
+  print_table(std::cout, t);
+  std::cout << "ASTRA-sim: --workload-configuration=" << o.out << "/" << o.prefix
+            << " --comm-group-configuration=" << report.comm_groups << "\n";
+}
+
 } // namespace
 
 void add_workload_command(CLI::App& app)
@@ -156,6 +225,17 @@ void add_workload_command(CLI::App& app)
   d->add_flag("--json", opts->json, "Print one JSON document");
   d->add_flag("--graph", opts->graph, "With --json, include every op of every stage program");
   d->callback([opts]() { describe(*opts); });
+  auto eo = std::make_shared<ExportOptions>();
+  CLI::App* e =
+      wl->add_subcommand("export-chakra", "Write a job's or scenario's step graph as Chakra ETs, one per rank");
+  e->add_option("input", eo->input, "Job or scenario (JSON)")->required();
+  e->add_option("--out", eo->out, "Folder for PREFIX.<rank>.et and PREFIX.comm_groups.json")->required();
+  e->add_option("--prefix", eo->prefix, "File prefix (default et)");
+  e->add_option("--ranks", eo->ranks, "Only these ranks, e.g. 0-7,64");
+  e->add_flag("--representatives", eo->representatives,
+              "One rank per pipeline stage, and PREFIX.rank_map.json naming the ranks each stands for");
+  e->add_flag("--json", eo->json, "Print one JSON document");
+  e->callback([eo]() { export_chakra(*eo); });
 }
 
 } // namespace spansim::cli

@@ -48,6 +48,13 @@ public:
   using Error::Error;
 };
 
+/// @brief A trace file (a Chakra execution trace, a profiler trace) is unreadable or inconsistent. The message names
+/// the file and, where there is one, the node.
+class TraceError : public Error {
+public:
+  using Error::Error;
+};
+
 /// @brief A simulation could not be run as asked (too large for the fidelity, engine failure, ...).
 class SimulationError : public Error {
 public:

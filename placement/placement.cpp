@@ -23,6 +23,18 @@ std::vector<std::string> names(const std::vector<Dim>& order)
   return out;
 }
 
+// The rank order names tp, cp, pp and dp once each; else the placement names why, at `where`.
+void check_order(const std::vector<Dim>& order, const workload::JobSpec& job, const spec::Location& where)
+{
+  std::set<Dim> seen(order.begin(), order.end());
+  if (order.size() == workload::kRankDims.size() && seen.size() == order.size() && !seen.contains(Dim::ep))
+    return;
+  throw InfeasibleError(
+      "placement", where.file.empty() ? job.file : where.file, where.file.empty() ? "placement" : where.path,
+      order.size() != workload::kRankDims.size() ? "the rank order must name tp, cp, pp and dp"
+                                                 : "the rank order must name each of tp, cp, pp and dp once");
+}
+
 } // namespace
 
 int& Coordinates::operator[](Dim d)
@@ -54,27 +66,13 @@ PlacementSpec parse_placement(const nlohmann::json& json, const std::string& fil
 
 Placement::Placement(const topology::Topology& topology, const workload::JobSpec& job, const PlacementSpec& spec,
                      const spec::Location& where)
-    : topology_(topology), par_(job.parallelism)
+    : topology_(topology), par_(job.parallelism), order_(spec.order.empty() ? par_.order : spec.order),
+      layout_((check_order(order_, job, where), par_), order_)
 {
   auto fail = [&](const std::string& why) {
     throw InfeasibleError("placement", where.file.empty() ? job.file : where.file,
                           where.file.empty() ? "placement" : where.path, why);
   };
-  order_ = spec.order.empty() ? par_.order : spec.order;
-  if (order_.size() != workload::kRankDims.size())
-    fail("the rank order must name tp, cp, pp and dp");
-  degree_[Dim::tp] = par_.tp;
-  degree_[Dim::cp] = par_.cp;
-  degree_[Dim::pp] = par_.pp;
-  degree_[Dim::dp] = par_.dp;
-  degree_[Dim::ep] = 1;
-  int stride       = 1;
-  for (Dim d : order_) {
-    if (d == Dim::ep || stride_[d] != 0)
-      fail("the rank order must name each of tp, cp, pp and dp once");
-    stride_[d] = stride;
-    stride *= degree_[d];
-  }
   const std::int64_t ranks = std::int64_t(par_.tp) * par_.cp * par_.pp * par_.dp;
   if (ranks != job.gpus)
     fail("tp x cp x pp x dp = " + std::to_string(ranks) + " ranks, but the job has " + std::to_string(job.gpus) +
@@ -159,7 +157,27 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
     }
 }
 
-Coordinates Placement::coordinates(int rank) const
+RankLayout::RankLayout(const workload::ParallelismSpec& parallelism, const std::vector<workload::Dim>& order)
+    : par_(parallelism), order_(order)
+{
+  degree_[Dim::tp] = par_.tp;
+  degree_[Dim::cp] = par_.cp;
+  degree_[Dim::pp] = par_.pp;
+  degree_[Dim::dp] = par_.dp;
+  degree_[Dim::ep] = 1;
+  if (order_.size() != workload::kRankDims.size())
+    throw std::invalid_argument("the rank order must name tp, cp, pp and dp");
+  int stride = 1;
+  for (Dim d : order_) {
+    if (d == Dim::ep || stride_[d] != 0)
+      throw std::invalid_argument("the rank order must name each of tp, cp, pp and dp once");
+    stride_[d] = stride;
+    stride *= degree_[d];
+  }
+  ranks_ = stride;
+}
+
+Coordinates RankLayout::coordinates(int rank) const
 {
   Coordinates c;
   for (Dim d : workload::kRankDims)
@@ -167,7 +185,7 @@ Coordinates Placement::coordinates(int rank) const
   return c;
 }
 
-int Placement::rank_of(const Coordinates& c) const
+int RankLayout::rank_of(const Coordinates& c) const
 {
   int rank = 0;
   for (Dim d : workload::kRankDims)
@@ -175,7 +193,7 @@ int Placement::rank_of(const Coordinates& c) const
   return rank;
 }
 
-std::array<int, 4> Placement::group_key(const Coordinates& c, workload::AxisSet axes) const
+std::array<int, 4> RankLayout::group_key(const Coordinates& c, workload::AxisSet axes) const
 {
   using workload::DataParallelMode;
   // cp x dp is one space for expert parallelism: cp varies fastest, ep is the fastest part of it.
@@ -201,19 +219,28 @@ std::array<int, 4> Placement::group_key(const Coordinates& c, workload::AxisSet 
   return key;
 }
 
-std::vector<std::vector<int>> Placement::groups(int stage, const workload::Group& group) const
+std::vector<std::vector<int>> RankLayout::groups(int stage, const workload::Group& group) const
 {
   std::map<std::array<int, 4>, std::vector<int>> by_key;
   for (int r = 0; r < ranks(); ++r) {
     auto c = coordinates(r);
     if (!group.axes.contains(Axis::pp) && c.pp != stage)
       continue;
-    by_key[group_key(c, group.axes)].push_back(gpus_[r]);
+    by_key[group_key(c, group.axes)].push_back(r);
   }
   std::vector<std::vector<int>> out;
   out.reserve(by_key.size());
   for (auto& [key, members] : by_key)
     out.push_back(std::move(members));
+  return out;
+}
+
+std::vector<std::vector<int>> Placement::groups(int stage, const workload::Group& group) const
+{
+  auto out = layout_.groups(stage, group);
+  for (auto& members : out)
+    for (int& r : members)
+      r = gpus_[r];
   return out;
 }
 

@@ -42,6 +42,31 @@ struct Coordinates {
   int operator[](workload::Dim d) const;
 };
 
+/// @brief Ranks and their groups, without a topology: a rank's index is the mixed-radix number of its coordinates
+/// in `order`, innermost first. Placement puts rank i on the i-th GPU of the job; traces name ranks by index.
+class RankLayout {
+public:
+  /// @brief The layout of `parallelism` under `order` (a permutation of tp, cp, pp, dp). @throws std::invalid_argument
+  /// when the order does not name each of them once.
+  RankLayout(const workload::ParallelismSpec& parallelism, const std::vector<workload::Dim>& order);
+  int ranks() const { return ranks_; }
+  Coordinates coordinates(int rank) const;
+  int rank_of(const Coordinates& c) const;
+  const std::vector<workload::Dim>& order() const { return order_; }
+  /// @brief The groups of kind `group` among the ranks of pipeline stage `stage` (every group when the group spans
+  /// pp), each as rank indices in rank order.
+  std::vector<std::vector<int>> groups(int stage, const workload::Group& group) const;
+  /// @brief The key shared by the members of a group: the coordinates the group does not span.
+  std::array<int, 4> group_key(const Coordinates& c, workload::AxisSet axes) const;
+
+private:
+  workload::ParallelismSpec par_;
+  std::vector<workload::Dim> order_;
+  workload::DimArray<int> degree_{}; ///< of each rank dimension (ep unused)
+  workload::DimArray<int> stride_{}; ///< rank-index stride of each rank dimension
+  int ranks_ = 0;
+};
+
 /// @brief How many groups of one kind cross each level of the hierarchy.
 struct GroupCrossing {
   std::string group;                                 ///< e.g. "dp", "cp+dp"
@@ -75,9 +100,12 @@ public:
   int ranks() const { return static_cast<int>(gpus_.size()); }
   /// @brief The GPU that runs rank `rank`.
   int gpu(int rank) const { return gpus_[rank]; }
-  Coordinates coordinates(int rank) const;
-  int rank_of(const Coordinates& c) const;
+  /// @brief The rank a GPU runs, -1 for none.
+  int rank_of_gpu(int gpu) const { return rank_of_gpu_.at(gpu); }
+  Coordinates coordinates(int rank) const { return layout_.coordinates(rank); }
+  int rank_of(const Coordinates& c) const { return layout_.rank_of(c); }
   const std::vector<workload::Dim>& order() const { return order_; }
+  const RankLayout& layout() const { return layout_; }
   const std::vector<int>& buildings() const { return buildings_; }
 
   /// @brief The groups of kind `group` among the ranks of pipeline stage `stage` (every group when the group
@@ -92,16 +120,12 @@ public:
   PlacementReport report(const workload::StepGraph& graph) const;
 
 private:
-  /// @brief The key shared by the members of a group: the coordinates the group does not span.
-  std::array<int, 4> group_key(const Coordinates& c, workload::AxisSet axes) const;
-
   const topology::Topology& topology_;
   workload::ParallelismSpec par_;
   std::vector<workload::Dim> order_;
-  workload::DimArray<int> degree_{}; ///< of each rank dimension (ep unused)
-  workload::DimArray<int> stride_{}; ///< rank-index stride of each rank dimension
-  std::vector<int> gpus_;            ///< rank -> GPU
-  std::vector<int> rank_of_gpu_;     ///< GPU -> rank, -1 when unused (sized to the topology)
+  RankLayout layout_;
+  std::vector<int> gpus_;        ///< rank -> GPU
+  std::vector<int> rank_of_gpu_; ///< GPU -> rank, -1 when unused (sized to the topology)
   std::vector<int> buildings_;
 };
 

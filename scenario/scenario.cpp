@@ -3,6 +3,7 @@
 
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
+#include "traces/traces.hpp"
 
 #include <filesystem>
 #include <map>
@@ -61,11 +62,14 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
   }
 
   const json& job = r.raw("job");
+  auto is_chakra  = [](const json& j) { return j.is_object() && j.contains("kind") && j["kind"] == "chakra"; };
   if (job.is_string()) {
     const std::string job_file = resolve_path(job.get<std::string>(), path);
-    sc.job = workload::parse_job(spec::load_referenced_json(job_file, r.where().member("job")), job_file);
+    const auto doc             = spec::load_referenced_json(job_file, r.where().member("job"));
+    sc.job = is_chakra(doc) ? traces::load_chakra_job(doc, job_file, "$") : workload::parse_job(doc, job_file);
   } else if (job.is_object()) {
-    sc.job = workload::parse_job(job, path, json_path + ".job");
+    sc.job = is_chakra(job) ? traces::load_chakra_job(job, path, json_path + ".job")
+                            : workload::parse_job(job, path, json_path + ".job");
   } else {
     r.fail("job", "expected a job file path or an inline job object");
   }
@@ -169,9 +173,11 @@ PlacedStep::PlacedStep(const Scenario& scenario, const PhaseCallback& phase)
     : topology_((report(phase, "building the topology"), site(scenario))),
       placement_((report(phase, "placing ranks"), topology_), scenario.job, scenario.placement,
                  spec::Location{scenario.file, scenario.json_path + ".placement"}),
-      graph_((report(phase, "building the step graph"),
-              placement::build_stage_graph(scenario.job, topology_, placement_,
-                                           spec::Location{scenario.file, scenario.json_path + ".placement"})))
+      graph_((report(phase, scenario.job.trace.empty() ? "building the step graph" : "reading the Chakra trace"),
+              scenario.job.trace.empty()
+                  ? placement::build_stage_graph(scenario.job, topology_, placement_,
+                                                 spec::Location{scenario.file, scenario.json_path + ".placement"})
+                  : traces::import_chakra(scenario.job)))
 {
 }
 

@@ -304,7 +304,9 @@ struct ScheduleSpec {
 /// @brief A whole training job, validated.
 struct JobSpec {
   std::string name;
-  std::string file;            ///< Where it was read from, for error messages.
+  std::string file; ///< Where it was read from, for error messages.
+  /// @brief A Chakra trace prefix (DIR/PREFIX) the step graph is read from instead of built (traces/); empty: built.
+  std::string trace;
   std::string json_path = "$"; ///< Where it sits in `file` (an inline job of a scenario: "$.job").
   ModelSpec model;
   GpuSpec gpu;

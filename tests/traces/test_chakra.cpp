@@ -1,0 +1,393 @@
+// Chakra ETs: export then import gives the same step (dense and MoE, analytical and flow); files decode with the
+// generated protobuf code and hold what the graph holds; hand-built traces of every node type and dependency kind
+// import in dependency order; bad traces are refused with errors that name the file and node.
+#include "common/error.hpp"
+#include "scenario/scenario.hpp"
+#include "traces/traces.hpp"
+
+#include "chakra.pb.h"
+#include "tests/support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/util/delimited_message_util.h>
+
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <unistd.h>
+
+using namespace spansim;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string scratch(const std::string& name)
+{
+  auto dir = fs::temp_directory_path() / ("spansim-chakra-" + std::to_string(::getpid()) + "-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+json dense_scenario()
+{
+  return {{"name", "dense"},
+          {"topology", "two-regions"},
+          {"job",
+           {{"name", "dense-job"},
+            {"model", "llama3-8b"},
+            {"gpu", "h100"},
+            {"gpus", 32},
+            {"parallelism", {{"tp", 4}, {"pp", 2}, {"dp", 4}, {"data_parallel", "fsdp"}}},
+            {"batch", {{"global_tokens", 524288}, {"sequence_length", 8192}, {"micro_batch", 1}}},
+            {"schedule", {{"kind", "interleaved-1f1b"}, {"virtual_stages", 2}}},
+            {"recompute", "selective"}}},
+          {"placement", {{"order", {"tp", "cp", "pp", "dp"}}, {"buildings", {"east-b0", "west-b0"}}}},
+          {"fidelity", "flow"}};
+}
+
+json moe_scenario()
+{
+  json model = {{"name", "small-moe"},
+                {"layers", 4},
+                {"hidden", 1024},
+                {"ffn", 4096},
+                {"heads", 8},
+                {"kv_heads", 8},
+                {"vocab", 32000},
+                {"mlp", "swiglu"},
+                {"moe", {{"experts", 8}, {"experts_per_token", 2}, {"shared_experts", 1}, {"expert_ffn", 1024}}}};
+  return {{"name", "moe"},
+          {"topology", "two-buildings"},
+          {"job",
+           {{"name", "moe-job"},
+            {"model", model},
+            {"gpu", "h100"},
+            {"gpus", 32},
+            {"parallelism", {{"tp", 2}, {"pp", 2}, {"dp", 8}, {"ep", 4}, {"data_parallel", "fsdp"}}},
+            {"batch", {{"global_tokens", 262144}, {"sequence_length", 4096}, {"micro_batch", 1}}},
+            {"schedule", {{"kind", "1f1b"}}},
+            {"recompute", "none"}}},
+          {"placement", {{"order", {"tp", "cp", "dp", "pp"}}, {"buildings", {"bldg-a", "bldg-b"}}}},
+          {"fidelity", "flow"}};
+}
+
+// Exports a scenario's placed step, then returns the same scenario with its job read from the trace.
+json exported(const json& sc, const std::string& dir, bool representatives)
+{
+  auto s = scenario::parse_scenario(sc, dir + "/scenario.json");
+  scenario::PlacedStep placed(s);
+  traces::ExportOptions o;
+  o.representatives = representatives;
+  const auto report = traces::export_chakra(placed.graph(), placed.placement().layout(), sc["job"], dir, o);
+  CHECK(report.files.size() == (representatives ? 2U : 32U));
+  json imported   = sc;
+  imported["job"] = {{"name", sc["job"]["name"]}, {"kind", "chakra"}, {"trace", dir + "/et"}};
+  return imported;
+}
+
+void round_trip(const json& sc, const std::string& name)
+{
+  for (bool reps : {false, true}) {
+    const auto dir      = scratch(name + (reps ? "-reps" : "-all"));
+    const json imported = exported(sc, dir, reps);
+    for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
+      auto a             = scenario::parse_scenario(sc, dir + "/a.json");
+      auto b             = scenario::parse_scenario(imported, dir + "/b.json");
+      a.options.fidelity = b.options.fidelity = f;
+      const auto ra = scenario::run_scenario(a), rb = scenario::run_scenario(b);
+      test::expect_within(name + (reps ? " (representatives)" : " (every rank)") + " round trip at " +
+                              std::string(name_of(f)),
+                          ra.result.step_time, rb.result.step_time, 1e-9);
+      CHECK(rb.result.tokens_per_second == Approx(ra.result.tokens_per_second).epsilon(1e-9));
+    }
+    fs::remove_all(dir);
+  }
+}
+
+void write_et(const std::string& path, const spansim::chakra::GlobalMetadata& meta,
+              const std::vector<spansim::chakra::Node>& nodes)
+{
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(fd >= 0);
+  google::protobuf::io::FileOutputStream out(fd);
+  REQUIRE(google::protobuf::util::SerializeDelimitedToZeroCopyStream(meta, &out));
+  for (const auto& n : nodes)
+    REQUIRE(google::protobuf::util::SerializeDelimitedToZeroCopyStream(n, &out));
+  REQUIRE(out.Close());
+}
+
+std::vector<spansim::chakra::Node> read_nodes(const std::string& path, spansim::chakra::GlobalMetadata& meta)
+{
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  REQUIRE(fd >= 0);
+  google::protobuf::io::FileInputStream in(fd);
+  in.SetCloseOnDelete(true);
+  bool eof = false;
+  REQUIRE(google::protobuf::util::ParseDelimitedFromZeroCopyStream(&meta, &in, &eof));
+  std::vector<spansim::chakra::Node> nodes;
+  for (;;) {
+    spansim::chakra::Node n; // parsing merges into the message: a fresh one per record
+    if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&n, &in, &eof))
+      break;
+    nodes.push_back(std::move(n));
+  }
+  REQUIRE(eof);
+  return nodes;
+}
+
+template <class T>
+const spansim::chakra::AttributeProto* attr(const T& m, const std::string& name)
+{
+  for (const auto& a : m.attr())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+} // namespace
+
+TEST_CASE("export then import: the same step to 1e-9, dense and MoE, analytical and flow", "[traces][chakra]")
+{
+  round_trip(dense_scenario(), "dense");
+  round_trip(moe_scenario(), "moe");
+}
+
+TEST_CASE("exported ETs decode with the generated code and hold the graph's nodes and bytes per group",
+          "[traces][chakra]")
+{
+  const auto dir = scratch("decode");
+  const auto sc  = dense_scenario();
+  auto s         = scenario::parse_scenario(sc, dir + "/scenario.json");
+  scenario::PlacedStep placed(s);
+  traces::export_chakra(placed.graph(), placed.placement().layout(), sc["job"], dir, {});
+  spansim::chakra::GlobalMetadata meta;
+  const auto nodes = read_nodes(dir + "/et.0.et", meta);
+  CHECK(meta.version() == traces::kChakraSchemaVersion);
+  REQUIRE(attr(meta, "spansim_rank"));
+  CHECK(attr(meta, "spansim_rank")->int64_val() == 0);
+  // Rank 0 runs stage 0's program: node counts by type, and comm bytes per communicator group.
+  const auto& program = placed.graph().stages[0].ops;
+  REQUIRE(nodes.size() == program.size());
+  std::map<int, int> expected_types, actual_types;
+  std::map<std::string, double> expected_bytes_by_kind, bytes_by_kind;
+  const auto groups = spec::load_json_file(dir + "/et.comm_groups.json");
+  for (std::size_t i = 0; i < program.size(); ++i) {
+    const auto& op = program[i];
+    const int type = workload::is_compute(op.kind)       ? spansim::chakra::COMP_NODE
+                     : op.kind == workload::OpKind::send ? spansim::chakra::COMM_SEND_NODE
+                     : op.kind == workload::OpKind::recv ? spansim::chakra::COMM_RECV_NODE
+                                                         : spansim::chakra::COMM_COLL_NODE;
+    expected_types[type]++;
+    actual_types[nodes[i].type()]++;
+    CHECK(nodes[i].id() == i);
+    if (op.kind == workload::OpKind::collective) {
+      const std::string key = workload::group_name(op.group);
+      expected_bytes_by_kind[key] += op.bytes * op.count;
+      const auto* pg = attr(nodes[i], "pg_name");
+      REQUIRE(pg);
+      REQUIRE(groups.contains(pg->string_val()));
+      // The group holds rank 0 and has the op's group size.
+      const auto members = groups[pg->string_val()].get<std::vector<int>>();
+      CHECK(std::find(members.begin(), members.end(), 0) != members.end());
+      CHECK(static_cast<int>(members.size()) == op.group.size);
+      bytes_by_kind[key] += static_cast<double>(attr(nodes[i], "comm_size")->int64_val());
+    }
+  }
+  CHECK(actual_types == expected_types);
+  for (const auto& [kind, bytes] : expected_bytes_by_kind) {
+    std::cout << "group " << kind << ": " << bytes << " bytes expected, " << bytes_by_kind[kind] << " in the ET\n";
+    CHECK(bytes_by_kind[kind] == Approx(bytes).epsilon(1e-9));
+  }
+  fs::remove_all(dir);
+}
+
+namespace {
+
+using spansim::chakra::Node;
+
+Node node(std::uint64_t id, spansim::chakra::NodeType type, std::vector<std::uint64_t> data,
+          std::vector<std::uint64_t> ctrl = {})
+{
+  Node n;
+  n.set_id(id);
+  n.set_name("n" + std::to_string(id));
+  n.set_type(type);
+  for (auto d : data)
+    n.add_data_deps(d);
+  for (auto c : ctrl)
+    n.add_ctrl_deps(c);
+  auto* a = n.add_attr();
+  a->set_name("is_cpu_op");
+  a->set_bool_val(false);
+  return n;
+}
+
+void set_int(Node& n, const std::string& name, std::int64_t v)
+{
+  auto* a = n.add_attr();
+  a->set_name(name);
+  a->set_int64_val(v);
+}
+
+void set_string(Node& n, const std::string& name, const std::string& v)
+{
+  auto* a = n.add_attr();
+  a->set_name(name);
+  a->set_string_val(v);
+}
+
+// A foreign (not spansim's) trace of 4 ranks, TP 2 x PP 2 (order tp, cp, pp, dp: ranks 0, 1 on stage 0): compute,
+// a TP all-reduce, a send to stage 1 and its receive, a skipped metadata node, data and control dependencies.
+std::vector<Node> stage_nodes(int stage)
+{
+  std::vector<Node> nodes;
+  auto comp = [&](std::uint64_t id, std::vector<std::uint64_t> data, std::vector<std::uint64_t> ctrl,
+                  std::uint64_t micros) {
+    auto n = node(id, spansim::chakra::COMP_NODE, data, ctrl);
+    n.set_duration_micros(micros);
+    nodes.push_back(n);
+  };
+  // Ids out of order, to check that the import orders by dependencies.
+  nodes.push_back(node(50, spansim::chakra::METADATA_NODE, {}));
+  if (stage == 0) {
+    comp(10, {50}, {}, 1000);
+    auto ar = node(11, spansim::chakra::COMM_COLL_NODE, {10});
+    set_int(ar, "comm_type", spansim::chakra::ALL_REDUCE);
+    set_int(ar, "comm_size", 64 << 20);
+    set_string(ar, "pg_name", "1");
+    nodes.push_back(ar);
+    comp(5, {11}, {10}, 500); // control dependency on the first compute node too
+    auto send = node(12, spansim::chakra::COMM_SEND_NODE, {5});
+    set_int(send, "comm_src", 0);
+    set_int(send, "comm_dst", 2);
+    set_int(send, "comm_tag", 7);
+    set_int(send, "comm_size", 16 << 20);
+    nodes.push_back(send);
+  } else {
+    auto recv = node(3, spansim::chakra::COMM_RECV_NODE, {50});
+    set_int(recv, "comm_src", 0);
+    set_int(recv, "comm_dst", 2);
+    set_int(recv, "comm_tag", 7);
+    set_int(recv, "comm_size", 16 << 20);
+    nodes.push_back(recv);
+    comp(4, {3}, {}, 2000);
+  }
+  return nodes;
+}
+
+json foreign_job(const std::string& prefix)
+{
+  return {{"name", "foreign"},
+          {"kind", "chakra"},
+          {"trace", prefix},
+          {"model", "llama3-8b"},
+          {"gpu", "h100"},
+          {"gpus", 4},
+          {"parallelism", {{"tp", 2}, {"pp", 2}, {"dp", 1}, {"data_parallel", "ddp"}}},
+          {"batch", {{"global_sequences", 2}, {"sequence_length", 4096}, {"micro_batch", 1}}},
+          {"schedule", {{"kind", "gpipe"}}},
+          {"recompute", "none"}};
+}
+
+void write_foreign(const std::string& dir, const std::vector<Node>& stage0, const std::vector<Node>& stage1,
+                   const json& groups = {{"1", {0, 1}}, {"2", {2, 3}}})
+{
+  spansim::chakra::GlobalMetadata meta;
+  meta.set_version("0.0.4");
+  write_et(dir + "/t.0.et", meta, stage0);
+  write_et(dir + "/t.2.et", meta, stage1);
+  std::ofstream(dir + "/t.comm_groups.json") << groups.dump();
+}
+
+} // namespace
+
+TEST_CASE("a hand-built foreign trace: every node kind and dependency kind, imported in dependency order",
+          "[traces][chakra]")
+{
+  const auto dir = scratch("foreign");
+  write_foreign(dir, stage_nodes(0), stage_nodes(1));
+  const auto job   = traces::load_chakra_job(foreign_job(dir + "/t"), dir + "/job.json", "$");
+  const auto graph = traces::import_chakra(job);
+  REQUIRE(graph.stages.size() == 2);
+  const auto& s0 = graph.stages[0].ops;
+  // Metadata skipped; order by dependencies: compute (10), all-reduce (11), compute (5), send (12).
+  REQUIRE(s0.size() == 4);
+  CHECK(s0[0].kind == workload::OpKind::forward);
+  CHECK(s0[0].seconds == Approx(1e-3).epsilon(1e-12));
+  CHECK(s0[1].kind == workload::OpKind::collective);
+  CHECK(s0[1].collective == CollectiveOp::all_reduce);
+  CHECK(s0[1].dim == workload::Dim::tp);
+  CHECK(s0[1].group.size == 2);
+  CHECK(s0[1].bytes == 64 << 20);
+  CHECK(s0[1].deps == std::vector<int>{0});
+  CHECK(s0[2].seconds == Approx(5e-4).epsilon(1e-12));
+  CHECK(s0[2].deps == std::vector<int>{1}); // the control dependency on op 0 is its stream order
+  CHECK(s0[3].kind == workload::OpKind::send);
+  CHECK(s0[3].peer_stage == 1);
+  CHECK(s0[3].tag == 7);
+  const auto& s1 = graph.stages[1].ops;
+  REQUIRE(s1.size() == 2);
+  CHECK(s1[0].kind == workload::OpKind::recv);
+  CHECK(s1[1].deps == std::vector<int>{0});
+
+  // Simulated: stage 0 computes 1 ms, all-reduces 64 MiB over NVLink, computes 0.5 ms, sends 16 MiB to stage 1,
+  // which then computes 2 ms. The step is their chain.
+  topology::Topology topo(topology::load_topology_spec("two-buildings"));
+  placement::Placement place(topo, job, {});
+  netsim::StepOptions o;
+  o.fidelity                      = netsim::Fidelity::analytical;
+  o.algorithms[workload::Dim::tp] = netsim::Algorithm::ring;
+  const auto r                    = netsim::simulate_step(topo, graph, place, o);
+  const auto nv                   = topo.route(place.gpu(0), place.gpu(1));
+  const double ar   = netsim::ring_allreduce_time(2, 64 << 20, topo.route_bandwidth(nv), topo.route_latency(nv));
+  const auto p2p    = topo.route(place.gpu(0), place.gpu(2));
+  const double send = topo.route_latency(p2p) + double(16 << 20) / topo.route_bandwidth(p2p);
+  test::expect_within("foreign trace's step", 1e-3 + ar + 5e-4 + send + 2e-3, r.step_time, 1e-6);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("bad traces are refused with an error naming the file and node", "[traces][chakra]")
+{
+  const auto dir = scratch("bad");
+  auto import    = [&] {
+    return traces::import_chakra(traces::load_chakra_job(foreign_job(dir + "/t"), dir + "/j", "$"));
+  };
+  // Truncated: the last node cut in half.
+  write_foreign(dir, stage_nodes(0), stage_nodes(1));
+  fs::resize_file(dir + "/t.0.et", fs::file_size(dir + "/t.0.et") - 5);
+  CHECK_THROWS_WITH(import(), Catch::Contains("t.0.et") && Catch::Contains("truncated"));
+  // Dangling dependency.
+  auto s0 = stage_nodes(0);
+  s0[1].add_data_deps(999);
+  write_foreign(dir, s0, stage_nodes(1));
+  CHECK_THROWS_WITH(import(), Catch::Contains("node 10 depends on node 999"));
+  // A cycle: 10 waits for 5, which waits for 11, which waits for 10.
+  s0 = stage_nodes(0);
+  s0[1].add_ctrl_deps(5);
+  write_foreign(dir, s0, stage_nodes(1));
+  CHECK_THROWS_WITH(import(), Catch::Contains("cycle"));
+  // Unknown communicator group.
+  write_foreign(dir, stage_nodes(0), stage_nodes(1), {{"2", {2, 3}}});
+  CHECK_THROWS_WITH(import(), Catch::Contains("node 11") && Catch::Contains("communicator group \"1\""));
+  // A node type spansim does not simulate.
+  s0 = stage_nodes(0);
+  s0.push_back(node(77, spansim::chakra::STORAGE_NODE, {}));
+  write_foreign(dir, s0, stage_nodes(1));
+  CHECK_THROWS_WITH(import(), Catch::Contains("node 77") && Catch::Contains("STORAGE_NODE"));
+  // A send nobody receives.
+  auto s1 = stage_nodes(1);
+  s1.erase(s1.begin() + 1); // the receive
+  s1.back().clear_data_deps();
+  write_foreign(dir, stage_nodes(0), s1);
+  CHECK_THROWS_WITH(import(), Catch::Contains("never receives"));
+  // No trace at all.
+  fs::remove(dir + "/t.0.et");
+  CHECK_THROWS_WITH(traces::load_chakra_job(foreign_job(dir + "/t"), dir + "/j", "$"),
+                    Catch::Contains("$.trace") && Catch::Contains("no trace file"));
+  fs::remove_all(dir);
+}

@@ -1,0 +1,106 @@
+// ET files: length-delimited protobuf (a varint32 length before each message), as Chakra's tools and ASTRA-sim
+// write and read them.
+#include "traces/chakra_io.hpp"
+
+#include "common/error.hpp"
+
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/util/delimited_message_util.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
+
+namespace spansim::traces::detail {
+
+EtFile read_et(const std::string& path)
+{
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    throw TraceError(path + ": cannot open the trace: " + std::strerror(errno));
+  google::protobuf::io::FileInputStream in(fd);
+  in.SetCloseOnDelete(true);
+  EtFile out;
+  bool clean_eof = false;
+  if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&out.metadata, &in, &clean_eof))
+    throw TraceError(path + ": " +
+                     (clean_eof ? std::string("empty file: a Chakra ET starts with its global metadata")
+                                : std::string("the global metadata is truncated or not a Chakra ET")));
+  for (;;) {
+    chakra::Node node;
+    if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&node, &in, &clean_eof)) {
+      if (clean_eof)
+        break;
+      throw TraceError(path + ": record " + std::to_string(out.nodes.size() + 1) +
+                       " (after node " + (out.nodes.empty() ? std::string("none") : std::to_string(out.nodes.back().id())) +
+                       ") is truncated or not a Chakra node");
+    }
+    out.nodes.push_back(std::move(node));
+  }
+  return out;
+}
+
+void write_et(const std::string& path, const chakra::GlobalMetadata& metadata, const std::vector<chakra::Node>& nodes)
+{
+  const std::string partial = path + ".partial";
+  const int fd              = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    throw UsageError("cannot write \"" + partial + "\": " + std::strerror(errno));
+  bool ok = true;
+  {
+    google::protobuf::io::FileOutputStream out(fd);
+    ok = google::protobuf::util::SerializeDelimitedToZeroCopyStream(metadata, &out);
+    for (std::size_t i = 0; ok && i < nodes.size(); ++i)
+      ok = google::protobuf::util::SerializeDelimitedToZeroCopyStream(nodes[i], &out);
+    ok = out.Close() && ok;
+  }
+  if (!ok || std::rename(partial.c_str(), path.c_str()) != 0) {
+    std::remove(partial.c_str());
+    throw UsageError("cannot write \"" + path + "\": " + std::strerror(errno));
+  }
+}
+
+std::optional<std::int64_t> as_int(const chakra::AttributeProto* a)
+{
+  if (!a)
+    return std::nullopt;
+  using A = chakra::AttributeProto;
+  switch (a->value_case()) {
+  case A::kInt32Val: return a->int32_val();
+  case A::kInt64Val: return a->int64_val();
+  case A::kUint32Val: return a->uint32_val();
+  case A::kUint64Val: return static_cast<std::int64_t>(a->uint64_val());
+  case A::kSint32Val: return a->sint32_val();
+  case A::kSint64Val: return a->sint64_val();
+  case A::kFixed32Val: return a->fixed32_val();
+  case A::kFixed64Val: return static_cast<std::int64_t>(a->fixed64_val());
+  case A::kSfixed32Val: return a->sfixed32_val();
+  case A::kSfixed64Val: return a->sfixed64_val();
+  case A::kBoolVal: return a->bool_val() ? 1 : 0;
+  default: return std::nullopt;
+  }
+}
+
+std::optional<double> as_double(const chakra::AttributeProto* a)
+{
+  if (!a)
+    return std::nullopt;
+  if (a->value_case() == chakra::AttributeProto::kDoubleVal)
+    return a->double_val();
+  if (a->value_case() == chakra::AttributeProto::kFloatVal)
+    return a->float_val();
+  if (auto i = as_int(a))
+    return static_cast<double>(*i);
+  return std::nullopt;
+}
+
+std::optional<std::string> as_string(const chakra::AttributeProto* a)
+{
+  if (!a || a->value_case() != chakra::AttributeProto::kStringVal)
+    return std::nullopt;
+  return a->string_val();
+}
+
+} // namespace spansim::traces::detail

@@ -1,0 +1,53 @@
+#pragma once
+/// @file
+/// @brief Internal to traces: reading and writing ET files (length-delimited protobuf: the global metadata, then
+/// the nodes), and attribute helpers.
+
+#include "chakra.pb.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace spansim::traces::detail {
+
+/// @brief One ET file, decoded.
+struct EtFile {
+  chakra::GlobalMetadata metadata;
+  std::vector<chakra::Node> nodes;
+};
+
+/// @brief Reads an ET file. @throws TraceError naming the file (and the record) when it is missing, truncated or not
+/// protobuf.
+EtFile read_et(const std::string& path);
+/// @brief Writes an ET file through a temporary name, renamed when complete. @throws UsageError when it cannot.
+void write_et(const std::string& path, const chakra::GlobalMetadata& metadata, const std::vector<chakra::Node>& nodes);
+
+/// @brief Adds attribute `name` to a node or the metadata (the oneof member set even for 0: ASTRA-sim needs it).
+template <class Message>
+chakra::AttributeProto& add_attr(Message& m, const std::string& name)
+{
+  auto* a = m.add_attr();
+  a->set_name(name);
+  return *a;
+}
+
+/// @brief The first attribute called `name`, or null.
+template <class Message>
+const chakra::AttributeProto* find_attr(const Message& m, const std::string& name)
+{
+  for (const auto& a : m.attr())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+/// @brief An attribute's value as an integer (any integer or bool member); none when absent or not an integer.
+std::optional<std::int64_t> as_int(const chakra::AttributeProto* a);
+/// @brief As a number (any numeric member).
+std::optional<double> as_double(const chakra::AttributeProto* a);
+/// @brief As a string (string member only).
+std::optional<std::string> as_string(const chakra::AttributeProto* a);
+
+} // namespace spansim::traces::detail
