@@ -8,6 +8,7 @@
 #include "common/units.hpp"
 #include "placement/placement.hpp"
 #include "scenario/scenario.hpp"
+#include "traces/kineto.hpp"
 #include "traces/traces.hpp"
 #include "workload/workload.hpp"
 
@@ -213,6 +214,84 @@ void export_chakra(const ExportOptions& o)
             << " --comm-group-configuration=" << report.comm_groups << "\n";
 }
 
+struct KinetoOptions {
+  std::string trace;
+  std::string out;
+  std::string scenario;
+  bool json = false;
+};
+
+// Measured kernel tables from a Kineto trace; with a scenario, its step replayed with them against the trace's
+// own iteration time.
+void import_kineto(const KinetoOptions& o)
+{
+  const auto k       = traces::read_kineto(o.trace);
+  const auto written = traces::write_measured_tables(k, o.out);
+  nlohmann::json replay;
+  if (!o.scenario.empty()) {
+    auto sc        = scenario::load_scenario(o.scenario);
+    const auto old = scenario::run_scenario(sc).result.step_time;
+    if (!k.kernels.gemm.empty()) {
+      sc.job.gpu.measured.gemm      = k.kernels.gemm;
+      sc.job.gpu.measured.gemm_file = k.kernels.gemm_file;
+    }
+    if (!k.kernels.attention.empty()) {
+      sc.job.gpu.measured.attention      = k.kernels.attention;
+      sc.job.gpu.measured.attention_file = k.kernels.attention_file;
+    }
+    const double step = scenario::run_scenario(sc).result.step_time;
+    const double iter = k.iteration_seconds();
+    replay            = {{"scenario", o.scenario},
+                         {"modelled_step_s", old},
+                         {"replayed_step_s", step},
+                         {"trace_iteration_s", iter},
+                         {"error", iter > 0 ? nlohmann::json((step - iter) / iter) : nlohmann::json(nullptr)}};
+  }
+  if (o.json) {
+    nlohmann::json j = {{"spansim", provenance()},
+                        {"trace", o.trace},
+                        {"written", written},
+                        {"gemm_shapes", k.kernels.gemm.size()},
+                        {"attention_shapes", k.kernels.attention.size()},
+                        {"gpu_kernels", k.gpu_kernels},
+                        {"matched_kernels", k.matched_kernels},
+                        {"gpu_seconds", k.gpu_seconds},
+                        {"matched_seconds", k.matched_seconds},
+                        {"unmatched", k.unmatched},
+                        {"iterations_s", k.iterations},
+                        {"iteration_s", k.iteration_seconds()}};
+    if (!replay.is_null())
+      j["replay"] = replay;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  std::cout << "Kineto trace " << o.trace << ": " << k.gpu_kernels << " GPU kernels, " << k.matched_kernels
+            << " attached to GEMM or attention ops ("
+            << fixed(k.gpu_seconds > 0 ? 100 * k.matched_seconds / k.gpu_seconds : 0, 1) << "% of GPU kernel time)\n";
+  Table t{"", {"what", "value"}, {}};
+  t.rows = {{"GEMM shapes", std::to_string(k.kernels.gemm.size())},
+            {"attention shapes", std::to_string(k.kernels.attention.size())},
+            {"iterations (ProfilerStep)",
+             std::to_string(k.iterations.size()) + ", median " + units::format_time(k.iteration_seconds())}};
+  for (const auto& w : written)
+    t.rows.push_back({"written", w});
+  if (!replay.is_null()) {
+    t.rows.push_back({"modelled step", units::format_time(replay["modelled_step_s"].get<double>())});
+    t.rows.push_back({"replayed step (measured kernels)", units::format_time(replay["replayed_step_s"].get<double>())});
+    if (!replay["error"].is_null())
+      t.rows.push_back(
+          {"replay error against the trace's iteration", fixed(100 * replay["error"].get<double>(), 2) + "%"});
+  }
+  print_table(std::cout, t);
+  std::string keys;
+  if (!k.kernels.gemm.empty())
+    keys += "\"gemm\": \"" + o.out + "/gemm.csv\"";
+  if (!k.kernels.attention.empty())
+    keys += std::string(keys.empty() ? "" : ", ") + "\"attention\": \"" + o.out + "/attention.csv\"";
+  if (!keys.empty())
+    std::cout << "Use them in a job: \"measured_kernels\": {" << keys << "}\n";
+}
+
 } // namespace
 
 void add_workload_command(CLI::App& app)
@@ -236,6 +315,14 @@ void add_workload_command(CLI::App& app)
               "One rank per pipeline stage, and PREFIX.rank_map.json naming the ranks each stands for");
   e->add_flag("--json", eo->json, "Print one JSON document");
   e->callback([eo]() { export_chakra(*eo); });
+  auto ko     = std::make_shared<KinetoOptions>();
+  CLI::App* k = wl->add_subcommand("import-kineto", "Measured kernel tables from a PyTorch profiler (Kineto) trace");
+  k->add_option("trace", ko->trace, "Chrome-trace JSON written by torch.profiler")->required();
+  k->add_option("--out", ko->out, "Folder for gemm.csv and attention.csv")->required();
+  k->add_option("--scenario", ko->scenario,
+                "Replay this scenario with the measured kernels and compare with the trace's iteration time");
+  k->add_flag("--json", ko->json, "Print one JSON document");
+  k->callback([ko]() { import_kineto(*ko); });
 }
 
 } // namespace spansim::cli
