@@ -39,8 +39,11 @@ void describe(const DescribeOptions& o)
 {
   if (o.graph && !o.json)
     throw UsageError("--graph lists every op as JSON: use it with --json");
-  const workload::JobSpec job        = workload::load_job(o.job);
-  const workload::StepGraph graph    = workload::build_step_graph(job);
+  // A job of kind chakra describes the graph its trace holds.
+  const auto doc                     = spec::load_json_file(o.job);
+  const bool chakra                  = doc.is_object() && doc.contains("kind") && doc["kind"] == "chakra";
+  const workload::JobSpec job        = chakra ? traces::load_chakra_job(doc, o.job, "$") : workload::load_job(o.job);
+  const workload::StepGraph graph    = chakra ? traces::import_chakra(job) : workload::build_step_graph(job);
   const workload::StepSummary s      = workload::summarize(graph);
   const workload::ModelParams params = workload::count_params(job.model);
   const auto& par                    = job.parallelism;
