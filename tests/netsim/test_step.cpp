@@ -455,3 +455,46 @@ TEST_CASE("compression of pipeline activations across regions: each message is l
   expect_within("stage 0's compression GPU time", sends * (bytes / c + bytes / d), r.stages[0].compression, 1e-9);
   check_identity(r);
 }
+
+TEST_CASE("compression of EP all-to-alls across buildings: only their bytes shrink, by the ratio",
+          "[step][compression]")
+{
+  // An MoE job whose expert groups (EP 8 over DP 8, DP outermost) span both buildings; FSDP traffic crosses too.
+  json model = {{"name", "small-moe"},
+                {"layers", 2},
+                {"hidden", 1024},
+                {"ffn", 4096},
+                {"heads", 8},
+                {"kv_heads", 8},
+                {"vocab", 32000},
+                {"mlp", "swiglu"},
+                {"moe", {{"experts", 8}, {"experts_per_token", 2}, {"expert_ffn", 1024}}}};
+  json j     = {{"name", "moe-job"},
+                {"model", model},
+                {"gpu", "h100"},
+                {"gpus", 16},
+                {"parallelism", {{"tp", 2}, {"pp", 1}, {"dp", 8}, {"ep", 8}, {"data_parallel", "fsdp"}}},
+                {"batch", {{"global_sequences", 16}, {"sequence_length", 2048}, {"micro_batch", 1}}},
+                {"schedule", {{"kind", "1f1b"}}},
+                {"recompute", "none"},
+                {"calibration", "none"}};
+  auto spec  = workload::parse_job(j, "moe-job.json");
+  topology::Topology topo(topology::load_topology_spec("two-buildings"));
+  auto graph = workload::build_step_graph(spec);
+  placement::Placement place(
+      topo, spec, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
+  netsim::StepOptions o;
+  o.fidelity       = netsim::Fidelity::analytical;
+  o.all_to_all     = netsim::AllToAllTiming::flows;
+  const auto plain = netsim::simulate_step(topo, graph, place, o);
+  auto across      = [&](double ratio) {
+    o.compression.rules = {rule(workload::Dim::ep, netsim::Boundary::building, ratio, 0, 0)};
+    return tier_bytes(topo, netsim::simulate_step(topo, graph, place, o), topology::Tier::inter_building);
+  };
+  const double b0 = tier_bytes(topo, plain, topology::Tier::inter_building);
+  const double d2 = b0 - across(2), d4 = b0 - across(4);
+  // With E bytes of all-to-all crossing: d2 = E / 2 and d4 = 3E / 4, whatever the FSDP traffic.
+  REQUIRE(d2 > 0);
+  expect_within("EP bytes saved at x4 against x2 (3/4 E against 1/2 E)", 1.5 * d2, d4, 1e-12);
+  CHECK(2 * d2 < b0); // the FSDP traffic across is untouched
+}
