@@ -377,6 +377,30 @@ std::vector<Case> cases()
                  step_405b("two-buildings", 128, "analytical", false, true)});
   all.push_back({"405B step 16K 2-bldg ecmp", "two-buildings", "flow", nullptr, 30, "< 30 s", true,
                  step_405b("two-buildings", 128, "flow", false, true)});
+  // Issue 17: SimGrid's LMM update modes on the 8K step at flow fidelity: Lazy (pinned) against Full.
+  all.push_back({"405B step 8K lmm Lazy vs Full", "two-buildings", "flow", nullptr, 0, "", false, [](Figures& f) {
+                   topology::Topology topo(topology::load_topology_spec("two-buildings"));
+                   auto job   = workload::parse_job(job_405b(64), "bench-405b.json");
+                   auto graph = workload::build_step_graph(job);
+                   placement::Placement place(topo, job, {});
+                   netsim::StepOptions o;
+                   o.fidelity                     = netsim::Fidelity::flow;
+                   o.choose_per_step              = false; // the engine alone, without the analytical trials of `auto`
+                   auto start                     = Clock::now();
+                   const auto lazy                = netsim::simulate_step(topo, graph, place, o);
+                   f.engine_wall                  = seconds_since(start);
+                   o.engine.simgrid.network_optim = "Full";
+                   start                          = Clock::now();
+                   const auto full                = netsim::simulate_step(topo, graph, place, o);
+                   const double full_wall         = seconds_since(start);
+                   f.simulated                    = lazy.step_time;
+                   f.transfers                    = static_cast<long>(lazy.transfers.size());
+                   f.gpus                         = static_cast<int>(job.gpus);
+                   f.engine_rss                   = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+                   std::snprintf(f.note, sizeof f.note, "Full: %.1f s (%.2fx Lazy's wall), step %.9g s (%+.2e rel.)",
+                                 full_wall, full_wall / f.engine_wall, full.step_time,
+                                 (full.step_time - lazy.step_time) / lazy.step_time);
+                 }});
   // Issue 22: the 8K step at hybrid fidelity (flow level with packet-level corrections per collective pattern).
   all.push_back(
       {"405B step 8K 2-bldg", "two-buildings", "hybrid", nullptr, 600, "< 10 min on 2 cores", true, hybrid_405b()});

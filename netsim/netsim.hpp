@@ -74,6 +74,10 @@ struct SimgridSettings {
   /// CM02: alpha-beta per flow and max-min sharing. Its shares are weighted by the inverse of each route's
   /// latency; the flow engine keeps latency out of SimGrid (and pays it per flow) so that shares are equal.
   std::string network_model = "CM02";
+  /// @brief The LMM solver's update mode: "Lazy" (SimGrid's default: only constraints whose flows changed are
+  /// re-solved, and completions come from a heap) or "Full" (every share recomputed at every event). Measured
+  /// equal in results and faster (bench/README.md).
+  std::string network_optim = "Lazy";
   bool crosstraffic         = false; ///< no ACK traffic in the reverse direction (RDMA)
   double tcp_gamma          = 0;     ///< no TCP window cap on rates
   double latency_factor     = 1;

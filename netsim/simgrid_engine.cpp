@@ -297,6 +297,7 @@ std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGra
 std::vector<std::string> SimgridSettings::config_lines() const
 {
   return {"network/model:" + network_model,
+          "network/optim:" + network_optim,
           std::string("network/crosstraffic:") + (crosstraffic ? "1" : "0"),
           "network/TCP-gamma:" + num(tcp_gamma),
           "network/latency-factor:" + num(latency_factor),
