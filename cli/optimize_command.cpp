@@ -6,6 +6,7 @@
 #include "common/units.hpp"
 #include "optimizer/optimizer.hpp"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -85,13 +86,24 @@ void run(const OptimizeOptions& o)
   if (o.workers >= 0)
     spec.workers = o.workers;
   const bool bar = !o.json && stderr_is_terminal();
-  auto progress  = [bar](const std::string& phase, std::size_t done, std::size_t total) {
+  // Points per second since the phase began, and the best step so far.
+  auto phase_start = std::make_shared<std::pair<std::string, std::chrono::steady_clock::time_point>>();
+  auto progress    = [bar, phase_start](const std::string& phase, std::size_t done, std::size_t total, double best) {
     if (!bar)
       return;
+    if (phase_start->first != phase)
+      *phase_start = {phase, std::chrono::steady_clock::now()};
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - phase_start->second).count();
     const int width = 30;
     int filled      = total > 0 ? static_cast<int>(width * done / total) : width;
-    std::cerr << "\r" << phase << " [" << std::string(filled, '#') << std::string(width - filled, ' ') << "] " << done
-              << "/" << total << std::flush;
+    std::cerr << "\r\033[K" << phase << " [" << std::string(filled, '#') << std::string(width - filled, ' ') << "] "
+              << done << "/" << total;
+    if (elapsed > 0 && done > 0)
+      std::cerr << ", " << fmt(static_cast<double>(done) / elapsed, 3) << " points/s";
+    if (best > 0)
+      std::cerr << ", best " << units::format_time(best);
+    std::cerr << std::flush;
     if (done >= total)
       std::cerr << "\n";
   };

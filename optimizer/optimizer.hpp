@@ -197,8 +197,9 @@ struct OptimizeResult {
   double scoring_seconds = 0; ///< wall time of the bound and scoring phases (the fast model over the space)
 };
 
-/// @brief Progress of a search: phase name, points done, points in the phase.
-using Progress = std::function<void(const std::string&, std::size_t, std::size_t)>;
+/// @brief Progress of a search: phase name, points done, points in the phase, and the best step so far (seconds,
+/// of the phase's model; 0 before any).
+using Progress = std::function<void(const std::string&, std::size_t, std::size_t, double)>;
 
 /// @brief Runs the search.
 OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress = {});

@@ -480,6 +480,15 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
   return changes;
 }
 
+double best_score(const std::vector<Evaluation>& scored)
+{
+  double best = 0;
+  for (const auto& e : scored)
+    if (best == 0 || e.score < best)
+      best = e.score;
+  return best;
+}
+
 // The network-layer knobs of the production default: as built (no compression, every step synchronous, the
 // topology's queue pairs, window and capacity) where the space holds that value, else the first value listed.
 Point production_network(const OptimizeSpec& spec)
@@ -584,7 +593,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
       scored.push_back(e);
     }
     if (progress)
-      progress("scoring (analytical)", std::min(feasible.size(), start + batch), feasible.size());
+      progress("scoring (analytical)", std::min(feasible.size(), start + batch), feasible.size(), best_score(scored));
   }
   result.scored          = scored.size();
   result.scoring_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -706,7 +715,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
   refine.insert(refine.end(), capacity_runs.begin(), capacity_runs.end());
   const std::string phase = "re-simulating the best (" + std::string(name_of(spec.refine)) + ")";
   if (progress)
-    progress(phase, 0, refine.size());
+    progress(phase, 0, refine.size(), 0);
   // Each distinct point once (a capacity candidate is often one of the best K).
   std::map<std::string, std::size_t> first_of;
   std::vector<std::size_t> distinct;
@@ -732,7 +741,11 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     refine[i].recovery = first.recovery;
   }
   if (progress)
-    progress(phase, refine.size(), refine.size());
+    progress(
+        phase, refine.size(), refine.size(),
+        *std::min_element(refine.begin(), refine.begin() + ranked_count, [](const Evaluation& a, const Evaluation& b) {
+           return *a.refined < *b.refined;
+         })->refined);
   auto faster = [&](const Evaluation& a, const Evaluation& b) {
     return spec.time_to_train ? a.effective_step() < b.effective_step() : *a.refined < *b.refined;
   };
