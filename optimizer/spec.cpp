@@ -10,17 +10,30 @@
 namespace spansim::optimizer {
 
 using nlohmann::json;
+using workload::Dim;
 
 namespace {
 
-// A list of integers from lo to hi.
+// A list of integers from lo to hi, or a range {"from": A, "to": B} (every integer) or
+// {"from": A, "to": B, "powers_of_two": true} (A, 2A, 4A, ... up to B): large spaces without long lists.
 void read_ints(spec::ObjectReader& s, const char* key, std::vector<int>& out, int lo, int hi)
 {
   if (!s.has(key))
     return;
   const json& v = s.raw(key);
+  if (v.is_object()) {
+    spec::ObjectReader r(v, s.where().member(key));
+    const auto from   = r.integer("from", lo, hi);
+    const auto to     = r.integer("to", from, hi);
+    const bool powers = r.optional_boolean("powers_of_two").value_or(false);
+    r.finish();
+    out.clear();
+    for (auto x = from; x <= to; x = powers ? 2 * x : x + 1)
+      out.push_back(static_cast<int>(x));
+    return;
+  }
   if (!v.is_array() || v.empty())
-    s.fail(key, "expected a non-empty list of integers");
+    s.fail(key, "expected a non-empty list of integers, or a range {\"from\": 1, \"to\": 16, \"powers_of_two\": true}");
   out.clear();
   for (const auto& x : v) {
     if (!x.is_number_integer() || x.get<std::int64_t>() < lo || x.get<std::int64_t>() > hi)
@@ -285,7 +298,16 @@ OptimizeSpec load_optimize_spec(const std::string& path)
         s->fail("reshard_after_forward", "expected a non-empty list of true/false");
       sp.reshard_after_forward = v.get<std::vector<bool>>();
     }
-    if (s->has("order")) {
+    if (s->has("order") && s->raw("order").is_string()) {
+      if (s->raw("order").get<std::string>() != "all")
+        s->fail("order", "expected \"all\" (every permutation of tp, cp, pp, dp) or a list of rank orders");
+      std::vector<Dim> o{Dim::tp, Dim::cp, Dim::pp, Dim::dp};
+      std::sort(o.begin(), o.end());
+      sp.order.clear();
+      do
+        sp.order.push_back(o);
+      while (std::next_permutation(o.begin(), o.end()));
+    } else if (s->has("order")) {
       const json& v = s->raw("order");
       if (!v.is_array() || v.empty())
         s->fail("order", "expected a list of rank orders, each a permutation of tp, cp, pp, dp");

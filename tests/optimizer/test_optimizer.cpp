@@ -12,6 +12,7 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <unistd.h>
 
 using namespace spansim;
@@ -104,9 +105,29 @@ TEST_CASE("bad optimize specs name the JSON path and the allowed values", "[opti
   j                     = small_space();
   j["search"]["diloco"] = json::array({{{"every", 2}, {"overlap_steps", 3}}});
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.diloco[0].overlap_steps"));
+  j                 = small_space();
+  j["search"]["pp"] = {{"from", 4}, {"to", 2}};
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.pp.to") && Catch::Contains("range"));
+  j                    = small_space();
+  j["search"]["order"] = "some";
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.search.order") && Catch::Contains("\"all\""));
   j                  = small_space();
   j["capacity_cost"] = {{"per_tbps", 3}};
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.capacity_cost") && Catch::Contains("unknown key"));
+}
+
+TEST_CASE("large spaces: degree ranges and every rank order", "[optimizer]")
+{
+  auto j               = small_space();
+  j["search"]["tp"]    = {{"from", 1}, {"to", 8}, {"powers_of_two", true}};
+  j["search"]["pp"]    = {{"from", 1}, {"to", 3}};
+  j["search"]["order"] = "all";
+  const auto spec      = spec_from(j);
+  CHECK(spec.space.tp == std::vector<int>{1, 2, 4, 8});
+  CHECK(spec.space.pp == std::vector<int>{1, 2, 3});
+  REQUIRE(spec.space.order.size() == 24);
+  std::set<std::vector<workload::Dim>> distinct(spec.space.order.begin(), spec.space.order.end());
+  CHECK(distinct.size() == 24);
 }
 
 TEST_CASE("the optimize spec format doc's example loads", "[optimizer][docs]")
