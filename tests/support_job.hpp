@@ -18,6 +18,27 @@ inline json small_model()
           {"heads", 16},     {"kv_heads", 16}, {"vocab", 32000}, {"mlp", "swiglu"}};
 }
 
+/// @brief A small job as scenario JSON: a 4-layer, 1024-wide model on `gpus` H100s with `parallelism`, 8 sequences
+/// of 1,024 tokens, 1F1B, no calibration profile.
+inline json small_job_json(int gpus, json parallelism)
+{
+  return {{"name", "small"},
+          {"model",
+           {{"name", "small"},
+            {"layers", 4},
+            {"hidden", 1024},
+            {"ffn", 4096},
+            {"heads", 8},
+            {"kv_heads", 8},
+            {"vocab", 32000}}},
+          {"gpu", "h100"},
+          {"gpus", gpus},
+          {"parallelism", std::move(parallelism)},
+          {"batch", {{"global_sequences", 8}, {"sequence_length", 1024}, {"micro_batch", 1}}},
+          {"schedule", {{"kind", "1f1b"}}},
+          {"calibration", "none"}};
+}
+
 /// @brief A job of small_model() on H100s with no calibration profile and no production effect, so that compute
 /// is the roofline's and closed forms hold.
 inline workload::JobSpec job(json parallelism, json schedule, int sequences, int sequence_length)

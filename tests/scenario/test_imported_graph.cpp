@@ -3,6 +3,8 @@
 #include "scenario/scenario.hpp"
 #include "topology/topology.hpp"
 
+#include "tests/support_job.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -25,22 +27,7 @@ json scenario(const json& topology, const std::string& fidelity, const std::vect
 {
   return {{"name", "imported-copy"},
           {"topology", topology},
-          {"job",
-           {{"name", "small"},
-            {"model",
-             {{"name", "small"},
-              {"layers", 4},
-              {"hidden", 1024},
-              {"ffn", 4096},
-              {"heads", 8},
-              {"kv_heads", 8},
-              {"vocab", 32000}}},
-            {"gpu", "h100"},
-            {"gpus", 16},
-            {"parallelism", {{"tp", 4}, {"pp", 2}, {"dp", 2}, {"data_parallel", "ddp"}}},
-            {"batch", {{"global_sequences", 8}, {"sequence_length", 1024}, {"micro_batch", 1}}},
-            {"schedule", {{"kind", "1f1b"}}},
-            {"calibration", "none"}}},
+          {"job", spansim::test::small_job_json(16, {{"tp", 4}, {"pp", 2}, {"dp", 2}, {"data_parallel", "ddp"}})},
           {"placement", {{"order", {"tp", "cp", "dp", "pp"}}, {"buildings", buildings}}},
           {"fidelity", fidelity}};
 }

@@ -3,6 +3,8 @@
 #include "report/report.hpp"
 #include "scenario/scenario.hpp"
 
+#include "tests/support_job.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -18,22 +20,7 @@ TEST_CASE("report: each parallel group's busiest and mean bytes, and the most un
 {
   json doc           = {{"name", "parallel-report"},
                         {"topology", std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json"},
-                        {"job",
-                         {{"name", "small"},
-                          {"model",
-                           {{"name", "small"},
-                            {"layers", 4},
-                            {"hidden", 1024},
-                            {"ffn", 4096},
-                            {"heads", 8},
-                            {"kv_heads", 8},
-                            {"vocab", 32000}}},
-                          {"gpu", "h100"},
-                          {"gpus", 32},
-                          {"parallelism", {{"tp", 4}, {"pp", 1}, {"dp", 8}, {"data_parallel", "ddp"}}},
-                          {"batch", {{"global_sequences", 8}, {"sequence_length", 1024}, {"micro_batch", 1}}},
-                          {"schedule", {{"kind", "1f1b"}}},
-                          {"calibration", "none"}}},
+                        {"job", spansim::test::small_job_json(32, {{"tp", 4}, {"pp", 1}, {"dp", 8}, {"data_parallel", "ddp"}})},
                         {"placement", {{"buildings", {"r0-b0", "r0-b1"}}}},
                         {"fidelity", "analytical"},
                         {"multipath", {{"routing", "ecmp"}, {"seed", 3}, {"long_links", 4}, {"spines", "explicit"}}}};
