@@ -80,4 +80,21 @@ double ring_allreduce_time(int ranks, double bytes, double bandwidth, double alp
   return wire_bytes_per_rank(CollectiveOp::all_reduce, ranks, bytes) / bandwidth + 2.0 * (ranks - 1) * alpha;
 }
 
+std::array<double, topology::kTierCount> tier_bytes(const topology::Topology& topology,
+                                                    const std::vector<double>& link_bytes)
+{
+  std::array<double, topology::kTierCount> out{};
+  for (std::size_t l = 0; l < topology.links().size() && 2 * l + 1 < link_bytes.size(); ++l)
+    out[static_cast<std::size_t>(topology.links()[l].tier)] += link_bytes[2 * l] + link_bytes[2 * l + 1];
+  return out;
+}
+
+BoundaryBytes boundary_bytes(const topology::Topology& topology, const std::vector<double>& link_bytes)
+{
+  using topology::Tier;
+  const auto t = tier_bytes(topology, link_bytes);
+  auto at      = [&](Tier tier) { return t[static_cast<std::size_t>(tier)]; };
+  return {at(Tier::inter_building) + at(Tier::building_uplink), at(Tier::inter_region)};
+}
+
 } // namespace spansim::netsim

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -68,6 +69,17 @@ struct RunResult {
 
 /// @brief Bytes every link carries in each direction when the graph runs (the same for every engine).
 std::vector<double> link_bytes(const topology::Topology& topology, const FlowGraph& graph);
+
+/// @brief Bytes on the links of each tier, both directions summed, from per-link bytes (RunResult::link_bytes).
+std::array<double, topology::kTierCount> tier_bytes(const topology::Topology& topology,
+                                                    const std::vector<double>& link_bytes);
+/// @brief Bytes on the links between buildings (inter-building links and building uplinks: a byte between regions
+/// crosses two uplinks) and between regions.
+struct BoundaryBytes {
+  double buildings = 0;
+  double regions   = 0;
+};
+BoundaryBytes boundary_bytes(const topology::Topology& topology, const std::vector<double>& link_bytes);
 
 /// @brief SimGrid settings, all pinned explicitly: the defaults (LV08) model TCP, not RDMA.
 struct SimgridSettings {

@@ -143,8 +143,4 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
 StepResult simulate_step_as_given(const topology::Topology& topology, const workload::StepGraph& graph,
                                   const placement::Placement& placement, const StepOptions& options);
 
-/// @brief How ops of a stage program wait beyond their deps, as the step is lowered: [stage][op] the previous op
-/// of its stream (one stream for compute, one per communicator; pipeline transfers are not serialised), or -1.
-std::vector<std::vector<int>> stream_predecessors(const workload::StepGraph& graph);
-
 } // namespace spansim::netsim

@@ -46,7 +46,7 @@ public:
     find_nvlink_owner();
     nodes_.resize(stages.size());
     compression_.assign(stages.size(), 0);
-    stream_prev_ = stream_predecessors(graph);
+    stream_prev_ = workload::stream_predecessors(graph);
     for (std::size_t s = 0; s < stages.size(); ++s) {
       const auto& ops = stages[s].ops;
       nodes_[s].resize(ops.size());
@@ -469,31 +469,6 @@ private:
 } // namespace
 
 } // namespace spansim::netsim::detail
-
-namespace spansim::netsim {
-
-std::vector<std::vector<int>> stream_predecessors(const workload::StepGraph& graph)
-{
-  std::vector<std::vector<int>> out(graph.stages.size());
-  for (std::size_t s = 0; s < graph.stages.size(); ++s) {
-    const auto& ops = graph.stages[s].ops;
-    out[s].assign(ops.size(), -1);
-    std::map<int, int> last_in_stream;
-    for (std::size_t i = 0; i < ops.size(); ++i) {
-      const bool p2p = ops[i].kind == workload::OpKind::send || ops[i].kind == workload::OpKind::recv;
-      if (p2p)
-        continue;
-      const int stream = workload::is_compute(ops[i].kind) ? -1 : static_cast<int>(*ops[i].dim);
-      auto it          = last_in_stream.find(stream);
-      if (it != last_in_stream.end())
-        out[s][i] = it->second;
-      last_in_stream[stream] = static_cast<int>(i);
-    }
-  }
-  return out;
-}
-
-} // namespace spansim::netsim
 
 namespace spansim::netsim::detail {
 

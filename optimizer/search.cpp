@@ -100,17 +100,9 @@ Metrics metrics_of(const netsim::StepResult& r, const topology::Topology& topo, 
     for (const auto& [dim, algo] : r.engine["collectives_chosen_per_step"].items())
       m.collectives_chosen[dim] = algo.get<std::string>();
   if (with_links) {
-    double across_buildings = 0, across_regions = 0;
-    for (std::size_t l = 0; l < topo.links().size(); ++l) {
-      const auto tier    = topo.links()[l].tier;
-      const double bytes = r.link_bytes[2 * l] + r.link_bytes[2 * l + 1];
-      if (tier == topology::Tier::inter_building || tier == topology::Tier::building_uplink)
-        across_buildings += bytes;
-      if (tier == topology::Tier::inter_region)
-        across_regions += bytes;
-    }
-    m.bytes_across_buildings = across_buildings;
-    m.bytes_across_regions   = across_regions;
+    const auto across        = netsim::boundary_bytes(topo, r.link_bytes);
+    m.bytes_across_buildings = across.buildings;
+    m.bytes_across_regions   = across.regions;
   }
   return m;
 }

@@ -85,7 +85,7 @@ Dag build_dag(const workload::StepGraph& graph, const netsim::StepResult& step)
       d.peer_op[it->second]    = static_cast<int>(i);
     }
   // Dependencies: an op's deps and the previous op of its stream; a transfer waits for both sides.
-  const auto stream = netsim::stream_predecessors(graph);
+  const auto stream = workload::stream_predecessors(graph);
   std::vector<std::vector<Dag::Pred>> preds(d.nodes());
   auto add = [&](int node, int s, int i, bool peer_side) {
     const auto& op = stages[s].ops[i];

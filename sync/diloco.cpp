@@ -138,14 +138,9 @@ OuterSync simulate_outer_sync(const topology::Topology& topology, const workload
   auto run     = netsim::run(topology, flows, f, engine);
   out.seconds  = run.makespan;
   out.engine   = run.settings;
-  for (std::size_t l = 0; l < topology.links().size(); ++l) {
-    const auto tier    = topology.links()[l].tier;
-    const double bytes = run.link_bytes[2 * l] + run.link_bytes[2 * l + 1];
-    if (tier == topology::Tier::inter_building || tier == topology::Tier::building_uplink)
-      out.bytes_across_buildings += bytes;
-    if (tier == topology::Tier::inter_region)
-      out.bytes_across_regions += bytes;
-  }
+  const auto across           = netsim::boundary_bytes(topology, run.link_bytes);
+  out.bytes_across_buildings = across.buildings;
+  out.bytes_across_regions   = across.regions;
   return out;
 }
 

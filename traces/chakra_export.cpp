@@ -122,25 +122,8 @@ ExportReport export_chakra(const workload::StepGraph& graph, const placement::Ra
                        " ranks");
 
   CommGroups groups(layout);
-  const auto stream_prev = [&] {
-    std::vector<std::vector<int>> prev(graph.stages.size());
-    // The previous op of each op's stream (compute, or its dimension's communicator), as the lowering orders them:
-    // ASTRA-sim reads it as a control dependency.
-    for (std::size_t s = 0; s < graph.stages.size(); ++s) {
-      const auto& ops = graph.stages[s].ops;
-      prev[s].assign(ops.size(), -1);
-      std::map<int, int> last;
-      for (std::size_t i = 0; i < ops.size(); ++i) {
-        if (ops[i].kind == OpKind::send || ops[i].kind == OpKind::recv)
-          continue;
-        const int stream = workload::is_compute(ops[i].kind) ? -1 : static_cast<int>(*ops[i].dim);
-        if (auto it = last.find(stream); it != last.end())
-          prev[s][i] = it->second;
-        last[stream] = static_cast<int>(i);
-      }
-    }
-    return prev;
-  }();
+  // The previous op of each op's stream, which ASTRA-sim reads as a control dependency.
+  const auto stream_prev = workload::stream_predecessors(graph);
   const std::string job_text = job.dump();
   for (int rank : ranks) {
     const auto c      = layout.coordinates(rank);

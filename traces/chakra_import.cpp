@@ -115,8 +115,12 @@ CollectiveOp collective_of(std::int64_t type, const std::string& where, std::uin
 }
 
 // A group of a foreign trace from its ranks: the dimensions along which its members' coordinates differ.
-workload::Group group_of(const std::vector<int>& ranks, const placement::RankLayout& layout)
+workload::Group group_of(const std::vector<int>& ranks, const placement::RankLayout& layout, const std::string& where)
 {
+  for (int r : ranks)
+    if (r < 0 || r >= layout.ranks())
+      throw TraceError(where + ": its communicator group names rank " + std::to_string(r) + ", outside the job's " +
+                       std::to_string(layout.ranks()) + " ranks");
   workload::Group g;
   g.size = static_cast<int>(ranks.size());
   if (ranks.empty())
@@ -238,7 +242,7 @@ public:
     }
     // The stream order is implied by program order: a control dependency on the op's stream predecessor is kept
     // out of `deps` so that an exported graph comes back as it was.
-    const auto prev = stream_prev(p);
+    const auto prev = workload::stream_predecessors(p);
     for (std::size_t i = 0; i < p.ops.size(); ++i)
       std::erase_if(p.ops[i].deps, [&](int d) { return d == prev[i] && !data_deps_.contains({static_cast<int>(i), d}); });
     return p;
@@ -249,22 +253,6 @@ private:
   {
     return t == chakra::INVALID_NODE || t == chakra::METADATA_NODE || t == chakra::MEM_LOAD_NODE ||
            t == chakra::MEM_STORE_NODE;
-  }
-
-  static std::vector<int> stream_prev(const workload::StageProgram& p)
-  {
-    std::vector<int> prev(p.ops.size(), -1);
-    std::map<int, int> last;
-    for (std::size_t i = 0; i < p.ops.size(); ++i) {
-      const auto& op = p.ops[i];
-      if (op.kind == OpKind::send || op.kind == OpKind::recv)
-        continue;
-      const int stream = workload::is_compute(op.kind) ? -1 : static_cast<int>(*op.dim);
-      if (auto it = last.find(stream); it != last.end())
-        prev[i] = it->second;
-      last[stream] = static_cast<int>(i);
-    }
-    return prev;
   }
 
   workload::Op make_op(const chakra::Node& n, const std::string& path, int rank, int stage)
@@ -331,7 +319,7 @@ private:
         const auto& ranks = groups_.at(*pg);
         if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end())
           throw TraceError(at + ": rank " + std::to_string(rank) + " is not in its communicator group \"" + *pg + "\"");
-        op.group = group_of(ranks, layout_);
+        op.group = group_of(ranks, layout_, at);
       }
       op.dim     = enum_attr(n, "spansim_dim", default_dim(op), path);
       op.purpose = enum_attr(n, "spansim_purpose", default_purpose(op), path);

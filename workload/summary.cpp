@@ -4,6 +4,7 @@
 #include "workload/workload.hpp"
 
 #include <algorithm>
+#include <map>
 #include <unordered_map>
 
 namespace spansim::workload {
@@ -172,6 +173,31 @@ nlohmann::json to_json(const StepGraph& graph)
     stages.push_back({{"stage", st.stage}, {"chunk_layers", st.chunk_layers}, {"ops", std::move(ops)}});
   }
   return {{"job", graph.job.name}, {"micro_batches", graph.micro_batches}, {"stages", std::move(stages)}};
+}
+
+std::vector<int> stream_predecessors(const StageProgram& program)
+{
+  const auto& ops = program.ops;
+  std::vector<int> out(ops.size(), -1);
+  std::map<int, int> last_in_stream;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind == OpKind::send || ops[i].kind == OpKind::recv)
+      continue;
+    const int stream = is_compute(ops[i].kind) ? -1 : static_cast<int>(*ops[i].dim);
+    if (auto it = last_in_stream.find(stream); it != last_in_stream.end())
+      out[i] = it->second;
+    last_in_stream[stream] = static_cast<int>(i);
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> stream_predecessors(const StepGraph& graph)
+{
+  std::vector<std::vector<int>> out;
+  out.reserve(graph.stages.size());
+  for (const auto& st : graph.stages)
+    out.push_back(stream_predecessors(st));
+  return out;
 }
 
 } // namespace spansim::workload

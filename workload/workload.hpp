@@ -517,6 +517,12 @@ struct StepSummary {
 /// @brief Summarizes a graph: its size, FLOPs, traffic per dimension, memory and the step-time lower bound.
 StepSummary summarize(const StepGraph& graph);
 
+/// @brief How an op of a stage program waits beyond its deps: the previous op of its stream (one stream for compute,
+/// one per communicator; pipeline sends and receives are not serialised), or -1. The lowering orders ops so.
+std::vector<int> stream_predecessors(const StageProgram& program);
+/// @brief The same for every stage: [stage][op].
+std::vector<std::vector<int>> stream_predecessors(const StepGraph& graph);
+
 /// @brief Makespan of the graph when communication is free and compute ops take their `seconds`.
 /// @throws SimulationError if the programs deadlock (a recv whose send never comes).
 double compute_makespan(const StepGraph& graph);
