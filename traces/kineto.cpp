@@ -38,6 +38,13 @@ std::string lower(std::string s)
   return s;
 }
 
+// A string member, "" when absent or not a string (a hostile or damaged trace must not stop the import).
+std::string text(const json& e, const char* key)
+{
+  const auto it = e.find(key);
+  return it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
 // An argument by name, case-insensitively (older loggers wrote "external id").
 const json* arg(const json& event, const std::string& name)
 {
@@ -116,10 +123,10 @@ KinetoKernels read_kineto(const std::string& path)
   std::map<std::int64_t, std::int64_t> launch_owner; // correlation -> External id of the launch
   std::vector<const json*> kernels;
   for (const auto& e : *events) {
-    if (!e.is_object() || e.value("ph", "") != "X")
+    if (!e.is_object() || text(e, "ph") != "X")
       continue;
-    const auto cat  = lower(e.value("cat", ""));
-    const auto name = e.value("name", "");
+    const auto cat  = lower(text(e, "cat"));
+    const auto name = text(e, "name");
     if (cat == "user_annotation" && name.rfind("ProfilerStep#", 0) == 0 && e.contains("dur") && e["dur"].is_number())
       out.iterations.push_back(e["dur"].get<double>() * 1e-6);
     else if (cat == "cpu_op") {
@@ -156,7 +163,7 @@ KinetoKernels read_kineto(const std::string& path)
   std::map<AttentionKey, std::vector<double>> attention;
   for (const auto& [id, seconds] : op_seconds) {
     const json& op   = *ops.at(id);
-    const auto name  = op.value("name", "");
+    const auto name  = text(op, "name");
     const auto dims  = dims_of(op);
     const auto dtype = dtype_of(op);
     auto count       = [&](bool matched) {
