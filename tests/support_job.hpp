@@ -18,6 +18,16 @@ inline json small_model()
           {"heads", 16},     {"kv_heads", 16}, {"vocab", 32000}, {"mlp", "swiglu"}};
 }
 
+/// @brief A small MoE model: `layers` layers 1024 wide, 8 experts of width 1024, top-2, with `shared` shared experts.
+inline json small_moe_model(int layers, int shared)
+{
+  json moe = {{"experts", 8}, {"experts_per_token", 2}, {"expert_ffn", 1024}};
+  if (shared > 0)
+    moe["shared_experts"] = shared;
+  return {{"name", "small-moe"}, {"layers", layers}, {"hidden", 1024},  {"ffn", 4096}, {"heads", 8},
+          {"kv_heads", 8},       {"vocab", 32000},   {"mlp", "swiglu"}, {"moe", moe}};
+}
+
 /// @brief A small job as scenario JSON: a 4-layer, 1024-wide model on `gpus` H100s with `parallelism`, 8 sequences
 /// of 1,024 tokens, 1F1B, no calibration profile.
 inline json small_job_json(int gpus, json parallelism)

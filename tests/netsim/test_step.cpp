@@ -315,11 +315,7 @@ namespace {
 // Bytes per step on the links of one tier, both directions.
 double tier_bytes(const topology::Topology& topo, const netsim::StepResult& r, topology::Tier tier)
 {
-  double sum = 0;
-  for (std::size_t l = 0; l < topo.links().size(); ++l)
-    if (topo.links()[l].tier == tier)
-      sum += r.link_bytes[2 * l] + r.link_bytes[2 * l + 1];
-  return sum;
+  return netsim::tier_bytes(topo, r.link_bytes)[static_cast<std::size_t>(tier)];
 }
 
 netsim::CompressionRule rule(workload::Dim dim, netsim::Boundary across, double ratio, double c, double d)
@@ -460,15 +456,7 @@ TEST_CASE("compression of EP all-to-alls across buildings: only their bytes shri
           "[step][compression]")
 {
   // An MoE job whose expert groups (EP 8 over DP 8, DP outermost) span both buildings; FSDP traffic crosses too.
-  json model = {{"name", "small-moe"},
-                {"layers", 2},
-                {"hidden", 1024},
-                {"ffn", 4096},
-                {"heads", 8},
-                {"kv_heads", 8},
-                {"vocab", 32000},
-                {"mlp", "swiglu"},
-                {"moe", {{"experts", 8}, {"experts_per_token", 2}, {"expert_ffn", 1024}}}};
+  json model = spansim::test::small_moe_model(2, 0);
   json j     = {{"name", "moe-job"},
                 {"model", model},
                 {"gpu", "h100"},

@@ -47,4 +47,20 @@ inline json small_space()
           {"refine_fidelity", "flow"}};
 }
 
+/// @brief The optimizer's search and the exhaustive one (every feasible point re-simulated) on the same spec.
+struct PickAndExhaustive {
+  optimizer::OptimizeResult picked, exhaustive;
+  double pick = 0, best = 0; ///< their winners' refined step times
+};
+inline PickAndExhaustive pick_and_exhaustive(optimizer::OptimizeSpec spec)
+{
+  PickAndExhaustive r;
+  r.picked     = optimizer::optimize(spec);
+  spec.top_k   = 1000;
+  r.exhaustive = optimizer::optimize(spec);
+  r.pick       = *r.picked.ranked.front().refined;
+  r.best       = *r.exhaustive.ranked.front().refined;
+  return r;
+}
+
 } // namespace spansim::test

@@ -207,11 +207,9 @@ TEST_CASE("a window is a knob: the pick against the exhaustive optimum, and its 
   j["search"]["window"]        = {"none", "16MiB"};
   j["search"]["data_parallel"] = {"fsdp"};
   auto spec                    = spec_from(j);
-  auto picked                  = optimizer::optimize(spec);
-  spec.top_k                   = 1000;
-  auto exhaustive              = optimizer::optimize(spec);
-  const double best            = *exhaustive.ranked.front().refined;
-  const double pick            = *picked.ranked.front().refined;
+  const auto searched          = spansim::test::pick_and_exhaustive(spec);
+  const auto& exhaustive       = searched.exhaustive;
+  const double best = searched.best, pick = searched.pick;
   std::cout << "with windows: exhaustive optimum " << best << " s (" << exhaustive.ranked.front().point.label()
             << "), pick " << pick << " s, over " << exhaustive.ranked.size() << " feasible points\n";
   CHECK(pick <= best * 1.02);

@@ -18,11 +18,7 @@ namespace {
 
 double tier_bytes(const topology::Topology& topo, const std::vector<double>& link_bytes, topology::Tier tier)
 {
-  double sum = 0;
-  for (std::size_t l = 0; l < topo.links().size(); ++l)
-    if (topo.links()[l].tier == tier)
-      sum += link_bytes[2 * l] + link_bytes[2 * l + 1];
-  return sum;
+  return netsim::tier_bytes(topo, link_bytes)[static_cast<std::size_t>(tier)];
 }
 
 } // namespace

@@ -7,6 +7,7 @@
 
 #include "chakra.pb.h"
 #include "tests/support.hpp"
+#include "tests/support_job.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -53,15 +54,7 @@ json dense_scenario()
 
 json moe_scenario()
 {
-  json model = {{"name", "small-moe"},
-                {"layers", 4},
-                {"hidden", 1024},
-                {"ffn", 4096},
-                {"heads", 8},
-                {"kv_heads", 8},
-                {"vocab", 32000},
-                {"mlp", "swiglu"},
-                {"moe", {{"experts", 8}, {"experts_per_token", 2}, {"shared_experts", 1}, {"expert_ffn", 1024}}}};
+  json model = spansim::test::small_moe_model(4, 1);
   return {{"name", "moe"},
           {"topology", "two-buildings"},
           {"job",
