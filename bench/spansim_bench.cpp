@@ -18,6 +18,7 @@
 #include "netsim/simgrid_platform.hpp"
 #include "netsim/step.hpp"
 #include "optimizer/optimizer.hpp"
+#include "optimizer/screen.hpp"
 #include "placement/placement.hpp"
 #include "reliability/reliability.hpp"
 #include "topology/topology.hpp"
@@ -38,7 +39,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <random>
@@ -197,6 +200,148 @@ nlohmann::json job_405b(int dp)
 
 // Issue 13: step sampling and a whole run's Monte Carlo over the step of `dp` replicas on `preset` (analytical,
 // per-call collective choice). The wall time is the reliability stage's alone; the note gives the step's.
+/// @brief Tier 1 against tier 2 over several spaces: does the screen's top 1% hold the exhaustive analytical best?
+struct Containment {
+  int spaces = 0, contained = 0;
+  double worst_percent = 0; ///< the largest tier-1 rank (as a share of the feasible points) of a tier-2 best
+  std::string detail;
+};
+
+Containment screen_containment()
+{
+  struct Case {
+    const char* model;
+    const char* topology;
+    std::vector<std::string> buildings;
+    int gpus;
+    double tokens;
+    nlohmann::json search;
+  };
+  const nlohmann::json all_orders = "all";
+  const std::vector<Case> cases   = {
+        {"llama3-8b",
+         "two-regions",
+         {"east-b0", "west-b0"},
+         256,
+         4194304,
+         {{"tp", {1, 2, 4, 8}},
+          {"cp", {1, 2}},
+          {"pp", {1, 2, 4}},
+          {"data_parallel", {"fsdp", "hsdp"}},
+          {"schedule", {"1f1b", "interleaved-1f1b"}},
+          {"virtual_stages", {2}},
+          {"order", all_orders},
+          {"recompute", {"none", "selective"}}}},
+        {"llama3-8b",
+         "two-buildings",
+         {"bldg-a", "bldg-b"},
+         256,
+         4194304,
+         {{"tp", {1, 2, 4, 8}},
+          {"cp", {1, 2}},
+          {"pp", {1, 2, 4}},
+          {"data_parallel", {"fsdp", "hsdp", "ddp"}},
+          {"micro_batch", {1, 2}},
+          {"order", all_orders},
+          {"recompute", {"none", "selective"}}}},
+        {"llama3-70b",
+         "two-regions",
+         {"east-b0", "west-b0"},
+         1024,
+         8388608,
+         {{"tp", {2, 4, 8}},
+          {"pp", {2, 4, 8}},
+          {"data_parallel", {"fsdp", "hsdp"}},
+          {"schedule", {"1f1b", "interleaved-1f1b"}},
+          {"virtual_stages", {2, 4}},
+          {"order", all_orders},
+          {"recompute", {"selective", "full"}}}},
+        {"llama3-70b",
+         "two-buildings",
+         {"bldg-a", "bldg-b"},
+         1024,
+         8388608,
+         {{"tp", {2, 4, 8}},
+          {"cp", {1, 2}},
+          {"pp", {2, 4, 8}},
+          {"data_parallel", {"fsdp", "hsdp"}},
+          {"micro_batch", {1, 2}},
+          {"order", all_orders},
+          {"recompute", {"selective", "full"}},
+          {"dp_algorithm", {"auto", "ring"}}}},
+        {"llama4-scout",
+         "two-buildings",
+         {"bldg-a", "bldg-b"},
+         512,
+         4194304,
+         {{"tp", {1, 2, 4, 8}},
+          {"pp", {1, 2, 4}},
+          {"ep", {1, 4, 16}},
+          {"data_parallel", {"fsdp", "hsdp"}},
+          {"order", all_orders},
+          {"recompute", {"selective", "full"}}}},
+        {"llama3-405b",
+         "two-buildings",
+         {"bldg-a", "bldg-b"},
+         4096,
+         16777216,
+         {{"tp", {4, 8}},
+          {"pp", {4, 8, 16}},
+          {"data_parallel", {"fsdp", "hsdp"}},
+          {"schedule", {"1f1b", "interleaved-1f1b"}},
+          {"virtual_stages", {2, 4}},
+          {"order", all_orders},
+          {"recompute", {"selective", "full"}}}},
+  };
+  Containment out;
+  for (const auto& c : cases) {
+    nlohmann::json j       = {{"name", std::string("containment-") + c.model},
+                              {"topology", c.topology},
+                              {"model", c.model},
+                              {"gpu", "h100"},
+                              {"gpus", c.gpus},
+                              {"buildings", c.buildings},
+                              {"batch", {{"global_tokens", c.tokens}, {"sequence_length", 8192}}},
+                              {"search", c.search},
+                              {"top_k", 1},
+                              {"refine_fidelity", "analytical"},
+                              {"screen", {{"above", std::numeric_limits<std::int64_t>::max()}}}};
+    const std::string path = "/tmp/spansim-bench-containment-" + std::to_string(::getpid()) + ".json";
+    std::ofstream(path) << j.dump();
+    const auto spec = optimizer::load_optimize_spec(path);
+    std::remove(path.c_str());
+    // The exhaustive tier-2 best: the lowest analytical score (bound-skipped points cannot beat it).
+    const auto result = optimizer::optimize(spec);
+    const auto best   = result.ranked.front().point.label();
+    const optimizer::IndexedSpace space(spec);
+    const topology::Topology topo(spec.topology);
+    optimizer::Screen screen(space, topo);
+    std::vector<std::pair<double, std::string>> estimates;
+    for (std::uint64_t i = 0; i < space.size(); ++i) {
+      const auto at = space.decode(i);
+      if (!space.divisible(at) || !space.canonical(at))
+        continue;
+      std::string reason;
+      const double t = screen.estimate(at, reason);
+      if (reason.empty())
+        estimates.emplace_back(t, space.point(at).label());
+    }
+    std::sort(estimates.begin(), estimates.end());
+    std::size_t rank = 0;
+    while (rank < estimates.size() && estimates[rank].second != best)
+      ++rank;
+    const double percent = 100.0 * static_cast<double>(rank + 1) / static_cast<double>(estimates.size());
+    out.spaces++;
+    out.contained += (rank + 1) * 100 <= estimates.size() ? 1 : 0;
+    out.worst_percent = std::max(out.worst_percent, percent);
+    out.detail += std::string(out.detail.empty() ? "" : "; ") + c.model + "/" + c.topology + " " +
+                  std::to_string(rank + 1) + " of " + std::to_string(estimates.size());
+    std::fprintf(stderr, "containment %s on %s (%d GPUs): tier-2 best %s is tier-1 rank %zu of %zu (%.2f%%)\n", c.model,
+                 c.topology, c.gpus, best.c_str(), rank + 1, estimates.size(), percent);
+  }
+  return out;
+}
+
 std::function<void(Figures&)> reliability_405b(const char* preset, int dp, int steps, double days)
 {
   return [=](Figures& f) {
@@ -447,6 +592,65 @@ std::vector<Case> cases()
                                  "%zu points (%zu feasible, %zu scored): %.1f points/s on one worker", result.points,
                                  result.feasible, result.scored,
                                  static_cast<double>(result.points) / result.scoring_seconds);
+                 }});
+  // Issue 17: tier 1 alone over the million-layout space of 16K GPUs, in this one process (one core).
+  all.push_back({"screen 405B 16K 1M", "two-buildings", "search", nullptr, 0, "", false, [](Figures& f) {
+                   const auto spec = optimizer::load_optimize_spec(std::string(SPANSIM_SOURCE_DIR) +
+                                                                   "/examples/optimize/llama3-405b-16k-million.json");
+                   const topology::Topology topo(spec.topology);
+                   auto start = Clock::now();
+                   const optimizer::IndexedSpace space(spec);
+                   optimizer::Screen screen(space, topo);
+                   std::size_t distinct = 0, estimated = 0;
+                   double best = std::numeric_limits<double>::infinity();
+                   std::string reason;
+                   for (std::uint64_t i = 0; i < space.size(); ++i) {
+                     const auto at = space.decode(i);
+                     if (!space.divisible(at) || !space.canonical(at))
+                       continue;
+                     ++distinct;
+                     reason.clear();
+                     const double t = screen.estimate(at, reason);
+                     if (reason.empty()) {
+                       ++estimated;
+                       best = std::min(best, t);
+                     }
+                   }
+                   f.engine_wall = seconds_since(start);
+                   f.simulated   = best;
+                   f.transfers   = static_cast<long>(space.size());
+                   f.gpus        = static_cast<int>(spec.base.gpus);
+                   f.engine_rss  = max_rss_mib(RUSAGE_SELF);
+                   std::snprintf(f.note, sizeof f.note,
+                                 "%.0fK combinations/s, %zu distinct, %zu feasible estimated: %.0fK/s on one core "
+                                 "(target >= 100K/s)",
+                                 space.size() / f.engine_wall / 1e3, distinct, estimated,
+                                 estimated / f.engine_wall / 1e3);
+                 }});
+  // Issue 17: the million-layout optimize, best 20 confirmed at flow fidelity, on every core.
+  all.push_back({"optimize 405B 16K 1M", "two-buildings", "search", nullptr, 180, "< 3 min", true, [](Figures& f) {
+                   auto spec     = optimizer::load_optimize_spec(std::string(SPANSIM_SOURCE_DIR) +
+                                                                 "/examples/optimize/llama3-405b-16k-million.json");
+                   auto start    = Clock::now();
+                   auto result   = optimizer::optimize(spec);
+                   f.engine_wall = seconds_since(start);
+                   f.simulated   = *result.ranked.front().refined;
+                   f.transfers   = static_cast<long>(result.screened);
+                   f.gpus        = static_cast<int>(spec.base.gpus);
+                   f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+                   std::snprintf(f.note, sizeof f.note, "screen %.1f s, %zu kept, %zu scored, %zu refined; winner %s",
+                                 result.screen_seconds, result.screen_kept, result.scored, result.ranked.size(),
+                                 result.ranked.front().point.label().substr(0, 70).c_str());
+                 }});
+  // Issue 17: how often tier 1's top 1% holds the exhaustive tier-2 best, over spaces of models, sites and sizes.
+  all.push_back({"screen top-1% holds tier-2 best", "two-regions", "search", nullptr, 0, "", true, [](Figures& f) {
+                   auto start    = Clock::now();
+                   const auto r  = screen_containment();
+                   f.engine_wall = seconds_since(start);
+                   f.transfers   = static_cast<long>(r.spaces);
+                   f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+                   std::snprintf(f.note, sizeof f.note, "%d of %d spaces (worst rank: top %.2f%%); %s", r.contained,
+                                 r.spaces, r.worst_percent, r.detail.substr(0, 90).c_str());
                  }});
   // Issue 16: Chakra export (one representative per stage) and import of the 8K-GPU Llama 3 405B job.
   all.push_back(

@@ -140,10 +140,19 @@ void run(const OptimizeOptions& o)
     nlohmann::json j;
     j["spansim"] = provenance();
     j["spec"]    = spec.to_json();
-    j["search"]  = {{"points", result.points}, {"feasible", result.feasible},
-                    {"pruned", result.pruned}, {"bound_pruned", result.bound_pruned},
-                    {"scored", result.scored}, {"wall_seconds", result.wall_seconds}};
-    j["ranked"]  = nlohmann::json::array();
+    j["search"]  = {{"points", result.points},
+                    {"feasible", result.feasible},
+                    {"pruned", result.pruned},
+                    {"bound_pruned", result.bound_pruned},
+                    {"scored", result.scored},
+                    {"wall_seconds", result.wall_seconds},
+                    {"scoring_wall_seconds", result.scoring_seconds}};
+    if (result.screened > 0)
+      j["search"]["screen"] = {{"combinations", result.screened},
+                               {"kept", result.screen_kept},
+                               {"wall_seconds", result.screen_seconds},
+                               {"combinations_per_second", result.screened / std::max(1e-9, result.screen_seconds)}};
+    j["ranked"] = nlohmann::json::array();
     for (std::size_t i = 0; i < result.ranked.size(); ++i) {
       auto e        = evaluation_json(result.ranked[i]);
       e["scenario"] = ranked_files[i];
@@ -187,6 +196,11 @@ void run(const OptimizeOptions& o)
   }
 
   std::cout << "Optimize " << spec.name << ": " << spec.base.gpus << " GPUs on " << spec.topology.name << "\n";
+  if (result.screened > 0)
+    std::cout << "Tier 1 (closed-form screen): " << result.screened << " combinations in "
+              << fixed(result.screen_seconds, 1) << " s ("
+              << fixed(result.screened / std::max(1e-9, result.screen_seconds) / 1e3, 0) << "K/s), best "
+              << result.screen_kept << " kept for the analytical engine\n";
   std::cout << result.points << " points: " << result.feasible << " feasible, " << result.bound_pruned
             << " skipped by bound, " << result.scored << " scored analytically, " << result.ranked.size()
             << " re-simulated at " << name_of(spec.refine) << " fidelity (" << fixed(result.wall_seconds, 1) << " s)\n";

@@ -169,7 +169,8 @@ std::string run_in_child(const std::function<std::string()>& work)
   return std::move(r.output);
 }
 
-std::vector<std::string> parallel_map(std::size_t n, int workers, const std::function<std::string(std::size_t)>& fn)
+std::vector<std::string> parallel_map(std::size_t n, int workers, const std::function<std::string(std::size_t)>& fn,
+                                      const std::function<void(std::size_t, const std::string&)>& on_done)
 {
   std::vector<std::string> out(n);
   if (n == 0)
@@ -209,25 +210,70 @@ std::vector<std::string> parallel_map(std::size_t n, int workers, const std::fun
     children.push_back({pid, p.read});
   }
   std::vector<bool> done(n, false);
+  std::size_t finished = 0;
   std::string first_error;
-  for (auto& c : children) {
-    const std::string data = read_all(c.fd);
-    ::close(c.fd);
-    int status = 0;
-    while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
-    }
+  // Every worker's pipe is read as records arrive (a worker blocked on a full pipe would stall the others), and
+  // each complete record counts as an item done.
+  std::vector<std::string> pending(children.size());
+  std::vector<bool> open(children.size(), true);
+  auto take_records = [&](std::string& data) {
     std::size_t pos = 0;
     while (pos + 17 <= data.size()) {
       std::uint64_t header[2];
       std::memcpy(header, data.data() + pos, sizeof header);
+      if (pos + 17 + header[1] > data.size())
+        break;
       const char kind = data[pos + 16];
       pos += 17;
       const std::string text = data.substr(pos, header[1]);
       pos += header[1];
       if (kind == 'E' && first_error.empty())
         first_error = "item " + std::to_string(header[0]) + ": " + text;
-      out[header[0]]  = text;
-      done[header[0]] = true;
+      if (header[0] < n && !done[header[0]]) {
+        out[header[0]]  = text;
+        done[header[0]] = true;
+        ++finished;
+        if (on_done)
+          on_done(finished, out[header[0]]);
+      }
+    }
+    data.erase(0, pos);
+  };
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::size_t> which;
+    for (std::size_t c = 0; c < children.size(); ++c)
+      if (open[c]) {
+        fds.push_back({children[c].fd, POLLIN, 0});
+        which.push_back(c);
+      }
+    if (fds.empty())
+      break;
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      break;
+    }
+    for (std::size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents == 0)
+        continue;
+      const std::size_t c = which[k];
+      char buffer[1 << 16];
+      const ssize_t got = ::read(children[c].fd, buffer, sizeof buffer);
+      if (got < 0 && errno == EINTR)
+        continue;
+      if (got <= 0) {
+        open[c] = false;
+        continue;
+      }
+      pending[c].append(buffer, static_cast<std::size_t>(got));
+      take_records(pending[c]);
+    }
+  }
+  for (auto& c : children) {
+    ::close(c.fd);
+    int status = 0;
+    while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
   if (!first_error.empty())

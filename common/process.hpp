@@ -46,7 +46,10 @@ std::string run_in_child(const std::function<std::string()>& work);
 /// @brief Runs fn(i) for i in [0, n) in up to `workers` forked workers (0: one per core); worker w takes the
 /// indices w, w + workers, ..., so results do not depend on timing. Returns the results in index order.
 /// @throws SimulationError when fn throws in a worker (naming the index) or a worker dies.
-std::vector<std::string> parallel_map(std::size_t n, int workers, const std::function<std::string(std::size_t)>& fn);
+/// `on_done`, when set, is called in this process each time an item finishes, with the number finished so far and
+/// the item's result.
+std::vector<std::string> parallel_map(std::size_t n, int workers, const std::function<std::string(std::size_t)>& fn,
+                                      const std::function<void(std::size_t, const std::string&)>& on_done = {});
 
 /// @brief Starts a worker process running `body`, which ends with exit code 0 (1 if it throws). With
 /// `die_with_parent` the worker is killed when its parent dies (a killed run must not leave workers racing a

@@ -261,8 +261,8 @@ private:
     const bool isolate = options_.collapse_communication ||
                          (isolate_all_to_all_ && op.collective == CollectiveOp::all_to_all) ||
                          (local && nvlink_owner_ && *op.dim == *nvlink_owner_);
-    if (local)
-      mirror(all);
+    if (local && mirrored_.insert({s, op.group.axes.bits()}).second)
+      mirror(all); // once per stage and group kind: the pairs are the same for every op of that kind
     const std::size_t lowered         = std::min(local ? std::size_t{1} : all.size(), all.size());
     const bool active                 = op.group.size > 1 && op.bytes > 0 && op.count > 0 && lowered > 0;
     const auto [compress, decompress] = active ? compression_cost(s, op, all, lowered) : std::pair{0.0, 0.0};
@@ -300,8 +300,18 @@ private:
     if (active) {
       // Groups confined to single nodes only use their own NVLink: one stands for all.
       for (std::size_t g = 0; g < lowered; ++g) {
-        const int begin  = static_cast<int>(graph_.ops().size());
-        Collective c     = collective_for(op, all[g]);
+        const int begin = static_cast<int>(graph_.ops().size());
+        Collective c    = collective_for(op, all[g]);
+        if (c.algorithm == Algorithm::automatic) {
+          // The per-call choice depends only on the collective (kind, group, size): each group's choice is made
+          // once and reused by its later micro-batches and chunks (each choice times the candidates on its own).
+          auto key = std::tuple{s,       op.group.axes.bits(),         static_cast<int>(op.collective),
+                                c.bytes, static_cast<int>(op.purpose), static_cast<int>(g)};
+          auto it  = per_call_.find(key);
+          if (it == per_call_.end())
+            it = per_call_.emplace(key, default_algorithm(topology_, c)).first;
+          c.algorithm = it->second;
+        }
         const auto added = add_collective(graph_, topology_, c, {begin_op});
         ends.push_back(added.end_op);
         if (options_.fidelity == Fidelity::hybrid) {
@@ -451,6 +461,7 @@ private:
   std::map<std::pair<int, std::uint8_t>, std::vector<std::vector<int>>> groups_;
   std::map<std::pair<int, std::uint8_t>, bool> local_; ///< whether each of groups_ stays in its nodes
   std::set<std::pair<int, int>> mirrors_;
+  std::set<std::pair<int, std::uint8_t>> mirrored_; ///< (stage, group axes) whose groups are in mirrors_
   struct Isolated {
     double seconds = 0;
     std::vector<std::pair<std::size_t, double>> bytes; ///< (link and direction, bytes) where bytes moved
@@ -462,7 +473,9 @@ private:
   std::optional<workload::Dim> nvlink_owner_; ///< the one dimension using NVLink, when there is one
   std::map<std::tuple<int, int, double, int>, double> isolated_p2p_; ///< collapsed pipeline transfers
   std::map<PatternKey, Algorithm> chosen_;                           ///< `auto` resolved per op pattern
-  std::vector<double> compression_;                                  ///< [stage]: GPU seconds of (de)compression
+  /// @brief `auto` resolved per call: stage, axes, kind, bytes, purpose and group index.
+  std::map<std::tuple<int, std::uint8_t, int, double, int, int>, Algorithm> per_call_;
+  std::vector<double> compression_;   ///< [stage]: GPU seconds of (de)compression
   std::vector<CollectiveSpan> spans_; ///< hybrid fidelity: every collective lowered into graph_
 };
 

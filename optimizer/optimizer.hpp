@@ -70,6 +70,17 @@ struct CapacityCost {
   nlohmann::json to_json() const;
 };
 
+/// @brief Tier 1 of the search: a space of more than `above` points is screened in closed form (microseconds per
+/// point) and only its best `keep` fraction, at least `keep_min` and at most `keep_max` points, goes on to the
+/// analytical engine (tier 2); the best `top_k` of those are re-simulated at the refine fidelity (tier 3).
+struct ScreenSpec {
+  std::uint64_t above  = 5000;
+  double keep          = 0.01;
+  std::size_t keep_min = 64;
+  std::size_t keep_max = 400;
+  nlohmann::json to_json() const;
+};
+
 /// @brief The three dimensions of the scale-across search, for explanations.
 enum class SearchDimension { placement, scheduling, network };
 constexpr std::array<std::string_view, 3> enum_names(SearchDimension)
@@ -98,6 +109,7 @@ struct OptimizeSpec {
   nlohmann::json reliability_ref; ///< the block as given, for the scenarios written
   bool time_to_train = false;     ///< rank by step time / ETTR (expected time to train) instead of step time
   CapacityCost capacity;          ///< prices of the capacity knobs (search.inter_building, search.inter_region)
+  ScreenSpec screen;              ///< when and how much the closed-form screen keeps
 
   /// @brief The effective spec as JSON (for results).
   nlohmann::json to_json() const;
@@ -195,6 +207,11 @@ struct OptimizeResult {
   std::optional<std::size_t> best_in_budget;  ///< index into `capacity`: fastest whose cost fits the budget
   double wall_seconds    = 0;
   double scoring_seconds = 0; ///< wall time of the bound and scoring phases (the fast model over the space)
+  /// @brief Tier 1, when the space was large enough for it: combinations screened in closed form (duplicates and
+  /// indivisible ones included), the points kept for tier 2, and its wall time.
+  std::uint64_t screened  = 0;
+  std::size_t screen_kept = 0;
+  double screen_seconds   = 0;
 };
 
 /// @brief Progress of a search: phase name, points done, points in the phase, and the best step so far (seconds,

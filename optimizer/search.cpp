@@ -5,6 +5,7 @@
 #include "common/process.hpp"
 #include "common/units.hpp"
 #include "optimizer/optimizer.hpp"
+#include "optimizer/screen.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -294,28 +295,6 @@ Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, c
   return o;
 }
 
-// Every combination of the network-layer knobs, as points whose other knobs are the defaults.
-std::vector<Point> network_variants(const SearchSpace& s)
-{
-  std::vector<Point> out;
-  for (double w : s.window)
-    for (int q : s.qps)
-      for (const auto& c : s.compression)
-        for (const auto& d : s.diloco)
-          for (double ib : s.inter_building)
-            for (double ir : s.inter_region) {
-              Point p;
-              p.window         = w;
-              p.qps            = q;
-              p.compression    = c;
-              p.diloco         = d;
-              p.inter_building = ib;
-              p.inter_region   = ir;
-              out.push_back(p);
-            }
-  return out;
-}
-
 void copy_network(const Point& from, Point& to)
 {
   to.window         = from.window;
@@ -374,6 +353,116 @@ std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std
                                 points.push_back(p);
                             }
   return points;
+}
+
+// Tier 1: every combination of the space screened in closed form, in worker processes over blocks of indices; the
+// best points (by estimate, then index: deterministic) are kept for tier 2, in that order.
+std::vector<Point> screen_space(const OptimizeSpec& spec, const topology::Topology& topo, int workers,
+                                OptimizeResult& result, const Progress& progress)
+{
+  const auto started = std::chrono::steady_clock::now();
+  const IndexedSpace space(spec);
+  Screen screen(space, topo);
+  result.screened                = space.size();
+  constexpr std::uint64_t kBlock = 8192;
+  const auto blocks              = static_cast<std::size_t>((space.size() + kBlock - 1) / kBlock);
+  const std::size_t cap          = spec.screen.keep_max;
+  const std::string phase        = "screening (closed form)";
+  // A block's record: points, indivisible, feasible, reasons (name, count), then its best (index, estimate).
+  auto screen_block = [&](std::size_t block) {
+    const std::uint64_t first = block * kBlock, last = std::min(space.size(), first + kBlock);
+    std::map<std::string, std::size_t> reasons;
+    std::vector<std::pair<double, std::uint64_t>> best;
+    double points = 0, indivisible = 0, feasible = 0;
+    std::string reason;
+    for (std::uint64_t i = first; i < last; ++i) {
+      const auto at = space.decode(i);
+      if (!space.divisible(at)) {
+        ++indivisible;
+        continue;
+      }
+      if (!space.canonical(at))
+        continue;
+      ++points;
+      reason.clear();
+      const double t = screen.estimate(at, reason);
+      if (!reason.empty()) {
+        reasons[reason]++;
+        continue;
+      }
+      ++feasible;
+      best.emplace_back(t, i);
+    }
+    const std::size_t kept = std::min(cap, best.size());
+    std::partial_sort(best.begin(), best.begin() + static_cast<std::ptrdiff_t>(kept), best.end());
+    Bytes b;
+    b.put(points);
+    b.put(indivisible);
+    b.put(feasible);
+    b.put(static_cast<double>(reasons.size()));
+    for (const auto& [name, n] : reasons) {
+      b.put(name);
+      b.put(static_cast<double>(n));
+    }
+    b.put(static_cast<double>(kept));
+    for (std::size_t k = 0; k < kept; ++k) {
+      b.put(static_cast<double>(best[k].second));
+      b.put(best[k].first);
+    }
+    return b.take();
+  };
+  double best_so_far = 0;
+  auto on_done       = [&](std::size_t done, const std::string& record) {
+    if (!progress)
+      return;
+    Reader r(record);
+    for (int k = 0; k < 3; ++k)
+      r.number();
+    const auto reasons = static_cast<std::size_t>(r.number());
+    for (std::size_t k = 0; k < reasons; ++k) {
+      r.text();
+      r.number();
+    }
+    if (r.number() > 0) {
+      r.number();
+      const double t = r.number();
+      best_so_far    = best_so_far == 0 ? t : std::min(best_so_far, t);
+    }
+    progress(phase, std::min<std::uint64_t>(space.size(), done * kBlock), space.size(), best_so_far);
+  };
+  const auto records = process::parallel_map(blocks, workers, screen_block, on_done);
+  std::vector<std::pair<double, std::uint64_t>> best;
+  std::size_t points = 0, feasible = 0;
+  for (const auto& record : records) {
+    Reader r(record);
+    points += static_cast<std::size_t>(r.number());
+    const auto indivisible = static_cast<std::size_t>(r.number());
+    if (indivisible > 0)
+      result.pruned["gpus not divisible by tp x cp x pp"] += indivisible;
+    feasible += static_cast<std::size_t>(r.number());
+    const auto reasons = static_cast<std::size_t>(r.number());
+    for (std::size_t k = 0; k < reasons; ++k) {
+      auto name = r.text();
+      result.pruned[name] += static_cast<std::size_t>(r.number());
+    }
+    const auto kept = static_cast<std::size_t>(r.number());
+    for (std::size_t k = 0; k < kept; ++k) {
+      const auto index = static_cast<std::uint64_t>(r.number());
+      best.emplace_back(r.number(), index);
+    }
+  }
+  const auto keep        = std::clamp<std::size_t>(static_cast<std::size_t>(std::ceil(spec.screen.keep * feasible)),
+                                            std::min(spec.screen.keep_min, feasible), spec.screen.keep_max);
+  const std::size_t kept = std::min(keep, best.size());
+  std::partial_sort(best.begin(), best.begin() + static_cast<std::ptrdiff_t>(kept), best.end());
+  std::vector<Point> out;
+  for (std::size_t k = 0; k < kept; ++k)
+    out.push_back(space.point(space.decode(best[k].second)));
+  result.screen_kept    = kept;
+  result.screen_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  result.points         = points; // the indivisible ones are added with the other pruned counts
+  result.feasible       = feasible;
+  return out;
 }
 
 /// @brief One knob of the baseline moved to another value of the space.
@@ -530,10 +619,17 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
   topology::Topology topo(spec.topology);
   const int workers = spec.workers > 0 ? spec.workers : process::available_cores();
   OptimizeResult result;
-  auto points   = enumerate(spec, result.pruned);
-  result.points = points.size();
-  for (const auto& [reason, n] : result.pruned)
-    result.points += n;
+  const bool tiered = IndexedSpace(spec).size() > spec.screen.above;
+  auto points       = tiered ? screen_space(spec, topo, workers, result, progress) : enumerate(spec, result.pruned);
+  if (tiered) {
+    result.points += result.pruned["gpus not divisible by tp x cp x pp"];
+    if (result.pruned["gpus not divisible by tp x cp x pp"] == 0)
+      result.pruned.erase("gpus not divisible by tp x cp x pp");
+  } else {
+    result.points = points.size();
+    for (const auto& [reason, n] : result.pruned)
+      result.points += n;
+  }
 
   // Bounds first (cheap), then scores in batches in order of bound, skipping what cannot enter the best K.
   auto bounds = process::parallel_map(points.size(), workers,
@@ -543,6 +639,8 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     const auto o = decode(bounds[i]);
     if (!o.reason.empty()) {
       result.pruned[o.reason]++;
+      if (tiered)
+        result.feasible--;
       continue;
     }
     Evaluation e;
@@ -550,7 +648,8 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     e.lower_bound = o.lower_bound;
     feasible.push_back(e);
   }
-  result.feasible = feasible.size();
+  if (!tiered)
+    result.feasible = feasible.size();
   std::stable_sort(feasible.begin(), feasible.end(),
                    [](const Evaluation& a, const Evaluation& b) { return a.lower_bound < b.lower_bound; });
   std::vector<Evaluation> scored;

@@ -129,6 +129,11 @@ void read_bandwidths(spec::ObjectReader& s, const char* key, std::vector<double>
 
 } // namespace
 
+json ScreenSpec::to_json() const
+{
+  return {{"above", above}, {"keep", keep}, {"keep_min", keep_min}, {"keep_max", keep_max}};
+}
+
 json OptimizeSpec::to_json() const
 {
   const auto& s = space;
@@ -164,6 +169,7 @@ json OptimizeSpec::to_json() const
             {"inter_building_Bps", s.inter_building},
             {"inter_region_Bps", s.inter_region}}},
           {"capacity_cost", capacity.to_json()},
+          {"screen", screen.to_json()},
           {"top_k", top_k},
           {"refine_fidelity", name_of(refine)},
           {"workers", workers},
@@ -240,6 +246,17 @@ OptimizeSpec load_optimize_spec(const std::string& path)
     cost.within = c->optional_number("within", 0, 10).value_or(0.05);
     cost.budget = c->optional_number("budget", 0, 1e18);
     c->finish();
+  }
+  if (auto s = r.optional_object("screen")) {
+    auto& screen = spec.screen;
+    screen.above = static_cast<std::uint64_t>(
+        s->optional_integer("above", 0, std::numeric_limits<std::int64_t>::max()).value_or(5000));
+    screen.keep     = s->optional_number("keep", 1e-9, 1).value_or(0.01);
+    screen.keep_min = static_cast<std::size_t>(s->optional_integer("keep_min", 1, 1'000'000).value_or(64));
+    screen.keep_max = static_cast<std::size_t>(s->optional_integer("keep_max", 1, 1'000'000).value_or(400));
+    if (screen.keep_max < screen.keep_min)
+      s->fail("keep_max", "must be at least keep_min (" + std::to_string(screen.keep_min) + ")");
+    s->finish();
   }
   if (auto s = r.optional_object("search")) {
     auto& sp = spec.space;

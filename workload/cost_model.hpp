@@ -115,4 +115,25 @@ std::vector<ChunkCost> chunk_costs(const Context& c);
 /// @brief Activations a chunk keeps per micro-batch under the job's recompute policy.
 double stored_activations(const Context& c, const ChunkCost& ch);
 
+/// @brief Buffer of one tensor-parallel collective: the micro-batch's full (gathered) activation.
+double tp_activation_bytes(const Context& c);
+/// @brief Buffer of one context-parallel K/V all-gather (MLA: its compressed latent).
+double cp_kv_bytes(const Context& c);
+/// @brief Buffer of one expert-parallel dispatch or combine: the top-k copies of the rank's tokens.
+double ep_buffer_bytes(const Context& c);
+/// @brief One pipeline message: the sequence-parallel shard of a micro-batch's activation (or its gradient).
+double pp_message_bytes(const Context& c);
+
+/// @brief What one pipeline stage holds and does once per step, whatever its schedule: its parameters, the
+/// optimizer step over its local shard, and its memory estimate at the schedule's peak.
+struct StageStatics {
+  double dense_params  = 0; ///< per GPU, before data-parallel sharding (embedding and output layer included)
+  double expert_params = 0;
+  Op optimizer; ///< the optimizer op (seconds, HBM bytes, effects); no dependencies
+  MemoryEstimate memory;
+};
+StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs, int stage);
+/// @brief Refuses a stage whose memory estimate exceeds the GPU's HBM. @throws InfeasibleError ("memory").
+void check_memory(const JobSpec& job, int stage, const MemoryEstimate& memory);
+
 } // namespace spansim::workload::detail

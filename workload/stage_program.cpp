@@ -145,9 +145,8 @@ private:
 std::vector<int> StageBuilder::layer_collectives(int v, int mb, std::vector<int> after, bool backward)
 {
   const ChunkCost& ch  = costs_[global_chunk(v)];
-  const ModelSpec& m   = c_.m;
   std::vector<int> end = std::move(after);
-  const double act     = c_.tokens * m.hidden * kBf16; // the full (gathered) activation of the micro-batch
+  const double act     = tp_activation_bytes(c_);
   if (c_.tp > 1) {
     const Group g{Axis::tp, c_.tp};
     // Megatron tensor parallelism: two collectives per pass per layer in the attention and MLP blocks; with
@@ -160,10 +159,7 @@ std::vector<int> StageBuilder::layer_collectives(int v, int mb, std::vector<int>
   if (c_.cp > 1) {
     // All-gather based context parallelism (Llama 3): K/V of the whole sequence gathered before attention; in
     // backward gathered again and their gradients reduce-scattered. MLA gathers its compressed latent.
-    const double kv_token = m.attention == AttentionKind::mla
-                                ? kBf16 * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
-                                : kBf16 * std::ceil(double(m.kv_heads) / c_.tp) * (qk_dim(m) + v_dim(m));
-    const double kv       = kv_token * double(c_.job.batch.micro_batch) * c_.job.batch.sequence_length;
+    const double kv = cp_kv_bytes(c_);
     const Group g{Axis::cp, c_.cp};
     end = {collective({CollectiveOp::all_gather, Dim::cp, Purpose::cp_kv, g, kv, ch.layers}, v, mb, end)};
     if (backward)
@@ -171,7 +167,7 @@ std::vector<int> StageBuilder::layer_collectives(int v, int mb, std::vector<int>
   }
   if (c_.ep > 1 && ch.moe_layers > 0) {
     // One dispatch and one combine per MoE layer and pass, carrying the top-k copies of the rank's tokens.
-    const double buf = c_.tokens / c_.sp * m.moe.experts_per_token * m.hidden * kBf16;
+    const double buf = ep_buffer_bytes(c_);
     for (Purpose p : {Purpose::ep_dispatch, Purpose::ep_combine})
       end = {
           collective({CollectiveOp::all_to_all, Dim::ep, p, Group{Axis::ep, c_.ep}, buf, ch.moe_layers}, v, mb, end)};
@@ -279,8 +275,7 @@ void StageBuilder::reduce_grads(int v, int mb, const std::vector<int>& start, co
 
 int StageBuilder::transfer(const Unit& u, OpKind kind, int peer_stage, std::int64_t tag, std::vector<int> deps)
 {
-  // The sequence-parallel shard of the micro-batch's activation (or its gradient).
-  const double msg = c_.tokens * c_.m.hidden * kBf16 / c_.sp;
+  const double msg = pp_message_bytes(c_);
   return push(Op{.kind         = kind,
                  .dim          = Dim::pp,
                  .purpose      = u.forward ? Purpose::pp_activations : Purpose::pp_gradients,
@@ -375,26 +370,69 @@ StageProgram StageBuilder::build()
   }
 
   // Optimizer step over the local shard, once every gradient is reduced.
-  const auto& par = c_.job.parallelism;
-  double dense = 0, expert = 0;
-  for (int v = 0; v < c_.v; ++v) {
-    const ChunkCost& ch = costs_[global_chunk(v)];
-    prog_.chunk_layers.push_back(ch.layers);
-    dense += ch.sum.dense_params + ch.extra_params;
-    expert += ch.sum.params - ch.sum.dense_params;
+  auto statics = stage_statics(c_, costs_, stage_);
+  prog_.params = statics.dense_params + statics.expert_params;
+  prog_.memory = statics.memory;
+  for (int v = 0; v < c_.v; ++v)
+    prog_.chunk_layers.push_back(costs_[global_chunk(v)].layers);
+  statics.optimizer.deps = with(reductions_, chain);
+  push(std::move(statics.optimizer));
+  return std::move(prog_);
+}
+
+} // namespace
+
+namespace detail {
+
+double tp_activation_bytes(const Context& c)
+{
+  return c.tokens * c.m.hidden * kBf16;
+}
+
+double cp_kv_bytes(const Context& c)
+{
+  const ModelSpec& m    = c.m;
+  const double kv_token = m.attention == AttentionKind::mla
+                              ? kBf16 * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
+                              : kBf16 * std::ceil(double(m.kv_heads) / c.tp) * (qk_dim(m) + v_dim(m));
+  return kv_token * double(c.job.batch.micro_batch) * c.job.batch.sequence_length;
+}
+
+double ep_buffer_bytes(const Context& c)
+{
+  return c.tokens / c.sp * c.m.moe.experts_per_token * c.m.hidden * kBf16;
+}
+
+double pp_message_bytes(const Context& c)
+{
+  return c.tokens * c.m.hidden * kBf16 / c.sp;
+}
+
+StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs, int stage)
+{
+  const auto& par = c.job.parallelism;
+  StageStatics out;
+  double unit_max = 0;
+  for (int v = 0; v < c.v; ++v) {
+    const ChunkCost& ch = costs[v * c.pp + stage];
+    out.dense_params += ch.sum.dense_params + ch.extra_params;
+    out.expert_params += ch.sum.params - ch.sum.dense_params;
+    // FSDP unshards one wrapped unit at a time (a transformer layer; the embedding and the output layer are units
+    // of their own) and prefetches the next.
+    unit_max = std::max({unit_max, ch.params_max_layer, ch.extra_params});
   }
-  prog_.params           = dense + expert;
+  const double params    = out.dense_params + out.expert_params;
   const int dense_shard  = par.dp_mode == DataParallelMode::ddp    ? 1
-                           : par.dp_mode == DataParallelMode::hsdp ? c_.cp * par.hsdp_shard
-                                                                   : c_.cp * c_.dp;
-  const int expert_shard = par.dp_mode == DataParallelMode::ddp ? 1 : c_.cp * c_.dp / c_.ep;
-  const double local     = dense / dense_shard + expert / expert_shard;
-  Op opt;
-  opt.kind              = OpKind::optimizer;
-  const double mem_rate = c_.job.gpu.hbm_bandwidth * c_.job.gpu.elementwise_efficiency;
-  opt.hbm_bytes         = kOptimizerTrafficPerParam * local;
-  opt.seconds           = opt.hbm_bytes / mem_rate;
-  if (c_.job.effects.grad_clipping) {
+                           : par.dp_mode == DataParallelMode::hsdp ? c.cp * par.hsdp_shard
+                                                                   : c.cp * c.dp;
+  const int expert_shard = par.dp_mode == DataParallelMode::ddp ? 1 : c.cp * c.dp / c.ep;
+  const double local     = out.dense_params / dense_shard + out.expert_params / expert_shard;
+  Op& opt                = out.optimizer;
+  opt.kind               = OpKind::optimizer;
+  const double mem_rate  = c.job.gpu.hbm_bandwidth * c.job.gpu.elementwise_efficiency;
+  opt.hbm_bytes          = kOptimizerTrafficPerParam * local;
+  opt.seconds            = opt.hbm_bytes / mem_rate;
+  if (c.job.effects.grad_clipping) {
     // Gradient clipping by global norm (Megatron, FSDP): every local fp32 gradient read once for the norm; the
     // scaling folds into the Adam step that follows. Its reduction across ranks is a few bytes.
     const double clip         = kFp32 * local;
@@ -402,37 +440,44 @@ StageProgram StageBuilder::build()
     opt.hbm_bytes += clip;
     opt.seconds += opt.effects.grad_clipping;
   }
-  opt.deps = with(reductions_, chain);
-  push(std::move(opt));
 
   // Memory: weights, gradients (fp32 accumulation) and Adam state, then activations at the schedule's peak.
-  MemoryEstimate& mem = prog_.memory;
-  // FSDP unshards one wrapped unit at a time (a transformer layer; the embedding and the output layer are units of
-  // their own) and prefetches the next.
-  double unit_max = 0;
-  for (int v = 0; v < c_.v; ++v)
-    unit_max = std::max({unit_max, costs_[global_chunk(v)].params_max_layer, costs_[global_chunk(v)].extra_params});
-  mem.optimizer = kOptimizerBytesPerParam * local;
+  MemoryEstimate& mem = out.memory;
+  mem.optimizer       = kOptimizerBytesPerParam * local;
   if (par.dp_mode != DataParallelMode::ddp && par.reshard_after_forward) {
     // Sharded at rest; the unit being computed and the one prefetched are whole, and one unit's gradients.
     mem.weights   = kBf16 * (local + 2 * unit_max);
     mem.gradients = kFp32 * (local + unit_max);
   } else {
-    mem.weights   = kBf16 * prog_.params;
-    mem.gradients = kFp32 * prog_.params;
+    mem.weights   = kBf16 * params;
+    mem.gradients = kFp32 * params;
   }
   double live = 0, peak = 0, working = 0;
-  for (const Unit& u : schedule_units(c_.job, stage_)) {
-    const ChunkCost& ch = costs_[global_chunk(u.chunk)];
+  for (const Unit& u : schedule_units(c.job, stage)) {
+    const ChunkCost& ch = costs[u.chunk * c.pp + stage];
     working             = std::max(working, ch.act_max_layer);
-    live += (u.forward ? 1 : -1) * stored_activations(c_, ch);
+    live += (u.forward ? 1 : -1) * stored_activations(c, ch);
     peak = std::max(peak, live);
   }
   mem.activations = peak + working;
-  return std::move(prog_);
+  return out;
 }
 
-} // namespace
+void check_memory(const JobSpec& job, int stage, const MemoryEstimate& m)
+{
+  if (m.total() <= job.gpu.hbm_capacity)
+    return;
+  using units::format_size;
+  throw InfeasibleError(std::string(name_of(JobIssue::memory)), job.file, job.json_path,
+                        "the job does not fit in GPU memory: pipeline stage " + std::to_string(stage) + " needs " +
+                            format_size(m.total()) + " per GPU (weights " + format_size(m.weights) + ", gradients " +
+                            format_size(m.gradients) + ", optimizer state " + format_size(m.optimizer) +
+                            ", activations " + format_size(m.activations) + ") but " + job.gpu.name + " has " +
+                            format_size(job.gpu.hbm_capacity) +
+                            " of HBM; raise tp/pp/dp sharding, recompute more or shrink the micro-batch");
+}
+
+} // namespace detail
 
 StepGraph build_step_graph(const JobSpec& job, const BuildOptions& options)
 {
@@ -443,21 +488,9 @@ StepGraph build_step_graph(const JobSpec& job, const BuildOptions& options)
   graph.micro_batches = c.mbs;
   for (int p = 0; p < c.pp; ++p)
     graph.stages.push_back(StageBuilder(c, costs, p).build());
-  if (options.check_memory) {
-    for (const auto& st : graph.stages) {
-      const MemoryEstimate& m = st.memory;
-      if (m.total() <= job.gpu.hbm_capacity)
-        continue;
-      using units::format_size;
-      throw InfeasibleError(std::string(name_of(JobIssue::memory)), job.file, job.json_path,
-                            "the job does not fit in GPU memory: pipeline stage " + std::to_string(st.stage) +
-                                " needs " + format_size(m.total()) + " per GPU (weights " + format_size(m.weights) +
-                                ", gradients " + format_size(m.gradients) + ", optimizer state " +
-                                format_size(m.optimizer) + ", activations " + format_size(m.activations) + ") but " +
-                                job.gpu.name + " has " + format_size(job.gpu.hbm_capacity) +
-                                " of HBM; raise tp/pp/dp sharding, recompute more or shrink the micro-batch");
-    }
-  }
+  if (options.check_memory)
+    for (const auto& st : graph.stages)
+      check_memory(job, st.stage, st.memory);
   return graph;
 }
 

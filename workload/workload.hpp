@@ -489,6 +489,34 @@ struct BuildOptions {
 /// @brief Builds the training-step graph of `job`. @throws SpecError when the job does not fit in memory.
 StepGraph build_step_graph(const JobSpec& job, const BuildOptions& options = {});
 
+/// @brief One pipeline stage's costs, without its program.
+struct StageCosts {
+  double forward       = 0; ///< seconds of one micro-batch's forward passes over the stage's chunks
+  double backward      = 0;
+  double recompute     = 0;
+  double optimizer     = 0; ///< seconds of the optimizer step
+  int layers           = 0; ///< transformer layers over the stage's chunks
+  int moe_layers       = 0;
+  double dense_params  = 0; ///< per GPU, before data-parallel sharding
+  double expert_params = 0;
+  double lead_share    = 1; ///< largest share of a chunk's parameters in its first unit (exposed DP)
+  MemoryEstimate memory;
+};
+
+/// @brief What a search's screen needs of a job: per-stage compute, memory and the buffers of its communication,
+/// from the same cost model as build_step_graph but without the op programs (microseconds, not milliseconds).
+struct JobCosts {
+  int micro_batches = 0;
+  double tp_bytes   = 0; ///< one tensor-parallel collective's buffer (2 per layer and pass, x2 with SP)
+  double cp_bytes   = 0; ///< one context-parallel K/V all-gather's buffer (1 per layer and pass)
+  double ep_bytes   = 0; ///< one dispatch or combine (1 each per MoE layer and pass)
+  double pp_bytes   = 0; ///< one pipeline message
+  std::vector<StageCosts> stages;
+};
+
+/// @brief The costs of `job`. @throws InfeasibleError ("memory") as build_step_graph does with check_memory.
+JobCosts job_costs(const JobSpec& job, const BuildOptions& options = {});
+
 /// @brief Communication volume of one parallelism dimension.
 struct TrafficBytes {
   double per_gpu_max    = 0; ///< Bytes one GPU sends per step, on the busiest pipeline stage.

@@ -47,6 +47,28 @@ inline json small_space()
           {"refine_fidelity", "flow"}};
 }
 
+// Llama 3 8B on 256 H100s over the two regions of two-regions: about 2,000 distinct points once duplicates go.
+inline json screened_space()
+{
+  auto j      = small_space();
+  j["name"]   = "screened";
+  j["gpus"]   = 256;
+  j["batch"]  = {{"global_tokens", 4194304}, {"sequence_length", 8192}};
+  j["search"] = {{"tp", {1, 2, 4, 8}},
+                 {"cp", {1, 2}},
+                 {"pp", {1, 2, 4}},
+                 {"data_parallel", {"fsdp", "hsdp"}},
+                 {"micro_batch", {1}},
+                 {"schedule", {"1f1b", "interleaved-1f1b"}},
+                 {"virtual_stages", {2}},
+                 {"order", "all"},
+                 {"recompute", {"none", "selective"}},
+                 {"dp_algorithm", {"auto"}}};
+  j["top_k"]  = 5;
+  j["screen"] = {{"above", 0}, {"keep", 0.01}, {"keep_min", 20}, {"keep_max", 400}};
+  return j;
+}
+
 /// @brief The optimizer's search and the exhaustive one (every feasible point re-simulated) on the same spec.
 struct PickAndExhaustive {
   optimizer::OptimizeResult picked, exhaustive;

@@ -1,0 +1,573 @@
+// Tier 1 of the search: the space as mixed-radix indices and the closed-form step estimate (optimizer/screen.hpp).
+#include "optimizer/screen.hpp"
+
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace spansim::optimizer {
+
+using workload::Dim;
+
+std::vector<Point> network_variants(const SearchSpace& s)
+{
+  std::vector<Point> out;
+  for (double w : s.window)
+    for (int q : s.qps)
+      for (const auto& c : s.compression)
+        for (const auto& d : s.diloco)
+          for (double ib : s.inter_building)
+            for (double ir : s.inter_region) {
+              Point p;
+              p.window         = w;
+              p.qps            = q;
+              p.compression    = c;
+              p.diloco         = d;
+              p.inter_building = ib;
+              p.inter_region   = ir;
+              out.push_back(p);
+            }
+  return out;
+}
+
+namespace {
+
+std::vector<Dim> effective_order(const std::vector<Dim>& order, int tp, int cp, int pp, int dp)
+{
+  std::vector<Dim> out;
+  for (Dim d : order)
+    if ((d == Dim::tp ? tp : d == Dim::cp ? cp : d == Dim::pp ? pp : dp) > 1)
+      out.push_back(d);
+  return out;
+}
+
+} // namespace
+
+IndexedSpace::IndexedSpace(const OptimizeSpec& spec) : spec_(spec), networks_(network_variants(spec.space))
+{
+  const auto& s = spec.space;
+  radix_        = {static_cast<std::uint32_t>(s.tp.size()),
+                   static_cast<std::uint32_t>(s.cp.size()),
+                   static_cast<std::uint32_t>(s.pp.size()),
+                   static_cast<std::uint32_t>(s.ep.size()),
+                   static_cast<std::uint32_t>(s.data_parallel.size()),
+                   static_cast<std::uint32_t>(s.reshard_after_forward.size()),
+                   static_cast<std::uint32_t>(s.micro_batch.size()),
+                   static_cast<std::uint32_t>(s.schedule.size()),
+                   static_cast<std::uint32_t>(s.virtual_stages.size()),
+                   static_cast<std::uint32_t>(s.order.size()),
+                   static_cast<std::uint32_t>(s.recompute.size()),
+                   static_cast<std::uint32_t>(s.dp_algorithm.size()),
+                   static_cast<std::uint32_t>(s.channels.size()),
+                   static_cast<std::uint32_t>(networks_.size())};
+  for (auto r : radix_)
+    size_ *= r;
+}
+
+Indices IndexedSpace::decode(std::uint64_t i) const
+{
+  Indices at{};
+  for (int k = kKnobCount - 1; k >= 0; --k) {
+    at[k] = static_cast<std::uint32_t>(i % radix_[k]);
+    i /= radix_[k];
+  }
+  return at;
+}
+
+bool IndexedSpace::divisible(const Indices& at) const
+{
+  const auto& s                  = spec_.space;
+  const std::int64_t model_ranks = std::int64_t(s.tp[at[knob_tp]]) * s.cp[at[knob_cp]] * s.pp[at[knob_pp]];
+  return spec_.base.gpus % model_ranks == 0;
+}
+
+bool IndexedSpace::canonical(const Indices& at) const
+{
+  const auto& s = spec_.space;
+  if (s.schedule[at[knob_schedule]] != workload::ScheduleKind::interleaved_1f1b && at[knob_virtual_stages] != 0)
+    return false;
+  if (s.data_parallel[at[knob_data_parallel]] == workload::DataParallelMode::ddp && at[knob_reshard] != 0)
+    return false;
+  const int tp = s.tp[at[knob_tp]], cp = s.cp[at[knob_cp]], pp = s.pp[at[knob_pp]];
+  const int dp   = static_cast<int>(spec_.base.gpus / (std::int64_t(tp) * cp * pp));
+  const auto own = effective_order(s.order[at[knob_order]], tp, cp, pp, dp);
+  for (std::uint32_t j = 0; j < at[knob_order]; ++j)
+    if (effective_order(s.order[j], tp, cp, pp, dp) == own)
+      return false;
+  return true;
+}
+
+Point IndexedSpace::point(const Indices& at) const
+{
+  const auto& s   = spec_.space;
+  Point p         = networks_[at[knob_network]];
+  p.tp            = s.tp[at[knob_tp]];
+  p.cp            = s.cp[at[knob_cp]];
+  p.pp            = s.pp[at[knob_pp]];
+  p.dp            = static_cast<int>(spec_.base.gpus / (std::int64_t(p.tp) * p.cp * p.pp));
+  p.ep            = s.ep[at[knob_ep]];
+  p.data_parallel = s.data_parallel[at[knob_data_parallel]];
+  p.reshard_after_forward =
+      p.data_parallel != workload::DataParallelMode::ddp && s.reshard_after_forward[at[knob_reshard]];
+  p.micro_batch = s.micro_batch[at[knob_micro_batch]];
+  p.schedule    = s.schedule[at[knob_schedule]];
+  p.virtual_stages =
+      p.schedule == workload::ScheduleKind::interleaved_1f1b ? s.virtual_stages[at[knob_virtual_stages]] : 1;
+  p.order        = s.order[at[knob_order]];
+  p.recompute    = s.recompute[at[knob_recompute]];
+  p.dp_algorithm = s.dp_algorithm[at[knob_dp_algorithm]];
+  p.channels     = s.channels[at[knob_channels]];
+  return p;
+}
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The widest boundary a group spans: 0 one node, 1 one pod, 2 one building, 3 one region, 4 several regions.
+enum Level { node_level, pod_level, building_level, region_level, world_level };
+
+// What a structure (degrees, data parallelism, micro-batch, schedule, recompute) costs, from the cost model.
+struct Structure {
+  std::string reason; ///< non-empty: infeasible
+  double t_mb = 0, optimizer = 0, lead = 1, m = 1;
+  double layers = 0, moe_layers = 0, dense = 0, expert = 0;
+  double tp_bytes = 0, cp_bytes = 0, ep_bytes = 0, pp_bytes = 0, gradient_bytes = 4;
+  int hsdp_shard = 1, passes = 2;
+};
+
+// One kind of group under a placement: its size, how many there are, how far it spans, and a hop across its widest
+// boundary (two GPUs) whose route gives its bandwidth and latency.
+struct GroupShape {
+  int n = 1, groups = 1, level = node_level, buildings = 1;
+  int src = 0, dst = 0;
+};
+
+// A group's alpha-beta terms on one network variant.
+struct Wire {
+  double bandwidth = kInf; ///< one flow alone, shared with the other groups on a long link
+  double latency   = 0;
+  int level        = node_level;
+  int groups       = 1;
+  double hier      = 1; ///< members per building (hierarchical algorithms cross with 1/hier of the bytes)
+};
+
+// The groups of every kind under one placement (degrees and rank order; DiLoCo keeps DP inside regions).
+struct Shapes {
+  GroupShape tp, cp, pp, ep, dp, dp_shard, dp_replicate, edp;
+  int regions_spanned = 1; ///< by the full data-parallel dimension
+};
+
+// A network variant's site and the facts the estimate reads from it.
+struct Site {
+  std::unique_ptr<topology::Topology> topo;
+  double building_link = kInf, region_link = kInf, pod_uplink_share = kInf;
+  double qps = 1;
+};
+
+} // namespace
+
+struct Screen::Impl {
+  const IndexedSpace& space;
+  const OptimizeSpec& spec;
+  const topology::Topology& topo;
+  std::vector<int> buildings;
+  std::vector<std::vector<int>> building_gpus;
+  std::int64_t per_building = 0, node = 8, pod = 8, region = 0;
+  std::unordered_map<std::uint64_t, Structure> structures;
+  std::unordered_map<std::uint64_t, Shapes> shapes;
+  std::vector<std::unique_ptr<Site>> sites;
+  std::unordered_map<std::uint64_t, Wire> wires;
+
+  Impl(const IndexedSpace& s, const topology::Topology& t) : space(s), spec(s.spec()), topo(t)
+  {
+    if (!spec.buildings.empty()) {
+      for (const auto& name : spec.buildings)
+        for (int b = 0; b < topo.building_count(); ++b)
+          if (topo.building_name(b) == name)
+            buildings.push_back(b);
+    } else {
+      for (int b = 0; b < std::min(topo.building_count(), topo.buildings_needed(spec.base.gpus)); ++b)
+        buildings.push_back(b);
+    }
+    if (buildings.empty())
+      buildings.push_back(0);
+    per_building = spec.base.gpus / static_cast<std::int64_t>(buildings.size());
+    for (int b : buildings)
+      building_gpus.push_back(topo.building_gpus(b));
+    node = topo.node_gpus();
+    pod  = std::max<std::int64_t>(node, topo.counts().gpus / std::max<std::int64_t>(1, topo.counts().pods));
+    pod  = std::min(pod, per_building);
+    std::int64_t same_region = 0;
+    for (int b : buildings)
+      same_region += topo.region_of_building(b) == topo.region_of_building(buildings.front()) ? 1 : 0;
+    region = per_building * same_region;
+    sites.resize(space.networks().size());
+  }
+
+  int gpu_of(std::int64_t rank) const
+  {
+    const auto b = static_cast<std::size_t>(std::min<std::int64_t>(rank / per_building, building_gpus.size() - 1));
+    const auto k = static_cast<std::size_t>(rank % per_building);
+    return k < building_gpus[b].size() ? building_gpus[b][k] : building_gpus[b].back();
+  }
+
+  // A group of `n` members `stride` ranks apart (the first group: rank 0 upward).
+  GroupShape shape(int n, std::int64_t stride) const
+  {
+    GroupShape g;
+    g.n                     = std::max(1, n);
+    g.groups                = static_cast<int>(spec.base.gpus / g.n);
+    const std::int64_t span = stride * g.n;
+    g.level                 = span <= node           ? node_level
+                              : span <= pod          ? pod_level
+                              : span <= per_building ? building_level
+                              : span <= region       ? region_level
+                                                     : world_level;
+    g.buildings =
+        span > per_building
+            ? static_cast<int>(std::min<std::int64_t>(buildings.size(), (span + per_building - 1) / per_building))
+            : 1;
+    if (g.n <= 1)
+      return g;
+    // The hop across the widest boundary: from the last member before it to the first after it.
+    const std::int64_t boundary = g.level == node_level       ? 0
+                                  : g.level == pod_level      ? node
+                                  : g.level == building_level ? pod
+                                  : g.level == region_level   ? per_building
+                                                              : region;
+    const std::int64_t after    = boundary > 0 ? std::min<std::int64_t>(g.n - 1, (boundary + stride - 1) / stride) : 1;
+    g.src                       = gpu_of((after - 1) * stride);
+    g.dst                       = gpu_of(after * stride);
+    return g;
+  }
+
+  const Structure& structure(const Indices& at)
+  {
+    // Mixed radix over the structure's knobs: unique, and it fits since the whole space's size does.
+    std::uint64_t key = 0;
+    for (int k : {knob_tp, knob_cp, knob_pp, knob_ep, knob_data_parallel, knob_reshard, knob_micro_batch, knob_schedule,
+                  knob_virtual_stages, knob_recompute})
+      key = key * space.radix(k) + at[k];
+    auto [it, fresh] = structures.try_emplace(key);
+    if (!fresh)
+      return it->second;
+    Structure& s = it->second;
+    try {
+      const Point p = space.point(at);
+      const auto job =
+          job_of(spec, p, static_cast<int>(!spec.buildings.empty() ? spec.buildings.size() : buildings.size()));
+      const auto costs = workload::job_costs(job);
+      s.m              = costs.micro_batches;
+      double busiest   = -1;
+      for (const auto& st : costs.stages) {
+        const double t_mb = st.forward + st.backward + st.recompute;
+        if (s.m * t_mb + st.optimizer <= busiest)
+          continue;
+        busiest      = s.m * t_mb + st.optimizer;
+        s.t_mb       = t_mb;
+        s.optimizer  = st.optimizer;
+        s.lead       = st.lead_share;
+        s.layers     = st.layers;
+        s.moe_layers = st.moe_layers;
+        s.dense      = st.dense_params;
+        s.expert     = st.expert_params;
+      }
+      s.tp_bytes       = costs.tp_bytes;
+      s.cp_bytes       = costs.cp_bytes;
+      s.ep_bytes       = costs.ep_bytes;
+      s.pp_bytes       = costs.pp_bytes;
+      s.gradient_bytes = job.gradient_reduce_bytes;
+      s.hsdp_shard     = std::max(1, job.parallelism.hsdp_shard);
+      s.passes         = job.recompute == workload::Recompute::full ? 3 : 2;
+    } catch (const InfeasibleError& e) {
+      s.reason = e.reason();
+    }
+    return s;
+  }
+
+  const Shapes& placement(const Indices& at, bool within_regions)
+  {
+    const auto& sp    = spec.space;
+    std::uint64_t key = within_regions ? 1 : 0;
+    for (int k : {knob_tp, knob_cp, knob_pp, knob_ep, knob_order})
+      key = key * space.radix(k) + at[k];
+    key              = key * 2 + (within_regions ? 1 : 0);
+    auto [it, fresh] = shapes.try_emplace(key);
+    if (!fresh)
+      return it->second;
+    Shapes& s    = it->second;
+    const int tp = sp.tp[at[knob_tp]], cp = sp.cp[at[knob_cp]], pp = sp.pp[at[knob_pp]], ep = sp.ep[at[knob_ep]];
+    const int dp = static_cast<int>(spec.base.gpus / (std::int64_t(tp) * cp * pp));
+    workload::DimArray<std::int64_t> stride{};
+    std::int64_t next = 1;
+    for (Dim d : sp.order[at[knob_order]]) {
+      stride[d] = next;
+      next *= d == Dim::tp ? tp : d == Dim::cp ? cp : d == Dim::pp ? pp : dp;
+    }
+    s.tp = shape(tp, stride[Dim::tp]);
+    s.cp = shape(cp, stride[Dim::cp]);
+    s.pp = shape(pp, stride[Dim::pp]);
+    // Data-parallel groups span cp too when cp > 1 (sharding over cp x dp); their widest hop is data parallelism's.
+    int dp_n               = dp;
+    const GroupShape whole = shape(dp, stride[Dim::dp]);
+    s.regions_spanned      = whole.level == world_level && region > 0
+                                 ? static_cast<int>((std::int64_t(dp) * stride[Dim::dp] + region - 1) / region)
+                                 : 1;
+    std::int64_t dp_stride = stride[Dim::dp];
+    if (within_regions && s.regions_spanned > 1)
+      dp_n = std::max(1, dp / s.regions_spanned);
+    s.dp            = shape(dp_n, dp_stride);
+    s.dp.n          = dp_n * cp;
+    s.dp.groups     = static_cast<int>(spec.base.gpus / s.dp.n);
+    s.ep            = shape(ep, dp_stride);
+    s.edp           = shape(std::max(1, dp_n * cp / ep), dp_stride * ep);
+    const int shard = std::max(1, dp_n / std::max(1, static_cast<int>(buildings.size())));
+    s.dp_shard      = shape(shard, dp_stride);
+    s.dp_replicate  = shape(std::max(1, dp_n / shard), dp_stride * shard);
+    return s;
+  }
+
+  Site& site(std::uint32_t variant)
+  {
+    auto& slot = sites[variant];
+    if (slot)
+      return *slot;
+    slot           = std::make_unique<Site>();
+    const Point& v = space.networks()[variant];
+    slot->topo     = std::make_unique<topology::Topology>(topology_of(spec, v));
+    const auto& t  = *slot->topo;
+    slot->qps      = std::max(1, v.qps);
+    for (std::size_t i = 0; i < buildings.size(); ++i)
+      for (std::size_t j = i + 1; j < buildings.size(); ++j) {
+        const int ib = t.inter_building_link(buildings[i], buildings[j]);
+        if (ib >= 0)
+          slot->building_link = std::min(slot->building_link, t.links()[ib].bandwidth);
+        const int ri = t.region_of_building(buildings[i]), rj = t.region_of_building(buildings[j]);
+        if (ri != rj) {
+          const int ir = t.inter_region_link(ri, rj);
+          if (ir >= 0)
+            slot->region_link = std::min(slot->region_link, t.links()[ir].bandwidth);
+          for (int b : {buildings[i], buildings[j]})
+            if (t.building_uplink(b) >= 0)
+              slot->region_link = std::min(slot->region_link, t.links()[t.building_uplink(b)].bandwidth);
+        }
+      }
+    if (!t.imported() && t.counts().pods > 0)
+      slot->pod_uplink_share = t.links()[t.pod_uplink(0)].bandwidth / static_cast<double>(pod);
+    return *slot;
+  }
+
+  Wire wire(const GroupShape& g, std::uint32_t variant)
+  {
+    // GPUs below 2^20 (a million), variants below 2^24.
+    const std::uint64_t key = (std::uint64_t(g.src) << 44) | (std::uint64_t(g.dst) << 24) | variant;
+    auto [it, fresh]        = wires.try_emplace(key);
+    if (fresh && g.n > 1) {
+      Wire& w          = it->second;
+      Site& s          = site(variant);
+      const auto route = s.topo->route(g.src, g.dst);
+      w.bandwidth      = s.topo->route_bandwidth(route);
+      w.latency        = s.topo->route_latency(route);
+      w.bandwidth      = std::min(w.bandwidth, s.qps * s.topo->window_rate(g.src, g.dst));
+      if (g.level >= building_level)
+        w.bandwidth = std::min(w.bandwidth, s.pod_uplink_share);
+    }
+    Wire w   = it->second;
+    w.level  = g.level;
+    w.groups = g.groups;
+    w.hier   = g.buildings > 1 ? static_cast<double>(g.n) / g.buildings : 1;
+    if (g.level == region_level)
+      w.bandwidth = std::min(w.bandwidth, site(variant).building_link / g.groups);
+    if (g.level == world_level)
+      w.bandwidth = std::min(w.bandwidth, site(variant).region_link / g.groups);
+    return w;
+  }
+
+  double estimate(const Indices& at, std::string& reason);
+};
+
+namespace {
+
+netsim::Boundary boundary_of(int level)
+{
+  return level == world_level    ? netsim::Boundary::region
+         : level == region_level ? netsim::Boundary::building
+                                 : netsim::Boundary::none;
+}
+
+// Bytes each rank sends over a long link per step, by boundary, to charge the links with (a lower bound on the step).
+struct Charge {
+  double building = 0, region = 0;
+  void add(const Wire& w, double per_rank)
+  {
+    if (w.level == region_level)
+      building += w.groups * per_rank;
+    if (w.level == world_level)
+      region += w.groups * per_rank;
+  }
+};
+
+enum class Pattern { gather, all_reduce, all_to_all };
+
+// One collective of `bytes` (its buffer) on a group: alpha-beta time; its wire bytes charged to the long links.
+double collective(const Wire& w, int n, Pattern pattern, double bytes, netsim::Algorithm algorithm,
+                  const netsim::CompressionRule* rule, double calls, Charge& charge)
+{
+  if (n <= 1 || bytes <= 0 || calls <= 0)
+    return 0;
+  double extra = 0;
+  if (rule) {
+    extra = rule->cost(bytes);
+    bytes /= rule->ratio;
+  }
+  const double share  = double(n - 1) / n;
+  const double volume = (pattern == Pattern::all_reduce ? 2 : 1) * share * bytes;
+  double steps        = pattern == Pattern::all_to_all ? 1 : (pattern == Pattern::all_reduce ? 2.0 : 1.0) * (n - 1);
+  double crossing     = volume;
+  using netsim::Algorithm;
+  const bool crosses = w.level >= region_level && w.hier > 1 && pattern != Pattern::all_to_all;
+  auto hierarchical  = [&] { return crosses ? volume / w.hier : volume; };
+  switch (algorithm) {
+  case Algorithm::hierarchical:
+    crossing = hierarchical();
+    break;
+  case Algorithm::halving_doubling:
+  case Algorithm::tree:
+    steps = (pattern == Pattern::all_reduce ? 2 : 1) * std::ceil(std::log2(n));
+    break;
+  case Algorithm::automatic:
+    crossing = std::min(volume, hierarchical());
+    steps    = std::min(steps, (pattern == Pattern::all_reduce ? 2 : 1) * std::ceil(std::log2(n)) + 2);
+    break;
+  default:
+    break;
+  }
+  charge.add(w, calls * crossing);
+  const double bw = crossing < volume ? w.bandwidth * volume / crossing : w.bandwidth;
+  return calls * (steps * w.latency + volume / bw + extra);
+}
+
+} // namespace
+
+double Screen::Impl::estimate(const Indices& at, std::string& reason)
+{
+  const Structure& s = structure(at);
+  if (!s.reason.empty()) {
+    reason = s.reason;
+    return kInf;
+  }
+  const auto& sp     = spec.space;
+  const Point& net   = space.networks()[at[knob_network]];
+  const Shapes& sh   = placement(at, net.diloco.has_value());
+  const int pp       = sp.pp[at[knob_pp]];
+  const auto dpm     = sp.data_parallel[at[knob_data_parallel]];
+  const bool inter   = sp.schedule[at[knob_schedule]] == workload::ScheduleKind::interleaved_1f1b;
+  const int v        = inter ? sp.virtual_stages[at[knob_virtual_stages]] : 1;
+  const bool reshard = dpm != workload::DataParallelMode::ddp && sp.reshard_after_forward[at[knob_reshard]];
+  const auto algo    = sp.dp_algorithm[at[knob_dp_algorithm]];
+  const auto& comp   = net.compression;
+  auto rule          = [&](Dim d, workload::Purpose p, const Wire& w) {
+    return comp.empty() ? nullptr : comp.rule_for(d, p, boundary_of(w.level));
+  };
+  using netsim::Algorithm;
+  using workload::Purpose;
+  Charge charge;
+  const std::uint32_t variant = at[knob_network];
+
+  // Per micro-batch: compute and the exposed per-layer collectives of every pass.
+  const Wire tp = wire(sh.tp, variant), cp = wire(sh.cp, variant), ep = wire(sh.ep, variant);
+  const double per_mb = s.t_mb +
+                        collective(tp, sh.tp.n, Pattern::gather, s.tp_bytes, Algorithm::ring,
+                                   rule(Dim::tp, Purpose::tp_activations, tp), 4 * s.layers * s.passes, charge) +
+                        collective(cp, sh.cp.n, Pattern::gather, s.cp_bytes, Algorithm::ring,
+                                   rule(Dim::cp, Purpose::cp_kv, cp), s.layers * (s.passes + 1), charge) +
+                        collective(ep, sh.ep.n, Pattern::all_to_all, s.ep_bytes, Algorithm::ring,
+                                   rule(Dim::ep, Purpose::ep_dispatch, ep), 2 * s.moe_layers * s.passes, charge);
+  // Those charges are per micro-batch: scale them to the step.
+  charge.building *= s.m;
+  charge.region *= s.m;
+
+  // Pipeline: fill and drain by the schedule formula, each hop of the fill paying a message.
+  double message = 0;
+  if (pp > 1) {
+    const Wire w   = wire(sh.pp, variant);
+    const auto* r  = rule(Dim::pp, Purpose::pp_activations, w);
+    const double b = r ? s.pp_bytes / r->ratio : s.pp_bytes;
+    message        = w.latency + b / w.bandwidth + (r ? r->cost(s.pp_bytes) : 0);
+    // Every micro-batch crosses each boundary once per chunk and direction.
+    Charge pipe;
+    pipe.add(w, s.m * v * b);
+    charge.building += pipe.building;
+    charge.region += pipe.region;
+  }
+  const double core = (s.m + double(pp - 1) / v) * per_mb + 2.0 * (pp - 1) * message + s.optimizer;
+
+  // Data parallelism: hidden under compute but for its first unit.
+  const double gathers = reshard ? 2 * s.m : 1, reduces = reshard ? s.m : 1;
+  double dp_time = 0;
+  Charge dp_charge;
+  auto add = [&](const GroupShape& g, Pattern pattern, double bytes, double calls, Purpose purpose) {
+    const Wire w = wire(g, variant);
+    dp_time += collective(w, g.n, pattern, bytes, algo, rule(Dim::dp, purpose, w), calls, dp_charge);
+  };
+  const double gb = s.gradient_bytes;
+  switch (dpm) {
+  case workload::DataParallelMode::ddp:
+    add(sh.dp, Pattern::all_reduce, gb * s.dense, 1, Purpose::grad_reduce);
+    add(sh.edp, Pattern::all_reduce, gb * s.expert, 1, Purpose::grad_reduce);
+    break;
+  case workload::DataParallelMode::fsdp:
+    add(sh.dp, Pattern::gather, 2 * s.dense, gathers, Purpose::param_gather);
+    add(sh.dp, Pattern::gather, gb * s.dense, reduces, Purpose::grad_reduce);
+    add(sh.edp, Pattern::gather, 2 * s.expert, gathers, Purpose::param_gather);
+    add(sh.edp, Pattern::gather, gb * s.expert, reduces, Purpose::grad_reduce);
+    break;
+  case workload::DataParallelMode::hsdp:
+    add(sh.dp_shard, Pattern::gather, 2 * s.dense, gathers, Purpose::param_gather);
+    add(sh.dp_shard, Pattern::gather, gb * s.dense, reduces, Purpose::grad_reduce);
+    add(sh.dp_replicate, Pattern::all_reduce, gb * s.dense / s.hsdp_shard, reduces, Purpose::grad_reduce);
+    add(sh.edp, Pattern::gather, 2 * s.expert, gathers, Purpose::param_gather);
+    add(sh.edp, Pattern::gather, gb * s.expert, reduces, Purpose::grad_reduce);
+    break;
+  }
+  const double once = dp_time / (reshard ? s.m : 1);
+  double step       = core + s.lead * once + std::max(0.0, dp_time - core);
+  charge.building += dp_charge.building;
+  charge.region += dp_charge.region;
+  Site& site_facts = site(variant);
+  step = std::max({step, charge.building / site_facts.building_link, charge.region / site_facts.region_link});
+
+  // DiLoCo: the outer synchronization of each rank's pseudo-gradient share, amortized over H inner steps.
+  if (net.diloco && sh.regions_spanned > 1) {
+    const auto& d    = *net.diloco;
+    const int r      = sh.regions_spanned;
+    const double per = std::max(1, sh.dp.n / sp.cp[at[knob_cp]]);
+    double shard     = (s.dense + s.expert) * gb / per;
+    double cost      = 0;
+    if (d.compression) {
+      cost = d.compression->cost(shard);
+      shard /= d.compression->ratio;
+    }
+    const double volume = 2.0 * (r - 1) / r * shard;
+    const double ranks  = static_cast<double>(spec.base.gpus);
+    const double outer  = std::max(volume / site_facts.region_link * ranks / r, 0.0) + cost;
+    step += std::max(0.0, outer - d.overlap_steps * step) / std::max(1, d.every);
+  }
+  return step;
+}
+
+Screen::Screen(const IndexedSpace& space, const topology::Topology& topo) : impl_(std::make_unique<Impl>(space, topo))
+{
+}
+
+Screen::~Screen() = default;
+
+double Screen::estimate(const Indices& at, std::string& reason)
+{
+  return impl_->estimate(at, reason);
+}
+
+} // namespace spansim::optimizer

@@ -1,0 +1,88 @@
+// Tier 1 of the search: the indexed space enumerates what the plain enumeration does, the cost model without
+// programs equals the programs' own figures, and the three-tier search finds the exhaustive winner.
+#include "optimizer/screen.hpp"
+#include "support_optimizer.hpp"
+#include "topology/topology.hpp"
+#include "workload/workload.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+using namespace spansim;
+using spansim::test::json;
+using spansim::test::screened_space;
+using spansim::test::spec_from;
+
+TEST_CASE("the indexed space names each distinct point once and decodes as the nested loops do", "[optimizer][screen]")
+{
+  auto spec = spec_from(screened_space());
+  const optimizer::IndexedSpace space(spec);
+  std::set<std::string> labels;
+  std::size_t canonical = 0, indivisible = 0;
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const auto at = space.decode(i);
+    if (!space.divisible(at)) {
+      ++indivisible;
+      continue;
+    }
+    if (!space.canonical(at))
+      continue;
+    ++canonical;
+    auto p = space.point(at);
+    labels.insert(p.label());
+  }
+  std::printf("indexed space: %llu combinations, %zu distinct points, %zu indivisible\n",
+              static_cast<unsigned long long>(space.size()), canonical, indivisible);
+  CHECK(labels.size() == canonical); // no two canonical combinations are the same point
+  CHECK(canonical > 1000);
+  CHECK(canonical < 4000);
+  // Decoding is the inverse of the nested loops: index 0 is every knob's first value, the last index every last.
+  const auto first = space.decode(0), last = space.decode(space.size() - 1);
+  for (int k = 0; k < optimizer::kKnobCount; ++k) {
+    CHECK(first[k] == 0);
+    CHECK(last[k] == space.radix(k) - 1);
+  }
+}
+
+TEST_CASE("job_costs equals the stage programs' compute, optimizer step and memory", "[optimizer][screen]")
+{
+  for (const char* schedule : {"1f1b", "interleaved-1f1b"})
+    for (const char* recompute : {"none", "selective", "full"}) {
+      auto spec = spec_from(screened_space());
+      optimizer::Point p;
+      p.tp             = 2;
+      p.cp             = 2;
+      p.pp             = 4;
+      p.dp             = 256 / 16;
+      p.micro_batch    = 1;
+      p.schedule       = parse_enum<workload::ScheduleKind>(schedule, "schedule");
+      p.virtual_stages = p.schedule == workload::ScheduleKind::interleaved_1f1b ? 2 : 1;
+      p.recompute      = parse_enum<workload::Recompute>(recompute, "recompute");
+      const auto job   = optimizer::job_of(spec, p, 2);
+      const auto graph = workload::build_step_graph(job);
+      const auto costs = workload::job_costs(job);
+      REQUIRE(costs.stages.size() == graph.stages.size());
+      CHECK(costs.micro_batches == graph.micro_batches);
+      for (std::size_t s = 0; s < graph.stages.size(); ++s) {
+        double fwd = 0, bwd = 0, rec = 0, opt = 0;
+        for (const auto& op : graph.stages[s].ops)
+          (op.kind == workload::OpKind::forward     ? fwd
+           : op.kind == workload::OpKind::backward  ? bwd
+           : op.kind == workload::OpKind::recompute ? rec
+           : op.kind == workload::OpKind::optimizer ? opt
+                                                    : fwd) += workload::is_compute(op.kind) ? op.seconds : 0;
+        const double m = graph.micro_batches;
+        INFO("stage " << s << " " << schedule << " " << recompute);
+        CHECK(costs.stages[s].forward * m == Approx(fwd).epsilon(1e-12));
+        CHECK(costs.stages[s].backward * m == Approx(bwd).epsilon(1e-12));
+        CHECK(costs.stages[s].recompute * m == Approx(rec).margin(1e-15).epsilon(1e-12));
+        CHECK(costs.stages[s].optimizer == Approx(opt).epsilon(1e-12));
+        CHECK(costs.stages[s].memory.total() == Approx(graph.stages[s].memory.total()).epsilon(1e-12));
+        CHECK(costs.stages[s].dense_params + costs.stages[s].expert_params ==
+              Approx(graph.stages[s].params).epsilon(1e-12));
+      }
+    }
+}

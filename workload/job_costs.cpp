@@ -1,0 +1,46 @@
+// A job's costs without its op programs: what the optimizer's screen prices a million points with.
+#include "workload/cost_model.hpp"
+
+#include <algorithm>
+
+namespace spansim::workload {
+
+JobCosts job_costs(const JobSpec& job, const BuildOptions& options)
+{
+  const detail::Context c(job);
+  const auto costs = detail::chunk_costs(c);
+  JobCosts out;
+  out.micro_batches = c.mbs;
+  out.tp_bytes      = detail::tp_activation_bytes(c);
+  out.cp_bytes      = detail::cp_kv_bytes(c);
+  out.ep_bytes      = detail::ep_buffer_bytes(c);
+  out.pp_bytes      = detail::pp_message_bytes(c);
+  for (int p = 0; p < c.pp; ++p) {
+    StageCosts s;
+    s.lead_share = 0;
+    for (int v = 0; v < c.v; ++v) {
+      const auto& ch = costs[v * c.pp + p];
+      s.forward += ch.fwd_seconds;
+      s.backward += ch.bwd_seconds;
+      s.recompute += ch.recompute_seconds;
+      s.layers += ch.layers;
+      s.moe_layers += ch.moe_layers;
+      const double total = ch.sum.params + ch.extra_params;
+      // As the stage programs do: the first unit (a layer, with the embedding or output layer) waits on compute.
+      const bool by_unit = job.effects.dp_overlap_by_unit && ch.layers >= 2 && total > 0;
+      s.lead_share =
+          std::max(s.lead_share, by_unit ? std::min(1.0, (ch.params_max_layer + ch.extra_params) / total) : 1.0);
+    }
+    const auto statics = detail::stage_statics(c, costs, p);
+    s.optimizer        = statics.optimizer.seconds;
+    s.dense_params     = statics.dense_params;
+    s.expert_params    = statics.expert_params;
+    s.memory           = statics.memory;
+    if (options.check_memory)
+      detail::check_memory(job, p, s.memory);
+    out.stages.push_back(s);
+  }
+  return out;
+}
+
+} // namespace spansim::workload
