@@ -103,6 +103,7 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
 
   StepResult r;
   r.rails      = rails;
+  r.auto_picks = lowered.auto_picks;
   r.flow_ops   = flow_graph.ops().size();
   r.engine     = run_result.settings;
   r.link_bytes = std::move(run_result.link_bytes);

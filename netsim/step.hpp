@@ -130,6 +130,8 @@ struct StepResult {
   int rails = 1;
   /// @brief Seconds SM contention added to each stage's compute (see workload::Effects::sm_contention).
   std::vector<double> sm_contention;
+  /// @brief Per dimension: bit a set when the per-call policy (`auto`) resolved a collective to algorithm a.
+  workload::DimArray<unsigned> auto_picks{};
   nlohmann::json engine; ///< effective engine settings
 };
 

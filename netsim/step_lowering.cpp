@@ -123,6 +123,7 @@ public:
   bool isolate_all_to_all() const { return isolate_all_to_all_; }
   std::vector<CollectiveSpan>& spans() { return spans_; }
   const std::vector<double>& compression() const { return compression_; }
+  const workload::DimArray<unsigned>& auto_picks() const { return auto_picks_; }
   const std::vector<std::vector<Node>>& nodes() const { return nodes_; }
   const std::vector<std::vector<int>>& stream_prev() const { return stream_prev_; }
   /// @brief For a send or receive: the node of its peer op (both share the transfer).
@@ -311,6 +312,7 @@ private:
           if (it == per_call_.end())
             it = per_call_.emplace(key, default_algorithm(topology_, c)).first;
           c.algorithm = it->second;
+          auto_picks_[*op.dim] |= 1u << static_cast<unsigned>(c.algorithm);
         }
         const auto added = add_collective(graph_, topology_, c, {begin_op});
         ends.push_back(added.end_op);
@@ -387,6 +389,7 @@ private:
         it = chosen_.emplace(key, choose_algorithm(topology_, out)).first;
       for (auto& c : out)
         c.algorithm = it->second;
+      auto_picks_[*op.dim] |= 1u << static_cast<unsigned>(it->second);
     }
     return out;
   }
@@ -475,6 +478,7 @@ private:
   std::map<PatternKey, Algorithm> chosen_;                           ///< `auto` resolved per op pattern
   /// @brief `auto` resolved per call: stage, axes, kind, bytes, purpose and group index.
   std::map<std::tuple<int, std::uint8_t, int, double, int, int>, Algorithm> per_call_;
+  workload::DimArray<unsigned> auto_picks_{};
   std::vector<double> compression_;   ///< [stage]: GPU seconds of (de)compression
   std::vector<CollectiveSpan> spans_; ///< hybrid fidelity: every collective lowered into graph_
 };
@@ -498,6 +502,7 @@ LoweredStep lower_step(const topology::Topology& topology, const workload::StepG
   out.all_to_all_isolated = lowering.isolate_all_to_all();
   out.spans               = std::move(lowering.spans());
   out.compression         = lowering.compression();
+  out.auto_picks          = lowering.auto_picks();
   out.peer.resize(graph.stages.size());
   for (std::size_t s = 0; s < graph.stages.size(); ++s) {
     out.peer[s].assign(graph.stages[s].ops.size(), {-1, -1});

@@ -34,9 +34,10 @@ struct LoweredStep {
   std::set<std::pair<int, int>> mirrors;
   /// @brief Bytes per link and direction of the collectives timed in isolation (not in `graph`).
   std::vector<double> isolated_link_bytes;
-  bool all_to_all_isolated = false;  ///< whether all-to-alls were timed in isolation
-  std::vector<CollectiveSpan> spans; ///< at hybrid fidelity: every collective lowered as flows
-  std::vector<double> compression;   ///< [stage]: GPU seconds of compressing and decompressing its traffic
+  bool all_to_all_isolated = false;          ///< whether all-to-alls were timed in isolation
+  std::vector<CollectiveSpan> spans;         ///< at hybrid fidelity: every collective lowered as flows
+  std::vector<double> compression;           ///< [stage]: GPU seconds of compressing and decompressing its traffic
+  workload::DimArray<unsigned> auto_picks{}; ///< per dimension: bit a set when `auto` resolved a call to algorithm a
 };
 
 /// @brief Lowers every op of every stage program: compute as delays, collectives through netsim/collectives.hpp on

@@ -116,12 +116,19 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
     trial.fidelity    = Fidelity::analytical;
     Algorithm best    = Algorithm::automatic;
     best_trial.reset();
+    unsigned per_call = 0; // what the per-call policy picked in its trial
     for (auto a : {Algorithm::automatic, Algorithm::ring, Algorithm::hierarchical, Algorithm::halving_doubling,
                    Algorithm::tree}) {
       if (!applies_to_dimension(topology, graph, placement, d, a))
         continue; // e.g. tree for FSDP's all-gathers
+      // One algorithm for every call is the per-call trial again when the per-call policy picked only it: the same
+      // run, and a tie keeps the per-call policy.
+      if (a != Algorithm::automatic && per_call == (1u << static_cast<unsigned>(a)))
+        continue;
       trial.algorithms[d] = a;
       auto r              = simulate_step_as_given(topology, graph, placement, trial);
+      if (a == Algorithm::automatic)
+        per_call = r.auto_picks[d];
       if (!best_trial || r.step_time < best_trial->step_time * (1 - 1e-9)) {
         best       = a;
         best_trial = std::move(r);

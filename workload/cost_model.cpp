@@ -319,12 +319,24 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
   const double bwd_rate      = by_length ? attn.rate(kernel_length, true) : attn.backward;
   std::vector<ChunkCost> out(c.chunks);
   int layer = 0;
+  // A layer's cost depends on it only through its parameters and whether it is a MoE layer: a layer like the
+  // previous one costs what it did (a dense model's 126 layers are costed once).
+  LayerCost previous;
+  LayerParams previous_params;
+  bool previous_moe = false;
   for (int g = 0; g < c.chunks; ++g) {
     ChunkCost& ch  = out[g];
     ch.first_layer = layer;
     ch.layers      = counts[g];
     for (int i = 0; i < counts[g]; ++i, ++layer) {
-      LayerCost k = layer_cost(c, layer);
+      const LayerParams params = layer_params(c.m, layer);
+      const bool moe           = c.m.is_moe_layer(layer);
+      if (layer == 0 || !(params == previous_params) || moe != previous_moe) {
+        previous        = layer_cost(c, layer);
+        previous_params = params;
+        previous_moe    = moe;
+      }
+      const LayerCost& k = previous;
       add(ch.sum, k);
       ch.moe_layers += k.moe ? 1 : 0;
       ch.act_max_layer    = std::max(ch.act_max_layer, k.act_none);

@@ -103,6 +103,7 @@ struct LayerParams {
   double active     = 0; ///< Parameters a token goes through (attention + norms + active MLP).
   double matmul     = 0; ///< Active parameters used in matrix products.
   double ffn_active = 0; ///< Intermediate MLP width a token goes through (sum over its experts).
+  bool operator==(const LayerParams&) const = default;
 };
 /// @brief Parameters of layer `layer` (0-based) of `m`.
 LayerParams layer_params(const ModelSpec& m, int layer);
