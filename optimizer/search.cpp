@@ -430,6 +430,8 @@ std::vector<Point> screen_space(const OptimizeSpec& spec, const topology::Topolo
     }
     progress(phase, std::min<std::uint64_t>(space.size(), done * kBlock), space.size(), best_so_far);
   };
+  if (progress)
+    progress(phase, 0, space.size(), 0);
   const auto records = process::parallel_map(blocks, workers, screen_block, on_done);
   std::vector<std::pair<double, std::uint64_t>> best;
   std::size_t points = 0, feasible = 0;
@@ -654,6 +656,8 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
                    [](const Evaluation& a, const Evaluation& b) { return a.lower_bound < b.lower_bound; });
   std::vector<Evaluation> scored;
   const std::size_t batch = static_cast<std::size_t>(std::max(4 * workers, spec.top_k));
+  if (progress)
+    progress("scoring (analytical)", 0, feasible.size(), 0); // the phase's rate counts from here
   for (std::size_t start = 0; start < feasible.size(); start += batch) {
     double kth = std::numeric_limits<double>::infinity();
     if (static_cast<int>(scored.size()) >= spec.top_k) {
