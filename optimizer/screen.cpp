@@ -194,7 +194,7 @@ struct Screen::Impl {
     }
     if (buildings.empty())
       buildings.push_back(0);
-    per_building = spec.base.gpus / static_cast<std::int64_t>(buildings.size());
+    per_building = std::max<std::int64_t>(1, spec.base.gpus / static_cast<std::int64_t>(buildings.size()));
     for (int b : buildings)
       building_gpus.push_back(topo.building_gpus(b));
     node = topo.node_gpus();
