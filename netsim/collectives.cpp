@@ -427,6 +427,90 @@ Algorithm choose_algorithm(const Topology& topology, const std::vector<Collectiv
   return best;
 }
 
+namespace {
+
+// FNV-1a over bytes, from a given offset basis (two bases give two independent hashes).
+struct Hash {
+  std::uint64_t h;
+  void add(const void* data, std::size_t n)
+  {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < n; ++i) {
+      h ^= p[i];
+      h *= 1099511628211ULL;
+    }
+  }
+  template <typename T>
+  void add(const T& v)
+  {
+    add(&v, sizeof v);
+  }
+};
+
+template <typename T>
+void put(std::string& key, const T& v)
+{
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+} // namespace
+
+std::string site_fingerprint(const Topology& topology)
+{
+  Hash a{14695981039346656037ULL}, b{0x9E3779B97F4A7C15ULL};
+  for (Hash* h : {&a, &b}) {
+    for (const auto& l : topology.links()) {
+      h->add(l.a);
+      h->add(l.b);
+      h->add(l.bandwidth);
+      h->add(l.latency);
+      h->add(static_cast<int>(l.tier));
+    }
+    const auto& mp = topology.spec().multipath;
+    h->add(mp.ecmp);
+    h->add(mp.seed);
+    h->add(mp.long_links);
+    h->add(mp.explicit_spines);
+    h->add(mp.qps);
+    h->add(topology.spec().window);
+    h->add(topology.gpu_count());
+    b.h ^= 0x5bd1e995; // the second hash differs in more than its basis
+  }
+  std::string key;
+  put(key, a.h);
+  put(key, b.h);
+  return key;
+}
+
+Algorithm AlgorithmCache::choose(const Topology& topology, const std::string& site,
+                                 const std::vector<Collective>& concurrent)
+{
+  // The key holds everything choose_algorithm reads of the collectives, in full.
+  std::string key = site;
+  put(key, concurrent.size());
+  for (const auto& c : concurrent) {
+    put(key, static_cast<int>(c.op));
+    put(key, c.bytes);
+    put(key, c.root);
+    put(key, c.channels);
+    put(key, c.gpus.size());
+    key.append(reinterpret_cast<const char*>(c.gpus.data()), c.gpus.size() * sizeof(int));
+    put(key, c.matrix.size());
+    for (const auto& row : c.matrix) {
+      put(key, row.size());
+      key.append(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(double));
+    }
+  }
+  if (auto it = choices_.find(key); it != choices_.end()) {
+    ++hits_;
+    return it->second;
+  }
+  ++misses_;
+  const Algorithm a = choose_algorithm(topology, concurrent);
+  choices_.emplace(std::move(key), a);
+  return a;
+}
+
 Lowered add_collective(FlowGraph& graph, const Topology& topology, const Collective& c, const std::vector<int>& deps)
 {
   validate(topology, c);

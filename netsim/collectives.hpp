@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace spansim::netsim {
@@ -61,5 +62,25 @@ Algorithm default_algorithm(const topology::Topology& topology, const Collective
 /// several nodes or buildings); all-to-all and send/recv are direct. Like NCCL's tuning by size and shape, but
 /// measured on the topology rather than read from a table.
 Algorithm choose_algorithm(const topology::Topology& topology, const std::vector<Collective>& concurrent);
+
+/// @brief A fingerprint of what choose_algorithm reads of a site: every link (ends, bandwidth, latency, tier) and
+/// the routing settings (multipath, window), as two independent 64-bit hashes.
+std::string site_fingerprint(const topology::Topology& topology);
+
+/// @brief A memo of choose_algorithm, which is a function of the site and the collectives alone: a search that
+/// simulates many points on one site times each set of candidates once. Keyed by the site's fingerprint, so one
+/// memo may serve several sites. One per process (the optimizer's workers each fill their own).
+class AlgorithmCache {
+public:
+  /// @brief choose_algorithm(topology, concurrent), remembered; `site` is site_fingerprint(topology).
+  Algorithm choose(const topology::Topology& topology, const std::string& site,
+                   const std::vector<Collective>& concurrent);
+  std::size_t hits() const { return hits_; }
+  std::size_t misses() const { return misses_; }
+
+private:
+  std::unordered_map<std::string, Algorithm> choices_;
+  std::size_t hits_ = 0, misses_ = 0;
+};
 
 } // namespace spansim::netsim

@@ -15,6 +15,8 @@
 #include "placement/placement.hpp"
 #include "workload/workload.hpp"
 
+#include <memory>
+
 #include <array>
 #include <nlohmann/json.hpp>
 
@@ -59,6 +61,9 @@ struct StepOptions {
   /// @brief Inner steps of infrequent cross-region synchronization (DiLoCo): every data-parallel collective runs on
   /// its group's members in each region apart, so that nothing of the data-parallel dimension crosses regions.
   bool dp_within_regions = false;
+  /// @brief A memo of `auto`'s choices that outlives this simulation (a search's worker shares one across the
+  /// points it simulates); none: each lowering decides afresh. Results are the same either way.
+  std::shared_ptr<AlgorithmCache> algorithm_cache;
 };
 
 /// @brief The parts of a stage's step time, in the order of every report (summary, CSV, campaigns, plots).

@@ -310,7 +310,7 @@ private:
                                 c.bytes, static_cast<int>(op.purpose), static_cast<int>(g)};
           auto it  = per_call_.find(key);
           if (it == per_call_.end())
-            it = per_call_.emplace(key, default_algorithm(topology_, c)).first;
+            it = per_call_.emplace(key, choose({c})).first;
           c.algorithm = it->second;
           auto_picks_[*op.dim] |= 1u << static_cast<unsigned>(c.algorithm);
         }
@@ -386,7 +386,7 @@ private:
                             static_cast<int>(op.purpose)};
       auto it  = chosen_.find(key);
       if (it == chosen_.end())
-        it = chosen_.emplace(key, choose_algorithm(topology_, out)).first;
+        it = chosen_.emplace(key, choose(out)).first;
       for (auto& c : out)
         c.algorithm = it->second;
       auto_picks_[*op.dim] |= 1u << static_cast<unsigned>(it->second);
@@ -479,6 +479,17 @@ private:
   /// @brief `auto` resolved per call: stage, axes, kind, bytes, purpose and group index.
   std::map<std::tuple<int, std::uint8_t, int, double, int, int>, Algorithm> per_call_;
   workload::DimArray<unsigned> auto_picks_{};
+  std::string site_; ///< site_fingerprint(topology_) when options_.algorithm_cache is set
+
+  /// @brief `auto`'s choice for collectives run together: from the options' memo when there is one.
+  Algorithm choose(const std::vector<Collective>& concurrent)
+  {
+    if (!options_.algorithm_cache)
+      return choose_algorithm(topology_, concurrent);
+    if (site_.empty())
+      site_ = site_fingerprint(topology_);
+    return options_.algorithm_cache->choose(topology_, site_, concurrent);
+  }
   std::vector<double> compression_;   ///< [stage]: GPU seconds of (de)compression
   std::vector<CollectiveSpan> spans_; ///< hybrid fidelity: every collective lowered into graph_
 };

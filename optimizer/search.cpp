@@ -52,9 +52,13 @@ const topology::Topology& site_of(const OptimizeSpec& spec, const topology::Topo
   return *own;
 }
 
-netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool collapse)
+/// @brief `auto`'s choices remembered across the points a process simulates (the site and groups decide them).
+using Choices = std::shared_ptr<netsim::AlgorithmCache>;
+
+netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool collapse, const Choices& choices)
 {
   netsim::StepOptions o;
+  o.algorithm_cache        = choices;
   o.fidelity               = fidelity;
   o.collapse_communication = collapse;
   o.channels               = p.channels;
@@ -245,7 +249,7 @@ Outcome bound_point(const OptimizeSpec& spec, const topology::Topology& topo, co
 }
 
 // Scores a point with the collapsed analytical step, or names why it cannot run.
-Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
+Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p, const Choices& choices)
 {
   try {
     std::optional<topology::Topology> own;
@@ -253,9 +257,10 @@ Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, co
     auto b           = build(spec, site, p);
     Outcome o;
     o.lower_bound = workload::compute_makespan(b.graph);
-    auto r        = netsim::simulate_step(site, b.graph, *b.place, step_options(p, netsim::Fidelity::analytical, true));
-    o.score       = r.step_time;
-    o.metrics     = metrics_of(r, site, false);
+    auto r =
+        netsim::simulate_step(site, b.graph, *b.place, step_options(p, netsim::Fidelity::analytical, true, choices));
+    o.score   = r.step_time;
+    o.metrics = metrics_of(r, site, false);
     add_outer_sync(p, site, b.graph, *b.place, netsim::Fidelity::analytical, o.metrics, o.score);
     return o;
   } catch (const InfeasibleError& e) {
@@ -282,12 +287,12 @@ void goodput(const OptimizeSpec& spec, const topology::Topology& topo, Evaluatio
   e.recovery = std::string(name_of(r.recovery));
 }
 
-Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
+Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p, const Choices& choices)
 {
   std::optional<topology::Topology> own;
   const auto& site = site_of(spec, topo, p, own);
   auto b           = build(spec, site, p);
-  auto r           = netsim::simulate_step(site, b.graph, *b.place, step_options(p, spec.refine, false));
+  auto r           = netsim::simulate_step(site, b.graph, *b.place, step_options(p, spec.refine, false, choices));
   Outcome o;
   o.score   = r.step_time;
   o.metrics = metrics_of(r, site, true);
@@ -619,7 +624,8 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
 {
   const auto started = std::chrono::steady_clock::now();
   topology::Topology topo(spec.topology);
-  const int workers = spec.workers > 0 ? spec.workers : process::available_cores();
+  const int workers  = spec.workers > 0 ? spec.workers : process::available_cores();
+  const auto choices = std::make_shared<netsim::AlgorithmCache>(); // each worker process fills its own copy
   OptimizeResult result;
   const bool tiered = IndexedSpace(spec).size() > spec.screen.above;
   auto points       = tiered ? screen_space(spec, topo, workers, result, progress) : enumerate(spec, result.pruned);
@@ -673,8 +679,9 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
         todo.push_back(i);
       else
         result.bound_pruned++;
-    auto out = process::parallel_map(
-        todo.size(), workers, [&](std::size_t k) { return encode(score_point(spec, topo, feasible[todo[k]].point)); });
+    auto out = process::parallel_map(todo.size(), workers, [&](std::size_t k) {
+      return encode(score_point(spec, topo, feasible[todo[k]].point, choices));
+    });
     for (std::size_t k = 0; k < todo.size(); ++k) {
       const auto o = decode(out[k]);
       if (!o.reason.empty()) {
@@ -724,11 +731,11 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     p.virtual_stages = 1;
     p.dp_algorithm   = netsim::Algorithm::automatic;
     copy_network(network, p);
-    auto o = score_point(spec, topo, p);
+    auto o = score_point(spec, topo, p, choices);
     if (!o.reason.empty()) {
       // DP across the boundary may be impossible (a site of two GPU generations): 1F1B on the best point's order.
       p.order = scored.front().point.order;
-      o       = score_point(spec, topo, p);
+      o       = score_point(spec, topo, p, choices);
     }
     if (!o.reason.empty())
       throw UsageError("the production default (1F1B, order [tp, cp, pp, dp] or the best point's) of the best "
@@ -741,8 +748,9 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
   // by score are re-simulated (the collapsed score misses contention on a saturated long haul), and the best
   // single change overall is the best of those.
   const auto changes = single_changes(spec, baseline->point);
-  auto change_scores = process::parallel_map(
-      changes.size(), workers, [&](std::size_t i) { return encode(score_point(spec, topo, changes[i].point)); });
+  auto change_scores = process::parallel_map(changes.size(), workers, [&](std::size_t i) {
+    return encode(score_point(spec, topo, changes[i].point, choices));
+  });
   std::map<SearchDimension, std::vector<std::pair<std::string, Evaluation>>> per_dimension;
   for (std::size_t i = 0; i < changes.size(); ++i) {
     const auto o = decode(change_scores[i]);
@@ -818,7 +826,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     if (first_of.emplace(refine[i].point.label(), i).second)
       distinct.push_back(i);
   auto refined = process::parallel_map(distinct.size(), workers, [&](std::size_t k) {
-    return encode(refine_point(spec, topo, refine[distinct[k]].point));
+    return encode(refine_point(spec, topo, refine[distinct[k]].point, choices));
   });
   for (std::size_t k = 0; k < distinct.size(); ++k) {
     auto& e      = refine[distinct[k]];

@@ -296,6 +296,28 @@ TEST_CASE("the default policy: latency-bound small messages pick few steps, big 
   CHECK(default_algorithm(t, a2a) == Algorithm::direct);
 }
 
+TEST_CASE("the memo of auto's choices answers as choose_algorithm does, once per site and collective", "[collective]")
+{
+  auto t          = preset("hgx-h100-pod");
+  const auto site = site_fingerprint(t);
+  AlgorithmCache memo;
+  Collective small = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 64, 8), 4096);
+  Collective big   = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 32), 1073741824.0);
+  for (int round = 0; round < 2; ++round)
+    for (const auto& c : {small, big})
+      CHECK(memo.choose(t, site, {c}) == choose_algorithm(t, {c}));
+  CHECK(memo.misses() == 2);
+  CHECK(memo.hits() == 2);
+  // Another site (links halved) is another key; so is another size on the same group.
+  const auto halved = t.with_shared_links_divided(2);
+  CHECK(site_fingerprint(halved) != site);
+  CHECK(site_fingerprint(t.with_window(16.0 * 1024 * 1024)) != site);
+  memo.choose(halved, site_fingerprint(halved), {big});
+  small.bytes = 8192;
+  memo.choose(t, site, {small});
+  CHECK(memo.misses() == 4);
+}
+
 TEST_CASE("algorithms that do not apply are refused with the allowed ones", "[collective]")
 {
   auto t = preset("hgx-h100-pod");
