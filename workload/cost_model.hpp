@@ -116,6 +116,9 @@ std::vector<ChunkCost> chunk_costs(const Context& c);
 /// @brief Activations a chunk keeps per micro-batch under the job's recompute policy.
 double stored_activations(const Context& c, const ChunkCost& ch);
 
+/// @brief The share of a chunk's parameters in its first unit (its first layer and embedding or output layer), which
+/// waits on compute when data parallelism overlaps unit by unit; 1 when it does not.
+double lead_share(const Context& c, const ChunkCost& ch);
 /// @brief Buffer of one tensor-parallel collective: the micro-batch's full (gathered) activation.
 double tp_activation_bytes(const Context& c);
 /// @brief Buffer of one context-parallel K/V all-gather (MLA: its compressed latent).

@@ -25,11 +25,7 @@ JobCosts job_costs(const JobSpec& job, const BuildOptions& options)
       s.recompute += ch.recompute_seconds;
       s.layers += ch.layers;
       s.moe_layers += ch.moe_layers;
-      const double total = ch.sum.params + ch.extra_params;
-      // As the stage programs do: the first unit (a layer, with the embedding or output layer) waits on compute.
-      const bool by_unit = job.effects.dp_overlap_by_unit && ch.layers >= 2 && total > 0;
-      s.lead_share =
-          std::max(s.lead_share, by_unit ? std::min(1.0, (ch.params_max_layer + ch.extra_params) / total) : 1.0);
+      s.lead_share = std::max(s.lead_share, detail::lead_share(c, ch));
     }
     const auto statics = detail::stage_statics(c, costs, p);
     s.optimizer        = statics.optimizer.seconds;

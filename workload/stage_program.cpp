@@ -177,11 +177,7 @@ std::vector<int> StageBuilder::layer_collectives(int v, int mb, std::vector<int>
 
 double StageBuilder::lead_share(int v) const
 {
-  const ChunkCost& ch = costs_[global_chunk(v)];
-  const double total  = ch.sum.params + ch.extra_params;
-  if (!c_.job.effects.dp_overlap_by_unit || ch.layers < 2 || total <= 0)
-    return 1;
-  return std::min(1.0, (ch.params_max_layer + ch.extra_params) / total);
+  return detail::lead_share(c_, costs_[global_chunk(v)]);
 }
 
 StageBuilder::Gathers StageBuilder::gather_params(int v, int mb)
@@ -383,6 +379,14 @@ StageProgram StageBuilder::build()
 } // namespace
 
 namespace detail {
+
+double lead_share(const Context& c, const ChunkCost& ch)
+{
+  const double total = ch.sum.params + ch.extra_params;
+  if (!c.job.effects.dp_overlap_by_unit || ch.layers < 2 || total <= 0)
+    return 1;
+  return std::min(1.0, (ch.params_max_layer + ch.extra_params) / total);
+}
 
 double tp_activation_bytes(const Context& c)
 {
