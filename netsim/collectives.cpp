@@ -457,28 +457,27 @@ void put(std::string& key, const T& v)
 
 std::string site_fingerprint(const Topology& topology)
 {
-  Hash a{14695981039346656037ULL}, b{0x9E3779B97F4A7C15ULL};
-  for (Hash* h : {&a, &b}) {
+  // The same bytes under two offset bases: two independent 64-bit hashes.
+  std::string key;
+  for (std::uint64_t basis : {14695981039346656037ULL, 0x9E3779B97F4A7C15ULL}) {
+    Hash h{basis};
     for (const auto& l : topology.links()) {
-      h->add(l.a);
-      h->add(l.b);
-      h->add(l.bandwidth);
-      h->add(l.latency);
-      h->add(static_cast<int>(l.tier));
+      h.add(l.a);
+      h.add(l.b);
+      h.add(l.bandwidth);
+      h.add(l.latency);
+      h.add(static_cast<int>(l.tier));
     }
     const auto& mp = topology.spec().multipath;
-    h->add(mp.ecmp);
-    h->add(mp.seed);
-    h->add(mp.long_links);
-    h->add(mp.explicit_spines);
-    h->add(mp.qps);
-    h->add(topology.spec().window);
-    h->add(topology.gpu_count());
-    b.h ^= 0x5bd1e995; // the second hash differs in more than its basis
+    h.add(mp.ecmp);
+    h.add(mp.seed);
+    h.add(mp.long_links);
+    h.add(mp.explicit_spines);
+    h.add(mp.qps);
+    h.add(topology.spec().window);
+    h.add(topology.gpu_count());
+    put(key, h.h);
   }
-  std::string key;
-  put(key, a.h);
-  put(key, b.h);
   return key;
 }
 
