@@ -7,7 +7,8 @@
 /// placement; infeasible points are counted by the reason code of the error) and bounded below by its compute and
 /// pipeline bubble; feasible points are scored in worker processes with the collapsed analytical step (each
 /// communication op alone), skipping those whose bound cannot enter the best K; the best K are re-simulated at
-/// flow fidelity. Deterministic.
+/// flow fidelity. A space larger than ScreenSpec::above is first screened in closed form (optimizer/screen.hpp) and
+/// only its best fraction goes on as above. Deterministic.
 
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
@@ -80,6 +81,11 @@ struct ScreenSpec {
   std::size_t keep_max = 400;
   nlohmann::json to_json() const;
 };
+
+/// @brief Most combinations a search space may have (the product of its lists' lengths).
+inline constexpr std::uint64_t kMaxCombinations = 1'000'000'000;
+/// @brief Most combinations `screen.above` may leave to the plain enumeration, which holds every point in memory.
+inline constexpr std::uint64_t kMaxEnumerated = 1'000'000;
 
 /// @brief The three dimensions of the scale-across search, for explanations.
 enum class SearchDimension { placement, scheduling, network };

@@ -291,7 +291,7 @@ struct Screen::Impl {
   const Shapes& placement(const Indices& at, bool within_regions)
   {
     const auto& sp    = spec.space;
-    std::uint64_t key = within_regions ? 1 : 0;
+    std::uint64_t key = 0;
     for (int k : {knob_tp, knob_cp, knob_pp, knob_ep, knob_order})
       key = key * space.radix(k) + at[k];
     key              = key * 2 + (within_regions ? 1 : 0);
@@ -553,10 +553,31 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
     }
     const double volume = 2.0 * (r - 1) / r * shard;
     const double ranks  = static_cast<double>(spec.base.gpus);
-    const double outer  = std::max(volume / site_facts.region_link * ranks / r, 0.0) + cost;
+    const double outer  = volume * ranks / r / site_facts.region_link + cost;
     step += std::max(0.0, outer - d.overlap_steps * step) / std::max(1, d.every);
   }
   return step;
+}
+
+ScreenRank screen_rank(const IndexedSpace& space, const topology::Topology& topo, const std::string& label)
+{
+  Screen screen(space, topo);
+  std::vector<std::pair<double, std::string>> estimates;
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const auto at = space.decode(i);
+    if (!space.divisible(at) || !space.canonical(at))
+      continue;
+    std::string reason;
+    const double t = screen.estimate(at, reason);
+    if (reason.empty())
+      estimates.emplace_back(t, space.point(at).label());
+  }
+  std::sort(estimates.begin(), estimates.end());
+  ScreenRank r;
+  r.feasible = estimates.size();
+  while (r.rank < estimates.size() && estimates[r.rank].second != label)
+    ++r.rank;
+  return r;
 }
 
 Screen::Screen(const IndexedSpace& space, const topology::Topology& topo) : impl_(std::make_unique<Impl>(space, topo))

@@ -85,4 +85,12 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
+/// @brief Where the screen ranks a point among the feasible points of a space, by estimate (0: first), for measuring
+/// how well tier 1 orders points; rank == feasible when the point is not among them.
+struct ScreenRank {
+  std::size_t rank     = 0;
+  std::size_t feasible = 0;
+};
+ScreenRank screen_rank(const IndexedSpace& space, const topology::Topology& topo, const std::string& label);
+
 } // namespace spansim::optimizer

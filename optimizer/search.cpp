@@ -444,6 +444,7 @@ std::vector<Point> screen_space(const OptimizeSpec& spec, const topology::Topolo
     Reader r(record);
     points += static_cast<std::size_t>(r.number());
     const auto indivisible = static_cast<std::size_t>(r.number());
+    points += indivisible; // counted among the points, as the plain enumeration does
     if (indivisible > 0)
       result.pruned["gpus not divisible by tp x cp x pp"] += indivisible;
     feasible += static_cast<std::size_t>(r.number());
@@ -467,7 +468,7 @@ std::vector<Point> screen_space(const OptimizeSpec& spec, const topology::Topolo
     out.push_back(space.point(space.decode(best[k].second)));
   result.screen_kept    = kept;
   result.screen_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  result.points         = points; // the indivisible ones are added with the other pruned counts
+  result.points         = points;
   result.feasible       = feasible;
   return out;
 }
@@ -629,11 +630,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
   OptimizeResult result;
   const bool tiered = IndexedSpace(spec).size() > spec.screen.above;
   auto points       = tiered ? screen_space(spec, topo, workers, result, progress) : enumerate(spec, result.pruned);
-  if (tiered) {
-    result.points += result.pruned["gpus not divisible by tp x cp x pp"];
-    if (result.pruned["gpus not divisible by tp x cp x pp"] == 0)
-      result.pruned.erase("gpus not divisible by tp x cp x pp");
-  } else {
+  if (!tiered) {
     result.points = points.size();
     for (const auto& [reason, n] : result.pruned)
       result.points += n;

@@ -5,6 +5,7 @@
 #include "optimizer/optimizer.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
 namespace spansim::optimizer {
@@ -250,7 +251,7 @@ OptimizeSpec load_optimize_spec(const std::string& path)
   if (auto s = r.optional_object("screen")) {
     auto& screen = spec.screen;
     screen.above = static_cast<std::uint64_t>(
-        s->optional_integer("above", 0, std::numeric_limits<std::int64_t>::max()).value_or(5000));
+        s->optional_integer("above", 0, static_cast<std::int64_t>(kMaxEnumerated)).value_or(5000));
     screen.keep     = s->optional_number("keep", 1e-9, 1).value_or(0.01);
     screen.keep_min = static_cast<std::size_t>(s->optional_integer("keep_min", 1, 1'000'000).value_or(64));
     screen.keep_max = static_cast<std::size_t>(s->optional_integer("keep_max", 1, 1'000'000).value_or(400));
@@ -331,6 +332,38 @@ OptimizeSpec load_optimize_spec(const std::string& path)
       sp.order.clear();
       for (std::size_t i = 0; i < v.size(); ++i)
         sp.order.push_back(workload::parse_rank_order(v[i], s->where().member("order").element(i)));
+    }
+    // The product of the lists' lengths, refused past the limit before it can overflow or run for hours.
+    const auto& l               = sp;
+    const std::size_t lengths[] = {l.tp.size(),
+                                   l.cp.size(),
+                                   l.pp.size(),
+                                   l.ep.size(),
+                                   l.data_parallel.size(),
+                                   l.reshard_after_forward.size(),
+                                   l.micro_batch.size(),
+                                   l.schedule.size(),
+                                   l.virtual_stages.size(),
+                                   l.order.size(),
+                                   l.recompute.size(),
+                                   l.dp_algorithm.size(),
+                                   l.channels.size(),
+                                   l.window.size(),
+                                   l.qps.size(),
+                                   l.compression.size(),
+                                   l.diloco.size(),
+                                   l.inter_building.size(),
+                                   l.inter_region.size()};
+    double combinations         = 1;
+    for (std::size_t n : lengths)
+      combinations *= static_cast<double>(n);
+    if (combinations > kMaxCombinations) {
+      char count[32];
+      std::snprintf(count, sizeof count, "%.3g", combinations);
+      s->where().fail(std::string("the space has ") + count +
+                      " combinations (the product of the lists' lengths); at most " + std::to_string(kMaxCombinations) +
+                      " are allowed (the closed-form screen takes about a second per 3 million on one core): shorten a "
+                      "list or a range");
     }
     s->finish();
   }

@@ -20,7 +20,17 @@ TEST_CASE("the indexed space names each distinct point once and decodes as the n
 {
   auto spec = spec_from(screened_space());
   const optimizer::IndexedSpace space(spec);
-  std::set<std::string> labels;
+  // The plain enumeration's rule: two combinations are one point when their labels agree once the rank order keeps
+  // only dimensions of degree above 1. Every divisible combination's key, against the canonical ones.
+  auto key = [](optimizer::Point p) {
+    std::vector<workload::Dim> order;
+    for (auto d : p.order)
+      if ((d == workload::Dim::tp ? p.tp : d == workload::Dim::cp ? p.cp : d == workload::Dim::pp ? p.pp : p.dp) > 1)
+        order.push_back(d);
+    p.order = order;
+    return p.label();
+  };
+  std::set<std::string> distinct, canonical_keys;
   std::size_t canonical = 0, indivisible = 0;
   for (std::uint64_t i = 0; i < space.size(); ++i) {
     const auto at = space.decode(i);
@@ -28,17 +38,16 @@ TEST_CASE("the indexed space names each distinct point once and decodes as the n
       ++indivisible;
       continue;
     }
+    distinct.insert(key(space.point(at)));
     if (!space.canonical(at))
       continue;
     ++canonical;
-    auto p = space.point(at);
-    labels.insert(p.label());
+    canonical_keys.insert(key(space.point(at)));
   }
-  std::printf("indexed space: %llu combinations, %zu distinct points, %zu indivisible\n",
-              static_cast<unsigned long long>(space.size()), canonical, indivisible);
-  CHECK(labels.size() == canonical); // no two canonical combinations are the same point
-  CHECK(canonical > 1000);
-  CHECK(canonical < 4000);
+  std::printf("indexed space: %llu combinations, %zu indivisible; expected %zu distinct points, canonical %zu\n",
+              static_cast<unsigned long long>(space.size()), indivisible, distinct.size(), canonical);
+  CHECK(canonical_keys.size() == canonical); // no two canonical combinations are the same point
+  CHECK(canonical == distinct.size());       // and every point has a canonical combination
   // Decoding is the inverse of the nested loops: index 0 is every knob's first value, the last index every last.
   const auto first = space.decode(0), last = space.decode(space.size() - 1);
   for (int k = 0; k < optimizer::kKnobCount; ++k) {
@@ -102,11 +111,10 @@ TEST_CASE("a screened search keeps the best fraction and reports the tiers", "[o
   CHECK(result.screen_kept == 2); // 1% of the feasible points is below keep_min
   CHECK(result.scored <= 2);
   CHECK(result.ranked.size() == 1);
-  CHECK(result.screen_seconds > 0);
-  // The plain search over the same space (below `above`) finds at least as fast a winner.
+  // The plain search scores every point: its best analytical score is at most the best among the points kept.
   auto plain         = spec;
   plain.screen.above = space.size();
   const auto all     = optimizer::optimize(plain);
   CHECK(all.screened == 0);
-  CHECK(*all.ranked.front().refined <= *result.ranked.front().refined * (1 + 1e-12));
+  CHECK(all.ranked.front().score <= result.ranked.front().score);
 }
