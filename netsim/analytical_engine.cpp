@@ -1,7 +1,8 @@
 // The analytical engine: an event-driven fluid model without SimGrid. Every flow in its bytes phase shares the
 // directed links with every other by max-min fairness (progressive filling). Rates change only at events (ops
-// start, route latencies end, flows end), and then only in the connected component of the links whose flows
-// changed. Cost per event: O(flows in that component x hops x log); routes are computed once per transfer.
+// start, route latencies end, flows end), and then only for the flows an event can move: those at or above the
+// lowest fill level it disturbs, connected to the links whose flows changed. Cost per event: O(those flows x
+// hops x log, plus the lists of their links); routes are computed once per transfer.
 #include "common/error.hpp"
 #include "netsim/netsim.hpp"
 
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <queue>
+#include <unordered_map>
 
 namespace spansim::netsim {
 
@@ -37,26 +39,44 @@ Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
   r.first.assign(ops.size() + 1, 0);
   r.latency.assign(ops.size(), 0);
   std::vector<int> number(2 * topology.links().size(), -1);
+  // A collective repeats its pairs (a ring's every step), so each (source, destination, QP) is routed once.
+  struct Known {
+    int first, count;
+    double latency, window;
+  };
+  std::unordered_map<std::uint64_t, Known> known;
+  std::vector<int> known_resources;
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    if (moves_bytes(ops[i])) {
-      auto route = topology.route(ops[i].src, ops[i].dst, ops[i].qp);
-      for (const auto& h : route) {
-        const int directed = 2 * h.link + (h.forward ? 0 : 1);
-        if (number[directed] < 0) {
-          number[directed] = static_cast<int>(r.global.size());
-          r.global.push_back(directed);
-          r.bandwidth.push_back(topology.links()[h.link].bandwidth);
+    const auto& op = ops[i];
+    if (moves_bytes(op)) {
+      const auto key = (static_cast<std::uint64_t>(op.src) << 40) ^ (static_cast<std::uint64_t>(op.dst) << 16) ^
+                       static_cast<std::uint64_t>(op.qp);
+      auto it = known.find(key);
+      if (it == known.end()) {
+        auto route = topology.route(op.src, op.dst, op.qp);
+        Known k{static_cast<int>(known_resources.size()), static_cast<int>(route.size()), topology.route_latency(route),
+                topology.window_rate(op.src, op.dst, op.qp)};
+        for (const auto& h : route) {
+          const int directed = 2 * h.link + (h.forward ? 0 : 1);
+          if (number[directed] < 0) {
+            number[directed] = static_cast<int>(r.global.size());
+            r.global.push_back(directed);
+            r.bandwidth.push_back(topology.links()[h.link].bandwidth);
+          }
+          known_resources.push_back(number[directed]);
         }
-        r.resource.push_back(number[directed]);
+        it = known.emplace(key, k).first;
       }
+      const Known& k = it->second;
+      r.resource.insert(r.resource.end(), known_resources.begin() + k.first,
+                        known_resources.begin() + k.first + k.count);
       // A window caps the flow as a link of its own would, of capacity window / round trip.
-      const double cap = topology.window_rate(ops[i].src, ops[i].dst, ops[i].qp);
-      if (std::isfinite(cap)) {
+      if (std::isfinite(k.window)) {
         r.resource.push_back(static_cast<int>(r.global.size()));
         r.global.push_back(-1);
-        r.bandwidth.push_back(cap);
+        r.bandwidth.push_back(k.window);
       }
-      r.latency[i] = topology.route_latency(route);
+      r.latency[i] = k.latency;
     }
     r.first[i + 1] = static_cast<int>(r.resource.size());
   }
@@ -68,13 +88,19 @@ Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
 constexpr double kTimePrecision = 1e-9;
 
 /// @brief The flows in their bytes phase and their max-min fair rates. Rates change only at events (a flow
-/// starts or ends), and then only in the connected component (flows and the links they share) of the links
-/// whose flows changed: max-min shares of separate components do not depend on each other. The bytes a flow has
-/// left are brought up to date only when its rate changes, and its end is predicted anew.
+/// starts or ends). Progressive filling raises every unfixed flow's rate together and fixes a link's flows when
+/// the link fills, so an event changes nothing below the lowest level at which it changes a link's filling:
+/// an ended flow's rate (its links filled at or above it), or for a new flow the level at which its links now
+/// fill, given the others' rates. Flows below that level keep their rates and are constants on their links; the
+/// rest are re-solved, and of them only those connected to the changed links through each other: max-min
+/// shares of separate components do not depend on each other. The bytes a flow has left are brought up to date
+/// only when its rate changes, and its end is predicted anew.
 class Fluid {
 public:
-  Fluid(const Routes& routes, std::size_t ops)
-      : routes_(routes), on_(routes.global.size()), remaining_(routes.global.size()), unfixed_(routes.global.size()),
+  Fluid(const Routes& routes, std::size_t ops, bool incremental)
+      : routes_(routes), incremental_(incremental), on_(routes.global.size()), remaining_(routes.global.size()),
+        fixed_(routes.global.size(), 0), rate_sum_(routes.global.size(), 0), max_rate_(routes.global.size(), 0),
+        below_max_(routes.global.size(), 0), unfixed_(routes.global.size()), position_(routes.global.size(), 0),
         resource_seen_(routes.global.size(), 0), slot_of_(ops, -1)
   {
   }
@@ -92,6 +118,7 @@ public:
       share_.push_back(0);
       version_.push_back(0);
       unfixed_flow_.push_back(0);
+      fresh_.push_back(1);
     } else {
       s = free_.back();
       free_.pop_back();
@@ -99,8 +126,10 @@ public:
       left_[s]  = bytes;
       since_[s] = now;
       rate_[s]  = 0;
+      fresh_[s] = 1;
     }
     slot_of_[op] = s;
+    added_.push_back(op);
     ++in_flight_;
     for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k) {
       on_[routes_.resource[k]].push_back(op);
@@ -125,7 +154,10 @@ public:
       pop_end();
       if (!current(e))
         continue;
-      const int s    = slot_of_[e.op];
+      const int s = slot_of_[e.op];
+      level_      = std::min(level_, rate_[s]);
+      for (int k = routes_.first[e.op]; k < routes_.first[e.op + 1]; ++k)
+        rate_sum_[routes_.resource[k]] -= rate_[s];
       slot_of_[e.op] = -1;
       op_[s]         = -1;
       free_.push_back(s);
@@ -140,10 +172,26 @@ public:
   /// added or ended since the last call.
   void reshare(double now)
   {
+    if (incremental_)
+      lower_level_to_new_flows();
+    // The margin keeps flows whose share equals the level up to rounding among those re-solved.
+    threshold_ = incremental_ ? level_ * (1 - 1e-9) : 0;
     component();
     fill();
+    // Each link reached gets its rate sum and maximum anew: the flows below the threshold plus the new shares.
+    for (int r : seeds_) {
+      rate_sum_[r] = fixed_[r];
+      max_rate_[r] = below_max_[r];
+    }
+    for (int op : flows_)
+      for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k) {
+        const int r = routes_.resource[k];
+        rate_sum_[r] += share_[slot_of_[op]];
+        max_rate_[r] = std::max(max_rate_[r], share_[slot_of_[op]]);
+      }
     for (int op : flows_) {
       const int s = slot_of_[op];
+      fresh_[s]   = 0;
       if (share_[s] == rate_[s])
         continue;
       left_[s]  = std::max(0.0, left_[s] - rate_[s] * (now - since_[s]));
@@ -153,9 +201,13 @@ public:
       if (rate_[s] > 0)
         push_end({now + left_[s] / rate_[s], op, version_[s]});
     }
-    for (int r : seeds_)
+    for (int r : seeds_) {
       resource_seen_[r] = 0;
+      fixed_[r]         = 0;
+    }
     seeds_.clear();
+    added_.clear();
+    level_ = std::numeric_limits<double>::infinity();
     // Predictions that a new rate made stale are dropped when the heap holds twice as many as flows in flight.
     if (ends_.size() > 2 * in_flight_ + 1024) {
       ends_.clear();
@@ -177,15 +229,82 @@ private:
   };
   static bool later(const End& a, const End& b) { return a.time > b.time || (a.time == b.time && a.op > b.op); }
 
-  // Breadth-first over links and flows from the links whose flows changed: seeds_ ends up holding the
-  // component's links, flows_ its flows. Ended flows leave the lists here, so that a link's list then holds
-  // exactly its flows in flight, all of them in the component.
+  // The level at which each link of the new flows fills with them, the other flows at their rates: on one link,
+  // water-filling over its flows' rates in increasing order.
+  void lower_level_to_new_flows()
+  {
+    for (int op : added_)
+      for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k) {
+        const int r = routes_.resource[k];
+        if (resource_seen_[r] == 2)
+          continue;
+        resource_seen_[r] = 2; // every link of a new flow is already a seed (seen == 1)
+        rates_.clear();
+        int fresh        = 0;
+        auto& on         = on_[r];
+        std::size_t kept = 0;
+        for (int other : on) {
+          const int s = slot_of_[other];
+          if (s < 0)
+            continue;
+          on[kept++] = other;
+          if (fresh_[s])
+            ++fresh;
+          else
+            rates_.push_back(rate_[s]);
+        }
+        on.resize(kept);
+        level_ = std::min(level_, fill_level(routes_.bandwidth[r], fresh));
+      }
+  }
+
+  // The level t at which a link of `capacity` fills when `fresh` flows rise with t and the others (rates_)
+  // rise with it up to their rates: sum of min(t, rate) + fresh t = capacity. Selection by halves, in linear
+  // expected time: a link may carry thousands of flows, and each event that adds a flow to it asks.
+  double fill_level(double capacity, int fresh)
+  {
+    double below      = 0; // rates known to be under the level
+    std::size_t above = static_cast<std::size_t>(fresh);
+    auto lo           = rates_.begin();
+    auto hi           = rates_.end();
+    while (lo != hi) {
+      auto mid = lo + (hi - lo) / 2;
+      std::nth_element(lo, mid, hi);
+      const double pivot = *mid;
+      double low_sum     = 0;
+      for (auto it = lo; it != mid; ++it)
+        low_sum += *it;
+      if (below + low_sum + static_cast<double>(above + (hi - mid)) * pivot >= capacity) {
+        above += static_cast<std::size_t>(hi - mid); // the level is at most the pivot
+        hi = mid;
+      } else {
+        below += low_sum + pivot;
+        lo = mid + 1;
+      }
+    }
+    return std::max(0.0, capacity - below) / static_cast<double>(above);
+  }
+
+  // Breadth-first over links and flows from the links whose flows changed, through the flows at or above the
+  // threshold: seeds_ ends up holding the links reached, flows_ the flows to re-solve, fixed_ per link the rates
+  // of the flows below it. Ended flows leave the lists here, so that a link's list then holds exactly its flows
+  // in flight.
   void component()
   {
     flows_.clear();
+    for (int op : added_)
+      include(op);
     for (std::size_t q = 0; q < seeds_.size(); ++q) {
-      auto& on         = on_[seeds_[q]];
+      const int r = seeds_[q];
+      // Every flow on the link is below the threshold or new (and included above): its list is not read.
+      if (max_rate_[r] < threshold_) {
+        fixed_[r]     = rate_sum_[r];
+        below_max_[r] = max_rate_[r];
+        continue;
+      }
+      auto& on         = on_[r];
       std::size_t kept = 0;
+      below_max_[r]    = 0;
       for (int op : on) {
         const int s = slot_of_[op];
         if (s < 0)
@@ -193,13 +312,24 @@ private:
         on[kept++] = op;
         if (unfixed_flow_[s])
           continue;
-        unfixed_flow_[s] = 1;
-        flows_.push_back(op);
-        for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k)
-          touch(routes_.resource[k]);
+        if (rate_[s] < threshold_) {
+          fixed_[r] += rate_[s];
+          below_max_[r] = std::max(below_max_[r], rate_[s]);
+          continue;
+        }
+        include(op);
       }
       on.resize(kept);
     }
+  }
+
+  void include(int op)
+  {
+    ++to_fix_;
+    unfixed_flow_[slot_of_[op]] = 1;
+    flows_.push_back(op);
+    for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k)
+      touch(routes_.resource[k]);
   }
 
   // Progressive filling of the component into share_: the link with the smallest fair share fixes its flows at
@@ -207,28 +337,46 @@ private:
   void fill()
   {
     for (int r : seeds_) {
-      remaining_[r] = routes_.bandwidth[r];
-      unfixed_[r]   = static_cast<int>(on_[r].size());
+      remaining_[r] = std::max(0.0, routes_.bandwidth[r] - fixed_[r]);
+      unfixed_[r]   = 0;
     }
-    // A flow alone on every link it uses gets the smallest of their capacities, which is the share the filling
-    // would fix it at; it is fixed here and its links stay out of the heap (most NVLink flows of a collective
-    // are alone, so the heap shrinks to the links that are shared).
+    for (int op : flows_)
+      for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k)
+        ++unfixed_[routes_.resource[k]];
+    // Each link's flows being re-solved, in CSR form: a link's list also holds the flows kept below the level,
+    // thousands of them on a long link.
+    member_first_.assign(seeds_.size() + 1, 0);
+    for (std::size_t i = 0; i < seeds_.size(); ++i) {
+      position_[seeds_[i]] = static_cast<int>(i);
+      member_first_[i + 1] = member_first_[i] + unfixed_[seeds_[i]];
+    }
+    members_.resize(static_cast<std::size_t>(member_first_.back()));
+    member_fill_.assign(member_first_.begin(), member_first_.end() - 1);
+    for (int op : flows_)
+      for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k)
+        members_[member_fill_[position_[routes_.resource[k]]]++] = op;
+    // A flow alone on every link it uses gets the smallest of what they have left, which is the share the
+    // filling would fix it at; it is fixed here and its links stay out of the heap (most NVLink flows of a
+    // collective are alone, so the heap shrinks to the links that are shared).
     for (int op : flows_) {
       bool alone   = true;
       double share = std::numeric_limits<double>::infinity();
       for (int k = routes_.first[op]; alone && k < routes_.first[op + 1]; ++k) {
-        alone = on_[routes_.resource[k]].size() == 1;
-        share = std::min(share, routes_.bandwidth[routes_.resource[k]]);
+        alone = unfixed_[routes_.resource[k]] == 1;
+        share = std::min(share, remaining_[routes_.resource[k]]);
       }
       if (alone)
         fix(op, share);
     }
+    if (to_fix_ == 0)
+      return;
     heap_.clear();
     for (int r : seeds_)
       if (unfixed_[r] > 0)
         heap_.emplace_back(remaining_[r] / unfixed_[r], r);
     std::make_heap(heap_.begin(), heap_.end(), std::greater<>());
-    while (!heap_.empty()) {
+    // Links left in the heap once every flow is fixed have nothing to give.
+    while (!heap_.empty() && to_fix_ > 0) {
       std::pop_heap(heap_.begin(), heap_.end(), std::greater<>());
       auto [share, r] = heap_.back();
       heap_.pop_back();
@@ -243,9 +391,10 @@ private:
         std::push_heap(heap_.begin(), heap_.end(), std::greater<>());
         continue;
       }
-      for (int op : on_[r])
-        if (unfixed_flow_[slot_of_[op]])
-          fix(op, share);
+      const int p = position_[r];
+      for (int m = member_first_[p]; m < member_first_[p + 1]; ++m)
+        if (unfixed_flow_[slot_of_[members_[m]]])
+          fix(members_[m], share);
     }
   }
 
@@ -254,6 +403,7 @@ private:
     const int s      = slot_of_[op];
     unfixed_flow_[s] = 0;
     share_[s]        = share;
+    --to_fix_;
     for (int k = routes_.first[op]; k < routes_.first[op + 1]; ++k) {
       const int r   = routes_.resource[k];
       remaining_[r] = std::max(0.0, remaining_[r] - share);
@@ -281,18 +431,32 @@ private:
   }
 
   const Routes& routes_;
+  bool incremental_;
   std::vector<std::vector<int>> on_; ///< per resource: ops in flight on it (and ended ones not yet dropped)
   std::vector<double> remaining_;    ///< per resource, while filling: capacity not yet given to fixed flows
+  std::vector<double> fixed_;        ///< per resource reached: the rates of its flows below the threshold
+  std::vector<double> rate_sum_;     ///< per resource: the rates of its flows in flight
+  std::vector<double> max_rate_;     ///< per resource: at least the largest rate of its flows in flight
+  std::vector<double> below_max_;    ///< per resource reached: the largest rate below the threshold
   std::vector<int> unfixed_;         ///< per resource, while filling: its flows not yet fixed
-  std::vector<char> resource_seen_;
-  std::vector<int> seeds_;   ///< resources whose flows changed, then the component reached from them
-  std::vector<int> slot_of_; ///< per op: its slot while in flight, else -1
+  std::vector<int> position_;        ///< per resource reached: its index in seeds_
+  std::vector<int> member_first_, member_fill_, members_; ///< per resource reached: its flows being re-solved
+  std::vector<char> resource_seen_; ///< 1: a seed or reached; 2: its fill level for new flows taken
+  std::vector<int> seeds_;          ///< resources whose flows changed, then the component reached from them
+  std::vector<int> slot_of_;        ///< per op: its slot while in flight, else -1
   // Per slot: the op (-1 if free), bytes left at `since_`, rate since then, the share just computed, version
   // of its predicted end, whether it is in the component and not yet fixed.
   std::vector<int> op_;
   std::vector<double> left_, since_, rate_, share_;
   std::vector<unsigned> version_;
   std::vector<char> unfixed_flow_;
+  std::vector<char> fresh_; ///< per slot: added since the last reshare (no rate yet)
+  std::vector<int> added_;  ///< ops added since the last reshare
+  /// Lowest fill level the changes since the last reshare disturb, and the threshold derived from it.
+  double level_       = std::numeric_limits<double>::infinity();
+  double threshold_   = 0;
+  std::size_t to_fix_ = 0;    ///< flows included and not yet fixed
+  std::vector<double> rates_; ///< scratch
   std::vector<int> free_;
   std::vector<int> flows_;
   std::vector<std::pair<double, int>> heap_; ///< (fair share, resource)
@@ -312,7 +476,7 @@ std::vector<double> link_bytes(const topology::Topology& topology, const FlowGra
   return bytes;
 }
 
-RunResult run_analytical(const topology::Topology& topology, const FlowGraph& graph)
+RunResult run_analytical(const topology::Topology& topology, const FlowGraph& graph, const AnalyticalSettings& settings)
 {
   const auto& ops = graph.ops();
   const auto n    = ops.size();
@@ -347,7 +511,7 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
         dependents[fill[d]++] = static_cast<int>(i);
   }
   const Routes routes = routes_of(topology, ops);
-  Fluid fluid(routes, n);
+  Fluid fluid(routes, n, settings.incremental);
 
   auto end_op = [&](int i, double end) {
     result.ops[i].end = end;

@@ -43,6 +43,8 @@ public:
   int add_delay(double seconds, std::vector<int> deps = {});
   /// @brief Sets the size of op `op`, a transfer (hybrid fidelity's corrections).
   void set_bytes(int op, double bytes) { ops_.at(op).bytes = bytes; }
+  /// @brief Sets the length of op `op`, a delay (compute lengthened by SM contention).
+  void set_duration(int op, double seconds) { ops_.at(op).duration = seconds; }
   const std::vector<Op>& ops() const { return ops_; }
   std::size_t transfer_count() const;
 
@@ -109,10 +111,19 @@ struct SimgridSettings {
 /// @throws SimulationError when the engine fails.
 RunResult run_flow(const topology::Topology& topology, const FlowGraph& graph, const SimgridSettings& settings = {});
 
+/// @brief How the analytical engine re-solves its max-min shares at an event.
+struct AnalyticalSettings {
+  /// @brief Re-solve only the flows whose share can change (those at or above the lowest level the event
+  /// disturbs, reached from the links it touched); false re-solves the whole connected component, as a
+  /// reference for tests.
+  bool incremental = true;
+};
+
 /// @brief Runs a flow graph analytically: each transfer pays its route latency, then its bytes at max-min fair
-/// shares among all flows in flight, recomputed at each event for the links whose flows changed. No SimGrid;
+/// shares among all flows in flight, recomputed at each event for the flows whose share can change. No SimGrid;
 /// the same model as run_flow, built for the optimizer's inner loop.
-RunResult run_analytical(const topology::Topology& topology, const FlowGraph& graph);
+RunResult run_analytical(const topology::Topology& topology, const FlowGraph& graph,
+                         const AnalyticalSettings& settings = {});
 
 /// @brief DCQCN at the reaction point (sender), notification point (receiver) and congestion point (switch port).
 /// Defaults are the DCQCN paper's (Zhu et al., SIGCOMM 2015) for 40 Gb/s; its marking thresholds scale with each

@@ -62,18 +62,37 @@ bool rails_symmetric(const topology::Topology& topology, const workload::StepGra
 
 } // namespace
 
-StepResult simulate_step_as_given(const topology::Topology& topology, const workload::StepGraph& graph,
-                                  const placement::Placement& placement, const StepOptions& options)
+namespace detail {
+
+PreparedStep prepare_step(const topology::Topology& topology, const workload::StepGraph& graph,
+                          const placement::Placement& placement, const StepOptions& options)
 {
   if (options.channels < 1 || options.channels > 64)
     throw UsageError("channels must be between 1 and 64");
+  PreparedStep p;
   const bool rail_only = options.rail_symmetry && rails_symmetric(topology, graph, placement);
-  const int rails      = rail_only ? topology.node_gpus() : 1;
-  std::optional<topology::Topology> one_rail;
+  p.rails              = rail_only ? topology.node_gpus() : 1;
   if (rail_only)
-    one_rail.emplace(topology.with_shared_links_divided(rails));
-  const topology::Topology& simulated = rail_only ? *one_rail : topology;
-  auto lowered                        = detail::lower_step(simulated, graph, placement, options, rail_only);
+    p.one_rail.emplace(topology.with_shared_links_divided(p.rails));
+  p.lowered = lower_step(p.simulated(topology), graph, placement, options, rail_only);
+  return p;
+}
+
+void retime_compute(PreparedStep& prepared, const workload::StepGraph& graph)
+{
+  for (std::size_t s = 0; s < graph.stages.size(); ++s)
+    for (std::size_t i = 0; i < graph.stages[s].ops.size(); ++i)
+      if (is_compute(graph.stages[s].ops[i].kind))
+        prepared.lowered.graph.set_duration(prepared.lowered.nodes[s][i].start, graph.stages[s].ops[i].seconds);
+}
+
+StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepared, const workload::StepGraph& graph,
+                        const placement::Placement& placement, const StepOptions& options)
+{
+  const bool rail_only                = prepared.one_rail.has_value();
+  const int rails                     = prepared.rails;
+  const topology::Topology& simulated = prepared.simulated(topology);
+  auto& lowered                       = prepared.lowered;
   const auto& flow_graph              = lowered.graph;
   RunResult run_result;
   if (options.collapse_communication) {
@@ -174,6 +193,15 @@ StepResult simulate_step_as_given(const topology::Topology& topology, const work
   const double peak   = job.precision == workload::Precision::fp8 ? job.gpu.peak_fp8_flops : job.gpu.peak_bf16_flops;
   r.mfu               = peak > 0 ? r.tflops_per_gpu * 1e12 / peak : 0;
   return r;
+}
+
+} // namespace detail
+
+StepResult simulate_step_as_given(const topology::Topology& topology, const workload::StepGraph& graph,
+                                  const placement::Placement& placement, const StepOptions& options)
+{
+  auto prepared = detail::prepare_step(topology, graph, placement, options);
+  return detail::run_prepared(topology, prepared, graph, placement, options);
 }
 
 } // namespace spansim::netsim

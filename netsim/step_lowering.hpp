@@ -5,6 +5,7 @@
 
 #include "netsim/step.hpp"
 
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
@@ -49,5 +50,27 @@ LoweredStep lower_step(const topology::Topology& topology, const workload::StepG
 
 /// @brief Fills `result.stages` and `result.waits` from the op timings in `result.ops`.
 void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered, StepResult& result);
+
+/// @brief A step lowered for its run: on one rail's topology when the rails are symmetric.
+struct PreparedStep {
+  int rails = 1; ///< identical rails, rail 0 simulated (1: every rail simulated)
+  std::optional<topology::Topology> one_rail;
+  LoweredStep lowered;
+  /// @brief The topology the flows run on.
+  const topology::Topology& simulated(const topology::Topology& full) const { return one_rail ? *one_rail : full; }
+};
+
+/// @brief Lowers a step (the first half of simulate_step_as_given).
+PreparedStep prepare_step(const topology::Topology& topology, const workload::StepGraph& graph,
+                          const placement::Placement& placement, const StepOptions& options);
+
+/// @brief Runs a prepared step and reads its result back (the second half of simulate_step_as_given). `graph` is
+/// the step graph it was prepared from, or one that differs only in compute seconds, set by retime_compute().
+StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepared, const workload::StepGraph& graph,
+                        const placement::Placement& placement, const StepOptions& options);
+
+/// @brief Sets the delays standing for compute ops to `graph`'s seconds: a step graph that differs from the
+/// prepared one only there runs without being lowered again.
+void retime_compute(PreparedStep& prepared, const workload::StepGraph& graph);
 
 } // namespace spansim::netsim::detail

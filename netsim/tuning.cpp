@@ -4,6 +4,7 @@
 // under the per-call policy and under each algorithm that applies to all of the dimension's calls, and the fastest
 // wins; dimensions are settled in turn.
 #include "netsim/contention.hpp"
+#include "netsim/step_lowering.hpp"
 
 #include <optional>
 #include <set>
@@ -62,9 +63,11 @@ bool applies_to_dimension(const topology::Topology& topology, const workload::St
   return true;
 }
 
-// A second run with each compute op lengthened by what it lost to NCCL's SMs in the first (netsim/contention.cpp).
+// A second run with each compute op lengthened by what it lost to NCCL's SMs in the first (netsim/contention.cpp),
+// on the first run's lowering with its compute delays lengthened: only compute seconds differ.
 StepResult with_sm_contention(const topology::Topology& topology, const workload::StepGraph& graph,
-                              const placement::Placement& placement, const StepOptions& options, StepResult first)
+                              const placement::Placement& placement, const StepOptions& options, StepResult first,
+                              detail::PreparedStep& prepared)
 {
   const auto extra = contention_seconds(graph, first);
   double total     = 0;
@@ -84,7 +87,8 @@ StepResult with_sm_contention(const topology::Topology& topology, const workload
       op.effects.sm_contention += extra[s][i];
       per_stage[s] += extra[s][i];
     }
-  StepResult r    = simulate_step_as_given(topology, slowed, placement, options);
+  detail::retime_compute(prepared, slowed);
+  StepResult r    = detail::run_prepared(topology, prepared, slowed, placement, options);
   r.sm_contention = std::move(per_stage);
   r.engine["sm_contention"] =
       std::to_string(graph.job.gpu.comm_sms) + " of " + std::to_string(graph.job.gpu.gemm.sms) +
@@ -100,15 +104,17 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   if (options.collapse_communication) // the optimizer's coarse scoring: one run, no SM contention
     return simulate_step_as_given(topology, graph, placement, options);
   if (!options.choose_per_step) {
-    auto r                        = simulate_step_as_given(topology, graph, placement, options);
+    auto prepared                 = detail::prepare_step(topology, graph, placement, options);
+    auto r                        = detail::run_prepared(topology, prepared, graph, placement, options);
     r.engine["collective_choice"] = "per call";
-    return with_sm_contention(topology, graph, placement, options, std::move(r));
+    return with_sm_contention(topology, graph, placement, options, std::move(r), prepared);
   }
   StepOptions chosen     = options;
   chosen.choose_per_step = false;
   const auto across      = dimensions_across_nodes(topology, graph, placement);
   nlohmann::json picks   = nlohmann::json::object();
   std::optional<StepResult> best_trial; // the final run when it is analytical
+  std::optional<detail::PreparedStep> best_prepared;
   for (Dim d : workload::kDims) {
     if (options.algorithms[d] != Algorithm::automatic || !across[d])
       continue;
@@ -116,6 +122,7 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
     trial.fidelity    = Fidelity::analytical;
     Algorithm best    = Algorithm::automatic;
     best_trial.reset();
+    best_prepared.reset();
     unsigned per_call = 0; // what the per-call policy picked in its trial
     for (auto a : {Algorithm::automatic, Algorithm::ring, Algorithm::hierarchical, Algorithm::halving_doubling,
                    Algorithm::tree}) {
@@ -126,23 +133,29 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
       if (a != Algorithm::automatic && per_call == (1u << static_cast<unsigned>(a)))
         continue;
       trial.algorithms[d] = a;
-      auto r              = simulate_step_as_given(topology, graph, placement, trial);
+      auto prepared       = detail::prepare_step(topology, graph, placement, trial);
+      auto r              = detail::run_prepared(topology, prepared, graph, placement, trial);
       if (a == Algorithm::automatic)
         per_call = r.auto_picks[d];
       if (!best_trial || r.step_time < best_trial->step_time * (1 - 1e-9)) {
-        best       = a;
-        best_trial = std::move(r);
+        best          = a;
+        best_trial    = std::move(r);
+        best_prepared = std::move(prepared);
       }
     }
     chosen.algorithms[d]           = best;
     picks[std::string(name_of(d))] = best == Algorithm::automatic ? "auto (per call)" : std::string(name_of(best));
   }
+  // An analytical trial is the final run; its lowering serves the second run. Otherwise the step is lowered
+  // again for the chosen fidelity's run.
   const bool reuse = best_trial && options.fidelity == Fidelity::analytical;
-  auto r           = reuse ? std::move(*best_trial) : simulate_step_as_given(topology, graph, placement, chosen);
+  if (!reuse)
+    best_prepared = detail::prepare_step(topology, graph, placement, chosen);
+  auto r = reuse ? std::move(*best_trial) : detail::run_prepared(topology, *best_prepared, graph, placement, chosen);
   r.engine["collective_choice"] = "per step";
   if (!picks.empty())
     r.engine["collectives_chosen_per_step"] = picks;
-  return with_sm_contention(topology, graph, placement, chosen, std::move(r));
+  return with_sm_contention(topology, graph, placement, chosen, std::move(r), *best_prepared);
 }
 
 } // namespace spansim::netsim
