@@ -21,6 +21,7 @@
 #include "optimizer/screen.hpp"
 #include "placement/placement.hpp"
 #include "reliability/reliability.hpp"
+#include "sharing/sharing.hpp"
 #include "topology/topology.hpp"
 #include "traces/traces.hpp"
 #include "workload/workload.hpp"
@@ -403,6 +404,36 @@ std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* 
   };
 }
 
+// Issue 18: two Llama 3 405B jobs of 8K GPUs each (4K per building) on two-buildings, both with data parallelism
+// across the inter-building link: each alone, then together for three steps of the slower.
+std::function<void(Figures&)> shared_405b(const char* fidelity)
+{
+  return [=](Figures& f) {
+    sharing::SharedSpec spec;
+    spec.name     = "bench-shared";
+    spec.topology = topology::load_topology_spec("two-buildings");
+    spec.fidelity = parse_enum<netsim::Fidelity>(fidelity, "fidelity");
+    for (const char* name : {"a", "b"}) {
+      scenario::Scenario sc;
+      sc.name                = name;
+      sc.file                = "bench-shared.json";
+      sc.job                 = workload::parse_job(job_405b(64), "bench-405b.json");
+      sc.placement.buildings = {"bldg-a", "bldg-b"};
+      spec.jobs.push_back({sc});
+    }
+    const auto start = Clock::now();
+    const auto run   = sharing::run_shared(spec);
+    f.engine_wall    = seconds_since(start);
+    f.simulated      = run.makespan;
+    f.transfers      = static_cast<long>(run.flow_ops);
+    f.gpus           = 2 * 8192;
+    f.engine_rss     = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+    std::snprintf(f.note, sizeof f.note, "a: %.4f s alone, %.4f s shared (%.3fx); b: %.3fx; %zu + %zu steps",
+                  run.jobs[0].alone_step, run.jobs[0].shared_step, run.jobs[0].slowdown, run.jobs[1].slowdown,
+                  run.jobs[0].step_ends.size(), run.jobs[1].step_ends.size());
+  };
+}
+
 // The 8K step at hybrid fidelity, and at flow fidelity for the difference.
 std::function<void(Figures&)> hybrid_405b()
 {
@@ -507,6 +538,10 @@ std::vector<Case> cases()
                  step_405b("two-buildings", 128, "analytical", false, true)});
   all.push_back({"405B step 16K 2-bldg ecmp", "two-buildings", "flow", nullptr, 30, "< 30 s", true,
                  step_405b("two-buildings", 128, "flow", false, true)});
+  // Issue 18: two 8K-GPU jobs sharing two-buildings.
+  all.push_back(
+      {"two 405B 8K jobs shared", "two-buildings", "analytical", nullptr, 0, "", true, shared_405b("analytical")});
+  all.push_back({"two 405B 8K jobs shared", "two-buildings", "flow", nullptr, 60, "< 60 s", true, shared_405b("flow")});
   // Issue 17: SimGrid's LMM update modes on the 8K step at flow fidelity: Lazy (pinned) against Full.
   all.push_back({"405B step 8K lmm Lazy vs Full", "two-buildings", "flow", nullptr, 0, "", false, [](Figures& f) {
                    topology::Topology topo(topology::load_topology_spec("two-buildings"));

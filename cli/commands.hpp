@@ -28,6 +28,9 @@ void add_campaign_command(CLI::App& app);
 /// compute model on published runs, and compare every run with its simulation.
 void add_calibration_commands(CLI::App& app);
 
+/// @brief `spansim share FILE [--fidelity F] [--json]`: several jobs on one network, each against itself alone.
+void add_share_command(CLI::App& app);
+
 /// @brief `spansim optimize SPEC [--top-k K] [--workers W] [--out DIR] [--json]`: the placement optimizer.
 void add_optimize_command(CLI::App& app);
 

@@ -20,6 +20,7 @@ int main(int argc, char** argv)
   spansim::cli::add_workload_command(app);
   spansim::cli::add_run_command(app);
   spansim::cli::add_reliability_command(app);
+  spansim::cli::add_share_command(app);
   spansim::cli::add_optimize_command(app);
   spansim::cli::add_campaign_command(app);
   spansim::cli::add_calibration_commands(app);

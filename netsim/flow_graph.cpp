@@ -50,6 +50,24 @@ int FlowGraph::add_delay(double seconds, std::vector<int> deps)
   return add(std::move(op));
 }
 
+int FlowGraph::append(const FlowGraph& other, const std::vector<int>& after)
+{
+  const int base = static_cast<int>(ops_.size());
+  for (int d : after)
+    if (d < 0 || d >= base)
+      throw UsageError("flow graph: appended ops wait for op " + std::to_string(d) + ", which is not an earlier op");
+  ops_.reserve(ops_.size() + other.ops_.size());
+  for (const auto& op : other.ops_) {
+    Op copy = op;
+    for (int& d : copy.deps)
+      d += base;
+    if (copy.deps.empty())
+      copy.deps = after;
+    ops_.push_back(std::move(copy));
+  }
+  return base;
+}
+
 std::size_t FlowGraph::transfer_count() const
 {
   return static_cast<std::size_t>(

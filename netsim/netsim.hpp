@@ -43,6 +43,9 @@ public:
   int add_delay(double seconds, std::vector<int> deps = {});
   /// @brief Sets the size of op `op`, a transfer (hybrid fidelity's corrections).
   void set_bytes(int op, double bytes) { ops_.at(op).bytes = bytes; }
+  /// @brief Appends a copy of `other` (queue pairs kept); its ops without dependencies wait for the ops `after`.
+  /// Returns the index its first op got: op i of `other` is op base + i.
+  int append(const FlowGraph& other, const std::vector<int>& after);
   /// @brief Sets the length of op `op`, a delay (compute lengthened by SM contention).
   void set_duration(int op, double seconds) { ops_.at(op).duration = seconds; }
   const std::vector<Op>& ops() const { return ops_; }

@@ -45,10 +45,12 @@ bool is_p2p(OpKind k)
   return k == OpKind::send || k == OpKind::recv;
 }
 
+} // namespace
+
 // Every rail carries the same traffic when the pods are rail-optimized, TP fills each node and TP rank r sits
 // on rail r: then the groups and pipeline pairs of rail r are those of rail 0 moved over by r GPUs.
-bool rails_symmetric(const topology::Topology& topology, const workload::StepGraph& graph,
-                     const placement::Placement& placement)
+bool detail::rails_symmetric(const topology::Topology& topology, const workload::StepGraph& graph,
+                             const placement::Placement& placement)
 {
   const int gpn = topology.node_gpus();
   // Under ECMP each rail's flows hash onto their own paths: one rail cannot stand for the others.
@@ -59,8 +61,6 @@ bool rails_symmetric(const topology::Topology& topology, const workload::StepGra
       return false;
   return true;
 }
-
-} // namespace
 
 namespace detail {
 
@@ -89,8 +89,6 @@ void retime_compute(PreparedStep& prepared, const workload::StepGraph& graph)
 StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepared, const workload::StepGraph& graph,
                         const placement::Placement& placement, const StepOptions& options)
 {
-  const bool rail_only                = prepared.one_rail.has_value();
-  const int rails                     = prepared.rails;
   const topology::Topology& simulated = prepared.simulated(topology);
   auto& lowered                       = prepared.lowered;
   const auto& flow_graph              = lowered.graph;
@@ -117,6 +115,16 @@ StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepar
     run_result.settings["compression"] = options.compression.to_json();
   if (options.dp_within_regions)
     run_result.settings["data_parallel"] = "inside each region (inner steps of cross-region synchronization)";
+  return read_back(topology, prepared, graph, placement, std::move(run_result));
+}
+
+StepResult read_back(const topology::Topology& topology, const PreparedStep& prepared, const workload::StepGraph& graph,
+                     const placement::Placement& placement, RunResult run_result)
+{
+  const bool rail_only   = prepared.one_rail.has_value();
+  const int rails        = prepared.rails;
+  const auto& lowered    = prepared.lowered;
+  const auto& flow_graph = lowered.graph;
   run_result.settings["rail_symmetry"] =
       rail_only ? nlohmann::json(std::to_string(rails) + " identical rails, rail 0 simulated") : nlohmann::json(false);
 

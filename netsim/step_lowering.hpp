@@ -69,6 +69,15 @@ PreparedStep prepare_step(const topology::Topology& topology, const workload::St
 StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepared, const workload::StepGraph& graph,
                         const placement::Placement& placement, const StepOptions& options);
 
+/// @brief Reads a run of a prepared step back into a step result (the end of run_prepared); `run_result`'s op
+/// timings are the prepared graph's, counted from the step's start.
+StepResult read_back(const topology::Topology& topology, const PreparedStep& prepared, const workload::StepGraph& graph,
+                     const placement::Placement& placement, RunResult run_result);
+
+/// @brief Whether every rail carries the same traffic, so that rail 0 can stand for all (netsim/README.md).
+bool rails_symmetric(const topology::Topology& topology, const workload::StepGraph& graph,
+                     const placement::Placement& placement);
+
 /// @brief Sets the delays standing for compute ops to `graph`'s seconds: a step graph that differs from the
 /// prepared one only there runs without being lowered again.
 void retime_compute(PreparedStep& prepared, const workload::StepGraph& graph);

@@ -49,7 +49,10 @@ int Coordinates::operator[](Dim d) const
 
 nlohmann::json PlacementSpec::to_json() const
 {
-  return {{"order", names(order)}, {"buildings", buildings}};
+  nlohmann::json j = {{"order", names(order)}, {"buildings", buildings}};
+  if (first_gpu >= 0)
+    j["first_gpu"] = first_gpu;
+  return j;
 }
 
 PlacementSpec parse_placement(const nlohmann::json& json, const std::string& file, const std::string& json_path)
@@ -60,6 +63,11 @@ PlacementSpec parse_placement(const nlohmann::json& json, const std::string& fil
     spec.order = workload::read_rank_order(r, "order");
   if (r.has("buildings"))
     spec.buildings = r.strings("buildings");
+  if (r.has("first_gpu"))
+    spec.first_gpu = r.integer("first_gpu", 0, 1LL << 40);
+  if (spec.first_gpu >= 0 && !spec.buildings.empty())
+    throw SpecError(file, json_path + ".first_gpu",
+                    "give either a GPU range (first_gpu) or buildings, not both: a range decides its buildings");
   r.finish();
   return spec;
 }
@@ -78,9 +86,27 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
     fail("tp x cp x pp x dp = " + std::to_string(ranks) + " ranks, but the job has " + std::to_string(job.gpus) +
          " GPUs");
 
-  // Buildings: named ones, or as many as needed from the first.
   const auto& counts = topology.counts();
-  if (spec.buildings.empty()) {
+  const bool shared  = !spec.taken.empty();
+  if (shared && spec.taken.size() != static_cast<std::size_t>(counts.gpus))
+    throw std::invalid_argument("placement: `taken` must be sized to the topology's GPUs");
+  auto held = [&](int gpu) { return shared && spec.taken[static_cast<std::size_t>(gpu)] != 0; };
+  if (spec.first_gpu >= 0) {
+    // A contiguous range of GPUs: its buildings are those it touches, in order.
+    if (spec.first_gpu + job.gpus > counts.gpus)
+      fail("GPUs " + std::to_string(spec.first_gpu) + " to " + std::to_string(spec.first_gpu + job.gpus - 1) +
+           " are outside topology \"" + topology.spec().name + "\" of " + std::to_string(counts.gpus) + " GPUs");
+    for (std::int64_t g = spec.first_gpu; g < spec.first_gpu + job.gpus; ++g) {
+      const int gpu = static_cast<int>(g);
+      if (held(gpu))
+        fail("GPU " + std::to_string(gpu) + " (" + topology.vertex_name(gpu) + ") of the range is already held by " +
+             "another job on this network");
+      gpus_.push_back(gpu);
+      const int b = topology.locate(gpu).building;
+      if (buildings_.empty() || buildings_.back() != b)
+        buildings_.push_back(b);
+    }
+  } else if (spec.buildings.empty()) {
     const int needed = topology.buildings_needed(job.gpus);
     if (needed > counts.buildings)
       fail("the job needs " + std::to_string(job.gpus) + " GPUs; topology \"" + topology.spec().name + "\" has " +
@@ -105,17 +131,25 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
     }
   }
   const auto nb = static_cast<std::int64_t>(buildings_.size());
-  if (job.gpus % nb != 0)
+  if (spec.first_gpu < 0 && job.gpus % nb != 0)
     fail(std::to_string(job.gpus) + " GPUs do not split evenly over " + std::to_string(nb) + " buildings");
   const std::int64_t in_each = job.gpus / nb;
   gpus_.reserve(static_cast<std::size_t>(job.gpus));
-  for (int b : buildings_) {
-    // A building's first GPUs (buildings may differ in size).
-    const auto mine = topology.building_gpus(b);
-    if (in_each > static_cast<std::int64_t>(mine.size()))
+  for (int b : spec.first_gpu >= 0 ? std::vector<int>{} : buildings_) {
+    // A building's first GPUs not held by another job (buildings may differ in size).
+    const auto mine   = topology.building_gpus(b);
+    std::int64_t free = 0;
+    for (int gpu : mine)
+      free += held(gpu) ? 0 : 1;
+    if (in_each > free)
       fail(std::to_string(in_each) + " GPUs per building are needed, building " + topology.building_name(b) + " has " +
-           std::to_string(mine.size()));
-    gpus_.insert(gpus_.end(), mine.begin(), mine.begin() + in_each);
+           std::to_string(mine.size()) + (shared ? ", " + std::to_string(free) + " of them free" : std::string()));
+    std::int64_t took = 0;
+    for (auto it = mine.begin(); it != mine.end() && took < in_each; ++it)
+      if (!held(*it)) {
+        gpus_.push_back(*it);
+        ++took;
+      }
   }
   rank_of_gpu_.assign(static_cast<std::size_t>(counts.gpus), -1);
   for (std::size_t r = 0; r < gpus_.size(); ++r)

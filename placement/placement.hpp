@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,12 @@ struct PlacementSpec {
   std::vector<workload::Dim> order;
   /// @brief Buildings the job uses, in order. Empty: as many buildings as the job needs, from the first.
   std::vector<std::string> buildings;
+  /// @brief First GPU (global index, node order) of a contiguous range the job runs on, instead of each
+  /// building's first GPUs; -1: per building.
+  std::int64_t first_gpu = -1;
+  /// @brief GPUs other jobs on the same network hold (sized to the topology, or empty). Per building, the job
+  /// takes the first GPUs not held; a range that overlaps them is refused. Set by the caller, not read from JSON.
+  std::vector<char> taken;
 
   /// @brief The spec as JSON (for results).
   nlohmann::json to_json() const;

@@ -420,3 +420,38 @@ TEST_CASE("run with diloco: the outer step, the mean step over H and the bytes p
     if (t["tier"] == "inter_region")
       CHECK(t["bytes"].get<double>() == 0); // the inner step's data parallelism stays in its region
 }
+
+TEST_CASE("share --json: the example's jobs, their slowdowns and the bytes each moves over the long haul",
+          "[cli][sharing]")
+{
+  auto r = spansim("share examples/shared/pretrain-finetune-eval-two-regions.json --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["provenance"]["tool"] == "spansim");
+  REQUIRE(j["jobs"].size() == 3);
+  for (const auto& job : j["jobs"]) {
+    const double alone = job["alone_step_s"], shared = job["shared_step_s"];
+    std::cout << job["name"].get<std::string>() << ": alone " << alone << " s, shared " << shared << " s\n";
+    // In this example every job is slowed or unchanged.
+    CHECK(shared >= alone * (1 - 1e-9));
+    CHECK(job["slowdown"].get<double>() == Approx(shared / alone).epsilon(1e-12));
+  }
+  // The third job sits on the next free GPUs of one building: no bytes over the long haul, and not slowed.
+  CHECK(j["jobs"][2]["buildings"] == nlohmann::json::array({"east-b0"}));
+  CHECK(j["jobs"][2]["slowdown"].get<double>() == Approx(1).epsilon(1e-9));
+  bool long_haul = false;
+  for (const auto& b : j["boundaries"])
+    if (b["tier"] == "inter_region") {
+      long_haul = true;
+      CHECK(b["bytes_per_step"]["pretrain"].get<double>() > 0);
+      CHECK(b["bytes_per_step"]["finetune"].get<double>() > 0);
+      CHECK(b["bytes_per_step"]["eval"].get<double>() == 0);
+    }
+  CHECK(long_haul);
+  // The table form prints the same jobs.
+  auto t = spansim("share examples/shared/pretrain-finetune-eval-two-regions.json");
+  REQUIRE(t.exit_code == 0);
+  CHECK(t.out.find("finetune") != std::string::npos);
+  CHECK(t.out.find("Bytes across boundaries, per job") != std::string::npos);
+}

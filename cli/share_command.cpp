@@ -1,0 +1,100 @@
+// `spansim share`: several jobs on one network, each against itself alone.
+#include "cli/commands.hpp"
+#include "cli/output.hpp"
+#include "common/units.hpp"
+#include "sharing/sharing.hpp"
+
+#include <iostream>
+#include <memory>
+#include <optional>
+
+namespace spansim::cli {
+
+namespace {
+
+struct ShareOptions {
+  std::string file;
+  std::string fidelity;
+  bool json = false;
+};
+
+std::string gb(double bytes)
+{
+  return fixed(bytes / 1e9, 1);
+}
+
+void run(const ShareOptions& o)
+{
+  auto spec = sharing::load_shared(o.file);
+  if (!o.fidelity.empty()) {
+    spec.fidelity = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
+    if (spec.fidelity == netsim::Fidelity::hybrid)
+      throw UsageError("--fidelity: jobs on a shared network run at analytical, flow or packet fidelity");
+  }
+  const auto progress = progress_bar(!o.json && stderr_is_terminal());
+  std::size_t phases  = 0;
+  const std::size_t n = 2 * spec.jobs.size() + 2; // topology, placements, alone runs, together
+  auto phase          = [&](const std::string& what) {
+    if (progress)
+      progress(what, std::min(phases++, n - 1), n);
+  };
+  const auto run = sharing::run_shared(spec, phase);
+  if (progress)
+    progress("done", n, n);
+  if (o.json) {
+    std::cout << sharing::to_json(run).dump(2) << "\n";
+    return;
+  }
+  std::cout << "Shared network " << spec.name << " on " << spec.topology.name << " at " << name_of(spec.fidelity)
+            << " fidelity: " << spec.jobs.size() << " jobs; window " << fmt(run.window, 4) << " s, run until "
+            << fmt(run.makespan, 4) << " s, steps averaged until " << fmt(run.measured_until, 4) << " s\n\n";
+  Table jobs{"Jobs",
+             {"job", "GPUs", "first-last GPU", "buildings", "alone (s)", "shared (s)", "slowdown", "steps",
+              "exposed DP alone", "exposed DP shared"},
+             {}};
+  for (const auto& j : run.jobs) {
+    std::string buildings;
+    for (const auto& b : j.buildings)
+      buildings += (buildings.empty() ? "" : ",") + b;
+    auto exposed_dp = [](const netsim::StepResult& r) {
+      double total = 0;
+      for (const auto& s : r.stages)
+        total += s.exposed[workload::Dim::dp] / static_cast<double>(r.stages.size());
+      return fmt(total, 4);
+    };
+    jobs.rows.push_back({j.name, std::to_string(j.gpus), std::to_string(j.first_gpu) + "-" + std::to_string(j.last_gpu),
+                         buildings, fmt(j.alone_step, 6), fmt(j.shared_step, 6), fixed(j.slowdown, 3) + "x",
+                         std::to_string(j.measured_to - j.measured_from) + " of " + std::to_string(j.step_ends.size()),
+                         exposed_dp(j.alone), exposed_dp(j.shared)});
+  }
+  print_table(std::cout, jobs);
+  if (!run.boundaries.empty()) {
+    std::vector<std::string> headers{"boundary link", "tier"};
+    for (const auto& j : run.jobs)
+      headers.push_back(j.name + " (GB/step)");
+    Table b{"Bytes across boundaries, per job", headers, {}};
+    for (const auto& l : run.boundaries) {
+      std::vector<std::string> row{l.link, l.tier};
+      for (double x : l.bytes)
+        row.push_back(gb(x));
+      b.rows.push_back(std::move(row));
+    }
+    std::cout << "\n";
+    print_table(std::cout, b);
+  }
+}
+
+} // namespace
+
+void add_share_command(CLI::App& app)
+{
+  auto o  = std::make_shared<ShareOptions>();
+  auto* c = app.add_subcommand("share", "Several jobs on one network: each job's step alone and with the others, "
+                                        "slowdown and bytes per boundary");
+  c->add_option("file", o->file, "Shared-network file (examples/shared/)")->required();
+  c->add_option("--fidelity", o->fidelity, "Override the file's fidelity: analytical, flow, packet");
+  c->add_flag("--json", o->json, "Print one JSON document");
+  c->callback([o] { run(*o); });
+}
+
+} // namespace spansim::cli

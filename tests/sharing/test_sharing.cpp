@@ -1,0 +1,141 @@
+// Several jobs on one network against closed forms: two identical jobs in phase on one bottleneck link each get
+// half of it; a job whose links no other job uses is unchanged; placements that overlap are refused.
+#include "sharing/sharing.hpp"
+
+#include "common/error.hpp"
+
+#include "tests/support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+
+using namespace spansim;
+using nlohmann::json;
+using spansim::test::expect_within;
+
+namespace {
+
+// Two buildings, w and e, of `gpus` one-GPU nodes on one switch each (400 Gb/s NICs), the switches joined by one
+// link of `capacity`: the only link two buildings' GPUs share.
+json two_sites(int gpus, const std::string& capacity)
+{
+  json vertices = json::array(), links = json::array();
+  for (const char* b : {"w", "e"}) {
+    vertices.push_back({{"id", std::string(b) + "/sw"}, {"kind", "leaf"}, {"building", b}});
+    for (int g = 0; g < gpus; ++g) {
+      const std::string id = std::string(b) + "/g" + std::to_string(g);
+      vertices.push_back({{"id", id}, {"kind", "gpu"}, {"building", b}, {"node", id}});
+      links.push_back({{"a", id}, {"b", std::string(b) + "/sw"}, {"bandwidth", "400Gbps"}, {"latency", "1us"}});
+    }
+  }
+  links.push_back({{"a", "w/sw"}, {"b", "e/sw"}, {"bandwidth", capacity}, {"latency", "10us"}});
+  return {{"name", "two-sites"},
+          {"regions", json::array({{{"name", "r"}, {"buildings", {"w", "e"}}}})},
+          {"graph", {{"vertices", vertices}, {"links", links}}}};
+}
+
+// A 130M-parameter model, data parallel over `dp` GPUs with DDP: a step is a little compute and one gradient
+// all-reduce, which over a slow link between the buildings is almost all of it.
+json small_job(int dp)
+{
+  return {{"name", "small"},
+          {"model",
+           {{"name", "small"},
+            {"layers", 4},
+            {"hidden", 1024},
+            {"ffn", 4096},
+            {"heads", 8},
+            {"kv_heads", 8},
+            {"vocab", 32000},
+            {"mlp", "swiglu"}}},
+          {"gpu", "h100"},
+          {"gpus", dp},
+          {"parallelism", {{"tp", 1}, {"pp", 1}, {"dp", dp}, {"data_parallel", "ddp"}}},
+          {"batch", {{"global_tokens", 2048 * dp}, {"sequence_length", 2048}, {"micro_batch", 1}}},
+          {"schedule", {{"kind", "1f1b"}}},
+          {"recompute", "none"}};
+}
+
+json shared(json jobs, const std::string& capacity = "8Gbps")
+{
+  return {{"name", "test-shared"}, {"topology", two_sites(4, capacity)}, {"window", {{"steps", 3}}}, {"jobs", jobs}};
+}
+
+} // namespace
+
+TEST_CASE("two identical jobs on one bottleneck link each get half of it", "[sharing]")
+{
+  // Each job: GPU i of w and GPU i of e, DP 2 across the 1 GB/s link. In phase (both start at 0 and are alike),
+  // each job's all-reduce moves its bytes over the link at half the rate: the step grows by the bytes one
+  // direction carries over the link's capacity, once more.
+  const json jobs     = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"buildings", {"w", "e"}}}}},
+                                     {{"name", "b"}, {"job", small_job(2)}, {"placement", {{"buildings", {"w", "e"}}}}}});
+  const auto fidelity = GENERATE(as<std::string>{}, "analytical", "flow");
+  auto doc            = shared(jobs);
+  doc["fidelity"]     = fidelity;
+  std::cout << "at " << fidelity << " fidelity\n";
+  const auto run = sharing::run_shared(sharing::parse_shared(doc, "shared.json"));
+  REQUIRE(run.jobs.size() == 2);
+  REQUIRE(run.boundaries.size() == 1);
+  const double capacity = 1e9; // 8 Gb/s
+  for (std::size_t j = 0; j < 2; ++j) {
+    const auto& o          = run.jobs[j];
+    const double both_ways = run.boundaries[0].bytes[j];
+    const double expected  = o.alone_step + both_ways / 2 / capacity;
+    std::cout << o.name << ": alone " << o.alone_step << " s, " << both_ways / 2 << " bytes each way over the link\n";
+    expect_within("job " + o.name + " together: alone + its bytes one way / capacity", expected, o.shared_step, 0.01);
+    expect_within("job " + o.name + " slowdown (link-bound step: about 2)", 2.0, o.slowdown, 0.05);
+  }
+  expect_within("the two jobs alike", run.jobs[0].shared_step, run.jobs[1].shared_step, 1e-9);
+}
+
+TEST_CASE("a job on links no other job uses is unchanged", "[sharing]")
+{
+  // a crosses the link; b runs on GPUs of w alone (their NICs and switch ports are their own).
+  const json jobs = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"buildings", {"w", "e"}}}}},
+                                 {{"name", "b"}, {"job", small_job(2)}, {"placement", {{"buildings", {"w"}}}}}});
+  const auto run  = sharing::run_shared(sharing::parse_shared(shared(jobs), "shared.json"));
+  for (const auto& o : run.jobs) {
+    expect_within("job " + o.name + " together against alone", o.alone_step, o.shared_step, 1e-9);
+    double previous = 0;
+    for (double end : o.step_ends) {
+      INFO("job " << o.name << " step ending at " << end);
+      CHECK(std::fabs((end - previous) - o.alone_step) <= 1e-9 * o.alone_step);
+      previous = end;
+    }
+  }
+  CHECK(run.boundaries.size() == 1);
+  CHECK(run.boundaries[0].bytes[1] == 0);
+  // The window: three steps of the slower job, each job one step past it.
+  const double slow = std::max(run.jobs[0].alone_step, run.jobs[1].alone_step);
+  expect_within("window = 3 steps of the slowest", 3 * slow, run.window, 1e-12);
+}
+
+TEST_CASE("jobs take the next free GPUs, and overlapping ranges are refused naming the other job", "[sharing]")
+{
+  const json next = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"first_gpu", 0}}}},
+                                 {{"name", "b"}, {"job", small_job(2)}}});
+  const auto run  = sharing::run_shared(sharing::parse_shared(shared(next), "shared.json"));
+  CHECK(run.jobs[0].first_gpu == 0);
+  CHECK(run.jobs[0].last_gpu == 1);
+  CHECK(run.jobs[1].first_gpu == 2); // the next free GPU
+  CHECK(run.jobs[1].last_gpu == 3);
+
+  const json overlap = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"first_gpu", 0}}}},
+                                    {{"name", "b"}, {"job", small_job(2)}, {"placement", {{"first_gpu", 1}}}}});
+  try {
+    sharing::run_shared(sharing::parse_shared(shared(overlap), "shared.json"));
+    FAIL("an overlapping range was accepted");
+  } catch (const SpecError& e) {
+    std::cout << e.what() << "\n";
+    CHECK(e.json_path() == "$.jobs[1].placement.first_gpu");
+    CHECK(std::string(e.what()).find("overlap job \"a\"") != std::string::npos);
+  }
+  // Buildings with too few free GPUs left say how many are free.
+  const json full = json::array({{{"name", "a"}, {"job", small_job(8)}, {"placement", {{"buildings", {"w", "e"}}}}},
+                                 {{"name", "b"}, {"job", small_job(2)}, {"placement", {{"buildings", {"w", "e"}}}}}});
+  CHECK_THROWS_WITH(sharing::run_shared(sharing::parse_shared(shared(full), "shared.json")),
+                    Catch::Contains("0 of them free"));
+}
