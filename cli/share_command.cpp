@@ -50,22 +50,24 @@ void run(const ShareOptions& o)
             << fmt(run.makespan, 4) << " s, steps averaged until " << fmt(run.measured_until, 4) << " s\n\n";
   Table jobs{"Jobs",
              {"job", "GPUs", "first-last GPU", "buildings", "alone (s)", "shared (s)", "slowdown", "steps",
-              "exposed DP alone", "exposed DP shared"},
+              "exposed comm alone (s)", "together (s)"},
              {}};
   for (const auto& j : run.jobs) {
     std::string buildings;
     for (const auto& b : j.buildings)
       buildings += (buildings.empty() ? "" : ",") + b;
-    auto exposed_dp = [](const netsim::StepResult& r) {
+    // The communication the compute stream waited for, all dimensions (mean over stages and measured steps).
+    auto exposed = [](const std::vector<double>& parts) {
       double total = 0;
-      for (const auto& s : r.stages)
-        total += s.exposed[workload::Dim::dp] / static_cast<double>(r.stages.size());
+      for (std::size_t k = 0; k < netsim::kParts.size(); ++k)
+        if (netsim::kParts[k] >= netsim::Part::exposed_tp && netsim::kParts[k] <= netsim::Part::exposed_ep)
+          total += parts[k];
       return fmt(total, 4);
     };
     jobs.rows.push_back({j.name, std::to_string(j.gpus), std::to_string(j.first_gpu) + "-" + std::to_string(j.last_gpu),
                          buildings, fmt(j.alone_step, 6), fmt(j.shared_step, 6), fixed(j.slowdown, 3) + "x",
                          std::to_string(j.measured_to - j.measured_from) + " of " + std::to_string(j.step_ends.size()),
-                         exposed_dp(j.alone), exposed_dp(j.shared)});
+                         exposed(j.alone_parts), exposed(j.shared_parts)});
   }
   print_table(std::cout, jobs);
   if (!run.boundaries.empty()) {

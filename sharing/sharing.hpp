@@ -52,6 +52,9 @@ struct JobOutcome {
   double slowdown    = 0;                 ///< shared_step / alone_step
   netsim::StepResult alone;               ///< its step alone
   netsim::StepResult shared;              ///< the last step measured
+  /// @brief Per part of the breakdown (netsim::kParts), seconds: mean over stages, alone and over the measured
+  /// steps together.
+  std::vector<double> alone_parts, shared_parts;
 };
 
 /// @brief Bytes per step a job moves over one boundary link (both directions).
