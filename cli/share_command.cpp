@@ -15,12 +15,65 @@ namespace {
 struct ShareOptions {
   std::string file;
   std::string fidelity;
+  std::string place;
   bool json = false;
 };
 
 std::string gb(double bytes)
 {
   return fixed(bytes / 1e9, 1);
+}
+
+std::string fixed_slowdown(double s)
+{
+  return fixed(s, 3) + "x";
+}
+
+void place(const ShareOptions& o, const sharing::SharedSpec& spec)
+{
+  const auto progress = progress_bar(!o.json && stderr_is_terminal());
+  auto step           = [&](std::size_t done, std::size_t total) {
+    if (progress)
+      progress("placing " + o.place + " (sets of buildings)", done, total);
+  };
+  const auto search = sharing::place_around(spec, o.place, step);
+  if (o.json) {
+    std::cout << sharing::to_json(search).dump(2) << "\n";
+    return;
+  }
+  std::string others;
+  for (const auto& f : search.fixed)
+    others += (others.empty() ? "" : ", ") + f;
+  std::cout << "Placing " << search.job << " around " << others << " on " << spec.topology.name << " at "
+            << name_of(spec.fidelity) << " fidelity: " << search.options.size()
+            << " sets of buildings, ranked by the GPU-weighted mean slowdown of all jobs\n\n";
+  std::vector<std::string> headers{"rank", "buildings", search.job + " step (s)", search.job + " slowdown"};
+  for (const auto& f : search.fixed)
+    headers.push_back(f + " slowdown");
+  headers.push_back("weighted slowdown");
+  Table t{"Placements", headers, {}};
+  int rank = 0;
+  for (const auto& option : search.options) {
+    std::string buildings;
+    for (const auto& b : option.buildings)
+      buildings += (buildings.empty() ? "" : ",") + b;
+    if (!option.refused.empty()) {
+      std::vector<std::string> row{"-", buildings, "refused", ""};
+      row.resize(headers.size());
+      t.rows.push_back(row);
+      continue;
+    }
+    std::vector<std::string> row{std::to_string(++rank), buildings, fmt(option.step, 6),
+                                 fixed_slowdown(option.slowdown)};
+    for (std::size_t j = 0, f = 0; j < option.slowdowns.size() && f < search.fixed.size(); ++j)
+      if (spec.jobs[j].scenario.name != search.job) {
+        row.push_back(fixed_slowdown(option.slowdowns[j]));
+        ++f;
+      }
+    row.push_back(fixed(option.weighted_slowdown, 4) + "x");
+    t.rows.push_back(std::move(row));
+  }
+  print_table(std::cout, t);
 }
 
 void run(const ShareOptions& o)
@@ -30,6 +83,10 @@ void run(const ShareOptions& o)
     spec.fidelity = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
     if (spec.fidelity == netsim::Fidelity::hybrid)
       throw UsageError("--fidelity: jobs on a shared network run at analytical, flow or packet fidelity");
+  }
+  if (!o.place.empty()) {
+    place(o, spec);
+    return;
   }
   const auto progress = progress_bar(!o.json && stderr_is_terminal());
   std::size_t phases  = 0;
@@ -95,6 +152,9 @@ void add_share_command(CLI::App& app)
                                         "slowdown and bytes per boundary");
   c->add_option("file", o->file, "Shared-network file (examples/shared/)")->required();
   c->add_option("--fidelity", o->fidelity, "Override the file's fidelity: analytical, flow, packet");
+  c->add_option("--place", o->place,
+                "Search where to put this job around the others: every even split over a set of buildings, ranked "
+                "by the GPU-weighted mean slowdown of all jobs");
   c->add_flag("--json", o->json, "Print one JSON document");
   c->callback([o] { run(*o); });
 }

@@ -88,4 +88,32 @@ SharedRun run_shared(const SharedSpec& spec, const PhaseCallback& phase = {});
 /// @brief The outcome as JSON: configuration (with version and git hash), per job and per boundary.
 nlohmann::json to_json(const SharedRun& run);
 
+/// @brief One placement tried for the job being placed around the others.
+struct PlacementOption {
+  std::vector<std::string> buildings; ///< an equal share of the job's GPUs in each, the first free ones
+  std::string refused;                ///< why it could not be placed (empty: it was)
+  double step     = 0;                ///< the placed job's step together
+  double slowdown = 0;                ///< the placed job's slowdown
+  std::vector<double> slowdowns;      ///< every job's, in file order
+  /// @brief GPU-weighted mean slowdown of all jobs: GPU-seconds per GPU-second alone, what the objective ranks.
+  double weighted_slowdown = 0;
+};
+
+/// @brief Placements of one job around the others, best first (placed ones before refused ones).
+struct PlacementSearch {
+  std::string job;
+  std::vector<std::string> fixed; ///< the other jobs, placed as the file says
+  std::vector<PlacementOption> options;
+};
+
+/// @brief Places job `job` of `spec` around the others (placed as the file says): every set of buildings that
+/// splits its GPUs evenly, in its share of each building's free GPUs; each run alone and together as
+/// run_shared does, ranked by the GPU-weighted mean slowdown of all jobs (least interference), then by the job's
+/// own step. At most 256 sets. @throws UsageError for an unknown job name or too many sets.
+PlacementSearch place_around(const SharedSpec& spec, const std::string& job,
+                             const std::function<void(std::size_t done, std::size_t total)>& progress = {});
+
+/// @brief The search as JSON.
+nlohmann::json to_json(const PlacementSearch& search);
+
 } // namespace spansim::sharing

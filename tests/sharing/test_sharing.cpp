@@ -139,3 +139,25 @@ TEST_CASE("jobs take the next free GPUs, and overlapping ranges are refused nami
   CHECK_THROWS_WITH(sharing::run_shared(sharing::parse_shared(shared(full), "shared.json")),
                     Catch::Contains("0 of them free"));
 }
+
+TEST_CASE("placing a second job around a first: inside one building beats crossing the shared link", "[sharing]")
+{
+  // a crosses the link; b (DP 2) can go in w, in e, or across both. Across, both jobs are link-bound and halve
+  // each other's share (slowdown about 2, as above); inside one building neither is slowed.
+  const json jobs   = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"buildings", {"w", "e"}}}}},
+                                   {{"name", "b"}, {"job", small_job(2)}}});
+  const auto spec   = sharing::parse_shared(shared(jobs), "shared.json");
+  const auto search = sharing::place_around(spec, "b");
+  REQUIRE(search.options.size() == 3); // {w}, {e}, {w, e}
+  CHECK(search.fixed == std::vector<std::string>{"a"});
+  for (std::size_t i = 0; i < 2; ++i) {
+    INFO("option " << i);
+    CHECK(search.options[i].buildings.size() == 1);
+    expect_within("inside one building: no one slowed", 1.0, search.options[i].weighted_slowdown, 1e-9);
+  }
+  const auto& across = search.options[2];
+  CHECK(across.buildings == std::vector<std::string>{"w", "e"});
+  expect_within("across the link: a slowed about 2x", 2.0, across.slowdowns[0], 0.05);
+  expect_within("across the link: b slowed about 2x", 2.0, across.slowdown, 0.05);
+  CHECK_THROWS_WITH(sharing::place_around(spec, "c"), Catch::Contains("no job \"c\"") && Catch::Contains("a, b"));
+}
