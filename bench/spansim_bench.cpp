@@ -434,6 +434,28 @@ std::function<void(Figures&)> shared_405b(const char* fidelity)
   };
 }
 
+// Issue 18: MLPerf's DLRM-DCNv2 on 1,024 GPUs of two-buildings (examples/scenarios/dlrm-dcnv2-1024-two-buildings.json).
+std::function<void(Figures&)> dlrm_1024(const char* fidelity)
+{
+  return [=](Figures& f) {
+    auto sc             = scenario::load_scenario(std::string(SPANSIM_SOURCE_DIR) +
+                                                  "/examples/scenarios/dlrm-dcnv2-1024-two-buildings.json");
+    sc.options.fidelity = parse_enum<netsim::Fidelity>(fidelity, "fidelity");
+    auto start          = Clock::now();
+    auto placed         = std::make_shared<const scenario::PlacedStep>(sc);
+    f.lower_wall        = seconds_since(start);
+    start               = Clock::now();
+    const auto run      = scenario::simulate(sc, placed);
+    f.engine_wall       = seconds_since(start);
+    f.simulated         = run.result.step_time;
+    f.transfers         = static_cast<long>(run.result.transfers.size());
+    f.gpus              = 1024;
+    f.engine_rss        = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+    std::snprintf(f.note, sizeof f.note, "%s sharding; %.0f samples/s",
+                  std::string(name_of(workload::dlrm_plan(sc.job).sharding)).c_str(), run.result.tokens_per_second);
+  };
+}
+
 // The 8K step at hybrid fidelity, and at flow fidelity for the difference.
 std::function<void(Figures&)> hybrid_405b()
 {
@@ -538,7 +560,10 @@ std::vector<Case> cases()
                  step_405b("two-buildings", 128, "analytical", false, true)});
   all.push_back({"405B step 16K 2-bldg ecmp", "two-buildings", "flow", nullptr, 30, "< 30 s", true,
                  step_405b("two-buildings", 128, "flow", false, true)});
-  // Issue 18: two 8K-GPU jobs sharing two-buildings.
+  // Issue 18: a 1,024-GPU DLRM step; two 8K-GPU jobs sharing two-buildings.
+  all.push_back(
+      {"DLRM-DCNv2 1024", "two-buildings", "analytical", nullptr, 10, "< 10 s", false, dlrm_1024("analytical")});
+  all.push_back({"DLRM-DCNv2 1024", "two-buildings", "flow", nullptr, 10, "< 10 s", false, dlrm_1024("flow")});
   all.push_back(
       {"two 405B 8K jobs shared", "two-buildings", "analytical", nullptr, 0, "", true, shared_405b("analytical")});
   all.push_back({"two 405B 8K jobs shared", "two-buildings", "flow", nullptr, 60, "< 60 s", true, shared_405b("flow")});

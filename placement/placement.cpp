@@ -425,6 +425,25 @@ workload::StepGraph graph_for(const workload::JobSpec& job, const std::string& t
 workload::StepGraph build_stage_graph(const workload::JobSpec& job, const topology::Topology& topology,
                                       const Placement& placement, const spec::Location& where)
 {
+  if (job.dlrm && job.dlrm->towers > 0) {
+    // DLRM towers are aligned to a level of the hierarchy: each tower's GPUs in one node, pod or building.
+    const auto level = job.dlrm->tower_level;
+    for (const auto& tower : placement.groups(0, workload::Group{workload::Axis::ep, job.parallelism.ep})) {
+      auto unit = [&](int gpu) {
+        const auto& at = topology.locate(gpu);
+        return level == workload::TowerLevel::node  ? at.node
+               : level == workload::TowerLevel::pod ? at.pod
+                                                    : at.building;
+      };
+      for (int gpu : tower)
+        if (unit(gpu) != unit(tower.front()))
+          throw InfeasibleError("placement", where.file.empty() ? job.file : where.file,
+                                where.file.empty() ? "placement" : where.path,
+                                "a DLRM tower of " + std::to_string(tower.size()) + " GPUs spans more than one " +
+                                    std::string(name_of(level)) + " (" + topology.vertex_name(tower.front()) + " and " +
+                                    topology.vertex_name(gpu) + "): use more towers or a higher level");
+    }
+  }
   if (!topology.heterogeneous())
     return workload::build_step_graph(job);
   const int pp = job.parallelism.pp;

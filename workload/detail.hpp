@@ -16,4 +16,11 @@ int optional_dim(spec::ObjectReader& r, std::string_view key, int fallback, int 
 /// @brief The attention libraries a GPU file gives rates for, quoted, for error messages.
 std::string listed_kernels(const GpuSpec& g);
 
+/// @brief Reads a DLRM model object (a workload/dlrm/ zoo file or an inline object).
+DlrmModel read_dlrm_model(spec::ObjectReader r);
+/// @brief Reads a DLRM job's "model": a name of the DLRM zoo (workload/dlrm/), a path or an inline object.
+DlrmModel read_dlrm_model_ref(spec::ObjectReader& r, std::string_view key);
+/// @brief Reads a job of kind "dlrm" (parse_job hands it over).
+JobSpec parse_dlrm_job(spec::ObjectReader& r, JobSpec job);
+
 } // namespace spansim::workload::detail

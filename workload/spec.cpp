@@ -355,6 +355,12 @@ ModelSpec read_model_ref(spec::ObjectReader& r, std::string_view key)
   return zoo_or_inline(r, std::string(key).c_str(), "models", "model", "llama3-405b", r.where().file, read_model);
 }
 
+DlrmModel detail::read_dlrm_model_ref(spec::ObjectReader& r, std::string_view key)
+{
+  return zoo_or_inline(r, std::string(key).c_str(), "dlrm", "DLRM model", "dlrm-dcnv2", r.where().file,
+                       detail::read_dlrm_model);
+}
+
 GpuSpec read_gpu_ref(spec::ObjectReader& r, std::string_view key)
 {
   return zoo_or_inline(r, std::string(key).c_str(), "gpus", "GPU", "h100", r.where().file, read_gpu);

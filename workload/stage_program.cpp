@@ -485,6 +485,8 @@ void check_memory(const JobSpec& job, int stage, const MemoryEstimate& m)
 
 StepGraph build_step_graph(const JobSpec& job, const BuildOptions& options)
 {
+  if (job.dlrm)
+    return build_dlrm_graph(job, options);
   const Context c(job);
   const auto costs = chunk_costs(c);
   StepGraph graph;

@@ -301,6 +301,62 @@ struct ScheduleSpec {
   int microbatch_group = 0; ///< Interleaved: consecutive micro-batches per chunk (Llama 3's N); 0 means pp.
 };
 
+/// @brief How a DLRM's embedding tables are split over the GPUs of a group (the job, or a tower).
+enum class Sharding : std::uint8_t { table_wise, row_wise, column_wise, automatic };
+constexpr std::array<std::string_view, 4> enum_names(Sharding)
+{
+  return {"table-wise", "row-wise", "column-wise", "auto"};
+}
+
+/// @brief A DLRM's feature interaction: pairwise dot products, or DCNv2's low-rank cross layers.
+enum class Interaction : std::uint8_t { dot, dcnv2 };
+constexpr std::array<std::string_view, 2> enum_names(Interaction)
+{
+  return {"dot", "dcnv2"};
+}
+
+/// @brief The hierarchy level DLRM towers are aligned to: each tower's GPUs inside one node, pod or building.
+enum class TowerLevel : std::uint8_t { node, pod, building };
+constexpr std::array<std::string_view, 3> enum_names(TowerLevel)
+{
+  return {"node", "pod", "building"};
+}
+
+/// @brief One embedding table (or `count` identical ones).
+struct EmbeddingTable {
+  int count      = 1;
+  double rows    = 0;
+  int dim        = 0;
+  double pooling = 1; ///< rows looked up and summed per sample (multi-hot size)
+};
+
+/// @brief A recommendation model's architecture (a DLRM zoo entry, workload/dlrm/).
+struct DlrmModel {
+  std::string name;
+  std::string source;
+  int dense_features = 0;
+  std::vector<EmbeddingTable> tables;
+  std::vector<int> bottom_mlp; ///< widths after the dense features; the last is the embedding dimension
+  std::vector<int> top_mlp;    ///< widths after the interaction; the last is the output (1)
+  Interaction interaction = Interaction::dcnv2;
+  int cross_layers        = 3;   ///< DCNv2
+  int cross_rank          = 512; ///< DCNv2 low rank
+  /// @brief Tables in all.
+  int table_count() const;
+  /// @brief The embedding dimension (every table's, checked equal).
+  int dim() const;
+};
+
+/// @brief How a DLRM is trained: its sharding plan, towers and embedding precision.
+struct DlrmSpec {
+  DlrmModel model;
+  Sharding sharding        = Sharding::automatic;
+  double embedding_bytes   = 4; ///< per element of the tables and the pooled embeddings (fp32: 4, fp16: 2)
+  int towers               = 0; ///< DMT towers (0: none): intra-tower exchange, tower modules, a small cross-tower one
+  TowerLevel tower_level   = TowerLevel::node;
+  double tower_compression = 4; ///< a tower module's input width over its output width
+};
+
 /// @brief A whole training job, validated.
 struct JobSpec {
   std::string name;
@@ -320,6 +376,9 @@ struct JobSpec {
   double gradient_reduce_bytes = 4; ///< Bytes per gradient element on the wire (fp32: 4, bf16: 2).
   Calibration calibration;          ///< the profile in force (default: the shipped one for the GPU, if any)
   Effects effects;
+  /// @brief A recommendation model (`"kind": "dlrm"`): its step graph is built by build_dlrm_graph; batch
+  /// counts samples (a sample is one "token"), parallelism is data parallelism over every GPU.
+  std::optional<DlrmSpec> dlrm;
 
   /// @brief Micro-batches per step on each data-parallel replica.
   int micro_batches() const;
@@ -486,8 +545,29 @@ struct BuildOptions {
   bool check_memory = true; ///< Refuse (SpecError) a job whose memory estimate exceeds the GPU's HBM.
 };
 
-/// @brief Builds the training-step graph of `job`. @throws SpecError when the job does not fit in memory.
+/// @brief Builds the training-step graph of `job` (a DLRM's by build_dlrm_graph). @throws SpecError when the
+/// job does not fit in memory.
 StepGraph build_step_graph(const JobSpec& job, const BuildOptions& options = {});
+
+/// @brief What a DLRM's sharding plan resolves to on its group (the job, or one tower).
+struct DlrmPlan {
+  Sharding sharding = Sharding::row_wise; ///< never automatic
+  int group         = 1;                  ///< GPUs the tables are sharded over
+  int tables        = 0;                  ///< tables sharded over them
+  /// @brief Bytes one GPU sends per pass in the pooled-embedding exchange of the group (the all-to-all's, or
+  /// the reduce-scatter's under row-wise sharding), as the textbook algorithms move them.
+  double wire_bytes_per_gpu = 0;
+  double buffer_bytes       = 0; ///< the collective's buffer per rank
+};
+
+/// @brief The sharding plan of a DLRM job: the one asked for, or (auto) the feasible one sending the fewest bytes.
+/// @throws InfeasibleError ("sharding") naming why a plan asked for does not apply.
+DlrmPlan dlrm_plan(const JobSpec& job);
+
+/// @brief The step graph of a DLRM job: embedding lookups, the pooled-embedding exchange (with towers, inside
+/// each tower, then the tower modules' outputs across towers), bottom and top MLPs and the interaction, the dense
+/// all-reduce and the sparse update, one stage. @throws InfeasibleError ("memory", "sharding").
+StepGraph build_dlrm_graph(const JobSpec& job, const BuildOptions& options = {});
 
 /// @brief One pipeline stage's costs, without its program.
 struct StageCosts {
