@@ -2,9 +2,12 @@
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "common/error.hpp"
+#include "common/json_reader.hpp"
 #include "common/paths.hpp"
 #include "common/units.hpp"
+#include "optimizer/dlrm_search.hpp"
 #include "optimizer/optimizer.hpp"
+#include "scenario/scenario.hpp"
 
 #include <chrono>
 #include <filesystem>
@@ -78,8 +81,47 @@ std::string write_capacity_csv(const std::string& dir, const optimizer::Optimize
   return path;
 }
 
+// A scenario whose job is a DLRM: its sharding plan and towers searched, each candidate simulated.
+void run_dlrm(const OptimizeOptions& o)
+{
+  const auto sc       = scenario::load_scenario(o.spec);
+  const auto progress = progress_bar(!o.json && stderr_is_terminal());
+  const auto search   = optimizer::search_dlrm(sc, [&](std::size_t done, std::size_t total) {
+    if (progress)
+      progress("DLRM sharding and towers", done, total);
+  });
+  if (o.json) {
+    std::cout << optimizer::to_json(search).dump(2) << "\n";
+    return;
+  }
+  std::cout << "DLRM search over " << sc.name << " (" << sc.job.gpus << " GPUs of " << sc.topology.name << ", "
+            << name_of(sc.options.fidelity) << " fidelity): sharding x towers, ranked by step time\n\n";
+  Table t{"Candidates", {"rank", "sharding", "towers", "step", "samples/s", "exposed EP", "boundary bytes"}, {}};
+  int rank = 0;
+  for (const auto& c : search.candidates) {
+    const std::string towers =
+        c.towers > 0 ? std::to_string(c.towers) + " per " + std::string(name_of(c.level)) : "none";
+    if (!c.refused.empty()) {
+      t.rows.push_back({"-", std::string(name_of(c.sharding)), towers, "refused", "", "", ""});
+      continue;
+    }
+    t.rows.push_back({std::to_string(++rank), std::string(name_of(c.sharding)), towers,
+                      fmt(c.step_time * 1e3, 4) + " ms", fmt(c.samples_per_second, 4),
+                      fmt(c.exposed_ep * 1e3, 4) + " ms", fmt(c.boundary_bytes / 1e9, 4) + " GB"});
+  }
+  print_table(std::cout, t);
+}
+
 void run(const OptimizeOptions& o)
 {
+  {
+    // A scenario (it names a job) is a DLRM search; anything else is an optimize spec.
+    const auto doc = spec::load_json_file(o.spec);
+    if (doc.is_object() && doc.contains("job")) {
+      run_dlrm(o);
+      return;
+    }
+  }
   auto spec = optimizer::load_optimize_spec(o.spec);
   if (o.top_k > 0)
     spec.top_k = o.top_k;
@@ -317,7 +359,10 @@ void add_optimize_command(CLI::App& app)
 {
   auto o  = std::make_shared<OptimizeOptions>();
   auto* c = app.add_subcommand("optimize", "Search placement, parallelism and schedules for the shortest step");
-  c->add_option("spec", o->spec, "Optimize spec (topology, model, GPUs, batch, search space)")->required();
+  c->add_option("spec", o->spec,
+                "Optimize spec (topology, model, GPUs, batch, search space), or a scenario whose job is a DLRM "
+                "(its sharding and towers are searched)")
+      ->required();
   c->add_option("--out", o->out, "Directory for the scenario files (default out/optimize/NAME)");
   c->add_option("--top-k", o->top_k, "Configurations re-simulated at the refine fidelity (default: the spec's)")
       ->check(integer_in(1, 1000));

@@ -455,3 +455,27 @@ TEST_CASE("share --json: the example's jobs, their slowdowns and the bytes each 
   CHECK(t.out.find("finetune") != std::string::npos);
   CHECK(t.out.find("Bytes across boundaries, per job") != std::string::npos);
 }
+
+TEST_CASE("optimize on a DLRM scenario: sharding and towers ranked by step time", "[cli][dlrm]")
+{
+  auto r = spansim("optimize examples/scenarios/dlrm-dcnv2-1024-two-buildings.json --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  REQUIRE(!j["candidates"].empty());
+  double previous = 0, without_towers = 0;
+  for (const auto& c : j["candidates"]) {
+    if (c.contains("refused"))
+      continue;
+    const double step = c["step_time_s"];
+    CHECK(step >= previous);
+    previous = step;
+    if (c["towers"] == 0 && c["sharding"] == "row-wise")
+      without_towers = step;
+  }
+  // 26 tables over 1,024 GPUs: only row-wise applies; two towers (one per building's pod) beat none.
+  const auto& best = j["candidates"][0];
+  CHECK(best["sharding"] == "row-wise");
+  CHECK(best["towers"] == 2);
+  CHECK(without_towers > best["step_time_s"].get<double>());
+}
