@@ -107,8 +107,25 @@ void describe(const DescribeOptions& o)
   }
 
   Table t{"job " + job.name, {"quantity", "value"}, {}};
-  t.rows.push_back({"model", job.model.name + " (" + fmt(params.total / 1e9) + "B params, " + fmt(params.active / 1e9) +
-                                 "B active)"});
+  if (job.dlrm) {
+    // A recommendation model: its tables and the plan they are sharded by.
+    const auto& m = job.dlrm->model;
+    double rows   = 0;
+    for (const auto& tb : m.tables)
+      rows += tb.count * tb.rows;
+    const auto plan = workload::dlrm_plan(job);
+    t.rows.push_back({"model", m.name + " (" + std::to_string(m.table_count()) + " tables, " + fmt(rows / 1e6) +
+                                   "M rows of " + std::to_string(m.dim()) + ", " + fmt(rows * m.dim() / 1e9) +
+                                   "B embedding parameters)"});
+    t.rows.push_back({"sharding", std::string(name_of(plan.sharding)) + " over " + std::to_string(plan.group) +
+                                      " GPUs" +
+                                      (job.dlrm->towers > 0 ? ", " + std::to_string(job.dlrm->towers) + " towers per " +
+                                                                  std::string(name_of(job.dlrm->tower_level))
+                                                            : std::string())});
+  } else {
+    t.rows.push_back({"model", job.model.name + " (" + fmt(params.total / 1e9) + "B params, " +
+                                   fmt(params.active / 1e9) + "B active)"});
+  }
   t.rows.push_back({"gpus", std::to_string(job.gpus) + " x " + job.gpu.name});
   t.rows.push_back({"parallelism", "tp " + std::to_string(par.tp) + ", cp " + std::to_string(par.cp) + ", pp " +
                                        std::to_string(par.pp) + ", dp " + std::to_string(par.dp) + " (" +
