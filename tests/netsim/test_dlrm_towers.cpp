@@ -43,11 +43,13 @@ struct Crossing {
   double dense_buffer = 0; ///< the dense all-reduce's buffer
 };
 
-Crossing crossing(const topology::Topology& t, const workload::JobSpec& job)
+Crossing crossing(const topology::Topology& t, const workload::JobSpec& job, const nlohmann::json& compression = {})
 {
   placement::Placement place(t, job, {});
   const auto graph = placement::build_stage_graph(job, t, place, {});
   netsim::StepOptions o;
+  if (!compression.is_null())
+    o.compression = netsim::read_compression(compression, "dlrm.json", "$.compression");
   o.fidelity                      = netsim::Fidelity::analytical;
   o.algorithms[workload::Dim::dp] = netsim::Algorithm::ring;
   o.choose_per_step               = false;
@@ -96,6 +98,13 @@ TEST_CASE("DLRM towers per building: only the compressed tower outputs cross, by
   expect_within("two towers: bytes across the buildings", tower_emb + tower_ids + ring(towered.dense_buffer),
                 towered.bytes, 1e-9);
   expect_within("the pooled-embedding bytes across, cut by the compression factor", 4.0, flat_emb / tower_emb, 1e-12);
+
+  // The scenario's compression key on EP across buildings (no towers): the exchange and the IDs crossing shrink by
+  // its ratio, the dense all-reduce does not.
+  const auto lossy = crossing(t, workload::parse_job(tower_job(nullptr), "dlrm.json"),
+                              json::array({{{"dim", "ep"}, {"across", "building"}, {"ratio", 4}}}));
+  expect_within("no towers, EP compressed x4 across buildings", (flat_emb + flat_ids) / 4 + ring(flat.dense_buffer),
+                lossy.bytes, 1e-9);
   std::cout << "across the buildings per step: " << flat.bytes << " bytes without towers, " << towered.bytes
             << " with two (dense all-reduce " << ring(flat.dense_buffer) << " and " << ring(towered.dense_buffer)
             << ")\n";
