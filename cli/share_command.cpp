@@ -127,6 +127,14 @@ void run(const ShareOptions& o)
                          exposed(j.alone_parts), exposed(j.shared_parts)});
   }
   print_table(std::cout, jobs);
+  for (const auto& j : run.jobs) {
+    if (!j.measured_under_load)
+      std::cout << "note: no step of " << j.name
+                << " ended while every job ran; its first step (partly alone) is shown: lengthen the window\n";
+    if (j.all_to_all_isolated)
+      std::cout << "note: the all-to-alls of " << j.name
+                << " were timed in isolation (delays that share no link with the other jobs)\n";
+  }
   if (!run.boundaries.empty()) {
     std::vector<std::string> headers{"boundary link", "tier"};
     for (const auto& j : run.jobs)

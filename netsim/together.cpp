@@ -95,6 +95,7 @@ TogetherResult simulate_together(const topology::Topology& topology, const std::
     const auto& graph = prepared[j].lowered.graph;
     const auto bytes  = link_bytes(simulated, graph);
     JobTogether part;
+    part.all_to_all_isolated = prepared[j].lowered.all_to_all_isolated;
     for (int k = 0; k < jobs[j].steps; ++k) {
       const double start = k == 0 ? 0.0 : part.step_ends.back();
       part.step_ends.push_back(run_result.ops[barriers[j][k]].end);

@@ -27,6 +27,9 @@ struct TogetherOptions {
 /// @brief One job's part of a run together.
 struct JobTogether {
   std::vector<double> step_ends; ///< simulated seconds at which each of its steps ended
+  /// @brief Its all-to-alls were timed in isolation (asked, or `auto` beyond netsim::kAllToAllFlowBudget flows):
+  /// delays that share no link with the other jobs.
+  bool all_to_all_isolated = false;
   /// @brief Each step read back as a step of its own (op times from the step's start); the transfer lists are
   /// left out (they would repeat the graph once per step).
   std::vector<StepResult> steps;

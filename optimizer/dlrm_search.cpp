@@ -33,7 +33,8 @@ DlrmCandidate simulate_candidate(scenario::Scenario sc, DlrmCandidate c)
     const auto& topo = run.placed->topology();
     for (std::size_t l = 0; l < topo.links().size(); ++l) {
       const auto tier = topo.links()[l].tier;
-      if (tier == topology::Tier::inter_building || tier == topology::Tier::inter_region)
+      if (tier == topology::Tier::inter_building || tier == topology::Tier::inter_region ||
+          tier == topology::Tier::building_uplink)
         c.boundary_bytes += r.link_bytes[2 * l] + r.link_bytes[2 * l + 1];
     }
   } catch (const InfeasibleError& e) {

@@ -22,7 +22,7 @@ struct DlrmCandidate {
   double step_time          = 0;
   double samples_per_second = 0;
   double exposed_ep         = 0; ///< embedding exchange the compute stream waited for (mean over stages)
-  double boundary_bytes     = 0; ///< per step over inter-building and inter-region links, both directions
+  double boundary_bytes     = 0; ///< per step over boundary links (buildings, uplinks, regions), both directions
 };
 
 /// @brief The search over a DLRM scenario: candidates simulated fastest first, then the refused.

@@ -6,6 +6,7 @@
 #include "common/version.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace spansim::sharing {
 
@@ -75,25 +76,35 @@ PlacementSearch place_around(const SharedSpec& spec, const std::string& job,
     if (progress)
       progress(i, sets.size());
     try {
-      const auto run = run_shared(trial);
-      double gpu_sum = 0;
-      for (const auto& o : run.jobs) {
-        option.weighted_slowdown += o.slowdown * static_cast<double>(o.gpus);
-        gpu_sum += static_cast<double>(o.gpus);
-      }
-      option.weighted_slowdown /= gpu_sum;
-      option.step     = run.jobs.back().shared_step;
-      option.slowdown = run.jobs.back().slowdown;
+      const auto run    = run_shared(trial);
+      option.step       = run.jobs.back().shared_step;
+      option.slowdown   = run.jobs.back().slowdown;
+      option.alone_step = run.jobs.back().alone_step;
       // Back to file order.
       option.slowdowns.resize(run.jobs.size());
       for (std::size_t j = 0; j < run.jobs.size(); ++j) {
         const std::size_t in_file = j + 1 == run.jobs.size() ? target : (j < target ? j : j + 1);
         option.slowdowns[in_file] = run.jobs[j].slowdown;
       }
-    } catch (const InfeasibleError& e) {
+    } catch (const Error& e) { // a set that cannot be placed or run is listed, not fatal
       option.refused = e.what();
     }
     search.options.push_back(std::move(option));
+  }
+  double best_alone = std::numeric_limits<double>::infinity();
+  for (const auto& o : search.options)
+    if (o.refused.empty())
+      best_alone = std::min(best_alone, o.alone_step);
+  double gpu_sum = 0;
+  for (const auto& j : spec.jobs)
+    gpu_sum += static_cast<double>(j.scenario.job.gpus);
+  for (auto& o : search.options) {
+    if (!o.refused.empty())
+      continue;
+    for (std::size_t j = 0; j < o.slowdowns.size(); ++j) {
+      const double s = j == target ? o.step / best_alone : o.slowdowns[j];
+      o.weighted_slowdown += s * static_cast<double>(spec.jobs[j].scenario.job.gpus) / gpu_sum;
+    }
   }
   if (progress)
     progress(sets.size(), sets.size());

@@ -86,12 +86,13 @@ void report_phase(const PhaseCallback& phase, const std::string& what)
 // Steps [from, to) of a job measured under sharing: after the first (every job starts at 0, in phase) and
 // ending by `until`, when the first job to finish stops loading the network. Falls back to the steps ending by
 // then, and to the first step.
-std::pair<int, int> measured_steps(const std::vector<double>& ends, double until)
+std::pair<int, int> measured_steps(const std::vector<double>& ends, double until, bool& under_load)
 {
   const double slack = 1e-12 * std::max(1.0, until);
   int to             = 0;
   while (to < static_cast<int>(ends.size()) && ends[static_cast<std::size_t>(to)] <= until + slack)
     ++to;
+  under_load = to >= 1;
   if (to >= 2)
     return {1, to};
   return {0, std::max(to, 1)};
@@ -117,14 +118,19 @@ SharedRun run_shared(const SharedSpec& spec, const PhaseCallback& phase)
     for (std::size_t g = 0; g < owner.size(); ++g)
       pspec.taken[g] = owner[g] >= 0 ? 1 : 0;
     if (pspec.first_gpu < 0 && pspec.buildings.empty()) {
-      // The next free GPUs: from the lowest GPU no earlier job holds.
-      std::size_t first = 0;
-      while (first < owner.size() && owner[first] >= 0)
-        ++first;
-      if (first == owner.size())
+      // The next free GPUs: the first run of as many consecutive GPUs as the job has that no earlier job holds.
+      std::int64_t run = 0, first = -1;
+      for (std::size_t g = 0; g < owner.size() && first < 0; ++g) {
+        run = owner[g] >= 0 ? 0 : run + 1;
+        if (run == sc.job.gpus)
+          first = static_cast<std::int64_t>(g) + 1 - run;
+      }
+      if (first < 0)
         throw InfeasibleError("placement", sc.file, where.path,
-                              "no free GPUs left: the jobs before it hold all " + std::to_string(owner.size()));
-      pspec.first_gpu = static_cast<std::int64_t>(first);
+                              "no " + std::to_string(sc.job.gpus) +
+                                  " consecutive free GPUs left after the jobs before it (give buildings or a "
+                                  "first_gpu)");
+      pspec.first_gpu = first;
     } else if (pspec.first_gpu >= 0) {
       // A range overlapping another job's GPUs is refused, naming that job.
       const std::int64_t last = std::min<std::int64_t>(pspec.first_gpu + sc.job.gpus, topo.gpu_count());
@@ -204,7 +210,8 @@ SharedRun run_shared(const SharedSpec& spec, const PhaseCallback& phase)
     auto& o          = out.jobs[j];
     auto& part       = together.jobs[j];
     o.step_ends      = part.step_ends;
-    const auto [from, to] = measured_steps(o.step_ends, out.measured_until);
+    o.all_to_all_isolated = part.all_to_all_isolated;
+    const auto [from, to] = measured_steps(o.step_ends, out.measured_until, o.measured_under_load);
     o.measured_from  = from;
     o.measured_to    = to;
     const double begin = from == 0 ? 0.0 : o.step_ends[static_cast<std::size_t>(from - 1)];
@@ -262,6 +269,8 @@ json to_json(const SharedRun& run)
                     {"slowdown", o.slowdown},
                     {"steps_run", o.step_ends.size()},
                     {"steps_measured", {o.measured_from, o.measured_to}},
+                    {"measured_under_load", o.measured_under_load},
+                    {"all_to_all_isolated", o.all_to_all_isolated},
                     {"step_ends_s", o.step_ends},
                     {"breakdown_mean_over_stages_and_measured_steps", exposed}});
   }

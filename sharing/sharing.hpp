@@ -48,6 +48,10 @@ struct JobOutcome {
   double alone_step = 0;              ///< its step alone on the network (the same engine and lowering)
   std::vector<double> step_ends;      ///< simulated seconds at which its steps ended, together
   int measured_from = 0, measured_to = 0; ///< steps [from, to) averaged: after the first, while every job runs
+  /// @brief False when no step of it ended while every job still ran (its first step is then reported, partly
+  /// alone): a longer window measures it under load.
+  bool measured_under_load = true;
+  bool all_to_all_isolated = false; ///< its all-to-alls were delays, sharing no link with the other jobs
   double shared_step = 0;                 ///< their mean
   double slowdown    = 0;                 ///< shared_step / alone_step
   netsim::StepResult alone;               ///< its step alone
@@ -95,7 +99,9 @@ struct PlacementOption {
   double step     = 0;                ///< the placed job's step together
   double slowdown = 0;                ///< the placed job's slowdown
   std::vector<double> slowdowns;      ///< every job's, in file order
-  /// @brief GPU-weighted mean slowdown of all jobs: GPU-seconds per GPU-second alone, what the objective ranks.
+  double alone_step = 0;              ///< the placed job's step alone with this set of buildings
+  /// @brief GPU-weighted mean slowdown of all jobs, the placed job's against its best alone step over the sets
+  /// tried (so that a set slow on its own does not look good): what the objective ranks.
   double weighted_slowdown = 0;
 };
 

@@ -58,9 +58,13 @@ DlrmModel read_dlrm_model(spec::ObjectReader r)
   auto tables      = r.objects("tables", true);
   if (tables.empty())
     r.fail("tables", "expected at least one embedding table");
+  std::int64_t count = 0;
   for (auto& t : tables) {
     EmbeddingTable e;
-    e.count   = optional_dim(t, "count", 1);
+    e.count = optional_dim(t, "count", 1, 1, 1 << 20);
+    count += e.count;
+    if (count > (1 << 20))
+      t.fail("count", "at most 1,048,576 tables in all");
     e.rows    = t.number("rows", 1, 1e13);
     e.dim     = dim(t, "dim");
     e.pooling = t.number("pooling", 1e-6, 1e6);
@@ -102,6 +106,8 @@ JobSpec parse_dlrm_job(spec::ObjectReader& r, JobSpec job)
   if (samples % job.gpus != 0)
     b.fail("global_samples", std::to_string(samples) + " samples do not split evenly over " + std::to_string(job.gpus) +
                                  " GPUs (each GPU trains on its own share)");
+  if (samples / job.gpus > detail::kMaxDim)
+    b.fail("global_samples", "at most " + std::to_string(detail::kMaxDim) + " samples per GPU");
   b.finish();
   // A sample is one "token": throughput in tokens/s is samples/s.
   job.batch.global_sequences = samples;
@@ -251,38 +257,43 @@ struct DenseCost {
 
 StepGraph build_dlrm_graph(const JobSpec& job, const BuildOptions& options)
 {
-  const auto& d      = *job.dlrm;
-  const auto& m      = d.model;
-  const auto plan    = dlrm_plan(job);
-  const int n        = static_cast<int>(job.gpus);
-  const int towers   = std::max(1, d.towers);
-  const double b     = job.batch.micro_batch;
-  const int dim_     = m.dim();
-  const int features = m.table_count() + 1; // the tables' pooled vectors and the bottom MLP's output
-  const double clock = job.effects.sustained_clock ? job.calibration.clock_fraction : 1.0;
-  const double gap   = job.effects.kernel_gaps ? job.calibration.kernel_gap : 0.0;
-  const auto& gpu    = job.gpu;
-  const double hbm   = gpu.hbm_bandwidth * (gpu.elementwise_efficiency > 0 ? gpu.elementwise_efficiency : 1);
+  const auto& d          = *job.dlrm;
+  const auto& m          = d.model;
+  const auto plan        = dlrm_plan(job);
+  const int n            = static_cast<int>(job.gpus);
+  const int towers       = std::max(1, d.towers);
+  const double b         = job.batch.micro_batch;
+  const int dim_         = m.dim();
+  const double tower_in  = double(plan.tables) * dim_;
+  const double tower_out = std::max(1.0, std::round(tower_in / d.tower_compression));
+  // The interaction's inputs: the tables' pooled vectors and the bottom MLP's output; with towers, the towers'
+  // outputs (towers x tower_out values, as vectors of the embedding dimension) and the bottom MLP's.
+  const double features = d.towers > 0 ? 1 + std::ceil(towers * tower_out / dim_) : m.table_count() + 1.0;
+  const double clock    = job.effects.sustained_clock ? job.calibration.clock_fraction : 1.0;
+  const double gap      = job.effects.kernel_gaps ? job.calibration.kernel_gap : 0.0;
+  const auto& gpu       = job.gpu;
+  const double hbm      = gpu.hbm_bandwidth * (gpu.elementwise_efficiency > 0 ? gpu.elementwise_efficiency : 1);
 
   // Dense compute: bottom MLP; interaction; top MLP; tower modules.
   DenseCost bottom, top, tower;
   bottom.mlp(gpu, clock, b, m.dense_features, m.bottom_mlp);
   double top_in = 0;
   if (m.interaction == Interaction::dcnv2) {
-    const double x = double(features) * dim_; // the concatenated features, crossed with themselves
+    const double x = features * dim_; // the concatenated features, crossed with themselves
     for (int l = 0; l < m.cross_layers; ++l) {
       top.add(gpu, clock, GemmShape{.m = b, .n = double(m.cross_rank), .k = x}, x * m.cross_rank);
       top.add(gpu, clock, GemmShape{.m = b, .n = x, .k = double(m.cross_rank)}, x * m.cross_rank);
     }
     top_in = x;
   } else {
-    top.add(gpu, clock, GemmShape{.m = double(features), .n = double(features), .k = double(dim_), .groups = int(b)},
-            0);
-    top_in = dim_ + double(features) * (features - 1) / 2;
+    top.add(gpu, clock, GemmShape{.m = features, .n = features, .k = double(dim_), .groups = int(b)}, 0);
+    top_in = dim_ + features * (features - 1) / 2;
   }
+  if (top_in > detail::kMaxDim)
+    throw InfeasibleError("tables", job.file, job.json_path + ".model",
+                          "the interaction's output (" + std::to_string(top_in) + " values) is wider than " +
+                              std::to_string(detail::kMaxDim));
   top.mlp(gpu, clock, b, static_cast<int>(top_in), m.top_mlp);
-  const double tower_in  = double(plan.tables) * dim_;
-  const double tower_out = std::max(1.0, std::round(tower_in / d.tower_compression));
   if (d.towers > 0)
     tower.add(gpu, clock, GemmShape{.m = b * towers, .n = tower_out, .k = tower_in}, tower_in * tower_out);
   const double dense_params = bottom.params + top.params + tower.params;
@@ -301,13 +312,16 @@ StepGraph build_dlrm_graph(const JobSpec& job, const BuildOptions& options)
   const double lookup_bytes = b * pooled * dim_ * d.embedding_bytes;
   const double lookup_s     = lookup_bytes / hbm + gap;
   const double update_s     = 5 * lookup_bytes / hbm + gap;
-  const double id_bytes     = b * pooled * 8;
+  // Column-wise, every ID goes to each of its table's column shards.
+  const double id_bytes =
+      b * pooled * 8 * (plan.sharding == Sharding::column_wise ? double(plan.group) / plan.tables : 1.0);
 
   MemoryEstimate mem;
-  mem.weights     = table_bytes / n + dense_params * 4;
-  mem.optimizer   = table_rows * dim_ * 4 / n + dense_params * 4; // Adagrad: one fp32 accumulator per element
-  mem.gradients   = dense_params * 4 + lookup_bytes;
-  mem.activations = b * (features * dim_ + top_in * (m.cross_layers + 2)) * 2 + plan.buffer_bytes * 2;
+  mem.weights       = table_bytes / n + dense_params * 4;
+  mem.optimizer     = table_rows * dim_ * 4 / n + dense_params * 4; // Adagrad: one fp32 accumulator per element
+  mem.gradients     = dense_params * 4 + lookup_bytes;
+  const int crossed = m.interaction == Interaction::dcnv2 ? m.cross_layers : 0;
+  mem.activations   = b * (features * dim_ + top_in * (crossed + 2)) * 2 + plan.buffer_bytes * 2;
   if (options.check_memory && mem.total() > gpu.hbm_capacity)
     throw InfeasibleError("memory", job.file, job.json_path,
                           "the DLRM needs " + std::to_string(mem.total() / (1 << 30)) + " GiB per GPU (tables " +

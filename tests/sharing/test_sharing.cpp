@@ -122,6 +122,16 @@ TEST_CASE("jobs take the next free GPUs, and overlapping ranges are refused nami
   CHECK(run.jobs[0].last_gpu == 1);
   CHECK(run.jobs[1].first_gpu == 2); // the next free GPU
   CHECK(run.jobs[1].last_gpu == 3);
+  // The next free GPUs are the first run long enough: GPU 0 alone is free before a's GPUs 1 and 2.
+  const json gap  = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"first_gpu", 1}}}},
+                                 {{"name", "b"}, {"job", small_job(2)}}});
+  const auto gaps = sharing::run_shared(sharing::parse_shared(shared(gap), "shared.json"));
+  CHECK(gaps.jobs[1].first_gpu == 3);
+  CHECK(gaps.jobs[1].last_gpu == 4);
+  for (const auto& o : gaps.jobs) {
+    CHECK(o.measured_under_load);
+    CHECK_FALSE(o.all_to_all_isolated);
+  }
 
   const json overlap = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"first_gpu", 0}}}},
                                     {{"name", "b"}, {"job", small_job(2)}, {"placement", {{"first_gpu", 1}}}}});

@@ -61,10 +61,11 @@ TEST_CASE("DLRM sharding plans: bytes per GPU against the hand-computed formulas
     expect_within(std::string(c.sharding) + " on " + std::to_string(c.gpus) + " GPUs: bytes sent per GPU",
                   c.buffer * (n - 1) / n, plan.wire_bytes_per_gpu, 1e-12);
     // The graph: the exchange in both passes, plus the sparse IDs (8 bytes each, 2 per table per sample) to their
-    // rows' GPUs, all accounted to EP.
-    const auto graph   = build_step_graph(job);
-    const auto summary = summarize(graph);
-    const double ids   = b * tables * 2 * 8 * (n - 1) / n;
+    // rows' GPUs (column-wise: to each of a table's n / T column shards), all accounted to EP.
+    const auto graph    = build_step_graph(job);
+    const auto summary  = summarize(graph);
+    const double shards = std::string(c.sharding) == "column-wise" ? n / tables : 1;
+    const double ids    = b * tables * 2 * 8 * shards * (n - 1) / n;
     expect_within(std::string(c.sharding) + ": EP bytes per GPU in the graph", 2 * c.buffer * (n - 1) / n + ids,
                   summary.traffic[Dim::ep].per_gpu_max, 1e-12);
   }
