@@ -28,6 +28,17 @@ inline json small_moe_model(int layers, int shared)
           {"kv_heads", 8},       {"vocab", 32000},   {"mlp", "swiglu"}, {"moe", moe}};
 }
 
+/// @brief A small DLRM model: `tables` tables of 100,000 rows of dimension 64, pooling 2, dot interaction.
+inline json small_dlrm_model(int tables)
+{
+  return {{"name", "small-dlrm"},
+          {"dense_features", 13},
+          {"tables", {{{"count", tables}, {"rows", 100000}, {"dim", 64}, {"pooling", 2}}}},
+          {"bottom_mlp", {128, 64}},
+          {"top_mlp", {256, 1}},
+          {"interaction", {{"kind", "dot"}}}};
+}
+
 /// @brief A small job as scenario JSON: a 4-layer, 1024-wide model on `gpus` H100s with `parallelism`, 8 sequences
 /// of 1,024 tokens, 1F1B, no calibration profile.
 inline json small_job_json(int gpus, json parallelism)

@@ -7,6 +7,7 @@
 #include "workload/workload.hpp"
 
 #include "tests/support.hpp"
+#include "tests/support_job.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -20,18 +21,8 @@ namespace {
 
 json tower_job(json towers)
 {
-  json j = {{"name", "dlrm-towers"},
-            {"kind", "dlrm"},
-            {"model",
-             {{"name", "small-dlrm"},
-              {"dense_features", 13},
-              {"tables", {{{"count", 16}, {"rows", 100000}, {"dim", 64}, {"pooling", 2}}}},
-              {"bottom_mlp", {128, 64}},
-              {"top_mlp", {256, 1}},
-              {"interaction", {{"kind", "dot"}}}}},
-            {"gpu", "h100"},
-            {"gpus", 16},
-            {"batch", {{"global_samples", 16 * 32}}},
+  json j = {{"name", "dlrm-towers"},   {"kind", "dlrm"}, {"model", test::small_dlrm_model(16)},
+            {"gpu", "h100"},           {"gpus", 16},     {"batch", {{"global_samples", 16 * 32}}},
             {"sharding", "table-wise"}};
   if (!towers.is_null())
     j["towers"] = towers;

@@ -2,6 +2,7 @@
 #include "optimizer/dlrm_search.hpp"
 
 #include "tests/support.hpp"
+#include "tests/support_job.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -24,13 +25,7 @@ TEST_CASE("DLRM search: towers per building win over a slow inter-building link;
                        {"job",
                         {{"name", "dlrm-s"},
                          {"kind", "dlrm"},
-                         {"model",
-                          {{"name", "small-dlrm"},
-                           {"dense_features", 13},
-                           {"tables", {{{"count", 16}, {"rows", 100000}, {"dim", 64}, {"pooling", 2}}}},
-                           {"bottom_mlp", {128, 64}},
-                           {"top_mlp", {256, 1}},
-                           {"interaction", {{"kind", "dot"}}}}},
+                         {"model", test::small_dlrm_model(16)},
                          {"gpu", "h100"},
                          {"gpus", 16},
                          {"batch", {{"global_samples", 16 * 256}}},

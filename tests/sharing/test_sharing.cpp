@@ -17,25 +17,6 @@ using spansim::test::expect_within;
 
 namespace {
 
-// Two buildings, w and e, of `gpus` one-GPU nodes on one switch each (400 Gb/s NICs), the switches joined by one
-// link of `capacity`: the only link two buildings' GPUs share.
-json two_sites(int gpus, const std::string& capacity)
-{
-  json vertices = json::array(), links = json::array();
-  for (const char* b : {"w", "e"}) {
-    vertices.push_back({{"id", std::string(b) + "/sw"}, {"kind", "leaf"}, {"building", b}});
-    for (int g = 0; g < gpus; ++g) {
-      const std::string id = std::string(b) + "/g" + std::to_string(g);
-      vertices.push_back({{"id", id}, {"kind", "gpu"}, {"building", b}, {"node", id}});
-      links.push_back({{"a", id}, {"b", std::string(b) + "/sw"}, {"bandwidth", "400Gbps"}, {"latency", "1us"}});
-    }
-  }
-  links.push_back({{"a", "w/sw"}, {"b", "e/sw"}, {"bandwidth", capacity}, {"latency", "10us"}});
-  return {{"name", "two-sites"},
-          {"regions", json::array({{{"name", "r"}, {"buildings", {"w", "e"}}}})},
-          {"graph", {{"vertices", vertices}, {"links", links}}}};
-}
-
 // A 130M-parameter model, data parallel over `dp` GPUs with DDP: a step is a little compute and one gradient
 // all-reduce, which over a slow link between the buildings is almost all of it.
 json small_job(int dp)
@@ -58,9 +39,23 @@ json small_job(int dp)
           {"recompute", "none"}};
 }
 
-json shared(json jobs, const std::string& capacity = "8Gbps")
+json shared(json jobs)
 {
-  return {{"name", "test-shared"}, {"topology", two_sites(4, capacity)}, {"window", {{"steps", 3}}}, {"jobs", jobs}};
+  return {{"name", "test-shared"}, {"topology", "two-buildings"}, {"window", {{"steps", 3}}}, {"jobs", jobs}};
+}
+
+// Two buildings, w and e, of 4 one-GPU nodes on one switch each (400 Gb/s NICs), the switches joined by one
+// 1 GB/s link: the only link two buildings' GPUs share.
+sharing::SharedSpec parse(const json& doc)
+{
+  auto spec = sharing::parse_shared(doc, "shared.json");
+  test::TwoSites sites;
+  sites.gpus     = 4;
+  sites.parallel = 1;
+  sites.capacity = "8Gbps";
+  sites.latency  = "10us";
+  spec.topology  = test::two_sites(sites);
+  return spec;
 }
 
 } // namespace
@@ -76,7 +71,7 @@ TEST_CASE("two identical jobs on one bottleneck link each get half of it", "[sha
   auto doc            = shared(jobs);
   doc["fidelity"]     = fidelity;
   std::cout << "at " << fidelity << " fidelity\n";
-  const auto run = sharing::run_shared(sharing::parse_shared(doc, "shared.json"));
+  const auto run = sharing::run_shared(parse(doc));
   REQUIRE(run.jobs.size() == 2);
   REQUIRE(run.boundaries.size() == 1);
   const double capacity = 1e9; // 8 Gb/s
@@ -96,7 +91,7 @@ TEST_CASE("a job on links no other job uses is unchanged", "[sharing]")
   // a crosses the link; b runs on GPUs of w alone (their NICs and switch ports are their own).
   const json jobs = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"buildings", {"w", "e"}}}}},
                                  {{"name", "b"}, {"job", small_job(2)}, {"placement", {{"buildings", {"w"}}}}}});
-  const auto run  = sharing::run_shared(sharing::parse_shared(shared(jobs), "shared.json"));
+  const auto run  = sharing::run_shared(parse(shared(jobs)));
   for (const auto& o : run.jobs) {
     expect_within("job " + o.name + " together against alone", o.alone_step, o.shared_step, 1e-9);
     double previous = 0;
@@ -117,7 +112,7 @@ TEST_CASE("jobs take the next free GPUs, and overlapping ranges are refused nami
 {
   const json next = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"first_gpu", 0}}}},
                                  {{"name", "b"}, {"job", small_job(2)}}});
-  const auto run  = sharing::run_shared(sharing::parse_shared(shared(next), "shared.json"));
+  const auto run  = sharing::run_shared(parse(shared(next)));
   CHECK(run.jobs[0].first_gpu == 0);
   CHECK(run.jobs[0].last_gpu == 1);
   CHECK(run.jobs[1].first_gpu == 2); // the next free GPU
@@ -125,7 +120,7 @@ TEST_CASE("jobs take the next free GPUs, and overlapping ranges are refused nami
   // The next free GPUs are the first run long enough: GPU 0 alone is free before a's GPUs 1 and 2.
   const json gap  = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"first_gpu", 1}}}},
                                  {{"name", "b"}, {"job", small_job(2)}}});
-  const auto gaps = sharing::run_shared(sharing::parse_shared(shared(gap), "shared.json"));
+  const auto gaps = sharing::run_shared(parse(shared(gap)));
   CHECK(gaps.jobs[1].first_gpu == 3);
   CHECK(gaps.jobs[1].last_gpu == 4);
   for (const auto& o : gaps.jobs) {
@@ -136,7 +131,7 @@ TEST_CASE("jobs take the next free GPUs, and overlapping ranges are refused nami
   const json overlap = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"first_gpu", 0}}}},
                                     {{"name", "b"}, {"job", small_job(2)}, {"placement", {{"first_gpu", 1}}}}});
   try {
-    sharing::run_shared(sharing::parse_shared(shared(overlap), "shared.json"));
+    sharing::run_shared(parse(shared(overlap)));
     FAIL("an overlapping range was accepted");
   } catch (const SpecError& e) {
     std::cout << e.what() << "\n";
@@ -146,8 +141,7 @@ TEST_CASE("jobs take the next free GPUs, and overlapping ranges are refused nami
   // Buildings with too few free GPUs left say how many are free.
   const json full = json::array({{{"name", "a"}, {"job", small_job(8)}, {"placement", {{"buildings", {"w", "e"}}}}},
                                  {{"name", "b"}, {"job", small_job(2)}, {"placement", {{"buildings", {"w", "e"}}}}}});
-  CHECK_THROWS_WITH(sharing::run_shared(sharing::parse_shared(shared(full), "shared.json")),
-                    Catch::Contains("0 of them free"));
+  CHECK_THROWS_WITH(sharing::run_shared(parse(shared(full))), Catch::Contains("0 of them free"));
 }
 
 TEST_CASE("placing a second job around a first: inside one building beats crossing the shared link", "[sharing]")
@@ -156,7 +150,7 @@ TEST_CASE("placing a second job around a first: inside one building beats crossi
   // each other's share (slowdown about 2, as above); inside one building neither is slowed.
   const json jobs   = json::array({{{"name", "a"}, {"job", small_job(2)}, {"placement", {{"buildings", {"w", "e"}}}}},
                                    {{"name", "b"}, {"job", small_job(2)}}});
-  const auto spec   = sharing::parse_shared(shared(jobs), "shared.json");
+  const auto spec   = parse(shared(jobs));
   const auto search = sharing::place_around(spec, "b");
   REQUIRE(search.options.size() == 3); // {w}, {e}, {w, e}
   CHECK(search.fixed == std::vector<std::string>{"a"});

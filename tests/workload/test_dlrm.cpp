@@ -4,6 +4,7 @@
 #include "workload/workload.hpp"
 
 #include "tests/support.hpp"
+#include "tests/support_job.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,23 +17,16 @@ using spansim::test::expect_within;
 
 namespace {
 
-// 8 tables of dimension 64 (pooling 2 each), a small dense part; `samples` per GPU.
-json small_model()
-{
-  return {{"name", "small-dlrm"},
-          {"dense_features", 13},
-          {"tables", {{{"count", 8}, {"rows", 100000}, {"dim", 64}, {"pooling", 2}}}},
-          {"bottom_mlp", {128, 64}},
-          {"top_mlp", {256, 1}},
-          {"interaction", {{"kind", "dot"}}}};
-}
-
 json dlrm_job(int gpus, int per_gpu, const std::string& sharding, json extra = json::object())
 {
-  json j = {{"name", "dlrm-test"},    {"kind", "dlrm"},
-            {"model", small_model()}, {"gpu", "h100"},
-            {"gpus", gpus},           {"batch", {{"global_samples", per_gpu * gpus}}},
-            {"sharding", sharding},   {"embedding_precision", "fp32"}};
+  json j = {{"name", "dlrm-test"},
+            {"kind", "dlrm"},
+            {"model", test::small_dlrm_model(8)},
+            {"gpu", "h100"},
+            {"gpus", gpus},
+            {"batch", {{"global_samples", per_gpu * gpus}}},
+            {"sharding", sharding},
+            {"embedding_precision", "fp32"}};
   for (auto& [k, v] : extra.items())
     j[k] = v;
   return j;
