@@ -81,8 +81,7 @@ struct SharedRun {
   nlohmann::json engine;
 };
 
-/// @brief Reports the phase a run is in, for progress displays.
-using PhaseCallback = std::function<void(const std::string&)>;
+using scenario::PhaseCallback;
 
 /// @brief Places the jobs (in order; a job without a GPU range or buildings takes the next free GPUs), runs each
 /// alone and then all together. @throws SpecError or InfeasibleError for placements that cannot be (overlap
