@@ -165,9 +165,10 @@ std::vector<json> field_values(spec::ObjectReader& r)
 AxisField read_field(spec::ObjectReader& r)
 {
   AxisField f;
-  f.path    = r.string("path");
-  f.pointer = to_pointer(f.path, r.where().member("path"));
-  f.values  = field_values(r);
+  f.path      = r.string("path");
+  f.pointer   = to_pointer(f.path, r.where().member("path"));
+  f.json_path = r.where().member("path").path;
+  f.values    = field_values(r);
   return f;
 }
 
@@ -365,7 +366,7 @@ void set_field(json& document, const AxisField& field, const json& value, const 
   const json::json_pointer parent = field.pointer.parent_pointer();
   const std::string last          = field.pointer.back();
   if (!document.contains(parent))
-    throw SpecError(file, "$",
+    throw SpecError(file, field.json_path,
                     "the swept field \"" + field.path + "\" is not in the base scenario (its parent \"" +
                         parent.to_string() + "\" does not exist)");
   json& p = document[parent];
@@ -374,10 +375,11 @@ void set_field(json& document, const AxisField& field, const json& value, const 
     try {
       i = std::stoul(last);
     } catch (const std::exception&) {
-      throw SpecError(file, "$", "the swept field \"" + field.path + "\" indexes a list with \"" + last + "\"");
+      throw SpecError(file, field.json_path,
+                      "the swept field \"" + field.path + "\" indexes a list with \"" + last + "\"");
     }
     if (i >= p.size())
-      throw SpecError(file, "$",
+      throw SpecError(file, field.json_path,
                       "the swept field \"" + field.path + "\" is past the end of its list (" +
                           std::to_string(p.size()) + " elements)");
     p[i] = value;

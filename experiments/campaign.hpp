@@ -16,7 +16,8 @@ namespace spansim::experiments {
 
 /// @brief One scenario field an axis sets, with a value per axis step.
 struct AxisField {
-  std::string path; ///< as written in the campaign
+  std::string path;      ///< as written in the campaign
+  std::string json_path; ///< where `path` is written ("$.axes[0].path"): errors about the field point there
   nlohmann::json::json_pointer pointer;
   std::vector<nlohmann::json> values;
 };

@@ -125,7 +125,6 @@ std::string SimgridPlatform::link_name(const Topology& topology, int id)
 }
 
 SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, const std::vector<bool>& gpus)
-    : topology_(topology)
 {
   const auto& counts = topology.counts();
   const auto& spec   = topology.spec();

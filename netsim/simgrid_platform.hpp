@@ -42,7 +42,6 @@ public:
   static std::string link_name(const topology::Topology& topology, int id);
 
 private:
-  const topology::Topology& topology_;
   std::vector<sg4::Host*> hosts_;
   std::vector<sg4::Host*> qp_hosts_; ///< gpu x qps + qp, for qp > 0
   int qps_ = 1;

@@ -18,7 +18,7 @@ struct DlrmCandidate {
   workload::Sharding sharding = workload::Sharding::row_wise;
   int towers                  = 0; ///< 0: none
   workload::TowerLevel level  = workload::TowerLevel::node;
-  std::string refused; ///< why it does not apply (empty: simulated)
+  std::string refused{}; ///< why it does not apply (empty: simulated)
   double step_time          = 0;
   double samples_per_second = 0;
   double exposed_ep         = 0; ///< embedding exchange the compute stream waited for (mean over stages)

@@ -32,7 +32,7 @@ struct PlacementSpec {
   std::int64_t first_gpu = -1;
   /// @brief GPUs other jobs on the same network hold (sized to the topology, or empty). Per building, the job
   /// takes the first GPUs not held; a range that overlaps them is refused. Set by the caller, not read from JSON.
-  std::vector<char> taken;
+  std::vector<char> taken{};
 
   /// @brief The spec as JSON (for results).
   nlohmann::json to_json() const;

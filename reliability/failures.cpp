@@ -15,8 +15,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <numeric>
+#include <set>
 
 namespace spansim::reliability {
 
@@ -76,10 +76,10 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
       nodes.insert(topology.locate(placement.gpu(r)).node);
     s.nodes = static_cast<double>(nodes.size());
   }
-  s.parameters      = workload::count_params(job.model).total;
-  const auto& used  = placement.buildings();
-  s.buildings       = static_cast<double>(std::max<std::size_t>(1, used.size()));
-  const auto& p     = job.parallelism;
+  s.parameters     = workload::count_params(job.model).total;
+  const auto& used = placement.buildings();
+  s.buildings      = static_cast<double>(std::max<std::size_t>(1, used.size()));
+  const auto& p    = job.parallelism;
   switch (p.dp_mode) {
   case workload::DataParallelMode::ddp:
     s.replicas = p.dp;
@@ -92,10 +92,10 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
     break;
   }
   if (spec.recovery == Recovery::replica && s.replicas < 2)
-    spec.where.member("recovery").fail(
-        "replica recovery needs data-parallel replicas: a job with data_parallel \"hsdp\" (replicas = dp / "
-        "hsdp_shard_size) or \"ddp\"; this job (" + std::string(name_of(p.dp_mode)) + ") has " +
-        std::to_string(static_cast<int>(s.replicas)) + " replica");
+    spec.where.member("recovery")
+        .fail("replica recovery needs data-parallel replicas: a job with data_parallel \"hsdp\" (replicas = dp / "
+              "hsdp_shard_size) or \"ddp\"; this job (" +
+              std::string(name_of(p.dp_mode)) + ") has " + std::to_string(static_cast<int>(s.replicas)) + " replica");
   if (!spec.storage_building.empty()) {
     int store = -1;
     std::string names;
@@ -105,8 +105,9 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
         store = b;
     }
     if (store < 0)
-      spec.where.member("checkpoint").member("storage_building").fail(
-          "unknown building \"" + spec.storage_building + "\" (the topology's: " + names + ")");
+      spec.where.member("checkpoint")
+          .member("storage_building")
+          .fail("unknown building \"" + spec.storage_building + "\" (the topology's: " + names + ")");
     // The job's GPUs split evenly over its buildings; those of the others cross to the store along their routes.
     // Links shared by several buildings' shares (the store's uplink, a link between regions) carry their sum;
     // the write takes as long as its busiest link needs.
@@ -120,8 +121,10 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
     for (const auto& [k, part] : share) {
       const double bw = topology.links()[k].bandwidth;
       if (!(bw > 0))
-        spec.where.member("checkpoint").member("storage_building").fail(
-            "checkpoints to " + spec.storage_building + " cross link " + topology.link_name(k) + ", which is failed");
+        spec.where.member("checkpoint")
+            .member("storage_building")
+            .fail("checkpoints to " + spec.storage_building + " cross link " + topology.link_name(k) +
+                  ", which is failed");
       s.cross_building_seconds_per_byte = std::max(s.cross_building_seconds_per_byte, part / bw);
     }
   }
@@ -161,15 +164,15 @@ Costs costs(const ReliabilitySpec& spec, const RunShape& shape)
   // A restart succeeds only if no failure strikes during it (probability e^{-rate x restart}): past e^-30 the
   // run never trains, and the Monte Carlo would not end. Most likely an MTTF given per job instead of per unit.
   if (c.failure_rate * c.restart > 30)
-    spec.where.member("failures").fail(
-        "the job fails every " + units::format_time(1 / c.failure_rate) + " on average and a restart takes " +
-        units::format_time(c.restart) + ": no restart would ever finish (check the MTTFs, which are per unit)");
+    spec.where.member("failures")
+        .fail("the job fails every " + units::format_time(1 / c.failure_rate) + " on average and a restart takes " +
+              units::format_time(c.restart) + ": no restart would ever finish (check the MTTFs, which are per unit)");
   // Checkpoints guard against what restarts the job: every failure, or under replica recovery the job-scoped.
   const double job_rate = spec.recovery == Recovery::replica ? c.failure_rate - c.replica_rate : c.failure_rate;
   const double mtbf     = job_rate > 0 ? 1 / job_rate : INFINITY;
   c.young               = std::isfinite(mtbf) ? std::sqrt(2 * c.checkpoint_write * mtbf) : INFINITY;
   c.daly                = std::isfinite(mtbf) ? daly_interval(c.checkpoint_write, mtbf) : INFINITY;
-  c.interval            = spec.interval > 0 ? spec.interval
+  c.interval            = spec.interval > 0     ? spec.interval
                           : std::isfinite(mtbf) ? optimal_interval(c.checkpoint_write, c.restart, mtbf)
                                                 : 30 * 86400.0;
   // A checkpoint is taken between steps: never more often than every step.
@@ -200,7 +203,10 @@ struct Trial {
 // Hot spares: a pool of healthy nodes; a failed node goes to repair and comes back to the pool.
 class SparePool {
 public:
-  SparePool(const ReliabilitySpec& spec) : modelled_(spec.spares_modelled), pool_(spec.spare_nodes), repair_(spec.repair) {}
+  SparePool(const ReliabilitySpec& spec)
+      : modelled_(spec.spares_modelled), pool_(spec.spare_nodes), repair_(spec.repair)
+  {
+  }
   /// @brief A node failed at `t`: seconds until a healthy node takes its place.
   double replace(double t, Trial& out)
   {
@@ -307,7 +313,7 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
     const double until = std::max(next_event.first, t);
     work += (until - t) * rate;
     out.degraded += (until - t) * (1 - rate);
-    t = until;
+    t                 = until;
     const Event event = next_event.second;
     if (event == Event::trained) {
       work = target_work;
@@ -347,8 +353,7 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
 
 } // namespace
 
-RunOutcome simulate_run(const ReliabilitySpec& spec, const RunShape& shape, const Costs& costs,
-                        const Horizon& horizon)
+RunOutcome simulate_run(const ReliabilitySpec& spec, const RunShape& shape, const Costs& costs, const Horizon& horizon)
 {
   RunOutcome o;
   const double horizon_wall = horizon.days * 86400;
@@ -372,11 +377,11 @@ RunOutcome simulate_run(const ReliabilitySpec& spec, const RunShape& shape, cons
     o.spares_used += t.spares_used;
     ettrs.push_back(t.wall > 0 ? t.work / t.wall : 0);
   }
-  for (double* x : {&o.wall_seconds, &o.tokens, &o.interruptions, &o.replica_failures, &o.lost_recompute,
-                    &o.lost_restart, &o.lost_checkpoint, &o.lost_degraded, &o.lost_stall, &o.lost_spare_wait,
-                    &o.spares_used})
+  for (double* x :
+       {&o.wall_seconds, &o.tokens, &o.interruptions, &o.replica_failures, &o.lost_recompute, &o.lost_restart,
+        &o.lost_checkpoint, &o.lost_degraded, &o.lost_stall, &o.lost_spare_wait, &o.spares_used})
     *x /= trials;
-  o.ettr = std::accumulate(ettrs.begin(), ettrs.end(), 0.0) / trials;
+  o.ettr     = std::accumulate(ettrs.begin(), ettrs.end(), 0.0) / trials;
   double var = 0;
   for (double e : ettrs)
     var += (e - o.ettr) * (e - o.ettr);

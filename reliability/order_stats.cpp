@@ -13,14 +13,13 @@ namespace {
 // Acklam's rational approximation of the normal quantile (relative error 1.15e-9), refined by one Halley step.
 double acklam(double p)
 {
-  constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+  constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
                           1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
-  constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
-                          6.680131188771972e+01, -1.328068155288572e+01};
+  constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02, 6.680131188771972e+01,
+                          -1.328068155288572e+01};
   constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
                           -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
-  constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
-                          3.754408661907416e+00};
+  constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00};
   constexpr double low = 0.02425;
   double x             = 0;
   if (p < low) {
@@ -90,8 +89,8 @@ double Jitter::quantile(double q, double upper_tail) const
   case Kind::none:
     return 1;
   case Kind::lognormal:
-    return std::exp(-sigma * sigma / 2 + sigma * (upper_tail < 0.5 ? normal_upper_quantile(upper_tail)
-                                                                   : normal_quantile(q)));
+    return std::exp(-sigma * sigma / 2 +
+                    sigma * (upper_tail < 0.5 ? normal_upper_quantile(upper_tail) : normal_quantile(q)));
   case Kind::empirical: {
     // The empirical quantile, linear between order statistics.
     const double pos = q * static_cast<double>(samples.size() - 1);
@@ -112,6 +111,5 @@ double Jitter::max_of(double n, double u) const
   const double tail = -std::expm1(std::log(u) / n);
   return quantile(1 - tail, tail);
 }
-
 
 } // namespace spansim::reliability

@@ -36,10 +36,10 @@ struct Jitter {
 /// @brief Where GPUs are slow and by how much, and the jitter of ops. Seeded.
 struct VariabilitySpec {
   std::uint64_t seed   = 1;
-  double slow_fraction = 0; ///< fraction of GPUs persistently slow
-  double slowdown      = 1; ///< a slow GPU's compute takes this many times as long
-  Jitter compute;           ///< per compute op and rank
-  Jitter communication;     ///< per collective or transfer, one draw its participants share
+  double slow_fraction = 0;      ///< fraction of GPUs persistently slow
+  double slowdown      = 1;      ///< a slow GPU's compute takes this many times as long
+  Jitter compute;                ///< per compute op and rank
+  Jitter communication;          ///< per collective or transfer, one draw its participants share
   double degraded_fraction  = 0; ///< fraction of scale-out links (NIC and above) persistently degraded
   double degraded_bandwidth = 1; ///< the bandwidth a degraded link keeps, as a fraction
   bool degrades_links() const { return degraded_fraction > 0 && degraded_bandwidth < 1; }
@@ -58,7 +58,7 @@ nlohmann::json to_json(const VariabilitySpec& v);
 struct Component {
   std::string name;
   enum class Per { gpu, node, job, building } per = Per::gpu;
-  double mttf = 0; ///< seconds, per unit
+  double mttf                                     = 0; ///< seconds, per unit
   /// @brief Whether a failure takes out one data-parallel replica (GPU, node) or the whole job (anything
   /// shared: switches, storage, software across ranks, a building).
   bool replica_scoped = true;
@@ -87,22 +87,22 @@ struct ReliabilitySpec {
   std::vector<Component> components;
   Recovery recovery = Recovery::synchronous;
   // Checkpoints.
-  double interval           = 0;      ///< seconds between checkpoints; 0: the interval that maximises goodput
-  double storage_bandwidth  = 2e12;   ///< aggregate write (and read) bandwidth of the checkpoint store, bytes/s
-  std::string storage_building;       ///< empty: storage in every building; else checkpoints cross to it
-  double bytes_per_parameter = 14;    ///< bf16 weights + fp32 master weights and Adam moments
+  double interval          = 0;    ///< seconds between checkpoints; 0: the interval that maximises goodput
+  double storage_bandwidth = 2e12; ///< aggregate write (and read) bandwidth of the checkpoint store, bytes/s
+  std::string storage_building;    ///< empty: storage in every building; else checkpoints cross to it
+  double bytes_per_parameter = 14; ///< bf16 weights + fp32 master weights and Adam moments
   // Restart.
-  double launch           = 300;   ///< scheduler, process start
-  double nccl_init        = 200;   ///< communicator set-up at `nccl_init_gpus`, linear in GPUs
-  double nccl_init_gpus   = 98304; ///< GPUs of the `nccl_init` figure
-  double data_loader      = 60;    ///< data loader start and fast-forward
+  double launch         = 300;   ///< scheduler, process start
+  double nccl_init      = 200;   ///< communicator set-up at `nccl_init_gpus`, linear in GPUs
+  double nccl_init_gpus = 98304; ///< GPUs of the `nccl_init` figure
+  double data_loader    = 60;    ///< data loader start and fast-forward
   // Replica recovery (FT-HSDP).
   double replica_stall = 180; ///< the healthy replicas' pause when a replica leaves or rejoins
   double horizon_days  = 30;  ///< the run's length when no other is asked for (campaigns, `reliability` alone)
   // Hot spares: without the block, a healthy node is always at hand.
   bool spares_modelled = false;
-  int spare_nodes      = 0;    ///< the pool of hot spares
-  double repair        = 0;    ///< seconds until a failed node is back in the pool
+  int spare_nodes      = 0; ///< the pool of hot spares
+  double repair        = 0; ///< seconds until a failed node is back in the pool
 };
 
 /// @brief Reads a `reliability` block; `file` anchors a failure-model path. @throws SpecError.
@@ -142,14 +142,14 @@ struct LossAttribution {
 
 /// @brief Step times sampled around a deterministic step.
 struct SampledSteps {
-  double deterministic = 0;        ///< the simulated step
-  int degraded_links   = 0;        ///< links degraded (their step, simulated again, is the one sampled around)
-  double degraded_step = 0;        ///< the step simulated on the degraded links
-  std::vector<double> step_times;  ///< one per sampled step, in sampling order
+  double deterministic = 0;       ///< the simulated step
+  int degraded_links   = 0;       ///< links degraded (their step, simulated again, is the one sampled around)
+  double degraded_step = 0;       ///< the step simulated on the degraded links
+  std::vector<double> step_times; ///< one per sampled step, in sampling order
   double mean = 0, p50 = 0, p90 = 0, p99 = 0;
-  double lost_share = 0;           ///< mean / deterministic - 1
-  int lockstep_group = 1;          ///< ranks whose compute is taken in lockstep (the largest of each op's draws)
-  int replicas       = 1;          ///< replicas whose slowest one the step waits for
+  double lost_share  = 0;           ///< mean / deterministic - 1
+  int lockstep_group = 1;           ///< ranks whose compute is taken in lockstep (the largest of each op's draws)
+  int replicas       = 1;           ///< replicas whose slowest one the step waits for
   std::vector<double> stage_factor; ///< persistent slowdown of each stage (its slowest GPU)
   LossAttribution attribution;
   nlohmann::json to_json() const;
@@ -205,16 +205,16 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
 
 /// @brief Costs derived from the spec and the run's shape.
 struct Costs {
-  double failure_rate       = 0; ///< job-wide failures per second (every component)
-  double replica_rate       = 0; ///< of which replica-scoped
-  double hardware_job_rate  = 0; ///< job-scoped failures that need a replacement node
+  double failure_rate          = 0; ///< job-wide failures per second (every component)
+  double replica_rate          = 0; ///< of which replica-scoped
+  double hardware_job_rate     = 0; ///< job-scoped failures that need a replacement node
   double hardware_replica_rate = 0; ///< replica-scoped failures that need a replacement node
-  double checkpoint_bytes   = 0;
-  double checkpoint_write   = 0; ///< seconds, blocking
-  double restart            = 0; ///< launch + NCCL init + data loader + checkpoint read
-  double interval           = 0; ///< the checkpoint interval in force
-  double young              = 0; ///< sqrt(2 delta M)
-  double daly               = 0; ///< Daly's higher-order optimum
+  double checkpoint_bytes      = 0;
+  double checkpoint_write      = 0; ///< seconds, blocking
+  double restart               = 0; ///< launch + NCCL init + data loader + checkpoint read
+  double interval              = 0; ///< the checkpoint interval in force
+  double young                 = 0; ///< sqrt(2 delta M)
+  double daly                  = 0; ///< Daly's higher-order optimum
   nlohmann::json to_json() const;
 };
 /// @brief Failure rates, checkpoint and restart costs and the checkpoint interval of a run.
@@ -240,19 +240,18 @@ struct Horizon {
 
 /// @brief A Monte Carlo of the run: means over trials.
 struct RunOutcome {
-  double wall_seconds = 0;          ///< wall-clock time (the horizon, or the time to train the tokens)
-  double tokens       = 0;          ///< tokens trained
-  double interruptions = 0;         ///< failures (every component)
-  double replica_failures = 0;      ///< of which recovered by replica recovery
-  double ettr = 0;                  ///< productive time over wall time (replica-degraded time at its share)
-  double ettr_closed_form = 0;      ///< synchronous: ettr_exact at the interval in force
+  double wall_seconds     = 0; ///< wall-clock time (the horizon, or the time to train the tokens)
+  double tokens           = 0; ///< tokens trained
+  double interruptions    = 0; ///< failures (every component)
+  double replica_failures = 0; ///< of which recovered by replica recovery
+  double ettr             = 0; ///< productive time over wall time (replica-degraded time at its share)
+  double ettr_closed_form = 0; ///< synchronous: ettr_exact at the interval in force
   double lost_recompute = 0, lost_restart = 0, lost_checkpoint = 0, lost_degraded = 0, lost_stall = 0; ///< seconds
   double lost_spare_wait = 0; ///< seconds waiting for a repaired node when the spare pool was empty
   double spares_used     = 0; ///< failures a hot spare covered
-  double ettr_stddev = 0;           ///< over trials
+  double ettr_stddev     = 0; ///< over trials
   nlohmann::json to_json() const;
 };
-RunOutcome simulate_run(const ReliabilitySpec& spec, const RunShape& shape, const Costs& costs,
-                        const Horizon& horizon);
+RunOutcome simulate_run(const ReliabilitySpec& spec, const RunShape& shape, const Costs& costs, const Horizon& horizon);
 
 } // namespace spansim::reliability

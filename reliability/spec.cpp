@@ -1,8 +1,8 @@
 // The `variability` and `reliability` blocks of a scenario, and failure-model files.
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
-#include "common/paths.hpp"
 #include "common/names.hpp"
+#include "common/paths.hpp"
 #include "common/units.hpp"
 #include "reliability/reliability.hpp"
 
@@ -75,8 +75,8 @@ Jitter read_jitter(spec::ObjectReader r)
 Component read_component(spec::ObjectReader r)
 {
   Component c;
-  c.name = r.name("name");
-  c.per = r.enumeration<Component::Per>("per");
+  c.name          = r.name("name");
+  c.per           = r.enumeration<Component::Per>("per");
   const bool mttf = r.has("mttf"), fit = r.has("fit");
   if (mttf == fit)
     r.fail(mttf ? "fit" : "mttf", "give exactly one of \"mttf\" (a time per unit) and \"fit\" (failures per 1e9 h)");
@@ -84,7 +84,7 @@ Component read_component(spec::ObjectReader r)
   if (!(c.mttf > 0))
     r.fail("mttf", "must be greater than zero");
   c.replica_scoped = r.choice("scope", {"replica", "job"}) == "replica";
-  c.hardware       = r.optional_boolean("hardware").value_or(c.per == Component::Per::gpu || c.per == Component::Per::node);
+  c.hardware = r.optional_boolean("hardware").value_or(c.per == Component::Per::gpu || c.per == Component::Per::node);
   if (c.replica_scoped && (c.per == Component::Per::job || c.per == Component::Per::building))
     r.fail("scope", "a failure of a whole job or building cannot be confined to one replica");
   c.source = r.string("source");

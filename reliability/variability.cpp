@@ -61,8 +61,8 @@ Dag build_dag(const workload::StepGraph& graph, const netsim::StepResult& step)
       const auto& op = stages[s].ops[i];
       if (op.kind == OpKind::recv)
         continue;
-      const auto& t      = step.ops[s][i];
-      d.node_of[s][i]    = static_cast<int>(d.stage.size());
+      const auto& t   = step.ops[s][i];
+      d.node_of[s][i] = static_cast<int>(d.stage.size());
       d.stage.push_back(static_cast<int>(s));
       d.op.push_back(static_cast<int>(i));
       d.peer_stage.push_back(-1);
@@ -80,7 +80,7 @@ Dag build_dag(const workload::StepGraph& graph, const netsim::StepResult& step)
       auto it = sends.find({op.peer_stage, static_cast<int>(s), op.tag});
       if (it == sends.end())
         throw SimulationError("a receive of stage " + std::to_string(s) + " has no send");
-      d.node_of[s][i]           = it->second;
+      d.node_of[s][i]          = it->second;
       d.peer_stage[it->second] = static_cast<int>(s);
       d.peer_op[it->second]    = static_cast<int>(i);
     }
@@ -195,7 +195,7 @@ SampledSteps sample_steps(const workload::StepGraph& graph, const netsim::StepRe
 {
   const Dag d = build_dag(graph, step);
   SampledSteps out;
-  out.deterministic = step.step_time;
+  out.deterministic  = step.step_time;
   const auto& stages = graph.stages;
   const int pp       = static_cast<int>(stages.size());
   out.lockstep_group = lockstep_size(graph.job);
@@ -216,8 +216,8 @@ SampledSteps sample_steps(const workload::StepGraph& graph, const netsim::StepRe
   for (int k = 0; k < options.steps; ++k) {
     if (options.progress && k % 50 == 0)
       options.progress("sampling steps", static_cast<std::size_t>(k), static_cast<std::size_t>(options.steps));
-    double last    = 0;
-    int last_node  = -1;
+    double last   = 0;
+    int last_node = -1;
     for (int n : d.order) {
       double start = 0;
       int from     = -1;
@@ -253,7 +253,8 @@ SampledSteps sample_steps(const workload::StepGraph& graph, const netsim::StepRe
     }
   }
   if (options.progress)
-    options.progress("sampling steps", static_cast<std::size_t>(options.steps), static_cast<std::size_t>(options.steps));
+    options.progress("sampling steps", static_cast<std::size_t>(options.steps),
+                     static_cast<std::size_t>(options.steps));
   for (auto& x : out.attribution.stage_compute)
     x /= std::max(1, options.steps);
   for (auto& x : out.attribution.communication)
@@ -351,8 +352,7 @@ SampledSteps sample_steps_per_rank(const workload::StepGraph& graph, const netsi
         }
       if (workload::is_compute(op.kind)) {
         for (std::size_t l = 0; l < nl; ++l)
-          end[n][l] = ready[l] + d.duration[n] * gpu_f[lanes[s][l]] *
-                                     spec.compute.max_of(1, random.uniform());
+          end[n][l] = ready[l] + d.duration[n] * gpu_f[lanes[s][l]] * spec.compute.max_of(1, random.uniform());
       } else if (op.kind == OpKind::collective) {
         for (const auto& g : groups[n]) {
           double start = 0;
@@ -403,10 +403,10 @@ SampledSteps sample_steps(const SimulatedStep& step, const VariabilitySpec& spec
     options.progress("simulating the step on " + std::to_string(degraded) + " degraded links", 0, 1);
   const topology::Topology topo = step.topology.with_links_scaled(factors);
   const placement::Placement placement(topo, step.graph.job, step.placement_spec);
-  auto o          = step.options;
-  o.rail_symmetry = false;
-  const auto run  = netsim::simulate_step(topo, step.graph, placement, o);
-  auto out        = sample_steps(step.graph, run, placement, spec, options);
+  auto o             = step.options;
+  o.rail_symmetry    = false;
+  const auto run     = netsim::simulate_step(topo, step.graph, placement, o);
+  auto out           = sample_steps(step.graph, run, placement, spec, options);
   out.degraded_links = degraded;
   out.degraded_step  = run.step_time;
   out.deterministic  = step.result.step_time;

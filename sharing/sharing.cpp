@@ -30,8 +30,8 @@ SharedSpec parse_shared(const json& document, const std::string& file)
   const json& topo = r.raw("topology");
   if (topo.is_string()) {
     const auto t = topo.get<std::string>();
-    s.topology   = topology::load_topology_spec(
-        scenario::looks_like_path(t) ? scenario::resolve_path(t, file) : t, r.where().member("topology"));
+    s.topology   = topology::load_topology_spec(scenario::looks_like_path(t) ? scenario::resolve_path(t, file) : t,
+                                              r.where().member("topology"));
   } else if (topo.is_object()) {
     s.topology = topology::parse_topology_spec(topo, file, "$.topology");
   } else {
@@ -136,13 +136,13 @@ SharedRun run_shared(const SharedSpec& spec, const PhaseCallback& phase)
       const std::int64_t last = std::min<std::int64_t>(pspec.first_gpu + sc.job.gpus, topo.gpu_count());
       for (std::int64_t g = pspec.first_gpu; g < last; ++g)
         if (owner[static_cast<std::size_t>(g)] >= 0)
-          throw InfeasibleError("placement", sc.file, where.path + ".first_gpu",
-                                "GPUs " + std::to_string(pspec.first_gpu) + " to " +
-                                    std::to_string(pspec.first_gpu + sc.job.gpus - 1) + " overlap job \"" +
-                                    spec.jobs[static_cast<std::size_t>(owner[static_cast<std::size_t>(g)])]
-                                        .scenario.name +
-                                    "\" (GPU " + std::to_string(g) + ", " + topo.vertex_name(static_cast<int>(g)) +
-                                    "); jobs on one network use GPUs of their own");
+          throw InfeasibleError(
+              "placement", sc.file, where.path + ".first_gpu",
+              "GPUs " + std::to_string(pspec.first_gpu) + " to " + std::to_string(pspec.first_gpu + sc.job.gpus - 1) +
+                  " overlap job \"" +
+                  spec.jobs[static_cast<std::size_t>(owner[static_cast<std::size_t>(g)])].scenario.name + "\" (GPU " +
+                  std::to_string(g) + ", " + topo.vertex_name(static_cast<int>(g)) +
+                  "); jobs on one network use GPUs of their own");
     }
     report_phase(phase, "placing job " + sc.name);
     places.push_back(std::make_unique<placement::Placement>(topo, sc.job, pspec, where));
@@ -160,13 +160,13 @@ SharedRun run_shared(const SharedSpec& spec, const PhaseCallback& phase)
   options.rail_symmetry = netsim::rails_alike(topo, all);
 
   out.jobs.resize(n_jobs);
-  double slowest = 0;
+  double slowest              = 0;
   std::int64_t ops_per_window = 0;
   std::vector<std::size_t> ops_per_step(n_jobs);
   for (std::size_t j = 0; j < n_jobs; ++j) {
-    auto& o = out.jobs[j];
-    o.name  = spec.jobs[j].scenario.name;
-    o.gpus  = places[j]->ranks();
+    auto& o     = out.jobs[j];
+    o.name      = spec.jobs[j].scenario.name;
+    o.gpus      = places[j]->ranks();
     o.first_gpu = o.last_gpu = places[j]->gpu(0);
     for (int r = 0; r < places[j]->ranks(); ++r) {
       o.first_gpu = std::min(o.first_gpu, places[j]->gpu(r));
@@ -207,16 +207,16 @@ SharedRun run_shared(const SharedSpec& spec, const PhaseCallback& phase)
   for (const auto& part : together.jobs)
     out.measured_until = std::min(out.measured_until, part.step_ends.back());
   for (std::size_t j = 0; j < n_jobs; ++j) {
-    auto& o          = out.jobs[j];
-    auto& part       = together.jobs[j];
-    o.step_ends      = part.step_ends;
+    auto& o               = out.jobs[j];
+    auto& part            = together.jobs[j];
+    o.step_ends           = part.step_ends;
     o.all_to_all_isolated = part.all_to_all_isolated;
     const auto [from, to] = measured_steps(o.step_ends, out.measured_until, o.measured_under_load);
-    o.measured_from  = from;
-    o.measured_to    = to;
-    const double begin = from == 0 ? 0.0 : o.step_ends[static_cast<std::size_t>(from - 1)];
-    o.shared_step    = (o.step_ends[static_cast<std::size_t>(to - 1)] - begin) / (to - from);
-    o.slowdown       = o.alone_step > 0 ? o.shared_step / o.alone_step : 1;
+    o.measured_from       = from;
+    o.measured_to         = to;
+    const double begin    = from == 0 ? 0.0 : o.step_ends[static_cast<std::size_t>(from - 1)];
+    o.shared_step         = (o.step_ends[static_cast<std::size_t>(to - 1)] - begin) / (to - from);
+    o.slowdown            = o.alone_step > 0 ? o.shared_step / o.alone_step : 1;
     o.alone_parts.assign(netsim::kParts.size(), 0);
     o.shared_parts.assign(netsim::kParts.size(), 0);
     const auto alone_stats = report::breakdown_stats(o.alone);

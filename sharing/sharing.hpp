@@ -29,8 +29,8 @@ struct SharedSpec {
   topology::TopologySpec topology;
   std::vector<SharedJob> jobs;
   netsim::Fidelity fidelity = netsim::Fidelity::analytical;
-  int window_steps          = 3; ///< the window: this many steps of the slowest job alone
-  double window_seconds     = 0; ///< or this much simulated time, when > 0
+  int window_steps          = 3;          ///< the window: this many steps of the slowest job alone
+  double window_seconds     = 0;          ///< or this much simulated time, when > 0
   std::int64_t max_flow_ops = 20'000'000; ///< the joined graph's limit (memory), refused beyond
 };
 
@@ -43,19 +43,19 @@ SharedSpec parse_shared(const nlohmann::json& document, const std::string& file)
 struct JobOutcome {
   std::string name;
   std::int64_t gpus = 0;
-  std::vector<std::string> buildings; ///< the buildings its GPUs are in
-  int first_gpu = 0, last_gpu = 0;    ///< its lowest and highest GPU
-  double alone_step = 0;              ///< its step alone on the network (the same engine and lowering)
-  std::vector<double> step_ends;      ///< simulated seconds at which its steps ended, together
+  std::vector<std::string> buildings;     ///< the buildings its GPUs are in
+  int first_gpu = 0, last_gpu = 0;        ///< its lowest and highest GPU
+  double alone_step = 0;                  ///< its step alone on the network (the same engine and lowering)
+  std::vector<double> step_ends;          ///< simulated seconds at which its steps ended, together
   int measured_from = 0, measured_to = 0; ///< steps [from, to) averaged: after the first, while every job runs
   /// @brief False when no step of it ended while every job still ran (its first step is then reported, partly
   /// alone): a longer window measures it under load.
   bool measured_under_load = true;
   bool all_to_all_isolated = false; ///< its all-to-alls were delays, sharing no link with the other jobs
-  double shared_step = 0;                 ///< their mean
-  double slowdown    = 0;                 ///< shared_step / alone_step
-  netsim::StepResult alone;               ///< its step alone
-  netsim::StepResult shared;              ///< the last step measured
+  double shared_step       = 0;     ///< their mean
+  double slowdown          = 0;     ///< shared_step / alone_step
+  netsim::StepResult alone;         ///< its step alone
+  netsim::StepResult shared;        ///< the last step measured
   /// @brief Per part of the breakdown (netsim::kParts), seconds: mean over stages, alone and over the measured
   /// steps together.
   std::vector<double> alone_parts, shared_parts;
@@ -73,11 +73,11 @@ struct SharedRun {
   SharedSpec spec;
   std::vector<JobOutcome> jobs;
   std::vector<BoundaryBytes> boundaries;
-  double window        = 0; ///< simulated seconds the window asked for
-  double makespan      = 0; ///< when the last step of the run together ended
+  double window         = 0; ///< simulated seconds the window asked for
+  double makespan       = 0; ///< when the last step of the run together ended
   double measured_until = 0; ///< the end of the shortest job's last step: steps after it are not averaged
-  std::size_t flow_ops = 0;
-  int rails            = 1;
+  std::size_t flow_ops  = 0;
+  int rails             = 1;
   nlohmann::json engine;
 };
 

@@ -51,8 +51,8 @@ DilocoSpec read_diloco(spec::ObjectReader& r)
   if (auto c = r.optional_object("compression")) {
     netsim::CompressionRule rule;
     rule.ratio = c->number("ratio", 1, 1e6);
-    for (auto [key, field] : {std::pair{"compress_rate", &rule.compress_rate},
-                              std::pair{"decompress_rate", &rule.decompress_rate}})
+    for (auto [key, field] :
+         {std::pair{"compress_rate", &rule.compress_rate}, std::pair{"decompress_rate", &rule.decompress_rate}})
       if (auto b = c->optional_bandwidth(key)) {
         if (*b <= 0)
           c->fail(key, "expected a positive rate such as \"500GBps\" (leave it out for free)");
@@ -66,8 +66,8 @@ DilocoSpec read_diloco(spec::ObjectReader& r)
 }
 
 OuterSync simulate_outer_sync(const topology::Topology& topology, const workload::StepGraph& graph,
-                              const placement::Placement& placement, const DilocoSpec& spec,
-                              netsim::Fidelity fidelity, const netsim::EngineOptions& engine)
+                              const placement::Placement& placement, const DilocoSpec& spec, netsim::Fidelity fidelity,
+                              const netsim::EngineOptions& engine)
 {
   using workload::Axis;
   const auto& job = graph.job;
@@ -90,9 +90,9 @@ OuterSync simulate_outer_sync(const topology::Topology& topology, const workload
       const std::size_t m = by_region.begin()->second.size();
       for (const auto& [region, part] : by_region)
         if (part.size() != m)
-          throw UsageError("diloco: a data-parallel group of stage " + std::to_string(s) + " has " +
-                           std::to_string(m) + " ranks in region \"" + topology.region_name(by_region.begin()->first) +
-                           "\" but " + std::to_string(part.size()) + " in \"" + topology.region_name(region) +
+          throw UsageError("diloco: a data-parallel group of stage " + std::to_string(s) + " has " + std::to_string(m) +
+                           " ranks in region \"" + topology.region_name(by_region.begin()->first) + "\" but " +
+                           std::to_string(part.size()) + " in \"" + topology.region_name(region) +
                            "\"; outer steps pair each rank with one counterpart per region");
       out.regions            = static_cast<int>(by_region.size());
       out.members_per_region = static_cast<int>(m);
@@ -134,11 +134,11 @@ OuterSync simulate_outer_sync(const topology::Topology& topology, const workload
     out.engine = {{"engine", "none"}, {"reason", "no data-parallel group spans regions"}};
     return out;
   }
-  const auto f = fidelity == netsim::Fidelity::hybrid ? netsim::Fidelity::flow : fidelity;
-  auto run     = netsim::run(topology, flows, f, engine);
-  out.seconds  = run.makespan;
-  out.engine   = run.settings;
-  const auto across           = netsim::boundary_bytes(topology, run.link_bytes);
+  const auto f               = fidelity == netsim::Fidelity::hybrid ? netsim::Fidelity::flow : fidelity;
+  auto run                   = netsim::run(topology, flows, f, engine);
+  out.seconds                = run.makespan;
+  out.engine                 = run.settings;
+  const auto across          = netsim::boundary_bytes(topology, run.link_bytes);
   out.bytes_across_buildings = across.buildings;
   out.bytes_across_regions   = across.regions;
   return out;

@@ -41,7 +41,7 @@ DilocoSpec read_diloco(spec::ObjectReader& r);
 
 /// @brief One outer synchronization, simulated.
 struct OuterSync {
-  double seconds = 0; ///< makespan of the outer synchronization alone
+  double seconds                = 0; ///< makespan of the outer synchronization alone
   double bytes_across_regions   = 0;
   double bytes_across_buildings = 0; ///< building boundaries, those between regions included
   int regions                   = 0; ///< regions a data-parallel group spans
@@ -60,17 +60,17 @@ struct OuterSync {
 /// region. All stages at once, at `fidelity` (hybrid runs at flow level).
 /// @throws UsageError when a data-parallel group has different numbers of ranks in its regions.
 OuterSync simulate_outer_sync(const topology::Topology& topology, const workload::StepGraph& graph,
-                              const placement::Placement& placement, const DilocoSpec& spec,
-                              netsim::Fidelity fidelity, const netsim::EngineOptions& engine);
+                              const placement::Placement& placement, const DilocoSpec& spec, netsim::Fidelity fidelity,
+                              const netsim::EngineOptions& engine);
 
 /// @brief A step averaged over the H steps of one outer step.
 struct DilocoResult {
   DilocoSpec spec;
   double inner_step = 0; ///< a step whose data parallelism stays inside each region
   OuterSync outer;
-  double exposed_outer     = 0; ///< outer seconds the replicas wait for: max(0, outer - overlap x inner)
-  double mean_step         = 0; ///< inner + exposed_outer / H
-  double tokens_per_second = 0; ///< per mean step
+  double exposed_outer                 = 0; ///< outer seconds the replicas wait for: max(0, outer - overlap x inner)
+  double mean_step                     = 0; ///< inner + exposed_outer / H
+  double tokens_per_second             = 0; ///< per mean step
   double bytes_across_regions_per_step = 0; ///< outer bytes / H (inner steps move none)
 
   nlohmann::json to_json() const;

@@ -30,6 +30,11 @@ constexpr std::array<std::string_view, 7> enum_names(Tier)
 }
 inline constexpr int kTierCount = 7;
 
+/// @brief Largest imported graph (JSON or GraphML): vertices and links. Larger graphs are refused before they are
+/// parsed, with the limits named (GraphML's XML reading costs about 3.5 KB of memory per element).
+inline constexpr std::size_t kMaxGraphVertices = 262'144;
+inline constexpr std::size_t kMaxGraphLinks    = 1'048'576;
+
 /// @brief An explicit graph of GPUs and switches, imported from JSON or GraphML (format: topology/README.md).
 /// Vertices and links keep the file's order, which breaks ties between equal routes.
 struct GraphSpec {

@@ -17,10 +17,14 @@ using workload::OpKind;
 
 nlohmann::json ExportReport::to_json() const
 {
-  return {{"files", files.size()},   {"first_file", files.empty() ? "" : files.front()},
-          {"comm_groups", comm_groups}, {"rank_map", rank_map.empty() ? json(nullptr) : json(rank_map)},
-          {"nodes", nodes},           {"world", world},
-          {"seconds", seconds},       {"schema_version", kChakraSchemaVersion}};
+  return {{"files", files.size()},
+          {"first_file", files.empty() ? "" : files.front()},
+          {"comm_groups", comm_groups},
+          {"rank_map", rank_map.empty() ? json(nullptr) : json(rank_map)},
+          {"nodes", nodes},
+          {"world", world},
+          {"seconds", seconds},
+          {"schema_version", kChakraSchemaVersion}};
 }
 
 namespace {
@@ -28,13 +32,20 @@ namespace {
 chakra::CollectiveCommType comm_type(CollectiveOp op)
 {
   switch (op) {
-  case CollectiveOp::all_reduce: return chakra::ALL_REDUCE;
-  case CollectiveOp::reduce_scatter: return chakra::REDUCE_SCATTER;
-  case CollectiveOp::all_gather: return chakra::ALL_GATHER;
-  case CollectiveOp::all_to_all: return chakra::ALL_TO_ALL;
-  case CollectiveOp::broadcast: return chakra::BROADCAST;
-  case CollectiveOp::reduce: return chakra::REDUCE;
-  case CollectiveOp::send_recv: break;
+  case CollectiveOp::all_reduce:
+    return chakra::ALL_REDUCE;
+  case CollectiveOp::reduce_scatter:
+    return chakra::REDUCE_SCATTER;
+  case CollectiveOp::all_gather:
+    return chakra::ALL_GATHER;
+  case CollectiveOp::all_to_all:
+    return chakra::ALL_TO_ALL;
+  case CollectiveOp::broadcast:
+    return chakra::BROADCAST;
+  case CollectiveOp::reduce:
+    return chakra::REDUCE;
+  case CollectiveOp::send_recv:
+    break;
   }
   throw UsageError("a send/recv collective has no Chakra collective type");
 }
@@ -96,14 +107,14 @@ ExportReport export_chakra(const workload::StepGraph& graph, const placement::Ra
   if (ec)
     throw UsageError("cannot create \"" + dir + "\": " + ec.message());
   ExportReport report;
-  report.world = layout.ranks();
+  report.world           = layout.ranks();
   std::vector<int> ranks = options.ranks;
   std::map<int, std::vector<int>> stands_for; // representative -> ranks of its stage
   if (options.representatives) {
     for (int r = 0; r < layout.ranks(); ++r) {
       const int stage = layout.coordinates(r).pp;
-      auto it = std::find_if(stands_for.begin(), stands_for.end(),
-                             [&](const auto& e) { return layout.coordinates(e.first).pp == stage; });
+      auto it         = std::find_if(stands_for.begin(), stands_for.end(),
+                                     [&](const auto& e) { return layout.coordinates(e.first).pp == stage; });
       if (it == stands_for.end())
         stands_for[r] = {r};
       else
@@ -123,7 +134,7 @@ ExportReport export_chakra(const workload::StepGraph& graph, const placement::Ra
 
   CommGroups groups(layout);
   // The previous op of each op's stream, which ASTRA-sim reads as a control dependency.
-  const auto stream_prev = workload::stream_predecessors(graph);
+  const auto stream_prev     = workload::stream_predecessors(graph);
   const std::string job_text = job.dump();
   for (int rank : ranks) {
     const auto c      = layout.coordinates(rank);
@@ -152,12 +163,12 @@ ExportReport export_chakra(const workload::StepGraph& graph, const placement::Ra
       const auto& op = stage.ops[i];
       chakra::Node n;
       n.set_id(i);
-      n.set_name(std::string(workload::op_name(op)) + (op.micro_batch >= 0 ? " mb" + std::to_string(op.micro_batch) : "") +
+      n.set_name(std::string(workload::op_name(op)) +
+                 (op.micro_batch >= 0 ? " mb" + std::to_string(op.micro_batch) : "") +
                  (op.chunk >= 0 ? " c" + std::to_string(op.chunk) : ""));
       for (int d : op.deps)
         n.add_data_deps(static_cast<std::uint64_t>(d));
-      if (stream_prev[c.pp][i] >= 0 &&
-          std::find(op.deps.begin(), op.deps.end(), stream_prev[c.pp][i]) == op.deps.end())
+      if (stream_prev[c.pp][i] >= 0 && std::find(op.deps.begin(), op.deps.end(), stream_prev[c.pp][i]) == op.deps.end())
         n.add_ctrl_deps(static_cast<std::uint64_t>(stream_prev[c.pp][i]));
       detail::add_attr(n, "is_cpu_op").set_bool_val(false);
       detail::add_attr(n, "spansim_op").set_string_val(std::string(name_of(op.kind)));
@@ -195,9 +206,9 @@ ExportReport export_chakra(const workload::StepGraph& graph, const placement::Ra
           detail::add_attr(n, "spansim_axes").set_int64_val(op.group.axes.bits());
           detail::add_attr(n, "spansim_group_size").set_int64_val(op.group.size);
         } else {
-          auto peer_c = c;
-          peer_c.pp   = op.peer_stage;
-          const int peer = layout.rank_of(peer_c);
+          auto peer_c     = c;
+          peer_c.pp       = op.peer_stage;
+          const int peer  = layout.rank_of(peer_c);
           const bool send = op.kind == OpKind::send;
           n.set_type(send ? chakra::COMM_SEND_NODE : chakra::COMM_RECV_NODE);
           detail::add_attr(n, "comm_src").set_int32_val(send ? rank : peer);

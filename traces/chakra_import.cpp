@@ -100,14 +100,21 @@ E enum_attr(const chakra::Node& n, const char* name, E fallback, const std::stri
 CollectiveOp collective_of(std::int64_t type, const std::string& where, std::uint64_t id)
 {
   switch (type) {
-  case chakra::ALL_REDUCE: return CollectiveOp::all_reduce;
-  case chakra::REDUCE: return CollectiveOp::reduce;
-  case chakra::ALL_GATHER: return CollectiveOp::all_gather;
-  case chakra::BROADCAST: return CollectiveOp::broadcast;
-  case chakra::ALL_TO_ALL: return CollectiveOp::all_to_all;
+  case chakra::ALL_REDUCE:
+    return CollectiveOp::all_reduce;
+  case chakra::REDUCE:
+    return CollectiveOp::reduce;
+  case chakra::ALL_GATHER:
+    return CollectiveOp::all_gather;
+  case chakra::BROADCAST:
+    return CollectiveOp::broadcast;
+  case chakra::ALL_TO_ALL:
+    return CollectiveOp::all_to_all;
   case chakra::REDUCE_SCATTER:
-  case chakra::REDUCE_SCATTER_BLOCK: return CollectiveOp::reduce_scatter;
-  default: break;
+  case chakra::REDUCE_SCATTER_BLOCK:
+    return CollectiveOp::reduce_scatter;
+  default:
+    break;
   }
   throw TraceError(where + ": node " + std::to_string(id) + ": collective type " + std::to_string(type) +
                    " is not supported (spansim lowers ALL_REDUCE, REDUCE, ALL_GATHER, BROADCAST, ALL_TO_ALL, "
@@ -147,7 +154,7 @@ public:
   {
     auto et = detail::read_et(path);
     workload::StageProgram p;
-    p.stage = stage;
+    p.stage       = stage;
     const auto& m = et.metadata;
     if (auto v = detail::as_double(detail::find_attr(m, "spansim_params")))
       p.params = *v;
@@ -185,10 +192,10 @@ public:
       case chakra::INVALID_NODE:
       case chakra::METADATA_NODE:
       case chakra::MEM_LOAD_NODE:
-      case chakra::MEM_STORE_NODE: break;
+      case chakra::MEM_STORE_NODE:
+        break;
       default:
-        throw TraceError(path + ": node " + std::to_string(n.id()) + " is of type " +
-                         chakra::NodeType_Name(n.type()) +
+        throw TraceError(path + ": node " + std::to_string(n.id()) + " is of type " + chakra::NodeType_Name(n.type()) +
                          ", which spansim does not simulate (it reads COMP, COMM_SEND, COMM_RECV and COMM_COLL "
                          "nodes and skips INVALID, METADATA, MEM_LOAD and MEM_STORE ones)");
       }
@@ -237,14 +244,17 @@ public:
     if (done < et.nodes.size()) {
       for (const auto& [id, w] : waiting)
         if (w > 0)
-          throw TraceError(path + ": the dependencies form a cycle (node " + std::to_string(id) + " is on or after it; " +
-                           std::to_string(et.nodes.size() - done) + " nodes never become ready)");
+          throw TraceError(path + ": the dependencies form a cycle (node " + std::to_string(id) +
+                           " is on or after it; " + std::to_string(et.nodes.size() - done) +
+                           " nodes never become ready)");
     }
     // The stream order is implied by program order: a control dependency on the op's stream predecessor is kept
     // out of `deps` so that an exported graph comes back as it was.
     const auto prev = workload::stream_predecessors(p);
     for (std::size_t i = 0; i < p.ops.size(); ++i)
-      std::erase_if(p.ops[i].deps, [&](int d) { return d == prev[i] && !data_deps_.contains({static_cast<int>(i), d}); });
+      std::erase_if(p.ops[i].deps, [&](int d) {
+        return d == prev[i] && !data_deps_.contains({static_cast<int>(i), d});
+      });
     return p;
   }
 
@@ -261,15 +271,15 @@ private:
     using detail::as_int;
     using detail::find_attr;
     workload::Op op;
-    op.chunk       = static_cast<int>(as_int(find_attr(n, "spansim_chunk")).value_or(-1));
-    op.micro_batch = static_cast<int>(as_int(find_attr(n, "spansim_micro_batch")).value_or(-1));
+    op.chunk             = static_cast<int>(as_int(find_attr(n, "spansim_chunk")).value_or(-1));
+    op.micro_batch       = static_cast<int>(as_int(find_attr(n, "spansim_micro_batch")).value_or(-1));
     const std::string at = path + ": node " + std::to_string(n.id());
     if (n.type() == chakra::COMP_NODE) {
       op.kind = enum_attr(n, "spansim_op", OpKind::forward, path);
       if (!workload::is_compute(op.kind))
         throw TraceError(at + ": a COMP node's spansim_op must be forward, backward, recompute or optimizer");
-      const auto flops = as_double(find_attr(n, "num_ops")).value_or(0);
-      const auto bytes = as_double(find_attr(n, "tensor_size")).value_or(0);
+      const auto flops  = as_double(find_attr(n, "num_ops")).value_or(0);
+      const auto bytes  = as_double(find_attr(n, "tensor_size")).value_or(0);
       op.hardware_flops = as_double(find_attr(n, "spansim_hardware_flops")).value_or(flops);
       op.model_flops    = as_double(find_attr(n, "spansim_model_flops")).value_or(flops);
       op.hbm_bytes      = as_double(find_attr(n, "spansim_hbm_bytes")).value_or(bytes);
@@ -364,11 +374,16 @@ private:
   {
     using workload::Purpose;
     switch (*op.dim) {
-    case Dim::tp: return Purpose::tp_activations;
-    case Dim::cp: return Purpose::cp_kv;
-    case Dim::pp: return Purpose::pp_activations;
-    case Dim::ep: return Purpose::ep_dispatch;
-    case Dim::dp: return op.collective == CollectiveOp::all_gather ? Purpose::param_gather : Purpose::grad_reduce;
+    case Dim::tp:
+      return Purpose::tp_activations;
+    case Dim::cp:
+      return Purpose::cp_kv;
+    case Dim::pp:
+      return Purpose::pp_activations;
+    case Dim::ep:
+      return Purpose::ep_dispatch;
+    case Dim::dp:
+      return op.collective == CollectiveOp::all_gather ? Purpose::param_gather : Purpose::grad_reduce;
     }
     return Purpose::grad_reduce;
   }
@@ -458,7 +473,8 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
         if (layout->coordinates(r).pp == s && fs::exists(et_path(prefix, r)))
           rank = r;
     if (rank < 0)
-      throw TraceError(prefix + ": no trace file for pipeline stage " + std::to_string(s) + " (PREFIX.<rank>.et of a rank of it, or a rank map)");
+      throw TraceError(prefix + ": no trace file for pipeline stage " + std::to_string(s) +
+                       " (PREFIX.<rank>.et of a rank of it, or a rank map)");
     if (layout->coordinates(rank).pp != s)
       throw TraceError(prefix + ".rank_map.json: rank " + std::to_string(rank) + " is on stage " +
                        std::to_string(layout->coordinates(rank).pp) + ", not " + std::to_string(s));

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace spansim::traces::detail {
@@ -22,6 +23,13 @@ EtFile read_et(const std::string& path)
     throw TraceError(path + ": cannot open the trace: " + std::strerror(errno));
   google::protobuf::io::FileInputStream in(fd);
   in.SetCloseOnDelete(true);
+  // Decoded nodes take several times their bytes: a trace over the limit is refused before it is read.
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw TraceError(path + ": not a regular file");
+  if (static_cast<std::uint64_t>(st.st_size) > kMaxEtFileBytes)
+    throw TraceError(path + ": the trace has " + std::to_string(st.st_size) + " bytes; ET files are limited to " +
+                     std::to_string(kMaxEtFileBytes >> 20) + " MiB each");
   EtFile out;
   bool clean_eof = false;
   if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&out.metadata, &in, &clean_eof))
@@ -33,8 +41,8 @@ EtFile read_et(const std::string& path)
     if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&node, &in, &clean_eof)) {
       if (clean_eof)
         break;
-      throw TraceError(path + ": record " + std::to_string(out.nodes.size() + 1) +
-                       " (after node " + (out.nodes.empty() ? std::string("none") : std::to_string(out.nodes.back().id())) +
+      throw TraceError(path + ": record " + std::to_string(out.nodes.size() + 1) + " (after node " +
+                       (out.nodes.empty() ? std::string("none") : std::to_string(out.nodes.back().id())) +
                        ") is truncated or not a Chakra node");
     }
     out.nodes.push_back(std::move(node));
@@ -68,18 +76,30 @@ std::optional<std::int64_t> as_int(const chakra::AttributeProto* a)
     return std::nullopt;
   using A = chakra::AttributeProto;
   switch (a->value_case()) {
-  case A::kInt32Val: return a->int32_val();
-  case A::kInt64Val: return a->int64_val();
-  case A::kUint32Val: return a->uint32_val();
-  case A::kUint64Val: return static_cast<std::int64_t>(a->uint64_val());
-  case A::kSint32Val: return a->sint32_val();
-  case A::kSint64Val: return a->sint64_val();
-  case A::kFixed32Val: return a->fixed32_val();
-  case A::kFixed64Val: return static_cast<std::int64_t>(a->fixed64_val());
-  case A::kSfixed32Val: return a->sfixed32_val();
-  case A::kSfixed64Val: return a->sfixed64_val();
-  case A::kBoolVal: return a->bool_val() ? 1 : 0;
-  default: return std::nullopt;
+  case A::kInt32Val:
+    return a->int32_val();
+  case A::kInt64Val:
+    return a->int64_val();
+  case A::kUint32Val:
+    return a->uint32_val();
+  case A::kUint64Val:
+    return static_cast<std::int64_t>(a->uint64_val());
+  case A::kSint32Val:
+    return a->sint32_val();
+  case A::kSint64Val:
+    return a->sint64_val();
+  case A::kFixed32Val:
+    return a->fixed32_val();
+  case A::kFixed64Val:
+    return static_cast<std::int64_t>(a->fixed64_val());
+  case A::kSfixed32Val:
+    return a->sfixed32_val();
+  case A::kSfixed64Val:
+    return a->sfixed64_val();
+  case A::kBoolVal:
+    return a->bool_val() ? 1 : 0;
+  default:
+    return std::nullopt;
   }
 }
 

@@ -12,6 +12,9 @@
 
 namespace spansim::traces::detail {
 
+/// @brief Largest ET file read (256 MiB): a larger one is refused before it is read.
+inline constexpr std::uint64_t kMaxEtFileBytes = 256ULL << 20;
+
 /// @brief One ET file, decoded.
 struct EtFile {
   chakra::GlobalMetadata metadata;

@@ -113,11 +113,12 @@ struct AttentionKey {
 
 KinetoKernels read_kineto(const std::string& path)
 {
-  const json doc = spec::load_json_file(path);
+  const json doc     = spec::load_json_file(path);
   const json* events = doc.is_object() && doc.contains("traceEvents") ? &doc["traceEvents"] : nullptr;
   if (!events || !events->is_array())
-    throw TraceError(path + ": not a Chrome trace (expected an object with a \"traceEvents\" list, as torch.profiler "
-                            "writes)");
+    throw TraceError(path + (events ? ": at $.traceEvents" : ": at $") +
+                     ": not a Chrome trace (expected an object with a \"traceEvents\" list, as torch.profiler "
+                     "writes)");
   KinetoKernels out;
   std::map<std::int64_t, const json*> ops;           // External id -> CPU op
   std::map<std::int64_t, std::int64_t> launch_owner; // correlation -> External id of the launch
@@ -161,12 +162,15 @@ KinetoKernels read_kineto(const std::string& path)
   }
   std::map<GemmKey, std::vector<double>> gemms;
   std::map<AttentionKey, std::vector<double>> attention;
-  for (const auto& [id, seconds] : op_seconds) {
-    const json& op   = *ops.at(id);
-    const auto name  = text(op, "name");
-    const auto dims  = dims_of(op);
-    const auto dtype = dtype_of(op);
-    auto count       = [&](bool matched) {
+  for (const auto& entry : op_seconds) {
+    // Named copies, not structured bindings: lambdas capture them (clang 14 cannot capture bindings).
+    const auto id      = entry.first;
+    const auto seconds = entry.second;
+    const json& op     = *ops.at(id);
+    const auto name    = text(op, "name");
+    const auto dims    = dims_of(op);
+    const auto dtype   = dtype_of(op);
+    auto count         = [&](bool matched) {
       if (matched) {
         out.matched_kernels += op_kernels[id];
         out.matched_seconds += seconds;

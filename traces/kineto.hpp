@@ -15,12 +15,12 @@ namespace spansim::traces {
 
 /// @brief What a Kineto trace gave.
 struct KinetoKernels {
-  workload::MeasuredKernels kernels;     ///< one row per distinct shape: the median of its calls
-  std::vector<double> iterations;        ///< seconds of each ProfilerStep#N annotation
-  std::size_t gpu_kernels         = 0;   ///< kernel events in the trace
-  std::size_t matched_kernels     = 0;   ///< of which attached to a GEMM or attention op
-  double gpu_seconds              = 0;   ///< their total time
-  double matched_seconds          = 0;
+  workload::MeasuredKernels kernels; ///< one row per distinct shape: the median of its calls
+  std::vector<double> iterations;    ///< seconds of each ProfilerStep#N annotation
+  std::size_t gpu_kernels     = 0;   ///< kernel events in the trace
+  std::size_t matched_kernels = 0;   ///< of which attached to a GEMM or attention op
+  double gpu_seconds          = 0;   ///< their total time
+  double matched_seconds      = 0;
   std::map<std::string, std::size_t> unmatched; ///< launching op (or "no op") -> kernels not attached
   /// @brief The median iteration, 0 without ProfilerStep annotations.
   double iteration_seconds() const;

@@ -31,12 +31,12 @@ struct ExportOptions {
 
 /// @brief What an export wrote.
 struct ExportReport {
-  std::vector<std::string> files;  ///< the ETs written
-  std::string comm_groups;         ///< DIR/PREFIX.comm_groups.json: {"<id>": [ranks]}, ids from 1
-  std::string rank_map;            ///< DIR/PREFIX.rank_map.json (representatives only)
-  std::size_t nodes        = 0;    ///< nodes written over all files
-  int world                = 0;    ///< ranks of the job
-  double seconds           = 0;    ///< wall time
+  std::vector<std::string> files; ///< the ETs written
+  std::string comm_groups;        ///< DIR/PREFIX.comm_groups.json: {"<id>": [ranks]}, ids from 1
+  std::string rank_map;           ///< DIR/PREFIX.rank_map.json (representatives only)
+  std::size_t nodes = 0;          ///< nodes written over all files
+  int world         = 0;          ///< ranks of the job
+  double seconds    = 0;          ///< wall time
   nlohmann::json to_json() const;
 };
 

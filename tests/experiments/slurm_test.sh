@@ -103,7 +103,9 @@ done
 echo "Slurm up: node $host, $cpus CPUs, state $state"
 
 # The campaign: 12 tiny points as 3 array tasks and a merge job; --wait returns when the merge job has ended.
-out="$work/results/tiny.h5"
+# The results folder's name holds what #SBATCH lines and bash must not misread: white space, quotes, a '#'
+# (a comment to sbatch), '%' patterns (Slurm's file-name expansion) and a command substitution.
+out="$work/results 'q' \"dq\" #hash %a 100% \$(touch pwned)/tiny.h5"
 submission=$(timeout 300 "$spansim" campaign slurm "$campaign" --out "$out" --tasks 3 --wait --json)
 rc=$?
 echo "$submission"
@@ -129,4 +131,5 @@ with h5py.File(sys.argv[1], "r") as f:
     assert done == 12, done
     print("merged: indices 0..11 once each, all ok")
 PY
+if [ -e pwned ] || find "$work" -name pwned | grep -q .; then fail "a path in a batch script ran as a command"; fi
 echo "PASS: 3 array tasks and a dependent merge job on a real Slurm produced all 12 points"
