@@ -2,6 +2,8 @@
 # Runs spansim's fuzz targets (fuzz/: one per parser).
 #   scripts/fuzz.sh run BUILD SECONDS [TARGET...]  libFuzzer (BUILD configured with -DSPANSIM_FUZZ=ON), each target
 #                                                 for SECONDS on its seeds, its corpus in BUILD/fuzz-corpus/TARGET
+#   scripts/fuzz.sh smoke BUILD SECONDS [TARGET...] as run, from the seeds alone (a fresh corpus each time), so
+#                                                 that the time stays SECONDS per target however large the corpora grow
 #   scripts/fuzz.sh replay BUILD [TARGET...]       the seeds and tests/data/fuzz/TARGET through fuzz_replay_TARGET
 # Seeds are the shipped examples of each format (and fuzz/seeds/); tests/data/fuzz/TARGET holds past findings,
 # kept as regression inputs. A finding (crash, sanitizer report, escaped exception, timeout, memory limit) is
@@ -14,7 +16,7 @@ mode="${1:?usage: fuzz.sh run|replay BUILD [SECONDS] [TARGET...]}"
 build="$(cd "${2:?build folder}" && pwd)"
 shift 2
 seconds=0
-if [ "$mode" = run ]; then
+if [ "$mode" = run ] || [ "$mode" = smoke ]; then
   seconds="${1:?seconds per target}"
   shift
 fi
@@ -48,7 +50,7 @@ seed_dir() {
   echo "$d"
 }
 
-scratch="$build/fuzz-tmp"
+scratch="$build/fuzz-tmp.$$"
 mkdir -p "$scratch"
 trap 'rm -rf "$scratch"' EXIT
 failed=0
@@ -69,7 +71,7 @@ if [ "$mode" = replay ]; then
   exit $failed
 fi
 
-[ "$mode" = run ] || { echo "unknown mode $mode (allowed: run, replay)" >&2; exit 2; }
+[ "$mode" = run ] || [ "$mode" = smoke ] || { echo "unknown mode $mode (allowed: run, smoke, replay)" >&2; exit 2; }
 findings="$build/fuzz-findings"
 mkdir -p "$findings"
 printf '%-12s %12s %10s %8s %9s  %s\n' target executions exec/s corpus "peak MiB" result
@@ -77,6 +79,7 @@ for t in "${targets[@]}"; do
   bin="$build/fuzz/fuzz_$t"
   [ -x "$bin" ] || { echo "$bin is not built (make fuzz-build)" >&2; exit 1; }
   corpus="$build/fuzz-corpus/$t"
+  [ "$mode" = smoke ] && corpus="$scratch/corpus-$t"
   mkdir -p "$corpus"
   seeds="$(seed_dir "$t")"
   regress=()

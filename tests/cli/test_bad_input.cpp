@@ -126,5 +126,23 @@ TEST_CASE("spansim run and optimize write only inside their output directory", "
   CHECK(written == std::set<std::string>{"out/llama3-8b-two-regions-dp/summary.json",
                                          "out/llama3-8b-two-regions-dp/layers.csv",
                                          "out/llama3-8b-two-regions-dp/trace.json"});
+
+  // The optimizer names its scenario files after the spec's name and each point: all under out/optimize/NAME.
+  auto spec    = nlohmann::json::parse(std::ifstream(src + "/examples/optimize/llama3-8b-two-buildings.json"));
+  spec["name"] = "tiny-search";
+  spec["refine_fidelity"] = "analytical";
+  spec["top_k"]           = 2;
+  std::ofstream(cwd / "spec.json") << spec.dump();
+  r = spansim("optimize spec.json", cwd.string());
+  REQUIRE(r.exit_code == 0);
+  std::size_t scenarios = 0;
+  for (const auto& f : files_under(cwd)) {
+    INFO(f);
+    const bool expected = f == "spec.json" || f.rfind("out/llama3-8b-two-regions-dp/", 0) == 0 ||
+                          f.rfind("out/optimize/tiny-search/", 0) == 0;
+    CHECK(expected);
+    scenarios += f.rfind("out/optimize/tiny-search/", 0) == 0;
+  }
+  CHECK(scenarios > 0);
   fs::remove_all(cwd);
 }
