@@ -59,7 +59,7 @@ golden: build
 	cmake --build $(BUILD_DIR) --target golden
 
 format:
-	find common topology workload placement netsim reliability sync traces scenario report sharing calibration optimizer experiments cli fuzz tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i
+	find common topology workload placement netsim reliability sync traces scenario report sharing calibration optimizer experiments cli fuzz python tests bench -name '*.cpp' -o -name '*.hpp' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD_DIR)

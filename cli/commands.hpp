@@ -34,4 +34,12 @@ void add_share_command(CLI::App& app);
 /// @brief `spansim optimize SPEC [--top-k K] [--workers W] [--out DIR] [--json]`: the placement optimizer.
 void add_optimize_command(CLI::App& app);
 
+/// @brief Registers every subcommand and the version flag on `app`.
+void add_commands(CLI::App& app);
+/// @brief A CLI11 parse error as spansim's one line (without the "spansim: error: " prefix).
+std::string one_line(const CLI::ParseError& e);
+/// @brief Runs one command line (without the program name) in this process and returns what it printed on
+/// standard output. @throws UsageError for a bad command line; the commands' own errors as they throw them.
+std::string run_captured(std::vector<std::string> args);
+
 } // namespace spansim::cli

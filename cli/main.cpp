@@ -2,7 +2,6 @@
 // one line on stderr and exit code 2.
 #include "cli/commands.hpp"
 #include "common/error.hpp"
-#include "common/version.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -13,29 +12,14 @@
 int main(int argc, char** argv)
 {
   CLI::App app{"spansim: network co-simulator for LLM training across buildings and regions"};
-  app.set_version_flag("--version", std::string("spansim ") + spansim::version() + " (" + spansim::git_hash() + ")");
-  app.require_subcommand(1);
-  spansim::cli::add_topology_command(app);
-  spansim::cli::add_collective_command(app);
-  spansim::cli::add_workload_command(app);
-  spansim::cli::add_run_command(app);
-  spansim::cli::add_reliability_command(app);
-  spansim::cli::add_share_command(app);
-  spansim::cli::add_optimize_command(app);
-  spansim::cli::add_campaign_command(app);
-  spansim::cli::add_calibration_commands(app);
+  spansim::cli::add_commands(app);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // CLI11 prints two lines ("... / Run with --help"); spansim's errors are one line with one prefix.
-    std::string what = e.what();
-    for (auto& c : what)
-      if (c == '\n')
-        c = ' ';
-    std::cerr << "spansim: error: " << what << " (see --help)\n";
+    std::cerr << "spansim: error: " << spansim::cli::one_line(e) << "\n";
     return 2;
   } catch (const spansim::Error& e) {
     std::cerr << "spansim: error: " << e.what() << "\n";

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 namespace spansim::report {
 
@@ -113,6 +114,13 @@ json trace(const scenario::ScenarioRun& run, const NetworkReport& network)
 }
 
 } // namespace
+
+std::string layers_csv(const scenario::ScenarioRun& run)
+{
+  std::ostringstream out;
+  write_layers_csv(run, out);
+  return out.str();
+}
 
 std::vector<std::string> write_outputs(const scenario::ScenarioRun& run, const std::string& directory)
 {

@@ -99,6 +99,9 @@ struct SummaryOptions {
 /// breakdown, network use and boundary crossings.
 nlohmann::json summary_json(const scenario::ScenarioRun& run, const SummaryOptions& options = {});
 
+/// @brief The breakdown per model chunk as CSV (the text of layers.csv).
+std::string layers_csv(const scenario::ScenarioRun& run);
+
 /// @brief Writes summary.json, layers.csv (per model chunk) and trace.json (Perfetto) into `directory`.
 /// @return the paths written.
 std::vector<std::string> write_outputs(const scenario::ScenarioRun& run, const std::string& directory);

@@ -1,0 +1,61 @@
+// The command line as a library: every subcommand on one CLI11 app, and a command run in this process with its
+// printed JSON returned (the Python module's collective and optimize).
+#include "cli/commands.hpp"
+#include "common/error.hpp"
+#include "common/version.hpp"
+
+#include <iostream>
+#include <sstream>
+
+namespace spansim::cli {
+
+void add_commands(CLI::App& app)
+{
+  app.set_version_flag("--version", std::string("spansim ") + spansim::version() + " (" + spansim::git_hash() + ")");
+  app.require_subcommand(1);
+  add_topology_command(app);
+  add_collective_command(app);
+  add_workload_command(app);
+  add_run_command(app);
+  add_reliability_command(app);
+  add_share_command(app);
+  add_optimize_command(app);
+  add_campaign_command(app);
+  add_calibration_commands(app);
+}
+
+std::string one_line(const CLI::ParseError& e)
+{
+  // CLI11 prints two lines ("... / Run with --help"); spansim's errors are one line with one prefix.
+  std::string what = e.what();
+  for (auto& c : what)
+    if (c == '\n')
+      c = ' ';
+  return what + " (see --help)";
+}
+
+std::string run_captured(std::vector<std::string> args)
+{
+  CLI::App app{"spansim"};
+  add_commands(app);
+  // CLI11 takes the arguments last first.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  std::ostringstream out;
+  auto* saved = std::cout.rdbuf(out.rdbuf());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::Success&) {
+    std::cout.rdbuf(saved);
+    return out.str();
+  } catch (const CLI::ParseError& e) {
+    std::cout.rdbuf(saved);
+    throw UsageError(one_line(e));
+  } catch (...) {
+    std::cout.rdbuf(saved);
+    throw;
+  }
+  std::cout.rdbuf(saved);
+  return out.str();
+}
+
+} // namespace spansim::cli

@@ -1,0 +1,169 @@
+"""spansim from Python: scenarios run by the same C++ libraries as the ``spansim`` command, results as dicts and
+pandas DataFrames.
+
+Specs are plain dicts in the format of the JSON files, or paths to them. Bad specs raise :class:`SpecError` with
+the line ``spansim`` prints (file, JSON path, allowed values); ``exc.file`` and ``exc.json_path`` hold the parts.
+Simulations run in child processes (SimGrid allows one engine per process), so calls are safe in a loop.
+
+>>> import spansim
+>>> r = spansim.run("examples/scenarios/llama3-8b-two-regions-dp.json", fidelity="analytical")
+>>> r.summary["metrics"]["step_time_s"]
+>>> r.breakdown()          # one row per pipeline stage
+"""
+import io
+import json
+import os
+import tempfile
+
+import pandas as pd
+
+from . import _spansim
+from . import campaign
+from ._spansim import Error, SpecError, UsageError
+
+__all__ = ["run", "collective", "optimize", "campaign", "Result", "OptimizeResult", "Error", "SpecError",
+           "UsageError", "version"]
+
+#: The name errors give a spec passed as a dict (it has no file).
+DICT_FILE = "<dict>"
+
+
+def version():
+    """spansim's version and git hash, as ``spansim --version`` prints them."""
+    return _spansim.version()
+
+
+def _is_path(spec):
+    return isinstance(spec, (str, os.PathLike))
+
+
+class Result:
+    """One simulated training step: ``summary`` is the dict ``spansim run --json`` prints."""
+
+    def __init__(self, summary, layers_csv):
+        self.summary = summary
+        self._layers_csv = layers_csv
+
+    @property
+    def step_time(self):
+        """Seconds per training step."""
+        return self.summary["metrics"]["step_time_s"]
+
+    def breakdown(self):
+        """Where each pipeline stage's step goes (compute, exposed communication per dimension, bubble, idle), in
+        seconds: one row per stage."""
+        return pd.DataFrame(self.summary["breakdown"]["stages"]).set_index("stage")
+
+    def layers(self):
+        """The breakdown per model chunk (layers.csv): one row per stage and chunk."""
+        return pd.read_csv(io.StringIO(self._layers_csv))
+
+    def links(self):
+        """The busiest links of the step (bytes, utilisation), one row per link."""
+        return pd.DataFrame(self.summary["network"]["busiest_links"])
+
+    def tiers(self):
+        """Bytes and utilisation per link tier (NVLink, NIC, ..., inter-region)."""
+        return pd.DataFrame(self.summary["network"]["tiers"]).set_index("tier")
+
+    def boundaries(self):
+        """Bytes in and out of each building and region, one row per boundary."""
+        return pd.DataFrame(self.summary["network"]["boundaries"])
+
+    def __repr__(self):
+        s = self.summary
+        return "<spansim.Result %s: step %.6g s>" % (s["scenario"]["name"], self.step_time)
+
+
+def run(scenario, fidelity=None):
+    """Simulates one training step of ``scenario`` (a dict or a path) at ``fidelity`` ("analytical", "flow",
+    "packet", "hybrid"; default: the scenario's own). Returns a :class:`Result`."""
+    if _is_path(scenario):
+        summary, layers = _spansim.run(os.fspath(scenario), False, "", fidelity or "")
+    else:
+        summary, layers = _spansim.run(json.dumps(scenario), True, DICT_FILE, fidelity or "")
+    return Result(json.loads(summary), layers)
+
+
+class _SpecFile:
+    """A dict spec written to a temporary file for a command that reads files (errors then name that file)."""
+
+    def __init__(self, spec, name):
+        self.spec, self.name, self.dir = spec, name, None
+
+    def __enter__(self):
+        if _is_path(self.spec):
+            return os.fspath(self.spec)
+        self.dir = tempfile.TemporaryDirectory(prefix="spansim-")
+        path = os.path.join(self.dir.name, self.name)
+        with open(path, "w") as f:
+            json.dump(self.spec, f)
+        return path
+
+    def __exit__(self, *exc):
+        if self.dir is not None:
+            self.dir.cleanup()
+
+
+def _command(args):
+    return json.loads(_spansim.command([str(a) for a in args]))
+
+
+def collective(topology, op="allreduce", ranks=None, gpus=None, sizes="1MiB:1GiB", factor=2, algo="auto",
+               fidelity="flow", stride=1, first=0, root=0, channels=1, compare=False):
+    """An nccl-tests-style sweep of one collective (``spansim collective``): one row per message size, with time,
+    algorithm and bus bandwidths. ``topology`` is a preset name, a path or a dict; ``ranks`` the first R GPUs (every
+    ``stride``-th from ``first``), or ``gpus`` a list ("0-7,64")."""
+    with _SpecFile(topology, "topology.json") if not (isinstance(topology, str) and not topology.endswith(".json")
+                                                       and not os.path.sep in topology) else _Preset(topology) as t:
+        args = ["collective", "--topology", t, "--op", op, "--algo", algo, "--fidelity", fidelity, "--sizes",
+                sizes, "--factor", factor, "--root", root, "--channels", channels, "--json"]
+        if ranks is not None:
+            args += ["--ranks", ranks, "--stride", stride, "--first", first]
+        if gpus is not None:
+            args += ["--gpus", gpus if isinstance(gpus, str) else ",".join(str(g) for g in gpus)]
+        if compare:
+            args.append("--compare")
+        doc = _command(args)
+    rows = doc.pop("results")
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(doc)
+    return frame
+
+
+class _Preset:
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        return self.name
+
+    def __exit__(self, *exc):
+        pass
+
+
+class OptimizeResult:
+    """What ``spansim optimize --json`` prints: ``ranked`` (a DataFrame, best first), ``explanation`` (the best
+    point against the baselines, the best change per dimension, pruning) and ``document`` (all of it)."""
+
+    def __init__(self, document):
+        self.document = document
+        self.ranked = pd.DataFrame(document.get("ranked", []))
+        self.explanation = {k: v for k, v in document.items() if k != "ranked"}
+
+    def __repr__(self):
+        return "<spansim.OptimizeResult: %d points ranked>" % len(self.ranked)
+
+
+def optimize(spec, top_k=None, workers=None, out=None):
+    """Runs the optimizer on ``spec`` (a dict or a path) as ``spansim optimize SPEC --json`` does. The scenario
+    files of the best points go to ``out`` when given (else to a temporary folder, removed). Returns an
+    :class:`OptimizeResult`."""
+    name = (spec.get("name", "spec") if isinstance(spec, dict) else "spec") + ".json"
+    with _SpecFile(spec, name) as path, tempfile.TemporaryDirectory(prefix="spansim-optimize-") as scratch:
+        args = ["optimize", path, "--json", "--out", out if out is not None else scratch]
+        if top_k is not None:
+            args += ["--top-k", top_k]
+        if workers is not None:
+            args += ["--workers", workers]
+        return OptimizeResult(_command(args))
