@@ -14,7 +14,7 @@ deps:
 
 $(BUILD_DIR)/build.ninja:
 	@./scripts/install-deps.sh
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release -DSPANSIM_FUZZ_TREE=$(abspath $(SANITIZE_DIR)) $(CMAKE_FLAGS)
 
 configure: $(BUILD_DIR)/build.ninja
 

@@ -5,6 +5,7 @@
 #include "common/version.hpp"
 
 #include <iostream>
+#include <mutex>
 #include <sstream>
 
 namespace spansim::cli {
@@ -36,6 +37,9 @@ std::string one_line(const CLI::ParseError& e)
 
 std::string run_captured(std::vector<std::string> args)
 {
+  // std::cout is one per process: two callers (Python threads) must not swap its buffer under each other.
+  static std::mutex one_at_a_time;
+  const std::lock_guard<std::mutex> lock(one_at_a_time);
   CLI::App app{"spansim"};
   add_commands(app);
   // CLI11 takes the arguments last first.

@@ -386,8 +386,9 @@ void set_field(json& document, const AxisField& field, const json& value, const 
   } else if (p.is_object()) {
     p[last] = value;
   } else {
-    throw SpecError(
-        file, "$", "the swept field \"" + field.path + "\" is inside a " + p.type_name() + ", not an object or a list");
+    throw SpecError(file, field.json_path,
+                    "the swept field \"" + field.path + "\" is inside a " + p.type_name() +
+                        ", not an object or a list");
   }
 }
 

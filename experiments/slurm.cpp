@@ -103,6 +103,10 @@ SlurmSubmission submit_slurm(const Campaign& campaign, const SlurmOptions& optio
         throw UsageError(what + " must not contain control characters (it goes into a #SBATCH line)");
     return value;
   };
+  // In an --output file name a backslash turns off every %-pattern, and the task's log would lose its %a.
+  if (dir.find('\\') != std::string::npos)
+    throw UsageError("the results folder \"" + dir +
+                     "\" holds a backslash, which turns off Slurm's file-name patterns in #SBATCH --output");
   auto header = [&](const std::string& name, const std::string& log_name) {
     const std::string log = literal_file_name(dir) + "/" + log_name;
     std::string h         = "#!/bin/bash\n#SBATCH --job-name=" + sbatch_value(directive("the job name", name)) +

@@ -1,7 +1,8 @@
 /// @file
 /// @brief Replays inputs through a fuzz target without libFuzzer: each argument is a file or a folder of files.
 /// The normal build links every target with this driver so that the seeds and the regression inputs of
-/// tests/data/fuzz run in the test suite with any compiler.
+/// tests/data/fuzz run in the test suite with any compiler. Inputs before `--may-refuse` are seeds: they must
+/// parse (a refused seed means the harness or the examples broke); inputs after it may be refused.
 
 #include "fuzz/fuzz.hpp"
 
@@ -35,7 +36,12 @@ int replay(const std::filesystem::path& file)
 int main(int argc, char** argv)
 {
   std::size_t inputs = 0;
+  bool may_refuse    = false;
   for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--may-refuse") {
+      may_refuse = true;
+      continue;
+    }
     const std::filesystem::path arg(argv[i]);
     std::vector<std::filesystem::path> files;
     if (std::filesystem::is_directory(arg)) {
@@ -47,8 +53,13 @@ int main(int argc, char** argv)
     }
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
+      const std::size_t refused = spansim::fuzz::refused_count();
       if (replay(f) != 0)
         return 1;
+      if (!may_refuse && spansim::fuzz::refused_count() != refused) {
+        std::fprintf(stderr, "seed %s was refused (run with SPANSIM_FUZZ_VERBOSE=1 to see why)\n", f.c_str());
+        return 1;
+      }
       ++inputs;
     }
   }

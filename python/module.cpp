@@ -57,23 +57,24 @@ std::string command(const std::vector<std::string>& args)
 PYBIND11_MODULE(_spansim, m)
 {
   m.doc() = "spansim's C++ libraries (use the spansim package)";
-  static py::exception<spansim::Error> error(m, "Error");
-  static py::exception<spansim::SpecError> spec_error(m, "SpecError", error.ptr());
-  static py::exception<spansim::UsageError> usage_error(m, "UsageError", error.ptr());
+  // Never freed: the translator may run until the interpreter ends, and freeing after it would touch dead types.
+  static auto* error       = new py::exception<spansim::Error>(m, "Error");
+  static auto* spec_error  = new py::exception<spansim::SpecError>(m, "SpecError", error->ptr());
+  static auto* usage_error = new py::exception<spansim::UsageError>(m, "UsageError", error->ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p)
         std::rethrow_exception(p);
     } catch (const spansim::SpecError& e) {
       // The same line `spansim` prints after "spansim: error: ", with the file and JSON path as attributes.
-      py::object exc        = py::handle(spec_error.ptr())(e.what());
+      py::object exc        = py::handle(spec_error->ptr())(e.what());
       exc.attr("file")      = e.file();
       exc.attr("json_path") = e.json_path();
-      PyErr_SetObject(spec_error.ptr(), exc.ptr());
+      PyErr_SetObject(spec_error->ptr(), exc.ptr());
     } catch (const spansim::UsageError& e) {
-      usage_error(e.what());
+      (*usage_error)(e.what());
     } catch (const spansim::Error& e) {
-      error(e.what());
+      (*error)(e.what());
     }
   });
   m.def("run", &run, py::arg("path_or_json"), py::arg("is_json"), py::arg("file"), py::arg("fidelity"),

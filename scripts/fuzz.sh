@@ -9,11 +9,17 @@
 # kept as regression inputs. A finding (crash, sanitizer report, escaped exception, timeout, memory limit) is
 # written to BUILD/fuzz-findings/ and makes the run fail.
 set -euo pipefail
+shopt -s inherit_errexit
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 mode="${1:?usage: fuzz.sh run|replay BUILD [SECONDS] [TARGET...]}"
-build="$(cd "${2:?build folder}" && pwd)"
+if [ ! -d "${2:?build folder}" ]; then
+  echo "$2 does not exist (make fuzz-build; make test builds it)" >&2
+  [ "$mode" = smoke ] && exit 77 # ctest: skipped
+  exit 1
+fi
+build="$(cd "$2" && pwd)"
 shift 2
 seconds=0
 if [ "$mode" = run ] || [ "$mode" = smoke ]; then
@@ -28,7 +34,7 @@ seeds_of() {
   case "$1" in
   units) echo fuzz/seeds/units/* ;;
   topology) echo topology/presets/*.json examples/topologies/*.json ;;
-  graphml) echo examples/topologies/*.graphml ;;
+  graphml) echo examples/topologies/*.graphml fuzz/seeds/graphml/* ;;
   job) echo examples/jobs/*.json ;;
   scenario) echo examples/scenarios/*.json ;;
   optimize) echo examples/optimize/*.json ;;
@@ -41,9 +47,9 @@ seeds_of() {
   esac
 }
 
-# libFuzzer reads corpora from folders: each target's seeds are copied into one.
+# libFuzzer reads corpora from folders: each target's seeds are copied into one (private to this run).
 seed_dir() {
-  local d="$build/fuzz-seeds/$1"
+  local d="$scratch/seeds-$1"
   rm -rf "$d" && mkdir -p "$d"
   # shellcheck disable=SC2046
   cp $(seeds_of "$1") "$d/"
@@ -62,7 +68,7 @@ if [ "$mode" = replay ]; then
     regress=()
     [ -d "tests/data/fuzz/$t" ] && regress=("tests/data/fuzz/$t")
     # shellcheck disable=SC2046
-    if ! out=$(TMPDIR="$scratch" "$bin" $(seeds_of "$t") "${regress[@]}" 2>&1); then
+    if ! out=$(TMPDIR="$scratch" "$bin" $(seeds_of "$t") --may-refuse "${regress[@]}" 2>&1); then
       echo "$t: FINDING"; echo "$out" | tail -20; failed=1
     else
       echo "$t: $(echo "$out" | tail -1)"
@@ -77,7 +83,11 @@ mkdir -p "$findings"
 printf '%-12s %12s %10s %8s %9s  %s\n' target executions exec/s corpus "peak MiB" result
 for t in "${targets[@]}"; do
   bin="$build/fuzz/fuzz_$t"
-  [ -x "$bin" ] || { echo "$bin is not built (make fuzz-build)" >&2; exit 1; }
+  if [ ! -x "$bin" ]; then
+    echo "$bin is not built (make fuzz-build; make test builds it)" >&2
+    [ "$mode" = smoke ] && exit 77 # ctest: skipped
+    exit 1
+  fi
   corpus="$build/fuzz-corpus/$t"
   [ "$mode" = smoke ] && corpus="$scratch/corpus-$t"
   mkdir -p "$corpus"
@@ -85,10 +95,12 @@ for t in "${targets[@]}"; do
   regress=()
   [ -d "tests/data/fuzz/$t" ] && regress=("tests/data/fuzz/$t")
   log="$build/fuzz-$t.log"
+  [ "$mode" = smoke ] && log="$scratch/fuzz-$t.log"
   result=ok
   if ! TMPDIR="$scratch" "$bin" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=25 -max_len=262144 \
     -print_final_stats=1 -artifact_prefix="$findings/$t-" "$corpus" "$seeds" "${regress[@]}" >"$log" 2>&1; then
-    result="FINDING (see $log and $findings)"
+    result="FINDING (in $findings)"
+    tail -40 "$log" >&2
     failed=1
   fi
   stat() { grep -m1 "stat::$1:" "$log" | awk '{print $2}'; }

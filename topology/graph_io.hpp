@@ -5,6 +5,10 @@
 
 namespace spansim::topology::detail {
 
+/// @brief Largest GraphML file in XML elements (vertices, links and their data children): Boost's XML reading holds
+/// about 3.5 KB per element.
+inline constexpr std::size_t kMaxGraphmlElements = 1'000'000;
+
 /// @brief Fills `s` from a topology document with a "graph": its regions, its buildings' GPU types and the
 /// graph itself (inline, or a GraphML or JSON file it names). @throws SpecError at the offending JSON path.
 void parse_graph_topology(spec::ObjectReader& root, TopologySpec& s);

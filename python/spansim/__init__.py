@@ -159,8 +159,7 @@ def optimize(spec, top_k=None, workers=None, out=None):
     """Runs the optimizer on ``spec`` (a dict or a path) as ``spansim optimize SPEC --json`` does. The scenario
     files of the best points go to ``out`` when given (else to a temporary folder, removed). Returns an
     :class:`OptimizeResult`."""
-    name = (spec.get("name", "spec") if isinstance(spec, dict) else "spec") + ".json"
-    with _SpecFile(spec, name) as path, tempfile.TemporaryDirectory(prefix="spansim-optimize-") as scratch:
+    with _SpecFile(spec, "spec.json") as path, tempfile.TemporaryDirectory(prefix="spansim-optimize-") as scratch:
         args = ["optimize", path, "--json", "--out", out if out is not None else scratch]
         if top_k is not None:
             args += ["--top-k", top_k]

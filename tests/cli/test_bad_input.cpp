@@ -26,7 +26,8 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
 
 // A scratch folder with inputs too large to keep in the repository: a FIFO that has no writer, a sparse file
 // larger than the spec-file limit, a 10 GiB sparse Chakra trace and its job, a GraphML of a million vertices
-// (7 MB, within the file limit) and a JSON graph of 262,145 vertices (one over the limit).
+// (7 MB, within the file limit), a GraphML of a million elements in one vertex and a JSON graph of 262,145
+// vertices (one over the limit).
 struct Scratch {
   fs::path dir;
   Scratch()
@@ -47,6 +48,15 @@ struct Scratch {
       for (int i = 0; i < 1'000'000; ++i)
         g << "<node id=\"" << i << "\"/>\n";
       g << "</graph>\n</graphml>\n";
+    }
+    {
+      // Few vertices, but a million elements: Boost would hold them all.
+      std::ofstream g(dir / "many-elements.graphml");
+      g << "<?xml version=\"1.0\"?>\n<graphml xmlns=\"http://graphml.graphdrawing.org/xmlns\">\n<graph>\n<node "
+           "id=\"a\">\n";
+      for (int i = 0; i < 1'000'000; ++i)
+        g << "<x/>";
+      g << "</node>\n</graph>\n</graphml>\n";
     }
     {
       std::ofstream j(dir / "big-graph.json");

@@ -95,7 +95,7 @@ TEST_CASE("Slurm scripts carry hostile paths through sbatch directives and bash 
 {
   const fs::path root = fs::temp_directory_path() / ("spansim-slurm-quote-" + std::to_string(::getpid()));
   fs::remove_all(root);
-  const fs::path dir = root / "a dir; $(touch pwned) `touch pwned2` 'single' \"double\" #hash %a 100% \\ end";
+  const fs::path dir = root / "a dir; $(touch pwned) `touch pwned2` 'single' \"double\" #hash %a 100% end";
   fs::create_directories(dir);
   const fs::path campaign_file = dir / "camp $HOME 'x'.json";
   fs::copy_file(std::string(SPANSIM_SOURCE_DIR) + "/tests/experiments/data/tiny-campaign.json", campaign_file);
@@ -148,6 +148,19 @@ TEST_CASE("Slurm scripts carry hostile paths through sbatch directives and bash 
     CHECK_FALSE(fs::exists(dir / p));
     CHECK_FALSE(fs::exists(fs::path(SPANSIM_SOURCE_DIR) / p));
   }
+  fs::remove_all(root);
+}
+
+TEST_CASE("a results folder with a backslash is refused: Slurm would not expand the log's %a", "[slurm]")
+{
+  const auto campaign =
+      ex::load_campaign(std::string(SPANSIM_SOURCE_DIR) + "/tests/experiments/data/tiny-campaign.json");
+  const fs::path root = fs::temp_directory_path() / ("spansim-slurm-backslash-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  ex::SlurmOptions o;
+  o.output = (root / "a\\b" / "r.h5").string();
+  o.submit = false;
+  CHECK_THROWS_WITH(ex::submit_slurm(campaign, o), Catch::Contains("holds a backslash"));
   fs::remove_all(root);
 }
 
