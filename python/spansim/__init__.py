@@ -114,8 +114,8 @@ def collective(topology, op="allreduce", ranks=None, gpus=None, sizes="1MiB:1GiB
     """An nccl-tests-style sweep of one collective (``spansim collective``): one row per message size, with time,
     algorithm and bus bandwidths. ``topology`` is a preset name, a path or a dict; ``ranks`` the first R GPUs (every
     ``stride``-th from ``first``), or ``gpus`` a list ("0-7,64")."""
-    with _SpecFile(topology, "topology.json") if not (isinstance(topology, str) and not topology.endswith(".json")
-                                                       and not os.path.sep in topology) else _Preset(topology) as t:
+    # A preset name or a path goes through as given (the command tries a file first, then a preset).
+    with _SpecFile(topology, "topology.json") as t:
         args = ["collective", "--topology", t, "--op", op, "--algo", algo, "--fidelity", fidelity, "--sizes",
                 sizes, "--factor", factor, "--root", root, "--channels", channels, "--json"]
         if ranks is not None:
@@ -129,17 +129,6 @@ def collective(topology, op="allreduce", ranks=None, gpus=None, sizes="1MiB:1GiB
     frame = pd.DataFrame(rows)
     frame.attrs.update(doc)
     return frame
-
-
-class _Preset:
-    def __init__(self, name):
-        self.name = name
-
-    def __enter__(self):
-        return self.name
-
-    def __exit__(self, *exc):
-        pass
 
 
 class OptimizeResult:
