@@ -393,14 +393,17 @@ std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* 
     placement::Placement place(topo, job, {});
     f.lower_wall = seconds_since(start);
     netsim::StepOptions o;
-    o.fidelity    = parse_enum<netsim::Fidelity>(fidelity, "fidelity");
-    start         = Clock::now();
-    auto r        = netsim::simulate_step(topo, graph, place, o);
-    f.engine_wall = seconds_since(start);
-    f.simulated   = r.step_time;
-    f.transfers   = static_cast<long>(r.transfers.size());
-    f.gpus        = static_cast<int>(job.gpus);
-    f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+    o.fidelity         = parse_enum<netsim::Fidelity>(fidelity, "fidelity");
+    start              = Clock::now();
+    auto r             = netsim::simulate_step(topo, graph, place, o);
+    f.engine_wall      = seconds_since(start);
+    f.simulated        = r.step_time;
+    f.transfers        = static_cast<long>(r.transfers.size());
+    f.gpus             = static_cast<int>(job.gpus);
+    f.engine_rss       = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+    const auto& folded = r.engine["building_symmetry"];
+    std::snprintf(f.note, sizeof f.note, "building symmetry: %s",
+                  folded.is_string() ? folded.get<std::string>().c_str() : "none");
   };
 }
 
@@ -601,6 +604,32 @@ std::vector<Case> cases()
                  step_405b("two-regions", 1024, "analytical")});
   all.push_back({"405B step 131K 2-region", "two-regions", "flow", nullptr, 600, "< 10 min", true,
                  step_405b("two-regions", 1024, "flow")});
+  // Issue 17: the 131K step analytical with building symmetry (timed) and without, compared link by link.
+  all.push_back(
+      {"405B step 131K symmetry vs full", "two-regions", "analytical", nullptr, 0, "", true, [](Figures& f) {
+         topology::Topology topo(topology::load_topology_spec("two-regions"));
+         auto job   = workload::parse_job(job_405b(1024), "bench-405b.json");
+         auto graph = workload::build_step_graph(job);
+         placement::Placement place(topo, job, {});
+         netsim::StepOptions o;
+         o.fidelity          = netsim::Fidelity::analytical;
+         auto start          = Clock::now();
+         auto folded         = netsim::simulate_step(topo, graph, place, o);
+         f.engine_wall       = seconds_since(start);
+         o.building_symmetry = false;
+         start               = Clock::now();
+         auto full           = netsim::simulate_step(topo, graph, place, o);
+         const double wall   = seconds_since(start);
+         double worst        = 0;
+         for (std::size_t k = 0; k < full.link_bytes.size(); ++k)
+           if (full.link_bytes[k] > 0)
+             worst = std::max(worst, std::abs(folded.link_bytes[k] - full.link_bytes[k]) / full.link_bytes[k]);
+         f.simulated = folded.step_time;
+         f.gpus      = static_cast<int>(job.gpus);
+         f.transfers = static_cast<long>(folded.transfers.size());
+         std::snprintf(f.note, sizeof f.note, "unfolded: %.1f s, step %.11g s (%+.1e rel.), worst link %.1e rel.", wall,
+                       full.step_time, (folded.step_time - full.step_time) / full.step_time, worst);
+       }});
   // Issue 13: 1,000 sampled steps at 16K GPUs and 60 days of a 131K-GPU run.
   all.push_back({"variability 1000 steps 405B 16K", "two-buildings", "analytical", nullptr, 60, "< 60 s", false,
                  reliability_405b("two-buildings", 128, 1000, 1)});

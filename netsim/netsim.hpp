@@ -41,6 +41,8 @@ public:
   int add_transfer(int src, int dst, double bytes, std::vector<int> deps = {});
   /// @brief Adds a delay of `seconds`; returns its index.
   int add_delay(double seconds, std::vector<int> deps = {});
+  /// @brief Adds an op as it is (a transfer keeps its queue pair and is not split); returns its index.
+  int add_op(Op op) { return add(std::move(op)); }
   /// @brief Sets the size of op `op`, a transfer (hybrid fidelity's corrections).
   void set_bytes(int op, double bytes) { ops_.at(op).bytes = bytes; }
   /// @brief Appends a copy of `other` (queue pairs kept); its ops without dependencies wait for the ops `after`.

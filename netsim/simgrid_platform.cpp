@@ -140,8 +140,9 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
     links_[id] = link;
     return link;
   };
-  if (topology.imported()) {
-    // No hierarchy to nest zones by: one zone, routes computed on demand (a full zone would store GPUs^2).
+  if (topology.imported() || topology.folded()) {
+    // No hierarchy to nest zones by (or folded routes, which leave one building and come down another's links):
+    // one zone, routes computed on demand (a full zone would store GPUs^2).
     auto* root = sg4::create_full_zone("spansim");
     auto* impl = new GraphZone("spansim-graph", topology, links_);
     auto* zone = impl->get_iface();
@@ -163,7 +164,7 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
         }
       }
     for (std::size_t id = 0; id < tl.size(); ++id)
-      if (tl[id].bandwidth > 0)
+      if (tl[id].bandwidth > 0 && topology.route_link(static_cast<int>(id)))
         make_link(zone, static_cast<int>(id));
     zone->seal();
     root->seal();

@@ -3,6 +3,7 @@
 // stage breakdowns.
 #include "netsim/hybrid.hpp"
 #include "netsim/step_lowering.hpp"
+#include "netsim/symmetry.hpp"
 
 #include "common/error.hpp"
 
@@ -43,6 +44,20 @@ namespace {
 bool is_p2p(OpKind k)
 {
   return k == OpKind::send || k == OpKind::recv;
+}
+
+/// @brief Runs the lowered graph, folded onto its base building when a building symmetry allows.
+RunResult run_symmetric(const topology::Topology& simulated, const FlowGraph& graph, const StepOptions& options)
+{
+  if (options.building_symmetry && (options.fidelity == Fidelity::analytical || options.fidelity == Fidelity::flow))
+    if (auto folded = detail::fold_graph(simulated, graph)) {
+      auto result = detail::unfold_run(*folded, run(folded->topology, folded->graph, options.fidelity, options.engine));
+      result.settings["building_symmetry"] = folded->description;
+      return result;
+    }
+  auto result                          = run(simulated, graph, options.fidelity, options.engine);
+  result.settings["building_symmetry"] = false;
+  return result;
 }
 
 } // namespace
@@ -105,7 +120,7 @@ StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepar
     run_result.link_bytes         = link_bytes(simulated, lowered.graph);
     run_result.settings["hybrid"] = std::move(corrections.report);
   } else {
-    run_result = run(simulated, flow_graph, options.fidelity, options.engine);
+    run_result = run_symmetric(simulated, flow_graph, options);
   }
   if (options.collapse_communication)
     run_result.settings = {{"engine", "analytical"}, {"mode", "collapsed communication (optimizer scoring)"}};

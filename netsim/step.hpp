@@ -51,6 +51,9 @@ struct StepOptions {
   /// rail r), simulate rail 0 alone with the links all rails share divided among them: max-min gives each rail
   /// an equal share of those, so times are the same with 1/rails of the flows. Bytes are scaled back up.
   bool rail_symmetry = true;
+  /// @brief When a symmetry of the site moving whole regions or buildings maps the lowered step onto itself,
+  /// simulate the base building's transfers alone (netsim/symmetry.hpp): exact, at analytical and flow fidelity.
+  bool building_symmetry = true;
   /// @brief For each dimension left `automatic` whose groups span nodes, run the step analytically under each
   /// algorithm (for all of that dimension's calls) and under the per-call policy, and keep the fastest: other
   /// stages' collectives on the same links can make the per-call pick the slowest for the step. Costs up to

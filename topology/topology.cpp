@@ -259,6 +259,26 @@ int Topology::inter_region_link(int region_a, int region_b) const
 
 std::vector<Hop> Topology::route(int src, int dst, int qp) const
 {
+  auto hops = unfolded_route(src, dst, qp);
+  if (fold_)
+    for (auto& h : hops) {
+      const int c = (*fold_)[2 * h.link + (h.forward ? 0 : 1)];
+      h           = {c / 2, c % 2 == 0};
+    }
+  return hops;
+}
+
+Topology Topology::with_folded_routes(std::vector<int> canonical, const std::vector<int>& stabilizer) const
+{
+  Topology copy = *this;
+  for (std::size_t k = 0; k < copy.links_.size() && k < stabilizer.size(); ++k)
+    copy.links_[k].bandwidth /= stabilizer[k];
+  copy.fold_ = std::make_shared<const std::vector<int>>(std::move(canonical));
+  return copy;
+}
+
+std::vector<Hop> Topology::unfolded_route(int src, int dst, int qp) const
+{
   if (src < 0 || dst < 0 || src >= counts_.gpus || dst >= counts_.gpus)
     throw UsageError("GPU index out of range: " + std::to_string(src) + " -> " + std::to_string(dst) +
                      " (the topology has " + std::to_string(counts_.gpus) + " GPUs)");

@@ -291,6 +291,14 @@ public:
   /// @brief A copy whose links above the leaves (pod uplinks, inter-building, building uplinks, inter-region)
   /// have their bandwidth divided by `factor`: what one of `factor` identical rails sees of links all rails share.
   Topology with_shared_links_divided(double factor) const;
+  /// @brief A copy folded by a symmetry (topology/symmetry.hpp): every hop of every route is replaced by
+  /// `canonical[hop]` (hop = 2 * link + (forward ? 0 : 1)), and link `k` has its bandwidth divided by
+  /// `stabilizer[k]`, the images of the whole site that coincide on it.
+  Topology with_folded_routes(std::vector<int> canonical, const std::vector<int>& stabilizer) const;
+  /// @brief Whether routes are folded (with_folded_routes).
+  bool folded() const { return fold_ != nullptr; }
+  /// @brief Whether routes may use link `k` (folded routes use only their canonical hops' links).
+  bool route_link(int k) const { return !fold_ || (*fold_)[2 * k] == 2 * k || (*fold_)[2 * k + 1] == 2 * k + 1; }
   /// @brief A copy whose link `k` has its bandwidth multiplied by `factors[k]` (degraded links).
   Topology with_links_scaled(const std::vector<double>& factors) const;
   /// @brief A copy with `faults` applied: failed links keep no bandwidth, degraded ones their fraction, and GPUs
@@ -402,6 +410,8 @@ private:
   /// @brief Imported graphs: marks GPUs that reach no GPU of the largest connected part.
   void mark_cut_off(const std::string& why);
   std::vector<Hop> graph_route(int src, int dst, int qp) const;
+  /// @brief route() before folding.
+  std::vector<Hop> unfolded_route(int src, int dst, int qp) const;
   /// @brief Imported graphs: a least-cost way between two GPUs, by its first and last links and the switches
   /// they reach (a == b: one switch joining only GPUs).
   struct Way {
@@ -445,6 +455,7 @@ private:
   const std::int32_t* distances_to(int fabric_switch) const;
   int fabric_count_ = 0;
   std::vector<int> link_cost_;
+  std::shared_ptr<const std::vector<int>> fold_; ///< canonical hop per hop (with_folded_routes)
 };
 
 /// @brief The long link between two buildings (or regions) `a` and `b`: their override's, or `fallback`.
