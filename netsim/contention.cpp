@@ -25,12 +25,18 @@ double covered(const std::vector<std::pair<double, double>>& busy, double start,
 
 } // namespace
 
+bool contention_applies(const workload::StepGraph& graph)
+{
+  const auto& gpu = graph.job.gpu;
+  return graph.job.effects.sm_contention && gpu.comm_sms > 0 && gpu.gemm.sms > gpu.comm_sms;
+}
+
 std::vector<std::vector<double>> contention_seconds(const workload::StepGraph& graph, const StepResult& first)
 {
   const auto& gpu  = graph.job.gpu;
   const double sms = gpu.gemm.sms, comm = gpu.comm_sms;
   std::vector<std::vector<double>> extra(graph.stages.size());
-  if (!graph.job.effects.sm_contention || comm <= 0 || sms <= comm)
+  if (!contention_applies(graph))
     return extra;
   for (std::size_t s = 0; s < graph.stages.size(); ++s) {
     const auto& ops = graph.stages[s].ops;

@@ -63,23 +63,20 @@ bool applies_to_dimension(const topology::Topology& topology, const workload::St
   return true;
 }
 
-// A second run with each compute op lengthened by what it lost to NCCL's SMs in the first (netsim/contention.cpp),
-// on the first run's lowering with its compute delays lengthened: only compute seconds differ.
-StepResult with_sm_contention(const topology::Topology& topology, const workload::StepGraph& graph,
-                              const placement::Placement& placement, const StepOptions& options, StepResult first,
-                              detail::PreparedStep& prepared)
+/// @brief The step graph with each compute op lengthened by what it lost to NCCL's SMs in `first`
+/// (netsim/contention.cpp); nullopt when nothing was lost.
+std::optional<workload::StepGraph> slowed_by_contention(const workload::StepGraph& graph, const StepResult& first,
+                                                        std::vector<double>& per_stage)
 {
   const auto extra = contention_seconds(graph, first);
   double total     = 0;
   for (const auto& stage : extra)
     for (double e : stage)
       total += e;
-  if (!(total > 0)) {
-    first.engine["sm_contention"] = "none";
-    return first;
-  }
+  if (!(total > 0))
+    return std::nullopt;
   workload::StepGraph slowed = graph;
-  std::vector<double> per_stage(graph.stages.size(), 0);
+  per_stage.assign(graph.stages.size(), 0);
   for (std::size_t s = 0; s < slowed.stages.size(); ++s)
     for (std::size_t i = 0; i < slowed.stages[s].ops.size(); ++i) {
       auto& op = slowed.stages[s].ops[i];
@@ -87,13 +84,62 @@ StepResult with_sm_contention(const topology::Topology& topology, const workload
       op.effects.sm_contention += extra[s][i];
       per_stage[s] += extra[s][i];
     }
-  detail::retime_compute(prepared, slowed);
-  StepResult r    = detail::run_prepared(topology, prepared, slowed, placement, options);
+  return slowed;
+}
+
+std::string contention_note(const workload::StepGraph& graph, const char* how)
+{
+  return std::to_string(graph.job.gpu.comm_sms) + " of " + std::to_string(graph.job.gpu.gemm.sms) +
+         " SMs to communication while it overlaps compute: " + how;
+}
+
+// A second run with each compute op lengthened by what it lost in the first, on the first run's lowering with its
+// compute delays lengthened: only compute seconds differ.
+StepResult with_sm_contention(const topology::Topology& topology, const workload::StepGraph& graph,
+                              const placement::Placement& placement, const StepOptions& options, StepResult first,
+                              detail::PreparedStep& prepared)
+{
+  std::vector<double> per_stage;
+  auto slowed = slowed_by_contention(graph, first, per_stage);
+  if (!slowed) {
+    first.engine["sm_contention"] = "none";
+    return first;
+  }
+  detail::retime_compute(prepared, *slowed);
+  StepResult r              = detail::run_prepared(topology, prepared, *slowed, placement, options);
+  r.sm_contention           = std::move(per_stage);
+  r.engine["sm_contention"] = contention_note(graph, "compute lengthened after a first run, step run again");
+  return r;
+}
+
+// Flow fidelity: the overlap that sets SM contention is read off the analytical engine's run of the step (the flow
+// engine's model: equal max-min shares, latency then bytes; tests/netsim/test_step.cpp checks both engines give the
+// same contention), so SimGrid runs once, on the step with its compute lengthened, instead of twice. `analytical`
+// is null when the effect cannot apply.
+StepResult flow_with_sm_contention(const topology::Topology& topology, const workload::StepGraph& graph,
+                                   const placement::Placement& placement, const StepOptions& options,
+                                   const StepResult* analytical, detail::PreparedStep& prepared)
+{
+  std::vector<double> per_stage;
+  auto slowed = analytical ? slowed_by_contention(graph, *analytical, per_stage) : std::nullopt;
+  if (!slowed) {
+    auto r                    = detail::run_prepared(topology, prepared, graph, placement, options);
+    r.engine["sm_contention"] = "none";
+    return r;
+  }
+  detail::retime_compute(prepared, *slowed);
+  StepResult r    = detail::run_prepared(topology, prepared, *slowed, placement, options);
   r.sm_contention = std::move(per_stage);
   r.engine["sm_contention"] =
-      std::to_string(graph.job.gpu.comm_sms) + " of " + std::to_string(graph.job.gpu.gemm.sms) +
-      " SMs to communication while it overlaps compute: compute lengthened after a first run, step run again";
+      contention_note(graph, "compute lengthened by the overlap of the analytical engine's run (the same model), "
+                             "step run once at flow fidelity");
   return r;
+}
+
+StepOptions at_analytical(StepOptions options)
+{
+  options.fidelity = Fidelity::analytical;
+  return options;
 }
 
 } // namespace
@@ -103,8 +149,17 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
 {
   if (options.collapse_communication) // the optimizer's coarse scoring: one run, no SM contention
     return simulate_step_as_given(topology, graph, placement, options);
+  const bool flow = options.fidelity == Fidelity::flow;
   if (!options.choose_per_step) {
-    auto prepared                 = detail::prepare_step(topology, graph, placement, options);
+    auto prepared = detail::prepare_step(topology, graph, placement, options);
+    if (flow) {
+      std::optional<StepResult> first;
+      if (contention_applies(graph))
+        first = detail::run_prepared(topology, prepared, graph, placement, at_analytical(options));
+      auto r = flow_with_sm_contention(topology, graph, placement, options, first ? &*first : nullptr, prepared);
+      r.engine["collective_choice"] = "per call";
+      return r;
+    }
     auto r                        = detail::run_prepared(topology, prepared, graph, placement, options);
     r.engine["collective_choice"] = "per call";
     return with_sm_contention(topology, graph, placement, options, std::move(r), prepared);
@@ -151,11 +206,20 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   const bool reuse = best_trial && options.fidelity == Fidelity::analytical;
   if (!reuse)
     best_prepared = detail::prepare_step(topology, graph, placement, chosen);
-  auto r = reuse ? std::move(*best_trial) : detail::run_prepared(topology, *best_prepared, graph, placement, chosen);
+  StepResult r;
+  if (flow) {
+    if (!best_trial && contention_applies(graph))
+      best_trial = detail::run_prepared(topology, *best_prepared, graph, placement, at_analytical(chosen));
+    r = flow_with_sm_contention(topology, graph, placement, chosen, best_trial ? &*best_trial : nullptr,
+                                *best_prepared);
+  } else {
+    r = reuse ? std::move(*best_trial) : detail::run_prepared(topology, *best_prepared, graph, placement, chosen);
+    r = with_sm_contention(topology, graph, placement, chosen, std::move(r), *best_prepared);
+  }
   r.engine["collective_choice"] = "per step";
   if (!picks.empty())
     r.engine["collectives_chosen_per_step"] = picks;
-  return with_sm_contention(topology, graph, placement, chosen, std::move(r), *best_prepared);
+  return r;
 }
 
 } // namespace spansim::netsim
