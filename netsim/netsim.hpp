@@ -105,6 +105,10 @@ struct SimgridSettings {
   double maxmin_precision   = 1e-5;
   double timing_precision   = 1e-9;
   double gpu_speed          = 1e15; ///< FLOP/s of a GPU host (compute is modelled as delays today)
+  /// @brief Leave out of SimGrid's routes the link directions no set of the graph's flows can fill (their flows'
+  /// first or last hops add up to no more than their capacity): the same max-min shares, fewer constraints.
+  /// Applies under CM02 without cross traffic or weight-S (netsim/README.md).
+  bool leave_out_slack_links = true;
 
   /// @brief "key:value" strings for Engine::set_config.
   std::vector<std::string> config_lines() const;

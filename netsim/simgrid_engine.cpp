@@ -4,6 +4,7 @@
 #include "common/process.hpp"
 #include "netsim/netsim.hpp"
 #include "netsim/simgrid_platform.hpp"
+#include "netsim/slack_links.hpp"
 
 #include <simgrid/version.h>
 
@@ -244,14 +245,14 @@ std::vector<bool> used_gpus(const topology::Topology& topology, const FlowGraph&
 
 // Runs the graph inside the current process.
 std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGraph& graph,
-                               const SimgridSettings& settings)
+                               const SimgridSettings& settings, const std::vector<bool>& slack)
 {
   int argc     = 1;
   char name[]  = "spansim";
   char* argv[] = {name, nullptr};
   sg4::Engine engine(&argc, argv);
   detail::configure_engine(engine, settings);
-  SimgridPlatform platform(topology, settings.gpu_speed, used_gpus(topology, graph));
+  SimgridPlatform platform(topology, settings.gpu_speed, used_gpus(topology, graph), slack);
 
   const auto& ops = graph.ops();
   const auto n    = ops.size();
@@ -320,7 +321,13 @@ nlohmann::json SimgridSettings::to_json() const
           {"config", config},
           {"latency", "paid by spansim before each flow's bytes; SimGrid links have none, so CM02's "
                       "latency-weighted sharing reduces to equal max-min shares"},
-          {"gpu_speed_flops", gpu_speed}};
+          {"gpu_speed_flops", gpu_speed},
+          {"leave_out_slack_links",
+           !leave_out_slack_links ? "no"
+           : detail::slack_links_apply(*this)
+               ? "yes: link directions whose flows' first or last hops add up to no more than their capacity are "
+                 "left out of routes (the same max-min shares)"
+               : "no: needs CM02 without cross traffic or weight-S"}};
 }
 
 RunResult run_flow(const topology::Topology& topology, const FlowGraph& graph, const SimgridSettings& settings)
@@ -331,8 +338,11 @@ RunResult run_flow(const topology::Topology& topology, const FlowGraph& graph, c
       throw UsageError("flow graph: transfer between GPUs " + std::to_string(op.src) + " and " +
                        std::to_string(op.dst) + " outside the topology's " + std::to_string(topology.gpu_count()) +
                        " GPUs");
+  std::vector<bool> slack;
+  if (settings.leave_out_slack_links && detail::slack_links_apply(settings))
+    slack = detail::slack_links(topology, graph);
   std::string bytes = process::run_in_child([&] {
-    auto timing = simulate(topology, graph, settings);
+    auto timing = simulate(topology, graph, settings, slack);
     return std::string(reinterpret_cast<const char*>(timing.data()), timing.size() * sizeof(OpTiming));
   });
   RunResult result;
@@ -342,8 +352,9 @@ RunResult run_flow(const topology::Topology& topology, const FlowGraph& graph, c
   std::memcpy(result.ops.data(), bytes.data(), bytes.size());
   for (const auto& t : result.ops)
     result.makespan = std::max(result.makespan, t.end);
-  result.settings   = settings.to_json();
-  result.link_bytes = link_bytes(topology, graph);
+  result.settings                                   = settings.to_json();
+  result.settings["slack_link_directions_left_out"] = std::count(slack.begin(), slack.end(), true);
+  result.link_bytes                                 = link_bytes(topology, graph);
   return result;
 }
 

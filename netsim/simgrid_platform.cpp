@@ -22,8 +22,9 @@ sg4::LinkInRoute in_route(sg4::Link* link, bool forward)
 /// @brief A zone of ours whose routes are lists of topology hops over the platform's links.
 class HopZone : public skr::NetZoneImpl {
 public:
-  HopZone(const std::string& name, const Topology& topology, const std::vector<sg4::Link*>& links)
-      : NetZoneImpl(name), topology_(topology), links_(links)
+  HopZone(const std::string& name, const Topology& topology, const std::vector<sg4::Link*>& links,
+          const std::vector<bool>& slack)
+      : NetZoneImpl(name), topology_(topology), links_(links), slack_(slack)
   {
   }
 
@@ -39,13 +40,15 @@ protected:
     std::vector<sg4::LinkInRoute> in;
     in.reserve(hops.size());
     for (const auto& h : hops)
-      in.push_back(in_route(links_[h.link], h.forward));
+      if (slack_.empty() || !slack_[2 * static_cast<std::size_t>(h.link) + (h.forward ? 0 : 1)])
+        in.push_back(in_route(links_[h.link], h.forward));
     auto impls = get_link_list_impl(in, false);
     into->link_list_.insert(into->link_list_.end(), impls.begin(), impls.end());
   }
 
   const Topology& topology_;
   const std::vector<sg4::Link*>& links_;
+  const std::vector<bool>& slack_;
 };
 
 /// @brief A pod: its GPUs and its spine router; every route comes from Topology::route.
@@ -124,7 +127,9 @@ std::string SimgridPlatform::link_name(const Topology& topology, int id)
   return std::string(name_of(topology.links()[id].tier)) + "-" + std::to_string(id);
 }
 
-SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, const std::vector<bool>& gpus)
+SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, const std::vector<bool>& gpus,
+                                 const std::vector<bool>& slack)
+    : slack_(slack)
 {
   const auto& counts = topology.counts();
   const auto& spec   = topology.spec();
@@ -144,7 +149,7 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
     // No hierarchy to nest zones by (or folded routes, which leave one building and come down another's links):
     // one zone, routes computed on demand (a full zone would store GPUs^2).
     auto* root = sg4::create_full_zone("spansim");
-    auto* impl = new GraphZone("spansim-graph", topology, links_);
+    auto* impl = new GraphZone("spansim-graph", topology, links_, slack_);
     auto* zone = impl->get_iface();
     zone->set_parent(root);
     // A host per queue pair: SimGrid routes per pair of hosts, and ECMP sends each queue pair its own way.
@@ -202,7 +207,7 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
     std::vector<sg4::NetZone*> pod_zones;
     std::vector<skr::NetPoint*> spines;
     for (int p = b * pods_per_building; p < (b + 1) * pods_per_building; ++p) {
-      auto* impl = new RailZone(topology.vertex_name(topology.spine_vertex(p)) + "-zone", topology, links_);
+      auto* impl = new RailZone(topology.vertex_name(topology.spine_vertex(p)) + "-zone", topology, links_, slack_);
       auto* pod  = impl->get_iface();
       pod->set_parent(building);
       for (int g = p * gpus_per_pod; g < (p + 1) * gpus_per_pod; ++g) {

@@ -31,8 +31,10 @@ namespace sg4 = simgrid::s4u;
 class SimgridPlatform {
 public:
   /// @brief Builds the platform into the (already configured) engine's root, with hosts for the GPUs marked
-  /// in `gpus` (all of them when it is empty); host() of any other GPU is null.
-  SimgridPlatform(const topology::Topology& topology, double gpu_speed, const std::vector<bool>& gpus = {});
+  /// in `gpus` (all of them when it is empty); host() of any other GPU is null. Routes computed from topology
+  /// hops leave out the link directions marked in `slack` (2 x link + 0 forward, + 1 backward; netsim/slack_links.hpp).
+  SimgridPlatform(const topology::Topology& topology, double gpu_speed, const std::vector<bool>& gpus = {},
+                  const std::vector<bool>& slack = {});
 
   sg4::Host* host(int gpu) const { return hosts_[gpu]; }
   /// @brief The host standing for queue pair `qp` of a GPU (an imported graph under ECMP routes each apart).
@@ -46,6 +48,7 @@ private:
   std::vector<sg4::Host*> qp_hosts_; ///< gpu x qps + qp, for qp > 0
   int qps_ = 1;
   std::vector<sg4::Link*> links_;
+  std::vector<bool> slack_; ///< read by the zones' routes while the engine runs
 };
 
 /// @brief Applies spansim's pinned settings to a new engine and quiets SimGrid's own logging.

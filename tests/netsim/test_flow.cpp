@@ -207,3 +207,59 @@ TEST_CASE("two runs of the same graph give identical numbers", "[flow]")
   for (std::size_t i = 0; i < a.ops.size(); ++i)
     CHECK(a.ops[i].end == b.ops[i].end);
 }
+
+TEST_CASE("a link its flows' first hops cannot fill is left out of SimGrid's routes, with the same shares",
+          "[flow][slack]")
+{
+  // Two GPUs of building w each send 1 GB to one of e's over the long link. Their 400 Gbps NICs (the first
+  // hops) add up to 800 Gbps: a 1 Tbps long link cannot bind and is left out; each flow runs at 400 Gbps. At
+  // 600 Gbps it binds and stays: each flow gets 300 Gbps.
+  const double bytes = 1e9;
+  for (const char* capacity : {"1Tbps", "600Gbps"}) {
+    test::TwoSites p;
+    p.parallel = 1;
+    p.capacity = capacity;
+    topology::Topology t(test::two_sites(p));
+    FlowGraph g;
+    g.add_transfer(0, 2, bytes);
+    g.add_transfer(1, 3, bytes);
+    const bool binds   = std::string(capacity) == "600Gbps";
+    const double share = binds ? 600e9 / 8 / 2 : 400e9 / 8;
+    for (bool leave_out : {true, false}) {
+      SimgridSettings s;
+      s.leave_out_slack_links = leave_out;
+      auto r                  = run_flow(t, g, s);
+      const int left_out      = r.settings["slack_link_directions_left_out"].get<int>();
+      std::cout << capacity << " long link, leave out slack links " << leave_out << ": " << left_out
+                << " link direction(s) left out\n";
+      CHECK(left_out == (leave_out && !binds ? 1 : 0));
+      for (int i = 0; i < 2; ++i)
+        expect_within(std::string("flow over a ") + capacity + " long link",
+                      t.route_latency(t.route(i, i + 2)) + bytes / share, r.ops[i].end, 1e-6);
+    }
+  }
+}
+
+TEST_CASE("slack links: every op ends as without them when flows also share a NIC", "[flow][slack]")
+{
+  // GPU 1 sends across and to GPU 0 at once (its NIC shared by two flows), GPU 0 across: the long link (800 Gbps of
+  // first hops under 1 Tbps) is the only slack link direction; the GPU links are first or last hops and stay.
+  test::TwoSites p;
+  p.parallel = 1;
+  p.capacity = "1Tbps";
+  topology::Topology t(test::two_sites(p));
+  FlowGraph g;
+  g.add_transfer(0, 2, 1e9);
+  g.add_transfer(1, 0, 1e9);
+  g.add_transfer(1, 3, 1e9);
+  auto with    = run_flow(t, g);
+  auto without = run_flow(t, g, [] {
+    SimgridSettings s;
+    s.leave_out_slack_links = false;
+    return s;
+  }());
+  CHECK(with.settings["slack_link_directions_left_out"].get<int>() == 1);
+  for (std::size_t i = 0; i < g.ops().size(); ++i)
+    expect_within("op " + std::to_string(i) + " with and without the slack link", without.ops[i].end, with.ops[i].end,
+                  1e-12);
+}

@@ -293,6 +293,33 @@ TEST_CASE("SM contention: compute overlapped by communication loses NCCL's SMs f
   }
 }
 
+TEST_CASE("flow fidelity: links left out as slack change no op of a step", "[step][slack]")
+{
+  // Pipeline pairs and DP rings over the NICs and leaf uplinks of both buildings: a rail's leaf uplinks (12.8
+  // Tbps) carry at most its 32 NICs (12.03 Tbps at NCCL efficiency), so SimGrid runs without them.
+  topology::Topology topo(topology::load_topology_spec("two-buildings"));
+  auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 2}, {"dp", 8}, {"data_parallel", "fsdp"}}, {{"kind", "1f1b"}}, 32, 2048);
+  auto graph = workload::build_step_graph(j);
+  placement::Placement place(
+      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}, {"bldg-a", "bldg-b"}});
+  netsim::StepOptions o;
+  o.fidelity                             = netsim::Fidelity::flow;
+  const auto with                        = netsim::simulate_step(topo, graph, place, o);
+  o.engine.simgrid.leave_out_slack_links = false;
+  const auto without                     = netsim::simulate_step(topo, graph, place, o);
+  const int left_out                     = with.engine["slack_link_directions_left_out"].get<int>();
+  std::cout << "link directions left out: " << left_out << "\n";
+  CHECK(left_out > 0);
+  CHECK(without.engine["slack_link_directions_left_out"].get<int>() == 0);
+  expect_within("step with and without slack links", without.step_time, with.step_time, 1e-12);
+  double worst = 0;
+  for (std::size_t s = 0; s < with.ops.size(); ++s)
+    for (std::size_t i = 0; i < with.ops[s].size(); ++i)
+      worst = std::max(worst, std::abs(with.ops[s][i].end - without.ops[s][i].end) / without.step_time);
+  std::cout << "worst op end difference: " << worst << " of the step (tolerance 1e-12)\n";
+  CHECK(worst <= 1e-12);
+}
+
 TEST_CASE("DP unit by unit: a reduction the backward hides leaves only the last unit exposed", "[step][effects]")
 {
   // A long backward (one 64K-token sequence per rank) and the gradient of a 4-layer model: the units reduced
