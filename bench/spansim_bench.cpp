@@ -383,6 +383,17 @@ std::function<void(Figures&)> reliability_405b(const char* preset, int dp, int s
   };
 }
 
+// Runs `body` on one step of Llama 3 405B over all 131,072 GPUs of two-regions (DP 1,024), in the default order.
+void on_405b_131k(const std::function<void(const topology::Topology&, const workload::JobSpec&,
+                                           const workload::StepGraph&, const placement::Placement&)>& body)
+{
+  topology::Topology topo(topology::load_topology_spec("two-regions"));
+  auto job   = workload::parse_job(job_405b(1024), "bench-405b.json");
+  auto graph = workload::build_step_graph(job);
+  placement::Placement place(topo, job, {});
+  body(topo, job, graph, place);
+}
+
 std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* fidelity, bool imported = false,
                                         bool ecmp_spines = false)
 {
@@ -616,63 +627,61 @@ std::vector<Case> cases()
   // Issue 17: the 131K step analytical with building symmetry (timed) and without, compared link by link.
   all.push_back(
       {"405B step 131K symmetry vs full", "two-regions", "analytical", nullptr, 0, "", true, [](Figures& f) {
-         topology::Topology topo(topology::load_topology_spec("two-regions"));
-         auto job   = workload::parse_job(job_405b(1024), "bench-405b.json");
-         auto graph = workload::build_step_graph(job);
-         placement::Placement place(topo, job, {});
-         netsim::StepOptions o;
-         o.fidelity          = netsim::Fidelity::analytical;
-         auto start          = Clock::now();
-         auto folded         = netsim::simulate_step(topo, graph, place, o);
-         f.engine_wall       = seconds_since(start);
-         o.building_symmetry = false;
-         start               = Clock::now();
-         auto full           = netsim::simulate_step(topo, graph, place, o);
-         const double wall   = seconds_since(start);
-         double worst        = 0;
-         for (std::size_t k = 0; k < full.link_bytes.size(); ++k)
-           if (full.link_bytes[k] > 0)
-             worst = std::max(worst, std::abs(folded.link_bytes[k] - full.link_bytes[k]) / full.link_bytes[k]);
-         f.simulated = folded.step_time;
-         f.gpus      = static_cast<int>(job.gpus);
-         f.transfers = static_cast<long>(folded.transfers.size());
-         std::snprintf(f.note, sizeof f.note, "unfolded: %.1f s, step %.11g s (%+.1e rel.), worst link %.1e rel.", wall,
-                       full.step_time, (folded.step_time - full.step_time) / full.step_time, worst);
+         on_405b_131k([&](const topology::Topology& topo, const workload::JobSpec& job,
+                          const workload::StepGraph& graph, const placement::Placement& place) {
+           netsim::StepOptions o;
+           o.fidelity          = netsim::Fidelity::analytical;
+           auto start          = Clock::now();
+           auto folded         = netsim::simulate_step(topo, graph, place, o);
+           f.engine_wall       = seconds_since(start);
+           o.building_symmetry = false;
+           start               = Clock::now();
+           auto full           = netsim::simulate_step(topo, graph, place, o);
+           const double wall   = seconds_since(start);
+           double worst        = 0;
+           for (std::size_t k = 0; k < full.link_bytes.size(); ++k)
+             if (full.link_bytes[k] > 0)
+               worst = std::max(worst, std::abs(folded.link_bytes[k] - full.link_bytes[k]) / full.link_bytes[k]);
+           f.simulated = folded.step_time;
+           f.gpus      = static_cast<int>(job.gpus);
+           f.transfers = static_cast<long>(folded.transfers.size());
+           std::snprintf(f.note, sizeof f.note, "unfolded: %.1f s, step %.11g s (%+.1e rel.), worst link %.1e rel.",
+                         wall, full.step_time, (folded.step_time - full.step_time) / full.step_time, worst);
+         });
        }});
   // Issue 17: the 131K step at flow fidelity with slack links left out of SimGrid's routes (timed) and with every
   // link, compared op by op.
   all.push_back(
       {"405B step 131K slack links vs all", "two-regions", "flow", nullptr, 0, "", true, [](Figures& f) {
-         topology::Topology topo(topology::load_topology_spec("two-regions"));
-         auto job   = workload::parse_job(job_405b(1024), "bench-405b.json");
-         auto graph = workload::build_step_graph(job);
-         placement::Placement place(topo, job, {});
-         netsim::StepOptions o;
-         o.fidelity                             = netsim::Fidelity::flow;
-         double cpu                             = user_cpu_seconds(RUSAGE_CHILDREN);
-         auto start                             = Clock::now();
-         const auto slack                       = netsim::simulate_step(topo, graph, place, o);
-         f.engine_wall                          = seconds_since(start);
-         const double slack_cpu                 = user_cpu_seconds(RUSAGE_CHILDREN) - cpu;
-         o.engine.simgrid.leave_out_slack_links = false;
-         cpu                                    = user_cpu_seconds(RUSAGE_CHILDREN);
-         start                                  = Clock::now();
-         const auto all_links                   = netsim::simulate_step(topo, graph, place, o);
-         const double wall                      = seconds_since(start);
-         const double all_cpu                   = user_cpu_seconds(RUSAGE_CHILDREN) - cpu;
-         double worst                           = 0;
-         for (std::size_t s = 0; s < slack.ops.size(); ++s)
-           for (std::size_t i = 0; i < slack.ops[s].size(); ++i)
-             worst = std::max(worst, std::abs(slack.ops[s][i].end - all_links.ops[s][i].end) / all_links.step_time);
-         f.simulated  = slack.step_time;
-         f.gpus       = static_cast<int>(job.gpus);
-         f.transfers  = static_cast<long>(slack.transfers.size());
-         f.engine_rss = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
-         std::snprintf(f.note, sizeof f.note,
-                       "%d directions left out, SimGrid %.1f s CPU; every link: %.1f s, SimGrid %.1f s CPU, step "
-                       "%+.1e rel., worst op end %.1e of the step",
-                       slack.engine.value("slack_link_directions_left_out", 0), slack_cpu, wall, all_cpu,
-                       (slack.step_time - all_links.step_time) / all_links.step_time, worst);
+         on_405b_131k([&](const topology::Topology& topo, const workload::JobSpec& job,
+                          const workload::StepGraph& graph, const placement::Placement& place) {
+           netsim::StepOptions o;
+           o.fidelity                             = netsim::Fidelity::flow;
+           double cpu                             = user_cpu_seconds(RUSAGE_CHILDREN);
+           auto start                             = Clock::now();
+           const auto slack                       = netsim::simulate_step(topo, graph, place, o);
+           f.engine_wall                          = seconds_since(start);
+           const double slack_cpu                 = user_cpu_seconds(RUSAGE_CHILDREN) - cpu;
+           o.engine.simgrid.leave_out_slack_links = false;
+           cpu                                    = user_cpu_seconds(RUSAGE_CHILDREN);
+           start                                  = Clock::now();
+           const auto all_links                   = netsim::simulate_step(topo, graph, place, o);
+           const double wall                      = seconds_since(start);
+           const double all_cpu                   = user_cpu_seconds(RUSAGE_CHILDREN) - cpu;
+           double worst                           = 0;
+           for (std::size_t s = 0; s < slack.ops.size(); ++s)
+             for (std::size_t i = 0; i < slack.ops[s].size(); ++i)
+               worst = std::max(worst, std::abs(slack.ops[s][i].end - all_links.ops[s][i].end) / all_links.step_time);
+           f.simulated  = slack.step_time;
+           f.gpus       = static_cast<int>(job.gpus);
+           f.transfers  = static_cast<long>(slack.transfers.size());
+           f.engine_rss = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+           std::snprintf(f.note, sizeof f.note,
+                         "%d directions left out, SimGrid %.1f s CPU; every link: %.1f s, SimGrid %.1f s CPU, step "
+                         "%+.1e rel., worst op end %.1e of the step",
+                         slack.engine.value("slack_link_directions_left_out", 0), slack_cpu, wall, all_cpu,
+                         (slack.step_time - all_links.step_time) / all_links.step_time, worst);
+         });
        }});
   // Issue 13: 1,000 sampled steps at 16K GPUs and 60 days of a 131K-GPU run.
   all.push_back({"variability 1000 steps 405B 16K", "two-buildings", "analytical", nullptr, 60, "< 60 s", false,

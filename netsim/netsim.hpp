@@ -110,6 +110,10 @@ struct SimgridSettings {
   /// Applies under CM02 without cross traffic or weight-S (netsim/README.md).
   bool leave_out_slack_links = true;
 
+  /// @brief Whether SimGrid computes the analytical engine's model under these settings (CM02 with equal shares:
+  /// no cross traffic, TCP gamma or weight-S, latency and bandwidth factors 1), so that an analytical run can stand
+  /// in for a flow run.
+  bool analytical_model() const;
   /// @brief "key:value" strings for Engine::set_config.
   std::vector<std::string> config_lines() const;
   /// @brief The effective settings for results.
@@ -224,9 +228,11 @@ RunResult run(const topology::Topology& topology, const FlowGraph& graph, Fideli
               const EngineOptions& options);
 
 /// @brief The SimGrid route between pairs of GPUs, as link names ("nic-12_UP"), computed in a child process.
-/// Used to check that the platform routes exactly as Topology::route.
+/// Used to check that the platform routes exactly as Topology::route; with `leave_out_slack`, as a run of one
+/// transfer per pair would route them, slack links left out (SimgridSettings::leave_out_slack_links).
 std::vector<std::vector<std::string>> simgrid_routes(const topology::Topology& topology,
-                                                     const std::vector<std::pair<int, int>>& pairs);
+                                                     const std::vector<std::pair<int, int>>& pairs,
+                                                     bool leave_out_slack = false);
 /// @brief The same names for a topology route, for comparison with simgrid_routes.
 std::vector<std::string> route_link_names(const topology::Topology& topology, const std::vector<topology::Hop>& route);
 

@@ -295,6 +295,12 @@ std::vector<OpTiming> simulate(const topology::Topology& topology, const FlowGra
 
 } // namespace
 
+bool SimgridSettings::analytical_model() const
+{
+  return network_model == "CM02" && !crosstraffic && tcp_gamma == 0 && latency_factor == 1 && bandwidth_factor == 1 &&
+         weight_s == 0;
+}
+
 std::vector<std::string> SimgridSettings::config_lines() const
 {
   return {"network/model:" + network_model,
@@ -366,9 +372,16 @@ std::vector<std::string> route_link_names(const topology::Topology& topology, co
   return names;
 }
 
-std::vector<std::vector<std::string>> simgrid_routes(const topology::Topology& topology,
-                                                     const std::vector<std::pair<int, int>>& pairs)
+std::vector<std::vector<std::string>>
+simgrid_routes(const topology::Topology& topology, const std::vector<std::pair<int, int>>& pairs, bool leave_out_slack)
 {
+  std::vector<bool> slack;
+  if (leave_out_slack) {
+    FlowGraph graph;
+    for (auto [src, dst] : pairs)
+      graph.add_transfer(src, dst, 1);
+    slack = detail::slack_links(topology, graph);
+  }
   std::string text = process::run_in_child([&] {
     int argc     = 1;
     char name[]  = "spansim";
@@ -379,7 +392,7 @@ std::vector<std::vector<std::string>> simgrid_routes(const topology::Topology& t
     for (auto [src, dst] : pairs)
       if (src >= 0 && dst >= 0 && src < topology.gpu_count() && dst < topology.gpu_count())
         used[src] = used[dst] = true;
-    SimgridPlatform platform(topology, 1e15, used);
+    SimgridPlatform platform(topology, 1e15, used, slack);
     nlohmann::json out = nlohmann::json::array();
     for (auto [src, dst] : pairs) {
       std::vector<sg4::Link*> links;

@@ -40,7 +40,7 @@ protected:
     std::vector<sg4::LinkInRoute> in;
     in.reserve(hops.size());
     for (const auto& h : hops)
-      if (slack_.empty() || !slack_[2 * static_cast<std::size_t>(h.link) + (h.forward ? 0 : 1)])
+      if (slack_.empty() || !slack_[direction_index(h)])
         in.push_back(in_route(links_[h.link], h.forward));
     auto impls = get_link_list_impl(in, false);
     into->link_list_.insert(into->link_list_.end(), impls.begin(), impls.end());
@@ -121,6 +121,14 @@ std::pair<sg4::NetZone*, skr::NetPoint*> router_zone(const std::string& name, sg
 }
 
 } // namespace
+
+bool hop_routed(const Topology& topology, int id)
+{
+  if (topology.imported() || topology.folded())
+    return true;
+  const auto tier = topology.links()[id].tier;
+  return tier == topology::Tier::nvlink || tier == topology::Tier::nic || tier == topology::Tier::leaf_spine;
+}
 
 std::string SimgridPlatform::link_name(const Topology& topology, int id)
 {

@@ -51,6 +51,17 @@ private:
   std::vector<bool> slack_; ///< read by the zones' routes while the engine runs
 };
 
+/// @brief Index of a link direction in per-direction vectors: 2 x link, + 1 when traversed backward.
+inline std::size_t direction_index(const topology::Hop& hop)
+{
+  return 2 * static_cast<std::size_t>(hop.link) + (hop.forward ? 0 : 1);
+}
+
+/// @brief Whether SimgridPlatform's routes take link `id` from topology hops, where a slack direction can be left
+/// out: every link of an imported or folded topology; in the nested platform, the NVLinks, NICs and leaf uplinks
+/// inside pods (the links above them are on zone-to-zone routes, which are kept whole).
+bool hop_routed(const topology::Topology& topology, int id);
+
 /// @brief Applies spansim's pinned settings to a new engine and quiets SimGrid's own logging.
 void configure_engine(sg4::Engine& engine, const SimgridSettings& settings);
 

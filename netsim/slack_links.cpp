@@ -6,18 +6,11 @@
 // leaf uplinks are the common case: 32 NICs of 376 Gbps under 12.8 Tbps of uplinks.
 #include "netsim/slack_links.hpp"
 
+#include "netsim/simgrid_platform.hpp"
+
 #include <unordered_set>
 
 namespace spansim::netsim::detail {
-
-namespace {
-
-int directed(const topology::Hop& h)
-{
-  return 2 * h.link + (h.forward ? 0 : 1);
-}
-
-} // namespace
 
 std::vector<bool> slack_links(const topology::Topology& topology, const FlowGraph& graph)
 {
@@ -40,15 +33,15 @@ std::vector<bool> slack_links(const topology::Topology& topology, const FlowGrap
     const auto route = topology.route(o.src, o.dst, o.qp);
     if (route.empty())
       continue;
-    const int first = directed(route.front());
-    const int last  = directed(route.back());
+    const auto first = direction_index(route.front());
+    const auto last  = direction_index(route.back());
     end_hop[first] = end_hop[last] = true;
     for (std::size_t i = 1; i + 1 < route.size(); ++i) {
-      const auto d = static_cast<std::uint64_t>(directed(route[i]));
+      const auto d = direction_index(route[i]);
       crossed[d]   = true;
-      if (first_seen.insert(d * directions + static_cast<std::uint64_t>(first)).second)
+      if (first_seen.insert(d * directions + first).second)
         first_sum[d] += links[route.front().link].bandwidth;
-      if (last_seen.insert(d * directions + static_cast<std::uint64_t>(last)).second)
+      if (last_seen.insert(d * directions + last).second)
         last_sum[d] += links[route.back().link].bandwidth;
     }
   }
@@ -56,7 +49,8 @@ std::vector<bool> slack_links(const topology::Topology& topology, const FlowGrap
   for (std::uint64_t d = 0; d < directions; ++d) {
     // A margin keeps a link whose feeders add up to its capacity but for rounding (it could fill with them).
     const double capacity = links[d / 2].bandwidth * (1 - 1e-9);
-    slack[d]              = crossed[d] && !end_hop[d] && (first_sum[d] <= capacity || last_sum[d] <= capacity);
+    slack[d]              = crossed[d] && !end_hop[d] && (first_sum[d] <= capacity || last_sum[d] <= capacity) &&
+               hop_routed(topology, static_cast<int>(d / 2));
   }
   return slack;
 }

@@ -13,7 +13,8 @@ namespace spansim::netsim::detail {
 /// it is neither the first nor the last hop of any of them, and the distinct first hops (or the distinct last
 /// hops) of the transfers through it add up to no more than its capacity. Every flow through it then crosses one
 /// of those hops, so their constraints keep its load under its capacity: the max-min shares are the same without
-/// its constraint.
+/// its constraint. Only directions SimgridPlatform routes hop by hop are marked (hop_routed). Routes are assumed
+/// to cross a direction at most once, as the tree's and shortest paths do.
 std::vector<bool> slack_links(const topology::Topology& topology, const FlowGraph& graph);
 
 /// @brief Whether SimGrid's shares under `settings` are plain max-min with one coefficient per flow on every link

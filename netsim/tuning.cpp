@@ -63,10 +63,15 @@ bool applies_to_dimension(const topology::Topology& topology, const workload::St
   return true;
 }
 
+/// @brief A step graph with its compute lengthened by SM contention, and the seconds added per stage.
+struct Slowed {
+  workload::StepGraph graph;
+  std::vector<double> per_stage;
+};
+
 /// @brief The step graph with each compute op lengthened by what it lost to NCCL's SMs in `first`
 /// (netsim/contention.cpp); nullopt when nothing was lost.
-std::optional<workload::StepGraph> slowed_by_contention(const workload::StepGraph& graph, const StepResult& first,
-                                                        std::vector<double>& per_stage)
+std::optional<Slowed> slowed_by_contention(const workload::StepGraph& graph, const StepResult& first)
 {
   const auto extra = contention_seconds(graph, first);
   double total     = 0;
@@ -75,71 +80,63 @@ std::optional<workload::StepGraph> slowed_by_contention(const workload::StepGrap
       total += e;
   if (!(total > 0))
     return std::nullopt;
-  workload::StepGraph slowed = graph;
-  per_stage.assign(graph.stages.size(), 0);
-  for (std::size_t s = 0; s < slowed.stages.size(); ++s)
-    for (std::size_t i = 0; i < slowed.stages[s].ops.size(); ++i) {
-      auto& op = slowed.stages[s].ops[i];
+  Slowed slowed{graph, std::vector<double>(graph.stages.size(), 0)};
+  for (std::size_t s = 0; s < slowed.graph.stages.size(); ++s)
+    for (std::size_t i = 0; i < slowed.graph.stages[s].ops.size(); ++i) {
+      auto& op = slowed.graph.stages[s].ops[i];
       op.seconds += extra[s][i];
       op.effects.sm_contention += extra[s][i];
-      per_stage[s] += extra[s][i];
+      slowed.per_stage[s] += extra[s][i];
     }
   return slowed;
 }
 
-std::string contention_note(const workload::StepGraph& graph, const char* how)
-{
-  return std::to_string(graph.job.gpu.comm_sms) + " of " + std::to_string(graph.job.gpu.gemm.sms) +
-         " SMs to communication while it overlaps compute: " + how;
-}
+/// @brief A run of the step without SM contention, whose overlaps set the contention.
+struct FirstRun {
+  StepResult result;
+  /// @brief Whether it ran at the step's own fidelity (then it is the step when nothing is lost); otherwise it is
+  /// the analytical engine's, standing in for the flow engine's.
+  bool own_fidelity = true;
+};
 
-// A second run with each compute op lengthened by what it lost in the first, on the first run's lowering with its
-// compute delays lengthened: only compute seconds differ.
-StepResult with_sm_contention(const topology::Topology& topology, const workload::StepGraph& graph,
-                              const placement::Placement& placement, const StepOptions& options, StepResult first,
-                              detail::PreparedStep& prepared)
+// Flow fidelity reads the overlaps off the analytical engine's run when SimGrid computes the same model (equal
+// max-min shares, latency then bytes; tests/netsim/test_step.cpp checks both give the same contention), so SimGrid
+// runs once, on the step with its compute lengthened, instead of twice.
+bool analytical_first(const StepOptions& options)
 {
-  std::vector<double> per_stage;
-  auto slowed = slowed_by_contention(graph, first, per_stage);
-  if (!slowed) {
-    first.engine["sm_contention"] = "none";
-    return first;
-  }
-  detail::retime_compute(prepared, *slowed);
-  StepResult r              = detail::run_prepared(topology, prepared, *slowed, placement, options);
-  r.sm_contention           = std::move(per_stage);
-  r.engine["sm_contention"] = contention_note(graph, "compute lengthened after a first run, step run again");
-  return r;
-}
-
-// Flow fidelity: the overlap that sets SM contention is read off the analytical engine's run of the step (the flow
-// engine's model: equal max-min shares, latency then bytes; tests/netsim/test_step.cpp checks both engines give the
-// same contention), so SimGrid runs once, on the step with its compute lengthened, instead of twice. `analytical`
-// is null when the effect cannot apply.
-StepResult flow_with_sm_contention(const topology::Topology& topology, const workload::StepGraph& graph,
-                                   const placement::Placement& placement, const StepOptions& options,
-                                   const StepResult* analytical, detail::PreparedStep& prepared)
-{
-  std::vector<double> per_stage;
-  auto slowed = analytical ? slowed_by_contention(graph, *analytical, per_stage) : std::nullopt;
-  if (!slowed) {
-    auto r                    = detail::run_prepared(topology, prepared, graph, placement, options);
-    r.engine["sm_contention"] = "none";
-    return r;
-  }
-  detail::retime_compute(prepared, *slowed);
-  StepResult r    = detail::run_prepared(topology, prepared, *slowed, placement, options);
-  r.sm_contention = std::move(per_stage);
-  r.engine["sm_contention"] =
-      contention_note(graph, "compute lengthened by the overlap of the analytical engine's run (the same model), "
-                             "step run once at flow fidelity");
-  return r;
+  return options.fidelity == Fidelity::flow && options.engine.simgrid.analytical_model();
 }
 
 StepOptions at_analytical(StepOptions options)
 {
   options.fidelity = Fidelity::analytical;
   return options;
+}
+
+// The step at its fidelity with each compute op lengthened by what it lost in `first`, run on the prepared lowering
+// with its compute delays lengthened (only compute seconds differ). Without a first run (the effect cannot apply)
+// the step runs as it is.
+StepResult with_sm_contention(const topology::Topology& topology, const workload::StepGraph& graph,
+                              const placement::Placement& placement, const StepOptions& options,
+                              std::optional<FirstRun> first, detail::PreparedStep& prepared)
+{
+  auto slowed = first ? slowed_by_contention(graph, first->result) : std::nullopt;
+  if (!slowed) {
+    StepResult r              = first && first->own_fidelity ? std::move(first->result)
+                                                             : detail::run_prepared(topology, prepared, graph, placement, options);
+    r.engine["sm_contention"] = "none";
+    return r;
+  }
+  detail::retime_compute(prepared, slowed->graph);
+  StepResult r    = detail::run_prepared(topology, prepared, slowed->graph, placement, options);
+  r.sm_contention = std::move(slowed->per_stage);
+  r.engine["sm_contention"] =
+      std::to_string(graph.job.gpu.comm_sms) + " of " + std::to_string(graph.job.gpu.gemm.sms) +
+      " SMs to communication while it overlaps compute: " +
+      (first->own_fidelity ? "compute lengthened after a first run, step run again"
+                           : "compute lengthened by the overlaps of the analytical engine's run (the same model), "
+                             "step run once at flow fidelity");
+  return r;
 }
 
 } // namespace
@@ -149,26 +146,22 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
 {
   if (options.collapse_communication) // the optimizer's coarse scoring: one run, no SM contention
     return simulate_step_as_given(topology, graph, placement, options);
-  const bool flow = options.fidelity == Fidelity::flow;
   if (!options.choose_per_step) {
     auto prepared = detail::prepare_step(topology, graph, placement, options);
-    if (flow) {
-      std::optional<StepResult> first;
-      if (contention_applies(graph))
-        first = detail::run_prepared(topology, prepared, graph, placement, at_analytical(options));
-      auto r = flow_with_sm_contention(topology, graph, placement, options, first ? &*first : nullptr, prepared);
-      r.engine["collective_choice"] = "per call";
-      return r;
-    }
-    auto r                        = detail::run_prepared(topology, prepared, graph, placement, options);
+    std::optional<FirstRun> first;
+    if (!analytical_first(options))
+      first = FirstRun{detail::run_prepared(topology, prepared, graph, placement, options), true};
+    else if (contention_applies(graph))
+      first = FirstRun{detail::run_prepared(topology, prepared, graph, placement, at_analytical(options)), false};
+    auto r                        = with_sm_contention(topology, graph, placement, options, std::move(first), prepared);
     r.engine["collective_choice"] = "per call";
-    return with_sm_contention(topology, graph, placement, options, std::move(r), prepared);
+    return r;
   }
   StepOptions chosen     = options;
   chosen.choose_per_step = false;
   const auto across      = dimensions_across_nodes(topology, graph, placement);
   nlohmann::json picks   = nlohmann::json::object();
-  std::optional<StepResult> best_trial; // the final run when it is analytical
+  std::optional<StepResult> best_trial; // the fastest analytical trial of the last dimension settled
   std::optional<detail::PreparedStep> best_prepared;
   for (Dim d : workload::kDims) {
     if (options.algorithms[d] != Algorithm::automatic || !across[d])
@@ -201,21 +194,24 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
     chosen.algorithms[d]           = best;
     picks[std::string(name_of(d))] = best == Algorithm::automatic ? "auto (per call)" : std::string(name_of(best));
   }
-  // An analytical trial is the final run; its lowering serves the second run. Otherwise the step is lowered
-  // again for the chosen fidelity's run.
+  // The winning trial is a run of the step without SM contention: at analytical fidelity it is the step's first run
+  // and its lowering serves the second; at flow fidelity its overlaps stand in for SimGrid's (its lowering at
+  // analytical fidelity times lone NVLink collectives as delays, with the same ends). Otherwise the step is lowered
+  // again for the chosen fidelity.
   const bool reuse = best_trial && options.fidelity == Fidelity::analytical;
   if (!reuse)
     best_prepared = detail::prepare_step(topology, graph, placement, chosen);
-  StepResult r;
-  if (flow) {
-    if (!best_trial && contention_applies(graph))
-      best_trial = detail::run_prepared(topology, *best_prepared, graph, placement, at_analytical(chosen));
-    r = flow_with_sm_contention(topology, graph, placement, chosen, best_trial ? &*best_trial : nullptr,
-                                *best_prepared);
-  } else {
-    r = reuse ? std::move(*best_trial) : detail::run_prepared(topology, *best_prepared, graph, placement, chosen);
-    r = with_sm_contention(topology, graph, placement, chosen, std::move(r), *best_prepared);
-  }
+  std::optional<FirstRun> first;
+  if (reuse)
+    first = FirstRun{std::move(*best_trial), true};
+  else if (!analytical_first(chosen))
+    first = FirstRun{detail::run_prepared(topology, *best_prepared, graph, placement, chosen), true};
+  else if (contention_applies(graph))
+    first =
+        FirstRun{best_trial ? std::move(*best_trial)
+                            : detail::run_prepared(topology, *best_prepared, graph, placement, at_analytical(chosen)),
+                 false};
+  auto r = with_sm_contention(topology, graph, placement, chosen, std::move(first), *best_prepared);
   r.engine["collective_choice"] = "per step";
   if (!picks.empty())
     r.engine["collectives_chosen_per_step"] = picks;

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -208,58 +209,83 @@ TEST_CASE("two runs of the same graph give identical numbers", "[flow]")
     CHECK(a.ops[i].end == b.ops[i].end);
 }
 
-TEST_CASE("a link its flows' first hops cannot fill is left out of SimGrid's routes, with the same shares",
-          "[flow][slack]")
+namespace {
+
+// Whether SimGrid's route for the first pair, slack links left out for a run of all the pairs, crosses the middle
+// hop of its topology route (the long link), and whether it crosses its end hops.
+std::pair<bool, bool> crosses_long_link(const topology::Topology& t, const std::vector<std::pair<int, int>>& pairs)
 {
-  // Two GPUs of building w each send 1 GB to one of e's over the long link. Their 400 Gbps NICs (the first
-  // hops) add up to 800 Gbps: a 1 Tbps long link cannot bind and is left out; each flow runs at 400 Gbps. At
-  // 600 Gbps it binds and stays: each flow gets 300 Gbps.
-  const double bytes = 1e9;
-  for (const char* capacity : {"1Tbps", "600Gbps"}) {
-    test::TwoSites p;
-    p.parallel = 1;
-    p.capacity = capacity;
-    topology::Topology t(test::two_sites(p));
-    FlowGraph g;
-    g.add_transfer(0, 2, bytes);
-    g.add_transfer(1, 3, bytes);
-    const bool binds   = std::string(capacity) == "600Gbps";
-    const double share = binds ? 600e9 / 8 / 2 : 400e9 / 8;
-    for (bool leave_out : {true, false}) {
-      SimgridSettings s;
-      s.leave_out_slack_links = leave_out;
-      auto r                  = run_flow(t, g, s);
-      const int left_out      = r.settings["slack_link_directions_left_out"].get<int>();
-      std::cout << capacity << " long link, leave out slack links " << leave_out << ": " << left_out
-                << " link direction(s) left out\n";
-      CHECK(left_out == (leave_out && !binds ? 1 : 0));
-      for (int i = 0; i < 2; ++i)
-        expect_within(std::string("flow over a ") + capacity + " long link",
-                      t.route_latency(t.route(i, i + 2)) + bytes / share, r.ops[i].end, 1e-6);
-    }
-  }
+  const auto hops    = t.route(pairs.front().first, pairs.front().second);
+  const auto names   = route_link_names(t, hops);
+  const auto simgrid = simgrid_routes(t, pairs, true).front();
+  auto in = [&](const std::string& name) { return std::find(simgrid.begin(), simgrid.end(), name) != simgrid.end(); };
+  return {in(names[1]), in(names.front()) && in(names.back())};
 }
 
-TEST_CASE("slack links: every op ends as without them when flows also share a NIC", "[flow][slack]")
+struct SlackCase {
+  const char* what;
+  const char* capacity;                   ///< of the one long link between w and e
+  std::vector<std::pair<int, int>> pairs; ///< transfers of 1 GB, GPUs 0-2 in w and 3-5 in e
+  bool slack;                             ///< whether the long link is left out
+  double rate;                            ///< each flow's closed-form rate, bytes/s
+};
+
+} // namespace
+
+TEST_CASE("slack links: a long link its flows' first or last hops cannot fill is left out, with the same shares",
+          "[flow][slack]")
 {
-  // GPU 1 sends across and to GPU 0 at once (its NIC shared by two flows), GPU 0 across: the long link (800 Gbps of
-  // first hops under 1 Tbps) is the only slack link direction; the GPU links are first or last hops and stay.
-  test::TwoSites p;
-  p.parallel = 1;
-  p.capacity = "1Tbps";
-  topology::Topology t(test::two_sites(p));
-  FlowGraph g;
-  g.add_transfer(0, 2, 1e9);
-  g.add_transfer(1, 0, 1e9);
-  g.add_transfer(1, 3, 1e9);
-  auto with    = run_flow(t, g);
-  auto without = run_flow(t, g, [] {
-    SimgridSettings s;
-    s.leave_out_slack_links = false;
-    return s;
-  }());
-  CHECK(with.settings["slack_link_directions_left_out"].get<int>() == 1);
-  for (std::size_t i = 0; i < g.ops().size(); ++i)
-    expect_within("op " + std::to_string(i) + " with and without the slack link", without.ops[i].end, with.ops[i].end,
-                  1e-12);
+  // Three GPUs a side, 400 Gbps links to their switch, one long link. Each transfer moves 1 GB; its time is the
+  // route's latency plus 1 GB over its max-min rate, computed by hand. SimGrid's precision is 1e-9 s on times and
+  // 1e-5 on shares (pinned); the shares here are exact fractions of the links, so 1e-9 relative holds.
+  const double gbps = 1e9 / 8;
+  const std::vector<SlackCase> cases{
+      {"two NICs (800 Gbps of first hops) under 1 Tbps: left out", "1Tbps", {{0, 3}, {1, 4}}, true, 400 * gbps},
+      {"two NICs over 600 Gbps: the long link binds and stays", "600Gbps", {{0, 3}, {1, 4}}, false, 300 * gbps},
+      {"three flows from one NIC (400 Gbps counted once) under 500 Gbps: left out",
+       "500Gbps",
+       {{0, 3}, {0, 4}, {0, 5}},
+       true,
+       400 * gbps / 3},
+      {"two NICs into one (400 Gbps of last hops) under 600 Gbps: left out by the last hops",
+       "600Gbps",
+       {{0, 3}, {1, 3}},
+       true,
+       200 * gbps},
+      {"three NICs into three (1.2 Tbps either way) over 1 Tbps: stays, shares 1/3 each",
+       "1Tbps",
+       {{0, 3}, {1, 4}, {2, 5}},
+       false,
+       1000 * gbps / 3},
+  };
+  const double bytes = 1e9;
+  for (const auto& c : cases) {
+    test::TwoSites p;
+    p.gpus     = 3;
+    p.parallel = 1;
+    p.capacity = c.capacity;
+    topology::Topology t(test::two_sites(p));
+    REQUIRE(t.route(0, 3).size() == 3);
+    FlowGraph g;
+    for (auto [src, dst] : c.pairs)
+      g.add_transfer(src, dst, bytes);
+    auto r             = run_flow(t, g);
+    const int left_out = r.settings["slack_link_directions_left_out"].get<int>();
+    std::cout << c.what << ": " << left_out << " direction(s) left out\n";
+    CHECK(left_out == (c.slack ? 1 : 0));
+    const auto [long_link, ends] = crosses_long_link(t, c.pairs);
+    CHECK(long_link == !c.slack);
+    CHECK(ends);
+    SimgridSettings every_link;
+    every_link.leave_out_slack_links = false;
+    auto all                         = run_flow(t, g, every_link);
+    CHECK(all.settings["slack_link_directions_left_out"].get<int>() == 0);
+    for (std::size_t i = 0; i < c.pairs.size(); ++i) {
+      const auto [src, dst] = c.pairs[i];
+      const double expected = t.route_latency(t.route(src, dst)) + bytes / c.rate;
+      expect_within(std::string(c.what) + ", flow " + std::to_string(i), expected, r.ops[i].end, 1e-9);
+      expect_within(std::string(c.what) + ", flow " + std::to_string(i) + " with every link", expected, all.ops[i].end,
+                    1e-9);
+    }
+  }
 }

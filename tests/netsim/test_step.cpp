@@ -269,16 +269,24 @@ TEST_CASE("SM contention: compute overlapped by communication loses NCCL's SMs f
   j.effects.dp_overlap_by_unit = true; // gradient reductions overlap the backward
   placement::Placement place(
       topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
-  // At flow fidelity the overlap is read off the analytical engine's run (netsim/tuning.cpp); the hand count
+  // At flow fidelity the overlap is read off the analytical engine's run (netsim/tuning.cpp): with the algorithm
+  // given, a run of the flow lowering; with `auto` settled per step, the winning analytical trial. The hand count
   // uses the flow engine's own run, so the two engines must agree on it.
-  for (auto fidelity : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
-    const bool flow = fidelity == netsim::Fidelity::flow;
-    std::cout << (flow ? "flow" : "analytical") << " fidelity\n";
+  struct Case {
+    netsim::Fidelity fidelity;
+    bool per_step;
+    const char* what;
+  };
+  for (const auto& c : {Case{netsim::Fidelity::analytical, false, "analytical, DP ring"},
+                        Case{netsim::Fidelity::flow, false, "flow, DP ring"},
+                        Case{netsim::Fidelity::flow, true, "flow, DP auto settled per step"}}) {
+    std::cout << c.what << "\n";
     j.effects.sm_contention = false;
     auto graph              = workload::build_step_graph(j);
     netsim::StepOptions o;
-    o.fidelity                      = fidelity;
-    o.algorithms[workload::Dim::dp] = netsim::Algorithm::ring;
+    o.fidelity                      = c.fidelity;
+    o.choose_per_step               = c.per_step;
+    o.algorithms[workload::Dim::dp] = c.per_step ? netsim::Algorithm::automatic : netsim::Algorithm::ring;
     const auto first                = netsim::simulate_step(topo, graph, place, o);
     const double expected           = contention_by_hand(graph, first, j);
     REQUIRE(expected > 0);
@@ -286,6 +294,8 @@ TEST_CASE("SM contention: compute overlapped by communication loses NCCL's SMs f
     graph                   = workload::build_step_graph(j);
     const auto second       = netsim::simulate_step(topo, graph, place, o);
     REQUIRE(second.sm_contention.size() == 1);
+    if (c.per_step)
+      CHECK(second.engine.contains("collectives_chosen_per_step"));
     expect_within("SM contention seconds on stage 0", expected, second.sm_contention[0], 1e-9);
     expect_within("compute part grows by them", first.stages[0].compute + expected, second.stages[0].compute, 1e-9);
     CHECK(second.step_time >= first.step_time);
