@@ -375,23 +375,21 @@ std::vector<std::string> route_link_names(const topology::Topology& topology, co
 std::vector<std::vector<std::string>>
 simgrid_routes(const topology::Topology& topology, const std::vector<std::pair<int, int>>& pairs, bool leave_out_slack)
 {
-  std::vector<bool> slack;
-  if (leave_out_slack) {
-    FlowGraph graph;
-    for (auto [src, dst] : pairs)
+  auto valid = [&](int gpu) { return gpu >= 0 && gpu < topology.gpu_count(); };
+  std::vector<bool> used(topology.gpu_count(), false);
+  FlowGraph graph; // one transfer per pair, for the slack links
+  for (auto [src, dst] : pairs)
+    if (valid(src) && valid(dst)) {
+      used[src] = used[dst] = true;
       graph.add_transfer(src, dst, 1);
-    slack = detail::slack_links(topology, graph);
-  }
+    }
+  const auto slack = leave_out_slack ? detail::slack_links(topology, graph) : std::vector<bool>{};
   std::string text = process::run_in_child([&] {
     int argc     = 1;
     char name[]  = "spansim";
     char* argv[] = {name, nullptr};
     sg4::Engine engine(&argc, argv);
     detail::configure_engine(engine, SimgridSettings{});
-    std::vector<bool> used(topology.gpu_count(), false);
-    for (auto [src, dst] : pairs)
-      if (src >= 0 && dst >= 0 && src < topology.gpu_count() && dst < topology.gpu_count())
-        used[src] = used[dst] = true;
     SimgridPlatform platform(topology, 1e15, used, slack);
     nlohmann::json out = nlohmann::json::array();
     for (auto [src, dst] : pairs) {

@@ -18,7 +18,6 @@ std::vector<bool> slack_links(const topology::Topology& topology, const FlowGrap
   const auto directions = static_cast<std::uint64_t>(2 * links.size());
   std::vector<bool> end_hop(directions, false);
   std::vector<double> first_sum(directions, 0), last_sum(directions, 0);
-  std::vector<bool> crossed(directions, false);
   std::unordered_set<std::uint64_t> pairs;      // (src, dst, qp) already routed
   std::unordered_set<std::uint64_t> first_seen; // (direction, first hop) already added
   std::unordered_set<std::uint64_t> last_seen;  // (direction, last hop) already added
@@ -38,7 +37,6 @@ std::vector<bool> slack_links(const topology::Topology& topology, const FlowGrap
     end_hop[first] = end_hop[last] = true;
     for (std::size_t i = 1; i + 1 < route.size(); ++i) {
       const auto d = direction_index(route[i]);
-      crossed[d]   = true;
       if (first_seen.insert(d * directions + first).second)
         first_sum[d] += links[route.front().link].bandwidth;
       if (last_seen.insert(d * directions + last).second)
@@ -47,9 +45,10 @@ std::vector<bool> slack_links(const topology::Topology& topology, const FlowGrap
   }
   std::vector<bool> slack(directions, false);
   for (std::uint64_t d = 0; d < directions; ++d) {
-    // A margin keeps a link whose feeders add up to its capacity but for rounding (it could fill with them).
+    // No first hop: no transfer crosses it. A margin keeps a link whose feeders add up to its capacity but for
+    // rounding (it could fill with them).
     const double capacity = links[d / 2].bandwidth * (1 - 1e-9);
-    slack[d]              = crossed[d] && !end_hop[d] && (first_sum[d] <= capacity || last_sum[d] <= capacity) &&
+    slack[d]              = first_sum[d] > 0 && !end_hop[d] && (first_sum[d] <= capacity || last_sum[d] <= capacity) &&
                hop_routed(topology, static_cast<int>(d / 2));
   }
   return slack;
