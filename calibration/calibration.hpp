@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +62,9 @@ struct PublishedRun {
   Cluster cluster;
   Published published;
   std::string source;
+  /// @brief A MoE row's conditions as published (dispatcher, routing balance, drop policy, overlap, precision
+  /// recipe, FLOP convention), by key; a simulated MoE row must state them.
+  std::map<std::string, std::string> conditions;
 
   /// @brief The step time the published figure implies.
   double published_step_time() const;

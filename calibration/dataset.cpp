@@ -7,6 +7,7 @@
 #include "common/units.hpp"
 #include "scenario/scenario.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 
@@ -30,6 +31,10 @@ std::string recorded_path(const std::string& path)
 }
 
 namespace {
+
+/// @brief What a MoE row's `conditions` state.
+constexpr std::array<std::string_view, 6> kConditionKeys{"dispatcher", "routing_balance",  "drop_policy",
+                                                         "overlap",    "precision_recipe", "flop_convention"};
 
 Cluster read_cluster(spec::ObjectReader r)
 {
@@ -106,6 +111,20 @@ Dataset load_dataset(const std::string& path)
       run.cluster    = read_cluster(row.object("cluster"));
       row.string("network");
       row.strings("assumptions");
+      if (auto cond = row.optional_object("conditions")) {
+        for (const auto& key : kConditionKeys)
+          if (cond->has(key))
+            run.conditions[std::string(key)] = cond->string(key);
+        cond->finish();
+      }
+      // A MoE figure depends on how tokens were dispatched and balanced: a row that cannot say is not a check.
+      if (run.job->model.moe.experts > 0)
+        for (const auto& key : kConditionKeys)
+          if (!run.conditions.contains(std::string(key)))
+            row.fail("conditions", "a mixture-of-experts row must state its " + std::string(key) +
+                                       " as published (conditions: dispatcher, routing_balance, drop_policy, "
+                                       "overlap, precision_recipe, flop_convention); exclude it with the reason "
+                                       "if the source does not say");
     } else {
       run.excluded_because = row.string("excluded_because");
     }
@@ -162,6 +181,7 @@ SimulatedStep simulate_run(const PublishedRun& run, const workload::Calibration&
   sc.job              = *run.job;
   sc.job.calibration  = calibration;
   sc.options.fidelity = fidelity;
+  sc.check_memory     = false; // the run happened: it fitted, whatever the estimate says
   const auto r        = scenario::run_scenario(sc).result;
   SimulatedStep out;
   out.step_time = r.step_time;

@@ -125,7 +125,8 @@ void run(const RunOptions& o)
   std::cout << "Scenario " << scenario.name << ": " << job.model.name << " on " << job.gpus << " " << job.gpu.name
             << " GPUs of " << scenario.topology.name << " (" << name_of(scenario.options.fidelity) << " fidelity)\n";
   std::cout << "Parallelism: TP " << par.tp << ", CP " << par.cp << ", PP " << par.pp << ", DP " << par.dp << ", EP "
-            << par.ep << "; " << job.micro_batches() << " micro-batches per step\n";
+            << par.ep << (par.etp != par.tp ? ", ETP " + std::to_string(par.etp) : std::string()) << "; "
+            << job.micro_batches() << " micro-batches per step\n";
   std::string order;
   for (auto d : run.placed->placement().order())
     order += (order.empty() ? "" : ", ") + std::string(name_of(d));

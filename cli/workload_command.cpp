@@ -75,6 +75,7 @@ void describe(const DescribeOptions& o)
           {"pp", par.pp},
           {"dp", par.dp},
           {"ep", par.ep},
+          {"etp", par.etp},
           {"data_parallel", name_of(par.dp_mode)}}},
         {"schedule",
          {{"kind", name_of(job.schedule.kind)},
@@ -129,7 +130,8 @@ void describe(const DescribeOptions& o)
   t.rows.push_back({"gpus", std::to_string(job.gpus) + " x " + job.gpu.name});
   t.rows.push_back({"parallelism", "tp " + std::to_string(par.tp) + ", cp " + std::to_string(par.cp) + ", pp " +
                                        std::to_string(par.pp) + ", dp " + std::to_string(par.dp) + " (" +
-                                       std::string(name_of(par.dp_mode)) + "), ep " + std::to_string(par.ep)});
+                                       std::string(name_of(par.dp_mode)) + "), ep " + std::to_string(par.ep) +
+                                       (par.etp != par.tp ? ", etp " + std::to_string(par.etp) : std::string())});
   t.rows.push_back({"schedule", std::string(name_of(job.schedule.kind)) + ", v " +
                                     std::to_string(job.schedule.virtual_stages) + ", " +
                                     std::to_string(graph.micro_batches) + " micro-batches"});

@@ -239,7 +239,7 @@ public:
     case CollectiveOp::reduce_scatter:
       for (int i = 0; i < k; ++i)
         for (int j = 0; j < k; ++j)
-          if (i != j)
+          if (i != j && (c.matrix.empty() || c.matrix[i][j] > 0)) // a size matrix sends nothing where it says 0
             transfer(gpus[i], gpus[j], c.matrix.empty() ? c.bytes / k : c.matrix[i][j], deps, ops);
       return barrier(ops);
     case CollectiveOp::all_reduce: {

@@ -5,25 +5,11 @@
 #include "netsim/contention.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <set>
+#include <tuple>
 
 namespace spansim::netsim {
-
-using workload::OpKind;
-
-namespace {
-
-// Seconds of [start, end) covered by the sorted, disjoint intervals in `busy`.
-double covered(const std::vector<std::pair<double, double>>& busy, double start, double end)
-{
-  double total = 0;
-  auto it      = std::lower_bound(busy.begin(), busy.end(), std::pair{start, start},
-                                  [](const auto& a, const auto& b) { return a.second < b.first; });
-  for (; it != busy.end() && it->first < end; ++it)
-    total += std::max(0.0, std::min(end, it->second) - std::max(start, it->first));
-  return total;
-}
-
-} // namespace
 
 bool contention_applies(const workload::StepGraph& graph)
 {
@@ -34,32 +20,49 @@ bool contention_applies(const workload::StepGraph& graph)
 std::vector<std::vector<double>> contention_seconds(const workload::StepGraph& graph, const StepResult& first)
 {
   const auto& gpu  = graph.job.gpu;
-  const double sms = gpu.gemm.sms, comm = gpu.comm_sms;
+  const double sms = gpu.gemm.sms;
   std::vector<std::vector<double>> extra(graph.stages.size());
   if (!contention_applies(graph))
     return extra;
   for (std::size_t s = 0; s < graph.stages.size(); ++s) {
     const auto& ops = graph.stages[s].ops;
-    std::vector<std::pair<double, double>> busy;
+    // The SMs overlapped communication takes over time: at each moment the largest take among the ops running (an
+    // op's own, e.g. a MoE dispatcher's, or NCCL's comm_sms), as a list of (from, to, SMs) segments.
+    std::vector<std::pair<double, int>> edges; // (time, +op index + 1 at its start, -(index + 1) at its end)
     for (std::size_t i = 0; i < ops.size(); ++i)
       if (!workload::is_compute(ops[i].kind) && ops[i].overlappable) {
         const auto& t = first.ops[s][i];
-        if (t.end > t.active)
-          busy.emplace_back(t.active, t.end);
+        if (t.end > t.active) {
+          edges.emplace_back(t.active, static_cast<int>(i) + 1);
+          edges.emplace_back(t.end, -static_cast<int>(i) - 1);
+        }
       }
-    std::sort(busy.begin(), busy.end());
-    std::vector<std::pair<double, double>> merged;
-    for (const auto& b : busy)
-      if (!merged.empty() && b.first <= merged.back().second)
-        merged.back().second = std::max(merged.back().second, b.second);
+    std::sort(edges.begin(), edges.end());
+    std::multiset<double> running;
+    std::vector<std::tuple<double, double, double>> taken; // (from, to, SMs), disjoint, sorted
+    for (std::size_t e = 0; e < edges.size(); ++e) {
+      const auto [at, id] = edges[e];
+      const auto& op      = ops[static_cast<std::size_t>(std::abs(id) - 1)];
+      const double take   = std::min(sms - 1, double(op.sms > 0 ? op.sms : gpu.comm_sms));
+      if (id > 0)
+        running.insert(take);
       else
-        merged.push_back(b);
+        running.erase(running.find(take));
+      const double next = e + 1 < edges.size() ? edges[e + 1].first : at;
+      if (next > at && !running.empty())
+        taken.emplace_back(at, next, *running.rbegin());
+    }
     extra[s].assign(ops.size(), 0);
     for (std::size_t i = 0; i < ops.size(); ++i)
       if (workload::is_compute(ops[i].kind)) {
-        // Work done during the overlap at full rate takes sms / (sms - comm) as long on the SMs left.
+        // Work done during the overlap at full rate takes sms / (sms - taken) as long on the SMs left.
         const auto& t = first.ops[s][i];
-        extra[s][i]   = covered(merged, t.start, t.end) * comm / (sms - comm);
+        auto it       = std::lower_bound(taken.begin(), taken.end(), t.start,
+                                         [](const auto& seg, double x) { return std::get<1>(seg) <= x; });
+        for (; it != taken.end() && std::get<0>(*it) < t.end; ++it) {
+          const auto [from, to, take] = *it;
+          extra[s][i] += std::max(0.0, std::min(t.end, to) - std::max(t.start, from)) * take / (sms - take);
+        }
       }
   }
   return extra;

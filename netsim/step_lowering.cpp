@@ -2,6 +2,8 @@
 // groups, pipeline transfers between counterpart ranks, with the streams' order as dependencies.
 #include "netsim/step_lowering.hpp"
 
+#include "netsim/dispatch.hpp"
+
 #include "common/error.hpp"
 
 #include <algorithm>
@@ -27,7 +29,7 @@ public:
   StepLowering(const topology::Topology& topology, const workload::StepGraph& graph,
                const placement::Placement& placement, const StepOptions& options, bool rail_only)
       : topology_(topology), step_(graph), placement_(placement), options_(options), rail_only_(rail_only),
-        graph_(topology.spec().multipath.qps)
+        graph_(topology.spec().multipath.qps), hot_member_(workload::expert_load(graph.job).hot_member)
   {
     const auto& stages = graph.stages;
     // All-to-alls lower to K(K-1) transfers per group and call: past the budget, time them in isolation.
@@ -269,8 +271,12 @@ private:
     const auto [compress, decompress] = active ? compression_cost(s, op, all, lowered) : std::pair{0.0, 0.0};
     const int begin_op                = compress > 0 ? graph_.add_delay(compress, {n.start}) : n.start;
     if (isolate) {
-      auto key = std::tuple{s, op.group.axes.bits(), static_cast<int>(op.collective), op.bytes * op.count,
-                            static_cast<int>(op.purpose)};
+      auto key = std::tuple{s,
+                            op.group.axes.bits(),
+                            static_cast<int>(op.collective),
+                            op.bytes * op.count,
+                            static_cast<int>(op.purpose),
+                            op.imbalance};
       auto it  = isolated_.find(key);
       if (it == isolated_.end()) {
         FlowGraph alone(topology_.spec().multipath.qps);
@@ -367,8 +373,17 @@ private:
     c.algorithm = options_.algorithms[*op.dim];
     c.gpus      = gpus;
     c.bytes     = op.bytes * op.count;
-    if (const auto* rule = rule_for(op, gpus))
+    // A MoE dispatch or combine: deduplicated per node and GPU (DeepEP), or with a busiest member.
+    const bool expert = op.collective == CollectiveOp::all_to_all &&
+                        (op.purpose == workload::Purpose::ep_dispatch || op.purpose == workload::Purpose::ep_combine);
+    if (expert && (op.imbalance != 1 || step_.job.dispatch.dispatcher == workload::Dispatcher::deepep))
+      c.matrix = dispatch_matrix(topology_, gpus, step_.job, op, hot_member_);
+    if (const auto* rule = rule_for(op, gpus)) {
       c.bytes /= rule->ratio;
+      for (auto& row : c.matrix)
+        for (double& b : row)
+          b /= rule->ratio;
+    }
     c.channels = options_.channels;
     return c;
   }
@@ -382,8 +397,12 @@ private:
     for (std::size_t g = 0; g < lowered; ++g)
       out.push_back(collective_for(op, all[g]));
     if (!out.empty() && out.front().algorithm == Algorithm::automatic) {
-      auto key = std::tuple{s, op.group.axes.bits(), static_cast<int>(op.collective), op.bytes * op.count,
-                            static_cast<int>(op.purpose)};
+      auto key = std::tuple{s,
+                            op.group.axes.bits(),
+                            static_cast<int>(op.collective),
+                            op.bytes * op.count,
+                            static_cast<int>(op.purpose),
+                            op.imbalance};
       auto it  = chosen_.find(key);
       if (it == chosen_.end())
         it = chosen_.emplace(key, choose(out)).first;
@@ -461,25 +480,27 @@ private:
   std::map<int, std::vector<int>> senders_;
   std::map<std::tuple<int, int, std::int64_t>, int> sends_; // (from, to, tag) -> op in from's program
   std::map<std::tuple<int, int, std::int64_t>, int> recvs_; // (from, to, tag) -> op in to's program
-  std::map<std::pair<int, std::uint8_t>, std::vector<std::vector<int>>> groups_;
-  std::map<std::pair<int, std::uint8_t>, bool> local_; ///< whether each of groups_ stays in its nodes
+  std::map<std::pair<int, std::uint16_t>, std::vector<std::vector<int>>> groups_;
+  std::map<std::pair<int, std::uint16_t>, bool> local_; ///< whether each of groups_ stays in its nodes
   std::set<std::pair<int, int>> mirrors_;
-  std::set<std::pair<int, std::uint8_t>> mirrored_; ///< (stage, group axes) whose groups are in mirrors_
+  std::set<std::pair<int, std::uint16_t>> mirrored_; ///< (stage, group axes) whose groups are in mirrors_
   struct Isolated {
     double seconds = 0;
     std::vector<std::pair<std::size_t, double>> bytes; ///< (link and direction, bytes) where bytes moved
   };
-  using PatternKey = std::tuple<int, std::uint8_t, int, double, int>; ///< stage, axes, kind, bytes, purpose
-  std::map<PatternKey, Isolated> isolated_;                           ///< collectives timed alone
-  std::vector<double> isolated_bytes_; ///< every isolated occurrence's bytes, per link and direction
+  /// @brief Stage, axes, kind, bytes, purpose, imbalance.
+  using PatternKey = std::tuple<int, std::uint16_t, int, double, int, double>;
+  std::map<PatternKey, Isolated> isolated_; ///< collectives timed alone
+  std::vector<double> isolated_bytes_;      ///< every isolated occurrence's bytes, per link and direction
   bool isolate_all_to_all_ = false;
   std::optional<workload::Dim> nvlink_owner_; ///< the one dimension using NVLink, when there is one
   std::map<std::tuple<int, int, double, int>, double> isolated_p2p_; ///< collapsed pipeline transfers
   std::map<PatternKey, Algorithm> chosen_;                           ///< `auto` resolved per op pattern
   /// @brief `auto` resolved per call: stage, axes, kind, bytes, purpose and group index.
-  std::map<std::tuple<int, std::uint8_t, int, double, int, int>, Algorithm> per_call_;
+  std::map<std::tuple<int, std::uint16_t, int, double, int, int>, Algorithm> per_call_;
   workload::DimArray<unsigned> auto_picks_{};
-  std::string site_; ///< site_fingerprint(topology_) when options_.algorithm_cache is set
+  int hot_member_ = 0; ///< the busiest member of each EP group under the job's routing
+  std::string site_;   ///< site_fingerprint(topology_) when options_.algorithm_cache is set
 
   /// @brief `auto`'s choice for collectives run together: from the options' memo when there is one.
   Algorithm choose(const std::vector<Collective>& concurrent)

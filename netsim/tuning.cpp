@@ -29,7 +29,7 @@ workload::DimArray<bool> dimensions_across_nodes(const topology::Topology& topol
                                                  const placement::Placement& placement)
 {
   workload::DimArray<bool> across{};
-  std::set<std::pair<std::size_t, std::uint8_t>> seen;
+  std::set<std::pair<std::size_t, std::uint16_t>> seen;
   for (std::size_t s = 0; s < graph.stages.size(); ++s)
     for (const auto& op : graph.stages[s].ops) {
       if (!op.dim || across[*op.dim] || !reduces_or_gathers(op) || !seen.insert({s, op.group.axes.bits()}).second)
@@ -46,7 +46,7 @@ workload::DimArray<bool> dimensions_across_nodes(const topology::Topology& topol
 bool applies_to_dimension(const topology::Topology& topology, const workload::StepGraph& graph,
                           const placement::Placement& placement, Dim d, Algorithm algorithm)
 {
-  std::set<std::tuple<std::size_t, std::uint8_t, int>> seen;
+  std::set<std::tuple<std::size_t, std::uint16_t, int>> seen;
   for (std::size_t s = 0; s < graph.stages.size(); ++s)
     for (const auto& op : graph.stages[s].ops) {
       if (op.kind != OpKind::collective || op.dim != d || op.group.size < 2 ||

@@ -173,6 +173,7 @@ workload::JobSpec job_of(const OptimizeSpec& spec, const Point& p, int buildings
   par.pp                        = p.pp;
   par.dp                        = p.dp;
   par.ep                        = p.ep;
+  par.etp                       = p.tp;
   par.dp_mode                   = p.data_parallel;
   par.reshard_after_forward     = p.data_parallel != workload::DataParallelMode::ddp && p.reshard_after_forward;
   par.hsdp_shard                = p.data_parallel == workload::DataParallelMode::hsdp ? hsdp_shard(p, buildings) : 0;

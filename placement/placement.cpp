@@ -201,12 +201,16 @@ RankLayout::RankLayout(const workload::ParallelismSpec& parallelism, const std::
   degree_[Dim::ep] = 1;
   if (order_.size() != workload::kRankDims.size())
     throw std::invalid_argument("the rank order must name tp, cp, pp and dp");
-  int stride = 1;
+  int stride = 1, stage_stride = 1;
   for (Dim d : order_) {
     if (d == Dim::ep || stride_[d] != 0)
       throw std::invalid_argument("the rank order must name each of tp, cp, pp and dp once");
     stride_[d] = stride;
     stride *= degree_[d];
+    if (d != Dim::pp) {
+      stage_stride_[d] = stage_stride;
+      stage_stride *= degree_[d];
+    }
   }
   ranks_ = stride;
 }
@@ -227,29 +231,38 @@ int RankLayout::rank_of(const Coordinates& c) const
   return rank;
 }
 
+int RankLayout::stage_index(const Coordinates& c) const
+{
+  int index = 0;
+  for (Dim d : workload::kRankDims)
+    if (d != Dim::pp)
+      index += c[d] * stage_stride_[d];
+  return index;
+}
+
 std::array<int, 4> RankLayout::group_key(const Coordinates& c, workload::AxisSet axes) const
 {
   using workload::DataParallelMode;
-  // cp x dp is one space for expert parallelism: cp varies fastest, ep is the fastest part of it.
-  const int cpdp  = c.cp + par_.cp * c.dp;
-  const int ep    = std::max(1, par_.ep);
-  const int shard = par_.dp_mode == DataParallelMode::hsdp && par_.hsdp_shard > 0 ? par_.hsdp_shard : par_.dp;
-  std::array<int, 4> key{axes.contains(Axis::tp) ? -1 : c.tp, axes.contains(Axis::pp) ? -1 : c.pp, -1, -1};
-  if (axes.contains(Axis::ep)) {
-    key[2] = cpdp / ep; // members differ only in the ep part
-  } else if (axes.contains(Axis::edp)) {
-    key[2] = cpdp % ep;
-  } else {
-    key[2] = axes.contains(Axis::cp) ? -1 : c.cp;
-    if (axes.contains(Axis::dp))
-      key[3] = -1;
-    else if (axes.contains(Axis::dp_shard))
-      key[3] = c.dp / shard;
-    else if (axes.contains(Axis::dp_replicate))
-      key[3] = c.dp % shard;
-    else
-      key[3] = c.dp;
+  const int pp = axes.contains(Axis::pp) ? -1 : c.pp;
+  if (axes.contains(Axis::etp) || axes.contains(Axis::ep) || axes.contains(Axis::edp)) {
+    // The expert layers fold etp x ep x edp (innermost first) over the stage's GPUs in rank order, whatever the
+    // attention layout of those GPUs (Megatron's parallel folding).
+    const int index = stage_index(c);
+    const int etp = std::max(1, par_.etp), ep = std::max(1, par_.ep);
+    // Outermost first, so that groups come in rank order.
+    return {pp, axes.contains(Axis::edp) ? -1 : index / (etp * ep), axes.contains(Axis::ep) ? -1 : (index / etp) % ep,
+            axes.contains(Axis::etp) ? -1 : index % etp};
   }
+  const int shard = par_.dp_mode == DataParallelMode::hsdp && par_.hsdp_shard > 0 ? par_.hsdp_shard : par_.dp;
+  std::array<int, 4> key{axes.contains(Axis::tp) ? -1 : c.tp, pp, axes.contains(Axis::cp) ? -1 : c.cp, -1};
+  if (axes.contains(Axis::dp))
+    key[3] = -1;
+  else if (axes.contains(Axis::dp_shard))
+    key[3] = c.dp / shard;
+  else if (axes.contains(Axis::dp_replicate))
+    key[3] = c.dp % shard;
+  else
+    key[3] = c.dp;
   return key;
 }
 
@@ -308,7 +321,7 @@ PlacementReport Placement::report(const workload::StepGraph& graph) const
   };
   std::map<std::string, GroupCrossing> rows;
   // A group kind: its axes, or for pipeline pairs the peer stage as well.
-  using Kind = std::pair<std::uint8_t, int>;
+  using Kind = std::pair<std::uint16_t, int>;
   std::set<std::pair<int, Kind>> counted; // (stage or -1 for groups spanning pp, kind)
   // Ring edges of a stage's groups (or pipeline pairs) that cross a building / region boundary, per group kind.
   std::map<Kind, std::pair<double, double>> crossing_edges;
@@ -423,7 +436,8 @@ workload::StepGraph graph_for(const workload::JobSpec& job, const std::string& t
 } // namespace
 
 workload::StepGraph build_stage_graph(const workload::JobSpec& job, const topology::Topology& topology,
-                                      const Placement& placement, const spec::Location& where)
+                                      const Placement& placement, const spec::Location& where,
+                                      const workload::BuildOptions& options)
 {
   if (job.dlrm && job.dlrm->towers > 0) {
     // DLRM towers are aligned to a level of the hierarchy: each tower's GPUs in one node, pod or building.
@@ -445,7 +459,7 @@ workload::StepGraph build_stage_graph(const workload::JobSpec& job, const topolo
     }
   }
   if (!topology.heterogeneous())
-    return workload::build_step_graph(job);
+    return workload::build_step_graph(job, options);
   const int pp = job.parallelism.pp;
   std::vector<std::string> gpu_of(pp);
   for (int s = 0; s < pp; ++s)
@@ -510,7 +524,7 @@ workload::StepGraph build_stage_graph(const workload::JobSpec& job, const topolo
     const auto& gpu = graphs.at(gpu_of[s]).job.gpu;
     const auto& m   = out.stages[s].memory;
     using units::format_size;
-    if (m.total() > gpu.hbm_capacity)
+    if (options.check_memory && m.total() > gpu.hbm_capacity)
       throw InfeasibleError(std::string(name_of(workload::JobIssue::memory)), job.file, job.json_path,
                             "the job does not fit in GPU memory: pipeline stage " + std::to_string(s) + " needs " +
                                 format_size(m.total()) + " per GPU (weights " + format_size(m.weights) +

@@ -6,7 +6,9 @@
 /// first; rank index i runs on the i-th GPU of the job's GPU list: the first GPUs, in node order, of each
 /// building the job uses. So the innermost dimension fills a node (TP on NVLink), dimensions in the middle
 /// stay on the same rail of neighbouring nodes, and the outermost dimension is the one whose groups cross
-/// building (and region) boundaries.
+/// building (and region) boundaries. The expert layers of a MoE job fold etp x ep x edp, innermost first, over
+/// the ranks of each pipeline stage in rank order (Megatron's parallel folding): with pp outermost, an EP group of
+/// up to a node's GPUs stays in a node.
 
 #include "common/json_reader.hpp"
 #include "topology/topology.hpp"
@@ -63,14 +65,19 @@ public:
   /// @brief The groups of kind `group` among the ranks of pipeline stage `stage` (every group when the group spans
   /// pp), each as rank indices in rank order.
   std::vector<std::vector<int>> groups(int stage, const workload::Group& group) const;
-  /// @brief The key shared by the members of a group: the coordinates the group does not span.
+  /// @brief The key shared by the members of a group: the coordinates the group does not span (for the expert axes
+  /// etp, ep and edp, those of the expert layout).
   std::array<int, 4> group_key(const Coordinates& c, workload::AxisSet axes) const;
+  /// @brief A rank's index among the ranks of its pipeline stage, in rank order: what the expert layout (etp x ep x
+  /// edp, innermost first) folds over.
+  int stage_index(const Coordinates& c) const;
 
 private:
   workload::ParallelismSpec par_;
   std::vector<workload::Dim> order_;
-  workload::DimArray<int> degree_{}; ///< of each rank dimension (ep unused)
-  workload::DimArray<int> stride_{}; ///< rank-index stride of each rank dimension
+  workload::DimArray<int> degree_{};       ///< of each rank dimension (ep unused)
+  workload::DimArray<int> stride_{};       ///< rank-index stride of each rank dimension
+  workload::DimArray<int> stage_stride_{}; ///< the same among the ranks of one stage (pp left out)
   int ranks_ = 0;
 };
 
@@ -140,6 +147,7 @@ private:
 /// (Topology::building_gpu; the job's GPU elsewhere). @throws InfeasibleError ("placement", at `where`) for a
 /// stage spanning GPU types.
 workload::StepGraph build_stage_graph(const workload::JobSpec& job, const topology::Topology& topology,
-                                      const Placement& placement, const spec::Location& where);
+                                      const Placement& placement, const spec::Location& where,
+                                      const workload::BuildOptions& options = {});
 
 } // namespace spansim::placement

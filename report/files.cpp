@@ -36,7 +36,7 @@ void write_layers_csv(const scenario::ScenarioRun& run, std::ostream& f)
       const double dt = r.ops[s][i].end - r.ops[s][i].start;
       if (ops[i].kind == OpKind::forward)
         rows[chunk][0] += dt;
-      else if (ops[i].kind == OpKind::backward)
+      else if (ops[i].kind == OpKind::backward || ops[i].kind == OpKind::weight_grad)
         rows[chunk][1] += dt;
       else if (ops[i].kind == OpKind::recompute)
         rows[chunk][2] += dt;

@@ -79,6 +79,7 @@ json configuration(const scenario::ScenarioRun& run)
                 {"pp", job.parallelism.pp},
                 {"dp", job.parallelism.dp},
                 {"ep", job.parallelism.ep},
+                {"etp", job.parallelism.etp},
                 {"micro_batches", job.micro_batches()},
                 {"tokens_per_step", job.tokens_per_step()},
                 {"calibration", calibration_json(job)}}},

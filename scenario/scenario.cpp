@@ -176,7 +176,8 @@ PlacedStep::PlacedStep(const Scenario& scenario, const PhaseCallback& phase)
       graph_((report(phase, scenario.job.trace.empty() ? "building the step graph" : "reading the Chakra trace"),
               scenario.job.trace.empty()
                   ? placement::build_stage_graph(scenario.job, topology_, placement_,
-                                                 spec::Location{scenario.file, scenario.json_path + ".placement"})
+                                                 spec::Location{scenario.file, scenario.json_path + ".placement"},
+                                                 workload::BuildOptions{scenario.check_memory})
                   : traces::import_chakra(scenario.job)))
 {
 }

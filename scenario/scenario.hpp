@@ -33,6 +33,8 @@ struct Scenario {
   std::optional<reliability::ReliabilitySpec> reliability; ///< failures and recovery (`spansim reliability`)
   std::optional<topology::FaultSpec> faults;               ///< failed and degraded elements of the site
   std::optional<sync::DilocoSpec> diloco;                  ///< data parallelism across regions every H steps
+  /// @brief Refuse a job whose memory estimate exceeds HBM (false for published runs, which ran).
+  bool check_memory = true;
 };
 
 /// @brief A file a scenario (or a campaign) names: `name` as given, next to `anchor_file`, or in the source tree

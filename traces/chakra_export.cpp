@@ -84,7 +84,7 @@ private:
   const placement::RankLayout& layout_;
   std::map<std::vector<int>, int> ids_;
   std::vector<const std::vector<int>*> order_;
-  std::map<std::pair<int, std::uint8_t>, std::vector<int>> of_rank_;
+  std::map<std::pair<int, std::uint16_t>, std::vector<int>> of_rank_;
 };
 
 std::string order_text(const std::vector<workload::Dim>& order)

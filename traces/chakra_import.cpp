@@ -319,7 +319,7 @@ private:
         throw TraceError(at + ": communicator group \"" + *pg + "\" is not in " + groups_file_);
       if (auto axes = as_int(find_attr(n, "spansim_axes"))) {
         op.group.axes = workload::AxisSet();
-        for (int a = 0; a < 8; ++a)
+        for (int a = 0; a < static_cast<int>(enum_names(workload::Axis{}).size()); ++a)
           if ((*axes >> a) & 1)
             op.group.axes = op.group.axes | workload::AxisSet(static_cast<workload::Axis>(a));
         op.group.size = static_cast<int>(as_int(find_attr(n, "spansim_group_size")).value_or(1));

@@ -39,7 +39,7 @@ double attention_params(const ModelSpec& m)
 // The forward GEMMs of one layer and micro-batch on one rank. Tokens are the GEMMs' M: with sequence parallelism
 // the all-gathered sequence (T), as tensor parallelism splits the weights' output (column-parallel) or input
 // (row-parallel) features by tp.
-std::vector<GemmShape> layer_gemms(const Context& c, int layer)
+std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<GemmShape>& routed)
 {
   const ModelSpec& m = c.m;
   const double t = c.tokens, h = m.hidden, tp = c.tp;
@@ -63,22 +63,24 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer)
     g.push_back({.m = t, .n = (m.heads / tp + 2 * kv) * m.head_dim, .k = h});
     g.push_back({.m = t, .n = h, .k = m.heads / tp * m.head_dim});
   }
-  // An MLP of width f: gate and up fused into one GEMM (gated) or fc1 (plain), then down / fc2.
+  // An MLP of width f split `split` ways: gate and up fused into one GEMM (gated) or fc1 (plain), then down / fc2.
   const double in_mats = m.mlp == MlpKind::gated ? 2 : 1;
-  auto mlp             = [&](double f, double tokens, int groups) {
-    g.push_back({.m = tokens, .n = in_mats * f / tp, .k = h, .groups = groups});
-    g.push_back({.m = tokens, .n = h, .k = f / tp, .groups = groups});
+  auto mlp             = [&](double f, double tokens, int groups, double split, std::vector<GemmShape>& to) {
+    to.push_back({.m = tokens, .n = in_mats * f / split, .k = h, .groups = groups});
+    to.push_back({.m = tokens, .n = h, .k = f / split, .groups = groups});
   };
   if (m.is_moe_layer(layer)) {
     // Router over the rank's sequence-parallel share of the tokens; the routed experts as one grouped GEMM over
-    // the rank's experts, each receiving its uniform share of the top-k copies of the ep group's tokens.
+    // the rank's experts (split etp ways), each receiving its uniform share of the tokens the rank computes.
     g.push_back({.m = t / tp, .n = double(m.moe.experts), .k = h});
+    // The busiest expert GPU sets the pace of the layer (its all-to-alls wait for it).
     const int local = m.moe.experts / c.ep;
-    mlp(m.moe.expert_ffn, t * m.moe.experts_per_token * c.ep / m.moe.experts, local);
+    mlp(m.moe.expert_ffn, expert_tokens(c) * c.load.busiest[static_cast<std::size_t>(layer)] / local, local, c.etp,
+        routed);
     if (m.moe.shared_experts > 0)
-      mlp(double(m.moe.shared_experts) * m.moe.expert_ffn, t, 1);
+      mlp(double(m.moe.shared_experts) * m.moe.expert_ffn, t, 1, tp, g);
   } else {
-    mlp(m.ffn, t, 1);
+    mlp(m.ffn, t, 1, tp, g);
   }
   return g;
 }
@@ -117,12 +119,16 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k)
     k.gemm_fwd_bytes += fwd.bytes;
     k.gemm_bwd_seconds += dg.seconds + wg.seconds;
     k.gemm_bwd_bytes += dg.bytes + wg.bytes;
+    k.gemm_wgrad_seconds += wg.seconds;
+    k.gemm_wgrad_bytes += wg.bytes;
     if (c.clock < 1) {
       k.clock_fwd_seconds += fwd.seconds - seconds(f, 1).seconds;
       k.clock_bwd_seconds += dg.seconds + wg.seconds - seconds(dgrad(f), 1).seconds - seconds(wgrad(f), 1).seconds;
+      k.clock_wgrad_seconds += wg.seconds - seconds(wgrad(f), 1).seconds;
     }
     k.kernels_fwd += 1;
     k.kernels_bwd += 2;
+    k.kernels_wgrad += 1;
   }
 }
 
@@ -172,6 +178,8 @@ void unfused_attention(const Context& c, LayerCost& k)
   k.kernels_bwd += 4 + 2;
 }
 
+void add(LayerCost& a, const LayerCost& b);
+
 LayerCost layer_cost(const Context& c, int layer)
 {
   const ModelSpec& m = c.m;
@@ -185,8 +193,18 @@ LayerCost layer_cost(const Context& c, int layer)
   const double s    = c.job.batch.sequence_length;
   k.attention_flops = double(c.job.batch.micro_batch) * m.heads * s * s * (qk_dim(m) + v_dim(m)) / c.cp / c.tp;
   k.dense_params    = (p.attention + p.norms + p.mlp_dense) / c.tp;
-  k.params          = k.dense_params + p.experts / (double(c.tp) * c.ep);
-  add_gemms(c, layer_gemms(c, layer), k);
+  k.params          = k.dense_params + p.experts / (double(c.etp) * c.ep);
+  std::vector<GemmShape> routed;
+  add_gemms(c, layer_gemms(c, layer, routed), k);
+  if (!routed.empty()) {
+    // The routed experts' GEMMs, kept apart too: a MoE layer's part after the dispatch (its "MLP" slot).
+    LayerCost r;
+    add_gemms(c, routed, r);
+    k.routed_fwd_seconds   = r.gemm_fwd_seconds + r.kernels_fwd * c.gap;
+    k.routed_wgrad_seconds = r.gemm_wgrad_seconds + r.kernels_wgrad * c.gap;
+    k.routed_dgrad_seconds = r.gemm_bwd_seconds + r.kernels_bwd * c.gap - k.routed_wgrad_seconds;
+    add(k, r);
+  }
   const bool unfused = c.job.attention == AttentionKernel::unfused;
   if (unfused)
     unfused_attention(c, k);
@@ -205,7 +223,8 @@ LayerCost layer_cost(const Context& c, int layer)
   double latent = 0;
   if (m.attention == AttentionKind::mla)
     latent = m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim;
-  const double dispatched = k.moe ? h * m.moe.experts_per_token / c.sp : 0;
+  // The token copies the rank's experts compute (gathered over etp), kept for their weight gradients.
+  const double dispatched = k.moe ? expert_tokens(c) / t * h : 0;
   // Stored for backward (flash attention: no score matrix): norm inputs and outputs, Q, K, V, attention output,
   // MLP intermediates, MoE token copies.
   const double none = 4 * h / c.sp + q_rank + kv_rank + o_rank + latent + act_fn * p.ffn_active / c.tp + dispatched;
@@ -238,6 +257,10 @@ void add(LayerCost& a, const LayerCost& b)
   a.gemm_bwd_seconds += b.gemm_bwd_seconds;
   a.gemm_fwd_bytes += b.gemm_fwd_bytes;
   a.gemm_bwd_bytes += b.gemm_bwd_bytes;
+  a.gemm_wgrad_seconds += b.gemm_wgrad_seconds;
+  a.gemm_wgrad_bytes += b.gemm_wgrad_bytes;
+  a.clock_wgrad_seconds += b.clock_wgrad_seconds;
+  a.kernels_wgrad += b.kernels_wgrad;
   a.params += b.params;
   a.dense_params += b.dense_params;
   a.elementwise_bytes += b.elementwise_bytes;
@@ -256,6 +279,9 @@ void add(LayerCost& a, const LayerCost& b)
   a.clock_fwd_seconds += b.clock_fwd_seconds;
   a.clock_bwd_seconds += b.clock_bwd_seconds;
   a.kernels_fwd += b.kernels_fwd;
+  a.routed_fwd_seconds += b.routed_fwd_seconds;
+  a.routed_dgrad_seconds += b.routed_dgrad_seconds;
+  a.routed_wgrad_seconds += b.routed_wgrad_seconds;
   a.kernels_bwd += b.kernels_bwd;
 }
 
@@ -323,7 +349,8 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
   // previous one costs what it did (a dense model's 126 layers are costed once).
   LayerCost previous;
   LayerParams previous_params;
-  bool previous_moe = false;
+  bool previous_moe    = false;
+  double previous_load = 0;
   for (int g = 0; g < c.chunks; ++g) {
     ChunkCost& ch  = out[g];
     ch.first_layer = layer;
@@ -331,10 +358,12 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
     for (int i = 0; i < counts[g]; ++i, ++layer) {
       const LayerParams params = layer_params(c.m, layer);
       const bool moe           = c.m.is_moe_layer(layer);
-      if (layer == 0 || !(params == previous_params) || moe != previous_moe) {
+      const double load        = c.load.busiest.empty() ? 0 : c.load.busiest[static_cast<std::size_t>(layer)];
+      if (layer == 0 || !(params == previous_params) || moe != previous_moe || load != previous_load) {
         previous        = layer_cost(c, layer);
         previous_params = params;
         previous_moe    = moe;
+        previous_load   = load;
       }
       const LayerCost& k = previous;
       add(ch.sum, k);
@@ -392,6 +421,12 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
     ch.fwd_hbm                     = ch.sum.gemm_fwd_bytes + ch.sum.elementwise_bytes + ch.sum.unfused_fwd_bytes;
     ch.bwd_hbm                     = ch.sum.gemm_bwd_bytes + 2 * ch.sum.elementwise_bytes + ch.sum.unfused_bwd_bytes;
     ch.fwd_flops                   = mm_flops + ch.sum.attention_flops;
+    // A weight-gradient GEMM does as many FLOPs as its forward GEMM.
+    ch.wgrad_effects.sustained_clock = ch.sum.clock_wgrad_seconds;
+    ch.wgrad_effects.kernel_gaps     = ch.sum.kernels_wgrad * c.gap;
+    ch.wgrad_seconds                 = ch.sum.gemm_wgrad_seconds + ch.wgrad_effects.kernel_gaps;
+    ch.wgrad_hbm                     = ch.sum.gemm_wgrad_bytes;
+    ch.wgrad_flops                   = mm_flops;
     switch (c.job.recompute) {
     case Recompute::none:
       break;

@@ -22,20 +22,23 @@ inline constexpr double kFlashBackwardFlopRatio = 2.5;
 
 // Per-rank cost of one layer for one micro-batch, forward pass.
 struct LayerCost {
-  double matmul_flops      = 0;
-  double attention_flops   = 0;
-  double gemm_fwd_seconds  = 0; ///< the layer's GEMMs, forward
-  double gemm_bwd_seconds  = 0; ///< their input-gradient (dgrad) and weight-gradient (wgrad) GEMMs
-  double gemm_fwd_bytes    = 0;
-  double gemm_bwd_bytes    = 0;
-  double params            = 0; ///< parameters held by the rank
-  double dense_params      = 0; ///< of which replicated across ep
-  double elementwise_bytes = 0;
-  double norm_bytes        = 0;
-  double selective_bytes   = 0; ///< element-wise traffic of the selective recompute
-  double act_none          = 0; ///< activations kept for backward without recompute
-  double act_selective     = 0;
-  double act_full          = 0;
+  double matmul_flops        = 0;
+  double attention_flops     = 0;
+  double gemm_fwd_seconds    = 0; ///< the layer's GEMMs, forward
+  double gemm_bwd_seconds    = 0; ///< their input-gradient (dgrad) and weight-gradient (wgrad) GEMMs
+  double gemm_fwd_bytes      = 0;
+  double gemm_bwd_bytes      = 0;
+  double gemm_wgrad_seconds  = 0; ///< of gemm_bwd_seconds: the weight-gradient GEMMs (a zero-bubble schedule's W)
+  double gemm_wgrad_bytes    = 0;
+  double clock_wgrad_seconds = 0; ///< of clock_bwd_seconds: the weight-gradient GEMMs' share
+  double params              = 0; ///< parameters held by the rank
+  double dense_params        = 0; ///< of which replicated across ep
+  double elementwise_bytes   = 0;
+  double norm_bytes          = 0;
+  double selective_bytes     = 0; ///< element-wise traffic of the selective recompute
+  double act_none            = 0; ///< activations kept for backward without recompute
+  double act_selective       = 0;
+  double act_full            = 0;
   // Unfused attention (its GEMMs and the score matrix's softmax and dropout in HBM), per pass; zero when fused.
   double unfused_fwd_seconds = 0;
   double unfused_bwd_seconds = 0;
@@ -48,25 +51,36 @@ struct LayerCost {
   double clock_bwd_seconds   = 0;
   int kernels_fwd            = 0; ///< kernels launched by the forward pass (GEMMs, attention, element-wise)
   int kernels_bwd            = 0;
-  bool moe                   = false;
+  int kernels_wgrad          = 0; ///< of kernels_bwd: the weight-gradient GEMMs
+  /// @brief Of the GEMM seconds above, with their kernel gaps: the routed experts' forward, input-gradient and
+  /// weight-gradient GEMMs (what runs between a MoE layer's dispatch and combine).
+  double routed_fwd_seconds   = 0;
+  double routed_dgrad_seconds = 0;
+  double routed_wgrad_seconds = 0;
+  bool moe                    = false;
 };
 
 struct Context {
   const JobSpec& job;
   const ModelSpec& m;
-  int tp, cp, pp, dp, ep, v, mbs, chunks;
-  double sp;     ///< divisor of the sequence-parallel regions: tp with sequence parallelism, else 1
-  double tokens; ///< tokens per rank per micro-batch
-  double clock;  ///< sustained compute rate over the measured best (1: the effect off or no profile)
-  double gap;    ///< seconds of GPU idle per kernel launched (0: off)
+  int tp, cp, pp, dp, ep, etp;
+  int v;           ///< model chunks each stage holds (virtual stages; DualPipe and DualPipeV: 2)
+  int mbs;         ///< micro-batches per step
+  int chunks;      ///< model chunks: pp x v (DualPipe holds each of its pp twice: pp)
+  double sp;       ///< divisor of the sequence-parallel regions: tp with sequence parallelism, else 1
+  double tokens;   ///< tokens per rank per micro-batch
+  double clock;    ///< sustained compute rate over the measured best (1: the effect off or no profile)
+  double gap;      ///< seconds of GPU idle per kernel launched (0: off)
+  ExpertLoad load; ///< what the busiest expert GPU computes per layer (empty for a dense model)
 
   explicit Context(const JobSpec& j)
       : job(j), m(j.model), tp(j.parallelism.tp), cp(j.parallelism.cp), pp(j.parallelism.pp), dp(j.parallelism.dp),
-        ep(j.parallelism.ep), v(j.schedule.virtual_stages), mbs(j.micro_batches()), chunks(pp * v),
+        ep(j.parallelism.ep), etp(j.parallelism.etp), v(j.schedule.virtual_stages), mbs(j.micro_batches()),
+        chunks(j.schedule.kind == ScheduleKind::dualpipe ? pp : pp * v),
         sp(j.parallelism.sequence_parallel ? j.parallelism.tp : 1),
         tokens(double(j.batch.micro_batch) * j.batch.sequence_length / j.parallelism.cp),
         clock(j.effects.sustained_clock ? j.calibration.clock_fraction : 1.0),
-        gap(j.effects.kernel_gaps ? j.calibration.kernel_gap : 0.0)
+        gap(j.effects.kernel_gaps ? j.calibration.kernel_gap : 0.0), load(expert_load(j))
   {
   }
 };
@@ -92,6 +106,10 @@ struct ChunkCost {
   double fwd_hbm = 0, bwd_hbm = 0, recompute_hbm = 0;
   double fwd_flops = 0, recompute_flops = 0;
   OpEffects fwd_effects, bwd_effects, recompute_effects; ///< of the seconds above: what each effect adds
+  /// @brief Of the backward: the weight-gradient GEMMs alone (a zero-bubble schedule's W), their HBM bytes, FLOPs and
+  /// effects; the rest is the input-gradient pass (B).
+  double wgrad_seconds = 0, wgrad_hbm = 0, wgrad_flops = 0;
+  OpEffects wgrad_effects;
 };
 
 // Parameters of one transformer layer, split by how parallelism shares them.
@@ -123,8 +141,19 @@ double lead_share(const Context& c, const ChunkCost& ch);
 double tp_activation_bytes(const Context& c);
 /// @brief Buffer of one context-parallel K/V all-gather (MLA: its compressed latent).
 double cp_kv_bytes(const Context& c);
+/// @brief Bytes of one token on the wire in a dispatch (the job's dispatch precision) or a combine (BF16).
+double token_bytes(const Context& c, bool dispatch);
 /// @brief Buffer of one expert-parallel dispatch or combine: the top-k copies of the rank's tokens.
-double ep_buffer_bytes(const Context& c);
+double ep_buffer_bytes(const Context& c, bool dispatch = true);
+/// @brief The all-gather dispatcher's buffer (nccl-tests size: the gathered total): the tokens of the etp x ep ranks
+/// of the expert model-parallel group.
+double allgather_dispatch_bytes(const Context& c, bool dispatch);
+/// @brief Tokens one rank's experts compute per micro-batch and MoE layer (all its local experts together): the
+/// top-k copies of the rank's tensor-parallel share of the tokens, gathered over the expert-TP group.
+double expert_tokens(const Context& c);
+/// @brief Buffer of one expert-tensor-parallel all-gather (or reduce-scatter) of a MoE layer: the tokens the rank's
+/// experts compute, gathered over etp ranks.
+double etp_buffer_bytes(const Context& c);
 /// @brief One pipeline message: the sequence-parallel shard of a micro-batch's activation (or its gradient).
 double pp_message_bytes(const Context& c);
 

@@ -24,6 +24,9 @@ inline constexpr std::array kDims{Dim::tp, Dim::cp, Dim::pp, Dim::dp, Dim::ep};
 inline constexpr std::array kRankDims{Dim::tp, Dim::cp, Dim::pp, Dim::dp};
 /// @brief Llama 3's rank order, innermost first: TP fills a node, DP crosses the boundaries.
 inline constexpr std::array kProductionOrder{Dim::tp, Dim::cp, Dim::pp, Dim::dp};
+/// @brief Megatron-LM's default order (tp-cp-ep-dp-pp), the default of MoE jobs: pp outermost, so that the expert
+/// layers' EP groups fold over neighbouring GPUs (inside a node where they fit).
+inline constexpr std::array kMegatronOrder{Dim::tp, Dim::cp, Dim::dp, Dim::pp};
 
 /// @brief One value per dimension, indexed by Dim.
 template <class T>
@@ -38,12 +41,13 @@ struct DimArray {
   constexpr auto end() const { return values.end(); }
 };
 
-/// @brief An axis a communication group can span: a dimension, or a part of one (ep and edp split cp x dp;
-/// HSDP splits dp into a sharding and a replicating part).
-enum class Axis : std::uint8_t { tp, cp, pp, dp, ep, edp, dp_shard, dp_replicate };
-constexpr std::array<std::string_view, 8> enum_names(Axis)
+/// @brief An axis a communication group can span: a dimension, or a part of one. The expert layers fold etp x ep x
+/// edp over the tp x cp x dp GPUs of a pipeline stage (Megatron's parallel folding); HSDP splits dp into a sharding
+/// and a replicating part.
+enum class Axis : std::uint8_t { tp, cp, pp, dp, ep, edp, dp_shard, dp_replicate, etp };
+constexpr std::array<std::string_view, 9> enum_names(Axis)
 {
-  return {"tp", "cp", "pp", "dp", "ep", "edp", "dp_shard", "dp_replicate"};
+  return {"tp", "cp", "pp", "dp", "ep", "edp", "dp_shard", "dp_replicate", "etp"};
 }
 
 /// @brief A set of axes (what a group spans).
@@ -54,19 +58,19 @@ public:
   constexpr AxisSet operator|(AxisSet o) const { return from_bits(bits_ | o.bits_); }
   constexpr bool contains(Axis a) const { return (bits_ & bit(a)) != 0; }
   constexpr bool empty() const { return bits_ == 0; }
-  constexpr std::uint8_t bits() const { return bits_; }
+  constexpr std::uint16_t bits() const { return bits_; }
   constexpr bool operator==(const AxisSet&) const  = default;
   constexpr auto operator<=>(const AxisSet&) const = default;
 
 private:
-  static constexpr std::uint8_t bit(Axis a) { return static_cast<std::uint8_t>(1U << static_cast<unsigned>(a)); }
-  static constexpr AxisSet from_bits(std::uint8_t b)
+  static constexpr std::uint16_t bit(Axis a) { return static_cast<std::uint16_t>(1U << static_cast<unsigned>(a)); }
+  static constexpr AxisSet from_bits(std::uint16_t b)
   {
     AxisSet s;
     s.bits_ = b;
     return s;
   }
-  std::uint8_t bits_ = 0;
+  std::uint16_t bits_ = 0;
 };
 constexpr AxisSet operator|(Axis a, Axis b)
 {

@@ -133,6 +133,7 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
   par.pp                = optional_dim(p, "pp", 1);
   par.dp                = optional_dim(p, "dp", 1);
   par.ep                = optional_dim(p, "ep", 1);
+  par.etp               = optional_dim(p, "etp", par.tp);
   par.dp_mode           = p.optional_enumeration<DataParallelMode>("data_parallel").value_or(DataParallelMode::fsdp);
   par.reshard_after_forward =
       par.dp_mode != DataParallelMode::ddp && p.optional_boolean("reshard_after_forward").value_or(true);
@@ -140,6 +141,8 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
     par.hsdp_shard = dim(p, "hsdp_shard_size");
   if (p.has("order"))
     par.order = read_rank_order(p, "order");
+  else if (job.model.moe.experts > 0)
+    par.order.assign(kMegatronOrder.begin(), kMegatronOrder.end());
   if (p.has("stage_layers")) {
     const auto& v = p.raw("stage_layers");
     if (v.is_string() && v.get<std::string>() == "balanced")
@@ -168,8 +171,11 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
   sched.kind             = s.enumeration<ScheduleKind>("kind");
   sched.virtual_stages   = optional_dim(s, "virtual_stages", 1);
   sched.microbatch_group = optional_dim(s, "microbatch_group", 0);
+  sched.ep_overlap       = s.optional_boolean("ep_overlap").value_or(false);
   if (sched.kind != ScheduleKind::interleaved_1f1b && s.has("microbatch_group"))
     s.fail("microbatch_group", "only meaningful with kind \"interleaved-1f1b\"");
+  if ((sched.kind == ScheduleKind::dualpipe || sched.kind == ScheduleKind::dualpipev) && s.has("virtual_stages"))
+    s.fail("virtual_stages", std::string(name_of(sched.kind)) + " holds two model chunks per stage by construction");
   s.finish();
 
   job.attention = job.gpu.attention_default;
@@ -189,6 +195,39 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
         (pr->has("gradient_reduce") ? pr->choice("gradient_reduce", {"fp32", "bf16"}) : "fp32") == "fp32" ? 4 : 2;
     pr->finish();
   }
+  if (auto e = r.optional_object("moe")) {
+    if (job.model.moe.experts == 0)
+      r.fail("moe", "model " + job.model.name + " is dense: dispatch and routing are for mixture-of-experts models");
+    DispatchSpec& d = job.dispatch;
+    d.dispatcher    = e->optional_enumeration<Dispatcher>("dispatcher").value_or(Dispatcher::alltoall);
+    d.node_limit    = static_cast<int>(e->optional_integer("node_limit", 1, 1 << 20).value_or(0));
+    d.precision     = e->optional_enumeration<Precision>("dispatch_precision").value_or(Precision::bf16);
+    d.sms           = static_cast<int>(e->optional_integer("dispatch_sms", 1, 1 << 16).value_or(0));
+    if (auto rt = e->optional_object("routing")) {
+      RoutingSpec& rs = d.routing;
+      rs.balance      = rt->enumeration<RoutingBalance>("balance");
+      if (rs.balance != RoutingBalance::balanced)
+        rs.skew = rt->optional_number("skew", 0, 10).value_or(rs.skew);
+      else if (rt->has("skew"))
+        rt->fail("skew", "only meaningful with balance \"dropless\" or \"token-drop\" (balanced routing has none)");
+      if (rs.balance == RoutingBalance::token_drop) {
+        rs.capacity_factor = rt->optional_number("capacity_factor", 0, 1e6).value_or(1);
+        if (!(rs.capacity_factor > 0))
+          rt->fail("capacity_factor", "capacity_factor must be above 0 (an expert's capacity over the mean load)");
+        rs.pad_to_capacity = rt->optional_boolean("pad_to_capacity").value_or(false);
+      } else {
+        for (auto key : {"capacity_factor", "pad_to_capacity"})
+          if (rt->has(key))
+            rt->fail(key, "only meaningful with balance \"token-drop\"");
+      }
+      rs.seed = static_cast<std::uint64_t>(rt->optional_integer("seed", 0, std::int64_t{1} << 53).value_or(1));
+      rt->finish();
+    }
+    e->finish();
+  }
+  if (job.dispatch.node_limit > 0 && job.dispatch.dispatcher != Dispatcher::deepep)
+    r.fail("moe", "node_limit bounds the nodes a token's copies cross, which only the \"deepep\" dispatcher "
+                  "deduplicates; give \"dispatcher\": \"deepep\" with it");
   r.finish();
   validate_job(job);
   return job;
@@ -218,19 +257,30 @@ void validate_job(JobSpec& job)
                 " must divide one another (K/V heads are split or replicated across tp)");
   if (m.ffn % par.tp != 0)
     at.fail(JobIssue::tp, {"parallelism", "tp"}, "ffn " + n(m.ffn) + " is not divisible by tp " + n(par.tp));
-  if (m.moe.experts > 0 && m.moe.expert_ffn % par.tp != 0)
-    at.fail(JobIssue::tp, {"parallelism", "tp"},
-            "expert_ffn " + n(m.moe.expert_ffn) + " is not divisible by tp " + n(par.tp));
+  if (m.moe.experts > 0 && m.moe.expert_ffn % par.etp != 0)
+    at.fail(JobIssue::tp, {"parallelism", "etp"},
+            "expert_ffn " + n(m.moe.expert_ffn) + " is not divisible by etp " + n(par.etp) +
+                " (expert tensor parallelism, tp " + n(par.tp) + " unless given)");
   if (par.ep > 1 && m.moe.experts == 0)
     at.fail(JobIssue::ep, {"parallelism", "ep"},
             "ep " + n(par.ep) + " needs a mixture-of-experts model; " + m.name + " is dense");
+  if (par.etp != par.tp && m.moe.experts == 0)
+    at.fail(JobIssue::ep, {"parallelism", "etp"},
+            "etp " + n(par.etp) + " needs a mixture-of-experts model; " + m.name + " is dense");
   if (m.moe.experts > 0 && m.moe.experts % par.ep != 0)
     at.fail(JobIssue::ep, {"parallelism", "ep"},
             "experts " + n(m.moe.experts) + " are not divisible by ep " + n(par.ep));
-  if ((std::int64_t{par.cp} * par.dp) % par.ep != 0)
+  const std::int64_t stage_ranks = std::int64_t{par.tp} * par.cp * par.dp;
+  if (stage_ranks % (std::int64_t{par.etp} * par.ep) != 0)
     at.fail(JobIssue::ep, {"parallelism", "ep"},
-            "ep " + n(par.ep) + " must divide cp x dp = " + n(std::int64_t{par.cp} * par.dp) +
-                " (expert parallelism is carved out of the data and context dimensions)");
+            "etp " + n(par.etp) + " x ep " + n(par.ep) + " = " + n(std::int64_t{par.etp} * par.ep) +
+                " must divide tp x cp x dp = " + n(stage_ranks) +
+                " (the expert layers fold etp x ep x expert-dp over the GPUs of a pipeline stage)");
+  if (m.moe.experts > 0 && par.tp > 1 && par.etp != par.tp && !par.sequence_parallel)
+    at.fail(JobIssue::tp, {"parallelism", "sequence_parallel"},
+            "etp " + n(par.etp) + " differs from tp " + n(par.tp) +
+                ": the expert layers take the sequence-parallel shard of the tokens (Megatron needs sequence "
+                "parallelism for MoE with tp > 1)");
 
   const BatchSpec& batch = job.batch;
   const auto global_key  = batch.by_tokens ? "global_tokens" : "global_sequences";
@@ -251,6 +301,7 @@ void validate_job(JobSpec& job)
 
   ScheduleSpec& sched = job.schedule;
   const std::string kind(name_of(sched.kind));
+  const bool dual = sched.kind == ScheduleKind::dualpipe || sched.kind == ScheduleKind::dualpipev;
   if (sched.kind == ScheduleKind::interleaved_1f1b) {
     if (par.pp < 2)
       at.fail(JobIssue::schedule, {"schedule", "kind"}, "interleaved-1f1b needs pp >= 2, found pp " + n(par.pp));
@@ -263,9 +314,44 @@ void validate_job(JobSpec& job)
       at.fail(JobIssue::microbatch_group, {"schedule", "microbatch_group"},
               "microbatch_group " + n(sched.microbatch_group) + " must be between pp " + n(par.pp) + " and the " +
                   n(mbs) + " micro-batches per step, and divide them");
+  } else if (dual) {
+    // DualPipe: micro-batches in two directions, each stage held twice; DualPipeV: 2 x pp stages in a V.
+    sched.virtual_stages = 2;
+    if (par.pp < 2 || (sched.kind == ScheduleKind::dualpipe && par.pp % 2 != 0))
+      at.fail(JobIssue::schedule, {"parallelism", "pp"},
+              kind + (sched.kind == ScheduleKind::dualpipe ? " needs an even pp >= 2" : " needs pp >= 2") +
+                  ", found pp " + n(par.pp));
+    if (mbs < 2 * par.pp || (sched.kind == ScheduleKind::dualpipe && mbs % 2 != 0))
+      at.fail(JobIssue::pipeline_depth, {"batch"},
+              kind + " needs at least 2 x pp = " + n(2 * par.pp) +
+                  (sched.kind == ScheduleKind::dualpipe ? " micro-batches, an even number" : " micro-batches") +
+                  "; the step has " + n(mbs));
+    if (par.dp_mode != DataParallelMode::ddp && par.reshard_after_forward)
+      at.fail(JobIssue::schedule, {"parallelism", "reshard_after_forward"},
+              kind + " runs forward and backward passes of two chunks in turn; keep the parameters gathered "
+                     "(reshard_after_forward false) or use ddp");
+    if (!par.stage_layers.empty())
+      at.fail(JobIssue::layers, {"parallelism", "stage_layers"},
+              kind + " places two model chunks per stage; give no stage_layers");
   } else if (sched.virtual_stages != 1) {
     at.fail(JobIssue::schedule, {"schedule", "virtual_stages"},
             kind + " runs one model chunk per stage; virtual_stages must be 1, found " + n(sched.virtual_stages));
+  }
+  if (sched.ep_overlap) {
+    if (sched.kind != ScheduleKind::one_f_one_b && sched.kind != ScheduleKind::interleaved_1f1b)
+      at.fail(JobIssue::schedule, {"schedule", "ep_overlap"},
+              "ep_overlap pairs the steady state of 1f1b or interleaved-1f1b; " + kind +
+                  (dual ? " overlaps its pairs already" : " has no such pairs"));
+    if (par.ep < 2)
+      at.fail(JobIssue::schedule, {"schedule", "ep_overlap"}, "ep_overlap hides expert all-to-alls: it needs ep >= 2");
+    // A pair's outputs leave late; without interleaving the stages would take turns (Megatron-LM asserts
+    // virtual_pipeline_model_parallel_size for the overlap when pp > 1).
+    if (par.pp > 1 && sched.kind != ScheduleKind::interleaved_1f1b)
+      at.fail(JobIssue::schedule, {"schedule", "ep_overlap"},
+              "ep_overlap with pp " + n(par.pp) + " needs interleaved-1f1b (virtual stages), as Megatron-LM requires");
+    if (job.recompute == Recompute::full)
+      at.fail(JobIssue::schedule, {"schedule", "ep_overlap"},
+              "ep_overlap does not run with full recompute (Megatron refuses the combination)");
   }
   if (sched.kind != ScheduleKind::gpipe && mbs < par.pp)
     at.fail(JobIssue::pipeline_depth, {"batch"},
@@ -287,10 +373,12 @@ void validate_job(JobSpec& job)
       at.fail(JobIssue::layers, {"parallelism", "stage_layers"},
               "the stages hold " + n(sum) + " layers; the model has " + n(m.layers));
   }
-  const std::int64_t chunks = std::int64_t{par.pp} * sched.virtual_stages;
+  // DualPipe holds each of its pp stages twice; the others split the model into pp x virtual_stages chunks.
+  const std::int64_t chunks = std::int64_t{par.pp} * (sched.kind == ScheduleKind::dualpipe ? 1 : sched.virtual_stages);
   if (m.layers < chunks)
     at.fail(JobIssue::layers, {"schedule", "virtual_stages"},
-            "the model's " + n(m.layers) + " layers cannot fill pp x virtual_stages = " + n(chunks) + " model chunks");
+            "the model's " + n(m.layers) + " layers cannot fill the " + n(chunks) + " model chunks of pp " + n(par.pp) +
+                " with " + kind);
 
   if (job.attention != AttentionKernel::unfused &&
       !(job.gpu.attention[static_cast<std::size_t>(job.attention)].forward > 0))

@@ -1,5 +1,6 @@
 // A job's costs without its op programs: what the optimizer's screen prices a million points with.
 #include "workload/cost_model.hpp"
+#include "workload/schedule.hpp"
 
 #include <algorithm>
 
@@ -15,11 +16,12 @@ JobCosts job_costs(const JobSpec& job, const BuildOptions& options)
   out.cp_bytes      = detail::cp_kv_bytes(c);
   out.ep_bytes      = detail::ep_buffer_bytes(c);
   out.pp_bytes      = detail::pp_message_bytes(c);
+  const detail::Pipeline pipe(job);
   for (int p = 0; p < c.pp; ++p) {
     StageCosts s;
     s.lead_share = 0;
     for (int v = 0; v < c.v; ++v) {
-      const auto& ch = costs[v * c.pp + p];
+      const auto& ch = costs[pipe.model_chunk(p, v)];
       s.forward += ch.fwd_seconds;
       s.backward += ch.bwd_seconds;
       s.recompute += ch.recompute_seconds;

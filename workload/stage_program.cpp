@@ -3,8 +3,11 @@
 #include "common/error.hpp"
 #include "common/units.hpp"
 #include "workload/cost_model.hpp"
+#include "workload/schedule.hpp"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 namespace spansim::workload {
 
@@ -12,62 +15,10 @@ using namespace detail; // NOLINT: the cost model's types are this file's vocabu
 
 namespace {
 
-struct Unit {
-  bool forward;
-  int chunk;
-  int micro_batch;
-};
-
-// Compute order of one pipeline stage. Interleaved 1F1B follows Megatron-LM, with Llama 3's tunable number of
-// consecutive micro-batches per chunk (`group`, Megatron's microbatch_group_size_per_vp_stage).
-std::vector<Unit> schedule_units(const JobSpec& job, int stage)
-{
-  const int pp = job.parallelism.pp;
-  const int m  = job.micro_batches();
-  std::vector<Unit> u;
-  switch (job.schedule.kind) {
-  case ScheduleKind::gpipe:
-    for (int i = 0; i < m; ++i)
-      u.push_back({true, 0, i});
-    for (int i = 0; i < m; ++i)
-      u.push_back({false, 0, i});
-    break;
-  case ScheduleKind::one_f_one_b: {
-    const int warmup = std::min(pp - stage - 1, m);
-    for (int i = 0; i < warmup; ++i)
-      u.push_back({true, 0, i});
-    for (int i = 0; i < m - warmup; ++i) {
-      u.push_back({true, 0, warmup + i});
-      u.push_back({false, 0, i});
-    }
-    for (int i = m - warmup; i < m; ++i)
-      u.push_back({false, 0, i});
-    break;
-  }
-  case ScheduleKind::interleaved_1f1b: {
-    const int v      = job.schedule.virtual_stages;
-    const int n      = job.schedule.microbatch_group;
-    const int total  = m * v;
-    auto fwd         = [&](int k) { return Unit{true, (k / n) % v, (k / (n * v)) * n + k % n}; };
-    auto bwd         = [&](int k) { return Unit{false, v - 1 - (k / n) % v, (k / (n * v)) * n + k % n}; };
-    const int warmup = std::min((pp - stage - 1) * 2 + (v - 1) * n, total);
-    for (int k = 0; k < warmup; ++k)
-      u.push_back(fwd(k));
-    for (int k = 0; k < total - warmup; ++k) {
-      u.push_back(fwd(warmup + k));
-      u.push_back(bwd(k));
-    }
-    for (int k = total - warmup; k < total; ++k)
-      u.push_back(bwd(k));
-    break;
-  }
-  }
-  return u;
-}
-
 class StageBuilder {
 public:
-  StageBuilder(const Context& c, const std::vector<ChunkCost>& costs, int stage) : c_(c), costs_(costs), stage_(stage)
+  StageBuilder(const Context& c, const std::vector<ChunkCost>& costs, int stage)
+      : c_(c), costs_(costs), stage_(stage), pipe_(c.job)
   {
   }
 
@@ -79,14 +30,46 @@ private:
     prog_.ops.push_back(std::move(op));
     return static_cast<int>(prog_.ops.size()) - 1;
   }
-  int global_chunk(int v) const { return v * c_.pp + stage_; }
-  std::int64_t tag(bool forward, int g, int mb) const
+  const ChunkCost& cost(int v) const { return costs_[pipe_.model_chunk(stage_, v)]; }
+  /// A pipeline message's tag: a send and its receive share it (pass, direction, model chunk, micro-batch).
+  std::int64_t tag(bool forward, int direction, int g, int mb) const
   {
-    return (std::int64_t(forward ? 0 : 1) * c_.chunks + g) * c_.mbs + mb;
+    return ((std::int64_t(forward ? 0 : 1) * 2 + direction) * c_.chunks + g) * c_.mbs + mb;
   }
-  /// Exposed per-layer collectives of one pass over chunk v, chained after `after`; returns the chain's end (the
-  /// ops the next one waits for).
-  std::vector<int> layer_collectives(int v, int mb, std::vector<int> after, bool backward);
+  /// A run of consecutive layers of the model, and how many of them are MoE layers.
+  struct Layers {
+    int first_layer = 0;
+    int layers      = 0;
+    int moe_layers  = 0;
+  };
+  Layers span(int first, int count) const
+  {
+    Layers out{first, count, 0};
+    for (int l = first; l < first + count; ++l)
+      out.moe_layers += c_.m.is_moe_layer(l) ? 1 : 0;
+    return out;
+  }
+  /// Tensor-parallel (and expert-TP) and context-parallel collectives of one pass over chunk v (or the layers of
+  /// `range` only), chained after `after`; returns the chain's end.
+  std::vector<int> tensor_collectives(int v, int mb, std::vector<int> after, bool backward);
+  std::vector<int> tensor_collectives(int v, int mb, std::vector<int> after, bool backward, Layers range);
+  /// The expert dispatch and combine of one pass over chunk v after `after`; `overlapped`: they run under the
+  /// compute of an overlapped pair. Returns their end (`after` when the chunk has none).
+  std::vector<int> expert_collectives(int v, int mb, std::vector<int> after, bool overlapped, bool backward);
+  /// One dispatch or combine (`p`) over the MoE layers of `range`; in a backward pass (its gradients go the same ways
+  /// in BF16).
+  std::vector<int> expert_collective(int v, int mb, std::vector<int> after, bool overlapped, Purpose p, Layers range,
+                                     bool backward);
+  /// An overlapped pair as Megatron-LM's combined 1F1B runs it (ep_overlap): the forward's layer i with the
+  /// backward's layer L - 1 - i, each layer pair in four slots (pre-dispatch compute, the routed experts' input and
+  /// weight gradients, their forward, the pre-dispatch backward) with the four all-to-alls between them. Returns the
+  /// chain's end.
+  std::vector<int> megatron_pair(const Unit& f, const Unit& b, const std::vector<int>& chain);
+  /// A forward and a backward pass as one of DualPipe's overlapped cells (dualpipe.py's _forward_backward_chunk): it
+  /// starts once both passes' inputs are in, the two compute in turn while the expert all-to-alls of both run under
+  /// them (DeepSeek-V3 arranges a pair's components so that they are hidden, arXiv 2412.19437 section 3.2.1), and
+  /// both outputs leave when the cell ends. Returns the cell's end.
+  std::vector<int> dualpipe_pair(const Unit& f, const Unit& b, const std::vector<int>& chain);
   /// The parameter all-gathers (FSDP/HSDP) of chunk v: the ones its compute waits for, and the ones that overlap
   /// it and must end before it is done.
   struct Gathers {
@@ -100,12 +83,32 @@ private:
   /// The share of chunk v's parameters in its first unit (its first layer and embedding or output layer), which
   /// waits on compute when data parallelism overlaps unit by unit; 1 when it does not.
   double lead_share(int v) const;
-  /// The pipeline receive feeding a forward (from the previous chunk) or a backward (from the next one).
-  int receive(const Unit& u, int g);
-  /// The pipeline send of a forward's activations or a backward's gradients, after `after`.
-  void send(const Unit& u, int g, const std::vector<int>& after);
+  /// What a forward (from the previous chunk) or backward (from the next one) waits for: a pipeline receive, or
+  /// the producing unit's end when that chunk is on this stage (DualPipeV's turn); nothing at the pipeline's end.
+  std::vector<int> input(const Unit& u);
+  /// Hands a forward's activations or a backward's gradients to the next (previous) chunk after `after`: a
+  /// pipeline send, or kept for a unit of this stage.
+  void output(const Unit& u, const std::vector<int>& after);
   /// A send or receive of unit u's activations or gradients with `peer_stage`, paired by `tag`.
   int transfer(const Unit& u, OpKind kind, int peer_stage, std::int64_t tag, std::vector<int> deps);
+
+  /// Runs one unit after `chain`: its compute, then its collectives; returns the end of both.
+  std::vector<int> run(const Unit& u, const std::vector<int>& chain);
+  /// A compute op of unit u.
+  int compute(OpKind kind, const Unit& u, double model_flops, double hardware_flops, double seconds, double hbm,
+              const OpEffects& effects, std::vector<int> deps)
+  {
+    return push(Op{.kind           = kind,
+                   .chunk          = u.chunk,
+                   .micro_batch    = u.micro_batch,
+                   .model_flops    = model_flops,
+                   .hardware_flops = hardware_flops,
+                   .seconds        = seconds,
+                   .hbm_bytes      = hbm,
+                   .effects        = effects,
+                   .group          = {},
+                   .deps           = std::move(deps)});
+  }
 
   /// @brief One collective of a stage program: what it is, on which group, how large, how often.
   struct Call {
@@ -116,6 +119,8 @@ private:
     double bytes;
     int count;
     bool overlappable = false;
+    double imbalance  = 1;
+    int sms           = 0;
   };
   /// Adds a collective of chunk v and micro-batch mb (-1: not tied to one) after `deps`; returns its op.
   int collective(const Call& call, int v, int mb, std::vector<int> deps)
@@ -130,31 +135,52 @@ private:
                    .bytes        = call.bytes,
                    .count        = call.count,
                    .overlappable = call.overlappable,
+                   .imbalance    = call.imbalance,
+                   .sms          = call.sms,
                    .deps         = std::move(deps)});
   }
 
   const Context& c_;
   const std::vector<ChunkCost>& costs_;
   int stage_;
+  Pipeline pipe_;
   StageProgram prog_;
   std::vector<int> gathered_;      // non-resharding FSDP: all-gather op of each chunk, -1 before its first use
   std::vector<int> backward_done_; // backward passes done per chunk
   std::vector<int> reductions_;
+  /// Ends of units handed to a chunk of this stage (DualPipeV's turn): (forward, model chunk, micro-batch).
+  std::map<std::tuple<bool, int, int>, std::vector<int>> handed_;
 };
 
-std::vector<int> StageBuilder::layer_collectives(int v, int mb, std::vector<int> after, bool backward)
+std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int> after, bool backward)
 {
-  const ChunkCost& ch  = costs_[global_chunk(v)];
+  const ChunkCost& ch = cost(v);
+  return tensor_collectives(v, mb, std::move(after), backward, span(ch.first_layer, ch.layers));
+}
+
+std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int> after, bool backward, Layers range)
+{
+  const Layers ch      = range;
   std::vector<int> end = std::move(after);
   const double act     = tp_activation_bytes(c_);
+  const bool sp        = c_.job.parallelism.sequence_parallel;
   if (c_.tp > 1) {
     const Group g{Axis::tp, c_.tp};
-    // Megatron tensor parallelism: two collectives per pass per layer in the attention and MLP blocks; with
-    // sequence parallelism each all-reduce becomes a reduce-scatter plus an all-gather.
-    const bool sp = c_.job.parallelism.sequence_parallel;
+    // Megatron tensor parallelism: a collective before and one after the attention block, and the same around a
+    // dense MLP (or a MoE layer's shared experts); with sequence parallelism an all-gather before and a
+    // reduce-scatter after, else all-reduces. Routed experts go through the expert-TP group below.
+    const int mlps  = ch.layers - ch.moe_layers + (c_.m.moe.shared_experts > 0 ? ch.moe_layers : 0);
+    const int count = sp ? ch.layers + mlps : 2 * ch.layers;
     for (CollectiveOp kind : sp ? std::vector{CollectiveOp::all_gather, CollectiveOp::reduce_scatter}
                                 : std::vector{CollectiveOp::all_reduce})
-      end = {collective({kind, Dim::tp, Purpose::tp_activations, g, act, 2 * ch.layers}, v, mb, end)};
+      end = {collective({kind, Dim::tp, Purpose::tp_activations, g, act, count}, v, mb, end)};
+  }
+  if (c_.etp > 1 && sp && ch.moe_layers > 0 && c_.job.dispatch.dispatcher != Dispatcher::allgather) {
+    // Expert tensor parallelism (Megatron's alltoall and flex dispatchers): the dispatched tokens all-gathered over
+    // the etp ranks after the dispatch, the experts' outputs reduce-scattered before the combine.
+    const Group g{Axis::etp, c_.etp};
+    for (CollectiveOp kind : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter})
+      end = {collective({kind, Dim::tp, Purpose::tp_activations, g, etp_buffer_bytes(c_), ch.moe_layers}, v, mb, end)};
   }
   if (c_.cp > 1) {
     // All-gather based context parallelism (Llama 3): K/V of the whole sequence gathered before attention; in
@@ -165,19 +191,55 @@ std::vector<int> StageBuilder::layer_collectives(int v, int mb, std::vector<int>
     if (backward)
       end = {collective({CollectiveOp::reduce_scatter, Dim::cp, Purpose::cp_kv_grads, g, kv, ch.layers}, v, mb, end)};
   }
-  if (c_.ep > 1 && ch.moe_layers > 0) {
-    // One dispatch and one combine per MoE layer and pass, carrying the top-k copies of the rank's tokens.
-    const double buf = ep_buffer_bytes(c_);
-    for (Purpose p : {Purpose::ep_dispatch, Purpose::ep_combine})
-      end = {
-          collective({CollectiveOp::all_to_all, Dim::ep, p, Group{Axis::ep, c_.ep}, buf, ch.moe_layers}, v, mb, end)};
-  }
   return end;
+}
+
+std::vector<int> StageBuilder::expert_collectives(int v, int mb, std::vector<int> after, bool overlapped, bool backward)
+{
+  const ChunkCost& ch  = cost(v);
+  std::vector<int> end = std::move(after);
+  for (Purpose p : {Purpose::ep_dispatch, Purpose::ep_combine})
+    end = expert_collective(v, mb, end, overlapped, p, span(ch.first_layer, ch.layers), backward);
+  return end;
+}
+
+std::vector<int> StageBuilder::expert_collective(int v, int mb, std::vector<int> after, bool overlapped, Purpose p,
+                                                 Layers range, bool backward)
+{
+  const Layers ch = range;
+  if (c_.ep <= 1 || ch.moe_layers == 0)
+    return after;
+  // One dispatch and one combine per MoE layer and pass. The busiest member (the routing's imbalance) receives the
+  // most in the dispatch and sends the most in the combine: the mean over the layers.
+  double imbalance = 0;
+  for (int l = ch.first_layer; l < ch.first_layer + ch.layers; ++l)
+    imbalance += c_.load.busiest[static_cast<std::size_t>(l)];
+  imbalance /= ch.moe_layers;
+  const auto& d       = c_.job.dispatch;
+  const bool dispatch = p == Purpose::ep_dispatch;
+  Call call{.op           = CollectiveOp::all_to_all,
+            .dim          = Dim::ep,
+            .purpose      = p,
+            .group        = Group{Axis::ep, c_.ep},
+            .bytes        = ep_buffer_bytes(c_, dispatch && !backward),
+            .count        = ch.moe_layers,
+            .overlappable = overlapped,
+            .imbalance    = imbalance,
+            .sms          = d.sms > 0                            ? d.sms
+                            : d.dispatcher == Dispatcher::deepep ? kDeepEpSms
+                                                                 : 0};
+  if (d.dispatcher == Dispatcher::allgather) {
+    // Every rank of the expert model-parallel group (etp x ep) gathers their tokens; the combine reduce-scatters.
+    call.op    = dispatch ? CollectiveOp::all_gather : CollectiveOp::reduce_scatter;
+    call.group = Group{c_.etp > 1 ? Axis::etp | Axis::ep : AxisSet(Axis::ep), c_.etp * c_.ep};
+    call.bytes = allgather_dispatch_bytes(c_, dispatch && !backward);
+  }
+  return {collective(call, v, mb, std::move(after))};
 }
 
 double StageBuilder::lead_share(int v) const
 {
-  return detail::lead_share(c_, costs_[global_chunk(v)]);
+  return detail::lead_share(c_, cost(v));
 }
 
 StageBuilder::Gathers StageBuilder::gather_params(int v, int mb)
@@ -187,12 +249,12 @@ StageBuilder::Gathers StageBuilder::gather_params(int v, int mb)
     return {};
   if (!par.reshard_after_forward && gathered_[v] >= 0)
     return {{gathered_[v]}, {}};
-  const ChunkCost& ch     = costs_[global_chunk(v)];
+  const ChunkCost& ch     = cost(v);
   const double dense      = ch.sum.dense_params + ch.extra_params;
   const double expert     = ch.sum.params - ch.sum.dense_params;
   const bool hsdp         = par.dp_mode == DataParallelMode::hsdp;
   const int shard         = hsdp ? c_.cp * par.hsdp_shard : c_.cp * c_.dp;
-  const int edp           = c_.cp * c_.dp / c_.ep;
+  const int edp           = c_.job.parallelism.edp();
   const int mb_tag        = par.reshard_after_forward ? mb : -1;
   const AxisSet data_axis = hsdp ? Axis::dp_shard : Axis::dp;
   const Group dense_group{c_.cp > 1 ? AxisSet(Axis::cp) | data_axis : data_axis, shard};
@@ -224,15 +286,40 @@ void StageBuilder::reduce_grads(int v, int mb, const std::vector<int>& start, co
   const auto& par = c_.job.parallelism;
   ++backward_done_[v];
   const bool per_micro_batch = par.dp_mode != DataParallelMode::ddp && par.reshard_after_forward;
-  if (!per_micro_batch && backward_done_[v] < c_.mbs)
+  // DualPipe runs half the micro-batches through each of a stage's chunks.
+  const int passes = c_.job.schedule.kind == ScheduleKind::dualpipe ? c_.mbs / 2 : c_.mbs;
+  if (!per_micro_batch && backward_done_[v] < passes)
     return;
-  const ChunkCost& ch = costs_[global_chunk(v)];
-  const double dense  = ch.sum.dense_params + ch.extra_params;
-  const double expert = ch.sum.params - ch.sum.dense_params;
-  const double gb     = c_.job.gradient_reduce_bytes;
-  const int edp       = c_.cp * c_.dp / c_.ep;
-  const int mb_tag    = per_micro_batch ? mb : -1;
-  auto reduce         = [&](CollectiveOp kind, Group g, double bytes, const std::vector<int>& deps) {
+  const ChunkCost& ch          = cost(v);
+  const double dense           = ch.sum.dense_params + ch.extra_params;
+  const double expert          = ch.sum.params - ch.sum.dense_params;
+  const double gb              = c_.job.gradient_reduce_bytes;
+  const int edp                = c_.job.parallelism.edp();
+  const int mb_tag             = per_micro_batch ? mb : -1;
+  std::vector<int> ready_start = start, ready_after = after;
+  if (c_.job.schedule.kind == ScheduleKind::dualpipe) {
+    // DualPipe holds each model chunk on two stages: each copy's gradients go to the other, then both reduce the sum.
+    const int twin = pipe_.twin_stage(stage_), g = pipe_.model_chunk(stage_, v);
+    const double bytes   = gb * (dense + expert);
+    const auto grad_sync = [&](OpKind kind, int from, std::vector<int> deps) {
+      return push(Op{.kind         = kind,
+                     .dim          = Dim::dp,
+                     .purpose      = Purpose::grad_reduce,
+                     .chunk        = v,
+                     .group        = Group{Axis::pp, 2},
+                     .bytes        = bytes,
+                     .count        = 1,
+                     .peer_stage   = twin,
+                     .tag          = -1 - (std::int64_t(from) * c_.chunks + g),
+                     .overlappable = true,
+                     .deps         = std::move(deps)});
+    };
+    grad_sync(OpKind::send, stage_, after);
+    const int received = grad_sync(OpKind::recv, twin, {});
+    ready_start        = {received};
+    ready_after        = {received};
+  }
+  auto reduce = [&](CollectiveOp kind, Group g, double bytes, const std::vector<int>& deps) {
     if (g.size <= 1 || bytes <= 0)
       return deps;
     const int id = collective({kind, Dim::dp, Purpose::grad_reduce, g, bytes, 1, true}, v, mb_tag, deps);
@@ -265,16 +352,17 @@ void StageBuilder::reduce_grads(int v, int mb, const std::vector<int>& start, co
   // starts once its layer's gradients are complete; starting with the backward is early by one layer).
   const double lead = lead_share(v);
   if (lead < 1)
-    reduce_share(1 - lead, start);
-  reduce_share(lead, after);
+    reduce_share(1 - lead, ready_start);
+  reduce_share(lead, ready_after);
 }
 
 int StageBuilder::transfer(const Unit& u, OpKind kind, int peer_stage, std::int64_t tag, std::vector<int> deps)
 {
-  const double msg = pp_message_bytes(c_);
+  const bool forward = u.pass == Pass::forward;
+  const double msg   = pp_message_bytes(c_);
   return push(Op{.kind         = kind,
                  .dim          = Dim::pp,
-                 .purpose      = u.forward ? Purpose::pp_activations : Purpose::pp_gradients,
+                 .purpose      = forward ? Purpose::pp_activations : Purpose::pp_gradients,
                  .chunk        = u.chunk,
                  .micro_batch  = u.micro_batch,
                  .group        = Group{Axis::pp, c_.pp},
@@ -286,17 +374,209 @@ int StageBuilder::transfer(const Unit& u, OpKind kind, int peer_stage, std::int6
                  .deps         = std::move(deps)});
 }
 
-int StageBuilder::receive(const Unit& u, int g)
+std::vector<int> StageBuilder::input(const Unit& u)
 {
-  const int from = u.forward ? (stage_ - 1 + c_.pp) % c_.pp : (stage_ + 1) % c_.pp;
-  return transfer(u, OpKind::recv, from, u.forward ? tag(true, g - 1, u.micro_batch) : tag(false, g + 1, u.micro_batch),
-                  {});
+  const bool forward = u.pass == Pass::forward;
+  const auto from    = forward ? pipe_.previous(stage_, u.chunk) : pipe_.next(stage_, u.chunk);
+  if (!from)
+    return {};
+  const int g = pipe_.model_chunk(from->stage, from->local), d = pipe_.direction(u.chunk);
+  if (from->stage == stage_)
+    return handed_.at({forward, g, u.micro_batch});
+  return {transfer(u, OpKind::recv, from->stage, tag(forward, d, g, u.micro_batch), {})};
 }
 
-void StageBuilder::send(const Unit& u, int g, const std::vector<int>& after)
+void StageBuilder::output(const Unit& u, const std::vector<int>& after)
 {
-  const int to = u.forward ? (stage_ + 1) % c_.pp : (stage_ - 1 + c_.pp) % c_.pp;
-  transfer(u, OpKind::send, to, tag(u.forward, g, u.micro_batch), after);
+  const bool forward = u.pass == Pass::forward;
+  const auto to      = forward ? pipe_.next(stage_, u.chunk) : pipe_.previous(stage_, u.chunk);
+  if (!to)
+    return;
+  const int g = pipe_.model_chunk(stage_, u.chunk);
+  if (to->stage == stage_)
+    handed_[{forward, g, u.micro_batch}] = after;
+  else
+    transfer(u, OpKind::send, to->stage, tag(forward, pipe_.direction(u.chunk), g, u.micro_batch), after);
+}
+
+std::vector<int> StageBuilder::run(const Unit& u, const std::vector<int>& chain)
+{
+  auto with = [](std::vector<int> deps, const std::vector<int>& more) {
+    deps.insert(deps.end(), more.begin(), more.end());
+    return deps;
+  };
+  const ChunkCost& ch = cost(u.chunk);
+  if (u.pass == Pass::weight) {
+    // The weight gradients of an earlier backward_input: compute only, then the chunk's gradient reduction.
+    const std::vector<int> w{compute(OpKind::weight_grad, u, ch.wgrad_flops, ch.wgrad_flops, ch.wgrad_seconds,
+                                     ch.wgrad_hbm, ch.wgrad_effects, chain)};
+    reduce_grads(u.chunk, u.micro_batch, chain, w);
+    return w;
+  }
+  const Gathers gathers = gather_params(u.chunk, u.micro_batch);
+  std::vector<int> deps = gathers.before;
+  if (u.pass == Pass::forward) {
+    deps        = with(deps, input(u));
+    const int f = compute(OpKind::forward, u, ch.fwd_flops, ch.fwd_flops, ch.fwd_seconds, ch.fwd_hbm, ch.fwd_effects,
+                          with(deps, chain));
+    auto end    = tensor_collectives(u.chunk, u.micro_batch, with({f}, gathers.during), false);
+    end         = expert_collectives(u.chunk, u.micro_batch, end, false, false);
+    output(u, end);
+    return end;
+  }
+  std::vector<int> before = chain;
+  if (c_.job.recompute != Recompute::none) {
+    // Recompute needs no gradient: it runs before the receive so that it can hide the wait.
+    before = {compute(OpKind::recompute, u, 0, ch.recompute_flops, ch.recompute_seconds, ch.recompute_hbm,
+                      ch.recompute_effects, with(deps, chain))};
+    if (c_.job.recompute == Recompute::full) {
+      before = tensor_collectives(u.chunk, u.micro_batch, before, false);
+      before = expert_collectives(u.chunk, u.micro_batch, before, false, false);
+    }
+  }
+  deps                         = with(deps, input(u));
+  const std::vector<int> start = with(deps, before);
+  // A whole backward, or its input-gradient part (the weight gradients follow in a weight pass).
+  const bool whole          = u.pass == Pass::backward;
+  const double weight_flops = whole ? 0 : ch.wgrad_flops;
+  OpEffects effects         = ch.bwd_effects;
+  if (!whole) {
+    effects.sustained_clock -= ch.wgrad_effects.sustained_clock;
+    effects.kernel_gaps -= ch.wgrad_effects.kernel_gaps;
+  }
+  const int b =
+      compute(OpKind::backward, u, 2 * ch.fwd_flops - weight_flops, 2 * ch.fwd_flops - weight_flops,
+              ch.bwd_seconds - (whole ? 0 : ch.wgrad_seconds), ch.bwd_hbm - (whole ? 0 : ch.wgrad_hbm), effects, start);
+  auto end = tensor_collectives(u.chunk, u.micro_batch, with({b}, gathers.during), true);
+  end      = expert_collectives(u.chunk, u.micro_batch, end, false, true);
+  output(u, end);
+  if (whole)
+    reduce_grads(u.chunk, u.micro_batch, start, end);
+  return end;
+}
+
+std::vector<int> StageBuilder::megatron_pair(const Unit& fu, const Unit& bu, const std::vector<int>& chain)
+{
+  auto with = [](std::vector<int> deps, const std::vector<int>& more) {
+    deps.insert(deps.end(), more.begin(), more.end());
+    return deps;
+  };
+  const ChunkCost& cf = cost(fu.chunk);
+  const ChunkCost& cb = cost(bu.chunk);
+  // The forward's inputs, then the backward's (recompute first, as for a single backward).
+  const Gathers gf        = gather_params(fu.chunk, fu.micro_batch);
+  std::vector<int> f_deps = with(gf.before, input(fu));
+  const Gathers gb        = gather_params(bu.chunk, bu.micro_batch);
+  std::vector<int> b_deps = gb.before, before = chain;
+  if (c_.job.recompute != Recompute::none)
+    before = {compute(OpKind::recompute, bu, 0, cb.recompute_flops, cb.recompute_seconds, cb.recompute_hbm,
+                      cb.recompute_effects, with(b_deps, chain))};
+  b_deps                       = with(b_deps, input(bu));
+  const std::vector<int> start = with(b_deps, before);
+
+  // Each piece of a pass carries its share (by time) of the pass's FLOPs, HBM bytes and effects.
+  struct Pass {
+    const Unit& unit;
+    double flops, seconds, hbm;
+    const OpEffects& effects;
+  };
+  const Pass fwd{fu, cf.fwd_flops, cf.fwd_seconds, cf.fwd_hbm, cf.fwd_effects};
+  const Pass bwd{bu, 2 * cb.fwd_flops, cb.bwd_seconds, cb.bwd_hbm, cb.bwd_effects};
+  auto piece = [&](OpKind kind, const Pass& p, double seconds, std::vector<int> deps) {
+    const double share = p.seconds > 0 ? seconds / p.seconds : 0;
+    OpEffects fx       = p.effects;
+    for (double* part :
+         {&fx.sustained_clock, &fx.kernel_gaps, &fx.attention_by_length, &fx.grad_clipping, &fx.sm_contention})
+      *part *= share;
+    return compute(kind, p.unit, p.flops * share, p.flops * share, seconds, p.hbm * share, fx, std::move(deps));
+  };
+  // Per layer: the routed experts' part of each pass per MoE layer, the rest spread evenly over the chunk's layers.
+  const double f_pre = (cf.fwd_seconds - cf.sum.routed_fwd_seconds) / cf.layers;
+  const double f_mlp = cf.moe_layers > 0 ? cf.sum.routed_fwd_seconds / cf.moe_layers : 0;
+  const double b_pre = (cb.bwd_seconds - cb.wgrad_seconds - cb.sum.routed_dgrad_seconds) / cb.layers;
+  const double w_pre = (cb.wgrad_seconds - cb.sum.routed_wgrad_seconds) / cb.layers;
+  const double b_mlp = cb.moe_layers > 0 ? cb.sum.routed_dgrad_seconds / cb.moe_layers : 0;
+  const double w_mlp = cb.moe_layers > 0 ? cb.sum.routed_wgrad_seconds / cb.moe_layers : 0;
+
+  // Megatron's order (TransformerLayerSchedulePlan::run): the compute stream runs Af, Mb, Mw, Mf, Ab, Aw and the
+  // communication stream Cb, Df, Db, Cf, each waiting for what it needs of the other (Megatron's events).
+  std::vector<int> f_prev = with(f_deps, chain), b_prev = start;
+  int last_compute = -1;
+  const int pairs  = std::max(cf.layers, cb.layers);
+  for (int j = 0; j < pairs; ++j) {
+    const int fl            = j < cf.layers ? cf.first_layer + j : -1;
+    const int bl            = j < cb.layers ? cb.first_layer + cb.layers - 1 - j : -1;
+    const bool f_moe        = fl >= 0 && c_.m.is_moe_layer(fl) && c_.ep > 1;
+    const bool b_moe        = bl >= 0 && c_.m.is_moe_layer(bl) && c_.ep > 1;
+    std::vector<int> cb_end = b_prev;
+    if (b_moe) // the combine's backward: the gradients of the experts' outputs go back to them
+      cb_end = expert_collective(bu.chunk, bu.micro_batch, b_prev, true, Purpose::ep_dispatch, span(bl, 1), true);
+    std::vector<int> f_out;
+    if (fl >= 0) {
+      last_compute = piece(OpKind::forward, fwd, f_pre, f_prev);
+      f_out        = tensor_collectives(fu.chunk, fu.micro_batch, {last_compute}, false, span(fl, 1));
+    }
+    int mb_op = -1;
+    if (b_moe) {
+      mb_op        = piece(OpKind::backward, bwd, b_mlp, cb_end);
+      last_compute = piece(OpKind::weight_grad, bwd, w_mlp, {});
+    }
+    std::vector<int> db_end = b_moe ? std::vector<int>{mb_op} : cb_end;
+    if (f_moe) {
+      const auto df =
+          expert_collective(fu.chunk, fu.micro_batch, f_out, true, Purpose::ep_dispatch, span(fl, 1), false);
+      if (b_moe)
+        db_end = expert_collective(bu.chunk, bu.micro_batch, {mb_op}, true, Purpose::ep_combine, span(bl, 1), true);
+      last_compute = piece(OpKind::forward, fwd, f_mlp, df);
+      f_out =
+          expert_collective(fu.chunk, fu.micro_batch, {last_compute}, true, Purpose::ep_combine, span(fl, 1), false);
+    } else if (b_moe) {
+      db_end = expert_collective(bu.chunk, bu.micro_batch, {mb_op}, true, Purpose::ep_combine, span(bl, 1), true);
+    }
+    if (fl >= 0)
+      f_prev = f_out;
+    if (bl >= 0) {
+      const int ab = piece(OpKind::backward, bwd, b_pre, db_end);
+      b_prev       = tensor_collectives(bu.chunk, bu.micro_batch, {ab}, true, span(bl, 1));
+      last_compute = piece(OpKind::weight_grad, bwd, w_pre, {});
+    }
+  }
+  f_prev = with(f_prev, gf.during);
+  b_prev = with(b_prev, gb.during);
+  output(fu, f_prev);
+  output(bu, b_prev);
+  reduce_grads(bu.chunk, bu.micro_batch, start, with(b_prev, {last_compute}));
+  return with(with(f_prev, b_prev), {last_compute});
+}
+
+std::vector<int> StageBuilder::dualpipe_pair(const Unit& fu, const Unit& bu, const std::vector<int>& chain)
+{
+  auto with = [](std::vector<int> deps, const std::vector<int>& more) {
+    deps.insert(deps.end(), more.begin(), more.end());
+    return deps;
+  };
+  const ChunkCost& cf    = cost(fu.chunk);
+  const ChunkCost& cb    = cost(bu.chunk);
+  const Gathers gf       = gather_params(fu.chunk, fu.micro_batch);
+  const Gathers gb       = gather_params(bu.chunk, bu.micro_batch);
+  std::vector<int> start = with(with(chain, gf.before), gb.before);
+  start                  = with(start, input(fu));
+  if (c_.job.recompute != Recompute::none)
+    start = with(start, {compute(OpKind::recompute, bu, 0, cb.recompute_flops, cb.recompute_seconds, cb.recompute_hbm,
+                                 cb.recompute_effects, start)});
+  start = with(start, input(bu));
+  const int f =
+      compute(OpKind::forward, fu, cf.fwd_flops, cf.fwd_flops, cf.fwd_seconds, cf.fwd_hbm, cf.fwd_effects, start);
+  const auto f_end     = tensor_collectives(fu.chunk, fu.micro_batch, with({f}, gf.during), false);
+  const int b          = compute(OpKind::backward, bu, 2 * cb.fwd_flops, 2 * cb.fwd_flops, cb.bwd_seconds, cb.bwd_hbm,
+                                 cb.bwd_effects, f_end);
+  std::vector<int> end = tensor_collectives(bu.chunk, bu.micro_batch, with({b}, gb.during), true);
+  end                  = with(end, expert_collectives(fu.chunk, fu.micro_batch, start, true, false));
+  end                  = with(end, expert_collectives(bu.chunk, bu.micro_batch, start, true, true));
+  output(fu, end);
+  output(bu, end);
+  reduce_grads(bu.chunk, bu.micro_batch, start, end);
+  return end;
 }
 
 StageProgram StageBuilder::build()
@@ -305,64 +585,19 @@ StageProgram StageBuilder::build()
   gathered_.assign(c_.v, -1);
   backward_done_.assign(c_.v, 0);
   std::vector<int> chain; // the end of the previous unit: compute is serialized with its exposed collectives
-  auto with = [](std::vector<int> deps, const std::vector<int>& more) {
-    deps.insert(deps.end(), more.begin(), more.end());
-    return deps;
-  };
-  for (const Unit& u : schedule_units(c_.job, stage_)) {
-    const int g           = global_chunk(u.chunk);
-    const ChunkCost& ch   = costs_[g];
-    const Gathers gathers = gather_params(u.chunk, u.micro_batch);
-    std::vector<int> deps = gathers.before;
-    if (u.forward) {
-      if (g > 0)
-        deps.push_back(receive(u, g));
-      const int f = push(Op{.kind           = OpKind::forward,
-                            .chunk          = u.chunk,
-                            .micro_batch    = u.micro_batch,
-                            .model_flops    = ch.fwd_flops,
-                            .hardware_flops = ch.fwd_flops,
-                            .seconds        = ch.fwd_seconds,
-                            .hbm_bytes      = ch.fwd_hbm,
-                            .effects        = ch.fwd_effects,
-                            .group          = {},
-                            .deps           = with(deps, chain)});
-      chain       = layer_collectives(u.chunk, u.micro_batch, with({f}, gathers.during), false);
-      if (g < c_.chunks - 1)
-        send(u, g, chain);
+  const auto units = schedule_units(c_.job, stage_);
+  for (std::size_t i = 0; i < units.size(); ++i) {
+    if (!units[i].paired || i + 1 >= units.size()) {
+      chain = run(units[i], chain);
       continue;
     }
-    if (c_.job.recompute != Recompute::none) {
-      // Recompute needs no gradient: it runs before the receive so that it can hide the wait.
-      chain = {push(Op{.kind           = OpKind::recompute,
-                       .chunk          = u.chunk,
-                       .micro_batch    = u.micro_batch,
-                       .hardware_flops = ch.recompute_flops,
-                       .seconds        = ch.recompute_seconds,
-                       .hbm_bytes      = ch.recompute_hbm,
-                       .effects        = ch.recompute_effects,
-                       .group          = {},
-                       .deps           = with(deps, chain)})};
-      if (c_.job.recompute == Recompute::full)
-        chain = layer_collectives(u.chunk, u.micro_batch, chain, false);
+    if (c_.job.schedule.ep_overlap) {
+      chain = megatron_pair(units[i], units[i + 1], chain);
+      ++i;
+      continue;
     }
-    if (g < c_.chunks - 1)
-      deps.push_back(receive(u, g));
-    const std::vector<int> start = with(deps, chain);
-    const int b                  = push(Op{.kind           = OpKind::backward,
-                                           .chunk          = u.chunk,
-                                           .micro_batch    = u.micro_batch,
-                                           .model_flops    = 2 * ch.fwd_flops,
-                                           .hardware_flops = 2 * ch.fwd_flops,
-                                           .seconds        = ch.bwd_seconds,
-                                           .hbm_bytes      = ch.bwd_hbm,
-                                           .effects        = ch.bwd_effects,
-                                           .group          = {},
-                                           .deps           = start});
-    chain                        = layer_collectives(u.chunk, u.micro_batch, with({b}, gathers.during), true);
-    if (g > 0)
-      send(u, g, chain);
-    reduce_grads(u.chunk, u.micro_batch, start, chain);
+    chain = dualpipe_pair(units[i], units[i + 1], chain);
+    ++i;
   }
 
   // Optimizer step over the local shard, once every gradient is reduced.
@@ -370,8 +605,9 @@ StageProgram StageBuilder::build()
   prog_.params = statics.dense_params + statics.expert_params;
   prog_.memory = statics.memory;
   for (int v = 0; v < c_.v; ++v)
-    prog_.chunk_layers.push_back(costs_[global_chunk(v)].layers);
-  statics.optimizer.deps = with(reductions_, chain);
+    prog_.chunk_layers.push_back(cost(v).layers);
+  statics.optimizer.deps = reductions_;
+  statics.optimizer.deps.insert(statics.optimizer.deps.end(), chain.begin(), chain.end());
   push(std::move(statics.optimizer));
   return std::move(prog_);
 }
@@ -402,9 +638,31 @@ double cp_kv_bytes(const Context& c)
   return kv_token * double(c.job.batch.micro_batch) * c.job.batch.sequence_length;
 }
 
-double ep_buffer_bytes(const Context& c)
+double token_bytes(const Context& c, bool dispatch)
 {
-  return c.tokens / c.sp * c.m.moe.experts_per_token * c.m.hidden * kBf16;
+  // FP8 dispatch (DeepEP's, DeepSeek-V3's): a byte per element and an fp32 scale per 128 elements.
+  const bool fp8 = dispatch && c.job.dispatch.precision == Precision::fp8;
+  return c.m.hidden * (fp8 ? 1 + 4.0 / 128 : kBf16);
+}
+
+double ep_buffer_bytes(const Context& c, bool dispatch)
+{
+  return c.tokens / c.sp * c.m.moe.experts_per_token * token_bytes(c, dispatch);
+}
+
+double allgather_dispatch_bytes(const Context& c, bool dispatch)
+{
+  return double(c.etp) * c.ep * c.tokens / c.sp * token_bytes(c, dispatch);
+}
+
+double expert_tokens(const Context& c)
+{
+  return c.tokens / c.tp * c.m.moe.experts_per_token * c.etp;
+}
+
+double etp_buffer_bytes(const Context& c)
+{
+  return expert_tokens(c) * c.m.hidden * kBf16;
 }
 
 double pp_message_bytes(const Context& c)
@@ -417,8 +675,9 @@ StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs
   const auto& par = c.job.parallelism;
   StageStatics out;
   double unit_max = 0;
+  const Pipeline pipe(c.job);
   for (int v = 0; v < c.v; ++v) {
-    const ChunkCost& ch = costs[v * c.pp + stage];
+    const ChunkCost& ch = costs[pipe.model_chunk(stage, v)];
     out.dense_params += ch.sum.dense_params + ch.extra_params;
     out.expert_params += ch.sum.params - ch.sum.dense_params;
     // FSDP unshards one wrapped unit at a time (a transformer layer; the embedding and the output layer are units
@@ -429,7 +688,7 @@ StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs
   const int dense_shard  = par.dp_mode == DataParallelMode::ddp    ? 1
                            : par.dp_mode == DataParallelMode::hsdp ? c.cp * par.hsdp_shard
                                                                    : c.cp * c.dp;
-  const int expert_shard = par.dp_mode == DataParallelMode::ddp ? 1 : c.cp * c.dp / c.ep;
+  const int expert_shard = par.dp_mode == DataParallelMode::ddp ? 1 : par.edp();
   const double local     = out.dense_params / dense_shard + out.expert_params / expert_shard;
   Op& opt                = out.optimizer;
   opt.kind               = OpKind::optimizer;
@@ -457,10 +716,13 @@ StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs
     mem.gradients = kFp32 * params;
   }
   double live = 0, peak = 0, working = 0;
+  // A micro-batch's activations live from its forward to its backward; a split backward keeps the inputs of the
+  // weight gradients until its weight pass, so they count until then.
   for (const Unit& u : schedule_units(c.job, stage)) {
-    const ChunkCost& ch = costs[u.chunk * c.pp + stage];
+    const ChunkCost& ch = costs[pipe.model_chunk(stage, u.chunk)];
     working             = std::max(working, ch.act_max_layer);
-    live += (u.forward ? 1 : -1) * stored_activations(c, ch);
+    const double sign   = u.pass == Pass::forward ? 1 : u.pass == Pass::backward_input ? 0 : -1;
+    live += sign * stored_activations(c, ch);
     peak = std::max(peak, live);
   }
   mem.activations = peak + working;

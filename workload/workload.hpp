@@ -222,11 +222,13 @@ constexpr std::array<std::string_view, 3> enum_names(DataParallelMode)
 {
   return {"ddp", "fsdp", "hsdp"};
 }
-/// @brief Pipeline schedules.
-enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b };
-constexpr std::array<std::string_view, 3> enum_names(ScheduleKind)
+/// @brief Pipeline schedules: GPipe, 1F1B, Megatron's interleaved 1F1B, the zero-bubble ZB-H1 (Qi et al., the
+/// backward split into input (B) and weight (W) gradients), DeepSeek's DualPipe (two directions, each stage held
+/// twice) and DualPipeV (its V-shaped half: 2 x pp stages, each held once).
+enum class ScheduleKind { gpipe, one_f_one_b, interleaved_1f1b, zb_h1, dualpipe, dualpipev };
+constexpr std::array<std::string_view, 6> enum_names(ScheduleKind)
 {
-  return {"gpipe", "1f1b", "interleaved-1f1b"};
+  return {"gpipe", "1f1b", "interleaved-1f1b", "zb-h1", "dualpipe", "dualpipev"};
 }
 /// @brief Activation recomputation: none, selective (attention core and norms) or full (whole layers).
 enum class Recompute { none, selective, full };
@@ -269,18 +271,23 @@ struct OpEffects {
 
 /// @brief Degrees of parallelism and how data parallelism shards.
 struct ParallelismSpec {
-  int tp                     = 1;
-  bool sequence_parallel     = true;
-  int cp                     = 1;
-  int pp                     = 1;
-  int dp                     = 1;
-  int ep                     = 1; ///< Carved out of cp x dp: expert layers use ep groups inside it.
+  int tp                 = 1;
+  bool sequence_parallel = true;
+  int cp                 = 1;
+  int pp                 = 1;
+  int dp                 = 1;
+  /// @brief Expert parallelism: the expert layers fold etp x ep x edp over the tp x cp x dp ranks of a pipeline
+  /// stage (innermost first, in rank order; Megatron's parallel folding), so EP may span TP and DP.
+  int ep  = 1;
+  int etp = 1; ///< Expert tensor parallelism: the routed experts' FFN split etp ways (a job's default: tp).
   DataParallelMode dp_mode   = DataParallelMode::fsdp;
   bool reshard_after_forward = true;
   int hsdp_shard             = 0; ///< HSDP: data-parallel ranks sharding one replica.
   std::vector<Dim> order{kProductionOrder.begin(), kProductionOrder.end()}; ///< Rank order, innermost first.
   /// @brief Layers of each pipeline stage (pp entries summing to the model's layers). Empty: as even as possible.
   std::vector<int> stage_layers;
+  /// @brief Expert data parallelism: the ranks of a stage holding the same experts.
+  int edp() const { return tp * cp * dp / (etp * ep); }
   /// @brief `"stage_layers": "balanced"`: where stages run on different GPU types, layers in proportion to each
   /// stage's speed (placement::build_stage_graph sets stage_layers); elsewhere as even as possible.
   bool balance_layers = false;
@@ -297,8 +304,18 @@ struct BatchSpec {
 /// @brief Pipeline schedule and its knobs.
 struct ScheduleSpec {
   ScheduleKind kind    = ScheduleKind::one_f_one_b;
-  int virtual_stages   = 1; ///< Model chunks per pipeline stage (interleaving).
+  int virtual_stages   = 1; ///< Model chunks per pipeline stage (interleaving; DualPipe and DualPipeV hold 2).
   int microbatch_group = 0; ///< Interleaved: consecutive micro-batches per chunk (Llama 3's N); 0 means pp.
+  /// @brief 1F1B and interleaved 1F1B: Megatron's expert all-to-all overlap (overlap_moe_expert_parallel_comm with
+  /// delay_wgrad_compute): in the steady state the forward of one micro-batch and the backward of another run as an
+  /// overlapped pair, each one's expert all-to-alls under the pair's compute; one more warm-up forward. DualPipe and
+  /// DualPipeV always overlap their forward-backward pairs.
+  bool ep_overlap = false;
+  /// @brief Whether forward and backward chunks of different micro-batches run as overlapped pairs.
+  bool overlapped_pairs() const
+  {
+    return ep_overlap || kind == ScheduleKind::dualpipe || kind == ScheduleKind::dualpipev;
+  }
 };
 
 /// @brief How a DLRM's embedding tables are split over the GPUs of a group (the job, or a tower).
@@ -357,6 +374,52 @@ struct DlrmSpec {
   double tower_compression = 4; ///< a tower module's input width over its output width
 };
 
+/// @brief How a MoE layer moves the token copies to the experts' GPUs and back (names: "alltoall", "allgather",
+/// "deepep").
+enum class Dispatcher : std::uint8_t {
+  alltoall,  ///< an NCCL all-to-all of every token copy over the EP group (Megatron's alltoall dispatcher)
+  allgather, ///< every rank gathers the EP x ETP group's tokens, the combine reduce-scatters (Megatron's allgather)
+  deepep ///< hierarchical (DeepEP's normal kernels): one copy per destination node over the scale-out network, to the
+         ///< GPU of the same local index, then NVLink to each destination GPU once
+};
+constexpr std::array<std::string_view, 3> enum_names(Dispatcher)
+{
+  return {"alltoall", "allgather", "deepep"};
+}
+/// @brief How routing spreads tokens over experts (names: "balanced", "dropless", "token-drop").
+enum class RoutingBalance : std::uint8_t {
+  balanced,  ///< forced balance: every expert gets the mean load (Megatron's force_load_balancing)
+  dropless,  ///< every token kept: the busiest expert's GPU sets the pace of its MoE layer
+  token_drop ///< an expert takes at most capacity_factor x the mean; the rest is dropped
+};
+constexpr std::array<std::string_view, 3> enum_names(RoutingBalance)
+{
+  return {"balanced", "dropless", "token-drop"};
+}
+/// @brief Routing balance and the expert load it gives.
+struct RoutingSpec {
+  RoutingBalance balance = RoutingBalance::balanced;
+  /// @brief Dropless and token-drop: coefficient of variation of the experts' popularity in a layer (seeded, drawn
+  /// anew per MoE layer); 0: every expert equally popular.
+  double skew            = 0;
+  double capacity_factor = 1;     ///< token-drop: an expert's capacity over the mean load
+  bool pad_to_capacity   = false; ///< token-drop: every expert computes its whole capacity (static shapes)
+  std::uint64_t seed     = 1;
+};
+/// @brief SMs DeepEP's normal kernels take by default: 20, as DeepSeek-V3 dedicates to them (arXiv 2412.19437,
+/// section 3.2.2: "only 20 SMs are sufficient") and Megatron-LM's flex dispatcher sets.
+inline constexpr int kDeepEpSms = 20;
+/// @brief How a MoE job's expert layers communicate (the job's "moe" object).
+struct DispatchSpec {
+  Dispatcher dispatcher = Dispatcher::alltoall;
+  int node_limit        = 0; ///< at most this many nodes per token (DeepSeek-V3: 4); 0: no limit
+  /// @brief Precision of the dispatched tokens (FP8: a byte per element and an fp32 scale per 128); the combine is
+  /// always BF16.
+  Precision precision = Precision::bf16;
+  int sms             = 0; ///< SMs the dispatch and combine kernels take while they run; 0: the GPU's comm_sms
+  RoutingSpec routing;
+};
+
 /// @brief A whole training job, validated.
 struct JobSpec {
   std::string name;
@@ -379,12 +442,45 @@ struct JobSpec {
   /// @brief A recommendation model (`"kind": "dlrm"`): its step graph is built by build_dlrm_graph; batch
   /// counts samples (a sample is one "token"), parallelism is data parallelism over every GPU.
   std::optional<DlrmSpec> dlrm;
+  /// @brief A MoE job's dispatch and routing (the job's "moe" object; defaults for a MoE model without one).
+  DispatchSpec dispatch;
 
   /// @brief Micro-batches per step on each data-parallel replica.
   int micro_batches() const;
   /// @brief Tokens per optimizer step across the job.
   double tokens_per_step() const;
 };
+
+/// @brief The chance that a token's top-k experts, drawn uniformly among `experts` (no two the same), include at
+/// least one of a set of `in_set` experts: 1 - C(experts - in_set, k) / C(experts, k).
+double hit_probability(int experts, int top_k, int in_set);
+
+/// @brief How often a token copy reaches a node and a GPU of its EP group under uniform routing (with node-limited
+/// routing, among `node_limit` nodes chosen first), for the deduplicated bytes of a hierarchical dispatch.
+struct DispatchRates {
+  double node = 0; ///< the chance that a given node of the group receives the token (once, deduplicated)
+  double gpu  = 0; ///< the chance that a given GPU of the group receives it (once, whatever its experts hit)
+};
+/// @brief The rates for `experts` experts spread evenly over `gpus` GPUs on `nodes` nodes (gpus / nodes each), top-k
+/// routing, at most `node_limit` nodes per token (0 or >= nodes: no limit).
+DispatchRates dispatch_rates(int experts, int top_k, int gpus, int nodes, int node_limit);
+
+/// @brief The expert load a job's routing gives its busiest GPU, per layer.
+struct ExpertLoad {
+  /// @brief Per layer of the model: tokens the busiest EP member computes over the balanced mean (1 under balanced
+  /// routing; with padded token drop, the capacity factor; 0 for dense layers).
+  std::vector<double> busiest;
+  int hot_member = 0;          ///< the EP member (index in its group) busiest over the whole model
+  double mean_busiest() const; ///< over the MoE layers
+  double max_busiest() const;  ///< over the MoE layers
+};
+/// @brief The tokens each expert of MoE layer `layer` computes over the balanced mean, as the job's routing gives them:
+/// 1 when balanced; dropless, a seeded log-normal popularity with the routing's skew (coefficient of variation),
+/// drawn anew per layer; token drop caps an expert at the capacity factor, or pads it to it.
+std::vector<double> expert_popularity(const JobSpec& job, int layer);
+/// @brief The busiest EP member per layer: the largest mean of expert_popularity over a member's experts (the
+/// experts of member j are j x E/ep to (j + 1) x E/ep - 1).
+ExpertLoad expert_load(const JobSpec& job);
 
 /// @brief Loads a model: a zoo name ("llama3-405b") or a path to a JSON file.
 ModelSpec load_model(const std::string& name_or_path);
@@ -451,16 +547,18 @@ std::vector<Dim> parse_rank_order(const nlohmann::json& value, const spec::Locat
 /// @brief Directory of the shipped model and GPU zoo (the source tree's workload/).
 std::string data_dir();
 
-/// @brief What an op is: compute on the GPU, a collective of a group, or one side of a pipeline transfer.
-enum class OpKind { forward, backward, recompute, optimizer, collective, send, recv };
-constexpr std::array<std::string_view, 7> enum_names(OpKind)
+/// @brief What an op is: compute on the GPU, a collective of a group, or one side of a pipeline transfer. A backward
+/// split in two (zero-bubble schedules) is a `backward` for the input gradients and a `weight_grad` for the weights'.
+enum class OpKind { forward, backward, recompute, optimizer, collective, send, recv, weight_grad };
+constexpr std::array<std::string_view, 8> enum_names(OpKind)
 {
-  return {"forward", "backward", "recompute", "optimizer", "collective", "send", "recv"};
+  return {"forward", "backward", "recompute", "optimizer", "collective", "send", "recv", "weight-grad"};
 }
 /// @brief Whether ops of this kind run on the compute stream.
 constexpr bool is_compute(OpKind kind)
 {
-  return kind == OpKind::forward || kind == OpKind::backward || kind == OpKind::recompute || kind == OpKind::optimizer;
+  return kind == OpKind::forward || kind == OpKind::backward || kind == OpKind::recompute ||
+         kind == OpKind::optimizer || kind == OpKind::weight_grad;
 }
 
 /// @brief Why a communication op exists, finer than its kind (an all-to-all dispatches or combines tokens).
@@ -506,7 +604,11 @@ struct Op {
   int peer_stage    = -1;    ///< send/recv: the other pipeline stage.
   std::int64_t tag  = -1;    ///< send/recv: a send and its recv share a tag.
   bool overlappable = false; ///< May run under compute (prefetch, gradient reduction, pipeline transfers).
-  std::vector<int> deps;     ///< Indices of ops in the same program.
+  /// @brief Expert all-to-all: the busiest member of each group receives (dispatch) or sends (combine) this many
+  /// times the mean (the routing's load imbalance).
+  double imbalance = 1;
+  int sms          = 0;  ///< SMs the op's kernels take while it runs; 0: the GPU's comm_sms (NCCL)
+  std::vector<int> deps; ///< Indices of ops in the same program.
 };
 
 /// @brief Bytes one rank sends for `op` under the textbook ring/pairwise algorithms, all `count` instances.

@@ -99,6 +99,77 @@ TEST_CASE("expert groups are carved out of cp x dp, fastest first", "[placement]
   CHECK(edp[0] == std::vector<int>{0, 4, 8, 12});
 }
 
+TEST_CASE("Expert groups fold etp x ep x edp over a stage's ranks as Megatron-LM's RankGenerator does", "[placement]")
+{
+  // The groups Megatron-LM's generate_masked_orthogonal_rank_groups gives (order tp-cp-ep-dp-pp, pp outermost).
+  using workload::Axis;
+  using workload::Dim;
+  const std::vector<Dim> megatron{Dim::tp, Dim::cp, Dim::dp, Dim::pp};
+  auto groups = [](const workload::ParallelismSpec& par, const std::vector<Dim>& order, int stage, Axis a, int size) {
+    return placement::RankLayout(par, order).groups(stage, {a, size});
+  };
+  using G = std::vector<std::vector<int>>;
+  // World 16, TP 2, PP 2, DP 4; ETP 1, EP 4: expert-DP 2.
+  workload::ParallelismSpec a;
+  a.tp = 2, a.pp = 2, a.dp = 4, a.ep = 4, a.etp = 1;
+  CHECK(groups(a, megatron, 0, Axis::ep, 4) == G{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  CHECK(groups(a, megatron, 1, Axis::ep, 4) == G{{8, 9, 10, 11}, {12, 13, 14, 15}});
+  CHECK(groups(a, megatron, 0, Axis::edp, 2) == G{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  CHECK(groups(a, megatron, 0, Axis::tp, 2) == G{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(groups(a, megatron, 0, Axis::dp, 4) == G{{0, 2, 4, 6}, {1, 3, 5, 7}});
+  // World 8, TP 2, ETP 2, EP 2, PP 1: expert-DP 2.
+  workload::ParallelismSpec b;
+  b.tp = 2, b.dp = 4, b.ep = 2, b.etp = 2;
+  CHECK(groups(b, megatron, 0, Axis::etp, 2) == G{{0, 1}, {2, 3}, {4, 5}, {6, 7}});
+  CHECK(groups(b, megatron, 0, Axis::ep, 2) == G{{0, 2}, {1, 3}, {4, 6}, {5, 7}});
+  CHECK(groups(b, megatron, 0, Axis::edp, 2) == G{{0, 4}, {1, 5}, {2, 6}, {3, 7}});
+  // Context and expert parallelism folded together (Megatron's README: CP 8 and EP 8 on the same 8 GPUs).
+  workload::ParallelismSpec c;
+  c.cp = 8, c.ep = 8, c.etp = 1;
+  CHECK(groups(c, megatron, 0, Axis::cp, 8) == G{{0, 1, 2, 3, 4, 5, 6, 7}});
+  CHECK(groups(c, megatron, 0, Axis::ep, 8) == G{{0, 1, 2, 3, 4, 5, 6, 7}});
+}
+
+TEST_CASE("A MoE job's default rank order keeps EP inside a node where it fits; the placement says which cross",
+          "[placement]")
+{
+  topology::Topology t(topology::load_topology_spec("hgx-h100-pod"));
+  // Qwen3-235B-A22B's published layout: TP 2, PP 8, EP 32 over TP x DP (ETP 1) on 256 GPUs.
+  json j          = {{"name", "qwen3-235b"},
+                     {"model", "qwen3-235b-a22b"},
+                     {"gpu", "h100"},
+                     {"gpus", 256},
+                     {"parallelism", {{"tp", 2}, {"pp", 8}, {"dp", 16}, {"ep", 32}, {"etp", 1}}},
+                     {"batch", {{"global_sequences", 2048}, {"sequence_length", 4096}}},
+                     {"schedule", {{"kind", "interleaved-1f1b"}, {"virtual_stages", 4}, {"ep_overlap", true}}}};
+  const auto qwen = workload::parse_job(j, "qwen.json");
+  CHECK(qwen.parallelism.order ==
+        std::vector<workload::Dim>(workload::kMegatronOrder.begin(), workload::kMegatronOrder.end()));
+  placement::Placement p(t, qwen, {});
+  for (int s = 0; s < 8; ++s)
+    for (const auto& g : p.groups(s, {workload::Axis::ep, 32}))
+      CHECK(nodes_of(t, g).size() == 4); // 32 consecutive GPUs: four whole nodes
+  // EP 8 fits a node: every group inside one.
+  j["parallelism"]["ep"] = 8;
+  placement::Placement eight(t, workload::parse_job(j, "qwen.json"), {});
+  for (const auto& g : eight.groups(0, {workload::Axis::ep, 8}))
+    CHECK(nodes_of(t, g).size() == 1);
+  const auto report = eight.report(workload::build_step_graph(workload::parse_job(j, "qwen.json"), {false}));
+  bool reported     = false;
+  for (const auto& row : report.groups)
+    if (row.group == "ep") {
+      reported = true;
+      CHECK(row.across_nodes == 0);
+      CHECK(row.groups == 32 * 8); // 32 EP groups per stage, 8 stages
+    }
+  CHECK(reported);
+  // Llama 3's order [tp, cp, pp, dp] puts the same EP 8 across nodes.
+  placement::Placement llama(t, workload::parse_job(j, "qwen.json"),
+                             {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}});
+  for (const auto& g : llama.groups(0, {workload::Axis::ep, 8}))
+    CHECK(nodes_of(t, g).size() == 4);
+}
+
 TEST_CASE("impossible placements are refused with the reason", "[placement]")
 {
   topology::Topology t(topology::load_topology_spec("two-buildings"));
