@@ -134,7 +134,10 @@ void run(const RunOptions& o)
   for (const auto& b : run.placement.buildings_used)
     buildings += (buildings.empty() ? "" : ", ") + b;
   std::cout << "Placement: rank order [" << order << "] (innermost first) over " << buildings << "\n";
-  std::cout << "Calibration: " << workload::calibration_line(job) << "\n\n";
+  std::cout << "Calibration: " << workload::calibration_line(job) << "\n";
+  if (const auto moe = workload::dispatch_line(job); !moe.empty())
+    std::cout << "MoE: " << moe << "\n";
+  std::cout << "\n";
 
   Table headline{"", {"metric", "value"}, {}};
   headline.rows = {

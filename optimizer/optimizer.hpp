@@ -44,6 +44,12 @@ struct SearchSpace {
       {workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}};
   std::vector<workload::Recompute> recompute{workload::Recompute::none, workload::Recompute::selective};
   std::vector<netsim::Algorithm> dp_algorithm{netsim::Algorithm::automatic};
+  /// @brief Expert tensor parallelism (0: the point's tp), MoE dispatchers, node limits (0: none) and Megatron's
+  /// all-to-all overlap: a MoE job's expert-layer choices.
+  std::vector<int> etp{0};
+  std::vector<workload::Dispatcher> dispatcher{workload::Dispatcher::alltoall};
+  std::vector<int> node_limit{0};
+  std::vector<bool> ep_overlap{false};
   std::vector<int> channels{1};
   /// @brief Bytes a queue pair may have in flight (the scenario's transport.window); 0: no limit.
   std::vector<double> window{0};
@@ -103,6 +109,7 @@ struct OptimizeSpec {
   nlohmann::json model_ref; ///< the model as the spec names it (zoo name or inline), for the scenarios written
   nlohmann::json gpu_ref;   ///< the same for the GPU
   nlohmann::json batch_ref; ///< the same for the batch
+  nlohmann::json moe_ref;   ///< a MoE model's routing as the spec gives it ("moe"; dispatcher and node limit searched)
   std::vector<std::string> buildings;
   SearchSpace space;
   int top_k               = 20;
@@ -133,11 +140,15 @@ struct Point {
   workload::ScheduleKind schedule          = workload::ScheduleKind::one_f_one_b;
   int virtual_stages                       = 1;
   std::vector<workload::Dim> order{workload::kProductionOrder.begin(), workload::kProductionOrder.end()};
-  workload::Recompute recompute  = workload::Recompute::none;
-  netsim::Algorithm dp_algorithm = netsim::Algorithm::automatic;
-  int channels                   = 1;
-  double window                  = 0; ///< bytes; 0: no limit
-  int qps                        = 1;
+  workload::Recompute recompute   = workload::Recompute::none;
+  netsim::Algorithm dp_algorithm  = netsim::Algorithm::automatic;
+  int etp                         = 0; ///< expert tensor parallelism; 0: tp
+  workload::Dispatcher dispatcher = workload::Dispatcher::alltoall;
+  int node_limit                  = 0; ///< at most this many nodes per token (deepep); 0: none
+  bool ep_overlap                 = false;
+  int channels                    = 1;
+  double window                   = 0; ///< bytes; 0: no limit
+  int qps                         = 1;
   netsim::CompressionSpec compression;
   std::optional<sync::DilocoSpec> diloco;
   double inter_building = 0; ///< bytes/s; 0: the topology's

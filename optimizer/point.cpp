@@ -45,6 +45,8 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
               {"ep", p.ep},
               {"data_parallel", name_of(p.data_parallel)},
               {"order", names(p.order)}};
+  if (p.etp > 0)
+    par["etp"] = p.etp;
   if (p.data_parallel != workload::DataParallelMode::ddp)
     par["reshard_after_forward"] = p.reshard_after_forward;
   if (p.data_parallel == workload::DataParallelMode::hsdp)
@@ -54,9 +56,23 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
   json schedule        = {{"kind", name_of(p.schedule)}};
   if (p.schedule == workload::ScheduleKind::interleaved_1f1b)
     schedule["virtual_stages"] = p.virtual_stages;
+  if (p.ep_overlap)
+    schedule["ep_overlap"] = true;
   json job = {
       {"name", spec.base.name}, {"model", spec.model_ref}, {"gpu", spec.gpu_ref},  {"gpus", spec.base.gpus},
       {"parallelism", par},     {"batch", batch},          {"schedule", schedule}, {"recompute", name_of(p.recompute)}};
+  if (spec.base.precision != workload::Precision::bf16 || spec.base.gradient_reduce_bytes != 4)
+    job["precision"] = {{"compute", name_of(spec.base.precision)},
+                        {"gradient_reduce", spec.base.gradient_reduce_bytes == 4 ? "fp32" : "bf16"}};
+  if (spec.base.model.moe.experts > 0) {
+    // The spec's routing as given, the point's dispatcher and node limit.
+    json moe          = spec.moe_ref.is_object() ? spec.moe_ref : json::object();
+    moe["dispatcher"] = name_of(p.dispatcher);
+    moe.erase("node_limit");
+    if (p.node_limit > 0)
+      moe["node_limit"] = p.node_limit;
+    job["moe"] = moe;
+  }
   job.update(workload::calibration_and_effects_json(spec.base));
   return job;
 }
@@ -74,6 +90,14 @@ std::string Point::label() const
       (schedule == workload::ScheduleKind::interleaved_1f1b ? "i1f1b(v" + std::to_string(virtual_stages) + ")"
                                                             : std::string(name_of(schedule))) +
       " [" + join(order) + "] " + std::string(name_of(recompute)) + " dp:" + std::string(name_of(dp_algorithm));
+  if (etp > 0)
+    s += " etp" + std::to_string(etp);
+  if (dispatcher != workload::Dispatcher::alltoall)
+    s += " " + std::string(name_of(dispatcher));
+  if (node_limit > 0)
+    s += " nodes<=" + std::to_string(node_limit);
+  if (ep_overlap)
+    s += " a2a-overlap";
   if (channels > 1)
     s += " ch" + std::to_string(channels);
   if (window > 0)
@@ -106,6 +130,10 @@ json Point::to_json() const
           {"order", names(order)},
           {"recompute", name_of(recompute)},
           {"dp_algorithm", name_of(dp_algorithm)},
+          {"etp", etp},
+          {"dispatcher", name_of(dispatcher)},
+          {"node_limit", node_limit},
+          {"ep_overlap", ep_overlap},
           {"channels", channels},
           {"window_bytes", window},
           {"qps", qps},
@@ -173,7 +201,7 @@ workload::JobSpec job_of(const OptimizeSpec& spec, const Point& p, int buildings
   par.pp                        = p.pp;
   par.dp                        = p.dp;
   par.ep                        = p.ep;
-  par.etp                       = p.tp;
+  par.etp                       = p.etp > 0 ? p.etp : p.tp;
   par.dp_mode                   = p.data_parallel;
   par.reshard_after_forward     = p.data_parallel != workload::DataParallelMode::ddp && p.reshard_after_forward;
   par.hsdp_shard                = p.data_parallel == workload::DataParallelMode::hsdp ? hsdp_shard(p, buildings) : 0;
@@ -183,6 +211,9 @@ workload::JobSpec job_of(const OptimizeSpec& spec, const Point& p, int buildings
   job.schedule.virtual_stages   = p.schedule == workload::ScheduleKind::interleaved_1f1b ? p.virtual_stages : 1;
   job.schedule.microbatch_group = 0;
   job.recompute                 = p.recompute;
+  job.schedule.ep_overlap       = p.ep_overlap;
+  job.dispatch.dispatcher       = p.dispatcher;
+  job.dispatch.node_limit       = p.node_limit;
   // An explicit layer split holds for the base job's pipeline only; other points split evenly.
   if (par.pp != spec.base.parallelism.pp || job.schedule.virtual_stages != spec.base.schedule.virtual_stages)
     par.stage_layers.clear();

@@ -32,6 +32,31 @@ std::vector<Point> network_variants(const SearchSpace& s)
   return out;
 }
 
+std::vector<Point> expert_variants(const SearchSpace& s)
+{
+  std::vector<Point> out;
+  for (int etp : s.etp)
+    for (auto d : s.dispatcher)
+      for (int limit : s.node_limit)
+        for (bool overlap : s.ep_overlap) {
+          Point p;
+          p.etp        = etp;
+          p.dispatcher = d;
+          p.node_limit = limit;
+          p.ep_overlap = overlap;
+          out.push_back(p);
+        }
+  return out;
+}
+
+void copy_expert(const Point& from, Point& to)
+{
+  to.etp        = from.etp;
+  to.dispatcher = from.dispatcher;
+  to.node_limit = from.node_limit;
+  to.ep_overlap = from.ep_overlap;
+}
+
 namespace {
 
 std::vector<Dim> effective_order(const std::vector<Dim>& order, int tp, int cp, int pp, int dp)
@@ -45,7 +70,8 @@ std::vector<Dim> effective_order(const std::vector<Dim>& order, int tp, int cp, 
 
 } // namespace
 
-IndexedSpace::IndexedSpace(const OptimizeSpec& spec) : spec_(spec), networks_(network_variants(spec.space))
+IndexedSpace::IndexedSpace(const OptimizeSpec& spec)
+    : spec_(spec), networks_(network_variants(spec.space)), experts_(expert_variants(spec.space))
 {
   const auto& s = spec.space;
   radix_        = {static_cast<std::uint32_t>(s.tp.size()),
@@ -60,6 +86,7 @@ IndexedSpace::IndexedSpace(const OptimizeSpec& spec) : spec_(spec), networks_(ne
                    static_cast<std::uint32_t>(s.order.size()),
                    static_cast<std::uint32_t>(s.recompute.size()),
                    static_cast<std::uint32_t>(s.dp_algorithm.size()),
+                   static_cast<std::uint32_t>(experts_.size()),
                    static_cast<std::uint32_t>(s.channels.size()),
                    static_cast<std::uint32_t>(networks_.size())};
   for (auto r : radix_)
@@ -91,6 +118,16 @@ bool IndexedSpace::canonical(const Indices& at) const
   if (s.data_parallel[at[knob_data_parallel]] == workload::DataParallelMode::ddp && at[knob_reshard] != 0)
     return false;
   const int tp = s.tp[at[knob_tp]], cp = s.cp[at[knob_cp]], pp = s.pp[at[knob_pp]];
+  // Expert knobs that do not apply: a node limit without DeepEP's deduplication, expert TP stated as the point's tp.
+  const Point& ex = experts_[at[knob_expert]];
+  // A node limit only changes DeepEP's deduplicated bytes: the other dispatchers take the list's first value.
+  if (ex.dispatcher != workload::Dispatcher::deepep && ex.node_limit != s.node_limit.front())
+    return false;
+  const auto kind = s.schedule[at[knob_schedule]];
+  if (ex.ep_overlap && kind != workload::ScheduleKind::one_f_one_b && kind != workload::ScheduleKind::interleaved_1f1b)
+    return false;
+  if (ex.etp == tp && std::find(s.etp.begin(), s.etp.end(), 0) != s.etp.end())
+    return false;
   const int dp   = static_cast<int>(spec_.base.gpus / (std::int64_t(tp) * cp * pp));
   const auto own = effective_order(s.order[at[knob_order]], tp, cp, pp, dp);
   for (std::uint32_t j = 0; j < at[knob_order]; ++j)
@@ -118,7 +155,12 @@ Point IndexedSpace::point(const Indices& at) const
   p.order        = s.order[at[knob_order]];
   p.recompute    = s.recompute[at[knob_recompute]];
   p.dp_algorithm = s.dp_algorithm[at[knob_dp_algorithm]];
-  p.channels     = s.channels[at[knob_channels]];
+  copy_expert(experts_[at[knob_expert]], p);
+  if (p.etp == p.tp)
+    p.etp = 0;
+  if (p.dispatcher != workload::Dispatcher::deepep)
+    p.node_limit = 0;
+  p.channels = s.channels[at[knob_channels]];
   return p;
 }
 
@@ -133,6 +175,7 @@ enum Level { node_level, pod_level, building_level, region_level, world_level };
 struct Structure {
   std::string reason; ///< non-empty: infeasible
   double t_mb = 0, optimizer = 0, lead = 1, m = 1;
+  double backward = 0, wgrad = 0, ep_gather_bytes = 0; ///< per micro-batch: of t_mb, the backward and its W
   double layers = 0, moe_layers = 0, dense = 0, expert = 0;
   double tp_bytes = 0, cp_bytes = 0, ep_bytes = 0, pp_bytes = 0, gradient_bytes = 4;
   int hsdp_shard = 1, passes = 2;
@@ -244,12 +287,58 @@ struct Screen::Impl {
     return g;
   }
 
+  // The widest boundary a group of member ranks spans, and a hop across it (members in rank order).
+  GroupShape members_shape(const std::vector<std::int64_t>& ranks) const
+  {
+    GroupShape g;
+    g.n      = std::max<int>(1, static_cast<int>(ranks.size()));
+    g.groups = static_cast<int>(spec.base.gpus / g.n);
+    if (g.n <= 1)
+      return g;
+    const std::int64_t units[] = {node, pod, per_building, region > 0 ? region : per_building};
+    for (int level = world_level; level > node_level; --level) {
+      const std::int64_t unit = units[level - 1];
+      for (std::size_t k = 1; k < ranks.size(); ++k)
+        if (ranks[k] / unit != ranks[k - 1] / unit) {
+          g.level     = level;
+          g.src       = gpu_of(ranks[k - 1]);
+          g.dst       = gpu_of(ranks[k]);
+          g.buildings = level >= region_level
+                            ? static_cast<int>(std::min<std::int64_t>(
+                                  buildings.size(), (ranks.back() - ranks.front()) / per_building + 1))
+                            : 1;
+          return g;
+        }
+    }
+    g.src = gpu_of(ranks[0]);
+    g.dst = gpu_of(ranks[1]);
+    return g;
+  }
+
+  // Expert groups fold over a stage's ranks in rank order (placement::RankLayout): the first group of `n` members
+  // `step` stage positions apart, as ranks.
+  GroupShape folded(int n, int step, const std::vector<Dim>& order, const workload::DimArray<std::int64_t>& stride,
+                    const workload::DimArray<int>& degree) const
+  {
+    std::vector<std::int64_t> ranks;
+    for (int j = 0; j < n; ++j) {
+      std::int64_t local = std::int64_t(j) * step, rank = 0;
+      for (Dim d : order)
+        if (d != Dim::pp) {
+          rank += (local % degree[d]) * stride[d];
+          local /= degree[d];
+        }
+      ranks.push_back(rank);
+    }
+    return members_shape(ranks);
+  }
+
   const Structure& structure(const Indices& at)
   {
     // Mixed radix over the structure's knobs: unique, and it fits since the whole space's size does.
     std::uint64_t key = 0;
     for (int k : {knob_tp, knob_cp, knob_pp, knob_ep, knob_data_parallel, knob_reshard, knob_micro_batch, knob_schedule,
-                  knob_virtual_stages, knob_recompute})
+                  knob_virtual_stages, knob_recompute, knob_expert})
       key = key * space.radix(k) + at[k];
     auto [it, fresh] = structures.try_emplace(key);
     if (!fresh)
@@ -268,6 +357,8 @@ struct Screen::Impl {
           continue;
         busiest      = s.m * t_mb + st.optimizer;
         s.t_mb       = t_mb;
+        s.backward   = st.backward;
+        s.wgrad      = st.wgrad;
         s.optimizer  = st.optimizer;
         s.lead       = st.lead_share;
         s.layers     = st.layers;
@@ -275,13 +366,14 @@ struct Screen::Impl {
         s.dense      = st.dense_params;
         s.expert     = st.expert_params;
       }
-      s.tp_bytes       = costs.tp_bytes;
-      s.cp_bytes       = costs.cp_bytes;
-      s.ep_bytes       = costs.ep_bytes;
-      s.pp_bytes       = costs.pp_bytes;
-      s.gradient_bytes = job.gradient_reduce_bytes;
-      s.hsdp_shard     = std::max(1, job.parallelism.hsdp_shard);
-      s.passes         = job.recompute == workload::Recompute::full ? 3 : 2;
+      s.tp_bytes        = costs.tp_bytes;
+      s.cp_bytes        = costs.cp_bytes;
+      s.ep_bytes        = costs.ep_bytes;
+      s.ep_gather_bytes = costs.ep_gather_bytes;
+      s.pp_bytes        = costs.pp_bytes;
+      s.gradient_bytes  = job.gradient_reduce_bytes;
+      s.hsdp_shard      = std::max(1, job.parallelism.hsdp_shard);
+      s.passes          = job.recompute == workload::Recompute::full ? 3 : 2;
     } catch (const InfeasibleError& e) {
       s.reason = e.reason();
     }
@@ -292,7 +384,7 @@ struct Screen::Impl {
   {
     const auto& sp    = spec.space;
     std::uint64_t key = 0;
-    for (int k : {knob_tp, knob_cp, knob_pp, knob_ep, knob_order})
+    for (int k : {knob_tp, knob_cp, knob_pp, knob_ep, knob_order, knob_expert})
       key = key * space.radix(k) + at[k];
     key              = key * 2 + (within_regions ? 1 : 0);
     auto [it, fresh] = shapes.try_emplace(key);
@@ -322,8 +414,15 @@ struct Screen::Impl {
     s.dp            = shape(dp_n, dp_stride);
     s.dp.n          = dp_n * cp;
     s.dp.groups     = static_cast<int>(spec.base.gpus / s.dp.n);
-    s.ep            = shape(ep, dp_stride);
-    s.edp           = shape(std::max(1, dp_n * cp / ep), dp_stride * ep);
+    const Point& ex = space.experts()[at[knob_expert]];
+    const int etp   = ex.etp > 0 ? ex.etp : tp;
+    workload::DimArray<int> degree{};
+    degree[Dim::tp] = tp;
+    degree[Dim::cp] = cp;
+    degree[Dim::pp] = pp;
+    degree[Dim::dp] = dp;
+    s.ep            = folded(ep, etp, sp.order[at[knob_order]], stride, degree);
+    s.edp = folded(std::max(1, tp * cp * dp / (etp * ep)), etp * ep, sp.order[at[knob_order]], stride, degree);
     const int shard = std::max(1, dp_n / std::max(1, static_cast<int>(buildings.size())));
     s.dp_shard      = shape(shard, dp_stride);
     s.dp_replicate  = shape(std::max(1, dp_n / shard), dp_stride * shard);
@@ -479,13 +578,37 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
 
   // Per micro-batch: compute and the exposed per-layer collectives of every pass.
   const Wire tp = wire(sh.tp, variant), cp = wire(sh.cp, variant), ep = wire(sh.ep, variant);
+  const Point& ex       = space.experts()[at[knob_expert]];
+  const auto kind       = sp.schedule[at[knob_schedule]];
+  const bool dual       = kind == workload::ScheduleKind::dualpipe || kind == workload::ScheduleKind::dualpipev;
+  const double ep_calls = 2 * s.moe_layers * s.passes;
+  double expert_time    = 0;
+  if (ex.dispatcher == workload::Dispatcher::allgather) {
+    expert_time = collective(ep, sh.ep.n, Pattern::gather, s.ep_gather_bytes, Algorithm::ring,
+                             rule(Dim::ep, Purpose::ep_dispatch, ep), ep_calls, charge);
+  } else {
+    double bytes = s.ep_bytes;
+    if (ex.dispatcher == workload::Dispatcher::deepep && sh.ep.level > node_level && sh.ep.n > 1) {
+      // DeepEP crosses the scale-out network once per token and destination node: the flat all-to-all's remote
+      // bytes scaled to that.
+      const auto& moe     = spec.base.model.moe;
+      const int nodes     = std::max<int>(2, static_cast<int>((sh.ep.n + node - 1) / node));
+      const auto rates    = workload::dispatch_rates(moe.experts, moe.experts_per_token, sh.ep.n, nodes, ex.node_limit);
+      const double remote = double(sh.ep.n - sh.ep.n / nodes) / sh.ep.n;
+      bytes *= std::min(1.0, (nodes - 1) * rates.node / (moe.experts_per_token * remote));
+    }
+    expert_time = collective(ep, sh.ep.n, Pattern::all_to_all, bytes, Algorithm::ring,
+                             rule(Dim::ep, Purpose::ep_dispatch, ep), ep_calls, charge);
+  }
+  // Overlapped forward-backward pairs hide the all-to-alls under compute.
+  if (ex.ep_overlap || dual)
+    expert_time = std::max(0.0, expert_time - s.t_mb);
   const double per_mb = s.t_mb +
                         collective(tp, sh.tp.n, Pattern::gather, s.tp_bytes, Algorithm::ring,
                                    rule(Dim::tp, Purpose::tp_activations, tp), 4 * s.layers * s.passes, charge) +
                         collective(cp, sh.cp.n, Pattern::gather, s.cp_bytes, Algorithm::ring,
                                    rule(Dim::cp, Purpose::cp_kv, cp), s.layers * (s.passes + 1), charge) +
-                        collective(ep, sh.ep.n, Pattern::all_to_all, s.ep_bytes, Algorithm::ring,
-                                   rule(Dim::ep, Purpose::ep_dispatch, ep), 2 * s.moe_layers * s.passes, charge);
+                        expert_time;
   // Those charges are per micro-batch: scale them to the step.
   charge.building *= s.m;
   charge.region *= s.m;
@@ -503,7 +626,25 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
     charge.building += pipe.building;
     charge.region += pipe.region;
   }
-  const double core = (s.m + double(pp - 1) / v) * per_mb + 2.0 * (pp - 1) * message + s.optimizer;
+  // The bubble by the schedule's formula (workload/README.md): interleaved (pp - 1) / v of a micro-batch; ZB-H1
+  // (pp - 1)(F + B - W) with B the input gradients; DualPipe (pp/2 - 1)(F&B + B - 3W) per chunk, DualPipeV the
+  // same with 2 pp stages of half a stage each; a DualPipe stage runs each micro-batch through one of its two chunks.
+  const double extra = per_mb - s.t_mb, w = s.wgrad, b = s.backward;
+  double core = 0;
+  switch (kind) {
+  case workload::ScheduleKind::zb_h1:
+    core = s.m * per_mb + (pp - 1) * std::max(0.0, per_mb - 2 * w);
+    break;
+  case workload::ScheduleKind::dualpipe:
+    core = s.m * per_mb / 2 + (pp / 2.0 - 1) * std::max(0.0, (s.t_mb + extra) / 2 + (b - 3 * w) / 2);
+    break;
+  case workload::ScheduleKind::dualpipev:
+    core = s.m * per_mb + (pp - 1) * std::max(0.0, (s.t_mb + extra) / 2 + (b - 3 * w) / 2);
+    break;
+  default:
+    core = (s.m + double(pp - 1) / v) * per_mb;
+  }
+  core += 2.0 * (pp - 1) * message + s.optimizer;
 
   // Data parallelism: hidden under compute but for its first unit.
   const double gathers = reshard ? 2 * s.m : 1, reduces = reshard ? s.m : 1;

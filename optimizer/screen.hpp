@@ -21,7 +21,8 @@
 
 namespace spansim::optimizer {
 
-/// @brief The knobs of a space in enumeration order, outermost first; `network` indexes network_variants().
+/// @brief The knobs of a space in enumeration order, outermost first; `expert` indexes expert_variants(),
+/// `network` network_variants().
 enum Knob {
   knob_tp,
   knob_cp,
@@ -35,6 +36,7 @@ enum Knob {
   knob_order,
   knob_recompute,
   knob_dp_algorithm,
+  knob_expert,
   knob_channels,
   knob_network,
   kKnobCount
@@ -43,6 +45,11 @@ using Indices = std::array<std::uint32_t, kKnobCount>;
 
 /// @brief Every combination of the network-layer knobs, as points whose other knobs are the defaults.
 std::vector<Point> network_variants(const SearchSpace& s);
+/// @brief Every combination of a MoE job's expert-layer knobs (etp, dispatcher, node limit, all-to-all overlap), as
+/// points whose other knobs are the defaults.
+std::vector<Point> expert_variants(const SearchSpace& s);
+/// @brief Copies the expert-layer knobs of `from` into `to`.
+void copy_expert(const Point& from, Point& to);
 
 /// @brief A search space as mixed-radix numbers: point i of [0, size()) is decoded without enumerating the others.
 class IndexedSpace {
@@ -60,12 +67,14 @@ public:
   Point point(const Indices& at) const;
   const OptimizeSpec& spec() const { return spec_; }
   const std::vector<Point>& networks() const { return networks_; }
+  const std::vector<Point>& experts() const { return experts_; }
   /// @brief Values of knob `k`.
   std::uint32_t radix(int k) const { return radix_[k]; }
 
 private:
   const OptimizeSpec& spec_;
   std::vector<Point> networks_;
+  std::vector<Point> experts_;
   std::array<std::uint32_t, kKnobCount> radix_{};
   std::uint64_t size_ = 1;
 };

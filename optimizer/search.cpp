@@ -314,6 +314,7 @@ std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std
 {
   const auto& s       = spec.space;
   const auto variants = network_variants(s);
+  const auto experts  = expert_variants(s);
   std::vector<Point> points;
   std::set<std::string> seen;
   for (int tp : s.tp)
@@ -328,35 +329,44 @@ std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std
                     for (const auto& order : s.order)
                       for (auto rc : s.recompute)
                         for (auto algo : s.dp_algorithm)
-                          for (int ch : s.channels)
-                            for (const auto& net : variants) {
-                              const std::int64_t model_ranks = std::int64_t(tp) * cp * pp;
-                              if (spec.base.gpus % model_ranks != 0) {
-                                pruned["gpus not divisible by tp x cp x pp"]++;
-                                continue;
+                          for (const auto& ex : experts)
+                            for (int ch : s.channels)
+                              for (const auto& net : variants) {
+                                if (ex.ep_overlap && sched != workload::ScheduleKind::one_f_one_b &&
+                                    sched != workload::ScheduleKind::interleaved_1f1b)
+                                  continue; // DualPipe overlaps its pairs anyway; the others have none
+                                const std::int64_t model_ranks = std::int64_t(tp) * cp * pp;
+                                if (spec.base.gpus % model_ranks != 0) {
+                                  pruned["gpus not divisible by tp x cp x pp"]++;
+                                  continue;
+                                }
+                                Point p;
+                                p.tp                    = tp;
+                                p.cp                    = cp;
+                                p.pp                    = pp;
+                                p.dp                    = static_cast<int>(spec.base.gpus / model_ranks);
+                                p.ep                    = ep;
+                                p.data_parallel         = dpm;
+                                p.reshard_after_forward = dpm != workload::DataParallelMode::ddp && reshard;
+                                p.micro_batch           = mb;
+                                p.schedule              = sched;
+                                p.virtual_stages        = sched == workload::ScheduleKind::interleaved_1f1b ? v : 1;
+                                p.order                 = order;
+                                p.recompute             = rc;
+                                p.dp_algorithm          = algo;
+                                p.channels              = ch;
+                                copy_expert(ex, p);
+                                if (p.etp == p.tp)
+                                  p.etp = 0; // Megatron's default: one point
+                                if (p.dispatcher != workload::Dispatcher::deepep)
+                                  p.node_limit = 0; // a node limit only changes DeepEP's deduplicated bytes
+                                copy_network(net, p);
+                                // Knobs that do not apply collapse onto one point.
+                                Point key = p;
+                                key.order = effective_order(p);
+                                if (seen.insert(key.label()).second)
+                                  points.push_back(p);
                               }
-                              Point p;
-                              p.tp                    = tp;
-                              p.cp                    = cp;
-                              p.pp                    = pp;
-                              p.dp                    = static_cast<int>(spec.base.gpus / model_ranks);
-                              p.ep                    = ep;
-                              p.data_parallel         = dpm;
-                              p.reshard_after_forward = dpm != workload::DataParallelMode::ddp && reshard;
-                              p.micro_batch           = mb;
-                              p.schedule              = sched;
-                              p.virtual_stages        = sched == workload::ScheduleKind::interleaved_1f1b ? v : 1;
-                              p.order                 = order;
-                              p.recompute             = rc;
-                              p.dp_algorithm          = algo;
-                              p.channels              = ch;
-                              copy_network(net, p);
-                              // Knobs that do not apply collapse onto one point.
-                              Point key = p;
-                              key.order = effective_order(p);
-                              if (seen.insert(key.label()).second)
-                                points.push_back(p);
-                            }
   return points;
 }
 
@@ -541,6 +551,24 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
   for (auto v : s.dp_algorithm)
     if (v != b.dp_algorithm)
       add(network, "dp_algorithm = " + std::string(name_of(v)), [&](Point& p) { p.dp_algorithm = v; });
+  for (int v : s.etp)
+    if (v != b.etp && !(v == b.tp && b.etp == 0))
+      add(placement, "etp = " + (v > 0 ? std::to_string(v) : std::string("tp")), [&](Point& p) { p.etp = v; });
+  for (auto v : s.dispatcher)
+    if (v != b.dispatcher)
+      add(network, "dispatcher = " + std::string(name_of(v)), [&](Point& p) {
+        p.dispatcher = v;
+        p.node_limit = v == workload::Dispatcher::deepep ? s.node_limit.front() : 0;
+      });
+  for (int v : s.node_limit)
+    if (v != b.node_limit && v > 0 && !(b.dispatcher != workload::Dispatcher::deepep && v == s.node_limit.front()))
+      add(network, "dispatcher = deepep, at most " + std::to_string(v) + " nodes per token", [&](Point& p) {
+        p.dispatcher = workload::Dispatcher::deepep;
+        p.node_limit = v;
+      });
+  for (bool v : s.ep_overlap)
+    if (v != b.ep_overlap)
+      add(scheduling, std::string("ep_overlap = ") + (v ? "true" : "false"), [&](Point& p) { p.ep_overlap = v; });
   for (int v : s.channels)
     if (v != b.channels)
       add(network, "channels = " + std::to_string(v), [&](Point& p) { p.channels = v; });
@@ -593,6 +621,13 @@ Point production_network(const OptimizeSpec& spec)
   p.diloco         = pick(s.diloco, std::optional<sync::DilocoSpec>{});
   p.inter_building = pick(s.inter_building, 0.0);
   p.inter_region   = pick(s.inter_region, 0.0);
+  // A MoE job's production default: Megatron's alltoall dispatcher without overlap, expert TP as TP.
+  p.etp        = pick(s.etp, 0);
+  p.dispatcher = pick(s.dispatcher, workload::Dispatcher::alltoall);
+  p.node_limit = pick(s.node_limit, 0);
+  p.ep_overlap = pick(s.ep_overlap, false);
+  if (p.dispatcher != workload::Dispatcher::deepep)
+    p.node_limit = 0;
   return p;
 }
 
@@ -714,6 +749,9 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     default_order.order = production;
     Point own_network   = p;
     copy_network(network, own_network);
+    copy_expert(network, own_network);
+    if (own_network.etp == own_network.tp)
+      own_network.etp = 0;
     return effective_order(p) == effective_order(default_order) && p.schedule == workload::ScheduleKind::one_f_one_b &&
            p.dp_algorithm == netsim::Algorithm::automatic && own_network == p;
   };
@@ -728,6 +766,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     p.virtual_stages = 1;
     p.dp_algorithm   = netsim::Algorithm::automatic;
     copy_network(network, p);
+    copy_expert(network, p);
     auto o = score_point(spec, topo, p, choices);
     if (!o.reason.empty()) {
       // DP across the boundary may be impossible (a site of two GPU generations): 1F1B on the best point's order.

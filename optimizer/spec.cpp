@@ -148,6 +148,7 @@ json OptimizeSpec::to_json() const
           {"gpu", gpu_ref},
           {"gpus", base.gpus},
           {"batch", batch_ref},
+          {"moe", moe_ref},
           {"buildings", buildings},
           {"search",
            {{"tp", s.tp},
@@ -162,6 +163,10 @@ json OptimizeSpec::to_json() const
             {"order", orders},
             {"recompute", names_of(s.recompute)},
             {"dp_algorithm", names_of(s.dp_algorithm)},
+            {"etp", s.etp},
+            {"dispatcher", names_of(s.dispatcher)},
+            {"node_limit", s.node_limit},
+            {"ep_overlap", s.ep_overlap},
             {"channels", s.channels},
             {"window_bytes", s.window},
             {"qps", s.qps},
@@ -204,6 +209,16 @@ OptimizeSpec load_optimize_spec(const std::string& path)
   base.attention = base.gpu.attention_default;
   base.gpus      = r.integer("gpus", 1, 4'000'000);
   workload::read_calibration_and_effects(r, base);
+  workload::read_precision(r, base);
+  if (auto m = r.optional_object("moe")) {
+    if (base.model.moe.experts == 0)
+      r.fail("moe", "model " + base.model.name + " is dense: routing is for mixture-of-experts models");
+    for (const char* searched : {"dispatcher", "node_limit"})
+      if (m->has(searched))
+        m->fail(searched, std::string("searched: give the values to try as search.") + searched);
+    spec.moe_ref  = r.raw("moe");
+    base.dispatch = workload::read_dispatch(*m);
+  }
   spec.batch_ref = r.raw("batch");
   base.batch     = workload::read_batch(r.object("batch"), false);
 
@@ -310,6 +325,34 @@ OptimizeSpec load_optimize_spec(const std::string& path)
     read_names(*s, "schedule", sp.schedule);
     read_names(*s, "recompute", sp.recompute);
     read_names(*s, "dp_algorithm", sp.dp_algorithm);
+    if (s->has("etp") && s->raw("etp").is_array()) {
+      // Integers, or "tp" for expert TP equal to the point's TP (Megatron's default).
+      sp.etp.clear();
+      for (const auto& x : s->raw("etp")) {
+        if (x.is_string() && x.get<std::string>() == "tp")
+          sp.etp.push_back(0);
+        else if (x.is_number_integer() && x.get<std::int64_t>() >= 1 && x.get<std::int64_t>() <= 1024)
+          sp.etp.push_back(x.get<int>());
+        else
+          s->fail("etp", "expected integers from 1 to 1024 or \"tp\" (expert TP equal to the point's TP)");
+      }
+      if (sp.etp.empty())
+        s->fail("etp", "expected a non-empty list of integers or \"tp\"");
+    } else {
+      read_ints(*s, "etp", sp.etp, 1, 1024);
+    }
+    read_names(*s, "dispatcher", sp.dispatcher);
+    read_ints(*s, "node_limit", sp.node_limit, 0, 1024);
+    if (s->has("ep_overlap")) {
+      const json& v = s->raw("ep_overlap");
+      if (!v.is_array() || v.empty() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_boolean(); }))
+        s->fail("ep_overlap", "expected a non-empty list of true/false");
+      sp.ep_overlap = v.get<std::vector<bool>>();
+    }
+    const bool moe = spec.base.model.moe.experts > 0;
+    for (const char* key : {"etp", "dispatcher", "node_limit", "ep_overlap"})
+      if (!moe && s->has(key))
+        s->fail(key, "model " + spec.base.model.name + " is dense: " + key + " is a mixture-of-experts knob");
     if (s->has("reshard_after_forward")) {
       const json& v = s->raw("reshard_after_forward");
       if (!v.is_array() || v.empty() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_boolean(); }))
@@ -347,6 +390,10 @@ OptimizeSpec load_optimize_spec(const std::string& path)
                                    l.order.size(),
                                    l.recompute.size(),
                                    l.dp_algorithm.size(),
+                                   l.etp.size(),
+                                   l.dispatcher.size(),
+                                   l.node_limit.size(),
+                                   l.ep_overlap.size(),
                                    l.channels.size(),
                                    l.window.size(),
                                    l.qps.size(),

@@ -458,6 +458,21 @@ workload::StepGraph build_stage_graph(const workload::JobSpec& job, const topolo
                                     topology.vertex_name(gpu) + "): use more towers or a higher level");
     }
   }
+  if (job.dispatch.node_limit > 0 && job.parallelism.ep > 1) {
+    // Node-limited routing picks among the nodes an EP group spans: a limit above them means nothing.
+    int most = 0;
+    for (const auto& group : placement.groups(0, workload::Group{workload::Axis::ep, job.parallelism.ep})) {
+      std::set<int> nodes;
+      for (int gpu : group)
+        nodes.insert(topology.locate(gpu).node);
+      most = std::max(most, static_cast<int>(nodes.size()));
+    }
+    if (job.dispatch.node_limit > most)
+      throw InfeasibleError(std::string(name_of(workload::JobIssue::ep)), job.file, job.json_path + ".moe.node_limit",
+                            "node_limit " + std::to_string(job.dispatch.node_limit) + " is above the " +
+                                std::to_string(most) + " node(s) an EP group of " + std::to_string(job.parallelism.ep) +
+                                " GPUs spans here (at most " + std::to_string(most) + ")");
+  }
   if (!topology.heterogeneous())
     return workload::build_step_graph(job, options);
   const int pp = job.parallelism.pp;

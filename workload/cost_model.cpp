@@ -231,9 +231,12 @@ LayerCost layer_cost(const Context& c, int layer)
   k.act_none        = t * kBf16 * none + k.scores_bytes;
   // Selective recompute drops what is cheap to recompute and large to keep: the norm outputs, the attention
   // output (the flash-attention forward is rerun) and the MLP activation-function output.
-  k.act_selective   = t * kBf16 * (none - 2 * h / c.sp - o_rank - p.ffn_active / c.tp); // and no scores
-  k.selective_bytes = k.norm_bytes + t * kBf16 * 3 * p.ffn_active / c.tp;
-  k.act_full        = t * kBf16 * h / c.sp;
+  // MLA's per-head K and V are up-projected from the stored latent again (DeepSeek-V3 recomputes "MLA
+  // up-projections" in back-propagation, arXiv 2412.19437 section 3.3.3).
+  const double mla_kv = m.attention == AttentionKind::mla ? kv_rank : 0;
+  k.act_selective     = t * kBf16 * (none - 2 * h / c.sp - o_rank - p.ffn_active / c.tp - mla_kv); // and no scores
+  k.selective_bytes   = k.norm_bytes + t * kBf16 * 3 * p.ffn_active / c.tp;
+  k.act_full          = t * kBf16 * h / c.sp;
   return k;
 }
 

@@ -110,6 +110,50 @@ nlohmann::json calibration_and_effects_json(const JobSpec& job)
   return out;
 }
 
+DispatchSpec read_dispatch(spec::ObjectReader e)
+{
+  DispatchSpec d;
+  d.dispatcher = e.optional_enumeration<Dispatcher>("dispatcher").value_or(Dispatcher::alltoall);
+  d.node_limit = static_cast<int>(e.optional_integer("node_limit", 1, 1 << 20).value_or(0));
+  d.precision  = e.optional_enumeration<Precision>("dispatch_precision").value_or(Precision::bf16);
+  d.sms        = static_cast<int>(e.optional_integer("dispatch_sms", 1, 1 << 16).value_or(0));
+  if (auto rt = e.optional_object("routing")) {
+    RoutingSpec& rs = d.routing;
+    rs.balance      = rt->enumeration<RoutingBalance>("balance");
+    if (rs.balance != RoutingBalance::balanced)
+      rs.skew = rt->optional_number("skew", 0, 10).value_or(rs.skew);
+    else if (rt->has("skew"))
+      rt->fail("skew", "only meaningful with balance \"dropless\" or \"token-drop\" (balanced routing has none)");
+    if (rs.balance == RoutingBalance::token_drop) {
+      rs.capacity_factor = rt->optional_number("capacity_factor", 0, 1e6).value_or(1);
+      if (!(rs.capacity_factor > 0))
+        rt->fail("capacity_factor", "capacity_factor must be above 0 (an expert's capacity over the mean load)");
+      rs.pad_to_capacity = rt->optional_boolean("pad_to_capacity").value_or(false);
+    } else {
+      for (auto key : {"capacity_factor", "pad_to_capacity"})
+        if (rt->has(key))
+          rt->fail(key, "only meaningful with balance \"token-drop\"");
+    }
+    rs.seed = static_cast<std::uint64_t>(rt->optional_integer("seed", 0, std::int64_t{1} << 53).value_or(1));
+    rt->finish();
+  }
+  if (d.node_limit > 0 && d.dispatcher != Dispatcher::deepep)
+    e.fail("node_limit", "node_limit bounds the nodes a token's copies cross, which only the \"deepep\" dispatcher "
+                         "deduplicates; give \"dispatcher\": \"deepep\" with it");
+  e.finish();
+  return d;
+}
+
+void read_precision(spec::ObjectReader& r, JobSpec& job)
+{
+  if (auto pr = r.optional_object("precision")) {
+    job.precision = pr->optional_enumeration<Precision>("compute").value_or(Precision::bf16);
+    job.gradient_reduce_bytes =
+        (pr->has("gradient_reduce") ? pr->choice("gradient_reduce", {"fp32", "bf16"}) : "fp32") == "fp32" ? 4 : 2;
+    pr->finish();
+  }
+}
+
 JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std::string& json_path)
 {
   spec::ObjectReader r(json, spec::Location{file, json_path});
@@ -189,45 +233,12 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
   // A job's own measured kernel times replace the GPU file's.
   if (auto mk = r.optional_object("measured_kernels"))
     job.gpu.measured = read_measured_kernels(*mk);
-  if (auto pr = r.optional_object("precision")) {
-    job.precision = pr->optional_enumeration<Precision>("compute").value_or(Precision::bf16);
-    job.gradient_reduce_bytes =
-        (pr->has("gradient_reduce") ? pr->choice("gradient_reduce", {"fp32", "bf16"}) : "fp32") == "fp32" ? 4 : 2;
-    pr->finish();
-  }
+  read_precision(r, job);
   if (auto e = r.optional_object("moe")) {
     if (job.model.moe.experts == 0)
       r.fail("moe", "model " + job.model.name + " is dense: dispatch and routing are for mixture-of-experts models");
-    DispatchSpec& d = job.dispatch;
-    d.dispatcher    = e->optional_enumeration<Dispatcher>("dispatcher").value_or(Dispatcher::alltoall);
-    d.node_limit    = static_cast<int>(e->optional_integer("node_limit", 1, 1 << 20).value_or(0));
-    d.precision     = e->optional_enumeration<Precision>("dispatch_precision").value_or(Precision::bf16);
-    d.sms           = static_cast<int>(e->optional_integer("dispatch_sms", 1, 1 << 16).value_or(0));
-    if (auto rt = e->optional_object("routing")) {
-      RoutingSpec& rs = d.routing;
-      rs.balance      = rt->enumeration<RoutingBalance>("balance");
-      if (rs.balance != RoutingBalance::balanced)
-        rs.skew = rt->optional_number("skew", 0, 10).value_or(rs.skew);
-      else if (rt->has("skew"))
-        rt->fail("skew", "only meaningful with balance \"dropless\" or \"token-drop\" (balanced routing has none)");
-      if (rs.balance == RoutingBalance::token_drop) {
-        rs.capacity_factor = rt->optional_number("capacity_factor", 0, 1e6).value_or(1);
-        if (!(rs.capacity_factor > 0))
-          rt->fail("capacity_factor", "capacity_factor must be above 0 (an expert's capacity over the mean load)");
-        rs.pad_to_capacity = rt->optional_boolean("pad_to_capacity").value_or(false);
-      } else {
-        for (auto key : {"capacity_factor", "pad_to_capacity"})
-          if (rt->has(key))
-            rt->fail(key, "only meaningful with balance \"token-drop\"");
-      }
-      rs.seed = static_cast<std::uint64_t>(rt->optional_integer("seed", 0, std::int64_t{1} << 53).value_or(1));
-      rt->finish();
-    }
-    e->finish();
+    job.dispatch = read_dispatch(*e);
   }
-  if (job.dispatch.node_limit > 0 && job.dispatch.dispatcher != Dispatcher::deepep)
-    r.fail("moe", "node_limit bounds the nodes a token's copies cross, which only the \"deepep\" dispatcher "
-                  "deduplicates; give \"dispatcher\": \"deepep\" with it");
   r.finish();
   validate_job(job);
   return job;

@@ -11,11 +11,12 @@ JobCosts job_costs(const JobSpec& job, const BuildOptions& options)
   const detail::Context c(job);
   const auto costs = detail::chunk_costs(c);
   JobCosts out;
-  out.micro_batches = c.mbs;
-  out.tp_bytes      = detail::tp_activation_bytes(c);
-  out.cp_bytes      = detail::cp_kv_bytes(c);
-  out.ep_bytes      = detail::ep_buffer_bytes(c);
-  out.pp_bytes      = detail::pp_message_bytes(c);
+  out.micro_batches   = c.mbs;
+  out.tp_bytes        = detail::tp_activation_bytes(c);
+  out.cp_bytes        = detail::cp_kv_bytes(c);
+  out.ep_bytes        = detail::ep_buffer_bytes(c);
+  out.ep_gather_bytes = detail::allgather_dispatch_bytes(c, true);
+  out.pp_bytes        = detail::pp_message_bytes(c);
   const detail::Pipeline pipe(job);
   for (int p = 0; p < c.pp; ++p) {
     StageCosts s;
@@ -24,6 +25,7 @@ JobCosts job_costs(const JobSpec& job, const BuildOptions& options)
       const auto& ch = costs[pipe.model_chunk(p, v)];
       s.forward += ch.fwd_seconds;
       s.backward += ch.bwd_seconds;
+      s.wgrad += ch.wgrad_seconds;
       s.recompute += ch.recompute_seconds;
       s.layers += ch.layers;
       s.moe_layers += ch.moe_layers;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 namespace spansim::workload {
@@ -106,6 +107,68 @@ ExpertLoad expert_load(const JobSpec& job)
   }
   out.hot_member = static_cast<int>(std::max_element(member_total.begin(), member_total.end()) - member_total.begin());
   return out;
+}
+
+namespace {
+
+int effective_sms(const JobSpec& job)
+{
+  const auto& d = job.dispatch;
+  return d.sms > 0 ? d.sms : d.dispatcher == Dispatcher::deepep ? kDeepEpSms : job.gpu.comm_sms;
+}
+
+std::string number(double x)
+{
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", x);
+  return buf;
+}
+
+} // namespace
+
+nlohmann::json dispatch_json(const JobSpec& job)
+{
+  if (job.model.moe.experts == 0)
+    return nullptr;
+  const auto& d    = job.dispatch;
+  const auto load  = expert_load(job);
+  nlohmann::json r = {{"balance", name_of(d.routing.balance)}};
+  if (d.routing.balance != RoutingBalance::balanced) {
+    r["skew"] = d.routing.skew;
+    r["seed"] = d.routing.seed;
+  }
+  if (d.routing.balance == RoutingBalance::token_drop) {
+    r["capacity_factor"] = d.routing.capacity_factor;
+    r["pad_to_capacity"] = d.routing.pad_to_capacity;
+  }
+  return {{"dispatcher", name_of(d.dispatcher)},
+          {"node_limit", d.node_limit},
+          {"dispatch_precision", name_of(d.precision)},
+          {"dispatch_sms", effective_sms(job)},
+          {"routing", r},
+          {"busiest_expert_load", {{"mean", load.mean_busiest()}, {"max", load.max_busiest()}}},
+          {"ep_overlap", job.schedule.ep_overlap}};
+}
+
+std::string dispatch_line(const JobSpec& job)
+{
+  if (job.model.moe.experts == 0)
+    return {};
+  const auto& d    = job.dispatch;
+  std::string line = std::string(name_of(d.dispatcher)) + " (";
+  if (d.node_limit > 0)
+    line += "at most " + std::to_string(d.node_limit) + " nodes per token, ";
+  line += std::string(d.precision == Precision::fp8 ? "FP8" : "BF16") + " dispatch, " +
+          std::to_string(effective_sms(job)) + " SMs); " + std::string(name_of(d.routing.balance)) + " routing";
+  if (d.routing.balance == RoutingBalance::token_drop)
+    line +=
+        " (capacity factor " + number(d.routing.capacity_factor) + (d.routing.pad_to_capacity ? ", padded" : "") + ")";
+  const auto load = expert_load(job);
+  line += ": the busiest expert GPU computes " + number(load.mean_busiest()) + "x the mean (at most " +
+          number(load.max_busiest()) + "x)";
+  if (job.schedule.overlapped_pairs())
+    line += "; all-to-alls overlapped in forward-backward pairs";
+  return line;
 }
 
 } // namespace spansim::workload

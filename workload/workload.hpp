@@ -481,6 +481,12 @@ std::vector<double> expert_popularity(const JobSpec& job, int layer);
 /// @brief The busiest EP member per layer: the largest mean of expert_popularity over a member's experts (the
 /// experts of member j are j x E/ep to (j + 1) x E/ep - 1).
 ExpertLoad expert_load(const JobSpec& job);
+/// @brief A MoE job's effective dispatch and routing, with the expert load they give (for results); null for a
+/// dense job.
+nlohmann::json dispatch_json(const JobSpec& job);
+/// @brief The same as one line ("deepep (node limit 4, FP8 dispatch, 20 SMs); balanced routing; ..."); empty for a
+/// dense job.
+std::string dispatch_line(const JobSpec& job);
 
 /// @brief Loads a model: a zoo name ("llama3-405b") or a path to a JSON file.
 ModelSpec load_model(const std::string& name_or_path);
@@ -530,6 +536,11 @@ void validate_job(JobSpec& job);
 ModelSpec read_model_ref(spec::ObjectReader& r, std::string_view key);
 /// @brief Reads a "gpu" reference: a zoo name, a path relative to the reading file, or an inline object.
 GpuSpec read_gpu_ref(spec::ObjectReader& r, std::string_view key);
+/// @brief Reads a job's "moe" object: dispatcher, node limit, dispatch precision and SMs, routing balance.
+/// @throws SpecError at the key's JSON path.
+DispatchSpec read_dispatch(spec::ObjectReader r);
+/// @brief Reads the optional `precision` object of a job (or an optimize spec) into `job`.
+void read_precision(spec::ObjectReader& r, JobSpec& job);
 /// @brief Reads a batch object; with `micro_batch_allowed` false, a micro_batch key is refused (it is searched).
 BatchSpec read_batch(spec::ObjectReader r, bool micro_batch_allowed = true);
 /// @brief Reads the optional `calibration` key (a profile for the job's GPU) and `effects` object of a job (or an
@@ -677,6 +688,7 @@ struct StageCosts {
   double backward      = 0;
   double recompute     = 0;
   double optimizer     = 0; ///< seconds of the optimizer step
+  double wgrad         = 0; ///< of the backward: its weight-gradient GEMMs (a zero-bubble schedule's W)
   int layers           = 0; ///< transformer layers over the stage's chunks
   int moe_layers       = 0;
   double dense_params  = 0; ///< per GPU, before data-parallel sharding
@@ -688,11 +700,12 @@ struct StageCosts {
 /// @brief What a search's screen needs of a job: per-stage compute, memory and the buffers of its communication,
 /// from the same cost model as build_step_graph but without the op programs (microseconds, not milliseconds).
 struct JobCosts {
-  int micro_batches = 0;
-  double tp_bytes   = 0; ///< one tensor-parallel collective's buffer (2 per layer and pass, x2 with SP)
-  double cp_bytes   = 0; ///< one context-parallel K/V all-gather's buffer (1 per layer and pass)
-  double ep_bytes   = 0; ///< one dispatch or combine (1 each per MoE layer and pass)
-  double pp_bytes   = 0; ///< one pipeline message
+  int micro_batches      = 0;
+  double tp_bytes        = 0; ///< one tensor-parallel collective's buffer (2 per layer and pass, x2 with SP)
+  double cp_bytes        = 0; ///< one context-parallel K/V all-gather's buffer (1 per layer and pass)
+  double ep_bytes        = 0; ///< one dispatch or combine (1 each per MoE layer and pass)
+  double ep_gather_bytes = 0; ///< one all-gather dispatch (the allgather dispatcher's buffer)
+  double pp_bytes        = 0; ///< one pipeline message
   std::vector<StageCosts> stages;
 };
 
