@@ -457,12 +457,13 @@ std::function<void(Figures&)> shared_405b(const char* fidelity)
   };
 }
 
-// Issue 18: MLPerf's DLRM-DCNv2 on 1,024 GPUs of two-buildings (examples/scenarios/dlrm-dcnv2-1024-two-buildings.json).
-std::function<void(Figures&)> dlrm_1024(const char* fidelity)
+// One example scenario as `spansim run` simulates it at the given fidelity; `note` adds the figure the bench reports.
+std::function<void(Figures&)>
+example_scenario(const std::string& file, const char* fidelity, int gpus,
+                 std::function<void(const scenario::Scenario&, const netsim::StepResult&, Figures&)> note)
 {
   return [=](Figures& f) {
-    auto sc             = scenario::load_scenario(std::string(SPANSIM_SOURCE_DIR) +
-                                                  "/examples/scenarios/dlrm-dcnv2-1024-two-buildings.json");
+    auto sc             = scenario::load_scenario(std::string(SPANSIM_SOURCE_DIR) + "/examples/scenarios/" + file);
     sc.options.fidelity = parse_enum<netsim::Fidelity>(fidelity, "fidelity");
     auto start          = Clock::now();
     auto placed         = std::make_shared<const scenario::PlacedStep>(sc);
@@ -472,11 +473,48 @@ std::function<void(Figures&)> dlrm_1024(const char* fidelity)
     f.engine_wall       = seconds_since(start);
     f.simulated         = run.result.step_time;
     f.transfers         = static_cast<long>(run.result.transfers.size());
-    f.gpus              = 1024;
+    f.gpus              = gpus;
     f.engine_rss        = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
-    std::snprintf(f.note, sizeof f.note, "%s sharding; %.0f samples/s",
-                  std::string(name_of(workload::dlrm_plan(sc.job).sharding)).c_str(), run.result.tokens_per_second);
+    note(sc, run.result, f);
   };
+}
+
+// The full search of one examples/optimize file on every core; `note` adds (or overrides) what the bench reports.
+std::function<void(Figures&)>
+example_search(const std::string& file,
+               std::function<void(const optimizer::OptimizeSpec&, const optimizer::OptimizeResult&, Figures&)> note)
+{
+  return [=](Figures& f) {
+    auto spec     = optimizer::load_optimize_spec(std::string(SPANSIM_SOURCE_DIR) + "/examples/optimize/" + file);
+    auto start    = Clock::now();
+    auto result   = optimizer::optimize(spec);
+    f.engine_wall = seconds_since(start);
+    f.simulated   = *result.ranked.front().refined;
+    f.transfers   = static_cast<long>(result.scored);
+    f.gpus        = static_cast<int>(spec.base.gpus);
+    f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+    note(spec, result, f);
+  };
+}
+
+// Issue 18: MLPerf's DLRM-DCNv2 on 1,024 GPUs of two-buildings (examples/scenarios/dlrm-dcnv2-1024-two-buildings.json).
+std::function<void(Figures&)> dlrm_1024(const char* fidelity)
+{
+  return example_scenario("dlrm-dcnv2-1024-two-buildings.json", fidelity, 1024,
+                          [](const scenario::Scenario& sc, const netsim::StepResult& r, Figures& f) {
+                            std::snprintf(f.note, sizeof f.note, "%s sharding; %.0f samples/s",
+                                          std::string(name_of(workload::dlrm_plan(sc.job).sharding)).c_str(),
+                                          r.tokens_per_second);
+                          });
+}
+
+// Issue 33: DeepSeek-V3 on 2,048 H100 of two-buildings (DualPipe, DeepEP) as the example scenario runs it.
+std::function<void(Figures&)> deepseek_2048(const char* fidelity)
+{
+  return example_scenario("deepseek-v3-2048-two-buildings.json", fidelity, 2048,
+                          [](const scenario::Scenario&, const netsim::StepResult& r, Figures& f) {
+                            std::snprintf(f.note, sizeof f.note, "%.0f tokens/s", r.tokens_per_second);
+                          });
 }
 
 // The 8K step at hybrid fidelity, and at flow fidelity for the difference.
@@ -583,6 +621,18 @@ std::vector<Case> cases()
                  step_405b("two-buildings", 128, "analytical", false, true)});
   all.push_back({"405B step 16K 2-bldg ecmp", "two-buildings", "flow", nullptr, 30, "< 30 s", true,
                  step_405b("two-buildings", 128, "flow", false, true)});
+  // Issue 33: DeepSeek-V3 on 2,048 GPUs over two buildings, and the MoE optimizer example.
+  all.push_back(
+      {"DeepSeek-V3 2048 2-bldg", "two-buildings", "analytical", nullptr, 0, "", false, deepseek_2048("analytical")});
+  all.push_back(
+      {"DeepSeek-V3 2048 2-bldg", "two-buildings", "flow", nullptr, 60, "< 60 s", false, deepseek_2048("flow")});
+  all.push_back(
+      {"optimize DeepSeek-V3 2048 2-bldg", "two-buildings", "search", nullptr, 300, "< 5 min", false,
+       example_search("deepseek-v3-2048-two-buildings.json",
+                      [](const optimizer::OptimizeSpec& spec, const optimizer::OptimizeResult& r, Figures& f) {
+                        std::snprintf(f.note, sizeof f.note, "%zu points, %zu scored, %d refined at flow", r.points,
+                                      r.scored, spec.top_k);
+                      })});
   // Issue 18: a 1,024-GPU DLRM step; two 8K-GPU jobs sharing two-buildings.
   all.push_back(
       {"DLRM-DCNv2 1024", "two-buildings", "analytical", nullptr, 10, "< 10 s", false, dlrm_1024("analytical")});
@@ -689,18 +739,9 @@ std::vector<Case> cases()
   all.push_back({"reliability 60 days 405B 131K", "two-regions", "analytical", nullptr, 60, "< 60 s", true,
                  reliability_405b("two-regions", 1024, 200, 60)});
   // Issue 6: the full search of examples/optimize/llama3-405b-16k-two-buildings.json on every core.
-  all.push_back(
-      {"optimize 405B 16K 2-bldg", "two-buildings", "search", nullptr, 600, "< 10 min", false, [](Figures& f) {
-         auto spec     = optimizer::load_optimize_spec(std::string(SPANSIM_SOURCE_DIR) +
-                                                       "/examples/optimize/llama3-405b-16k-two-buildings.json");
-         auto start    = Clock::now();
-         auto result   = optimizer::optimize(spec);
-         f.engine_wall = seconds_since(start);
-         f.simulated   = *result.ranked.front().refined;
-         f.transfers   = static_cast<long>(result.scored);
-         f.gpus        = static_cast<int>(spec.base.gpus);
-         f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
-       }});
+  all.push_back({"optimize 405B 16K 2-bldg", "two-buildings", "search", nullptr, 600, "< 10 min", false,
+                 example_search("llama3-405b-16k-two-buildings.json",
+                                [](const optimizer::OptimizeSpec&, const optimizer::OptimizeResult&, Figures&) {})});
   // Issue 11: points bounded and scored per second by the optimizer's fast model, on one worker process (the
   // search space of the 16K example; the refinement at flow fidelity is not counted).
   all.push_back({"optimizer scoring 405B 16K", "two-buildings", "search", nullptr, 0, "", false, [](Figures& f) {
@@ -755,20 +796,14 @@ std::vector<Case> cases()
                                  estimated / f.engine_wall / 1e3);
                  }});
   // Issue 17: the million-layout optimize, best 20 confirmed at flow fidelity, on every core.
-  all.push_back({"optimize 405B 16K 1M", "two-buildings", "search", nullptr, 180, "< 3 min", true, [](Figures& f) {
-                   auto spec     = optimizer::load_optimize_spec(std::string(SPANSIM_SOURCE_DIR) +
-                                                                 "/examples/optimize/llama3-405b-16k-million.json");
-                   auto start    = Clock::now();
-                   auto result   = optimizer::optimize(spec);
-                   f.engine_wall = seconds_since(start);
-                   f.simulated   = *result.ranked.front().refined;
-                   f.transfers   = static_cast<long>(result.screened);
-                   f.gpus        = static_cast<int>(spec.base.gpus);
-                   f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+  all.push_back({"optimize 405B 16K 1M", "two-buildings", "search", nullptr, 180, "< 3 min", true,
+                 example_search("llama3-405b-16k-million.json", [](const optimizer::OptimizeSpec&,
+                                                                   const optimizer::OptimizeResult& r, Figures& f) {
+                   f.transfers = static_cast<long>(r.screened);
                    std::snprintf(f.note, sizeof f.note, "screen %.1f s, %zu kept, %zu scored, %zu refined; winner %s",
-                                 result.screen_seconds, result.screen_kept, result.scored, result.ranked.size(),
-                                 result.ranked.front().point.label().substr(0, 70).c_str());
-                 }});
+                                 r.screen_seconds, r.screen_kept, r.scored, r.ranked.size(),
+                                 r.ranked.front().point.label().substr(0, 70).c_str());
+                 })});
   // Issue 17: how often tier 1's top 1% holds the exhaustive tier-2 best, over spaces of models, sites and sizes.
   all.push_back({"screen top-1% holds tier-2 best", "two-regions", "search", nullptr, 0, "", true, [](Figures& f) {
                    auto start    = Clock::now();

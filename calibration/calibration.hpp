@@ -104,6 +104,7 @@ double simulate_step_time(const PublishedRun& run, const workload::Calibration& 
 struct Bounds {
   double clock_min = 0.6, clock_max = 1.0;
   double gap_min = 0, gap_max = 100e-6;
+  double alltoall_min = 0.2, alltoall_max = 1.0; ///< NCCL all-to-all's share, fitted on MoE rows
 };
 
 /// @brief Progress of a long run: what is being done, items done, items in all.
@@ -140,8 +141,10 @@ struct Profile {
   nlohmann::json to_json() const;
 };
 
-/// @brief Fits clock_fraction and kernel_gap on the fit rows of options.gpu: bounded least squares on the log of
-/// simulated over published step time. Deterministic. @throws UsageError when the GPU has no fit rows.
+/// @brief Fits clock_fraction and kernel_gap on the dense fit rows of options.gpu (bounded least squares on the log
+/// of simulated over published step time), then alltoall_efficiency on its MoE fit rows with those two fixed (the
+/// same, in one dimension; 1 without MoE fit rows). Deterministic. @throws UsageError when the GPU has no dense fit
+/// rows.
 Profile fit_profile(const Dataset& dataset, const FitOptions& options);
 
 /// @brief One row of a validation.
@@ -164,6 +167,12 @@ struct ValidationReport {
   std::vector<ValidationRow> rows;
   double mape_fit = 0, mape_check = 0, mape_loo = 0; ///< mean absolute percentage errors
   std::size_t fit_rows = 0, check_rows = 0;
+  /// @brief The same over the dense rows alone and over the MoE rows alone.
+  struct Mape {
+    double fit = 0, check = 0, loo = 0;
+    std::size_t fit_rows = 0, check_rows = 0, loo_rows = 0;
+  };
+  Mape dense, moe;
 };
 
 /// @brief How to validate.

@@ -44,14 +44,20 @@ double unpack(const std::string& s)
   return v;
 }
 
-workload::Calibration candidate(const std::vector<std::string>& gpus, double clock, double gap)
+workload::Calibration candidate(const std::vector<std::string>& gpus, double clock, double gap, double alltoall = 1)
 {
   workload::Calibration c;
-  c.name           = "candidate";
-  c.gpus           = gpus;
-  c.clock_fraction = clock;
-  c.kernel_gap     = gap;
+  c.name                = "candidate";
+  c.gpus                = gpus;
+  c.clock_fraction      = clock;
+  c.kernel_gap          = gap;
+  c.alltoall_efficiency = alltoall;
   return c;
+}
+
+bool is_moe(const PublishedRun& run)
+{
+  return run.job->model.moe.experts > 0;
 }
 
 // One row's step time over the grid, interpolated: piecewise linear in 1/clock (compute time is linear in it) and
@@ -103,7 +109,7 @@ std::vector<Row> surfaces(const Dataset& d, const std::vector<std::string>& gpus
 {
   std::vector<Row> rows;
   for (const auto& run : d.runs)
-    if (run.role == Role::fit && std::find(gpus.begin(), gpus.end(), run.job->gpu.name) != gpus.end())
+    if (run.role == Role::fit && !is_moe(run) && std::find(gpus.begin(), gpus.end(), run.job->gpu.name) != gpus.end())
       rows.push_back({&run, run.published_step_time(), {}});
   const std::size_t per_row = kClockGrid.size() * kGapGrid.size();
   if (progress)
@@ -165,6 +171,78 @@ std::pair<double, double> minimise(const std::vector<Row>& rows, const Bounds& b
     hi_g = std::min(b.gap_max, best_g + dg);
   }
   return {best_c, best_g};
+}
+
+// A MoE fit row's step time over NCCL all-to-all's share, interpolated piecewise linearly in 1/share (the
+// all-to-alls' time is linear in it).
+struct MoeRow {
+  const PublishedRun* run;
+  double published;
+  std::vector<double> x, t; ///< 1/share, decreasing; step times
+  double operator()(double share) const
+  {
+    const double xv = 1 / share;
+    std::size_t i   = 0;
+    while (i + 2 < x.size() && xv < x[i + 1])
+      ++i;
+    return t[i] + (xv - x[i]) / (x[i + 1] - x[i]) * (t[i + 1] - t[i]);
+  }
+};
+
+constexpr std::array<double, 5> kAlltoallGrid{0, 0.25, 0.5, 0.75, 1}; // fractions from alltoall_min to _max
+
+std::vector<MoeRow> moe_surfaces(const Dataset& d, const std::vector<std::string>& gpus, const Bounds& b, double clock,
+                                 double gap, netsim::Fidelity fidelity, int workers, const Progress& progress)
+{
+  std::vector<MoeRow> rows;
+  for (const auto& run : d.runs)
+    if (run.role == Role::fit && is_moe(run) && std::find(gpus.begin(), gpus.end(), run.job->gpu.name) != gpus.end())
+      rows.push_back({&run, run.published_step_time(), {}, {}});
+  if (rows.empty())
+    return rows;
+  const std::size_t per_row = kAlltoallGrid.size();
+  if (progress)
+    progress("simulating the MoE fit rows of " + joined(gpus) + " over all-to-all shares", 0, rows.size() * per_row);
+  auto share = [&](std::size_t k) {
+    return b.alltoall_max - kAlltoallGrid[k] * (b.alltoall_max - b.alltoall_min); // from 1 down: 1/share rises
+  };
+  auto out = process::parallel_map(rows.size() * per_row, workers, [&](std::size_t k) {
+    return pack(simulate_step_time(*rows[k / per_row].run, candidate(gpus, clock, gap, share(k % per_row)), fidelity));
+  });
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    for (std::size_t k = 0; k < per_row; ++k) {
+      rows[r].x.push_back(1 / share(k));
+      rows[r].t.push_back(unpack(out[r * per_row + k]));
+    }
+  // x increases with k: reverse so that it decreases, as the interpolant expects.
+  for (auto& r : rows) {
+    std::reverse(r.x.begin(), r.x.end());
+    std::reverse(r.t.begin(), r.t.end());
+  }
+  if (progress)
+    progress("simulating the MoE fit rows of " + joined(gpus) + " over all-to-all shares", out.size(), out.size());
+  return rows;
+}
+
+// The share minimising the squared log errors of the MoE fit rows (all but `skip`): a fine search on the bounds.
+double minimise_alltoall(const std::vector<MoeRow>& rows, const Bounds& b, std::size_t skip)
+{
+  double best = b.alltoall_max, best_f = std::numeric_limits<double>::infinity();
+  constexpr int kSteps = 1000;
+  for (int i = 0; i <= kSteps; ++i) {
+    const double a = b.alltoall_min + (b.alltoall_max - b.alltoall_min) * i / kSteps;
+    double f       = 0;
+    for (std::size_t r = 0; r < rows.size(); ++r)
+      if (r != skip) {
+        const double e = std::log(rows[r](a) / rows[r].published);
+        f += e * e;
+      }
+    if (f < best_f) {
+      best_f = f;
+      best   = a;
+    }
+  }
+  return best;
 }
 
 } // namespace
@@ -232,8 +310,22 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
     at    = tn;
   }
 
+  // NCCL all-to-all's share, on the MoE fit rows with the compute parameters fixed; checked by a real simulation.
+  double alltoall = 1;
+  const auto moe =
+      moe_surfaces(dataset, options.gpus, b, clock, gap, options.fidelity, options.workers, options.progress);
+  std::vector<double> moe_at;
+  if (!moe.empty()) {
+    alltoall = minimise_alltoall(moe, b, moe.size());
+    auto out = process::parallel_map(moe.size(), options.workers, [&](std::size_t i) {
+      return pack(simulate_step_time(*moe[i].run, candidate(options.gpus, clock, gap, alltoall), options.fidelity));
+    });
+    for (const auto& o : out)
+      moe_at.push_back(unpack(o));
+  }
+
   Profile p;
-  p.calibration      = candidate(options.gpus, clock, gap);
+  p.calibration      = candidate(options.gpus, clock, gap, alltoall);
   p.calibration.name = options.name.empty() ? options.gpus.front() + "-published" : options.name;
   std::string flags;
   for (const auto& g : options.gpus)
@@ -241,12 +333,15 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   p.calibration.source = "spansim calibrate " + recorded_path(dataset.file) + flags +
                          ": bounded least squares on "
                          "the log of simulated over published step time, " +
-                         std::to_string(rows.size()) + " fit rows, " + std::string(name_of(options.fidelity)) +
+                         std::to_string(rows.size()) + " dense fit rows, then NCCL all-to-all's share on " +
+                         std::to_string(moe.size()) + " MoE fit rows, " + std::string(name_of(options.fidelity)) +
                          " fidelity";
   p.bounds  = b;
   p.dataset = recorded_path(dataset.file);
   for (std::size_t i = 0; i < rows.size(); ++i)
     p.residuals.push_back({rows[i].run->name, Role::fit, rows[i].published, at[i], rows[i].run->source});
+  for (std::size_t i = 0; i < moe.size(); ++i)
+    p.residuals.push_back({moe[i].run->name, Role::fit, moe[i].published, moe_at[i], moe[i].run->source});
   return p;
 }
 
@@ -261,15 +356,19 @@ json Profile::to_json() const
                    {"source", r.source}});
   char gap[32];
   std::snprintf(gap, sizeof gap, "%.6gus", calibration.kernel_gap * 1e6);
-  return {
-      {"name", calibration.name},
-      {"gpus", calibration.gpus},
-      {"source", calibration.source},
-      {"parameters", {{"clock_fraction", calibration.clock_fraction}, {"kernel_gap", gap}}},
-      {"bounds",
-       {{"clock_fraction", {bounds.clock_min, bounds.clock_max}}, {"kernel_gap_s", {bounds.gap_min, bounds.gap_max}}}},
-      {"fit", {{"dataset", dataset}, {"rows", fit}}},
-      {"spansim", provenance()}};
+  return {{"name", calibration.name},
+          {"gpus", calibration.gpus},
+          {"source", calibration.source},
+          {"parameters",
+           {{"clock_fraction", calibration.clock_fraction},
+            {"kernel_gap", gap},
+            {"alltoall_efficiency", calibration.alltoall_efficiency}}},
+          {"bounds",
+           {{"clock_fraction", {bounds.clock_min, bounds.clock_max}},
+            {"kernel_gap_s", {bounds.gap_min, bounds.gap_max}},
+            {"alltoall_efficiency", {bounds.alltoall_min, bounds.alltoall_max}}}},
+          {"fit", {{"dataset", dataset}, {"rows", fit}}},
+          {"spansim", provenance()}};
 }
 
 ValidationReport validate(const Dataset& dataset, const ValidateOptions& options)
@@ -306,6 +405,12 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
         auto [c, g]            = minimise(rows, b, i);
         loo[rows[i].run->name] = rows[i].surface(c, g);
       }
+      // MoE fit rows: the all-to-all share refitted without each, the profile's compute parameters kept.
+      const auto profile = workload::default_calibration(workload::load_gpu(gpus.front()));
+      const auto moe     = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap, options.fidelity,
+                                        options.workers, options.progress);
+      for (std::size_t i = 0; i < moe.size() && moe.size() > 1; ++i)
+        loo[moe[i].run->name] = moe[i](minimise_alltoall(moe, b, i));
     }
   }
 
@@ -334,6 +439,13 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
     }
     (run.role == Role::fit ? fit_sum : check_sum) += std::abs(row.error);
     (run.role == Role::fit ? report.fit_rows : report.check_rows)++;
+    auto& part = is_moe(run) ? report.moe : report.dense;
+    (run.role == Role::fit ? part.fit : part.check) += std::abs(row.error);
+    (run.role == Role::fit ? part.fit_rows : part.check_rows)++;
+    if (row.loo_error) {
+      part.loo += std::abs(*row.loo_error);
+      ++part.loo_rows;
+    }
     report.rows.push_back(row);
   }
   for (const auto& run : dataset.runs)
@@ -349,6 +461,11 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
   report.mape_fit   = report.fit_rows ? fit_sum / static_cast<double>(report.fit_rows) : 0;
   report.mape_check = report.check_rows ? check_sum / static_cast<double>(report.check_rows) : 0;
   report.mape_loo   = loo_n ? loo_sum / static_cast<double>(loo_n) : 0;
+  for (auto* part : {&report.dense, &report.moe}) {
+    part->fit /= std::max<std::size_t>(1, part->fit_rows);
+    part->check /= std::max<std::size_t>(1, part->check_rows);
+    part->loo /= std::max<std::size_t>(1, part->loo_rows);
+  }
   return report;
 }
 

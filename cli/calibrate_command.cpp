@@ -131,7 +131,10 @@ void validate(const ValidateOptions& o)
     for (const auto& run : dataset.runs)
       if (run.job && run.job->calibration.name != "none") {
         const auto& c    = run.job->calibration;
-        profiles[c.name] = {{"gpus", c.gpus}, {"clock_fraction", c.clock_fraction}, {"kernel_gap_s", c.kernel_gap}};
+        profiles[c.name] = {{"gpus", c.gpus},
+                            {"clock_fraction", c.clock_fraction},
+                            {"kernel_gap_s", c.kernel_gap},
+                            {"alltoall_efficiency", c.alltoall_efficiency}};
       }
     nlohmann::json j = {{"spansim", provenance()},
                         {"dataset", dataset.file},
@@ -141,6 +144,12 @@ void validate(const ValidateOptions& o)
                         {"mape", {{"fit", report.mape_fit}, {"check", report.mape_check}}}};
     if (vo.leave_one_out)
       j["mape"]["leave_one_out"] = report.mape_loo;
+    for (const auto& [key, part] : {std::pair{"dense", &report.dense}, std::pair{"moe", &report.moe}}) {
+      j["mape"][key] = {
+          {"fit", part->fit}, {"fit_rows", part->fit_rows}, {"check", part->check}, {"check_rows", part->check_rows}};
+      if (vo.leave_one_out)
+        j["mape"][key]["leave_one_out"] = part->loo;
+    }
     std::cout << j.dump(2) << "\n";
     return;
   }
@@ -179,6 +188,14 @@ void validate(const ValidateOptions& o)
   if (vo.leave_one_out)
     std::cout << ", fit rows left out one at a time " << fixed(100 * report.mape_loo, 1) << "%";
   std::cout << "\n";
+  for (const auto& [name, part] : {std::pair{"dense", &report.dense}, std::pair{"MoE", &report.moe}})
+    if (part->fit_rows + part->check_rows > 0) {
+      std::cout << "  " << name << " rows: fit " << fixed(100 * part->fit, 1) << "% (" << part->fit_rows << "), check "
+                << fixed(100 * part->check, 1) << "% (" << part->check_rows << ")";
+      if (vo.leave_one_out && part->loo_rows > 0)
+        std::cout << ", left out " << fixed(100 * part->loo, 1) << "%";
+      std::cout << "\n";
+    }
   if (!excluded.empty()) {
     std::cout << "\nNot simulated (" << excluded.size() << "):\n";
     for (const auto* r : excluded)

@@ -550,7 +550,8 @@ RunResult run_analytical(const topology::Topology& topology, const FlowGraph& gr
         end_op(i, at + (op.kind == Op::Kind::delay ? op.duration : 0));
     }
     while (!latency_over.empty() && latency_over.top().first <= horizon) {
-      fluid.add(latency_over.top().second, ops[latency_over.top().second].bytes, now);
+      const auto& moving = ops[latency_over.top().second];
+      fluid.add(latency_over.top().second, moving.bytes * moving.stretch, now);
       latency_over.pop();
     }
     fluid.reshare(now);

@@ -121,8 +121,8 @@ bool regular_hierarchy(const Topology& t, const std::vector<int>& gpus, Hierarch
 
 class Lowering {
 public:
-  Lowering(FlowGraph& graph, const Topology& topology, int channels)
-      : graph_(graph), topology_(topology), channels_(channels)
+  Lowering(FlowGraph& graph, const Topology& topology, int channels, double stretch = 1)
+      : graph_(graph), topology_(topology), channels_(channels), stretch_(stretch)
   {
   }
 
@@ -132,7 +132,7 @@ public:
   void transfer(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out)
   {
     for (int c = 0; c < channels_; ++c) {
-      out.push_back(graph_.add_transfer(src, dst, bytes / channels_, deps));
+      out.push_back(graph_.add_transfer(src, dst, bytes / channels_, deps, stretch_));
       ++flows_;
     }
   }
@@ -311,6 +311,7 @@ private:
   FlowGraph& graph_;
   const Topology& topology_;
   int channels_;
+  double stretch_    = 1;
   std::size_t flows_ = 0;
 };
 
@@ -522,7 +523,7 @@ Lowered add_collective(FlowGraph& graph, const Topology& topology, const Collect
     throw UsageError("algorithm " + std::string(name_of(a)) + " does not apply to " + std::string(name_of(c.op)) +
                      " (allowed: " + list + ", auto)");
   }
-  Lowering low(graph, topology, c.channels);
+  Lowering low(graph, topology, c.channels, c.stretch);
   int end = 0;
   switch (a) {
   case Algorithm::ring:

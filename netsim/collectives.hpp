@@ -32,6 +32,7 @@ struct Collective {
   int channels = 1;      ///< flows per GPU pair (NCCL channels / ECMP spreading)
   /// @brief All-to-all with a size matrix: bytes from rank i to rank j (MoE dispatch/combine). Empty: uniform.
   std::vector<std::vector<double>> matrix;
+  double stretch = 1; ///< every transfer moves its bytes as if this many times as many (netsim::Op::stretch)
 };
 
 /// @brief What a lowering produced.

@@ -17,16 +17,17 @@ int FlowGraph::add(Op op)
   return index;
 }
 
-int FlowGraph::add_transfer(int src, int dst, double bytes, std::vector<int> deps)
+int FlowGraph::add_transfer(int src, int dst, double bytes, std::vector<int> deps, double stretch)
 {
   if (bytes < 0)
     throw UsageError("flow graph: negative transfer size");
   Op op;
-  op.kind  = Op::Kind::transfer;
-  op.src   = src;
-  op.dst   = dst;
-  op.bytes = bytes;
-  op.deps  = std::move(deps);
+  op.kind    = Op::Kind::transfer;
+  op.src     = src;
+  op.dst     = dst;
+  op.bytes   = bytes;
+  op.deps    = std::move(deps);
+  op.stretch = stretch;
   if (qps_ <= 1 || src == dst || bytes <= 0)
     return add(std::move(op));
   // Queue pairs: equal shares, each its own flow; what waits for the transfer waits for all of them.

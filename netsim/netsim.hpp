@@ -29,6 +29,9 @@ struct Op {
   double duration = 0;   ///< delay length in seconds
   int qp          = 0;   ///< queue pair of a transfer (ECMP hashes it with the ends)
   std::vector<int> deps; ///< ops that must end before this one starts (always earlier indices)
+  /// @brief A transfer moves its bytes as if they were this many times as many (a transport that gets less than its
+  /// share of the links: NCCL's all-to-all over the scale-out network); its links still carry `bytes`.
+  double stretch = 1;
 };
 
 /// @brief A DAG of operations; dependencies point backwards, so it is acyclic by construction.
@@ -37,8 +40,9 @@ public:
   /// @brief A graph whose transfers each split into `qps` flows (queue pairs) of equal shares, joined by a
   /// zero delay: under ECMP each hashes onto its own path.
   explicit FlowGraph(int qps = 1) : qps_(qps) {}
-  /// @brief Adds a transfer of `bytes` from GPU `src` to GPU `dst`; returns its index.
-  int add_transfer(int src, int dst, double bytes, std::vector<int> deps = {});
+  /// @brief Adds a transfer of `bytes` from GPU `src` to GPU `dst`, moved as `stretch` times as many (Op::stretch);
+  /// returns its index.
+  int add_transfer(int src, int dst, double bytes, std::vector<int> deps = {}, double stretch = 1);
   /// @brief Adds a delay of `seconds`; returns its index.
   int add_delay(double seconds, std::vector<int> deps = {});
   /// @brief Adds an op as it is (a transfer keeps its queue pair and is not split); returns its index.

@@ -94,7 +94,7 @@ struct Plan {
 
 std::uint64_t op_bytes(const Op& op)
 {
-  return static_cast<std::uint64_t>(op.bytes + 0.5);
+  return static_cast<std::uint64_t>(op.bytes * op.stretch + 0.5);
 }
 
 bool moves_bytes(const Op& op)

@@ -183,7 +183,7 @@ private:
   void start_comm(int op)
   {
     const Op& o        = s_.ops[op];
-    const auto payload = static_cast<uint64_t>(o.bytes + 0.5);
+    const auto payload = static_cast<uint64_t>(o.bytes * o.stretch + 0.5);
     auto [comm, box]   = outbox_.put(s_.platform.host(o.src, o.qp), s_.platform.host(o.dst, o.qp), payload,
                                      s_.topology.window_rate(o.src, o.dst, o.qp));
     comms_.push_back(std::move(comm));

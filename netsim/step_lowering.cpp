@@ -239,6 +239,14 @@ private:
     return it->second;
   }
 
+  bool spans_nodes(const std::vector<int>& gpus) const
+  {
+    for (int gpu : gpus)
+      if (topology_.locate(gpu).node != topology_.locate(gpus.front()).node)
+        return true;
+    return false;
+  }
+
   bool node_local(const std::vector<std::vector<int>>& groups) const
   {
     for (const auto& g : groups)
@@ -378,6 +386,10 @@ private:
                         (op.purpose == workload::Purpose::ep_dispatch || op.purpose == workload::Purpose::ep_combine);
     if (expert && (op.imbalance != 1 || step_.job.dispatch.dispatcher == workload::Dispatcher::deepep))
       c.matrix = dispatch_matrix(topology_, gpus, step_.job, op, hot_member_);
+    // NCCL's all-to-all over the scale-out network gets less than its rings (the calibration profile's share).
+    const double a2a = step_.job.calibration.alltoall_efficiency;
+    if (expert && step_.job.dispatch.dispatcher == workload::Dispatcher::alltoall && a2a < 1 && spans_nodes(gpus))
+      c.stretch = 1 / a2a;
     if (const auto* rule = rule_for(op, gpus)) {
       c.bytes /= rule->ratio;
       for (auto& row : c.matrix)

@@ -67,15 +67,15 @@ Signatures sign(const topology::Topology& topology, const topology::BuildingSymm
     int e          = kFixed;
     std::uint64_t h;
     if (representatives && node_local(topology, op)) {
-      h = mix(mix(mix(mix(3, std::bit_cast<std::uint64_t>(op.bytes)), static_cast<std::uint64_t>(op.qp)),
+      h = mix(mix(mix(mix(3, std::bit_cast<std::uint64_t>(op.bytes * op.stretch)), static_cast<std::uint64_t>(op.qp)),
                   static_cast<std::uint64_t>(op.src)),
               static_cast<std::uint64_t>(op.dst));
     } else if (op.kind == Op::Kind::transfer) {
       e              = sym.element_of(op.src);
       const int back = sym.inverse(e);
-      h              = mix(mix(mix(mix(1, std::bit_cast<std::uint64_t>(op.bytes)), static_cast<std::uint64_t>(op.qp)),
-                               static_cast<std::uint64_t>(sym.move(op.src, back))),
-                           static_cast<std::uint64_t>(sym.move(op.dst, back)));
+      h = mix(mix(mix(mix(1, std::bit_cast<std::uint64_t>(op.bytes * op.stretch)), static_cast<std::uint64_t>(op.qp)),
+                  static_cast<std::uint64_t>(sym.move(op.src, back))),
+              static_cast<std::uint64_t>(sym.move(op.dst, back)));
     } else {
       for (std::size_t k = 0; k < op.deps.size(); ++k) {
         const int de = s.element[op.deps[k]];
@@ -177,7 +177,7 @@ std::optional<FoldedGraph> fold_with(const topology::Topology& topology, const t
   FlowGraph fixed;
   for (std::size_t i = 0; i < n; ++i)
     if (s.element[i] == kFixed && ops[i].kind == Op::Kind::transfer)
-      fixed.add_op({Op::Kind::transfer, ops[i].src, ops[i].dst, ops[i].bytes, 0, ops[i].qp, {}});
+      fixed.add_op({Op::Kind::transfer, ops[i].src, ops[i].dst, ops[i].bytes, 0, ops[i].qp, {}, ops[i].stretch});
   if (fixed.transfer_count() > 0) {
     f.fixed_full   = link_bytes(topology, fixed);
     f.fixed_folded = link_bytes(f.topology, fixed);

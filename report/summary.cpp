@@ -52,9 +52,13 @@ json calibration_json(const workload::JobSpec& job)
   json effects;
   for (const auto& [key, member] : workload::kEffectSwitches)
     effects[std::string(key)] = job.effects.*member;
-  return {
-      {"profile", c.name},  {"gpus", c.gpus},    {"clock_fraction", c.clock_fraction}, {"kernel_gap_s", c.kernel_gap},
-      {"source", c.source}, {"effects", effects}};
+  return {{"profile", c.name},
+          {"gpus", c.gpus},
+          {"clock_fraction", c.clock_fraction},
+          {"kernel_gap_s", c.kernel_gap},
+          {"alltoall_efficiency", c.alltoall_efficiency},
+          {"source", c.source},
+          {"effects", effects}};
 }
 
 json configuration(const scenario::ScenarioRun& run)

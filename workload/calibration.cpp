@@ -39,6 +39,7 @@ Calibration read_profile(spec::ObjectReader r, const std::string& file)
   c.kernel_gap     = p.time("kernel_gap");
   if (c.kernel_gap > 1e-3)
     p.fail("kernel_gap", "at most 1ms per kernel");
+  c.alltoall_efficiency = p.optional_number("alltoall_efficiency", 0.05, 1.0).value_or(1.0);
   p.finish();
   // What the fit saw and who wrote it: kept in the file for readers, not used by the model.
   for (const char* record : {"fit", "bounds", "spansim"})
@@ -99,6 +100,8 @@ std::string calibration_line(const JobSpec& job)
   std::string line = c.name == "none" ? std::string("no calibration profile")
                                       : c.name + ": clock " + fixed3(c.clock_fraction) + ", kernel gap " +
                                             units::format_time(c.kernel_gap);
+  if (c.name != "none" && c.alltoall_efficiency < 1 && job.model.moe.experts > 0)
+    line += ", NCCL all-to-all " + fixed3(c.alltoall_efficiency);
   std::string off;
   for (const auto& [key, member] : kEffectSwitches)
     if (!(job.effects.*member))

@@ -188,6 +188,9 @@ struct Calibration {
   std::string source;            ///< what it was fitted on
   double clock_fraction = 1;     ///< sustained compute rate over the measured best (GEMMs and attention kernels)
   double kernel_gap     = 0;     ///< seconds of host dispatch per kernel the GPU waits for (launch and framework gaps)
+  /// @brief The share of the scale-out bandwidth NCCL's all-to-all (a MoE job's alltoall dispatcher) gets, over the
+  /// share its rings get (the topology's NCCL efficiency): fitted on published MoE runs; 1: as rings.
+  double alltoall_efficiency = 1;
   /// @brief Whether the profile holds for the GPU named `gpu`.
   bool covers(const std::string& gpu) const { return std::find(gpus.begin(), gpus.end(), gpu) != gpus.end(); }
 };
