@@ -17,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace spansim::calibration {
 
@@ -255,7 +256,9 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   auto rows = surfaces(dataset, options.gpus, b, options.fidelity, options.workers, options.progress);
   if (rows.empty())
     throw UsageError("no fit rows for GPU " + joined(options.gpus) + " in " + dataset.file);
-  auto [clock, gap] = minimise(rows, b, rows.size());
+  // Plain variables, not a structured binding: clang 14 cannot capture bindings in the lambdas below.
+  double clock = 0, gap = 0;
+  std::tie(clock, gap) = minimise(rows, b, rows.size());
 
   // Gauss-Newton on real simulations from the interpolants' optimum: the interpolation is close, not exact.
   auto simulate_all = [&](double c, double g) {

@@ -401,7 +401,8 @@ TEST_CASE("Megatron's combined 1F1B keeps interleaved 1F1B's bubble and holds on
       }
     }
     for (int s = 0; s < pp; ++s) {
-      auto with = [&](bool overlap) {
+      // Copies: clang 14 cannot capture structured bindings.
+      auto with = [&, pp = pp, v = v, m = m, layers = layers](bool overlap) {
         json j =
             dense_schedule_job(pp, m, {{"kind", "interleaved-1f1b"}, {"virtual_stages", v}, {"ep_overlap", overlap}},
                                {{"dp", 2}, {"ep", 2}});
