@@ -6,6 +6,8 @@
 
 #include "netsim/netsim.hpp"
 #include "netsim/step.hpp"
+#include "placement/placement.hpp"
+#include "sync/sync.hpp"
 #include "topology/topology.hpp"
 #include "workload/workload.hpp"
 
@@ -27,10 +29,12 @@ constexpr std::array<std::string_view, 3> enum_names(Role)
 }
 
 /// @brief The figure a source published.
-enum class Metric { step_time, tokens_per_second_per_gpu, tflops_per_gpu, mfu };
-constexpr std::array<std::string_view, 4> enum_names(Metric)
+/// `compute_utilization` (cross-site rows): compute time over wall time with the outer synchronizations counted,
+/// the fraction the DiLoCo papers publish.
+enum class Metric { step_time, tokens_per_second_per_gpu, tflops_per_gpu, mfu, compute_utilization };
+constexpr std::array<std::string_view, 5> enum_names(Metric)
 {
-  return {"step_time", "tokens_per_second_per_gpu", "tflops_per_gpu", "mfu"};
+  return {"step_time", "tokens_per_second_per_gpu", "tflops_per_gpu", "mfu", "compute_utilization"};
 }
 
 /// @brief A published figure and what is needed to turn it into a step time.
@@ -39,6 +43,9 @@ struct Published {
   double value          = 0;
   double flops_per_step = 0; ///< tflops_per_gpu and mfu: FLOPs per step under the source's own formula
   double peak           = 0; ///< mfu: the peak (FLOP/s) the source divided by
+  /// @brief compute_utilization of a source that fixed the inner step (a simulation of its own): that step, in
+  /// place of spansim's, so that only the synchronization is compared. 0: spansim's inner step.
+  double inner_step = 0;
 };
 
 /// @brief The cluster a run ran on: one building of 8-GPU (or other) nodes, as published or assumed.
@@ -62,14 +69,22 @@ struct PublishedRun {
   Cluster cluster;
   Published published;
   std::string source;
+  /// @brief Cross-site rows: the site as an inline topology (instead of `cluster`), the placement and the DiLoCo
+  /// block of the run.
+  std::optional<topology::TopologySpec> site;
+  placement::PlacementSpec placement;
+  std::optional<sync::DilocoSpec> diloco;
   /// @brief A MoE row's conditions as published (dispatcher, routing balance, drop policy, overlap, precision
   /// recipe, FLOP convention), by key; a simulated MoE row must state them.
   std::map<std::string, std::string> conditions;
 
-  /// @brief The step time the published figure implies.
-  double published_step_time() const;
+  /// @brief Whether the row is a run across sites (a `site` with several buildings or a DiLoCo block).
+  bool cross_site() const { return site.has_value() || diloco.has_value(); }
+  /// @brief The step time the published figure implies; `inner_step` is the inner step of a compute_utilization
+  /// row (the utilization is inner over mean step).
+  double published_step_time(double inner_step = 0) const;
   /// @brief A step time expressed in the published metric (to compare like with like).
-  double in_published_metric(double step_time) const;
+  double in_published_metric(double step_time, double inner_step = 0) const;
 };
 
 /// @brief A dataset of published runs.
@@ -91,7 +106,8 @@ topology::TopologySpec cluster_topology(const PublishedRun& run);
 
 /// @brief A simulated step: its time and its breakdown.
 struct SimulatedStep {
-  double step_time = 0;                              ///< seconds
+  double step_time  = 0;                             ///< seconds (with DiLoCo: the mean over an outer step)
+  double inner_step = 0;                             ///< with DiLoCo: the inner step (the published one if fixed)
   std::array<double, netsim::kParts.size()> parts{}; ///< seconds of each part, mean over the stages
 };
 /// @brief Simulates one step of a run with `calibration` in place of the job's, at `fidelity`.
@@ -172,7 +188,7 @@ struct ValidationReport {
     double fit = 0, check = 0, loo = 0;
     std::size_t fit_rows = 0, check_rows = 0, loo_rows = 0;
   };
-  Mape dense, moe;
+  Mape dense, moe, cross_site; ///< cross-site rows count in cross_site only
 };
 
 /// @brief How to validate.

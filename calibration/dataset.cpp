@@ -60,8 +60,13 @@ Published read_published(spec::ObjectReader r, bool simulated)
     p.flops_per_step = r.number("flops_per_step", 1, 1e30);
   if (simulated && p.metric == Metric::mfu)
     p.peak = units::parse_flop_rate(r.string("peak"));
-  if (p.metric == Metric::mfu && !(p.value <= 1))
-    r.fail("value", "an MFU is a fraction (at most 1)");
+  if ((p.metric == Metric::mfu || p.metric == Metric::compute_utilization) && !(p.value <= 1))
+    r.fail("value", "an MFU or a compute utilization is a fraction (at most 1)");
+  if (auto t = r.optional_time("inner_step")) {
+    if (p.metric != Metric::compute_utilization || !(*t > 0))
+      r.fail("inner_step", "a positive inner step is given only with metric compute_utilization");
+    p.inner_step = *t;
+  }
   r.optional_string("notes");
   r.finish();
   return p;
@@ -69,10 +74,12 @@ Published read_published(spec::ObjectReader r, bool simulated)
 
 } // namespace
 
-double PublishedRun::published_step_time() const
+double PublishedRun::published_step_time(double inner_step) const
 {
   const double gpus = static_cast<double>(job->gpus);
   switch (published.metric) {
+  case Metric::compute_utilization:
+    return inner_step / published.value;
   case Metric::step_time:
     return published.value;
   case Metric::tokens_per_second_per_gpu:
@@ -85,10 +92,10 @@ double PublishedRun::published_step_time() const
   return published.value;
 }
 
-double PublishedRun::in_published_metric(double step_time) const
+double PublishedRun::in_published_metric(double step_time, double inner_step) const
 {
   // Every metric is a step time or proportional to its inverse: scale the published figure.
-  const double ratio = published_step_time() / step_time;
+  const double ratio = published_step_time(inner_step) / step_time;
   return published.metric == Metric::step_time ? step_time : published.value * ratio;
 }
 
@@ -105,10 +112,25 @@ Dataset load_dataset(const std::string& path)
     run.role             = row.enumeration<Role>("role");
     run.source           = row.string("source");
     const bool simulated = run.role != Role::excluded;
+    const auto section   = row.has("section") ? row.choice("section", {"single-site", "cross-site"}) : "single-site";
     if (simulated) {
       run.confidence = row.choice("confidence", {"high", "medium", "low"});
       run.job        = workload::parse_job(row.raw("job"), path, row.where().member("job").path);
-      run.cluster    = read_cluster(row.object("cluster"));
+      if (row.has("site"))
+        run.site = topology::parse_topology_spec(row.raw("site"), path, row.where().member("site").path);
+      else
+        run.cluster = read_cluster(row.object("cluster"));
+      if (row.has("placement"))
+        run.placement = placement::parse_placement(row.raw("placement"), path, row.where().member("placement").path);
+      if (auto d = row.optional_object("diloco"))
+        run.diloco = sync::read_diloco(*d);
+      if (!run.site && run.diloco)
+        row.fail("diloco", "a DiLoCo row needs its \"site\" (an inline topology of its sites), not a \"cluster\"");
+      if (run.cross_site() != (section == "cross-site"))
+        row.fail("section", run.cross_site() ? "a row with a site or a DiLoCo block belongs to section \"cross-site\""
+                                             : "a \"cross-site\" row needs its \"site\" (an inline topology)");
+      if (run.cross_site() && run.role == Role::fit)
+        row.fail("role", "a cross-site row is a check: the fit calibrates compute on single-site rows");
       row.string("network");
       row.strings("assumptions");
       if (auto cond = row.optional_object("conditions")) {
@@ -129,6 +151,8 @@ Dataset load_dataset(const std::string& path)
       run.excluded_because = row.string("excluded_because");
     }
     run.published = read_published(row.object("published"), simulated);
+    if (simulated && run.published.metric == Metric::compute_utilization && !run.diloco)
+      row.fail("published", "compute_utilization is a DiLoCo row's figure: give the row its \"diloco\" block");
     row.finish();
     for (const auto& other : d.runs)
       if (other.name == run.name)
@@ -177,14 +201,27 @@ SimulatedStep simulate_run(const PublishedRun& run, const workload::Calibration&
   scenario::Scenario sc;
   sc.name             = run.name;
   sc.file             = run.name;
-  sc.topology         = cluster_topology(run);
+  sc.topology         = run.site ? *run.site : cluster_topology(run);
+  sc.placement        = run.placement;
   sc.job              = *run.job;
   sc.job.calibration  = calibration;
   sc.options.fidelity = fidelity;
   sc.check_memory     = false; // the run happened: it fitted, whatever the estimate says
-  const auto r        = scenario::run_scenario(sc).result;
+  if (run.diloco) {
+    sc.diloco                    = run.diloco;
+    sc.options.dp_within_regions = true;
+  }
+  const auto whole = scenario::run_scenario(sc);
+  const auto& r    = whole.result;
   SimulatedStep out;
-  out.step_time = r.step_time;
+  out.step_time  = r.step_time;
+  out.inner_step = r.step_time;
+  if (whole.diloco) {
+    // A source that fixed its inner step is compared on the synchronization alone: the same average, its step.
+    const auto& d  = *whole.diloco;
+    out.inner_step = run.published.inner_step > 0 ? run.published.inner_step : d.inner_step;
+    out.step_time  = sync::average(d.spec, {out.inner_step, 0, sc.job.tokens_per_step()}, d.outer).mean_step;
+  }
   for (const auto& st : r.stages)
     for (std::size_t k = 0; k < netsim::kParts.size(); ++k)
       out.parts[k] += st.part(netsim::kParts[k]) / static_cast<double>(r.stages.size());

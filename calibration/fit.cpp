@@ -385,7 +385,7 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
     options.progress("simulating every row with its profile", 0, simulated.size());
   auto steps = process::parallel_map(simulated.size(), options.workers, [&](std::size_t i) {
     const auto sim  = simulate_run(*simulated[i], simulated[i]->job->calibration, options.fidelity);
-    std::string out = pack(sim.step_time);
+    std::string out = pack(sim.step_time) + pack(sim.inner_step);
     for (double p : sim.parts)
       out += pack(p);
     return out;
@@ -422,17 +422,18 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
   for (std::size_t i = 0; i < simulated.size(); ++i) {
     const auto& run = *simulated[i];
     ValidationRow row;
-    row.name          = run.name;
-    row.gpu           = run.job->gpu.name;
-    row.role          = run.role;
-    row.metric        = run.published.metric;
-    row.published     = run.published.value;
-    const double step = unpack(steps[i].substr(0, sizeof(double)));
+    row.name           = run.name;
+    row.gpu            = run.job->gpu.name;
+    row.role           = run.role;
+    row.metric         = run.published.metric;
+    row.published      = run.published.value;
+    const double step  = unpack(steps[i].substr(0, sizeof(double)));
+    const double inner = unpack(steps[i].substr(sizeof(double), sizeof(double)));
     for (std::size_t k = 0; k < row.parts.size(); ++k)
-      row.parts[k] = unpack(steps[i].substr((k + 1) * sizeof(double), sizeof(double)));
-    row.simulated = run.in_published_metric(step);
+      row.parts[k] = unpack(steps[i].substr((k + 2) * sizeof(double), sizeof(double)));
+    row.simulated = run.in_published_metric(step, inner);
     // Throughput error, whatever the published metric: positive when the simulation is faster.
-    const double published_step = run.published_step_time();
+    const double published_step = run.published_step_time(inner);
     row.error                   = published_step / step - 1;
     row.profile                 = run.job->calibration.name;
     if (auto it = loo.find(run.name); it != loo.end()) {
@@ -442,7 +443,7 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
     }
     (run.role == Role::fit ? fit_sum : check_sum) += std::abs(row.error);
     (run.role == Role::fit ? report.fit_rows : report.check_rows)++;
-    auto& part = is_moe(run) ? report.moe : report.dense;
+    auto& part = run.cross_site() ? report.cross_site : is_moe(run) ? report.moe : report.dense;
     (run.role == Role::fit ? part.fit : part.check) += std::abs(row.error);
     (run.role == Role::fit ? part.fit_rows : part.check_rows)++;
     if (row.loo_error) {
@@ -464,7 +465,7 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
   report.mape_fit   = report.fit_rows ? fit_sum / static_cast<double>(report.fit_rows) : 0;
   report.mape_check = report.check_rows ? check_sum / static_cast<double>(report.check_rows) : 0;
   report.mape_loo   = loo_n ? loo_sum / static_cast<double>(loo_n) : 0;
-  for (auto* part : {&report.dense, &report.moe}) {
+  for (auto* part : {&report.dense, &report.moe, &report.cross_site}) {
     part->fit /= std::max<std::size_t>(1, part->fit_rows);
     part->check /= std::max<std::size_t>(1, part->check_rows);
     part->loo /= std::max<std::size_t>(1, part->loo_rows);

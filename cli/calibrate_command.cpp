@@ -51,6 +51,8 @@ std::string figure(calibration::Metric m, double v)
     return fixed(v, 1) + " TFLOP/s";
   case calibration::Metric::mfu:
     return fixed(100 * v, 1) + "% MFU";
+  case calibration::Metric::compute_utilization:
+    return fixed(100 * v, 1) + "% CU";
   }
   return fmt(v);
 }
@@ -100,6 +102,13 @@ void validate(const ValidateOptions& o)
       return std::none_of(o.only.begin(), o.only.end(),
                           [&](const std::string& s) { return r.name.find(s) != std::string::npos; });
     });
+  if (!o.only.empty() && dataset.runs.empty()) {
+    std::string list;
+    for (const auto& s : o.only)
+      list += (list.empty() ? "\"" : ", \"") + s + "\"";
+    throw UsageError("--only " + list + " matches no run of " + dataset.file +
+                     " (a run matches when its name contains the text)");
+  }
   calibration::ValidateOptions vo;
   vo.fidelity       = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
   vo.leave_one_out  = !o.no_loo;
@@ -144,7 +153,8 @@ void validate(const ValidateOptions& o)
                         {"mape", {{"fit", report.mape_fit}, {"check", report.mape_check}}}};
     if (vo.leave_one_out)
       j["mape"]["leave_one_out"] = report.mape_loo;
-    for (const auto& [key, part] : {std::pair{"dense", &report.dense}, std::pair{"moe", &report.moe}}) {
+    for (const auto& [key, part] : {std::pair{"dense", &report.dense}, std::pair{"moe", &report.moe},
+                                    std::pair{"cross_site", &report.cross_site}}) {
       j["mape"][key] = {
           {"fit", part->fit}, {"fit_rows", part->fit_rows}, {"check", part->check}, {"check_rows", part->check_rows}};
       if (vo.leave_one_out)
@@ -188,7 +198,8 @@ void validate(const ValidateOptions& o)
   if (vo.leave_one_out)
     std::cout << ", fit rows left out one at a time " << fixed(100 * report.mape_loo, 1) << "%";
   std::cout << "\n";
-  for (const auto& [name, part] : {std::pair{"dense", &report.dense}, std::pair{"MoE", &report.moe}})
+  for (const auto& [name, part] :
+       {std::pair{"dense", &report.dense}, std::pair{"MoE", &report.moe}, std::pair{"cross-site", &report.cross_site}})
     if (part->fit_rows + part->check_rows > 0) {
       std::cout << "  " << name << " rows: fit " << fixed(100 * part->fit, 1) << "% (" << part->fit_rows << "), check "
                 << fixed(100 * part->check, 1) << "% (" << part->check_rows << ")";

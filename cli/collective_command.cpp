@@ -29,10 +29,42 @@ struct CollectiveOptions {
   int stride           = 1;
   int first            = 0;
   std::string gpus;
-  std::string sizes = "1MiB:1GiB";
-  double factor     = 2;
-  bool json         = false;
+  std::string sizes         = "1MiB:1GiB";
+  double factor             = 2;
+  bool json                 = false;
+  std::string protocol      = "auto";
+  std::string nccl_channels = "auto";
+  std::string buffsize;
+  bool no_windows = false;
 };
+
+/// @brief NCCL's settings from the command line (as the environment variables NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS
+/// and NCCL_BUFFSIZE would set them).
+netsim::NcclSettings nccl_settings(const CollectiveOptions& o)
+{
+  netsim::NcclSettings n;
+  n.protocol = parse_enum<netsim::Protocol>(o.protocol, "protocol");
+  if (o.nccl_channels != "auto") {
+    int v           = 0;
+    const auto* end = o.nccl_channels.data() + o.nccl_channels.size();
+    if (std::from_chars(o.nccl_channels.data(), end, v).ptr != end || v < 1 || v > 64)
+      throw UsageError("--nccl-channels: expected \"auto\" or a whole number from 1 to 64, got \"" + o.nccl_channels +
+                       "\"");
+    n.channels       = v;
+    n.fixed_channels = true;
+  }
+  if (!o.buffsize.empty()) {
+    try {
+      n.buffsize = units::parse_size(o.buffsize);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--buffsize: ") + e.what());
+    }
+    if (!(n.buffsize >= 4096))
+      throw UsageError("--buffsize: expected at least 4KiB, such as 4MiB (NCCL's default) or 64MiB");
+  }
+  n.windows = !o.no_windows;
+  return n;
+}
 
 std::vector<double> parse_sizes(const std::string& text, double factor)
 {
@@ -101,6 +133,7 @@ void run(const CollectiveOptions& o)
   c.gpus      = select_gpus(o, topo.counts().gpus);
   c.root      = o.root;
   c.channels  = o.channels;
+  c.nccl      = nccl_settings(o);
   auto sizes  = parse_sizes(o.sizes, o.factor);
 
   std::vector<netsim::Fidelity> fidelities;
@@ -114,6 +147,7 @@ void run(const CollectiveOptions& o)
   std::vector<int> begin_ops, end_ops;
   std::vector<int> deps;
   std::vector<std::string> algorithms; // the policy may pick a different algorithm per size
+  std::vector<netsim::Lowered> calls;
   std::size_t flows = 0;
   for (double s : sizes) {
     c.bytes      = s;
@@ -124,6 +158,7 @@ void run(const CollectiveOptions& o)
     deps  = {lowered.end_op};
     flows = std::max(flows, lowered.flows);
     algorithms.emplace_back(name_of(lowered.algorithm));
+    calls.push_back(lowered);
   }
 
   std::vector<SweepPoint> points;
@@ -142,7 +177,13 @@ void run(const CollectiveOptions& o)
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (std::size_t i = 0; i < points.size(); ++i) {
-      nlohmann::json row = {{"bytes", points[i].bytes}, {"algorithm", algorithms[i]}};
+      nlohmann::json row = {{"bytes", points[i].bytes},
+                            {"algorithm", algorithms[i]},
+                            {"protocol", name_of(calls[i].nccl.protocol)},
+                            {"nccl_channels", calls[i].nccl.channels},
+                            {"window_bytes_per_channel", calls[i].nccl.window},
+                            {"bound", name_of(calls[i].bound)},
+                            {"estimate_s", calls[i].estimate}};
       for (std::size_t f = 0; f < fidelities.size(); ++f) {
         double t                                 = points[i].time[f];
         double algbw                             = points[i].bytes / t;
@@ -154,16 +195,21 @@ void run(const CollectiveOptions& o)
     nlohmann::json j;
     j["spansim"]    = provenance();
     j["topology"]   = topo.spec().to_json();
-    j["collective"] = {
-        {"op", name_of(c.op)},    {"algorithm", name_of(c.algorithm)}, {"ranks", k}, {"gpus", c.gpus}, {"root", c.root},
-        {"channels", c.channels}, {"max_flows_per_call", flows}};
-    j["engines"] = engines;
-    j["results"] = rows;
+    j["collective"] = {{"op", name_of(c.op)},
+                       {"algorithm", name_of(c.algorithm)},
+                       {"ranks", k},
+                       {"gpus", c.gpus},
+                       {"root", c.root},
+                       {"channels", c.channels},
+                       {"max_flows_per_call", flows},
+                       {"nccl", c.nccl.to_json()}};
+    j["engines"]    = engines;
+    j["results"]    = rows;
     std::cout << j.dump(2) << "\n";
     return;
   }
   Table table;
-  table.headers = {"size", "bytes", "algorithm"};
+  table.headers = {"size", "bytes", "algorithm", "protocol", "channels", "bound"};
   for (auto f : fidelities) {
     const std::string name(name_of(f));
     if (fidelities.size() == 1) {
@@ -175,7 +221,12 @@ void run(const CollectiveOptions& o)
   if (fidelities.size() > 1)
     table.headers.push_back("busbw(GB/s) flow");
   for (std::size_t i = 0; i < points.size(); ++i) {
-    std::vector<std::string> row{units::format_size(points[i].bytes), fixed(points[i].bytes, 0), algorithms[i]};
+    std::vector<std::string> row{units::format_size(points[i].bytes),
+                                 fixed(points[i].bytes, 0),
+                                 algorithms[i],
+                                 std::string(name_of(calls[i].nccl.protocol)),
+                                 std::to_string(calls[i].nccl.channels),
+                                 std::string(name_of(calls[i].bound))};
     for (std::size_t f = 0; f < fidelities.size(); ++f) {
       double t = points[i].time[f];
       row.push_back(fixed(t * 1e6, 2));
@@ -193,7 +244,7 @@ void run(const CollectiveOptions& o)
     fids += (fids.empty() ? "" : ", ") + std::string(name_of(f));
   table.title = std::string(name_of(c.op)) + " over " + std::to_string(k) + " GPUs of " + topo.spec().name + " (" +
                 fids + " fidelity; up to " + std::to_string(flows) + " flows per call, " + std::to_string(c.channels) +
-                " channel(s))";
+                " flow(s) per GPU pair)";
   print_table(std::cout, table);
 }
 
@@ -211,7 +262,14 @@ void add_collective_command(CLI::App& app)
   c->add_flag("--compare", o->compare, "Run the three fidelities side by side");
   const int int_max = std::numeric_limits<int>::max();
   c->add_option("--root", o->root, "Root rank for broadcast and reduce")->check(integer_in(0, int_max));
-  c->add_option("--channels", o->channels, "Flows per GPU pair (NCCL channels)")->check(integer_in(1, 64));
+  c->add_option("--channels", o->channels, "Flows per GPU pair that stand for NCCL's channels")
+      ->check(integer_in(1, 64));
+  c->add_option("--protocol", o->protocol,
+                "NCCL protocol (auto: as NCCL's tuner picks): " + allowed_names<netsim::Protocol>());
+  c->add_option("--nccl-channels", o->nccl_channels,
+                "NCCL channels per call (auto: 16, fewer for small messages as NCCL's tuner drops them)");
+  c->add_option("--buffsize", o->buffsize, "NCCL_BUFFSIZE: Simple's buffer per connection (default 4MiB)");
+  c->add_flag("--no-windows", o->no_windows, "Leave NCCL's slot windows out (every transfer at its links' share)");
   c->add_option("--ranks,-r", o->ranks, "Number of GPUs: the first R in node order (see --stride, --first)")
       ->check(integer_in(1, int_max));
   c->add_option("--stride", o->stride, "Take every N-th GPU (8 = one GPU per HGX node, same rail)")

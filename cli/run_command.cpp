@@ -149,21 +149,38 @@ void run(const RunOptions& o)
   print_table(std::cout, headline);
   if (run.diloco) {
     const auto& d = *run.diloco;
+    const auto& o = d.outer;
     std::cout << "\n";
-    Table t{"DiLoCo: data parallelism inside each region every step, across regions every " +
-                std::to_string(d.spec.every) +
-                " steps (time only: the convergence cost is outside a network simulator)",
+    const std::string level =
+        d.spec.workers == sync::WorkerLevel::ranges ? "worker" : std::string(name_of(d.spec.workers));
+    Table t{"DiLoCo: data parallelism inside each " + level + " every step, between " + level + "s every " +
+                std::to_string(d.spec.every) + " steps" +
+                (d.spec.fragments > 1 ? ", in " + std::to_string(d.spec.fragments) + " fragments" : std::string()) +
+                " (time only: the convergence cost is outside a network simulator)",
             {"metric", "value"},
             {}};
-    t.rows = {{"inner step (the step above)", units::format_time(d.inner_step)},
-              {"outer synchronization", units::format_time(d.outer.seconds) + " (" +
-                                            units::format_size(d.outer.shard_bytes) + " per rank, " +
-                                            std::to_string(d.outer.regions) + " regions)"},
-              {"exposed outer (overlap " + std::to_string(d.spec.overlap_steps) + " steps)",
-               units::format_time(d.exposed_outer)},
-              {"mean step over " + std::to_string(d.spec.every), units::format_time(d.mean_step)},
-              {"tokens/s", fmt(d.tokens_per_second, 4)},
-              {"bytes across regions per step", units::format_size(d.bytes_across_regions_per_step)}};
+    const std::string exchange = d.spec.fragments > 1 ? "outer exchange (one fragment)" : "outer synchronization";
+    t.rows                     = {{"inner step (the step above)", units::format_time(d.inner_step)},
+                                  {exchange, units::format_time(o.seconds) + " (" + units::format_size(o.shard_bytes) + " per rank, " +
+                                                 std::to_string(o.workers) + " workers in " + std::to_string(o.regions) + " regions)"},
+                                  {"exposed per exchange (overlap " + std::to_string(d.spec.overlap_steps) + " steps)",
+                                   units::format_time(d.exposed_outer)},
+                                  {"mean step over " + std::to_string(d.spec.every), units::format_time(d.mean_step)},
+                                  {"tokens/s", fmt(d.tokens_per_second, 4)},
+                                  {"compute utilization", pct(d.compute_utilization, 1)},
+                                  {"bytes across regions per step", units::format_size(d.bytes_across_regions_per_step)},
+                                  {"peak WAN bandwidth (plain DiLoCo)", units::format_bandwidth(d.peak_wan_bandwidth) + " (" +
+                                                                            units::format_bandwidth(d.plain_peak_wan_bandwidth) + ")"}};
+    double most                = 0;
+    std::string busiest;
+    for (const auto& w : o.traffic)
+      if (w.bytes_out > most) {
+        most    = w.bytes_out;
+        busiest = w.name;
+      }
+    if (!busiest.empty())
+      t.rows.push_back(
+          {"bytes out of the busiest worker's uplink per exchange", units::format_size(most) + " (" + busiest + ")"});
     print_table(std::cout, t);
   }
   if (r.engine.contains("hybrid")) {

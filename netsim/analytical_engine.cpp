@@ -42,7 +42,7 @@ Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
   // A collective repeats its pairs (a ring's every step), so each (source, destination, QP) is routed once.
   struct Known {
     int first, count;
-    double latency, window;
+    double latency, round_trip;
   };
   std::unordered_map<std::uint64_t, Known> known;
   std::vector<int> known_resources;
@@ -55,7 +55,7 @@ Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
       if (it == known.end()) {
         auto route = topology.route(op.src, op.dst, op.qp);
         Known k{static_cast<int>(known_resources.size()), static_cast<int>(route.size()), topology.route_latency(route),
-                topology.window_rate(op.src, op.dst, op.qp)};
+                topology.round_trip(op.src, op.dst, op.qp)};
         for (const auto& h : route) {
           const int directed = 2 * h.link + (h.forward ? 0 : 1);
           if (number[directed] < 0) {
@@ -71,10 +71,13 @@ Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
       r.resource.insert(r.resource.end(), known_resources.begin() + k.first,
                         known_resources.begin() + k.first + k.count);
       // A window caps the flow as a link of its own would, of capacity window / round trip.
-      if (std::isfinite(k.window)) {
+      const double w           = topology.effective_window(op.window);
+      const double window_rate = w > 0 && k.round_trip > 0 ? w / k.round_trip : std::numeric_limits<double>::infinity();
+      const double cap         = std::min(window_rate, op.rate > 0 ? op.rate : std::numeric_limits<double>::infinity());
+      if (std::isfinite(cap)) {
         r.resource.push_back(static_cast<int>(r.global.size()));
         r.global.push_back(-1);
-        r.bandwidth.push_back(k.window);
+        r.bandwidth.push_back(cap);
       }
       r.latency[i] = k.latency;
     }

@@ -69,16 +69,24 @@ std::vector<std::pair<int, int>> ring_pairs(const std::vector<int>& gpus)
 
 /// @brief A group split by node and by building, when it is regular: every node holds the same local GPU
 /// indices of the group, and every building the same number of the group's nodes.
+// The levels of a hierarchical all-reduce. "Buildings" are its sites: regions when the group spans several.
 struct Hierarchy {
   int per_node  = 0;                     // L
   int nodes     = 0;                     // N
-  int buildings = 0;                     // B
+  int buildings = 0;                     // B (sites)
   std::vector<std::vector<int>> by_node; // by_node[n][l], nodes in first-appearance order
   std::vector<int> building_of_node;
 };
 
 bool regular_hierarchy(const Topology& t, const std::vector<int>& gpus, Hierarchy& h)
 {
+  // The sites whose members reduce-scatter among themselves before the long haul: the regions when the group spans
+  // several (NeMo's multi-data-center scheme: reduce-scatter inside each site, all-reduce between sites, all-gather
+  // inside), else its buildings.
+  std::set<int> regions;
+  for (int g : gpus)
+    regions.insert(t.locate(g).region);
+  const bool by_region = regions.size() > 1;
   std::map<int, int> node_index;
   std::vector<std::vector<int>> by_node;
   std::vector<int> building;
@@ -87,7 +95,7 @@ bool regular_hierarchy(const Topology& t, const std::vector<int>& gpus, Hierarch
     auto [it, ok] = node_index.emplace(loc.node, static_cast<int>(by_node.size()));
     if (ok) {
       by_node.emplace_back();
-      building.push_back(loc.building);
+      building.push_back(by_region ? loc.region : loc.building);
     }
     by_node[it->second].push_back(g);
   }
@@ -119,37 +127,113 @@ bool regular_hierarchy(const Topology& t, const std::vector<int>& gpus, Hierarch
   return true;
 }
 
+/// @brief Latency of the chain of dependent steps a pipelined collective runs through: a ring's `steps` consecutive
+/// edges from the worst start (each step waits for the previous one's data from the predecessor, with no barrier
+/// between steps), summed without wrapping for an open chain.
+double chain_latency(const std::vector<double>& latency, double steps, bool cyclic)
+{
+  const auto k = latency.size();
+  double total = 0;
+  for (double l : latency)
+    total += l;
+  if (!cyclic || k == 0)
+    return total;
+  const auto n    = static_cast<std::size_t>(steps);
+  const auto full = n / k, rest = n % k;
+  double best = 0, window = 0;
+  for (std::size_t i = 0; i < rest; ++i)
+    window += latency[i];
+  best = window;
+  for (std::size_t s = 1; s < k && rest > 0; ++s) {
+    window += latency[(s + rest - 1) % k] - latency[s - 1];
+    best = std::max(best, window);
+  }
+  return static_cast<double>(full) * total + best;
+}
+
 class Lowering {
 public:
-  Lowering(FlowGraph& graph, const Topology& topology, int channels, double stretch = 1)
-      : graph_(graph), topology_(topology), channels_(channels), stretch_(stretch)
+  Lowering(FlowGraph& graph, const Topology& topology, const Collective& c)
+      : graph_(graph), topology_(topology), channels_(c.channels), stretch_(c.stretch), nccl_(c.nccl)
   {
+    for (std::size_t i = 0; i < c.send_rate.size() && i < c.gpus.size(); ++i)
+      if (c.send_rate[i] > 0)
+        send_rate_[c.gpus[i]] = c.send_rate[i];
   }
 
   std::size_t flows() const { return flows_; }
+  /// @brief The call, bound and estimate of the slowest part lowered so far.
+  const NcclCall& call() const { return call_; }
+  Bound bound() const { return bound_; }
+  double estimate() const { return estimate_; }
 
-  /// @brief One logical transfer, spread over the channels; returns the ops.
-  void transfer(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out)
+  /// @brief One logical transfer, spread over the flows that stand for its channels; `window` is what all of its
+  /// connections may have in flight together (0: none).
+  void transfer(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out, double window = 0)
   {
+    const double rate = rate_of(src, dst);
     for (int c = 0; c < channels_; ++c) {
-      out.push_back(graph_.add_transfer(src, dst, bytes / channels_, deps, stretch_));
+      out.push_back(
+          graph_.add_transfer(src, dst, bytes / channels_, deps, {stretch_, window / channels_, rate / channels_}));
       ++flows_;
     }
   }
 
   int barrier(const std::vector<int>& deps) { return graph_.add_delay(0, deps); }
 
-  /// @brief Pipelined flows over `pairs`, each carrying `volume`, lasting `steps` pipeline steps.
-  int pipelined(const std::vector<std::pair<int, int>>& pairs, double volume, double steps,
+  /// @brief The tuner's view of a call on `gpus`: ranks, nodes, the narrowest edge of `pairs`.
+  CallShape shape(CollectiveOp op, const std::vector<int>& gpus, const std::vector<std::pair<int, int>>& pairs,
+                  double bytes, bool tree) const
+  {
+    std::set<int> nodes;
+    for (int g : gpus)
+      nodes.insert(topology_.locate(g).node);
+    CallShape s;
+    s.op            = op;
+    s.tree          = tree;
+    s.ranks         = static_cast<int>(gpus.size());
+    s.nodes         = static_cast<int>(nodes.size());
+    s.bytes         = bytes;
+    s.bus_bandwidth = alpha_beta(topology_, pairs).bandwidth;
+    return s;
+  }
+
+  /// @brief Pipelined flows over `pairs` (the edges of a ring, chain or tree), each carrying `volume` of payload as
+  /// `call` puts it on the wire and under its slot window, all starting together; then a delay for the part of
+  /// the chain of dependent steps (`chain`, seconds) that the flows do not already pay: each flow pays its own
+  /// route latency, and a flow held by its window waits for credit long enough to hide the chain.
+  int pipelined(const std::vector<std::pair<int, int>>& pairs, double volume, double chain, const NcclCall& call,
                 const std::vector<int>& deps)
   {
     if (pairs.empty())
       return barrier(deps);
     std::vector<int> ops;
+    const double wire   = volume * call.wire;
+    const double window = call.window * call.channels;
     for (auto [a, b] : pairs)
-      transfer(a, b, volume, deps, ops);
-    double alpha = alpha_beta(topology_, pairs).alpha;
-    return graph_.add_delay(std::max(0.0, steps - 1) * alpha, ops);
+      transfer(a, b, wire, deps, ops, window);
+    // The bottleneck edge alone on its links: latency, then its bytes at the smaller of bandwidth and window rate.
+    double worst = -1, latency = 0, stall = 0, at_window = 0, at_bandwidth = 0;
+    for (auto [a, b] : pairs) {
+      const auto route       = topology_.route(a, b);
+      const double l         = topology_.route_latency(route);
+      const double bandwidth = topology_.route_bandwidth(route);
+      const double w         = topology_.effective_window(window);
+      const double rtt       = topology_.round_trip(a, b);
+      const double cap       = rate_of(a, b) > 0 ? rate_of(a, b) : std::numeric_limits<double>::infinity();
+      const double rate      = std::min(w > 0 && rtt > 0 ? w / rtt : std::numeric_limits<double>::infinity(), cap);
+      const double t         = l + wire / std::min(bandwidth, rate);
+      if (t > worst) {
+        worst        = t;
+        latency      = l;
+        at_bandwidth = wire / bandwidth;
+        at_window    = std::isfinite(rate) ? wire / rate : 0;
+        stall        = std::max(0.0, at_window - at_bandwidth);
+      }
+    }
+    const double delay = std::max(0.0, chain - latency - stall);
+    note(call, worst + delay, chain, at_window, at_bandwidth);
+    return graph_.add_delay(delay, ops);
   }
 
   // Ring all-reduce: 2(K-1) steps of S/K; reduce-scatter and all-gather: K-1 steps.
@@ -159,7 +243,10 @@ public:
     if (gpus.size() < 2)
       return barrier(deps);
     const double steps = op == CollectiveOp::all_reduce ? 2 * (k - 1) : k - 1;
-    return pipelined(ring_pairs(gpus), wire_bytes_per_rank(op, static_cast<int>(gpus.size()), bytes), steps, deps);
+    const auto pairs   = ring_pairs(gpus);
+    const auto call    = plan_collective(shape(op, gpus, pairs, bytes, false), nccl_);
+    return pipelined(pairs, wire_bytes_per_rank(op, static_cast<int>(gpus.size()), bytes),
+                     chain_latency(latencies(pairs), steps, true), call, deps);
   }
 
   // Broadcast along the ring from the root (a pipelined chain); reduce is the same chain reversed.
@@ -172,7 +259,8 @@ public:
       int to   = gpus[(root + i + 1) % k];
       pairs.emplace_back(op == CollectiveOp::reduce ? std::pair{to, from} : std::pair{from, to});
     }
-    return pipelined(pairs, bytes, k - 1, deps);
+    const auto call = plan_collective(shape(op, gpus, pairs, bytes, false), nccl_);
+    return pipelined(pairs, bytes, chain_latency(latencies(pairs), k - 1, false), call, deps);
   }
 
   int tree(CollectiveOp op, const std::vector<int>& gpus, int root, double bytes, const std::vector<int>& deps)
@@ -180,25 +268,35 @@ public:
     const int k = static_cast<int>(gpus.size());
     if (k < 2)
       return barrier(deps);
-    const int depth = tree_depth(k);
     if (op == CollectiveOp::all_reduce) {
-      // Two trees, each reducing then broadcasting half of the buffer, all pipelined.
+      // Two trees, each reducing then broadcasting half of the buffer, all pipelined: the chain runs up the
+      // slowest path to the root and down the slowest path from it.
       std::vector<std::pair<int, int>> pairs;
-      for (bool mirrored : {false, true})
-        for (auto [child, parent] : tree_edges(k, mirrored)) {
-          pairs.emplace_back(gpus[child], gpus[parent]);
-          pairs.emplace_back(gpus[parent], gpus[child]);
+      double chain = 0;
+      for (bool mirrored : {false, true}) {
+        const auto edges = tree_edges(k, mirrored);
+        std::vector<std::pair<int, int>> up, down;
+        for (auto [child, parent] : edges) {
+          up.emplace_back(gpus[child], gpus[parent]);
+          down.emplace_back(gpus[parent], gpus[child]);
+          pairs.push_back(up.back());
+          pairs.push_back(down.back());
         }
-      return pipelined(pairs, bytes / 2, 2.0 * depth, deps);
+        chain = std::max(chain, deepest(edges, up, k) + deepest(edges, down, k));
+      }
+      const auto call = plan_collective(shape(op, gpus, pairs, bytes, true), nccl_);
+      return pipelined(pairs, bytes / 2, chain, call, deps);
     }
     // Broadcast or reduce: one tree rooted at `root` (positions rotated so that the root is position 0).
+    const auto edges = tree_edges(k, false);
     std::vector<std::pair<int, int>> pairs;
-    for (auto [child, parent] : tree_edges(k, false)) {
+    for (auto [child, parent] : edges) {
       int c = gpus[(child + root) % k];
       int p = gpus[(parent + root) % k];
       pairs.emplace_back(op == CollectiveOp::reduce ? std::pair{c, p} : std::pair{p, c});
     }
-    return pipelined(pairs, bytes, depth, deps);
+    const auto call = plan_collective(shape(op, gpus, pairs, bytes, true), nccl_);
+    return pipelined(pairs, bytes, deepest(edges, pairs, k), call, deps);
   }
 
   // Rabenseifner: reduce-scatter by recursive halving, all-gather by recursive doubling; one flow per step.
@@ -207,9 +305,10 @@ public:
     const int k = static_cast<int>(gpus.size());
     std::vector<std::vector<int>> last(k, deps); // per rank: what its next step waits for
     auto step = [&](int distance, double size) {
+      // Each step is a send/recv between partners, on the slots of point-to-point transfers.
       std::vector<std::vector<int>> sent(k);
       for (int r = 0; r < k; ++r)
-        transfer(gpus[r], gpus[r ^ distance], size, last[r], sent[r]);
+        transfer(gpus[r], gpus[r ^ distance], size, last[r], sent[r], p2p_window(size, 1, k, nccl_));
       for (int r = 0; r < k; ++r) {
         // A rank goes on once it has sent its part and received its partner's.
         last[r] = sent[r];
@@ -239,8 +338,10 @@ public:
     case CollectiveOp::reduce_scatter:
       for (int i = 0; i < k; ++i)
         for (int j = 0; j < k; ++j)
-          if (i != j && (c.matrix.empty() || c.matrix[i][j] > 0)) // a size matrix sends nothing where it says 0
-            transfer(gpus[i], gpus[j], c.matrix.empty() ? c.bytes / k : c.matrix[i][j], deps, ops);
+          if (i != j && (c.matrix.empty() || c.matrix[i][j] > 0)) { // a size matrix sends nothing where it says 0
+            const double size = c.matrix.empty() ? c.bytes / k : c.matrix[i][j];
+            transfer(gpus[i], gpus[j], size, deps, ops, p2p_window(size, k - 1, k, nccl_));
+          }
       return barrier(ops);
     case CollectiveOp::all_reduce: {
       int mid = direct(CollectiveOp::reduce_scatter, c, deps);
@@ -251,11 +352,12 @@ public:
       for (int i = 0; i < k; ++i)
         if (i != c.root) {
           int a = gpus[c.root], b = gpus[i];
-          op == CollectiveOp::broadcast ? transfer(a, b, c.bytes, deps, ops) : transfer(b, a, c.bytes, deps, ops);
+          const double w = p2p_window(c.bytes, k - 1, k, nccl_);
+          op == CollectiveOp::broadcast ? transfer(a, b, c.bytes, deps, ops, w) : transfer(b, a, c.bytes, deps, ops, w);
         }
       return barrier(ops);
     case CollectiveOp::send_recv:
-      transfer(gpus[0], gpus[1], c.bytes, deps, ops);
+      transfer(gpus[0], gpus[1], c.bytes, deps, ops, p2p_window(c.bytes, 1, 2, nccl_));
       return barrier(ops);
     }
     return barrier(deps);
@@ -308,11 +410,57 @@ public:
   }
 
 private:
+  /// @brief The cap on a transfer's rate from its sender's share of an uplink (Collective::send_rate); 0: none.
+  double rate_of(int src, int dst) const
+  {
+    auto it = send_rate_.find(src);
+    return it == send_rate_.end() || src == dst ? 0 : it->second;
+  }
+
+  std::vector<double> latencies(const std::vector<std::pair<int, int>>& pairs) const
+  {
+    std::vector<double> l;
+    for (auto [a, b] : pairs)
+      l.push_back(topology_.route_latency(topology_.route(a, b)));
+    return l;
+  }
+
+  /// @brief The slowest path from the root of a heap-shaped tree to a leaf, over `pairs` (edge i of `edges` is
+  /// pairs[i], whichever its direction): parents come before their children in heap order.
+  double deepest(const std::vector<std::pair<int, int>>& edges, const std::vector<std::pair<int, int>>& pairs,
+                 int k) const
+  {
+    std::vector<double> depth(static_cast<std::size_t>(k), 0.0);
+    double most = 0;
+    for (std::size_t i = 0; i < edges.size(); ++i) {
+      const auto [child, parent] = edges[i];
+      depth[child] = depth[parent] + topology_.route_latency(topology_.route(pairs[i].first, pairs[i].second));
+      most         = std::max(most, depth[child]);
+    }
+    return most;
+  }
+
+  void note(const NcclCall& call, double estimate, double chain, double at_window, double at_bandwidth)
+  {
+    if (estimate <= estimate_)
+      return;
+    estimate_ = estimate;
+    call_     = call;
+    bound_    = chain >= std::max(at_window, at_bandwidth) ? Bound::latency
+                : at_window > at_bandwidth                 ? Bound::window
+                                                           : Bound::bandwidth;
+  }
+
   FlowGraph& graph_;
   const Topology& topology_;
   int channels_;
-  double stretch_    = 1;
+  double stretch_ = 1;
+  NcclSettings nccl_;
+  std::unordered_map<int, double> send_rate_; ///< GPU -> bytes/s of all its sends in this collective
   std::size_t flows_ = 0;
+  NcclCall call_;
+  Bound bound_     = Bound::bandwidth;
+  double estimate_ = -1;
 };
 
 void validate(const Topology& t, const Collective& c)
@@ -493,6 +641,15 @@ Algorithm AlgorithmCache::choose(const Topology& topology, const std::string& si
     put(key, c.bytes);
     put(key, c.root);
     put(key, c.channels);
+    put(key, c.stretch);
+    put(key, c.send_rate.size());
+    for (double r : c.send_rate)
+      put(key, r);
+    const auto& n = c.nccl;
+    for (double v : {static_cast<double>(n.protocol), static_cast<double>(n.channels), n.fixed_channels ? 1.0 : 0.0,
+                     n.buffsize, n.ll_buffsize, n.ll128_buffsize, n.p2p_chunk,
+                     static_cast<double>(n.p2p_channels_per_peer), static_cast<double>(n.slots), n.windows ? 1.0 : 0.0})
+      put(key, v);
     put(key, c.gpus.size());
     key.append(reinterpret_cast<const char*>(c.gpus.data()), c.gpus.size() * sizeof(int));
     put(key, c.matrix.size());
@@ -523,7 +680,7 @@ Lowered add_collective(FlowGraph& graph, const Topology& topology, const Collect
     throw UsageError("algorithm " + std::string(name_of(a)) + " does not apply to " + std::string(name_of(c.op)) +
                      " (allowed: " + list + ", auto)");
   }
-  Lowering low(graph, topology, c.channels, c.stretch);
+  Lowering low(graph, topology, c);
   int end = 0;
   switch (a) {
   case Algorithm::ring:
@@ -554,7 +711,7 @@ Lowered add_collective(FlowGraph& graph, const Topology& topology, const Collect
   case Algorithm::automatic:
     break;
   }
-  return {end, a, low.flows()};
+  return {end, a, low.flows(), low.call(), low.bound(), std::max(0.0, low.estimate())};
 }
 
 } // namespace spansim::netsim

@@ -6,6 +6,7 @@
 /// (all ranks') buffer for all-gather and reduce-scatter; each rank's whole send buffer for all-to-all.
 
 #include "common/collective.hpp"
+#include "netsim/nccl.hpp"
 #include "netsim/netsim.hpp"
 
 #include <string>
@@ -33,13 +34,28 @@ struct Collective {
   /// @brief All-to-all with a size matrix: bytes from rank i to rank j (MoE dispatch/combine). Empty: uniform.
   std::vector<std::vector<double>> matrix;
   double stretch = 1; ///< every transfer moves its bytes as if this many times as many (netsim::Op::stretch)
+  NcclSettings nccl;  ///< protocol, channels and buffers: the slot windows of every transfer
+  /// @brief Per rank (aligned with `gpus`; empty: none): the bytes/s each send of that rank may use (its share of
+  /// an uplink; a ring sends once per rank): Op::rate of its transfers.
+  std::vector<double> send_rate;
 };
+
+/// @brief What bounds a call, estimated when it is lowered (alone on its links): the latency of its chain of
+/// dependent steps, its connections' slot windows over their round trip, or the links' bandwidth.
+enum class Bound { latency, window, bandwidth };
+constexpr std::array<std::string_view, 3> enum_names(Bound)
+{
+  return {"latency", "window", "bandwidth"};
+}
 
 /// @brief What a lowering produced.
 struct Lowered {
-  int end_op;          ///< the op that ends when the collective has ended
-  Algorithm algorithm; ///< the algorithm used (resolved when `automatic`)
-  std::size_t flows;   ///< transfers added
+  int end_op;                         ///< the op that ends when the collective has ended
+  Algorithm algorithm;                ///< the algorithm used (resolved when `automatic`)
+  std::size_t flows;                  ///< transfers added
+  NcclCall nccl;                      ///< the protocol, channels and window of its slowest part
+  Bound bound     = Bound::bandwidth; ///< what bounds that part
+  double estimate = 0;                ///< that part's time alone on its links, seconds
 };
 
 /// @brief Adds a collective to `graph`, starting after `deps`.

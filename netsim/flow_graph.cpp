@@ -17,21 +17,28 @@ int FlowGraph::add(Op op)
   return index;
 }
 
-int FlowGraph::add_transfer(int src, int dst, double bytes, std::vector<int> deps, double stretch)
+int FlowGraph::add_transfer(int src, int dst, double bytes, std::vector<int> deps, TransferTraits traits)
 {
   if (bytes < 0)
     throw UsageError("flow graph: negative transfer size");
+  if (!(traits.window >= 0) || !(traits.rate >= 0))
+    throw UsageError("flow graph: negative transfer window or rate");
   Op op;
   op.kind    = Op::Kind::transfer;
   op.src     = src;
   op.dst     = dst;
   op.bytes   = bytes;
   op.deps    = std::move(deps);
-  op.stretch = stretch;
+  op.stretch = traits.stretch;
+  op.window  = traits.window;
+  op.rate    = traits.rate;
   if (qps_ <= 1 || src == dst || bytes <= 0)
     return add(std::move(op));
-  // Queue pairs: equal shares, each its own flow; what waits for the transfer waits for all of them.
+  // Queue pairs: equal shares, each its own flow; what waits for the transfer waits for all of them. They split
+  // one connection's window as they split its bytes.
   op.bytes = bytes / qps_;
+  op.window /= qps_;
+  op.rate /= qps_;
   std::vector<int> parts;
   for (int q = 0; q < qps_; ++q) {
     op.qp = q;

@@ -32,6 +32,19 @@ struct Op {
   /// @brief A transfer moves its bytes as if they were this many times as many (a transport that gets less than its
   /// share of the links: NCCL's all-to-all over the scale-out network); its links still carry `bytes`.
   double stretch = 1;
+  /// @brief Bytes the transfer may have in flight (unacknowledged), as NCCL's slots per connection allow; the
+  /// transfer then runs at most at window / round trip. 0: the site's window (topology spec), if any.
+  double window = 0;
+  /// @brief Bytes/s the transfer may use at most (its sender's share of an uplink it does not see as a link, such as
+  /// a DiLoCo worker's); 0: none. Flow level caps the flow; packet level paces the queue pair at it.
+  double rate = 0;
+};
+
+/// @brief How a transfer moves its bytes, besides its ends and size.
+struct TransferTraits {
+  double stretch = 1; ///< Op::stretch
+  double window  = 0; ///< Op::window, for the whole transfer (its queue pairs share it)
+  double rate    = 0; ///< Op::rate, for the whole transfer (its queue pairs share it)
 };
 
 /// @brief A DAG of operations; dependencies point backwards, so it is acyclic by construction.
@@ -40,9 +53,9 @@ public:
   /// @brief A graph whose transfers each split into `qps` flows (queue pairs) of equal shares, joined by a
   /// zero delay: under ECMP each hashes onto its own path.
   explicit FlowGraph(int qps = 1) : qps_(qps) {}
-  /// @brief Adds a transfer of `bytes` from GPU `src` to GPU `dst`, moved as `stretch` times as many (Op::stretch);
+  /// @brief Adds a transfer of `bytes` from GPU `src` to GPU `dst` (stretched and windowed as `traits` say);
   /// returns its index.
-  int add_transfer(int src, int dst, double bytes, std::vector<int> deps = {}, double stretch = 1);
+  int add_transfer(int src, int dst, double bytes, std::vector<int> deps = {}, TransferTraits traits = {});
   /// @brief Adds a delay of `seconds`; returns its index.
   int add_delay(double seconds, std::vector<int> deps = {});
   /// @brief Adds an op as it is (a transfer keeps its queue pair and is not split); returns its index.

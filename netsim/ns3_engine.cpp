@@ -32,7 +32,9 @@
 #include <ns3/queue-size.h>
 #include <ns3/rng-seed-manager.h>
 #include <ns3/simulator.h>
+#include <ns3/socket.h>
 #include <ns3/string.h>
+#include <ns3/tcp-socket-factory.h>
 #include <ns3/traffic-control-helper.h>
 #include <ns3/type-id.h>
 #include <ns3/uinteger.h>
@@ -456,7 +458,6 @@ private:
     params.payload        = roce_payload(settings_);
     params.dcqcn          = settings_.congestion_control == "dcqcn";
     params.dcqcn_settings = settings_.dcqcn;
-    params.window         = topology_.spec().window;
     roce_                 = std::make_unique<roce::RoceTransport>(params, [this](int op) { finish(op); });
     const auto& ops       = graph_.ops();
     for (std::size_t i = 0; i < plan_.transfers.size(); ++i) {
@@ -468,9 +469,12 @@ private:
       qp.dst         = nodes_.Get(node_of_[pair.dst]);
       qp.dst_address = address_on(pair.data.back().link, pair.dst);
       qp.bytes       = op_bytes(ops[op]);
+      qp.window      = topology_.effective_window(ops[op].window);
       qp.line_rate   = topology_.links()[pair.data.front().link].bandwidth;
-      qp.data_flow   = static_cast<std::uint32_t>(2 * i + 1);
-      qp.cnp_flow    = static_cast<std::uint32_t>(2 * i + 2);
+      if (ops[op].rate > 0) // paced at its cap from the start, and DCQCN recovers to it, not beyond
+        qp.line_rate = std::min(qp.line_rate, ops[op].rate);
+      qp.data_flow = static_cast<std::uint32_t>(2 * i + 1);
+      qp.cnp_flow  = static_cast<std::uint32_t>(2 * i + 2);
       if (pair.spray.empty()) {
         add_flow_path(pair.data, qp.data_flow);
       } else {
@@ -525,6 +529,8 @@ private:
     timing_[op].start = ns3::Simulator::Now().GetSeconds();
     if (moves_bytes(o) && roce_) {
       roce_->start(op);
+    } else if (moves_bytes(o) && o.window > 0) {
+      send_windowed(op);
     } else if (moves_bytes(o)) {
       // An application added while the simulation runs is initialized and started at the current time.
       ns3::BulkSendHelper helper("ns3::TcpSocketFactory",
@@ -537,6 +543,36 @@ private:
     } else {
       finish(op);
     }
+  }
+
+  // A TCP transfer under its own window (NCCL's slots): a socket whose send buffer is the window, so that no more
+  // than the window is ever unacknowledged, filled as acknowledgements free it (as BulkSend does, but BulkSend
+  // takes its buffer from the process-wide defaults when it starts, later than this op).
+  void send_windowed(int op)
+  {
+    const Op& o         = graph_.ops()[op];
+    auto socket         = ns3::Socket::CreateSocket(nodes_.Get(node_of_[o.src]), ns3::TcpSocketFactory::GetTypeId());
+    const double window = std::min(plan_.socket_buffer, topology_.effective_window(o.window));
+    socket->SetAttribute("SndBufSize", ns3::UintegerValue(static_cast<std::uint32_t>(std::max(1.0, window))));
+    if (socket->Bind() < 0)
+      throw SimulationError("packet level: a TCP socket could not be bound");
+    auto left = std::make_shared<std::uint64_t>(op_bytes(o));
+    auto fill = [this, left](ns3::Ptr<ns3::Socket> s, std::uint32_t) {
+      while (*left > 0) {
+        const auto n = static_cast<std::uint32_t>(
+            std::min<std::uint64_t>({*left, static_cast<std::uint64_t>(settings_.send_size), s->GetTxAvailable()}));
+        if (n == 0 || s->Send(ns3::Create<ns3::Packet>(n)) < 0)
+          break;
+        *left -= n;
+      }
+    };
+    socket->SetSendCallback(ns3::Callback<void, ns3::Ptr<ns3::Socket>, std::uint32_t>(fill));
+    socket->SetConnectCallback(
+        ns3::Callback<void, ns3::Ptr<ns3::Socket>>([fill](ns3::Ptr<ns3::Socket> s) { fill(s, 0); }),
+        ns3::Callback<void, ns3::Ptr<ns3::Socket>>(
+            [](ns3::Ptr<ns3::Socket>) { throw SimulationError("packet level: a TCP connection failed"); }));
+    socket->Connect(ns3::InetSocketAddress(destination_[plan_.pair_of[op]], port_[op]));
+    senders_.push_back(socket);
   }
 
   void finish(int op)
@@ -570,6 +606,7 @@ private:
   std::vector<int> remaining_;
   std::vector<std::vector<int>> dependents_;
   std::unique_ptr<roce::RoceTransport> roce_;
+  std::vector<ns3::Ptr<ns3::Socket>> senders_; ///< windowed TCP senders, kept alive until the run ends
   std::size_t done_ = 0;
 };
 
@@ -689,6 +726,11 @@ nlohmann::json PacketSettings::to_json() const
 RunResult run_packet(const topology::Topology& topology, const FlowGraph& graph, const PacketSettings& settings)
 {
   check_settings(settings);
+  if (!is_roce(settings))
+    for (const auto& op : graph.ops())
+      if (op.kind == Op::Kind::transfer && op.rate > 0)
+        throw UsageError("packet level: transfers capped at a rate (a DiLoCo worker's uplink) are paced by the RoCE "
+                         "transport only; run with \"transport\": \"roce\" (the default), or at flow level");
   const Plan plan                = make_plan(topology, graph, settings);
   std::string bytes              = process::run_in_child([&] {
     auto [timing, statistics] = PacketRun(topology, graph, settings, plan).run();

@@ -139,8 +139,17 @@ void RoceTransport::add(const QueuePair& qp)
   index_of_op_[qp.op]          = index;
   index_of_flow_[qp.data_flow] = index;
   index_of_flow_[qp.cnp_flow]  = index;
-  p.send_socket                = socket_on(qp.src);
-  p.recv_socket                = socket_on(qp.dst);
+  // Under a window, packets no larger than an eighth of it and an acknowledgement per whole number of packets,
+  // so that a window of a few kilobytes (NCCL's LL slots) still runs at window / round trip.
+  p.payload = static_cast<std::uint64_t>(params_.payload);
+  if (qp.window > 0) {
+    const double eighth = std::max(64.0, qp.window / 8);
+    p.payload           = std::min<std::uint64_t>(p.payload, static_cast<std::uint64_t>(eighth));
+    if (eighth < static_cast<double>(kAckEvery))
+      p.ack_every = p.payload * std::max<std::uint64_t>(1, static_cast<std::uint64_t>(eighth) / p.payload);
+  }
+  p.send_socket = socket_on(qp.src);
+  p.recv_socket = socket_on(qp.dst);
 }
 
 void RoceTransport::on_receive(ns3::Ptr<ns3::Socket> socket)
@@ -174,11 +183,11 @@ void RoceTransport::start(int op)
 void RoceTransport::send_next(int index)
 {
   Pair& p = pairs_[index];
-  if (params_.window > 0 && static_cast<double>(p.sent - p.acked) >= params_.window) {
+  if (p.qp.window > 0 && static_cast<double>(p.sent - p.acked) >= p.qp.window) {
     p.window_full = true; // the next acknowledgement resumes sending
     return;
   }
-  const std::uint64_t payload = std::min<std::uint64_t>(p.qp.bytes - p.sent, params_.payload);
+  const std::uint64_t payload = std::min<std::uint64_t>(p.qp.bytes - p.sent, p.payload);
   auto packet                 = ns3::Create<ns3::Packet>(static_cast<std::uint32_t>(payload + kTransportOverhead));
   packet->AddPacketTag(ns3::FlowIdTag(p.qp.data_flow));
   ns3::InetSocketAddress to(p.qp.dst_address, kRocePort);
@@ -232,9 +241,9 @@ void RoceTransport::on_data(int index, const ns3::Packet& packet, const ns3::Add
     p.last_cnp_sent = now;
     ++cnps_;
   }
-  if (params_.window > 0 && (p.recvd / kAckEvery > p.acks_sent || p.recvd >= p.qp.bytes)) {
-    // Cumulative: every acknowledgement stands for kAckEvery bytes, the last for the rest.
-    p.acks_sent = p.recvd >= p.qp.bytes ? (p.qp.bytes + kAckEvery - 1) / kAckEvery : p.recvd / kAckEvery;
+  if (p.qp.window > 0 && (p.recvd / p.ack_every > p.acks_sent || p.recvd >= p.qp.bytes)) {
+    // Cumulative: every acknowledgement stands for ack_every bytes, the last for the rest.
+    p.acks_sent = p.recvd >= p.qp.bytes ? (p.qp.bytes + p.ack_every - 1) / p.ack_every : p.recvd / p.ack_every;
     auto ack    = ns3::Create<ns3::Packet>(static_cast<std::uint32_t>(kAckPayload));
     ack->AddPacketTag(ns3::FlowIdTag(p.qp.cnp_flow));
     if (p.recv_socket->SendTo(ack, 0, from) < 0)
@@ -274,7 +283,7 @@ void RoceTransport::on_cnp(int index)
 void RoceTransport::on_ack(int index)
 {
   Pair& p = pairs_[index];
-  p.acked = std::min(p.qp.bytes, p.acked + kAckEvery);
+  p.acked = std::min(p.qp.bytes, p.acked + p.ack_every);
   if (p.window_full && p.sent < p.qp.bytes) {
     p.window_full = false;
     schedule_next(index);

@@ -29,7 +29,8 @@ inline constexpr int kLinkOverhead = 20 + 8 + 2;
 inline constexpr int kCnpPayload = 12 + 16 + 4;
 /// @brief An acknowledgement's UDP payload (transport header, ACK extended header, CRC): sent under a window.
 inline constexpr int kAckPayload = 12 + 4 + 4;
-/// @brief Under a window, the receiver acknowledges every this many bytes (and the last byte).
+/// @brief Under a window, the receiver acknowledges at most every this many bytes (and the last byte), and every
+/// eighth of the window when that is less (NCCL frees its slots one at a time, NCCL_STEPS = 8 per connection).
 inline constexpr std::uint64_t kAckEvery = 65536;
 
 /// @brief Forwards every packet by its flow id (an ns3::FlowIdTag): each node keeps the output interface and next
@@ -86,13 +87,15 @@ struct QueuePair {
   double line_rate        = 0; ///< bytes/s of the sender's first link (the NIC, or NVLink)
   std::uint32_t data_flow = 0; ///< flow id of its data packets
   std::uint32_t cnp_flow  = 0; ///< flow id of its congestion notifications (the reverse route)
+  /// @brief Bytes it may have unacknowledged (0: no limit, and no acknowledgements): the site's window or the
+  /// transfer's own (NCCL's slots), the smaller.
+  double window = 0;
 };
 
 /// @brief The transport's parameters.
 struct RoceParams {
-  int payload   = 0; ///< data bytes per packet
-  bool dcqcn    = true;
-  double window = 0; ///< bytes a queue pair may have unacknowledged (0: no limit, and no acknowledgements)
+  int payload = 0; ///< data bytes per packet
+  bool dcqcn  = true;
   DcqcnSettings dcqcn_settings;
 };
 
@@ -128,8 +131,10 @@ private:
     std::uint64_t bytes_since_increase = 0;
     bool cnp_in_period                 = false;
     double last_cnp_sent               = -std::numeric_limits<double>::infinity();
-    std::uint64_t acked                = 0; ///< bytes the sender knows arrived (under a window)
-    std::uint64_t acks_sent            = 0; ///< by the receiver
+    std::uint64_t payload              = 0;         ///< data bytes per packet
+    std::uint64_t ack_every            = kAckEvery; ///< bytes per acknowledgement (under a window)
+    std::uint64_t acked                = 0;         ///< bytes the sender knows arrived (under a window)
+    std::uint64_t acks_sent            = 0;         ///< by the receiver
     bool window_full                   = false;
     double last_send                   = 0; ///< when the last packet left
     double last_wire                   = 0; ///< its bytes on the wire

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <queue>
 
 namespace spansim::netsim {
@@ -185,7 +186,8 @@ private:
     const Op& o        = s_.ops[op];
     const auto payload = static_cast<uint64_t>(o.bytes * o.stretch + 0.5);
     auto [comm, box]   = outbox_.put(s_.platform.host(o.src, o.qp), s_.platform.host(o.dst, o.qp), payload,
-                                     s_.topology.window_rate(o.src, o.dst, o.qp));
+                                     std::min(s_.topology.window_rate(o.src, o.dst, o.qp, o.window),
+                                            o.rate > 0 ? o.rate : std::numeric_limits<double>::infinity()));
     comms_.push_back(std::move(comm));
     comm_op_.push_back(op);
     comm_box_.push_back(box);

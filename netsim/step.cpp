@@ -128,7 +128,9 @@ StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepar
       lowered.all_to_all_isolated ? "each timed in isolation (its groups together), placed as a delay" : "every flow";
   if (!options.compression.empty())
     run_result.settings["compression"] = options.compression.to_json();
-  if (options.dp_within_regions)
+  if (!options.dp_workers.empty())
+    run_result.settings["data_parallel"] = "inside each DiLoCo worker (inner steps)";
+  else if (options.dp_within_regions)
     run_result.settings["data_parallel"] = "inside each region (inner steps of cross-region synchronization)";
   return read_back(topology, prepared, graph, placement, std::move(run_result));
 }

@@ -37,7 +37,9 @@ struct StepOptions {
   EngineOptions engine;
   /// @brief Algorithm per dimension; automatic picks per call (or per step, see choose_per_step).
   workload::DimArray<Algorithm> algorithms{};
-  int channels = 1;
+  int channels = 1; ///< flows per GPU pair that stand for a call's NCCL channels
+  /// @brief NCCL's protocol, channels and buffers: the slot windows of every transfer (netsim/nccl.hpp).
+  NcclSettings nccl;
   /// @brief Optimizer's fast mode: each communication op becomes one delay lasting what the op takes alone
   /// (its groups' flows run analytically in isolation, cached per stage, group, kind and size). Contention
   /// between different ops is ignored; `fidelity` is then not used.
@@ -64,6 +66,10 @@ struct StepOptions {
   /// @brief Inner steps of infrequent cross-region synchronization (DiLoCo): every data-parallel collective runs on
   /// its group's members in each region apart, so that nothing of the data-parallel dimension crosses regions.
   bool dp_within_regions = false;
+  /// @brief DiLoCo's workers other than regions: the worker of each GPU of the site (-1 outside the job); every
+  /// data-parallel collective runs on its group's members in each worker apart. Empty: regions, if
+  /// dp_within_regions.
+  std::vector<int> dp_workers;
   /// @brief A memo of `auto`'s choices that outlives this simulation (a search's worker shares one across the
   /// points it simulates); none: each lowering decides afresh. Results are the same either way.
   std::shared_ptr<AlgorithmCache> algorithm_cache;

@@ -161,8 +161,8 @@ private:
     auto it  = groups_.find(key);
     if (it == groups_.end()) {
       auto all = placement_.groups(s, g);
-      if (options_.dp_within_regions && is_data_parallel(g.axes))
-        all = split_by_region(all);
+      if ((options_.dp_within_regions || !options_.dp_workers.empty()) && is_data_parallel(g.axes))
+        all = split_by_worker(all);
       // With rail symmetry, groups that leave the node are simulated on rail 0 only (their members share a rail).
       if (rail_only_ && !node_local(all))
         std::erase_if(all, [&](const std::vector<int>& members) { return !on_rail_zero(members.front()); });
@@ -185,14 +185,17 @@ private:
            axes.contains(Axis::dp_replicate);
   }
 
-  // Each group's members in each region apart, in rank order; members alone in their region have no one to talk to.
-  std::vector<std::vector<int>> split_by_region(const std::vector<std::vector<int>>& all) const
+  // Each group's members in each worker (DiLoCo's; by default each region) apart, in rank order; members alone in
+  // their worker have no one to talk to.
+  std::vector<std::vector<int>> split_by_worker(const std::vector<std::vector<int>>& all) const
   {
+    const auto& workers = options_.dp_workers;
     std::vector<std::vector<int>> out;
     for (const auto& members : all) {
       std::map<int, std::vector<int>> by_region;
       for (int gpu : members)
-        by_region[topology_.locate(gpu).region].push_back(gpu);
+        by_region[workers.empty() ? topology_.locate(gpu).region : workers[static_cast<std::size_t>(gpu)]].push_back(
+            gpu);
       for (auto& [region, part] : by_region)
         if (part.size() > 1)
           out.push_back(std::move(part));
@@ -397,6 +400,7 @@ private:
           b /= rule->ratio;
     }
     c.channels = options_.channels;
+    c.nccl     = options_.nccl;
     return c;
   }
 
@@ -458,8 +462,10 @@ private:
       if (it == isolated_p2p_.end()) {
         FlowGraph alone(topology_.spec().multipath.qps);
         std::size_t k = 0;
-        for (int gpu : bytes > 0 ? senders(from) : std::vector<int>{})
-          alone.add_transfer(gpu, placement_.peer_gpu(gpu, to), sizes[k++]);
+        for (int gpu : bytes > 0 ? senders(from) : std::vector<int>{}) {
+          alone.add_transfer(gpu, placement_.peer_gpu(gpu, to), sizes[k], {}, {1, p2p_window(sizes[k])});
+          ++k;
+        }
         it = isolated_p2p_.emplace(key, bytes > 0 ? run_analytical(topology_, alone).makespan : 0.0).first;
       }
       int end    = graph_.add_delay(compress + it->second + decompress, {mine.start, theirs.start});
@@ -472,14 +478,19 @@ private:
                                        : std::vector<int>{mine.start, theirs.start};
     std::size_t k                = 0;
     for (int gpu : bytes > 0 ? senders(from) : std::vector<int>{}) {
+      const double window = p2p_window(sizes[k]) / options_.channels;
       for (int c = 0; c < options_.channels; ++c)
-        flows.push_back(graph_.add_transfer(gpu, placement_.peer_gpu(gpu, to), sizes[k] / options_.channels, ready));
+        flows.push_back(
+            graph_.add_transfer(gpu, placement_.peer_gpu(gpu, to), sizes[k] / options_.channels, ready, {1, window}));
       ++k;
     }
     int end    = flows.empty() ? graph_.add_delay(0, {mine.start, theirs.start}) : graph_.add_delay(decompress, flows);
     mine.end   = end;
     theirs.end = end;
   }
+
+  /// @brief The slot window of a pipeline send/recv (one peer) of `bytes`.
+  double p2p_window(double bytes) const { return netsim::p2p_window(bytes, 1, 2, options_.nccl); }
 
   const topology::Topology& topology_;
   const workload::StepGraph& step_;

@@ -74,8 +74,10 @@ void add_outer_sync(const Point& p, const topology::Topology& site, const worklo
 {
   if (!p.diloco)
     return;
-  const auto outer = sync::simulate_outer_sync(site, graph, place, *p.diloco, fidelity, {});
-  const auto mean  = sync::average(*p.diloco, step, outer, graph.job.tokens_per_step());
+  sync::OuterSyncParams params;
+  params.fidelity  = fidelity;
+  const auto outer = sync::simulate_outer_sync(site, graph, place, *p.diloco, params);
+  const auto mean  = sync::average(*p.diloco, {step, 0, graph.job.tokens_per_step()}, outer);
   m.inner_step     = step;
   m.outer_sync     = outer.seconds;
   step             = mean.mean_step;

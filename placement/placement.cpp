@@ -110,7 +110,10 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
     const int needed = topology.buildings_needed(job.gpus);
     if (needed > counts.buildings)
       fail("the job needs " + std::to_string(job.gpus) + " GPUs; topology \"" + topology.spec().name + "\" has " +
-           std::to_string(counts.gpus));
+           std::to_string(counts.gpus) +
+           (job.gpus <= counts.gpus ? " but in buildings of unequal size, and a job is spread evenly over its "
+                                      "buildings: give \"first_gpu\" to place it on a contiguous range of GPUs"
+                                    : std::string()));
     for (int b = 0; b < needed; ++b)
       buildings_.push_back(b);
   } else {

@@ -94,7 +94,8 @@ json configuration(const scenario::ScenarioRun& run)
                {{"algorithms", algorithms},
                 {"auto", sc.options.choose_per_step ? "per-step" : "per-call"},
                 {"alltoall", name_of(sc.options.all_to_all)},
-                {"channels", sc.options.channels}}},
+                {"channels", sc.options.channels},
+                {"nccl", sc.options.nccl.to_json()}}},
               {"engine", run.result.engine}};
   if (sc.faults) {
     json links = json::array();

@@ -119,6 +119,8 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
       sc.options.choose_per_step = c->choice("auto", {"per-step", "per-call"}) == "per-step";
     if (auto a = c->optional_enumeration<netsim::AllToAllTiming>("alltoall"))
       sc.options.all_to_all = *a;
+    if (auto n = c->optional_object("nccl"))
+      sc.options.nccl = netsim::read_nccl(*n);
     c->finish();
   }
   if (r.has("compression"))
@@ -191,12 +193,22 @@ ScenarioRun simulate(const Scenario& scenario, std::shared_ptr<const PlacedStep>
   auto options = scenario.options;
   if (scenario.faults)
     options.rail_symmetry = false; // the rails are no longer alike
+  sync::OuterSyncParams outer_params{scenario.options.fidelity, options.engine, options.nccl, scenario.file,
+                                     scenario.json_path + ".diloco"};
+  if (scenario.diloco && scenario.diloco->workers != sync::WorkerLevel::region)
+    options.dp_workers = sync::resolve_workers(placed->topology(), placed->graph(), placed->placement(),
+                                               *scenario.diloco, spec::Location{outer_params.file, outer_params.path})
+                             .of_gpu;
   run.result = netsim::simulate_step(placed->topology(), placed->graph(), placed->placement(), options);
   if (scenario.diloco) {
     report(phase, "simulating the outer synchronization");
     const auto outer = sync::simulate_outer_sync(placed->topology(), placed->graph(), placed->placement(),
-                                                 *scenario.diloco, scenario.options.fidelity, options.engine);
-    run.diloco       = sync::average(*scenario.diloco, run.result.step_time, outer, scenario.job.tokens_per_step());
+                                                 *scenario.diloco, outer_params);
+    double compute   = 0;
+    for (const auto& st : run.result.stages)
+      compute = std::max(compute, st.compute);
+    run.diloco =
+        sync::average(*scenario.diloco, {run.result.step_time, compute, scenario.job.tokens_per_step()}, outer);
   }
   run.placed = std::move(placed);
   return run;

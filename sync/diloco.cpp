@@ -1,4 +1,4 @@
-// DiLoCo's outer synchronization: its flow graph, its run, and the step averaged over an outer step.
+// DiLoCo's block and the step averaged over an outer step (the outer exchange itself: outer_sync.cpp).
 #include "sync/sync.hpp"
 
 #include "common/error.hpp"
@@ -16,12 +16,31 @@ using nlohmann::json;
 
 json DilocoSpec::to_json() const
 {
-  json out = {{"every", every}, {"overlap_steps", overlap_steps}};
+  json out = {
+      {"every", every}, {"overlap_steps", overlap_steps}, {"fragments", fragments}, {"workers", name_of(workers)}};
+  if (workers == WorkerLevel::ranges) {
+    out["workers"] = json::array();
+    for (const auto& w : ranges) {
+      json g = json::array();
+      for (auto [a, b] : w.gpus)
+        g.push_back(std::to_string(a) + "-" + std::to_string(b));
+      out["workers"].push_back({{"name", w.name}, {"gpus", g}});
+      if (w.uplink > 0)
+        out["workers"].back()["uplink"] = units::format_bandwidth(w.uplink);
+    }
+  }
+  if (uplink > 0)
+    out["uplink"] = units::format_bandwidth(uplink);
   if (compression) {
     out["compression"] = compression->to_json();
     out["compression"].erase("dim");
     out["compression"].erase("across");
     out["compression"].erase("purposes");
+  }
+  if (quantization) {
+    out["quantization"] = {{"bits", quantization->bits}};
+    out["quantization"]["rate"] =
+        quantization->rate > 0 ? json(units::format_bandwidth(quantization->rate)) : json("hbm");
   }
   return out;
 }
@@ -29,6 +48,10 @@ json DilocoSpec::to_json() const
 std::string DilocoSpec::label() const
 {
   std::string s = "H" + std::to_string(every);
+  if (workers != WorkerLevel::region)
+    s += " per-" + std::string(name_of(workers));
+  if (fragments > 1)
+    s += " F" + std::to_string(fragments);
   if (overlap_steps > 0)
     s += " overlap" + std::to_string(overlap_steps);
   if (compression) {
@@ -36,18 +59,103 @@ std::string DilocoSpec::label() const
     r << compression->ratio;
     s += " x" + r.str();
   }
+  if (quantization)
+    s += " q" + std::to_string(quantization->bits);
   return s;
 }
+
+namespace {
+
+// "0-47", "12" or an array of them: inclusive GPU ranges.
+std::vector<std::pair<int, int>> read_gpu_ranges(spec::ObjectReader& w)
+{
+  const auto& raw = w.raw("gpus");
+  std::vector<std::string> items;
+  if (raw.is_string())
+    items.push_back(raw.get<std::string>());
+  else if (raw.is_array()) {
+    for (const auto& e : raw) {
+      if (!e.is_string())
+        w.fail("gpus", "expected GPU ranges such as \"0-47\" or [\"0-7\", \"16-23\"]");
+      items.push_back(e.get<std::string>());
+    }
+  } else
+    w.fail("gpus", "expected GPU ranges such as \"0-47\" or [\"0-7\", \"16-23\"]");
+  std::vector<std::pair<int, int>> out;
+  for (const auto& item : items) {
+    const auto dash = item.find('-');
+    try {
+      std::size_t used = 0;
+      const int a      = std::stoi(item.substr(0, dash), &used);
+      if (used != (dash == std::string::npos ? item.size() : dash))
+        throw std::invalid_argument(item);
+      int b = a;
+      if (dash != std::string::npos) {
+        const auto rest = item.substr(dash + 1);
+        b               = std::stoi(rest, &used);
+        if (used != rest.size())
+          throw std::invalid_argument(item);
+      }
+      if (a < 0 || b < a)
+        throw std::invalid_argument(item);
+      out.emplace_back(a, b);
+    } catch (const std::logic_error&) {
+      w.fail("gpus",
+             "\"" + item + "\" is not a GPU range (expected \"first-last\" with 0 <= first <= last, or one index)");
+    }
+  }
+  if (out.empty())
+    w.fail("gpus", "a worker needs at least one GPU range");
+  return out;
+}
+
+} // namespace
 
 DilocoSpec read_diloco(spec::ObjectReader& r)
 {
   DilocoSpec s;
   s.every         = static_cast<int>(r.integer("every", 1, 100000));
   s.overlap_steps = static_cast<int>(r.optional_integer("overlap_steps", 0, 100000).value_or(0));
-  if (s.overlap_steps >= s.every && s.overlap_steps > 0)
-    r.fail("overlap_steps", "must be below \"every\" (" + std::to_string(s.every) +
-                                "): the next outer step starts after the next " + std::to_string(s.every) +
-                                " inner steps");
+  s.fragments     = static_cast<int>(r.optional_integer("fragments", 1, 100000).value_or(1));
+  if (s.fragments > s.every)
+    r.fail("fragments", "must be at most \"every\" (" + std::to_string(s.every) +
+                            "): each fragment is synchronized once every " + std::to_string(s.every) + " steps");
+  const int spacing = s.every / s.fragments; // steps between two fragments' exchanges
+  if (s.overlap_steps > 0 && s.overlap_steps >= spacing)
+    r.fail("overlap_steps", "must be below " + std::to_string(spacing) +
+                                (s.fragments > 1 ? " (every / fragments): the next fragment's exchange starts then"
+                                                 : " (\"every\"): the next outer step starts after the next " +
+                                                       std::to_string(s.every) + " inner steps"));
+  if (auto b = r.optional_bandwidth("uplink"))
+    s.uplink = *b;
+  if (r.has("workers")) {
+    const auto& raw = r.raw("workers");
+    if (raw.is_string()) {
+      const auto level = parse_name<WorkerLevel>(raw.get<std::string>());
+      if (!level || *level == WorkerLevel::ranges)
+        r.fail("workers", "unknown value \"" + raw.get<std::string>() +
+                              "\" (allowed: \"region\", \"building\", \"pod\", \"node\", or an array of "
+                              "{\"gpus\": \"0-47\"} ranges)");
+      s.workers = *level;
+    } else if (raw.is_array()) {
+      s.workers = WorkerLevel::ranges;
+      int k     = 0;
+      for (auto& w : r.objects("workers", true)) {
+        WorkerRange range;
+        range.name = w.optional_string("name").value_or("worker " + std::to_string(k));
+        range.gpus = read_gpu_ranges(w);
+        if (auto b = w.optional_bandwidth("uplink"))
+          range.uplink = *b;
+        w.finish();
+        s.ranges.push_back(std::move(range));
+        ++k;
+      }
+      if (s.ranges.size() < 2)
+        r.fail("workers", "lists " + std::to_string(s.ranges.size()) + " worker; DiLoCo needs at least 2");
+    } else
+      r.fail("workers", "expected \"region\", \"building\", \"pod\", \"node\", or an array of "
+                        "{\"gpus\": \"0-47\"} ranges");
+  }
   if (auto c = r.optional_object("compression")) {
     netsim::CompressionRule rule;
     rule.ratio = c->number("ratio", 1, 1e6);
@@ -61,122 +169,71 @@ DilocoSpec read_diloco(spec::ObjectReader& r)
     c->finish();
     s.compression = rule;
   }
+  if (auto q = r.optional_object("quantization")) {
+    Quantization quant;
+    quant.bits = static_cast<int>(q->integer("bits", 1, 16));
+    if (auto b = q->optional_bandwidth("rate"))
+      quant.rate = *b;
+    q->finish();
+    s.quantization = quant;
+    if (s.compression)
+      r.fail("quantization", "give either \"compression\" (a ratio) or \"quantization\" (bits), not both");
+  }
   r.finish();
   return s;
 }
 
-OuterSync simulate_outer_sync(const topology::Topology& topology, const workload::StepGraph& graph,
-                              const placement::Placement& placement, const DilocoSpec& spec, netsim::Fidelity fidelity,
-                              const netsim::EngineOptions& engine)
-{
-  using workload::Axis;
-  const auto& job = graph.job;
-  const int cp    = job.parallelism.cp;
-  const workload::Group dp_group{cp > 1 ? Axis::cp | Axis::dp : workload::AxisSet(Axis::dp), cp * job.parallelism.dp};
-  const double ratio = spec.compression ? spec.compression->ratio : 1.0;
-  const bool gather  = job.parallelism.dp_mode != workload::DataParallelMode::fsdp;
-  OuterSync out;
-  netsim::FlowGraph flows(topology.spec().multipath.qps);
-  for (std::size_t s = 0; s < graph.stages.size(); ++s) {
-    const double pseudo_gradient = graph.stages[s].params * job.gradient_reduce_bytes;
-    if (dp_group.size <= 1 || pseudo_gradient <= 0)
-      continue;
-    for (const auto& members : placement.groups(static_cast<int>(s), dp_group)) {
-      std::map<int, std::vector<int>> by_region;
-      for (int gpu : members)
-        by_region[topology.locate(gpu).region].push_back(gpu);
-      if (by_region.size() < 2)
-        continue; // the group stays in one region: its inner steps already synchronize it
-      const std::size_t m = by_region.begin()->second.size();
-      for (const auto& [region, part] : by_region)
-        if (part.size() != m)
-          throw UsageError("diloco: a data-parallel group of stage " + std::to_string(s) + " has " + std::to_string(m) +
-                           " ranks in region \"" + topology.region_name(by_region.begin()->first) + "\" but " +
-                           std::to_string(part.size()) + " in \"" + topology.region_name(region) +
-                           "\"; outer steps pair each rank with one counterpart per region");
-      out.regions            = static_cast<int>(by_region.size());
-      out.members_per_region = static_cast<int>(m);
-      const double shard     = pseudo_gradient / static_cast<double>(m);
-      out.shard_bytes        = std::max(out.shard_bytes, shard);
-      double compress = 0, decompress = 0;
-      if (spec.compression) {
-        if (spec.compression->compress_rate > 0)
-          compress = shard / spec.compression->compress_rate;
-        if (spec.compression->decompress_rate > 0)
-          decompress = shard / spec.compression->decompress_rate;
-      }
-      out.compression_seconds = std::max(out.compression_seconds, compress + decompress);
-      const int start         = flows.add_delay(compress);
-      std::vector<int> ends;
-      for (std::size_t k = 0; k < m; ++k) {
-        netsim::Collective c;
-        c.op        = CollectiveOp::all_reduce;
-        c.algorithm = netsim::Algorithm::ring;
-        c.bytes     = shard / ratio;
-        for (const auto& [region, part] : by_region)
-          c.gpus.push_back(part[k]);
-        ends.push_back(netsim::add_collective(flows, topology, c, {start}).end_op);
-      }
-      int done = flows.add_delay(decompress, ends);
-      if (gather && m > 1)
-        for (const auto& [region, part] : by_region) {
-          netsim::Collective c;
-          c.op        = CollectiveOp::all_gather;
-          c.algorithm = netsim::Algorithm::ring;
-          c.bytes     = pseudo_gradient; // the total buffer: every rank ends with the stage's parameters
-          c.gpus      = part;
-          netsim::add_collective(flows, topology, c, {done});
-        }
-    }
-  }
-  out.transfers = flows.transfer_count();
-  if (out.transfers == 0) {
-    out.engine = {{"engine", "none"}, {"reason", "no data-parallel group spans regions"}};
-    return out;
-  }
-  const auto f               = fidelity == netsim::Fidelity::hybrid ? netsim::Fidelity::flow : fidelity;
-  auto run                   = netsim::run(topology, flows, f, engine);
-  out.seconds                = run.makespan;
-  out.engine                 = run.settings;
-  const auto across          = netsim::boundary_bytes(topology, run.link_bytes);
-  out.bytes_across_buildings = across.buildings;
-  out.bytes_across_regions   = across.regions;
-  return out;
-}
-
-DilocoResult average(const DilocoSpec& spec, double inner_step, const OuterSync& outer, double tokens_per_step)
+DilocoResult average(const DilocoSpec& spec, const InnerStep& inner, const OuterSync& outer)
 {
   DilocoResult r;
   r.spec                          = spec;
-  r.inner_step                    = inner_step;
+  r.inner_step                    = inner.seconds;
   r.outer                         = outer;
-  r.exposed_outer                 = std::max(0.0, outer.seconds - spec.overlap_steps * inner_step);
-  r.mean_step                     = inner_step + r.exposed_outer / spec.every;
-  r.tokens_per_second             = r.mean_step > 0 ? tokens_per_step / r.mean_step : 0;
-  r.bytes_across_regions_per_step = outer.bytes_across_regions / spec.every;
+  r.exposed_outer                 = std::max(0.0, outer.seconds - spec.overlap_steps * inner.seconds);
+  const double per                = static_cast<double>(spec.fragments) / spec.every; // exchanges per inner step
+  r.mean_step                     = inner.seconds + per * r.exposed_outer;
+  r.tokens_per_second             = r.mean_step > 0 ? inner.tokens / r.mean_step : 0;
+  r.compute_utilization           = r.mean_step > 0 ? inner.compute / r.mean_step : 0;
+  r.bytes_across_regions_per_step = per * outer.bytes_across_regions;
+  const double window             = std::max(1, spec.overlap_steps) * inner.seconds;
+  r.peak_wan_bandwidth            = window > 0 ? outer.bytes_across_regions / window : 0;
+  r.plain_peak_wan_bandwidth      = r.peak_wan_bandwidth * spec.fragments;
   return r;
 }
 
 json DilocoResult::to_json() const
 {
+  json traffic = json::array();
+  for (const auto& w : outer.traffic) {
+    traffic.push_back({{"name", w.name}, {"gpus", w.gpus}, {"bytes_out", w.bytes_out}, {"bytes_in", w.bytes_in}});
+    traffic.back()["uplink_bytes_per_s"] = w.uplink > 0 ? json(w.uplink) : json(nullptr);
+  }
   return {{"spec", spec.to_json()},
           {"inner_step_s", inner_step},
           {"outer_sync_s", outer.seconds},
           {"exposed_outer_s", exposed_outer},
           {"mean_step_s", mean_step},
           {"tokens_per_second", tokens_per_second},
+          {"compute_utilization", compute_utilization},
           {"bytes_across_regions_per_step", bytes_across_regions_per_step},
+          {"peak_wan_bytes_per_s", peak_wan_bandwidth},
+          {"plain_diloco_peak_wan_bytes_per_s", plain_peak_wan_bandwidth},
           {"outer",
            {{"bytes_across_regions", outer.bytes_across_regions},
             {"bytes_across_buildings", outer.bytes_across_buildings},
             {"regions", outer.regions},
-            {"members_per_region", outer.members_per_region},
+            {"workers", outer.workers},
+            {"members_per_worker", outer.members_per_worker},
+            {"segments", outer.segments},
             {"shard_bytes", outer.shard_bytes},
             {"compression_s", outer.compression_seconds},
+            {"per_worker", traffic},
             {"transfers", outer.transfers},
             {"engine", outer.engine}}},
           {"note", "time only: what synchronizing every " + std::to_string(spec.every) +
-                       " steps costs in convergence is outside a network simulator"}};
+                       " steps costs in convergence is outside a network simulator; one outer exchange is " +
+                       (spec.fragments > 1 ? "one fragment's (1/" + std::to_string(spec.fragments) + ")"
+                                           : std::string("the whole model's"))}};
 }
 
 } // namespace spansim::sync

@@ -330,12 +330,23 @@ Topology Topology::with_window(double window) const
   return t;
 }
 
-double Topology::window_rate(int src, int dst, int qp) const
+double Topology::round_trip(int src, int dst, int qp) const
 {
-  if (spec_.window <= 0 || src == dst)
+  return route_latency(route(src, dst, qp)) + route_latency(route(dst, src, qp));
+}
+
+double Topology::effective_window(double window) const
+{
+  return spec_.window > 0 && window > 0 ? std::min(spec_.window, window) : std::max(spec_.window, window);
+}
+
+double Topology::window_rate(int src, int dst, int qp, double window) const
+{
+  const double w = effective_window(window);
+  if (w <= 0 || src == dst)
     return std::numeric_limits<double>::infinity();
-  const double rtt = route_latency(route(src, dst, qp)) + route_latency(route(dst, src, qp));
-  return rtt > 0 ? spec_.window / rtt : std::numeric_limits<double>::infinity();
+  const double rtt = round_trip(src, dst, qp);
+  return rtt > 0 ? w / rtt : std::numeric_limits<double>::infinity();
 }
 
 double Topology::route_latency(const std::vector<Hop>& route) const

@@ -356,9 +356,14 @@ public:
   int vertex_region(int vertex) const;
   /// @brief Sum of latencies along a route.
   double route_latency(const std::vector<Hop>& route) const;
-  /// @brief The most a queue pair from `src_gpu` to `dst_gpu` can carry under the spec's window: window over the
-  /// round trip (route there and back); infinity without a window.
-  double window_rate(int src_gpu, int dst_gpu, int qp = 0) const;
+  /// @brief The most a queue pair from `src_gpu` to `dst_gpu` can carry under the spec's window and the transfer's
+  /// own (`window` bytes, 0: none), the smaller of the two: window over the round trip (route there and back);
+  /// infinity without a window.
+  double window_rate(int src_gpu, int dst_gpu, int qp = 0, double window = 0) const;
+  /// @brief The window a transfer runs under: the smaller of the spec's and its own (`window` bytes; 0: none).
+  double effective_window(double window) const;
+  /// @brief The round trip between two GPUs' queue pair (route there and back), in seconds.
+  double round_trip(int src_gpu, int dst_gpu, int qp = 0) const;
   /// @brief The same site with another window (bytes; 0: none).
   Topology with_window(double window) const;
   /// @brief Smallest bandwidth along a route.

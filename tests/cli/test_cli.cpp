@@ -130,7 +130,7 @@ TEST_CASE("topology describe --dot writes Graphviz with every vertex and link", 
 
 TEST_CASE("collective --json: an NVLink ring all-reduce equals its alpha-beta time", "[cli]")
 {
-  auto r = spansim("collective -t hgx-h100-pod --ranks 8 --algo ring --sizes 1MiB:64MiB --json");
+  auto r = spansim("collective -t hgx-h100-pod --ranks 8 --algo ring --protocol Simple --sizes 1MiB:64MiB --json");
   REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["engines"]["flow"]["config"]["network/model"] == "CM02");

@@ -45,6 +45,10 @@ json pinned_values(const json& summary)
     out["placement." + name + ".bytes_across_buildings"] = g.at("bytes_across_buildings_per_step");
     out["placement." + name + ".bytes_across_regions"]   = g.at("bytes_across_regions_per_step");
   }
+  if (summary.contains("diloco"))
+    for (const char* k : {"inner_step_s", "outer_sync_s", "mean_step_s", "compute_utilization",
+                          "bytes_across_regions_per_step", "peak_wan_bytes_per_s"})
+      out["diloco." + std::string(k)] = summary.at("diloco").at(k);
   const auto& engine = summary.at("configuration").at("engine");
   if (engine.contains("collectives_chosen_per_step"))
     for (const auto& [dim, algo] : engine.at("collectives_chosen_per_step").items())

@@ -45,6 +45,8 @@ Collective make(CollectiveOp op, Algorithm algorithm, std::vector<int> gpus, dou
   c.algorithm = algorithm;
   c.gpus      = std::move(gpus);
   c.bytes     = bytes;
+  // The closed forms are those of NCCL's Simple protocol (payload bytes at the links' rate).
+  c.nccl.protocol = Protocol::simple;
   return c;
 }
 
@@ -140,12 +142,14 @@ TEST_CASE("ring all-reduce across two buildings over one link matches its closed
   // The 10 GB/s inter-building link is narrower than the 12.5 GB/s NICs; the ring crosses it once each way.
   auto t = two_buildings(10e9, 4, 4);
   std::vector<int> gpus{0, 1, 16, 17}; // two GPUs of one node in each building
-  const double alpha = t.route_latency(t.route(1, 16));
+  const double alpha = t.route_latency(t.route(1, 16)), nvlink = t.route_latency(t.route(0, 1));
   for (auto f : {Fidelity::analytical, Fidelity::flow})
     for (double s : {1048576.0, 268435456.0}) {
       Collective c = make(CollectiveOp::all_reduce, Algorithm::ring, gpus, s);
+      // Six steps chained around the four edges 0-1, 1-16, 16-17, 17-0: one whole turn, then one long edge and one
+      // NVLink edge (the windows of 16 Simple channels do not bind over these latencies).
       expect_within(std::string("ring across two buildings at ") + std::string(name_of(f)),
-                    2 * 3.0 / 4 * s / 10e9 + 6 * alpha, simulate(t, c, f), 0.01);
+                    2 * 3.0 / 4 * s / 10e9 + 3 * (alpha + nvlink), simulate(t, c, f), 0.01);
     }
 }
 
@@ -286,9 +290,11 @@ TEST_CASE("flow counts grow as O(K log K), O(K^2) only for all-to-all", "[collec
 TEST_CASE("the default policy: latency-bound small messages pick few steps, big ones the rails", "[collective]")
 {
   auto t = preset("hgx-h100-pod");
-  // 64 GPUs on one rail: a flat ring pays 126 steps; halving-doubling 12.
-  Collective small = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 64, 8), 4096);
-  CHECK(default_algorithm(t, small) == Algorithm::halving_doubling);
+  // 64 GPUs on one rail: a flat ring chains 126 steps; halving-doubling 12, and so does the double binary tree
+  // (6 levels up, 6 down): either log-depth one.
+  Collective small  = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 64, 8), 4096);
+  const auto chosen = default_algorithm(t, small);
+  CHECK((chosen == Algorithm::halving_doubling || chosen == Algorithm::tree));
   // 4 full nodes: hierarchical moves the inter-node part over all 8 rails at once.
   Collective big = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 32), 1073741824.0);
   CHECK(default_algorithm(t, big) == Algorithm::hierarchical);
@@ -330,4 +336,23 @@ TEST_CASE("algorithms that do not apply are refused with the allowed ones", "[co
   CHECK_THROWS_WITH(
       add_collective(g, t, make(CollectiveOp::all_reduce, Algorithm::hierarchical, {0, 1, 2, 8}, 1e6), {}),
       Catch::Contains("regular group"));
+}
+
+TEST_CASE("hierarchical all-reduce across regions is NeMo's scheme: reduce-scatter in each region, all-reduce "
+          "between regions, all-gather in each region",
+          "[collective]")
+{
+  // tiny.json: GPUs 0 and 1 of the first node of each of its four buildings (two per region).
+  auto t                   = spansim::test::tiny_topology();
+  const std::vector<int> g = {0, 1, 32, 33, 64, 65, 96, 97};
+  const double size        = 268435456.0;
+  Collective c             = make(CollectiveOp::all_reduce, Algorithm::hierarchical, g, size);
+  FlowGraph graph;
+  add_collective(graph, t, c, {});
+  const auto run = netsim::run(t, graph, Fidelity::analytical, EngineOptions{});
+  // After the node (L = 2) and the region (M = 2 nodes) reduce-scatters each GPU holds S / 4 and all-reduces it with
+  // its one counterpart in the other region: 8 GPUs each send S / 4 across, 2 S in all. Sites as buildings would
+  // all-reduce S / 2 per GPU pair over a ring of four buildings that crosses the regions' boundary twice.
+  expect_within("bytes across regions, hierarchical over two regions", 2 * size,
+                netsim::boundary_bytes(t, run.link_bytes).regions, 1e-9);
 }

@@ -44,6 +44,7 @@ Crossing crossing(const topology::Topology& t, const workload::JobSpec& job, con
   o.fidelity                      = netsim::Fidelity::analytical;
   o.algorithms[workload::Dim::dp] = netsim::Algorithm::ring;
   o.choose_per_step               = false;
+  o.nccl.protocol                 = netsim::Protocol::simple; // payload bytes on the wire (LL doubles them)
   const auto r                    = netsim::simulate_step_as_given(t, graph, place, o);
   Crossing c;
   for (std::size_t l = 0; l < t.links().size(); ++l)

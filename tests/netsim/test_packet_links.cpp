@@ -6,6 +6,7 @@
 #include "netsim/netsim.hpp"
 #include "topology/topology.hpp"
 
+#include "tests/netsim/long_link_forms.hpp"
 #include "tests/support.hpp"
 
 #include <catch2/catch.hpp>
@@ -94,17 +95,32 @@ TEST_CASE("packet: an 8-GPU ring all-reduce across buildings and regions is with
     LongLinks p{c.building_latency, c.building_capacity, c.region_latency, c.region_capacity, 3};
     auto t = long_links(p);
     ns::Collective ring;
-    ring.algorithm = ns::Algorithm::ring;
-    ring.gpus      = {0, 1, 2, 3, 4, 5, 6, 7}; // w: 0-2, e: 3-5, x: 6-7; the ring closes from x back to w
-    ring.bytes     = 256.0 * 1048576;
-    ns::FlowGraph g;
-    const int end          = ns::add_collective(g, t, ring, {}).end_op;
+    ring.algorithm         = ns::Algorithm::ring;
+    ring.gpus              = {0, 1, 2, 3, 4, 5, 6, 7}; // w: 0-2, e: 3-5, x: 6-7; the ring closes from x back to w
+    ring.bytes             = 256.0 * 1048576;
     const std::string what = std::string("8-GPU ring all-reduce of 256 MiB, ") + c.building_latency + "/" +
                              c.building_capacity + " between buildings, " + c.region_latency + "/" + c.region_capacity +
                              " between regions";
-    auto packet = timed_packet(what, t, g);
-    auto flow   = ns::run_flow(t, g);
+    // Without NCCL's slot windows: the transports alone.
+    ring.nccl.windows = false;
+    ns::FlowGraph g;
+    const int end = ns::add_collective(g, t, ring, {}).end_op;
+    auto packet   = timed_packet(what, t, g);
+    auto flow     = ns::run_flow(t, g);
     expect_within(what + ": packet vs flow", flow.ops[end].end, packet.ops[end].end, 0.10);
+    // With them (64 MiB per connection, about the long links' bandwidth-delay product), packet level sees what a
+    // fluid cannot: each window sits in the deep lossless queue of its bottleneck, and the acknowledgements of the
+    // flow leaving x wait there behind the data of the flow entering it (+21% over 10 ms); over 30 ms the last
+    // window's arrival at link rate dominates instead (-12%).
+    ring.nccl.windows = true;
+    ns::FlowGraph gw;
+    const int endw  = ns::add_collective(gw, t, ring, {}).end_op;
+    const double fw = ns::run_flow(t, gw).ops[endw].end;
+    const double pw = timed_packet(what + ", NCCL windows", t, gw).ops[endw].end;
+    std::cout << what << ", NCCL windows: flow " << fw << " s, packet " << pw << " s (" << 100 * (pw / fw - 1)
+              << "%; bounds -20% to +30%)\n";
+    CHECK(pw >= 0.8 * fw);
+    CHECK(pw <= 1.3 * fw);
   }
 }
 
@@ -235,4 +251,60 @@ TEST_CASE("a window caps a long-haul flow at window / round trip, at every fidel
   tp::Topology open(spec);
   expect_within("no window: latency + size / link rate", one_way + bytes / (100e9 / 8), ns::run_flow(open, g).makespan,
                 1e-6);
+}
+
+TEST_CASE("packet: NCCL's slot windows bound a ring and a send over a long link as at flow level",
+          "[packet][window][nccl]")
+{
+  // Two GPUs on each side of one 100 Gb/s, 1 ms link: the ring 0 -> 1 -> 2 -> 3 crosses it twice. RoCE clocks
+  // each window out with acknowledgements, except the last, which arrives at the link's rate: a flow ends
+  // RTT - W / B before the fluid bound of the formula (test_packet_links' window case); headers add 0.5%.
+  auto t            = tp::Topology(spansim::test::two_sites({.parallel = 1, .latency = "1ms"}));
+  const double link = 100e9 / 8;
+  const double rtt  = t.route_latency(t.route(1, 2)) + t.route_latency(t.route(2, 1));
+  const double mib  = 1048576.0;
+  auto ring_of      = [](double bytes, ns::Protocol protocol, int channels) {
+    ns::Collective c;
+    c.algorithm           = ns::Algorithm::ring;
+    c.gpus                = {0, 1, 2, 3};
+    c.bytes               = bytes;
+    c.nccl.protocol       = protocol;
+    c.nccl.channels       = channels;
+    c.nccl.fixed_channels = true;
+    return c;
+  };
+  struct Case {
+    const char* what;
+    double bytes;
+    ns::Protocol protocol;
+    int channels;
+    double wire, window;
+  };
+  for (auto c : {Case{"256 MiB ring, Simple over 2 channels", 256 * mib, ns::Protocol::simple, 2, 1, 2 * 4 * mib},
+                 Case{"4 MiB ring, LL over 1 channel", 4 * mib, ns::Protocol::ll, 1, 2, 8 * 32 * 1024 * 2}}) {
+    ns::FlowGraph g;
+    const int end     = ns::add_collective(g, t, ring_of(c.bytes, c.protocol, c.channels), {}).end_op;
+    const auto form   = spansim::test::ring_form(t, {0, 1, 2, 3}, c.bytes, c.wire, c.window);
+    const double last = rtt - c.window / link;
+    CHECK(form.window_part > form.bandwidth_part);
+    auto packet = timed_packet(c.what, t, g);
+    expect_within(std::string(c.what) + ": flow level against the chain-and-window formula", form.total(),
+                  ns::run_flow(t, g).ops[end].end, 0.01);
+    expect_within(std::string(c.what) + ": packet level against the formula less the last window's wait",
+                  form.total() - last, packet.ops[end].end, 0.01);
+  }
+  // A 256 MiB send: Simple slots of 128 KiB, 8 in flight on each of 2 channels.
+  ns::Collective send;
+  send.op           = spansim::CollectiveOp::send_recv;
+  send.algorithm    = ns::Algorithm::direct;
+  send.gpus         = {0, 2};
+  send.bytes        = 256 * mib;
+  const double w    = 2 * 8 * 128 * 1024;
+  const double form = t.route_latency(t.route(0, 2)) + send.bytes * rtt / w;
+  ns::FlowGraph g;
+  const int end = ns::add_collective(g, t, send, {}).end_op;
+  expect_within("256 MiB send over 1 ms: flow level against latency + size x RTT / window", form,
+                ns::run_flow(t, g).ops[end].end, 0.01);
+  expect_within("the same at packet level, the last window at link rate", form - (rtt - w / link),
+                timed_packet("256 MiB send over 1 ms", t, g).ops[end].end, 0.01);
 }

@@ -400,6 +400,7 @@ TEST_CASE("compression: bytes across the boundary shrink by the ratio, time is a
     netsim::StepOptions plain;
     plain.fidelity                      = f;
     plain.algorithms[workload::Dim::dp] = netsim::Algorithm::ring;
+    plain.nccl.windows                  = false; // the slots' window over 5 ms is test_long_links' subject
     auto compressed                     = plain;
     compressed.compression.rules        = {rule(workload::Dim::dp, netsim::Boundary::region, ratio, c, d)};
     const auto r0                       = netsim::simulate_step(topo, graph, place, plain);
@@ -474,6 +475,7 @@ TEST_CASE("compression of pipeline activations across regions: each message is l
   REQUIRE(topo.locate(place.stage_gpus(0)[0]).region != topo.locate(place.stage_gpus(1)[0]).region);
   netsim::StepOptions o;
   o.fidelity         = netsim::Fidelity::analytical;
+  o.nccl.windows     = false; // the slots' window over 5 ms is test_long_links' subject
   const auto plain   = netsim::simulate_step(topo, graph, place, o);
   const double ratio = 4, c = 100e9, d = 200e9;
   o.compression.rules = {rule(workload::Dim::pp, netsim::Boundary::region, ratio, c, d)};

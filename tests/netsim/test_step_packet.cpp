@@ -2,6 +2,7 @@
 // corrected by its packet-level run), against flow fidelity on the same lowered graph.
 #include "netsim/hybrid.hpp"
 #include "netsim/step.hpp"
+#include "scenario/scenario.hpp"
 
 #include "tests/support.hpp"
 
@@ -181,4 +182,40 @@ TEST_CASE("hybrid fidelity: a step whose DP flows ECMP forces together moves to 
                 dp_collective_seconds(graph, hybrid), 0.02);
   CHECK(packet.step_time < flow.step_time);
   CHECK(std::fabs(hybrid.step_time - packet.step_time) < 0.5 * std::fabs(flow.step_time - packet.step_time));
+}
+
+TEST_CASE("the three-continent DiLoCo layout runs at every fidelity: 14 node workers (6, 5, 3 nodes), FSDP inside",
+          "[packet][diloco]")
+{
+  // examples/scenarios/three-continents-diloco.json with its model cut to 2 layers of short sequences, so that the
+  // packet run of the inner step stays small; the layout, workers, uplinks, fragments and quantization are the
+  // example's.
+  auto sc =
+      scenario::load_scenario(std::string(SPANSIM_SOURCE_DIR) + "/examples/scenarios/three-continents-diloco.json");
+  sc.job.model.layers           = 2;
+  sc.job.batch.sequence_length  = 512;
+  sc.job.batch.global_sequences = 112;
+  sc.job.batch.micro_batch      = 1;
+  std::map<std::string, scenario::ScenarioRun> runs;
+  for (auto f :
+       {netsim::Fidelity::analytical, netsim::Fidelity::flow, netsim::Fidelity::packet, netsim::Fidelity::hybrid}) {
+    sc.options.fidelity = f;
+    const auto run      = scenario::run_scenario(sc);
+    REQUIRE(run.diloco.has_value());
+    const auto& d = *run.diloco;
+    std::cout << name_of(f) << ": inner " << d.inner_step << " s, outer exchange " << d.outer.seconds << " s, mean "
+              << d.mean_step << " s, compute utilization " << d.compute_utilization << "\n";
+    CHECK(d.outer.workers == 14);
+    CHECK(d.outer.regions == 3);
+    CHECK(d.outer.members_per_worker == 8);
+    CHECK(d.outer.traffic.size() == 14);
+    CHECK(d.mean_step >= d.inner_step);
+    runs.emplace(std::string(name_of(f)), run);
+  }
+  const auto& flow = *runs.at("flow").diloco;
+  for (const char* f : {"analytical", "packet", "hybrid"}) {
+    const auto& d = *runs.at(f).diloco;
+    expect_within(std::string("outer exchange, ") + f + " against flow", flow.outer.seconds, d.outer.seconds, 0.05);
+    expect_within(std::string("inner step, ") + f + " against flow", flow.inner_step, d.inner_step, 0.10);
+  }
 }

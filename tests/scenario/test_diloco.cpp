@@ -1,6 +1,8 @@
-// Infrequent cross-region synchronization (DiLoCo) against closed forms: inner steps move nothing across regions,
-// the outer step all-reduces each rank's 1/m share of its stage's pseudo-gradient with its counterpart, and the mean
-// step and bytes per step follow from H and the overlap.
+// Infrequent synchronization (DiLoCo) against closed forms: inner steps move nothing between workers, the outer
+// step all-reduces each rank's share of its stage's pseudo-gradient with the ranks of the other workers that hold
+// the same part (one ring per overlap of unequal workers' shards), uplinks cap each worker, and the mean step,
+// bytes per step and peak WAN bandwidth follow from H, the overlap and the fragments. The slot windows of NCCL
+// are test_long_links' subject: the closed forms here switch them off (plain DiLoCo's figures as before them).
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
 #include "sync/sync.hpp"
@@ -8,6 +10,9 @@
 
 #include "tests/support.hpp"
 #include "tests/support_job.hpp"
+
+#include "common/error.hpp"
+#include "common/json_reader.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -19,6 +24,44 @@ namespace {
 double tier_bytes(const topology::Topology& topo, const std::vector<double>& link_bytes, topology::Tier tier)
 {
   return netsim::tier_bytes(topo, link_bytes)[static_cast<std::size_t>(tier)];
+}
+
+sync::OuterSyncParams at(netsim::Fidelity f)
+{
+  sync::OuterSyncParams p;
+  p.fidelity     = f;
+  p.nccl.windows = false;
+  return p;
+}
+
+/// A job of the test model with `dp` FSDP replicas of `tp` GPUs, placed: by default on the first GPUs of tiny.json.
+struct TinyJob {
+  topology::Topology topo;
+  workload::JobSpec job;
+  workload::StepGraph graph;
+  placement::Placement place;
+  TinyJob(int tp, int dp, topology::Topology site = spansim::test::tiny_topology(),
+          const placement::PlacementSpec& where = first_gpus())
+      : topo(std::move(site)),
+        job(spansim::test::job({{"tp", tp}, {"cp", 1}, {"pp", 1}, {"dp", dp}, {"data_parallel", "fsdp"}},
+                               {{"kind", "1f1b"}}, dp, 512)),
+        graph(workload::build_step_graph(job)), place(topo, job, where)
+  {
+  }
+  static placement::PlacementSpec first_gpus()
+  {
+    placement::PlacementSpec ps;
+    ps.first_gpu = 0;
+    return ps;
+  }
+};
+
+sync::DilocoSpec read(const std::string& text)
+{
+  const auto holder = nlohmann::json::parse(text);
+  spec::ObjectReader root(holder, spec::Location{"scenario.json"});
+  auto r = root.object("diloco");
+  return sync::read_diloco(r);
 }
 
 } // namespace
@@ -44,10 +87,12 @@ TEST_CASE("DiLoCo: inner steps keep DP inside regions, the outer step and its av
   sync::DilocoSpec spec;
   spec.every = 8;
   for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
-    const auto outer     = sync::simulate_outer_sync(topo, graph, place, spec, f, {});
+    const auto outer     = sync::simulate_outer_sync(topo, graph, place, spec, at(f));
     const std::string at = " at " + std::string(name_of(f));
     CHECK(outer.regions == 2);
-    CHECK(outer.members_per_region == 2);
+    CHECK(outer.workers == 2);
+    CHECK(outer.members_per_worker == 2);
+    CHECK(outer.segments == 2);
     // Each rank all-reduces x = P / m with its one counterpart: a ring of 2 moves x each way per pair.
     const double x = graph.stages[0].params * j.gradient_reduce_bytes / 2;
     expect_within("shard per rank" + at, x, outer.shard_bytes, 1e-12);
@@ -60,7 +105,8 @@ TEST_CASE("DiLoCo: inner steps keep DP inside regions, the outer step and its av
 
     // Averages: blocking, then overlapped with one inner step, then hidden entirely.
     const double tokens = j.tokens_per_step();
-    auto blocking       = sync::average(spec, inner.step_time, outer, tokens);
+    const sync::InnerStep step{inner.step_time, inner.stages[0].compute, tokens};
+    auto blocking = sync::average(spec, step, outer);
     expect_within("mean step, blocking" + at, inner.step_time + outer.seconds / 8, blocking.mean_step, 1e-12);
     expect_within("bytes across regions per step = outer / H" + at, 4 * x / 8, blocking.bytes_across_regions_per_step,
                   1e-12);
@@ -69,7 +115,9 @@ TEST_CASE("DiLoCo: inner steps keep DP inside regions, the outer step and its av
     streaming.overlap_steps = 1;
     const double hidden     = std::max(0.0, outer.seconds - inner.step_time);
     expect_within("mean step, one step of overlap" + at, inner.step_time + hidden / 8,
-                  sync::average(streaming, inner.step_time, outer, tokens).mean_step, 1e-12);
+                  sync::average(streaming, step, outer).mean_step, 1e-12);
+    expect_within("compute utilization = compute / mean step" + at, inner.stages[0].compute / blocking.mean_step,
+                  blocking.compute_utilization, 1e-12);
   }
 
   // Compression divides the outer bytes by its ratio and adds its GPU cost to the outer step.
@@ -77,8 +125,8 @@ TEST_CASE("DiLoCo: inner steps keep DP inside regions, the outer step and its av
   compressed.compression                = netsim::CompressionRule{};
   compressed.compression->ratio         = 4;
   compressed.compression->compress_rate = 100e9;
-  const auto plain = sync::simulate_outer_sync(topo, graph, place, spec, netsim::Fidelity::analytical, {});
-  const auto small = sync::simulate_outer_sync(topo, graph, place, compressed, netsim::Fidelity::analytical, {});
+  const auto plain = sync::simulate_outer_sync(topo, graph, place, spec, at(netsim::Fidelity::analytical));
+  const auto small = sync::simulate_outer_sync(topo, graph, place, compressed, at(netsim::Fidelity::analytical));
   expect_within("compressed outer bytes across regions", plain.bytes_across_regions / 4, small.bytes_across_regions,
                 1e-12);
   const double x = plain.shard_bytes;
@@ -97,7 +145,7 @@ TEST_CASE("DiLoCo with DDP: the replicas all-gather the updated shards inside ea
       topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"east-b0", "west-b0"}});
   sync::DilocoSpec spec;
   spec.every       = 4;
-  const auto outer = sync::simulate_outer_sync(topo, graph, place, spec, netsim::Fidelity::analytical, {});
+  const auto outer = sync::simulate_outer_sync(topo, graph, place, spec, at(netsim::Fidelity::analytical));
   const double p   = graph.stages[0].params * j.gradient_reduce_bytes;
   // The cross-region part is FSDP's; then a ring all-gather of P over the 2 ranks of each region, in node or across
   // the pod: it adds time but no cross-region byte.
@@ -107,4 +155,126 @@ TEST_CASE("DiLoCo with DDP: the replicas all-gather the updated shards inside ea
   auto local        = topo.route(place.gpu(0), place.gpu(1));
   const double gath = p / 2 / topo.route_bandwidth(local) + topo.route_latency(local);
   expect_within("outer synchronization with the all-gather", ar + gath, outer.seconds, 0.02);
+}
+
+TEST_CASE("DiLoCo workers of unequal sizes on their own uplinks: one ring per shard overlap, the slowest uplink binds",
+          "[diloco]")
+{
+  // DP 12 with FSDP on GPUs 0-11 (three nodes of 4); workers of 6, 4 and 2 ranks on 2, 1 and 0.5 Gb/s uplinks.
+  TinyJob t(1, 12);
+  auto spec      = read(R"({"diloco": {"every": 10, "workers": [
+      {"name": "big", "gpus": "0-5", "uplink": "2Gbps"},
+      {"name": "mid", "gpus": ["6-8", "9"], "uplink": "1Gbps"},
+      {"name": "small", "gpus": "10-11", "uplink": "500Mbps"}]}})");
+  const double p = t.graph.stages[0].params * t.job.gradient_reduce_bytes;
+  // The shards' cuts at 1/6 .. 5/6, 1/4, 1/2, 3/4: 8 segments, each a ring of 3 ranks.
+  for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
+    const std::string where = std::string(" at ") + std::string(name_of(f));
+    const auto outer        = sync::simulate_outer_sync(t.topo, t.graph, t.place, spec, at(f));
+    CHECK(outer.workers == 3);
+    CHECK(outer.segments == 8);
+    CHECK(outer.members_per_worker == 6);
+    expect_within("largest shard: P / 2 (the small worker's)" + where, p / 2, outer.shard_bytes, 1e-12);
+    // A ring of W = 3 sends 2 (W - 1) / W of its bytes from each rank: every worker sends 4/3 P in all.
+    REQUIRE(outer.traffic.size() == 3);
+    for (const auto& w : outer.traffic) {
+      expect_within("bytes out of worker " + w.name + where, 4.0 / 3 * p, w.bytes_out, 1e-9);
+      expect_within("bytes into worker " + w.name + where, 4.0 / 3 * p, w.bytes_in, 1e-9);
+    }
+    CHECK(outer.traffic[0].gpus == 6);
+    CHECK(outer.traffic[1].gpus == 4);
+    // The 0.5 Gb/s uplink binds: its rings share it by their bytes and end together, each after its own edge's
+    // latency (the longest: a ring edge between nodes of one pod).
+    double latency = 0;
+    for (int a : {10, 11})
+      for (int b = 0; b < 10; ++b)
+        latency = std::max(latency, t.topo.route_latency(t.topo.route(a, b)));
+    expect_within("outer exchange: 4/3 P over the slowest uplink" + where, 4.0 / 3 * p / (0.5e9 / 8) + latency,
+                  outer.seconds, 0.01);
+  }
+  // Quantized to 4 bits from fp32 gradients: 1/8 of the bytes, plus the memory-bound (de)quantization of the
+  // largest shard: once each way and once per reduce hop (W - 1 = 2 hops of 1/3), each pass reading 4 B and
+  // writing 0.5 B per element at the GPU's HBM bandwidth.
+  spec.quantization = sync::Quantization{4, 0};
+  const auto q      = sync::simulate_outer_sync(t.topo, t.graph, t.place, spec, at(netsim::Fidelity::analytical));
+  expect_within("4-bit bytes out of the small worker", 4.0 / 3 * p / 8, q.traffic[2].bytes_out, 1e-9);
+  const double pass = p / 2 / 4 * (4 + 0.5) / t.job.gpu.hbm_bandwidth;
+  expect_within("quantization GPU seconds", 2 * pass * (1 + 2.0 / 3), q.compression_seconds, 1e-12);
+  expect_within("4-bit outer exchange", 4.0 / 3 * p / 8 / (0.5e9 / 8) + q.compression_seconds, q.seconds, 0.01);
+}
+
+TEST_CASE("streaming DiLoCo: each fragment's exchange moves 1/P of the bytes, P times as often, at 1/P of the peak "
+          "WAN bandwidth",
+          "[diloco]")
+{
+  TinyJob t(1, 4, topology::Topology(topology::load_topology_spec("two-regions")),
+            {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"east-b0", "west-b0"}});
+  auto plain       = read(R"({"diloco": {"every": 16, "overlap_steps": 1}})");
+  auto streaming   = read(R"({"diloco": {"every": 16, "overlap_steps": 1, "fragments": 4}})");
+  const auto whole = sync::simulate_outer_sync(t.topo, t.graph, t.place, plain, at(netsim::Fidelity::analytical));
+  const auto part  = sync::simulate_outer_sync(t.topo, t.graph, t.place, streaming, at(netsim::Fidelity::analytical));
+  expect_within("a fragment's bytes across regions", whole.bytes_across_regions / 4, part.bytes_across_regions, 1e-12);
+  expect_within("a fragment's shard", whole.shard_bytes / 4, part.shard_bytes, 1e-12);
+  const sync::InnerStep inner{0.5 * part.seconds, 0.4 * part.seconds, 1e6}; // an exchange outlasts a step
+  const auto a = sync::average(plain, inner, whole);
+  const auto b = sync::average(streaming, inner, part);
+  expect_within("plain: inner + (outer - inner) / 16", inner.seconds + (whole.seconds - inner.seconds) / 16,
+                a.mean_step, 1e-12);
+  expect_within("streaming: inner + 4 (fragment - inner) / 16", inner.seconds + 4 * (part.seconds - inner.seconds) / 16,
+                b.mean_step, 1e-12);
+  expect_within("same bytes per step", a.bytes_across_regions_per_step, b.bytes_across_regions_per_step, 1e-12);
+  expect_within("peak WAN: a fragment's bytes over one inner step", part.bytes_across_regions / inner.seconds,
+                b.peak_wan_bandwidth, 1e-12);
+  expect_within("plain DiLoCo's peak, 4 times as high", a.peak_wan_bandwidth, b.plain_peak_wan_bandwidth, 1e-12);
+  expect_within("plain's peak reported against itself", a.peak_wan_bandwidth, a.plain_peak_wan_bandwidth, 1e-12);
+}
+
+TEST_CASE("DiLoCo workers by level: nodes split the inner steps' groups, a worker that splits a replica is refused",
+          "[diloco]")
+{
+  TinyJob t(2, 8);
+  auto spec = read(R"({"diloco": {"every": 4, "workers": "node"}})");
+  const auto workers =
+      sync::resolve_workers(t.topo, t.graph, t.place, spec, spec::Location{"scenario.json", "$.diloco"});
+  CHECK(workers.names.size() == 4); // 16 GPUs, 4 per node
+  netsim::StepOptions o;
+  o.fidelity      = netsim::Fidelity::analytical;
+  o.dp_workers    = workers.of_gpu;
+  const auto step = netsim::simulate_step(t.topo, t.graph, t.place, o);
+  CHECK(tier_bytes(t.topo, step.link_bytes, topology::Tier::nic) == 0); // nothing of DP leaves a node
+  const auto outer = sync::simulate_outer_sync(t.topo, t.graph, t.place, spec, at(netsim::Fidelity::analytical));
+  CHECK(outer.workers == 4);
+  CHECK(outer.members_per_worker == 2);
+  // Ranges that cut through a TP pair: GPUs 0 and 1 hold one replica's two tensor shards.
+  auto split = read(R"({"diloco": {"every": 4, "workers": [{"gpus": "0"}, {"gpus": "1-15"}]}})");
+  CHECK_THROWS_WITH(sync::resolve_workers(t.topo, t.graph, t.place, split, spec::Location{"scenario.json", "$.diloco"}),
+                    Catch::Contains("scenario.json") && Catch::Contains("$.diloco.workers") &&
+                        Catch::Contains("whole replicas"));
+}
+
+TEST_CASE("DiLoCo's block refuses overlapping or missing workers, 0 fragments, 0-bit quantization",
+          "[diloco][bad-input]")
+{
+  TinyJob t(1, 8);
+  auto resolve = [&](const std::string& text) {
+    return sync::resolve_workers(t.topo, t.graph, t.place, read(text), spec::Location{"scenario.json", "$.diloco"});
+  };
+  CHECK_THROWS_WITH(resolve(R"({"diloco": {"every": 4, "workers": [{"gpus": "0-4"}, {"gpus": "4-7"}]}})"),
+                    Catch::Contains("$.diloco.workers[1].gpus") && Catch::Contains("GPU 4") &&
+                        Catch::Contains("overlap"));
+  CHECK_THROWS_WITH(resolve(R"({"diloco": {"every": 4, "workers": [{"gpus": "0-3"}, {"gpus": "4-6"}]}})"),
+                    Catch::Contains("$.diloco.workers") && Catch::Contains("GPU 7") && Catch::Contains("no worker"));
+  CHECK_THROWS_WITH(resolve(R"({"diloco": {"every": 4, "workers": [{"gpus": "0-3"}, {"gpus": "4-9"}]}})"),
+                    Catch::Contains("GPU 8") && Catch::Contains("not one of the job's GPUs"));
+  CHECK_THROWS_WITH(read(R"({"diloco": {"every": 4, "workers": [{"gpus": "7-3"}, {"gpus": "4-6"}]}})"),
+                    Catch::Contains("$.diloco.workers[0].gpus") && Catch::Contains("7-3"));
+  CHECK_THROWS_WITH(read(R"({"diloco": {"every": 4, "fragments": 0}})"),
+                    Catch::Contains("scenario.json") && Catch::Contains("$.diloco.fragments"));
+  CHECK_THROWS_WITH(read(R"({"diloco": {"every": 4, "fragments": 8}})"), Catch::Contains("at most"));
+  CHECK_THROWS_WITH(read(R"({"diloco": {"every": 4, "quantization": {"bits": 0}}})"),
+                    Catch::Contains("$.diloco.quantization.bits"));
+  CHECK_THROWS_WITH(read(R"({"diloco": {"every": 4, "workers": "rack"}})"),
+                    Catch::Contains("$.diloco.workers") && Catch::Contains("node"));
+  CHECK_THROWS_WITH(read(R"({"diloco": {"every": 8, "fragments": 4, "overlap_steps": 2}})"),
+                    Catch::Contains("$.diloco.overlap_steps"));
 }
