@@ -52,6 +52,10 @@ void run(const ReliabilityOptions& o)
                                "reliability/README.md)");
   if (o.days > 0 && o.tokens > 0)
     throw UsageError("give at most one of --days and --tokens");
+  // The cap on every time spansim reads (units.cpp): a horizon past it would run for ever.
+  constexpr double kMaxSeconds = 1e10;
+  if (o.days * 86400 > kMaxSeconds)
+    throw UsageError("--days " + fmt(o.days, 6) + " is past the cap on times, 1e10 s (about 115,741 days)");
   sc.options.fidelity = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
   if (o.seed >= 0)
     sc.reliability->seed = static_cast<std::uint64_t>(o.seed);
@@ -81,6 +85,10 @@ void run(const ReliabilityOptions& o)
   const auto& spec = *sc.reliability;
   const auto shape = reliability::run_shape(sc.job, run.placed->topology(), run.placed->placement(), spec, step);
   const auto costs = reliability::costs(spec, shape);
+  if (o.tokens > 0 && o.tokens / shape.tokens_per_step * step > kMaxSeconds)
+    throw UsageError("--tokens " + fmt(o.tokens, 6) + " takes " + fmt(o.tokens / shape.tokens_per_step * step, 4) +
+                     " s at " + fmt(shape.tokens_per_step / step, 4) +
+                     " tokens/s even without failures, past the cap on times, 1e10 s");
   reliability::Horizon h;
   h.days   = o.days > 0 || o.tokens > 0 ? o.days : spec.horizon_days;
   h.tokens = o.tokens;

@@ -61,8 +61,12 @@ PlacementSpec parse_placement(const nlohmann::json& json, const std::string& fil
   spec::ObjectReader r(json, spec::Location{file, json_path});
   if (r.has("order"))
     spec.order = workload::read_rank_order(r, "order");
-  if (r.has("buildings"))
+  if (r.has("buildings")) {
     spec.buildings = r.strings("buildings");
+    if (spec.buildings.empty())
+      r.fail("buildings", "expected at least one building name (leave the key out to take the first buildings the "
+                          "job needs)");
+  }
   if (r.has("first_gpu"))
     spec.first_gpu = r.integer("first_gpu", 0, 1LL << 40);
   if (spec.first_gpu >= 0 && !spec.buildings.empty())

@@ -92,12 +92,17 @@ Topology Topology::with_faults(const FaultSpec& faults) const
         return static_cast<int>(k);
     return -1;
   };
+  std::vector<const spec::Location*> listed(links_.size(), nullptr); // where each link was listed first
   for (const auto& l : faults.links) {
     const int k = find_link(l.name);
     if (k < 0)
       l.where.member("name").fail(
           "unknown link \"" + l.name + "\" (links are named \"A -- B\" by their ends, as in " + "results, e.g. \"" +
           link_name(static_cast<int>(std::min<std::int64_t>(counts_.gpus, std::int64_t(links_.size()) - 1))) + "\")");
+    if (listed[k] != nullptr)
+      l.where.member("name").fail("link \"" + link_name(k) + "\" is listed twice (first at " + listed[k]->path +
+                                  "): list each link once, with the fraction of its bandwidth left");
+    listed[k] = &l.where;
     if (l.bandwidth < left[k]) {
       left[k] = l.bandwidth;
       why[k]  = "link " + l.name + (l.bandwidth > 0 ? " degraded" : " failed");

@@ -75,6 +75,12 @@ DlrmModel read_dlrm_model(spec::ObjectReader r)
     m.tables.push_back(e);
   }
   m.bottom_mlp = widths(r, "bottom_mlp", false);
+  if (m.bottom_mlp.empty() && m.dense_features > 0)
+    r.fail("bottom_mlp", "expected the bottom MLP's widths, the last the embedding dimension (" +
+                             std::to_string(m.dim()) + "): the " + std::to_string(m.dense_features) +
+                             " dense features reach the interaction through it");
+  if (m.bottom_mlp.empty() && r.has("bottom_mlp"))
+    r.fail("bottom_mlp", "an empty bottom MLP: leave the key out when there are no dense features");
   if (!m.bottom_mlp.empty() && m.bottom_mlp.back() != m.dim())
     r.fail("bottom_mlp", "the last width is the embedding dimension (" + std::to_string(m.dim()) +
                              "): the dense features join the embeddings in the interaction");
