@@ -4,10 +4,12 @@
 
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
+#include "common/units.hpp"
 #include "common/version.hpp"
 #include "report/report.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <set>
 
@@ -76,6 +78,19 @@ SharedSpec parse_shared(const json& document, const std::string& file)
 }
 
 namespace {
+
+// A whole number as text, in exponent form when it would not fit in a long.
+std::string count(double n)
+{
+  if (n < 9e15) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f", n);
+    return buf;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", n);
+  return buf;
+}
 
 void report_phase(const PhaseCallback& phase, const std::string& what)
 {
@@ -186,10 +201,13 @@ SharedRun run_shared(const SharedSpec& spec, const PhaseCallback& phase)
     const double a = out.jobs[j].alone_step;
     // One step more than the window holds alone, so that every job still runs when a slowed one reaches the
     // window's end.
-    all[j].steps = a > 0 ? static_cast<int>(std::ceil(out.window / a - 1e-9)) + 1 : 2;
-    if (all[j].steps > 100'000)
-      throw UsageError("shared network \"" + spec.name + "\": job \"" + out.jobs[j].name + "\" would run " +
-                       std::to_string(all[j].steps) + " steps in the window (at most 100,000): shorten the window");
+    // In doubles first: a long window over a short step would overflow an int.
+    const double steps = a > 0 ? std::ceil(out.window / a - 1e-9) + 1 : 2;
+    if (steps > 100'000)
+      throw SpecError(spec.file, spec.window_seconds > 0 ? "$.window.time" : "$.window.steps",
+                      "job \"" + out.jobs[j].name + "\" (a " + units::format_time(a) + " step alone) would run " +
+                          count(steps) + " steps in the window (at most 100,000): shorten the window");
+    all[j].steps = static_cast<int>(steps);
     ops_per_window += static_cast<std::int64_t>(ops_per_step[j]) * all[j].steps;
   }
   if (ops_per_window > spec.max_flow_ops)
