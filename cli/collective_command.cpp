@@ -184,6 +184,12 @@ void run(const CollectiveOptions& o)
                             {"window_bytes_per_channel", calls[i].nccl.window},
                             {"bound", name_of(calls[i].bound)},
                             {"estimate_s", calls[i].estimate}};
+      if (calls[i].estimate <= 0) { // send/recv lowerings: their windows are the p2p slots, no pipelined call
+        row["protocol"]                 = "p2p";
+        row["nccl_channels"]            = nullptr;
+        row["window_bytes_per_channel"] = nullptr;
+        row["bound"]                    = nullptr;
+      }
       for (std::size_t f = 0; f < fidelities.size(); ++f) {
         double t                                 = points[i].time[f];
         double algbw                             = points[i].bytes / t;
@@ -221,12 +227,11 @@ void run(const CollectiveOptions& o)
   if (fidelities.size() > 1)
     table.headers.push_back("busbw(GB/s) flow");
   for (std::size_t i = 0; i < points.size(); ++i) {
-    std::vector<std::string> row{units::format_size(points[i].bytes),
-                                 fixed(points[i].bytes, 0),
-                                 algorithms[i],
-                                 std::string(name_of(calls[i].nccl.protocol)),
-                                 std::to_string(calls[i].nccl.channels),
-                                 std::string(name_of(calls[i].bound))};
+    std::vector<std::string> row{units::format_size(points[i].bytes), fixed(points[i].bytes, 0), algorithms[i],
+                                 // Send/recv lowerings (direct, halving-doubling) have no pipelined call to name.
+                                 calls[i].estimate > 0 ? std::string(name_of(calls[i].nccl.protocol)) : "p2p",
+                                 calls[i].estimate > 0 ? std::to_string(calls[i].nccl.channels) : "-",
+                                 calls[i].estimate > 0 ? std::string(name_of(calls[i].bound)) : "-"};
     for (std::size_t f = 0; f < fidelities.size(); ++f) {
       double t = points[i].time[f];
       row.push_back(fixed(t * 1e6, 2));

@@ -7,10 +7,16 @@
 
 namespace spansim {
 
-/// @brief Base of every error spansim reports to a user (exit code 2 in the CLI).
+/// @brief `text` with its control characters escaped as JSON escapes them (\\n, \\t, \\u001b, \\u0000): an error
+/// message echoes names and values from the input, and must stay one line that colours no terminal.
+std::string escape_controls(const std::string& text);
+
+/// @brief Base of every error spansim reports to a user (exit code 2 in the CLI). Its message is one line: control
+/// characters are escaped (escape_controls).
 class Error : public std::runtime_error {
 public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& what) : std::runtime_error(escape_controls(what)) {}
+  explicit Error(const char* what) : Error(std::string(what)) {}
 };
 
 /// @brief A spec file (topology, job, scenario, ...) is unreadable, malformed or inconsistent.

@@ -171,10 +171,12 @@ public:
   /// connections may have in flight together (0: none).
   void transfer(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out, double window = 0)
   {
+    // A stretched transfer moves stretch times its bytes at the engines' rates: its window and rate cap, which
+    // bound its real bytes, scale with it.
     const double rate = rate_of(src, dst);
     for (int c = 0; c < channels_; ++c) {
-      out.push_back(
-          graph_.add_transfer(src, dst, bytes / channels_, deps, {stretch_, window / channels_, rate / channels_}));
+      out.push_back(graph_.add_transfer(src, dst, bytes / channels_, deps,
+                                        {stretch_, stretch_ * window / channels_, stretch_ * rate / channels_}));
       ++flows_;
     }
   }
@@ -203,13 +205,13 @@ public:
   /// the chain of dependent steps (`chain`, seconds) that the flows do not already pay: each flow pays its own
   /// route latency, and a flow held by its window waits for credit long enough to hide the chain.
   int pipelined(const std::vector<std::pair<int, int>>& pairs, double volume, double chain, const NcclCall& call,
-                const std::vector<int>& deps)
+                const std::vector<int>& deps, int channels_per_edge = 0)
   {
     if (pairs.empty())
       return barrier(deps);
     std::vector<int> ops;
     const double wire   = volume * call.wire;
-    const double window = call.window * call.channels;
+    const double window = call.window * (channels_per_edge > 0 ? channels_per_edge : call.channels);
     for (auto [a, b] : pairs)
       transfer(a, b, wire, deps, ops, window);
     // The bottleneck edge alone on its links: latency, then its bytes at the smaller of bandwidth and window rate.
@@ -218,11 +220,13 @@ public:
       const auto route       = topology_.route(a, b);
       const double l         = topology_.route_latency(route);
       const double bandwidth = topology_.route_bandwidth(route);
-      const double w         = topology_.effective_window(window);
-      const double rtt       = topology_.round_trip(a, b);
-      const double cap       = rate_of(a, b) > 0 ? rate_of(a, b) : std::numeric_limits<double>::infinity();
-      const double rate      = std::min(w > 0 && rtt > 0 ? w / rtt : std::numeric_limits<double>::infinity(), cap);
-      const double t         = l + wire / std::min(bandwidth, rate);
+      // The engines apply the site's window to each flow: the transfer's channels, each split into queue pairs.
+      const double flows = static_cast<double>(channels_) * std::max(1, topology_.spec().multipath.qps);
+      const double w     = flows * topology_.effective_window(window / flows);
+      const double rtt   = topology_.round_trip(a, b);
+      const double cap   = rate_of(a, b) > 0 ? rate_of(a, b) : std::numeric_limits<double>::infinity();
+      const double rate  = std::min(w > 0 && rtt > 0 ? w / rtt : std::numeric_limits<double>::infinity(), cap);
+      const double t     = l + wire / std::min(bandwidth, rate);
       if (t > worst) {
         worst        = t;
         latency      = l;
@@ -285,7 +289,8 @@ public:
         chain = std::max(chain, deepest(edges, up, k) + deepest(edges, down, k));
       }
       const auto call = plan_collective(shape(op, gpus, pairs, bytes, true), nccl_);
-      return pipelined(pairs, bytes / 2, chain, call, deps);
+      // NCCL runs the tree and its mirror on half of the channels each.
+      return pipelined(pairs, bytes / 2, chain, call, deps, std::max(1, call.channels / 2));
     }
     // Broadcast or reduce: one tree rooted at `root` (positions rotated so that the root is position 0).
     const auto edges = tree_edges(k, false);

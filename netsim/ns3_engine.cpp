@@ -471,8 +471,12 @@ private:
       qp.bytes       = op_bytes(ops[op]);
       qp.window      = topology_.effective_window(ops[op].window);
       qp.line_rate   = topology_.links()[pair.data.front().link].bandwidth;
-      if (ops[op].rate > 0) // paced at its cap from the start, and DCQCN recovers to it, not beyond
-        qp.line_rate = std::min(qp.line_rate, ops[op].rate);
+      if (ops[op].rate > 0) { // paced at its cap from the start, and DCQCN recovers to it, not beyond
+        // The cap counts payload; the pacer counts wire bytes, headers included.
+        const double payload = roce_payload(settings_);
+        qp.line_rate         = std::min(
+                    qp.line_rate, ops[op].rate * (payload + roce::kTransportOverhead + roce::kLinkOverhead - 2) / payload);
+      }
       qp.data_flow = static_cast<std::uint32_t>(2 * i + 1);
       qp.cnp_flow  = static_cast<std::uint32_t>(2 * i + 2);
       if (pair.spray.empty()) {

@@ -688,14 +688,17 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
     const double per = std::max(1, sh.dp.n / sp.cp[at[knob_cp]]);
     double shard     = (s.dense + s.expert) * gb / per;
     double cost      = 0;
+    shard /= d.fragments; // an exchange moves one fragment
     if (d.compression) {
       cost = d.compression->cost(shard);
       shard /= d.compression->ratio;
+    } else if (d.quantization) {
+      shard /= gb * 8 / d.quantization->bits;
     }
     const double volume = 2.0 * (r - 1) / r * shard;
     const double ranks  = static_cast<double>(spec.base.gpus);
     const double outer  = volume * ranks / r / site_facts.region_link + cost;
-    step += std::max(0.0, outer - d.overlap_steps * step) / std::max(1, d.every);
+    step += d.fragments * std::max(0.0, outer - d.overlap_steps * step) / std::max(1, d.every);
   }
   return step;
 }

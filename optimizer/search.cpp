@@ -88,7 +88,8 @@ void add_outer_sync(const Point& p, const topology::Topology& site, const worklo
   if (m.bytes_across_regions)
     m.bytes_across_regions = *m.bytes_across_regions + mean.bytes_across_regions_per_step;
   if (m.bytes_across_buildings)
-    m.bytes_across_buildings = *m.bytes_across_buildings + outer.bytes_across_buildings / p.diloco->every;
+    m.bytes_across_buildings =
+        *m.bytes_across_buildings + outer.bytes_across_buildings * p.diloco->fragments / p.diloco->every;
 }
 
 Metrics metrics_of(const netsim::StepResult& r, const topology::Topology& topo, bool with_links)

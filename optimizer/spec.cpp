@@ -314,7 +314,12 @@ OptimizeSpec load_optimize_spec(const std::string& path)
         *s, "diloco", sp.diloco,
         [&](const json& v, const spec::Location& at) {
           spec::ObjectReader d(v, at);
-          return std::optional<sync::DilocoSpec>(sync::read_diloco(d));
+          auto block = sync::read_diloco(d);
+          // The search's inner steps keep data parallelism inside regions: other workers are for `spansim run`.
+          if (block.workers != sync::WorkerLevel::region)
+            at.member("workers").fail("the optimizer searches DiLoCo with region workers only (leave \"workers\" "
+                                      "out); run other workers with spansim run");
+          return std::optional<sync::DilocoSpec>(block);
         },
         "a diloco block such as {\"every\": 8}");
     const bool template_links = !spec.topology.graph;
