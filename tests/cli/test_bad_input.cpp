@@ -3,6 +3,8 @@
 #include "run_spansim.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -97,6 +99,11 @@ TEST_CASE("every case of the bad-input corpus: one stderr line with file and JSO
     INFO("spansim " << args << "\nexit code " << r.exit_code << "\nstderr: " << r.err << "\nstdout: " << r.out);
     CHECK(r.exit_code == c.at("exit").get<int>());
     CHECK(lines(r.err) == 1);
+    // No control character from the input reaches the terminal (error messages escape them).
+    CHECK(std::none_of(r.err.begin(), r.err.end() - (r.err.empty() ? 0 : 1), [](char ch) {
+      const auto u = static_cast<unsigned char>(ch);
+      return u < 0x20 || u == 0x7f;
+    }));
     CHECK(r.err.rfind("spansim: error: ", 0) == 0);
     CHECK(r.out.empty());
     for (const auto& says : c.at("says")) {
