@@ -7,8 +7,9 @@
 
 namespace spansim {
 
-/// @brief `text` with its control characters escaped as JSON escapes them (\\n, \\t, \\u001b, \\u0000): an error
-/// message echoes names and values from the input, and must stay one line that colours no terminal.
+/// @brief `text` with its control characters escaped as JSON escapes them (\n, \t, \u001b, \u0000) and bytes that
+/// are not UTF-8 as \xNN: an error message echoes names and values from the input, and must stay one line of text
+/// that colours no terminal.
 std::string escape_controls(const std::string& text);
 
 /// @brief Base of every error spansim reports to a user (exit code 2 in the CLI). Its message is one line: control

@@ -102,7 +102,8 @@ def test_result_tables_are_the_summary_as_data_frames():
 
 
 BAD_RUNS = ["escape_scenario_name.json", "faults_unknown_link.json", "multipath_unknown_routing.json",
-            "packet_unknown_transport.json", "compression_ratio_below_one.json", "hetero_unknown_building.json"]
+            "packet_unknown_transport.json", "compression_ratio_below_one.json", "hetero_unknown_building.json",
+            "invalid_utf8_building.json", "control_newline_building.json"]
 
 
 @pytest.mark.parametrize("name", BAD_RUNS)
