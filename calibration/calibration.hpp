@@ -43,6 +43,9 @@ struct Published {
   double value          = 0;
   double flops_per_step = 0; ///< tflops_per_gpu and mfu: FLOPs per step under the source's own formula
   double peak           = 0; ///< mfu: the peak (FLOP/s) the source divided by
+  /// @brief The formula the figure's FLOPs follow (causal, megatron, torchtitan, megatron-sc21, mosaicml, nemo, 6n)
+  /// or "none" for a time, token rate or utilization.
+  std::string flop_convention = "none";
   /// @brief compute_utilization of a source that fixed the inner step (a simulation of its own): that step, in
   /// place of spansim's, so that only the synchronization is compared. 0: spansim's inner step.
   double inner_step = 0;
@@ -176,6 +179,7 @@ struct ValidationRow {
   std::array<double, netsim::kParts.size()> parts{}; ///< the simulated step's breakdown (mean over stages)
   std::string profile;                               ///< the profile in force
   std::string excluded_because;
+  std::string flop_convention = "none"; ///< the published figure's, which the simulated figure follows
 };
 
 /// @brief A validation of a dataset.

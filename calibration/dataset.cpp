@@ -51,13 +51,38 @@ Cluster read_cluster(spec::ObjectReader r)
   return c;
 }
 
-Published read_published(spec::ObjectReader r, bool simulated)
+Published read_published(spec::ObjectReader r, const workload::JobSpec* job)
 {
   Published p;
   p.metric = r.enumeration<Metric>("metric");
   p.value  = r.number("value", 1e-12, 1e18);
-  if (simulated && (p.metric == Metric::tflops_per_gpu || p.metric == Metric::mfu))
-    p.flops_per_step = r.number("flops_per_step", 1, 1e30);
+  // How the figure counted FLOPs: spansim's three (computed when the row gives no count), the formulas of SC'21
+  // (Narayanan et al. eq. 3, recompute counted), MosaicML's llm-foundry, NeMo's callback and 6 N D (the row's
+  // flops_per_step), or "none" for a time, token rate or utilization.
+  p.flop_convention = r.choice("flop_convention", {"causal", "megatron", "torchtitan", "megatron-sc21", "mosaicml",
+                                                   "nemo", "6n", "unstated", "none"});
+  const bool rate   = p.metric == Metric::tflops_per_gpu || p.metric == Metric::mfu;
+  if (rate == (p.flop_convention == "none"))
+    r.fail("flop_convention", rate ? "a TFLOP/s or MFU figure names the formula its source counted FLOPs with "
+                                     "(causal, megatron, torchtitan, megatron-sc21, mosaicml, nemo, 6n)"
+                                   : "a step time, token rate or utilization counts no FLOPs: \"none\"");
+  const bool simulated = job != nullptr;
+  if (simulated && p.flop_convention == "unstated")
+    r.fail("flop_convention", "a figure whose FLOP formula is unstated cannot be converted to a step time: exclude "
+                              "the row with that reason");
+  if (simulated && rate) {
+    // spansim computes the conventions it knows; another source's own formula gives its count per step.
+    const auto known = parse_name<workload::FlopConvention>(p.flop_convention);
+    if (known && !r.has("flops_per_step")) {
+      const auto c   = *known;
+      const double s = job->batch.sequence_length;
+      const auto flops =
+          workload::model_flop_counts(*job, job->tokens_per_step() * workload::causal_flops_per_token(job->model, s));
+      p.flops_per_step = flops.get(c);
+    } else {
+      p.flops_per_step = r.number("flops_per_step", 1, 1e30);
+    }
+  }
   if (simulated && p.metric == Metric::mfu)
     p.peak = units::parse_flop_rate(r.string("peak"));
   if ((p.metric == Metric::mfu || p.metric == Metric::compute_utilization) && !(p.value <= 1))
@@ -150,7 +175,7 @@ Dataset load_dataset(const std::string& path)
     } else {
       run.excluded_because = row.string("excluded_because");
     }
-    run.published = read_published(row.object("published"), simulated);
+    run.published = read_published(row.object("published"), run.job ? &*run.job : nullptr);
     if (simulated && run.published.metric == Metric::compute_utilization && !run.diloco)
       row.fail("published", "compute_utilization is a DiLoCo row's figure: give the row its \"diloco\" block");
     row.finish();

@@ -422,13 +422,14 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
   for (std::size_t i = 0; i < simulated.size(); ++i) {
     const auto& run = *simulated[i];
     ValidationRow row;
-    row.name           = run.name;
-    row.gpu            = run.job->gpu.name;
-    row.role           = run.role;
-    row.metric         = run.published.metric;
-    row.published      = run.published.value;
-    const double step  = unpack(steps[i].substr(0, sizeof(double)));
-    const double inner = unpack(steps[i].substr(sizeof(double), sizeof(double)));
+    row.name            = run.name;
+    row.gpu             = run.job->gpu.name;
+    row.role            = run.role;
+    row.metric          = run.published.metric;
+    row.published       = run.published.value;
+    row.flop_convention = run.published.flop_convention;
+    const double step   = unpack(steps[i].substr(0, sizeof(double)));
+    const double inner  = unpack(steps[i].substr(sizeof(double), sizeof(double)));
     for (std::size_t k = 0; k < row.parts.size(); ++k)
       row.parts[k] = unpack(steps[i].substr((k + 2) * sizeof(double), sizeof(double)));
     row.simulated = run.in_published_metric(step, inner);
@@ -460,6 +461,7 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
       row.metric           = run.published.metric;
       row.published        = run.published.value;
       row.excluded_because = run.excluded_because;
+      row.flop_convention  = run.published.flop_convention;
       report.rows.push_back(row);
     }
   report.mape_fit   = report.fit_rows ? fit_sum / static_cast<double>(report.fit_rows) : 0;

@@ -118,8 +118,11 @@ void validate(const ValidateOptions& o)
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& r : report.rows) {
-      nlohmann::json j = {
-          {"run", r.name}, {"role", name_of(r.role)}, {"metric", name_of(r.metric)}, {"published", r.published}};
+      nlohmann::json j = {{"run", r.name},
+                          {"role", name_of(r.role)},
+                          {"metric", name_of(r.metric)},
+                          {"published", r.published},
+                          {"flop_convention", r.flop_convention}};
       if (r.role == calibration::Role::excluded) {
         j["excluded_because"] = r.excluded_because;
       } else {
@@ -163,7 +166,7 @@ void validate(const ValidateOptions& o)
     std::cout << j.dump(2) << "\n";
     return;
   }
-  Table t{"", {"run", "gpu", "role", "published", "simulated", "error", "left out"}, {}};
+  Table t{"", {"run", "gpu", "role", "published", "simulated", "error", "left out", "FLOPs"}, {}};
   if (o.breakdown)
     for (const char* part : {"compute", "exposed", "bubble"})
       t.headers.push_back(part);
@@ -174,7 +177,8 @@ void validate(const ValidateOptions& o)
       continue;
     }
     t.rows.push_back({r.name, r.gpu, std::string(name_of(r.role)), figure(r.metric, r.published),
-                      figure(r.metric, r.simulated), pct(r.error), r.loo_error ? pct(*r.loo_error) : "-"});
+                      figure(r.metric, r.simulated), pct(r.error), r.loo_error ? pct(*r.loo_error) : "-",
+                      r.flop_convention == "none" ? "-" : r.flop_convention});
     if (o.breakdown) {
       // Shares of the stages' mean step: compute, communication the compute waited for, pipeline bubble.
       double total = 0, exposed = 0;
@@ -192,7 +196,9 @@ void validate(const ValidateOptions& o)
   }
   print_table(std::cout, t);
   std::cout << "\nerror: simulated over published throughput, minus 1 (+: the simulation is faster); left out: the "
-               "same with the profile fitted without the row\n";
+               "same with the profile fitted without the row; FLOPs: the formula of a TFLOP/s or MFU figure, which "
+               "the simulated figure follows (the source's count per step over the simulated step time); other "
+               "figures are step times and token rates\n";
   std::cout << "MAPE: fit rows " << fixed(100 * report.mape_fit, 1) << "% (" << report.fit_rows << "), check rows "
             << fixed(100 * report.mape_check, 1) << "% (" << report.check_rows << ")";
   if (vo.leave_one_out)

@@ -31,6 +31,17 @@ std::string pct(double part, double whole)
   return whole > 0 ? fixed(100 * part / whole, 1) + "%" : "-";
 }
 
+// A rate under each FLOP convention that has a count: "403.1 causal, 470.2 megatron, 468.0 torchtitan".
+template <class Format>
+std::string flop_line(const netsim::StepResult& r, Format format)
+{
+  std::string out;
+  for (auto c : enum_values<workload::FlopConvention>())
+    if (c == workload::FlopConvention::causal || r.flops.get(c) > 0)
+      out += (out.empty() ? "" : ", ") + format(c) + " " + std::string(name_of(c));
+  return out;
+}
+
 // Sampled steps: the distribution, and where the time lost to variability went.
 void print_sampled(const reliability::SampledSteps& s, std::uint64_t seed)
 {
@@ -143,8 +154,8 @@ void run(const RunOptions& o)
   headline.rows = {
       {"step time", units::format_time(step)},
       {"tokens/s", fmt(r.tokens_per_second, 4)},
-      {"TFLOP/s per GPU", fixed(r.tflops_per_gpu, 1)},
-      {"MFU", pct(r.mfu, 1)},
+      {"TFLOP/s per GPU", flop_line(r, [&](auto c) { return fixed(r.tflops_per_gpu_under(c), 1); })},
+      {"MFU", flop_line(r, [&](auto c) { return pct(r.mfu_under(c), 1); })},
       {"flow graph", std::to_string(r.flow_ops) + " ops, " + std::to_string(r.transfers.size()) + " transfers"}};
   print_table(std::cout, headline);
   if (run.diloco) {

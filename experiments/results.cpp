@@ -394,8 +394,17 @@ const std::vector<std::string>& stage_columns()
 const std::vector<std::string>& metric_columns()
 {
   static const std::vector<std::string> columns = [] {
-    std::vector<std::string> c{"step_time_s",          "tokens_per_s",   "tflops_per_gpu", "mfu",
-                               "model_flops_per_step", "flow_graph_ops", "transfers"};
+    std::vector<std::string> c{"step_time_s",
+                               "tokens_per_s",
+                               "tflops_per_gpu",
+                               "mfu",
+                               "model_flops_per_step",
+                               "tflops_per_gpu_megatron",
+                               "mfu_megatron",
+                               "tflops_per_gpu_torchtitan",
+                               "mfu_torchtitan",
+                               "flow_graph_ops",
+                               "transfers"};
     for (const auto& part : summary_parts())
       for (const char* stat : {"mean", "max"})
         c.push_back(part + "_" + stat + "_s");

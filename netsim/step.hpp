@@ -131,6 +131,14 @@ struct StepResult {
   double model_flops       = 0; ///< per step, whole job
   double tflops_per_gpu    = 0; ///< model FLOP/s per GPU, in TFLOP/s
   double mfu               = 0; ///< against the GPU's dense peak at the job's precision
+  double peak_flops        = 0; ///< that peak, FLOP/s per GPU
+  workload::FlopCounts flops;   ///< the step's model FLOPs under each convention (model_flops is the causal one)
+  /// @brief TFLOP/s per GPU and MFU under convention `c` (0 where it has no count).
+  double tflops_per_gpu_under(workload::FlopConvention c) const
+  {
+    return model_flops > 0 ? tflops_per_gpu * flops.get(c) / model_flops : 0;
+  }
+  double mfu_under(workload::FlopConvention c) const { return model_flops > 0 ? mfu * flops.get(c) / model_flops : 0; }
   std::vector<StageBreakdown> stages;
   std::vector<std::vector<StepOpTiming>> ops; ///< [stage][op of the stage program]
   std::vector<Wait> waits;                    ///< every gap of every stage's compute stream, by cause

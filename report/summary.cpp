@@ -237,9 +237,18 @@ json summary_json(const scenario::ScenarioRun& run, const SummaryOptions& option
                         {"flow_graph_ops", r.flow_ops},
                         {"simulated_rails", r.rails},
                         {"transfers", r.transfers.size()}};
-  j["breakdown"]     = breakdown(run, options.stages);
-  j["network"]       = network(network_report(run), options.over_time);
-  j["placement"]     = run.placement.to_json();
+  // model_flops_per_step, tflops_per_gpu and mfu count causal attention; the same under the conventions
+  // published figures use, each named by its suffix.
+  for (auto c : {workload::FlopConvention::megatron, workload::FlopConvention::torchtitan})
+    if (r.flops.get(c) > 0) {
+      const std::string suffix                      = "_" + std::string(name_of(c));
+      j["metrics"]["model_flops_per_step" + suffix] = r.flops.get(c);
+      j["metrics"]["tflops_per_gpu" + suffix]       = r.tflops_per_gpu_under(c);
+      j["metrics"]["mfu" + suffix]                  = r.mfu_under(c);
+    }
+  j["breakdown"] = breakdown(run, options.stages);
+  j["network"]   = network(network_report(run), options.over_time);
+  j["placement"] = run.placement.to_json();
   if (run.diloco)
     j["diloco"] = run.diloco->to_json();
   if (run.faults) {

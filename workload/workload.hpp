@@ -740,6 +740,33 @@ struct StepSummary {
   OpEffects effects; ///< of the busiest stage's compute: what each production effect adds (SM contention: netsim)
 };
 
+/// @brief How a figure counts a step's model FLOPs: `causal`, spansim's own (every matrix product of the
+/// forward and backward, attention over the causal half of the score matrix, no recompute); `megatron`,
+/// Megatron-LM's num_floating_point_operations (full attention, no router or norms); `torchtitan`, 6 N + 12 L H Q T
+/// (N without the input embedding, full attention).
+enum class FlopConvention { causal, megatron, torchtitan };
+constexpr std::array<std::string_view, 3> enum_names(FlopConvention)
+{
+  return {"causal", "megatron", "torchtitan"};
+}
+
+/// @brief A step's model FLOPs (whole job) under each convention; 0 where a convention has no meaning (DLRM, a
+/// trace without a model).
+struct FlopCounts {
+  double causal     = 0;
+  double megatron   = 0;
+  double torchtitan = 0;
+  /// @brief The count under `c`.
+  double get(FlopConvention c) const;
+};
+
+/// @brief The counts for `job`, given its causal count (the step graph's model FLOPs).
+FlopCounts model_flop_counts(const JobSpec& job, double causal);
+
+/// @brief spansim's causal count per token in closed form: 6 x the active matrix-product parameters (the output
+/// layer included) + 3 L H s (d_qk + d_v); the step graph's model FLOPs equal it times the tokens.
+double causal_flops_per_token(const ModelSpec& model, double sequence);
+
 /// @brief Summarizes a graph: its size, FLOPs, traffic per dimension, memory and the step-time lower bound.
 StepSummary summarize(const StepGraph& graph);
 
