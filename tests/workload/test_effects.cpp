@@ -241,3 +241,22 @@ TEST_CASE("Bad measured tables are refused with the file and line")
   INFO(unknown);
   CHECK(unknown.find("unknown key \"gemms\"") != std::string::npos);
 }
+
+TEST_CASE("The shipped H100 kernel tables load, and the GPU file's rates lie near them at the reference shapes")
+{
+  json j                = llama8b();
+  const std::string dir = std::string(SPANSIM_SOURCE_DIR) + "/workload/gpus/measured/h100-sxm/";
+  j["measured_kernels"] = {{"gemm", dir + "gemm.csv"}, {"attention", dir + "attention-flash.csv"}};
+  const wl::JobSpec job = parse(j);
+  const auto& mk        = job.gpu.measured;
+  CHECK(mk.gemm.size() == 768);
+  // The GPU file's BF16 ceiling (ml-engineering's MAMF, 794.5 TFLOP/s) against the best measured shape.
+  double best = 0;
+  for (const auto& g : mk.gemm)
+    if (g.dtype == wl::Precision::bf16)
+      best = std::max(best, 2 * g.m * g.n * g.k / g.seconds);
+  check_close("BF16 GEMM ceiling", job.gpu.gemm.ceiling_bf16, best, 0.05);
+  // FlashAttention-2's causal forward at 8K (arXiv 2407.08608 Fig. 5d) against SDPA's flash backend, 16 heads.
+  const double fwd = 2 * 8192.0 * 8192 * 128 * 16 / *mk.attention_seconds(false, 8192, 16, 128);
+  check_close("flash forward at 8K", job.gpu.attention[0].forward, fwd, 0.05);
+}
