@@ -11,6 +11,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace spansim::cli {
 
@@ -146,6 +147,23 @@ void run(const RunOptions& o)
     buildings += (buildings.empty() ? "" : ", ") + b;
   std::cout << "Placement: rank order [" << order << "] (innermost first) over " << buildings << "\n";
   std::cout << "Calibration: " << workload::calibration_line(job) << "\n";
+  // Buildings of another GPU type run their stages under that GPU's own shipped profile.
+  {
+    const auto& topo = run.placed->topology();
+    std::set<std::string> others;
+    for (const auto& name : run.placement.buildings_used)
+      for (int b = 0; b < topo.building_count(); ++b)
+        if (topo.building_name(b) == name && !topo.building_gpu(b).empty() && topo.building_gpu(b) != job.gpu.name)
+          others.insert(topo.building_gpu(b));
+    for (const auto& type : others) {
+      const auto c = workload::default_calibration(workload::load_gpu(type));
+      std::cout << "Calibration (" << type << " buildings): "
+                << (c.name == "none" ? std::string("no calibration profile")
+                                     : c.name + ": clock " + fixed(c.clock_fraction, 3) + ", kernel gap " +
+                                           units::format_time(c.kernel_gap))
+                << "\n";
+    }
+  }
   if (const auto moe = workload::dispatch_line(job); !moe.empty())
     std::cout << "MoE: " << moe << "\n";
   std::cout << "\n";

@@ -47,8 +47,8 @@ void describe(const DescribeOptions& o)
   const workload::StepSummary s      = workload::summarize(graph);
   const workload::ModelParams params = workload::count_params(job.model);
   const auto& par                    = job.parallelism;
-  const double peak      = job.precision == workload::Precision::fp8 ? job.gpu.peak_fp8_flops : job.gpu.peak_bf16_flops;
-  const double mfu_bound = s.model_flops / (s.step_lower_bound * double(job.gpus) * peak);
+  const double peak                  = job.gpu.peak(job.precision);
+  const double mfu_bound             = s.model_flops / (s.step_lower_bound * double(job.gpus) * peak);
 
   if (o.json) {
     nlohmann::json traffic = nlohmann::json::object();

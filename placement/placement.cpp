@@ -261,7 +261,14 @@ std::array<int, 4> RankLayout::group_key(const Coordinates& c, workload::AxisSet
             axes.contains(Axis::etp) ? -1 : index % etp};
   }
   const int shard = par_.dp_mode == DataParallelMode::hsdp && par_.hsdp_shard > 0 ? par_.hsdp_shard : par_.dp;
-  std::array<int, 4> key{axes.contains(Axis::tp) ? -1 : c.tp, pp, axes.contains(Axis::cp) ? -1 : c.cp, -1};
+  // A hierarchical CP group spans the cp ranks of one all-to-all group (same c.cp / a) or of one ring (same
+  // c.cp % a); the two are keyed apart from each other and from a plain cp coordinate.
+  const int a  = std::max(1, par_.cp_a2a);
+  const int cp = axes.contains(Axis::cp)       ? -1
+                 : axes.contains(Axis::cp_a2a) ? -2 - c.cp / a
+                 : axes.contains(Axis::cp_p2p) ? -2 - par_.cp - c.cp % a
+                                               : c.cp;
+  std::array<int, 4> key{axes.contains(Axis::tp) ? -1 : c.tp, pp, cp, -1};
   if (axes.contains(Axis::dp))
     key[3] = -1;
   else if (axes.contains(Axis::dp_shard))

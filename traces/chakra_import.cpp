@@ -290,7 +290,7 @@ private:
       else {
         // No recorded time: the roofline of the job's GPU at its precision.
         const auto& gpu   = job_.gpu;
-        const double peak = job_.precision == workload::Precision::fp8 ? gpu.peak_fp8_flops : gpu.peak_bf16_flops;
+        const double peak = gpu.peak(job_.precision);
         op.seconds = std::max(peak > 0 ? flops / peak : 0.0, gpu.hbm_bandwidth > 0 ? bytes / gpu.hbm_bandwidth : 0.0);
       }
       auto& fx = op.effects;

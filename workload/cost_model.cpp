@@ -43,30 +43,35 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
 {
   const ModelSpec& m = c.m;
   const double t = c.tokens, h = m.hidden, tp = c.tp;
+  // A norm's output: the rank's sequence-parallel shard, quantized before its all-gather.
+  const double normed = t / c.sp;
   std::vector<GemmShape> g;
   if (m.attention == AttentionKind::mla) {
     // Every projection split by tp, as the parameter and FLOP counts assume.
     const auto& a   = m.mla;
     const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
     if (a.q_lora_rank > 0) {
-      g.push_back({.m = t, .n = a.q_lora_rank / tp, .k = h});
+      g.push_back({.m = t, .n = a.q_lora_rank / tp, .k = h, .cast_rows = normed, .cast_fused = true});
       g.push_back({.m = t, .n = m.heads * qk / tp, .k = double(a.q_lora_rank)});
     } else {
-      g.push_back({.m = t, .n = m.heads * qk / tp, .k = h});
+      g.push_back({.m = t, .n = m.heads * qk / tp, .k = h, .cast_rows = normed, .cast_fused = true});
     }
-    g.push_back({.m = t, .n = (a.kv_lora_rank + a.qk_rope_head_dim) / tp, .k = h});
+    g.push_back(
+        {.m = t, .n = (a.kv_lora_rank + a.qk_rope_head_dim) / tp, .k = h, .cast_rows = normed, .cast_fused = true});
     g.push_back({.m = t, .n = m.heads * double(a.qk_nope_head_dim + a.v_head_dim) / tp, .k = double(a.kv_lora_rank)});
     g.push_back({.m = t, .n = h, .k = m.heads * double(a.v_head_dim) / tp});
   } else {
     // Fused QKV: the rank's query heads and its K/V heads (replicated when kv_heads < tp).
     const double kv = std::ceil(double(m.kv_heads) / tp);
-    g.push_back({.m = t, .n = (m.heads / tp + 2 * kv) * m.head_dim, .k = h});
+    g.push_back({.m = t, .n = (m.heads / tp + 2 * kv) * m.head_dim, .k = h, .cast_rows = normed, .cast_fused = true});
     g.push_back({.m = t, .n = h, .k = m.heads / tp * m.head_dim});
   }
   // An MLP of width f split `split` ways: gate and up fused into one GEMM (gated) or fc1 (plain), then down / fc2.
   const double in_mats = m.mlp == MlpKind::gated ? 2 : 1;
-  auto mlp             = [&](double f, double tokens, int groups, double split, std::vector<GemmShape>& to) {
-    to.push_back({.m = tokens, .n = in_mats * f / split, .k = h, .groups = groups});
+  auto mlp = [&](double f, double tokens, int groups, double split, std::vector<GemmShape>& to, double cast_rows,
+                 bool fused) {
+    to.push_back(
+        {.m = tokens, .n = in_mats * f / split, .k = h, .groups = groups, .cast_rows = cast_rows, .cast_fused = fused});
     to.push_back({.m = tokens, .n = h, .k = f / split, .groups = groups});
   };
   if (m.is_moe_layer(layer)) {
@@ -75,12 +80,14 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
     g.push_back({.m = t / tp, .n = double(m.moe.experts), .k = h});
     // The busiest expert GPU sets the pace of the layer (its all-to-alls wait for it).
     const int local = m.moe.experts / c.ep;
+    // An FP8 dispatch quantizes the rank's tokens once, before their top-k copies leave.
+    const double dispatched = c.job.dispatch.precision == Precision::fp8 ? t / c.sp / local : -1;
     mlp(m.moe.expert_ffn, expert_tokens(c) * c.load.busiest[static_cast<std::size_t>(layer)] / local, local, c.etp,
-        routed);
+        routed, dispatched, false);
     if (m.moe.shared_experts > 0)
-      mlp(double(m.moe.shared_experts) * m.moe.expert_ffn, t, 1, tp, g);
+      mlp(double(m.moe.shared_experts) * m.moe.expert_ffn, t, 1, tp, g, normed, true);
   } else {
-    mlp(m.ffn, t, 1, tp, g);
+    mlp(m.ffn, t, 1, tp, g, normed, true);
   }
   return g;
 }
@@ -98,19 +105,40 @@ GemmShape wgrad(const GemmShape& f)
 }
 
 // Adds the forward GEMMs, and their backward ones, to a layer's or chunk's cost; with a sustained clock below 1 the
-// difference to the measured clock is kept apart (what the effect adds).
+// difference to the measured clock is kept apart (what the effect adds). In a low precision each GEMM first
+// quantizes its activation input (forward) and its output gradient (backward), memory-bound passes of one kernel
+// each (two with current scaling), and its weights once per step (Megatron casts them on the first micro-batch).
 template <class Cost>
-void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k)
+void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, bool bf16 = false)
 {
+  const Precision precision = bf16 ? Precision::bf16 : c.job.precision;
   // A measured time, where the user's table covers the shape, replaces the model's (at the clocks it was
   // measured at: no sustained-clock term); the model still gives the HBM traffic.
   const auto& measured = c.job.gpu.measured;
   auto seconds         = [&](const GemmShape& s, double clock) {
-    GemmCost cost = gemm_cost(c.job.gpu, c.job.precision, s, clock);
-    if (auto t = measured.gemm_seconds(c.job.precision, s.m, s.n, s.k))
+    GemmCost cost = gemm_cost(c.job.gpu, precision, s, clock);
+    if (auto t = measured.gemm_seconds(precision, s.m, s.n, s.k))
       cost.seconds = *t * s.groups;
     return cost;
   };
+  const double q        = quantize_bytes(precision, c.job.fp8_recipe);
+  const double mem_rate = c.job.gpu.hbm_bandwidth * c.job.gpu.elementwise_efficiency;
+  const int casts       = precision == Precision::fp8 && c.job.fp8_recipe == Fp8Recipe::current ? 2 : 1;
+  // A norm that quantizes its own output writes the low-precision copies only (current scaling still reads the
+  // output again for its amax).
+  const double fused_q = q > 0 ? 2 * input_bytes(precision) + (casts == 2 ? kBf16 : 0) : 0;
+  if (q > 0)
+    for (const GemmShape& f : gemms) {
+      const double rows = f.cast_rows < 0 ? f.m : f.cast_rows;
+      const double fwd  = f.groups * ((f.cast_fused ? fused_q : q) * rows * f.k + q * f.n * f.k / c.mbs);
+      const double bwd  = q * f.groups * f.m * f.n;
+      k.gemm_fwd_seconds += fwd / mem_rate;
+      k.gemm_fwd_bytes += fwd;
+      k.gemm_bwd_seconds += bwd / mem_rate;
+      k.gemm_bwd_bytes += bwd;
+      k.kernels_fwd += f.cast_fused ? casts - 1 : casts;
+      k.kernels_bwd += casts;
+    }
   for (const GemmShape& f : gemms) {
     const GemmCost fwd = seconds(f, c.clock);
     const GemmCost dg  = seconds(dgrad(f), c.clock);
@@ -383,7 +411,8 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
       head_flops      = 2 * c.tokens * c.m.vocab * h / c.tp;
       ch.logits_bytes = c.tokens * double(c.m.vocab) / c.tp * (kBf16 + kFp32);
       // The output layer: the input embedding is a lookup of T rows, not a GEMM.
-      add_gemms(c, {GemmShape{.m = c.tokens, .n = double(c.m.vocab) / c.tp, .k = h}}, ch.sum);
+      // In BF16 whatever the job's precision: Megatron's output layer is not a Transformer Engine module.
+      add_gemms(c, {GemmShape{.m = c.tokens, .n = double(c.m.vocab) / c.tp, .k = h}}, ch.sum, true);
     }
     const double mm_flops = ch.sum.matmul_flops + head_flops;
     // Each GEMM is compute- or traffic-bound on its own; attention runs at the kernel library's measured rate
@@ -419,6 +448,8 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
     ch.bwd_effects.sustained_clock = ch.sum.clock_bwd_seconds + (attention_clocked ? attn_bwd * (1 - c.clock) : 0);
     ch.fwd_effects.kernel_gaps     = ch.sum.kernels_fwd * c.gap;
     ch.bwd_effects.kernel_gaps     = ch.sum.kernels_bwd * c.gap;
+    ch.attention_fwd_seconds       = attn_fwd;
+    ch.attention_bwd_seconds       = attn_bwd;
     ch.fwd_seconds                 = ch.sum.gemm_fwd_seconds + attn_fwd + ew_fwd + ch.fwd_effects.kernel_gaps;
     ch.bwd_seconds                 = ch.sum.gemm_bwd_seconds + attn_bwd + 2 * ew_fwd + ch.bwd_effects.kernel_gaps;
     ch.fwd_hbm                     = ch.sum.gemm_fwd_bytes + ch.sum.elementwise_bytes + ch.sum.unfused_fwd_bytes;
@@ -471,10 +502,9 @@ using detail::kFp32;
 
 GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape, double clock_fraction)
 {
-  const bool fp8        = precision == Precision::fp8;
-  const double peak     = fp8 ? gpu.peak_fp8_flops : gpu.peak_bf16_flops;
-  const double ceiling  = fp8 ? gpu.gemm.ceiling_fp8 : gpu.gemm.ceiling_bf16;
-  const double in_bytes = fp8 ? 1 : kBf16;
+  const double peak     = gpu.peak(precision);
+  const double ceiling  = gpu.gemm.ceiling(precision);
+  const double in_bytes = detail::input_bytes(precision);
   const double groups   = shape.groups;
   GemmCost cost;
   cost.flops = 2 * shape.m * shape.n * shape.k * groups;
@@ -507,6 +537,45 @@ GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& sha
     }
   }
   return cost;
+}
+
+double GemmSpec::ceiling(Precision p) const
+{
+  switch (p) {
+  case Precision::fp8:
+    return ceiling_fp8;
+  case Precision::mxfp8:
+    return ceiling_mxfp8;
+  case Precision::nvfp4:
+    return ceiling_nvfp4;
+  case Precision::bf16:
+    break;
+  }
+  return ceiling_bf16;
+}
+
+double GpuSpec::peak(Precision p) const
+{
+  switch (p) {
+  case Precision::fp8:
+    return peak_fp8_flops;
+  case Precision::mxfp8:
+    return peak_mxfp8_flops;
+  case Precision::nvfp4:
+    return peak_nvfp4_flops;
+  case Precision::bf16:
+    break;
+  }
+  return peak_bf16_flops;
+}
+
+std::string GpuSpec::precisions() const
+{
+  std::string out;
+  for (auto p : enum_values<Precision>())
+    if (peak(p) > 0)
+      out += (out.empty() ? "" : ", ") + std::string(name_of(p));
+  return out;
 }
 
 double AttentionRates::rate(double s, bool backward) const

@@ -20,6 +20,43 @@ inline constexpr double kOptimizerTrafficPerParam = 30;
 // forward's two: the FlashAttention papers count its FLOPs as 2.5 times the forward's, and time their rates so.
 inline constexpr double kFlashBackwardFlopRatio = 2.5;
 
+/// @brief Bytes per GEMM input element in `p`, block scales included: BF16 2, FP8 1, MXFP8 1 + 1/32 (an E8M0
+/// scale per 32), NVFP4 1/2 + 1/16 (an E4M3 scale per 16).
+constexpr double input_bytes(Precision p)
+{
+  switch (p) {
+  case Precision::fp8:
+    return 1;
+  case Precision::mxfp8:
+    return 1 + 1.0 / 32;
+  case Precision::nvfp4:
+    return 0.5 + 1.0 / 16;
+  case Precision::bf16:
+    break;
+  }
+  return kBf16;
+}
+
+/// @brief HBM bytes one quantization of a BF16 tensor moves per element (0 in BF16). Transformer Engine casts
+/// with a transpose: it reads the tensor (2 bytes) and writes a row-wise copy for the forward or input-gradient
+/// GEMM and a column-wise copy for the weight-gradient GEMM. Current per-tensor scaling reads the tensor once more
+/// first for its amax, and so does NVFP4 for its per-tensor scale.
+constexpr double quantize_bytes(Precision p, Fp8Recipe r)
+{
+  switch (p) {
+  case Precision::fp8:
+    return kBf16 + 2 * input_bytes(p) + (r == Fp8Recipe::current ? kBf16 : 0) +
+           (r == Fp8Recipe::blockwise ? 2 * 4.0 / 128 : 0); // FP32 scales per 128
+  case Precision::mxfp8:
+    return kBf16 + 2 * input_bytes(p);
+  case Precision::nvfp4:
+    return kBf16 + 2 * input_bytes(p) + kBf16;
+  case Precision::bf16:
+    break;
+  }
+  return 0;
+}
+
 // Per-rank cost of one layer for one micro-batch, forward pass.
 struct LayerCost {
   double matmul_flops        = 0;
@@ -103,6 +140,8 @@ struct ChunkCost {
   double logits_bytes     = 0; ///< last chunk: logits and fp32 loss inputs per micro-batch
   double extra_params     = 0; ///< embedding / output layer / final norm, per rank
   double fwd_seconds = 0, bwd_seconds = 0, recompute_seconds = 0;
+  /// @brief Of fwd_seconds and bwd_seconds: the attention kernels' (what ring context parallelism overlaps).
+  double attention_fwd_seconds = 0, attention_bwd_seconds = 0;
   double fwd_hbm = 0, bwd_hbm = 0, recompute_hbm = 0;
   double fwd_flops = 0, recompute_flops = 0;
   OpEffects fwd_effects, bwd_effects, recompute_effects; ///< of the seconds above: what each effect adds
@@ -141,6 +180,12 @@ double lead_share(const Context& c, const ChunkCost& ch);
 double tp_activation_bytes(const Context& c);
 /// @brief Buffer of one context-parallel K/V all-gather (MLA: its compressed latent).
 double cp_kv_bytes(const Context& c);
+/// @brief K/V heads per tensor-parallel rank as an all-to-all group of `a2a` ranks splits them (replicated up to
+/// one per rank).
+double cp_kv_heads(const Context& c, int a2a);
+/// @brief Ulysses' all-to-all buffers on one rank, per layer and pass: Q, K and V of its tokens over its
+/// tensor-parallel heads, and the attention output.
+std::pair<double, double> cp_a2a_bytes(const Context& c, int a2a);
 /// @brief Bytes of one token on the wire in a dispatch (the job's dispatch precision) or a combine (BF16).
 double token_bytes(const Context& c, bool dispatch);
 /// @brief Buffer of one expert-parallel dispatch or combine: the top-k copies of the rank's tokens.

@@ -44,10 +44,12 @@ struct DimArray {
 /// @brief An axis a communication group can span: a dimension, or a part of one. The expert layers fold etp x ep x
 /// edp over the tp x cp x dp GPUs of a pipeline stage (Megatron's parallel folding); HSDP splits dp into a sharding
 /// and a replicating part.
-enum class Axis : std::uint8_t { tp, cp, pp, dp, ep, edp, dp_shard, dp_replicate, etp };
-constexpr std::array<std::string_view, 9> enum_names(Axis)
+/// Hierarchical context parallelism splits cp into an all-to-all part (`cp_a2a`, innermost) and a ring across it
+/// (`cp_p2p`).
+enum class Axis : std::uint8_t { tp, cp, pp, dp, ep, edp, dp_shard, dp_replicate, etp, cp_a2a, cp_p2p };
+constexpr std::array<std::string_view, 11> enum_names(Axis)
 {
-  return {"tp", "cp", "pp", "dp", "ep", "edp", "dp_shard", "dp_replicate", "etp"};
+  return {"tp", "cp", "pp", "dp", "ep", "edp", "dp_shard", "dp_replicate", "etp", "cp_a2a", "cp_p2p"};
 }
 
 /// @brief A set of axes (what a group spans).

@@ -116,7 +116,9 @@ DispatchSpec read_dispatch(spec::ObjectReader e)
   d.dispatcher = e.optional_enumeration<Dispatcher>("dispatcher").value_or(Dispatcher::alltoall);
   d.node_limit = static_cast<int>(e.optional_integer("node_limit", 1, 1 << 20).value_or(0));
   d.precision  = e.optional_enumeration<Precision>("dispatch_precision").value_or(Precision::bf16);
-  d.sms        = static_cast<int>(e.optional_integer("dispatch_sms", 1, 1 << 16).value_or(0));
+  if (d.precision != Precision::bf16 && d.precision != Precision::fp8)
+    e.fail("dispatch_precision", "tokens are dispatched in \"bf16\" or \"fp8\"");
+  d.sms = static_cast<int>(e.optional_integer("dispatch_sms", 1, 1 << 16).value_or(0));
   if (auto rt = e.optional_object("routing")) {
     RoutingSpec& rs = d.routing;
     rs.balance      = rt->enumeration<RoutingBalance>("balance");
@@ -148,6 +150,12 @@ void read_precision(spec::ObjectReader& r, JobSpec& job)
 {
   if (auto pr = r.optional_object("precision")) {
     job.precision = pr->optional_enumeration<Precision>("compute").value_or(Precision::bf16);
+    if (pr->has("recipe")) {
+      if (job.precision != Precision::fp8)
+        pr->fail("recipe", "a scaling recipe is chosen for compute \"fp8\" only (mxfp8 and nvfp4 scale by blocks "
+                           "of their own)");
+      job.fp8_recipe = pr->enumeration<Fp8Recipe>("recipe");
+    }
     job.gradient_reduce_bytes =
         (pr->has("gradient_reduce") ? pr->choice("gradient_reduce", {"fp32", "bf16"}) : "fp32") == "fp32" ? 4 : 2;
     pr->finish();
@@ -173,12 +181,18 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
   ParallelismSpec& par  = job.parallelism;
   par.tp                = optional_dim(p, "tp", 1);
   par.sequence_parallel = p.optional_boolean("sequence_parallel").value_or(par.tp > 1);
+  par.tp_overlap        = p.optional_boolean("tp_overlap").value_or(false);
   par.cp                = optional_dim(p, "cp", 1);
-  par.pp                = optional_dim(p, "pp", 1);
-  par.dp                = optional_dim(p, "dp", 1);
-  par.ep                = optional_dim(p, "ep", 1);
-  par.etp               = optional_dim(p, "etp", par.tp);
-  par.dp_mode           = p.optional_enumeration<DataParallelMode>("data_parallel").value_or(DataParallelMode::fsdp);
+  par.cp_comm           = p.optional_enumeration<CpComm>("cp_comm").value_or(CpComm::allgather);
+  if (par.cp_comm == CpComm::a2a_p2p)
+    par.cp_a2a = static_cast<int>(p.integer("cp_a2a", 2, 1 << 20));
+  else if (p.has("cp_a2a"))
+    p.fail("cp_a2a", "the all-to-all group's size is given with \"cp_comm\": \"a2a+p2p\" only");
+  par.pp      = optional_dim(p, "pp", 1);
+  par.dp      = optional_dim(p, "dp", 1);
+  par.ep      = optional_dim(p, "ep", 1);
+  par.etp     = optional_dim(p, "etp", par.tp);
+  par.dp_mode = p.optional_enumeration<DataParallelMode>("data_parallel").value_or(DataParallelMode::fsdp);
   par.reshard_after_forward =
       par.dp_mode != DataParallelMode::ddp && p.optional_boolean("reshard_after_forward").value_or(true);
   if (par.dp_mode == DataParallelMode::hsdp)
@@ -287,6 +301,26 @@ void validate_job(JobSpec& job)
             "etp " + n(par.etp) + " x ep " + n(par.ep) + " = " + n(std::int64_t{par.etp} * par.ep) +
                 " must divide tp x cp x dp = " + n(stage_ranks) +
                 " (the expert layers fold etp x ep x expert-dp over the GPUs of a pipeline stage)");
+  // Ulysses trades sequence for head sharding: every cp rank (of the all-to-all group) takes whole heads.
+  const int a2a = par.cp_comm == CpComm::a2a ? par.cp : par.cp_comm == CpComm::a2a_p2p ? par.cp_a2a : 1;
+  if (par.cp_comm != CpComm::allgather && par.cp < 2)
+    at.fail(JobIssue::cp_comm, {"parallelism", "cp_comm"},
+            "\"" + std::string(name_of(par.cp_comm)) + "\" moves K/V between cp ranks: it needs cp >= 2 (cp " +
+                n(par.cp) + ")");
+  if (par.cp_comm == CpComm::a2a_p2p && (par.cp % par.cp_a2a != 0 || par.cp_a2a >= par.cp))
+    at.fail(JobIssue::cp_comm, {"parallelism", "cp_a2a"},
+            "cp_a2a " + n(par.cp_a2a) + " must divide cp " + n(par.cp) +
+                " and be smaller (an all-to-all inside groups of cp_a2a, a ring across cp / cp_a2a of them)");
+  if (a2a > 1 && (m.heads / par.tp) % a2a != 0)
+    at.fail(JobIssue::cp_comm, {"parallelism", par.cp_comm == CpComm::a2a ? "cp" : "cp_a2a"},
+            "\"" + std::string(name_of(par.cp_comm)) + "\" gives each rank whole heads: the " + n(m.heads / par.tp) +
+                " heads per tensor-parallel rank are not divisible by " + n(a2a) +
+                " (allowed: a degree dividing them, or cp_comm \"allgather\" or \"ring\")");
+  if (par.tp_overlap && (par.tp < 2 || !par.sequence_parallel))
+    at.fail(JobIssue::tp, {"parallelism", "tp_overlap"},
+            "TP communication overlap splits the all-gathers and reduce-scatters of sequence parallelism under their "
+            "GEMMs: it needs tp >= 2 and sequence_parallel (tp " +
+                n(par.tp) + ", sequence_parallel " + (par.sequence_parallel ? "true" : "false") + ")");
   if (m.moe.experts > 0 && par.tp > 1 && par.etp != par.tp && !par.sequence_parallel)
     at.fail(JobIssue::tp, {"parallelism", "sequence_parallel"},
             "etp " + n(par.etp) + " differs from tp " + n(par.tp) +
@@ -396,8 +430,10 @@ void validate_job(JobSpec& job)
     at.fail(JobIssue::attention, {"kernels", "attention"},
             "GPU " + job.gpu.name + " gives no rates for \"" + std::string(name_of(job.attention)) +
                 "\" (listed: " + detail::listed_kernels(job.gpu) + ")");
-  if (job.precision == Precision::fp8 && !(job.gpu.peak_fp8_flops > 0))
-    at.fail(JobIssue::fp8, {"precision", "compute"}, "GPU " + job.gpu.name + " has no peak_fp8 rate");
+  if (!(job.gpu.peak(job.precision) > 0))
+    at.fail(JobIssue::fp8, {"precision", "compute"},
+            "GPU " + job.gpu.name + " has no " + std::string(name_of(job.precision)) + " tensor cores (no peak_" +
+                std::string(name_of(job.precision)) + " in its GPU file; it has: " + job.gpu.precisions() + ")");
 }
 
 } // namespace spansim::workload

@@ -146,6 +146,17 @@ GemmSpec read_gemm(spec::ObjectReader r, const GpuSpec& g)
     m.ceiling_fp8 = read_measured_rate(r, "ceiling_fp8", g.peak_fp8_flops, "peak_fp8");
   else if (r.has("ceiling_fp8"))
     r.fail("ceiling_fp8", "the GPU has no peak_fp8 rate");
+  // MXFP8 runs on the FP8 tensor-core path with block scales applied in the MMA: without a measurement of its
+  // own, the FP8 ceiling's fraction of peak.
+  if (g.peak_mxfp8_flops > 0)
+    m.ceiling_mxfp8 = r.has("ceiling_mxfp8") ? read_measured_rate(r, "ceiling_mxfp8", g.peak_mxfp8_flops, "peak_mxfp8")
+                                             : m.ceiling_fp8 / g.peak_fp8_flops * g.peak_mxfp8_flops;
+  else if (r.has("ceiling_mxfp8"))
+    r.fail("ceiling_mxfp8", "the GPU has no peak_mxfp8 rate");
+  if (g.peak_nvfp4_flops > 0)
+    m.ceiling_nvfp4 = read_measured_rate(r, "ceiling_nvfp4", g.peak_nvfp4_flops, "peak_nvfp4");
+  else if (r.has("ceiling_nvfp4"))
+    r.fail("ceiling_nvfp4", "the GPU has no peak_nvfp4 rate");
   m.sms             = static_cast<int>(r.integer("sms", 1, 100000));
   m.tile_k          = static_cast<int>(r.optional_integer("tile_k", 1, 4096).value_or(64));
   const auto& tiles = r.raw("tiles");
@@ -245,9 +256,13 @@ GpuSpec read_gpu(spec::ObjectReader r)
   g.peak_bf16_flops = read_rate(r, "peak_bf16");
   if (!(g.peak_bf16_flops > 0))
     r.fail("peak_bf16", "must be greater than zero");
-  g.peak_fp8_flops = r.has("peak_fp8") ? read_rate(r, "peak_fp8") : 0;
-  g.hbm_bandwidth  = r.bandwidth("hbm_bandwidth");
-  g.hbm_capacity   = r.size("hbm_capacity");
+  g.peak_fp8_flops   = r.has("peak_fp8") ? read_rate(r, "peak_fp8") : 0;
+  g.peak_mxfp8_flops = r.has("peak_mxfp8") ? read_rate(r, "peak_mxfp8") : 0;
+  g.peak_nvfp4_flops = r.has("peak_nvfp4") ? read_rate(r, "peak_nvfp4") : 0;
+  if (g.peak_mxfp8_flops > 0 && !(g.peak_fp8_flops > 0))
+    r.fail("peak_mxfp8", "MXFP8 runs on the FP8 path: give peak_fp8 too");
+  g.hbm_bandwidth = r.bandwidth("hbm_bandwidth");
+  g.hbm_capacity  = r.size("hbm_capacity");
   if (!(g.hbm_capacity > 0))
     r.fail("hbm_capacity", "must be greater than zero");
   g.gemm = read_gemm(r.object("gemm"), g);

@@ -51,8 +51,19 @@ private:
   }
   /// Tensor-parallel (and expert-TP) and context-parallel collectives of one pass over chunk v (or the layers of
   /// `range` only), chained after `after`; returns the chain's end.
-  std::vector<int> tensor_collectives(int v, int mb, std::vector<int> after, bool backward);
-  std::vector<int> tensor_collectives(int v, int mb, std::vector<int> after, bool backward, Layers range);
+  std::vector<int> tensor_collectives(int v, int mb, std::vector<int> after, bool backward,
+                                      const std::vector<int>& compute_start   = {},
+                                      const std::vector<int>& attention_start = {});
+  /// `compute_start`: the deps of the compute op these collectives follow; with TP overlap (and a start given) the
+  /// TP all-gathers and reduce-scatters start with that compute instead of after it. `attention_start`: the deps
+  /// of the attention kernels' op, under which a ring CP's K/V exchange runs (else under the whole compute).
+  std::vector<int> tensor_collectives(int v, int mb, std::vector<int> after, bool backward, Layers range,
+                                      const std::vector<int>& compute_start   = {},
+                                      const std::vector<int>& attention_start = {});
+  /// The context-parallel collectives of one pass over `layers` layers, by the job's CP variant, after `after` (or,
+  /// a ring's, beside the compute that starts after `overlap_start`); returns their end.
+  std::vector<int> context_collectives(int v, int mb, std::vector<int> after, bool backward, int layers,
+                                       const std::vector<int>& overlap_start);
   /// The expert dispatch and combine of one pass over chunk v after `after`; `overlapped`: they run under the
   /// compute of an overlapped pair. Returns their end (`after` when the chunk has none).
   std::vector<int> expert_collectives(int v, int mb, std::vector<int> after, bool overlapped, bool backward);
@@ -94,6 +105,12 @@ private:
 
   /// Runs one unit after `chain`: its compute, then its collectives; returns the end of both.
   std::vector<int> run(const Unit& u, const std::vector<int>& chain);
+  /// Whether context parallelism passes K/V around a ring under the attention kernels (ring, a2a+p2p).
+  bool ring_cp() const
+  {
+    const auto k = c_.job.parallelism.cp_comm;
+    return c_.cp > 1 && (k == CpComm::ring || k == CpComm::a2a_p2p);
+  }
   /// A compute op of unit u.
   int compute(OpKind kind, const Unit& u, double model_flops, double hardware_flops, double seconds, double hbm,
               const OpEffects& effects, std::vector<int> deps)
@@ -152,13 +169,18 @@ private:
   std::map<std::tuple<bool, int, int>, std::vector<int>> handed_;
 };
 
-std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int> after, bool backward)
+std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int> after, bool backward,
+                                                  const std::vector<int>& compute_start,
+                                                  const std::vector<int>& attention_start)
 {
   const ChunkCost& ch = cost(v);
-  return tensor_collectives(v, mb, std::move(after), backward, span(ch.first_layer, ch.layers));
+  return tensor_collectives(v, mb, std::move(after), backward, span(ch.first_layer, ch.layers), compute_start,
+                            attention_start);
 }
 
-std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int> after, bool backward, Layers range)
+std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int> after, bool backward, Layers range,
+                                                  const std::vector<int>& compute_start,
+                                                  const std::vector<int>& attention_start)
 {
   const Layers ch      = range;
   std::vector<int> end = std::move(after);
@@ -171,9 +193,17 @@ std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int
     // reduce-scatter after, else all-reduces. Routed experts go through the expert-TP group below.
     const int mlps  = ch.layers - ch.moe_layers + (c_.m.moe.shared_experts > 0 ? ch.moe_layers : 0);
     const int count = sp ? ch.layers + mlps : 2 * ch.layers;
+    // Overlapped (userbuffers), they run beside the compute that follows compute_start, and what comes next
+    // waits for both.
+    const bool overlap      = c_.job.parallelism.tp_overlap && !compute_start.empty();
+    std::vector<int> tp_end = overlap ? compute_start : end;
     for (CollectiveOp kind : sp ? std::vector{CollectiveOp::all_gather, CollectiveOp::reduce_scatter}
                                 : std::vector{CollectiveOp::all_reduce})
-      end = {collective({kind, Dim::tp, Purpose::tp_activations, g, act, count}, v, mb, end)};
+      tp_end = {collective({kind, Dim::tp, Purpose::tp_activations, g, act, count, overlap}, v, mb, tp_end)};
+    if (overlap)
+      end.insert(end.end(), tp_end.begin(), tp_end.end());
+    else
+      end = tp_end;
   }
   if (c_.etp > 1 && sp && ch.moe_layers > 0 && c_.job.dispatch.dispatcher != Dispatcher::allgather) {
     // Expert tensor parallelism (Megatron's alltoall and flex dispatchers): the dispatched tokens all-gathered over
@@ -182,14 +212,54 @@ std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int
     for (CollectiveOp kind : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter})
       end = {collective({kind, Dim::tp, Purpose::tp_activations, g, etp_buffer_bytes(c_), ch.moe_layers}, v, mb, end)};
   }
-  if (c_.cp > 1) {
-    // All-gather based context parallelism (Llama 3): K/V of the whole sequence gathered before attention; in
-    // backward gathered again and their gradients reduce-scattered. MLA gathers its compressed latent.
-    const double kv = cp_kv_bytes(c_);
-    const Group g{Axis::cp, c_.cp};
-    end = {collective({CollectiveOp::all_gather, Dim::cp, Purpose::cp_kv, g, kv, ch.layers}, v, mb, end)};
+  if (c_.cp > 1)
+    end =
+        context_collectives(v, mb, end, backward, ch.layers, attention_start.empty() ? compute_start : attention_start);
+  return end;
+}
+
+std::vector<int> StageBuilder::context_collectives(int v, int mb, std::vector<int> after, bool backward, int layers,
+                                                   const std::vector<int>& overlap_start)
+{
+  const auto& par      = c_.job.parallelism;
+  std::vector<int> end = std::move(after);
+  const Purpose pass   = backward ? Purpose::cp_kv_grads : Purpose::cp_kv;
+  // Ulysses: before attention an all-to-all turns the rank's tokens x all its heads into all tokens x its share
+  // of the heads (Q, K and V), after it one turns the output back; the backward runs the same two on gradients.
+  auto ulysses = [&](Group g) {
+    const auto [qkv, out] = cp_a2a_bytes(c_, g.size);
+    end                   = {collective({CollectiveOp::all_to_all, Dim::cp, pass, g, qkv, layers}, v, mb, end)};
+    end                   = {collective({CollectiveOp::all_to_all, Dim::cp, pass, g, out, layers}, v, mb, end)};
+  };
+  // K/V of the whole sequence (of the group's heads) gathered; in backward gathered again and their gradients
+  // reduce-scattered. A ring passes the same chunks around, each step under one block's attention: overlapped with
+  // the attention kernels when a start is given. MLA gathers its compressed latent.
+  auto gather = [&](Group g, double kv) {
+    const bool ring      = par.cp_comm != CpComm::allgather && !overlap_start.empty();
+    std::vector<int> ids = ring ? overlap_start : end;
+    ids = {collective({CollectiveOp::all_gather, Dim::cp, Purpose::cp_kv, g, kv, layers, ring}, v, mb, ids)};
     if (backward)
-      end = {collective({CollectiveOp::reduce_scatter, Dim::cp, Purpose::cp_kv_grads, g, kv, ch.layers}, v, mb, end)};
+      ids = {
+          collective({CollectiveOp::reduce_scatter, Dim::cp, Purpose::cp_kv_grads, g, kv, layers, ring}, v, mb, ids)};
+    if (ring)
+      end.insert(end.end(), ids.begin(), ids.end());
+    else
+      end = ids;
+  };
+  switch (par.cp_comm) {
+  case CpComm::allgather:
+  case CpComm::ring:
+    gather(Group{Axis::cp, c_.cp}, cp_kv_bytes(c_));
+    break;
+  case CpComm::a2a:
+    ulysses(Group{Axis::cp, c_.cp});
+    break;
+  case CpComm::a2a_p2p: {
+    const int a = par.cp_a2a;
+    ulysses(Group{Axis::cp_a2a, a});
+    gather(Group{Axis::cp_p2p, c_.cp / a}, cp_kv_bytes(c_) * cp_kv_heads(c_, a) / cp_kv_heads(c_, 1) / a);
+    break;
+  }
   }
   return end;
 }
@@ -416,11 +486,21 @@ std::vector<int> StageBuilder::run(const Unit& u, const std::vector<int>& chain)
   const Gathers gathers = gather_params(u.chunk, u.micro_batch);
   std::vector<int> deps = gathers.before;
   if (u.pass == Pass::forward) {
-    deps        = with(deps, input(u));
-    const int f = compute(OpKind::forward, u, ch.fwd_flops, ch.fwd_flops, ch.fwd_seconds, ch.fwd_hbm, ch.fwd_effects,
-                          with(deps, chain));
-    auto end    = tensor_collectives(u.chunk, u.micro_batch, with({f}, gathers.during), false);
-    end         = expert_collectives(u.chunk, u.micro_batch, end, false, false);
+    deps = with(deps, input(u));
+    // A ring CP's exchange runs under the attention kernels: the chunk's compute as two ops, the attention last
+    // (the same time in all; the exchange starts where the attention does).
+    const double attention = ring_cp() ? ch.attention_fwd_seconds : 0;
+    const double a_flops   = ring_cp() ? ch.sum.attention_flops : 0;
+    int f = compute(OpKind::forward, u, ch.fwd_flops - a_flops, ch.fwd_flops - a_flops, ch.fwd_seconds - attention,
+                    ch.fwd_hbm, ch.fwd_effects, with(deps, chain));
+    std::vector<int> attention_start;
+    if (ring_cp()) {
+      attention_start = {f};
+      f               = compute(OpKind::forward, u, a_flops, a_flops, attention, 0, OpEffects{}, {f});
+    }
+    auto end = tensor_collectives(u.chunk, u.micro_batch, with({f}, gathers.during), false, with(deps, chain),
+                                  attention_start);
+    end      = expert_collectives(u.chunk, u.micro_batch, end, false, false);
     output(u, end);
     return end;
   }
@@ -430,7 +510,7 @@ std::vector<int> StageBuilder::run(const Unit& u, const std::vector<int>& chain)
     before = {compute(OpKind::recompute, u, 0, ch.recompute_flops, ch.recompute_seconds, ch.recompute_hbm,
                       ch.recompute_effects, with(deps, chain))};
     if (c_.job.recompute == Recompute::full) {
-      before = tensor_collectives(u.chunk, u.micro_batch, before, false);
+      before = tensor_collectives(u.chunk, u.micro_batch, before, false, with(deps, chain));
       before = expert_collectives(u.chunk, u.micro_batch, before, false, false);
     }
   }
@@ -444,10 +524,18 @@ std::vector<int> StageBuilder::run(const Unit& u, const std::vector<int>& chain)
     effects.sustained_clock -= ch.wgrad_effects.sustained_clock;
     effects.kernel_gaps -= ch.wgrad_effects.kernel_gaps;
   }
-  const int b =
-      compute(OpKind::backward, u, 2 * ch.fwd_flops - weight_flops, 2 * ch.fwd_flops - weight_flops,
-              ch.bwd_seconds - (whole ? 0 : ch.wgrad_seconds), ch.bwd_hbm - (whole ? 0 : ch.wgrad_hbm), effects, start);
-  auto end = tensor_collectives(u.chunk, u.micro_batch, with({b}, gathers.during), true);
+  const double attention = ring_cp() ? ch.attention_bwd_seconds : 0;
+  const double a_flops   = ring_cp() ? 2 * ch.sum.attention_flops : 0;
+  int b =
+      compute(OpKind::backward, u, 2 * ch.fwd_flops - weight_flops - a_flops, 2 * ch.fwd_flops - weight_flops - a_flops,
+              ch.bwd_seconds - (whole ? 0 : ch.wgrad_seconds) - attention, ch.bwd_hbm - (whole ? 0 : ch.wgrad_hbm),
+              effects, start);
+  std::vector<int> attention_start;
+  if (ring_cp()) {
+    attention_start = {b};
+    b               = compute(OpKind::backward, u, a_flops, a_flops, attention, 0, OpEffects{}, {b});
+  }
+  auto end = tensor_collectives(u.chunk, u.micro_batch, with({b}, gathers.during), true, start, attention_start);
   end      = expert_collectives(u.chunk, u.micro_batch, end, false, true);
   output(u, end);
   if (whole)
@@ -627,6 +715,21 @@ double lead_share(const Context& c, const ChunkCost& ch)
 double tp_activation_bytes(const Context& c)
 {
   return c.tokens * c.m.hidden * kBf16;
+}
+
+double cp_kv_heads(const Context& c, int a2a)
+{
+  // Ulysses needs a K/V head per rank of its group: fewer are replicated up to the group's size.
+  return std::max(std::ceil(double(c.m.kv_heads) / c.tp), double(a2a));
+}
+
+std::pair<double, double> cp_a2a_bytes(const Context& c, int a2a)
+{
+  const ModelSpec& m  = c.m;
+  const double heads  = double(m.heads) / c.tp;
+  const double kv     = m.attention == AttentionKind::mla ? heads : cp_kv_heads(c, a2a);
+  const double tokens = c.tokens; // the rank's share of the sequence, micro-batch included
+  return {kBf16 * tokens * (heads * qk_dim(m) + kv * (qk_dim(m) + v_dim(m))), kBf16 * tokens * heads * v_dim(m)};
 }
 
 double cp_kv_bytes(const Context& c)

@@ -114,10 +114,22 @@ struct AttentionRates {
 };
 
 /// @brief Precision of the matrix products.
-enum class Precision { bf16, fp8 };
-constexpr std::array<std::string_view, 2> enum_names(Precision)
+/// @brief The number format of the linear layers' GEMMs: BF16, FP8 (E4M3 with per-tensor or block scales, by
+/// the job's recipe), MXFP8 (E4M3 in blocks of 32 with E8M0 scales, Blackwell) or NVFP4 (E2M1 in blocks of 16 with
+/// E4M3 scales and a per-tensor FP32 scale, Blackwell). Attention and the output layer stay in BF16.
+enum class Precision { bf16, fp8, mxfp8, nvfp4 };
+constexpr std::array<std::string_view, 4> enum_names(Precision)
 {
-  return {"bf16", "fp8"};
+  return {"bf16", "fp8", "mxfp8", "nvfp4"};
+}
+
+/// @brief How FP8 scales are chosen (Transformer Engine's recipes): `delayed` from an amax history of earlier
+/// steps, `current` from the tensor's own amax (an extra pass over it), `blockwise` per 1 x 128 activation and
+/// 128 x 128 weight blocks (DeepSeek-V3). MXFP8 and NVFP4 imply their own block scaling.
+enum class Fp8Recipe { delayed, current, blockwise };
+constexpr std::array<std::string_view, 3> enum_names(Fp8Recipe)
+{
+  return {"delayed", "current", "blockwise"};
 }
 
 /// @brief A measured GEMM: op kind "gemm", shape (M x K times K x N), input type, seconds.
@@ -154,9 +166,13 @@ MeasuredKernels read_measured_kernels(spec::ObjectReader r);
 /// @brief The GEMM model's per-GPU inputs: the best measured rate of a full-wave GEMM and the tiling that
 /// quantizes other shapes.
 struct GemmSpec {
-  double ceiling_bf16 = 0; ///< FLOP/s a BF16 GEMM reaches when its tiles fill whole waves (a measured best).
-  double ceiling_fp8  = 0; ///< Same for FP8 inputs; 0 without an FP8 measurement.
-  int sms             = 0; ///< Streaming multiprocessors: one output tile each per wave.
+  double ceiling_bf16  = 0; ///< FLOP/s a BF16 GEMM reaches when its tiles fill whole waves (a measured best).
+  double ceiling_fp8   = 0; ///< Same for FP8 inputs; 0 without an FP8 measurement.
+  double ceiling_mxfp8 = 0; ///< MXFP8 (the FP8 path with block scales); 0: the GPU has no MXFP8.
+  double ceiling_nvfp4 = 0; ///< NVFP4; 0: the GPU has no NVFP4.
+  /// @brief The ceiling for `p` (0 where the GPU lacks it).
+  double ceiling(Precision p) const;
+  int sms = 0;                           ///< Streaming multiprocessors: one output tile each per wave.
   std::vector<std::array<int, 2>> tiles; ///< Output tile shapes (M x N) the library chooses among per GEMM.
   int tile_k = 64;                       ///< Depth of one main-loop step: K is padded to a multiple of it.
 };
@@ -165,10 +181,12 @@ struct GemmSpec {
 struct GpuSpec {
   std::string name;
   std::string source;
-  double peak_bf16_flops = 0; ///< Dense (no sparsity), FLOP/s.
-  double peak_fp8_flops  = 0;
-  double hbm_bandwidth   = 0; ///< bytes/s
-  double hbm_capacity    = 0; ///< bytes
+  double peak_bf16_flops  = 0; ///< Dense (no sparsity), FLOP/s.
+  double peak_fp8_flops   = 0;
+  double peak_mxfp8_flops = 0; ///< 0: no MXFP8 tensor cores (Hopper and older)
+  double peak_nvfp4_flops = 0; ///< 0: no NVFP4 tensor cores
+  double hbm_bandwidth    = 0; ///< bytes/s
+  double hbm_capacity     = 0; ///< bytes
   GemmSpec gemm;
   std::array<AttentionRates, 3> attention{}; ///< Indexed by AttentionKernel (the fused libraries).
   AttentionKernel attention_default   = AttentionKernel::flash2;
@@ -178,6 +196,10 @@ struct GpuSpec {
   /// overlapped compute has the rest. 0: not given (no SM contention).
   int comm_sms = 0;
   MeasuredKernels measured; ///< measured kernel times that replace the model's estimates (none by default)
+  /// @brief The dense peak for `p` (0 where the GPU lacks it).
+  double peak(Precision p) const;
+  /// @brief The precisions the GPU has, for messages ("bf16, fp8").
+  std::string precisions() const;
 };
 
 /// @brief A calibration profile: the compute model's free parameters, fitted on published runs of one GPU
@@ -219,6 +241,17 @@ inline constexpr std::array<std::pair<std::string_view, bool Effects::*>, 6> kEf
     {"dp_overlap_by_unit", &Effects::dp_overlap_by_unit},
 }};
 
+/// @brief How context parallelism moves K and V: `allgather` (Llama 3: the whole sequence's K/V gathered before
+/// attention, exposed), `ring` (Transformer Engine's P2P: K/V chunks passed around the ring under the blocks'
+/// attention), `a2a` (DeepSpeed-Ulysses: all-to-alls of Q, K, V and the output between sequence and head
+/// sharding, exposed) and `a2a+p2p` (Megatron's hierarchical: all-to-all inside groups of `cp_a2a`, a ring across
+/// them).
+enum class CpComm { allgather, ring, a2a, a2a_p2p };
+constexpr std::array<std::string_view, 4> enum_names(CpComm)
+{
+  return {"allgather", "ring", "a2a", "a2a+p2p"};
+}
+
 /// @brief How the data-parallel dimension holds parameters, gradients and optimizer state.
 enum class DataParallelMode { ddp, fsdp, hsdp };
 constexpr std::array<std::string_view, 3> enum_names(DataParallelMode)
@@ -247,6 +280,10 @@ struct GemmShape {
   double k             = 0;
   int groups           = 1;
   bool accumulate_fp32 = false; ///< C is an fp32 buffer read and written (gradient-accumulation fusion).
+  /// @brief In a low precision: rows of A (per group) the rank quantizes itself, -1 for all m. Sequence parallelism
+  /// quantizes its shard before the all-gather; an FP8 dispatch sends tokens already quantized.
+  double cast_rows = -1;
+  bool cast_fused  = false; ///< A is quantized by the norm that produces it (Transformer Engine's LayerNormLinear)
 };
 
 /// @brief What one GEMM costs under the model: FLOPs, HBM bytes, achieved fraction of peak, and time.
@@ -276,9 +313,14 @@ struct OpEffects {
 struct ParallelismSpec {
   int tp                 = 1;
   bool sequence_parallel = true;
-  int cp                 = 1;
-  int pp                 = 1;
-  int dp                 = 1;
+  /// @brief Transformer Engine's TP communication overlap (userbuffers): each layer's all-gather and
+  /// reduce-scatter run in chunks under the GEMMs they feed, so a chunk's TP traffic overlaps its compute.
+  bool tp_overlap = false;
+  int cp          = 1;
+  CpComm cp_comm  = CpComm::allgather; ///< how K/V move between the cp ranks
+  int cp_a2a      = 1;                 ///< a2a+p2p: the all-to-all group's size (divides cp)
+  int pp          = 1;
+  int dp          = 1;
   /// @brief Expert parallelism: the expert layers fold etp x ep x edp over the tp x cp x dp ranks of a pipeline
   /// stage (innermost first, in rank order; Megatron's parallel folding), so EP may span TP and DP.
   int ep  = 1;
@@ -438,6 +480,7 @@ struct JobSpec {
   ScheduleSpec schedule;
   Recompute recompute          = Recompute::none;
   Precision precision          = Precision::bf16;
+  Fp8Recipe fp8_recipe         = Fp8Recipe::delayed;      ///< with precision fp8
   AttentionKernel attention    = AttentionKernel::flash2; ///< The GPU's default unless `kernels.attention` is given.
   double gradient_reduce_bytes = 4; ///< Bytes per gradient element on the wire (fp32: 4, bf16: 2).
   Calibration calibration;          ///< the profile in force (default: the shipped one for the GPU, if any)
@@ -515,19 +558,21 @@ enum class JobIssue {
   ep,               ///< expert parallelism on a dense model, or not dividing experts or cp x dp
   hsdp,             ///< dp not divisible by the HSDP shard size
   sequence,         ///< the sequence does not split into 2 x cp chunks
+  cp_comm,          ///< a context-parallel variant that cannot split the heads or the cp degree as it needs
   batch,            ///< the batch does not divide by dp x micro_batch, or has too many micro-batches
   schedule,         ///< interleaving without pp >= 2 or virtual_stages >= 2, or virtual stages without interleaving
   microbatch_group, ///< interleaved: the group is not between pp and the micro-batches, dividing them
   pipeline_depth,   ///< fewer micro-batches than pipeline stages (1F1B, interleaved)
   layers,           ///< fewer layers than pp x virtual_stages model chunks
-  fp8,              ///< FP8 on a GPU without an FP8 peak
+  fp8,              ///< a precision (FP8, MXFP8, NVFP4) the GPU has no peak for
   attention,        ///< an attention library the GPU file gives no rates for
   memory,           ///< the memory estimate exceeds HBM (thrown by build_step_graph)
 };
-constexpr std::array<std::string_view, 13> enum_names(JobIssue)
+constexpr std::array<std::string_view, 14> enum_names(JobIssue)
 {
-  return {"gpus",           "tp",     "ep",  "hsdp",      "sequence", "batch", "schedule", "microbatch-group",
-          "pipeline-depth", "layers", "fp8", "attention", "memory"};
+  return {
+      "gpus",           "tp",     "ep",  "hsdp",      "sequence", "cp-comm", "batch", "schedule", "microbatch-group",
+      "pipeline-depth", "layers", "fp8", "attention", "memory"};
 }
 
 /// @brief Checks a job's degrees, batch and schedule against its model and GPU, and fills what defaults from

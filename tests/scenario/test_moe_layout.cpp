@@ -48,5 +48,6 @@ TEST_CASE("Qwen3-235B-A22B's layout (TP 2, PP 8, VP 4, EP 32 over TP x DP) runs 
   const double flow = run.result.step_time, analytical = step(doc, "analytical");
   std::cout << "Qwen3-235B 256 H100: flow " << flow << " s, analytical " << analytical << " s\n";
   CHECK(flow > 0);
-  CHECK(std::fabs(analytical - flow) <= 1e-6 * flow);
+  // SimGrid shares bandwidth to its maxmin precision (1e-5, pinned in netsim::EngineOptions).
+  CHECK(std::fabs(analytical - flow) <= 1e-5 * flow);
 }

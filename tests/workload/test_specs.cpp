@@ -288,7 +288,7 @@ TEST_CASE("Inconsistent jobs are refused at the offending JSON path")
   j["gpu"]       = inline_gpu();
   j["gpu"].erase("peak_fp8");
   j["gpu"]["gemm"].erase("ceiling_fp8");
-  expect_spec_error(j, "$.precision.compute", "has no peak_fp8");
+  expect_spec_error(j, "$.precision.compute", "has no fp8 tensor cores");
 
   // The GEMM and attention measurements: validated with the path and the allowed values.
   j                                = good_job();
