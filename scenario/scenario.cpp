@@ -133,6 +133,11 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
     sc.faults = topology::read_faults(*f);
   if (auto m = r.optional_object("multipath")) {
     sc.topology.multipath = topology::read_multipath(*m);
+    if (sc.topology.multipath.spray && sc.options.engine.packet.transport != "roce")
+      m->fail("routing", "\"spray\" sends a flow's packets over every path, which only the \"roce\" transport takes: "
+                         "TCP (packet.transport \"" +
+                             sc.options.engine.packet.transport +
+                             "\") would read the reordering as loss (allowed with it: \"ideal\", \"ecmp\")");
     if (sc.topology.graph && sc.topology.multipath.long_links > 1)
       m->fail("long_links", "splits a template's long links; an imported graph lists its own parallel links");
   }

@@ -222,6 +222,13 @@ RawGraph read_graphml(const std::string& path, const Location& referrer)
   for (const auto& [tag, child] : *graph_node)
     if (tag == "node")
       ids.push_back(child.get<std::string>("<xmlattr>.id", ""));
+  // Boost merges two <node> elements of one id into a vertex: name the id instead of counting vertices later.
+  {
+    std::set<std::string> seen;
+    for (const auto& id : ids)
+      if (!seen.insert(id).second)
+        throw SpecError(path, "node \"" + id + "\"", "a second <node> with this id (every node id is unique)");
+  }
   // Boost adds a vertex for an edge end that names no <node>: name the edge instead of counting vertices later.
   {
     const std::set<std::string> known(ids.begin(), ids.end());

@@ -135,8 +135,23 @@ void check_leaf_ports(ObjectReader& r, const NodeSpec& node, const PodSpec& pod,
 // What a building (or every building of a region) may have of its own; fields not given keep b's values.
 void read_site_fields(ObjectReader& o, BuildingOverride& b)
 {
-  if (o.has("gpu"))
+  if (o.has("gpu")) {
     b.gpu = o.string("gpu");
+    // A zoo name must name a shipped GPU file (a path is read, and checked, with the job).
+    const std::filesystem::path zoo = std::filesystem::path(SPANSIM_DATA_DIR) / "workload" / "gpus";
+    if (b.gpu.find('/') == std::string::npos && std::filesystem::path(b.gpu).extension() != ".json" &&
+        !std::filesystem::exists(zoo / (b.gpu + ".json"))) {
+      std::vector<std::string> names;
+      for (const auto& f : std::filesystem::directory_iterator(zoo))
+        if (f.path().extension() == ".json")
+          names.push_back(f.path().stem().string());
+      std::sort(names.begin(), names.end());
+      std::string list;
+      for (const auto& n : names)
+        list += (list.empty() ? "" : ", ") + n;
+      o.fail("gpu", "unknown GPU \"" + b.gpu + "\" (zoo: " + list + "; or a path to a GPU file)");
+    }
+  }
   if (auto n = o.optional_object("node")) {
     b.node.gpus             = static_cast<int>(n->optional_integer("gpus", 1, 1024).value_or(b.node.gpus));
     b.node.nvlink_bandwidth = n->optional_bandwidth("nvlink_bandwidth").value_or(b.node.nvlink_bandwidth);

@@ -59,9 +59,16 @@ std::map<std::string, std::vector<int>> comm_groups(const std::string& prefix)
     if (!ranks.is_array())
       throw TraceError(path + ": group \"" + id + "\": expected a list of ranks");
     for (const auto& r : ranks)
-      if (!r.is_number_integer())
-        throw TraceError(path + ": group \"" + id + "\": expected a list of ranks");
-    out[id] = ranks.get<std::vector<int>>();
+      if (!r.is_number_integer() || r.get<std::int64_t>() < 0 || r.get<std::int64_t>() > (std::int64_t{1} << 30))
+        throw TraceError(path + ": group \"" + id + "\": expected a list of ranks (integers from 0)");
+    auto list = ranks.get<std::vector<int>>();
+    // A rank twice would talk to itself: name it rather than fail later on the group's size.
+    std::set<int> seen;
+    for (int r : list)
+      if (!seen.insert(r).second)
+        throw TraceError(path + ": group \"" + id + "\": rank " + std::to_string(r) +
+                         " is listed twice (a group lists distinct ranks)");
+    out[id] = std::move(list);
   }
   return out;
 }
