@@ -6,6 +6,7 @@
 #include "common/paths.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -98,6 +99,31 @@ std::vector<std::vector<double>> dims_of(const json& op)
   return out;
 }
 
+// An event's duration in seconds: "dur" must be a finite number of microseconds, not negative; the event is named
+// by its name and start ("ts") when it is not.
+double duration(const json& e, const std::string& path, const char* what)
+{
+  const auto it = e.find("dur");
+  const bool ok = it != e.end() && it->is_number() && std::isfinite(it->get<double>()) && it->get<double>() >= 0;
+  if (!ok) {
+    const auto ts = e.find("ts");
+    throw TraceError(path + ": " + what + " \"" + text(e, "name") + "\"" +
+                     (ts != e.end() && ts->is_number() ? " at ts " + ts->dump() : "") +
+                     ": \"dur\" must be a number of microseconds, at least 0 (" +
+                     (it == e.end() ? std::string("missing") : "found " + it->dump()) + ")");
+  }
+  return it->get<double>() * 1e-6;
+}
+
+// Whether every size an op's shape gives is a whole number of at least one element.
+bool whole_sizes(std::initializer_list<double> sizes)
+{
+  for (double v : sizes)
+    if (!(v >= 1 && v <= 1e12 && std::floor(v) == v))
+      return false;
+  return true;
+}
+
 struct GemmKey {
   workload::Precision dtype;
   double m, n, k;
@@ -128,8 +154,8 @@ KinetoKernels read_kineto(const std::string& path)
       continue;
     const auto cat  = lower(text(e, "cat"));
     const auto name = text(e, "name");
-    if (cat == "user_annotation" && name.rfind("ProfilerStep#", 0) == 0 && e.contains("dur") && e["dur"].is_number())
-      out.iterations.push_back(e["dur"].get<double>() * 1e-6);
+    if (cat == "user_annotation" && name.rfind("ProfilerStep#", 0) == 0)
+      out.iterations.push_back(duration(e, path, "iteration"));
     else if (cat == "cpu_op") {
       if (auto id = int_arg(e, "External id"))
         ops[*id] = &e;
@@ -146,7 +172,7 @@ KinetoKernels read_kineto(const std::string& path)
   std::map<std::int64_t, double> op_seconds;
   std::map<std::int64_t, std::size_t> op_kernels;
   for (const json* k : kernels) {
-    const double seconds = k->contains("dur") && (*k)["dur"].is_number() ? (*k)["dur"].get<double>() * 1e-6 : 0;
+    const double seconds = duration(*k, path, "kernel");
     ++out.gpu_kernels;
     out.gpu_seconds += seconds;
     auto id = int_arg(*k, "External id");
@@ -191,6 +217,11 @@ KinetoKernels read_kineto(const std::string& path)
       g = GemmKey{*dtype, dims[1][0], dims[2][1], dims[1][1]};
     else if (dtype && name == "aten::linear" && dims.size() >= 2 && dims[0].size() >= 2 && dims[1].size() == 2)
       g = GemmKey{*dtype, product(dims[0], dims[0].size() - 1), dims[1][0], dims[0].back()};
+    // A shape of no whole, positive sizes, or no time at all, gives no table row the reader would take.
+    if (g && (!whole_sizes({g->m, g->n, g->k}) || !(seconds > 0))) {
+      out.unmatched[name + " (sizes not whole and positive, or no time)"] += op_kernels[id];
+      continue;
+    }
     if (g) {
       gemms[*g].push_back(seconds);
       count(true);
@@ -202,7 +233,7 @@ KinetoKernels read_kineto(const std::string& path)
     if ((flash || sdpa) && !dims.empty()) {
       const bool backward = name.ends_with("_backward");
       const auto& q       = dims[0]; // backward: grad_out, the same shape
-      if (q.size() == 4 && q[0] > 0) {
+      if (q.size() == 4 && whole_sizes({q[0], q[1], q[2], q[3]}) && seconds > 0) {
         const double batch = q[0], sequence = flash ? q[1] : q[2], heads = flash ? q[2] : q[1];
         attention[{backward, sequence, heads, q[3]}].push_back(seconds / batch);
         count(true);
