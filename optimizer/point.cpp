@@ -61,9 +61,12 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
   json job = {
       {"name", spec.base.name}, {"model", spec.model_ref}, {"gpu", spec.gpu_ref},  {"gpus", spec.base.gpus},
       {"parallelism", par},     {"batch", batch},          {"schedule", schedule}, {"recompute", name_of(p.recompute)}};
-  if (spec.base.precision != workload::Precision::bf16 || spec.base.gradient_reduce_bytes != 4)
+  if (spec.base.precision != workload::Precision::bf16 || spec.base.gradient_reduce_bytes != 4) {
     job["precision"] = {{"compute", name_of(spec.base.precision)},
                         {"gradient_reduce", spec.base.gradient_reduce_bytes == 4 ? "fp32" : "bf16"}};
+    if (spec.base.precision == workload::Precision::fp8)
+      job["precision"]["recipe"] = name_of(spec.base.fp8_recipe);
+  }
   if (spec.base.model.moe.experts > 0) {
     // The spec's routing as given, the point's dispatcher and node limit.
     json moe          = spec.moe_ref.is_object() ? spec.moe_ref : json::object();

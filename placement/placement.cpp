@@ -434,6 +434,13 @@ workload::StepGraph graph_for(const workload::JobSpec& job, const std::string& t
   workload::JobSpec j = job;
   if (type != job.gpu.name) {
     j.gpu = workload::load_gpu(type);
+    // A building whose GPUs lack the job's number format cannot run its stages so (no silent fallback).
+    if (!(j.gpu.peak(j.precision) > 0))
+      throw SpecError(job.file, job.json_path + ".precision.compute",
+                      "GPU " + type + " (a building of its own) has no " + std::string(name_of(j.precision)) +
+                          " tensor cores (it has: " + j.gpu.precisions() +
+                          "): choose a precision every building's "
+                          "GPUs have");
     // The job's profile if it holds for this GPU (or is "none"), else the shipped one that does.
     if (j.calibration.name != "none" && !j.calibration.covers(type))
       j.calibration = workload::default_calibration(j.gpu);

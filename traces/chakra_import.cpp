@@ -5,6 +5,8 @@
 #include "traces/chakra_io.hpp"
 #include "traces/traces.hpp"
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -312,8 +314,18 @@ private:
     const auto size = as_double(find_attr(n, "comm_size"));
     if (!size && !find_attr(n, "spansim_bytes"))
       throw TraceError(at + ": a communication node needs comm_size");
-    op.count        = static_cast<int>(as_int(find_attr(n, "spansim_count")).value_or(1));
-    op.bytes        = as_double(find_attr(n, "spansim_bytes")).value_or(size.value_or(0) / std::max(1, op.count));
+    op.count = static_cast<int>(as_int(find_attr(n, "spansim_count")).value_or(1));
+    op.bytes = as_double(find_attr(n, "spansim_bytes")).value_or(size.value_or(0) / std::max(1, op.count));
+    // A negative or non-finite size would vanish from the step: refuse it, naming the node.
+    if (!(op.bytes >= 0) || !std::isfinite(op.bytes) || op.count < 1) {
+      char found[96];
+      std::snprintf(found, sizeof found, "%s %.17g per call, count %d",
+                    find_attr(n, "spansim_bytes") ? "spansim_bytes" : "comm_size", op.bytes, op.count);
+      throw TraceError(at +
+                       ": a communication node's size must be a number of bytes, at least 0, and its count at "
+                       "least 1 (found " +
+                       found + ")");
+    }
     op.overlappable = as_int(find_attr(n, "spansim_overlappable")).value_or(0) != 0;
     if (n.type() == chakra::COMM_COLL_NODE) {
       op.kind = OpKind::collective;
@@ -487,21 +499,39 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
                        std::to_string(layout->coordinates(rank).pp) + ", not " + std::to_string(s));
     graph.stages.push_back(reader.read(s, et_path(prefix, rank), rank));
   }
-  // Every send meets its receive: (from, to, tag) on both sides.
-  std::set<std::tuple<int, int, std::int64_t>> sends, recvs;
+  // A step in which nothing takes time or moves a byte means nothing (a trace of metadata only).
+  bool work = false;
+  for (const auto& st : graph.stages)
+    for (const auto& op : st.ops)
+      work = work || (workload::is_compute(op.kind) ? op.seconds > 0 : op.bytes > 0);
+  if (!work)
+    throw TraceError(prefix + ": no node of the trace takes time or moves bytes (metadata or empty nodes only): "
+                              "its step would be 0 s");
+  // Every send meets its receive: (from, to, tag) on both sides, with the same size.
+  std::map<std::tuple<int, int, std::int64_t>, double> sends, recvs;
   for (const auto& st : graph.stages)
     for (const auto& op : st.ops) {
       if (op.kind == OpKind::send)
-        sends.insert({st.stage, op.peer_stage, op.tag});
+        sends[{st.stage, op.peer_stage, op.tag}] = op.bytes;
       else if (op.kind == OpKind::recv)
-        recvs.insert({op.peer_stage, st.stage, op.tag});
+        recvs[{op.peer_stage, st.stage, op.tag}] = op.bytes;
     }
-  for (const auto& [from, to, tag] : sends)
-    if (!recvs.contains({from, to, tag}))
+  for (const auto& entry : sends) {
+    const auto it = recvs.find(entry.first);
+    if (it != recvs.end() && std::fabs(it->second - entry.second) > 1e-9 * std::max(it->second, entry.second)) {
+      char sizes[96];
+      std::snprintf(sizes, sizeof sizes, "%.17g bytes sent, %.17g received", entry.second, it->second);
+      throw TraceError(prefix + ": stage " + std::to_string(std::get<0>(entry.first)) + " sends tag " +
+                       std::to_string(std::get<2>(entry.first)) + " to stage " +
+                       std::to_string(std::get<1>(entry.first)) + " with another size than it is received: " + sizes);
+    }
+  }
+  for (const auto& [key, bytes] : sends)
+    if (const auto [from, to, tag] = key; !recvs.contains(key))
       throw TraceError(prefix + ": stage " + std::to_string(from) + " sends tag " + std::to_string(tag) + " to stage " +
                        std::to_string(to) + ", which never receives it");
-  for (const auto& [from, to, tag] : recvs)
-    if (!sends.contains({from, to, tag}))
+  for (const auto& [key, bytes] : recvs)
+    if (const auto [from, to, tag] = key; !sends.contains(key))
       throw TraceError(prefix + ": stage " + std::to_string(to) + " receives tag " + std::to_string(tag) +
                        " from stage " + std::to_string(from) + ", which never sends it");
   return graph;

@@ -123,7 +123,9 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
   };
   const double q        = quantize_bytes(precision, c.job.fp8_recipe);
   const double mem_rate = c.job.gpu.hbm_bandwidth * c.job.gpu.elementwise_efficiency;
-  const int casts       = precision == Precision::fp8 && c.job.fp8_recipe == Fp8Recipe::current ? 2 : 1;
+  // Current FP8 scaling and NVFP4's per-tensor scale read the tensor once more, in a kernel of its own.
+  const int casts =
+      (precision == Precision::fp8 && c.job.fp8_recipe == Fp8Recipe::current) || precision == Precision::nvfp4 ? 2 : 1;
   // A norm that quantizes its own output writes the low-precision copies only (current scaling still reads the
   // output again for its amax).
   const double fused_q = q > 0 ? 2 * input_bytes(precision) + (casts == 2 ? kBf16 : 0) : 0;

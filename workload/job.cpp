@@ -382,6 +382,18 @@ void validate_job(JobSpec& job)
     at.fail(JobIssue::schedule, {"schedule", "virtual_stages"},
             kind + " runs one model chunk per stage; virtual_stages must be 1, found " + n(sched.virtual_stages));
   }
+  // The paired schedules (ep_overlap, DualPipe) interleave two units' pieces; their TP and CP collectives are not
+  // split under the pieces' compute.
+  const bool paired = sched.ep_overlap || sched.kind == ScheduleKind::dualpipe || sched.kind == ScheduleKind::dualpipev;
+  if (paired && par.tp_overlap)
+    at.fail(JobIssue::schedule, {"parallelism", "tp_overlap"},
+            "TP overlap is modelled for 1f1b, interleaved-1f1b, gpipe and zb-h1 without ep_overlap; not with " +
+                std::string(sched.ep_overlap ? "ep_overlap" : name_of(sched.kind)));
+  if (paired && (par.cp_comm == CpComm::ring || par.cp_comm == CpComm::a2a_p2p))
+    at.fail(JobIssue::schedule, {"parallelism", "cp_comm"},
+            "a ring's overlap with the attention is modelled for 1f1b, interleaved-1f1b, gpipe and zb-h1 without "
+            "ep_overlap; with " +
+                std::string(sched.ep_overlap ? "ep_overlap" : name_of(sched.kind)) + " use \"allgather\" or \"a2a\"");
   if (sched.ep_overlap) {
     if (sched.kind != ScheduleKind::one_f_one_b && sched.kind != ScheduleKind::interleaved_1f1b)
       at.fail(JobIssue::schedule, {"schedule", "ep_overlap"},

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace spansim::workload {
@@ -52,18 +53,18 @@ private:
   /// Tensor-parallel (and expert-TP) and context-parallel collectives of one pass over chunk v (or the layers of
   /// `range` only), chained after `after`; returns the chain's end.
   std::vector<int> tensor_collectives(int v, int mb, std::vector<int> after, bool backward,
-                                      const std::vector<int>& compute_start   = {},
-                                      const std::vector<int>& attention_start = {});
+                                      const std::optional<std::vector<int>>& compute_start   = std::nullopt,
+                                      const std::optional<std::vector<int>>& attention_start = std::nullopt);
   /// `compute_start`: the deps of the compute op these collectives follow; with TP overlap (and a start given) the
   /// TP all-gathers and reduce-scatters start with that compute instead of after it. `attention_start`: the deps
   /// of the attention kernels' op, under which a ring CP's K/V exchange runs (else under the whole compute).
   std::vector<int> tensor_collectives(int v, int mb, std::vector<int> after, bool backward, Layers range,
-                                      const std::vector<int>& compute_start   = {},
-                                      const std::vector<int>& attention_start = {});
+                                      const std::optional<std::vector<int>>& compute_start   = std::nullopt,
+                                      const std::optional<std::vector<int>>& attention_start = std::nullopt);
   /// The context-parallel collectives of one pass over `layers` layers, by the job's CP variant, after `after` (or,
   /// a ring's, beside the compute that starts after `overlap_start`); returns their end.
   std::vector<int> context_collectives(int v, int mb, std::vector<int> after, bool backward, int layers,
-                                       const std::vector<int>& overlap_start);
+                                       const std::optional<std::vector<int>>& overlap_start);
   /// The expert dispatch and combine of one pass over chunk v after `after`; `overlapped`: they run under the
   /// compute of an overlapped pair. Returns their end (`after` when the chunk has none).
   std::vector<int> expert_collectives(int v, int mb, std::vector<int> after, bool overlapped, bool backward);
@@ -170,8 +171,8 @@ private:
 };
 
 std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int> after, bool backward,
-                                                  const std::vector<int>& compute_start,
-                                                  const std::vector<int>& attention_start)
+                                                  const std::optional<std::vector<int>>& compute_start,
+                                                  const std::optional<std::vector<int>>& attention_start)
 {
   const ChunkCost& ch = cost(v);
   return tensor_collectives(v, mb, std::move(after), backward, span(ch.first_layer, ch.layers), compute_start,
@@ -179,8 +180,8 @@ std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int
 }
 
 std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int> after, bool backward, Layers range,
-                                                  const std::vector<int>& compute_start,
-                                                  const std::vector<int>& attention_start)
+                                                  const std::optional<std::vector<int>>& compute_start,
+                                                  const std::optional<std::vector<int>>& attention_start)
 {
   const Layers ch      = range;
   std::vector<int> end = std::move(after);
@@ -195,8 +196,8 @@ std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int
     const int count = sp ? ch.layers + mlps : 2 * ch.layers;
     // Overlapped (userbuffers), they run beside the compute that follows compute_start, and what comes next
     // waits for both.
-    const bool overlap      = c_.job.parallelism.tp_overlap && !compute_start.empty();
-    std::vector<int> tp_end = overlap ? compute_start : end;
+    const bool overlap      = c_.job.parallelism.tp_overlap && compute_start.has_value();
+    std::vector<int> tp_end = overlap ? *compute_start : end;
     for (CollectiveOp kind : sp ? std::vector{CollectiveOp::all_gather, CollectiveOp::reduce_scatter}
                                 : std::vector{CollectiveOp::all_reduce})
       tp_end = {collective({kind, Dim::tp, Purpose::tp_activations, g, act, count, overlap}, v, mb, tp_end)};
@@ -213,13 +214,12 @@ std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int
       end = {collective({kind, Dim::tp, Purpose::tp_activations, g, etp_buffer_bytes(c_), ch.moe_layers}, v, mb, end)};
   }
   if (c_.cp > 1)
-    end =
-        context_collectives(v, mb, end, backward, ch.layers, attention_start.empty() ? compute_start : attention_start);
+    end = context_collectives(v, mb, end, backward, ch.layers, attention_start ? attention_start : compute_start);
   return end;
 }
 
 std::vector<int> StageBuilder::context_collectives(int v, int mb, std::vector<int> after, bool backward, int layers,
-                                                   const std::vector<int>& overlap_start)
+                                                   const std::optional<std::vector<int>>& overlap_start)
 {
   const auto& par      = c_.job.parallelism;
   std::vector<int> end = std::move(after);
@@ -235,8 +235,8 @@ std::vector<int> StageBuilder::context_collectives(int v, int mb, std::vector<in
   // reduce-scattered. A ring passes the same chunks around, each step under one block's attention: overlapped with
   // the attention kernels when a start is given. MLA gathers its compressed latent.
   auto gather = [&](Group g, double kv) {
-    const bool ring      = par.cp_comm != CpComm::allgather && !overlap_start.empty();
-    std::vector<int> ids = ring ? overlap_start : end;
+    const bool ring      = par.cp_comm != CpComm::allgather && overlap_start.has_value();
+    std::vector<int> ids = ring ? *overlap_start : end;
     ids = {collective({CollectiveOp::all_gather, Dim::cp, Purpose::cp_kv, g, kv, layers, ring}, v, mb, ids)};
     if (backward)
       ids = {
@@ -255,9 +255,10 @@ std::vector<int> StageBuilder::context_collectives(int v, int mb, std::vector<in
     ulysses(Group{Axis::cp, c_.cp});
     break;
   case CpComm::a2a_p2p: {
+    // The ring first on the CP stream, so that it runs under the attention; the all-to-alls after it.
     const int a = par.cp_a2a;
-    ulysses(Group{Axis::cp_a2a, a});
     gather(Group{Axis::cp_p2p, c_.cp / a}, cp_kv_bytes(c_) * cp_kv_heads(c_, a) / cp_kv_heads(c_, 1) / a);
+    ulysses(Group{Axis::cp_a2a, a});
     break;
   }
   }
@@ -493,9 +494,9 @@ std::vector<int> StageBuilder::run(const Unit& u, const std::vector<int>& chain)
     const double a_flops   = ring_cp() ? ch.sum.attention_flops : 0;
     int f = compute(OpKind::forward, u, ch.fwd_flops - a_flops, ch.fwd_flops - a_flops, ch.fwd_seconds - attention,
                     ch.fwd_hbm, ch.fwd_effects, with(deps, chain));
-    std::vector<int> attention_start;
+    std::optional<std::vector<int>> attention_start;
     if (ring_cp()) {
-      attention_start = {f};
+      attention_start = std::vector<int>{f};
       f               = compute(OpKind::forward, u, a_flops, a_flops, attention, 0, OpEffects{}, {f});
     }
     auto end = tensor_collectives(u.chunk, u.micro_batch, with({f}, gathers.during), false, with(deps, chain),
@@ -530,9 +531,9 @@ std::vector<int> StageBuilder::run(const Unit& u, const std::vector<int>& chain)
       compute(OpKind::backward, u, 2 * ch.fwd_flops - weight_flops - a_flops, 2 * ch.fwd_flops - weight_flops - a_flops,
               ch.bwd_seconds - (whole ? 0 : ch.wgrad_seconds) - attention, ch.bwd_hbm - (whole ? 0 : ch.wgrad_hbm),
               effects, start);
-  std::vector<int> attention_start;
+  std::optional<std::vector<int>> attention_start;
   if (ring_cp()) {
-    attention_start = {b};
+    attention_start = std::vector<int>{b};
     b               = compute(OpKind::backward, u, a_flops, a_flops, attention, 0, OpEffects{}, {b});
   }
   auto end = tensor_collectives(u.chunk, u.micro_batch, with({b}, gathers.during), true, start, attention_start);

@@ -87,15 +87,16 @@ TEST_CASE("Each CP variant's buffers per layer and pass equal hand sums (Llama 3
         {CollectiveOp::all_to_all, 8, qkv, 32, false},
         {CollectiveOp::all_to_all, 8, out, 32, false}}},
       // Groups of 2 exchange heads (8 K/V heads split 4 each), rings of 4 pass the K/V of those 4 heads.
+      // The ring first on the CP stream (it runs under the attention), the all-to-alls after it.
       {"a2a+p2p",
        2,
-       {{CollectiveOp::all_to_all, 2, qkv, 32, false},
-        {CollectiveOp::all_to_all, 2, out, 32, false},
-        {CollectiveOp::all_gather, 4, kv / 2, 32, true},
+       {{CollectiveOp::all_gather, 4, kv / 2, 32, true},
         {CollectiveOp::all_to_all, 2, qkv, 32, false},
         {CollectiveOp::all_to_all, 2, out, 32, false},
         {CollectiveOp::all_gather, 4, kv / 2, 32, true},
-        {CollectiveOp::reduce_scatter, 4, kv / 2, 32, true}}},
+        {CollectiveOp::reduce_scatter, 4, kv / 2, 32, true},
+        {CollectiveOp::all_to_all, 2, qkv, 32, false},
+        {CollectiveOp::all_to_all, 2, out, 32, false}}},
   };
   for (const auto& c : cases) {
     const auto g   = workload::build_step_graph(cp_job(c.comm, int(s), c.a2a), workload::BuildOptions{false});
