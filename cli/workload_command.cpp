@@ -12,6 +12,7 @@
 #include "traces/traces.hpp"
 #include "workload/workload.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -251,6 +252,11 @@ void import_kineto(const KinetoOptions& o)
   const auto written = traces::write_measured_tables(k, o.out);
   nlohmann::json replay;
   if (!o.scenario.empty()) {
+    // A replay with nothing measured in it would only repeat the model: no error figure means anything then.
+    if (k.kernels.gemm.empty() && k.kernels.attention.empty())
+      throw TraceError(o.trace + ": no BF16 or FP8 GEMM or attention kernel was attached to its op (" +
+                       std::to_string(k.attached_kernels) + " of " + std::to_string(k.gpu_kernels) +
+                       " kernels linked to a CPU op), so there is nothing to replay " + o.scenario + " with");
     auto sc        = scenario::load_scenario(o.scenario);
     const auto old = scenario::run_scenario(sc).result.step_time;
     if (!k.kernels.gemm.empty()) {
@@ -274,8 +280,11 @@ void import_kineto(const KinetoOptions& o)
                         {"trace", o.trace},
                         {"written", written},
                         {"gemm_shapes", k.kernels.gemm.size()},
+                        {"other_gemm_shapes", k.other_gemms.size()},
                         {"attention_shapes", k.kernels.attention.size()},
                         {"gpu_kernels", k.gpu_kernels},
+                        {"attached_kernels", k.attached_kernels},
+                        {"gemm_kernels", k.gemm_kernels},
                         {"matched_kernels", k.matched_kernels},
                         {"gpu_seconds", k.gpu_seconds},
                         {"matched_seconds", k.matched_seconds},
@@ -287,11 +296,33 @@ void import_kineto(const KinetoOptions& o)
     std::cout << j.dump(2) << "\n";
     return;
   }
-  std::cout << "Kineto trace " << o.trace << ": " << k.gpu_kernels << " GPU kernels, " << k.matched_kernels
-            << " attached to GEMM or attention ops ("
+  std::cout << "Kineto trace " << o.trace << ": " << k.gpu_kernels << " GPU kernels, " << k.attached_kernels
+            << " linked to the CPU op that launched them, " << k.gemm_kernels << " launched by GEMM ops, "
+            << k.matched_kernels << " in the tables ("
             << fixed(k.gpu_seconds > 0 ? 100 * k.matched_seconds / k.gpu_seconds : 0, 1) << "% of GPU kernel time)\n";
+  if (!k.unmatched.empty()) {
+    // The largest reasons first; the long tail of element-wise ops folds into one row (--json lists them all).
+    std::vector<std::pair<std::size_t, std::string>> reasons;
+    for (const auto& [reason, n] : k.unmatched)
+      reasons.emplace_back(n, reason);
+    std::stable_sort(reasons.begin(), reasons.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    Table why{"Kernels left out of the tables", {"why", "kernels"}, {}};
+    constexpr std::size_t kShown = 10;
+    std::size_t rest = 0, rest_reasons = 0;
+    for (std::size_t i = 0; i < reasons.size(); ++i)
+      if (i < kShown) {
+        why.rows.push_back({reasons[i].second, std::to_string(reasons[i].first)});
+      } else {
+        rest += reasons[i].first;
+        ++rest_reasons;
+      }
+    if (rest_reasons > 0)
+      why.rows.push_back({std::to_string(rest_reasons) + " other reasons (--json lists them)", std::to_string(rest)});
+    print_table(std::cout, why);
+  }
   Table t{"", {"what", "value"}, {}};
-  t.rows = {{"GEMM shapes", std::to_string(k.kernels.gemm.size())},
+  t.rows = {{"GEMM shapes (BF16, FP8)", std::to_string(k.kernels.gemm.size())},
+            {"other GEMM shapes (FP32, TF32, FP16, batched)", std::to_string(k.other_gemms.size())},
             {"attention shapes", std::to_string(k.kernels.attention.size())},
             {"iterations (ProfilerStep)",
              std::to_string(k.iterations.size()) + ", median " + units::format_time(k.iteration_seconds())}};
@@ -339,8 +370,8 @@ void add_workload_command(CLI::App& app)
   e->callback([eo]() { export_chakra(*eo); });
   auto ko     = std::make_shared<KinetoOptions>();
   CLI::App* k = wl->add_subcommand("import-kineto", "Measured kernel tables from a PyTorch profiler (Kineto) trace");
-  k->add_option("trace", ko->trace, "Chrome-trace JSON written by torch.profiler")->required();
-  k->add_option("--out", ko->out, "Folder for gemm.csv and attention.csv")->required();
+  k->add_option("trace", ko->trace, "Chrome-trace JSON written by torch.profiler (.json or .json.gz)")->required();
+  k->add_option("--out", ko->out, "Folder for gemm.csv, attention.csv and gemm_other.csv")->required();
   k->add_option("--scenario", ko->scenario,
                 "Replay this scenario with the measured kernels and compare with the trace's iteration time");
   k->add_flag("--json", ko->json, "Print one JSON document");

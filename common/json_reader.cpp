@@ -112,7 +112,7 @@ private:
 
 } // namespace
 
-std::string load_text_file(const std::string& path)
+std::string load_text_file(const std::string& path, std::size_t max_bytes)
 {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -126,10 +126,10 @@ std::string load_text_file(const std::string& path)
   const auto bytes = fs::file_size(path, ec);
   if (ec)
     throw SpecError(path, "", "cannot read its size: " + ec.message());
-  if (bytes > kMaxSpecFileBytes)
+  if (bytes > max_bytes)
     throw SpecError(path, "",
-                    "the file has " + std::to_string(bytes) + " bytes; spec files are limited to " +
-                        std::to_string(kMaxSpecFileBytes / (1024 * 1024)) + " MiB");
+                    "the file has " + std::to_string(bytes) + " bytes; such files are limited to " +
+                        std::to_string(max_bytes / (1024 * 1024)) + " MiB");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw SpecError(path, "", "cannot open file");
@@ -171,12 +171,12 @@ json load_referenced_json(const std::string& path, const Location& referrer)
   return load_json_file(path);
 }
 
-json parse_json_text(std::string_view text, const std::string& file)
+json parse_json_text(std::string_view text, const std::string& file, std::size_t max_bytes)
 {
-  if (text.size() > kMaxSpecFileBytes)
+  if (text.size() > max_bytes)
     throw SpecError(file, "",
-                    "the document has " + std::to_string(text.size()) + " bytes; spec documents are limited to " +
-                        std::to_string(kMaxSpecFileBytes / (1024 * 1024)) + " MiB");
+                    "the document has " + std::to_string(text.size()) + " bytes; such documents are limited to " +
+                        std::to_string(max_bytes / (1024 * 1024)) + " MiB");
   // A SAX pass checks keys and depth; then a plain parse builds the document. nlohmann's callback parser would
   // do both at once, but it rescans an array at every object that ends in it: quadratic in a graph of 200K links.
   DocumentCheck check(file);

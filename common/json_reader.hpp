@@ -29,14 +29,17 @@ nlohmann::json load_json_file(const std::string& path);
 /// the referrer (file and JSON path of the reference); errors inside the file name the file itself. A referrer
 /// without a file (a command-line argument) gives load_json_file's errors.
 nlohmann::json load_referenced_json(const std::string& path, const struct Location& referrer);
-/// @brief Reads a spec file's text (JSON or CSV) with load_json_file's checks on the file itself.
-std::string load_text_file(const std::string& path);
+/// @brief Reads a spec file's text (JSON or CSV) with load_json_file's checks on the file itself; files over
+/// `max_bytes` are refused before they are read.
+std::string load_text_file(const std::string& path, std::size_t max_bytes = kMaxSpecFileBytes);
 /// @brief Reports at `referrer` a file it names that is missing or not a regular file.
 void check_referenced_file(const std::string& path, const struct Location& referrer);
 /// @brief Resolves `path` as named at `referrer`: relative paths are taken from the referring file's directory.
 std::string referenced_path(const std::string& path, const struct Location& referrer);
-/// @brief Parses JSON text with the checks of load_json_file; `file` names it in errors.
-nlohmann::json parse_json_text(std::string_view text, const std::string& file);
+/// @brief Parses JSON text with the checks of load_json_file; `file` names it in errors. Text over `max_bytes` is
+/// refused (a trace reader allows more than a spec's limit).
+nlohmann::json parse_json_text(std::string_view text, const std::string& file,
+                               std::size_t max_bytes = kMaxSpecFileBytes);
 
 /// @brief Where a JSON value sits: the file it came from and its JSON path ("$.pod.nic_bandwidth").
 struct Location {

@@ -12,6 +12,8 @@
 #include <sstream>
 #include <tuple>
 
+#include <zlib.h>
+
 namespace spansim::traces {
 
 using nlohmann::json;
@@ -65,23 +67,6 @@ std::optional<std::int64_t> int_arg(const json& event, const std::string& name)
   return std::nullopt;
 }
 
-std::optional<workload::Precision> dtype_of(const json& op)
-{
-  const json* types = arg(op, "Input type");
-  if (!types || !types->is_array())
-    return std::nullopt;
-  for (const auto& t : *types) {
-    if (!t.is_string())
-      continue;
-    const auto s = lower(t.get<std::string>());
-    if (s.find("bfloat16") != std::string::npos)
-      return workload::Precision::bf16;
-    if (s.find("float8") != std::string::npos)
-      return workload::Precision::fp8;
-  }
-  return std::nullopt;
-}
-
 std::vector<std::vector<double>> dims_of(const json& op)
 {
   std::vector<std::vector<double>> out;
@@ -124,9 +109,56 @@ bool whole_sizes(std::initializer_list<double> sizes)
   return true;
 }
 
+// The trace's text: a file as written, or gzip data (torch.profiler's and HTA's .json.gz) inflated, each at most
+// kMaxKinetoTextBytes.
+std::string trace_text(const std::string& path)
+{
+  std::string raw = spec::load_text_file(path, kMaxKinetoTextBytes);
+  if (raw.size() < 2 || static_cast<unsigned char>(raw[0]) != 0x1f || static_cast<unsigned char>(raw[1]) != 0x8b)
+    return raw;
+  z_stream z{};
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
+    throw TraceError(path + ": cannot start zlib to read its gzip data");
+  std::string out;
+  std::size_t in_at = 0;
+  int rc            = Z_OK;
+  char buffer[1 << 16];
+  while (true) {
+    z.next_in   = reinterpret_cast<Bytef*>(raw.data() + in_at);
+    z.avail_in  = static_cast<uInt>(std::min<std::size_t>(raw.size() - in_at, 1U << 30));
+    z.next_out  = reinterpret_cast<Bytef*>(buffer);
+    z.avail_out = sizeof buffer;
+    rc          = inflate(&z, Z_NO_FLUSH);
+    in_at       = static_cast<std::size_t>(reinterpret_cast<char*>(z.next_in) - raw.data());
+    out.append(buffer, sizeof buffer - z.avail_out);
+    if (out.size() > kMaxKinetoTextBytes) {
+      inflateEnd(&z);
+      throw TraceError(path + ": its gzip data inflates to more than " + std::to_string(kMaxKinetoTextBytes >> 20) +
+                       " MiB (trim the trace to a few iterations)");
+    }
+    if (rc == Z_STREAM_END) {
+      // gzip allows several members one after another (a concatenated file): read on while data remains.
+      if (in_at >= raw.size())
+        break;
+      inflateReset(&z);
+      continue;
+    }
+    if (rc != Z_OK || (z.avail_in == 0 && z.avail_out != 0 && in_at >= raw.size()))
+      break;
+  }
+  const std::string message = z.msg ? z.msg : "";
+  inflateEnd(&z);
+  if (rc != Z_STREAM_END)
+    throw TraceError(path + ": its gzip data is " +
+                     (rc == Z_OK || rc == Z_BUF_ERROR ? std::string("truncated (it ends before its stream does)")
+                                                      : "damaged (zlib: " + message + ")"));
+  return out;
+}
+
 struct GemmKey {
-  workload::Precision dtype;
-  double m, n, k;
+  std::string dtype;
+  bool batched;
+  double batch, m, n, k;
   auto operator<=>(const GemmKey&) const = default;
 };
 struct AttentionKey {
@@ -135,74 +167,176 @@ struct AttentionKey {
   auto operator<=>(const AttentionKey&) const = default;
 };
 
+// A CPU op or a kernel launch: where it ran and when.
+struct Span {
+  std::string thread; // pid and tid as the trace writes them
+  double start = 0, end = 0;
+  const json* event = nullptr;
+};
+
+std::string thread_of(const json& e)
+{
+  const auto pid = e.find("pid");
+  const auto tid = e.find("tid");
+  return (pid != e.end() ? pid->dump() : "") + "/" + (tid != e.end() ? tid->dump() : "");
+}
+
+double number_or(const json& e, const char* key, double fallback)
+{
+  const auto it = e.find(key);
+  return it != e.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+// For each launch, the innermost CPU op of its thread whose interval encloses the launch's start (null: none):
+// a sweep per thread with the stack of open ops, ops sorted by start and, at one start, the longer (outer) first.
+std::vector<const json*> enclosing_ops(std::vector<Span> ops, const std::vector<Span>& launches)
+{
+  // Stable: an op and its child of the same start and end (aten::matmul and its aten::mm) keep the trace's order,
+  // parent first, so the child is the innermost.
+  std::stable_sort(ops.begin(), ops.end(), [](const Span& a, const Span& b) {
+    return std::tie(a.thread, a.start, b.end) < std::tie(b.thread, b.start, a.end);
+  });
+  std::vector<std::size_t> order(launches.size());
+  for (std::size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return std::tie(launches[a].thread, launches[a].start) < std::tie(launches[b].thread, launches[b].start);
+  });
+  std::vector<const json*> out(launches.size(), nullptr);
+  std::size_t next = 0;
+  std::vector<const Span*> open;
+  std::string thread;
+  for (std::size_t i : order) {
+    const auto& l = launches[i];
+    if (l.thread != thread) {
+      thread = l.thread;
+      open.clear();
+      while (next < ops.size() && ops[next].thread < thread)
+        ++next;
+    }
+    while (next < ops.size() && ops[next].thread == thread && ops[next].start <= l.start) {
+      while (!open.empty() && open.back()->end < ops[next].start)
+        open.pop_back();
+      open.push_back(&ops[next++]);
+    }
+    while (!open.empty() && open.back()->end < l.start)
+      open.pop_back();
+    if (!open.empty())
+      out[i] = open.back()->event;
+  }
+  return out;
+}
+
+// A GEMM op's input type: FP32 inputs run as TF32 where the kernel's name says so (cuBLAS names its TF32 kernels).
+std::optional<std::string> gemm_dtype(const json& op, const std::string& kernel)
+{
+  const json* types = arg(op, "Input type");
+  if (!types || !types->is_array())
+    return std::nullopt;
+  for (const auto& t : *types) {
+    if (!t.is_string())
+      continue;
+    const auto s = lower(t.get<std::string>());
+    if (s.find("bfloat16") != std::string::npos)
+      return "bf16";
+    if (s.find("float8") != std::string::npos)
+      return "fp8";
+    if (s.find("half") != std::string::npos)
+      return "fp16";
+    if (s == "float")
+      return lower(kernel).find("tf32") != std::string::npos ? "tf32" : "fp32";
+  }
+  return std::nullopt;
+}
+
+bool is_gemm_op(const std::string& name)
+{
+  return name == "aten::mm" || name == "aten::addmm" || name == "aten::linear" || name == "aten::bmm" ||
+         name == "aten::baddbmm";
+}
+
 } // namespace
 
 KinetoKernels read_kineto(const std::string& path)
 {
-  const json doc     = spec::load_json_file(path);
+  json doc;
+  try {
+    doc = spec::parse_json_text(trace_text(path), path, kMaxKinetoTextBytes);
+  } catch (const SpecError& e) {
+    throw TraceError(e.what());
+  }
   const json* events = doc.is_object() && doc.contains("traceEvents") ? &doc["traceEvents"] : nullptr;
   if (!events || !events->is_array())
     throw TraceError(path + (events ? ": at $.traceEvents" : ": at $") +
                      ": not a Chrome trace (expected an object with a \"traceEvents\" list, as torch.profiler "
                      "writes)");
   KinetoKernels out;
-  std::map<std::int64_t, const json*> ops;           // External id -> CPU op
-  std::map<std::int64_t, std::int64_t> launch_owner; // correlation -> External id of the launch
+  std::vector<Span> ops, launches;
+  std::map<std::int64_t, std::size_t> launch_of; // correlation -> its launch
   std::vector<const json*> kernels;
   for (const auto& e : *events) {
     if (!e.is_object() || text(e, "ph") != "X")
       continue;
     const auto cat  = lower(text(e, "cat"));
     const auto name = text(e, "name");
-    if (cat == "user_annotation" && name.rfind("ProfilerStep#", 0) == 0)
-      out.iterations.push_back(duration(e, path, "iteration"));
-    else if (cat == "cpu_op") {
-      if (auto id = int_arg(e, "External id"))
-        ops[*id] = &e;
-    } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
-      auto corr = int_arg(e, "correlation");
-      auto id   = int_arg(e, "External id");
-      if (corr && id)
-        launch_owner[*corr] = *id;
+    // Kineto of 2021 wrote "Operator", "Runtime" and "Kernel" where later ones write cpu_op, cuda_runtime and
+    // kernel; ProfilerStep#N is an annotation (or an Operator), never a kernel's launching op.
+    if (name.rfind("ProfilerStep#", 0) == 0) {
+      if (cat == "user_annotation" || cat == "cpu_op" || cat == "operator")
+        out.iterations.push_back(duration(e, path, "iteration"));
+    } else if (cat == "cpu_op" || cat == "operator") {
+      // In the trace's microseconds: a launch at an op's last microsecond is still inside it.
+      const double start = number_or(e, "ts", 0);
+      duration(e, path, "CPU op");
+      ops.push_back({thread_of(e), start, start + e["dur"].get<double>(), &e});
+    } else if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "runtime") {
+      if (auto corr = int_arg(e, "correlation")) {
+        launch_of[*corr] = launches.size();
+        launches.push_back({thread_of(e), number_or(e, "ts", 0), 0, &e});
+      }
     } else if (cat == "kernel") {
       kernels.push_back(&e);
     }
   }
+  const auto owner = enclosing_ops(ops, launches);
   // Kernel seconds per launching op (an op may launch several kernels: their times add up).
-  std::map<std::int64_t, double> op_seconds;
-  std::map<std::int64_t, std::size_t> op_kernels;
+  std::map<const json*, double> op_seconds;
+  std::map<const json*, std::size_t> op_kernels;
+  std::map<const json*, std::string> op_kernel_name;
   for (const json* k : kernels) {
     const double seconds = duration(*k, path, "kernel");
     ++out.gpu_kernels;
     out.gpu_seconds += seconds;
-    auto id = int_arg(*k, "External id");
-    if (!id)
-      if (auto corr = int_arg(*k, "correlation"); corr && launch_owner.contains(*corr))
-        id = launch_owner.at(*corr);
-    if (!id || !ops.contains(*id)) {
-      out.unmatched["no op"]++;
+    const auto corr = int_arg(*k, "correlation");
+    const auto it   = corr ? launch_of.find(*corr) : launch_of.end();
+    if (it == launch_of.end()) {
+      out.unmatched["no launch event with the kernel's correlation id"]++;
       continue;
     }
-    op_seconds[*id] += seconds;
-    op_kernels[*id]++;
+    const json* op = owner[it->second];
+    if (!op) {
+      out.unmatched["launched outside any CPU op"]++;
+      continue;
+    }
+    ++out.attached_kernels;
+    op_seconds[op] += seconds;
+    op_kernels[op]++;
+    op_kernel_name.emplace(op, text(*k, "name"));
   }
   std::map<GemmKey, std::vector<double>> gemms;
   std::map<AttentionKey, std::vector<double>> attention;
   for (const auto& entry : op_seconds) {
     // Named copies, not structured bindings: lambdas capture them (clang 14 cannot capture bindings).
-    const auto id      = entry.first;
-    const auto seconds = entry.second;
-    const json& op     = *ops.at(id);
-    const auto name    = text(op, "name");
-    const auto dims    = dims_of(op);
-    const auto dtype   = dtype_of(op);
-    auto count         = [&](bool matched) {
-      if (matched) {
-        out.matched_kernels += op_kernels[id];
-        out.matched_seconds += seconds;
-      } else {
-        out.unmatched[name] += op_kernels[id];
-      }
+    const json* op_event = entry.first;
+    const auto seconds   = entry.second;
+    const json& op       = *op_event;
+    const auto name      = text(op, "name");
+    const auto dims      = dims_of(op);
+    const auto kernels_n = op_kernels[op_event];
+    auto unmatched       = [&](const std::string& why) { out.unmatched[name + ": " + why] += kernels_n; };
+    auto matched         = [&]() {
+      out.matched_kernels += kernels_n;
+      out.matched_seconds += seconds;
     };
     auto product = [](const std::vector<double>& v, std::size_t upto) {
       double p = 1;
@@ -210,40 +344,67 @@ KinetoKernels read_kineto(const std::string& path)
         p *= v[i];
       return p;
     };
-    std::optional<GemmKey> g;
-    if (dtype && name == "aten::mm" && dims.size() >= 2 && dims[0].size() == 2 && dims[1].size() == 2)
-      g = GemmKey{*dtype, dims[0][0], dims[1][1], dims[0][1]};
-    else if (dtype && name == "aten::addmm" && dims.size() >= 3 && dims[1].size() == 2 && dims[2].size() == 2)
-      g = GemmKey{*dtype, dims[1][0], dims[2][1], dims[1][1]};
-    else if (dtype && name == "aten::linear" && dims.size() >= 2 && dims[0].size() >= 2 && dims[1].size() == 2)
-      g = GemmKey{*dtype, product(dims[0], dims[0].size() - 1), dims[1][0], dims[0].back()};
-    // A shape of no whole, positive sizes, or no time at all, gives no table row the reader would take.
-    if (g && (!whole_sizes({g->m, g->n, g->k}) || !(seconds > 0))) {
-      out.unmatched[name + " (sizes not whole and positive, or no time)"] += op_kernels[id];
-      continue;
-    }
-    if (g) {
+    if (is_gemm_op(name)) {
+      out.gemm_kernels += kernels_n;
+      const auto dtype = gemm_dtype(op, op_kernel_name[op_event]);
+      std::optional<GemmKey> g;
+      if (dims.empty()) {
+        unmatched("no \"Input Dims\" (profile with record_shapes=True)");
+        continue;
+      }
+      if (!dtype) {
+        unmatched("no \"Input type\" of a floating type");
+        continue;
+      }
+      if (name == "aten::mm" && dims.size() >= 2 && dims[0].size() == 2 && dims[1].size() == 2)
+        g = GemmKey{*dtype, false, 1, dims[0][0], dims[1][1], dims[0][1]};
+      else if (name == "aten::addmm" && dims.size() >= 3 && dims[1].size() == 2 && dims[2].size() == 2)
+        g = GemmKey{*dtype, false, 1, dims[1][0], dims[2][1], dims[1][1]};
+      else if (name == "aten::linear" && dims.size() >= 2 && dims[0].size() >= 2 && dims[1].size() == 2)
+        g = GemmKey{*dtype, false, 1, product(dims[0], dims[0].size() - 1), dims[1][0], dims[0].back()};
+      else if (name == "aten::bmm" && dims.size() >= 2 && dims[0].size() == 3 && dims[1].size() == 3)
+        g = GemmKey{*dtype, true, dims[0][0], dims[0][1], dims[1][2], dims[0][2]};
+      else if (name == "aten::baddbmm" && dims.size() >= 3 && dims[1].size() == 3 && dims[2].size() == 3)
+        g = GemmKey{*dtype, true, dims[1][0], dims[1][1], dims[2][2], dims[1][2]};
+      // A shape of no whole, positive sizes, or no time at all, gives no table row the reader would take.
+      if (!g) {
+        unmatched("inputs of another shape than the op's");
+        continue;
+      }
+      if (!whole_sizes({g->batch, g->m, g->n, g->k}) || !(seconds > 0)) {
+        unmatched("sizes not whole and positive, or no time");
+        continue;
+      }
       gemms[*g].push_back(seconds);
-      count(true);
+      matched();
       continue;
     }
     const bool flash = name == "aten::_flash_attention_forward" || name == "aten::_flash_attention_backward";
     const bool sdpa  = name == "aten::_scaled_dot_product_flash_attention" ||
                       name == "aten::_scaled_dot_product_flash_attention_backward";
-    if ((flash || sdpa) && !dims.empty()) {
+    if (flash || sdpa) {
       const bool backward = name.ends_with("_backward");
-      const auto& q       = dims[0]; // backward: grad_out, the same shape
-      if (q.size() == 4 && whole_sizes({q[0], q[1], q[2], q[3]}) && seconds > 0) {
+      if (!dims.empty() && dims[0].size() == 4 && whole_sizes({dims[0][0], dims[0][1], dims[0][2], dims[0][3]}) &&
+          seconds > 0) {
+        const auto& q      = dims[0]; // backward: grad_out, the same shape
         const double batch = q[0], sequence = flash ? q[1] : q[2], heads = flash ? q[2] : q[1];
         attention[{backward, sequence, heads, q[3]}].push_back(seconds / batch);
-        count(true);
-        continue;
+        matched();
+      } else {
+        unmatched("no 4-d query in \"Input Dims\" (profile with record_shapes=True)");
       }
+      continue;
     }
-    count(false);
+    unmatched("not a GEMM or attention op");
   }
-  for (const auto& [key, times] : gemms)
-    out.kernels.gemm.push_back({key.dtype, key.m, key.n, key.k, median(times)});
+  for (const auto& [key, times] : gemms) {
+    const bool table = !key.batched && (key.dtype == "bf16" || key.dtype == "fp8");
+    if (table)
+      out.kernels.gemm.push_back({key.dtype == "fp8" ? workload::Precision::fp8 : workload::Precision::bf16, key.m,
+                                  key.n, key.k, median(times)});
+    else
+      out.other_gemms.push_back({key.batched ? "bmm" : "mm", key.dtype, key.batch, key.m, key.n, key.k, median(times)});
+  }
   for (const auto& [key, times] : attention)
     out.kernels.attention.push_back({key.backward, key.sequence, key.heads, key.head_dim, median(times)});
   out.kernels.gemm_file      = out.kernels.gemm.empty() ? "" : path;
@@ -271,6 +432,16 @@ std::vector<std::string> write_measured_tables(const KinetoKernels& k, const std
       text += "gemm," + number(g.m) + "," + number(g.n) + "," + number(g.k) + "," + std::string(name_of(g.dtype)) +
               "," + number(g.seconds) + "\n";
     written.push_back(path_in(dir, "gemm.csv"));
+    write_file_replacing(written.back(), text);
+  }
+  if (!k.other_gemms.empty()) {
+    std::string text = "# from a Kineto trace by spansim workload import-kineto: GEMMs measured_kernels does not take "
+                       "(FP32, TF32, FP16 inputs; batched products), median seconds per call\n"
+                       "op,batch,m,n,k,dtype,seconds\n";
+    for (const auto& g : k.other_gemms)
+      text += g.op + "," + number(g.batch) + "," + number(g.m) + "," + number(g.n) + "," + number(g.k) + "," + g.dtype +
+              "," + number(g.seconds) + "\n";
+    written.push_back(path_in(dir, "gemm_other.csv"));
     write_file_replacing(written.back(), text);
   }
   if (!k.kernels.attention.empty()) {

@@ -125,7 +125,7 @@ TEST_CASE("every case of the bad-input corpus: one stderr line with file and JSO
   std::cout << files << " bad input files (" << formats.size() << " file types)\n";
   CHECK(checked >= 100);
   CHECK(files >= 100);
-  CHECK(formats == std::set<std::string>{".json", ".graphml", ".et"});
+  CHECK(formats == std::set<std::string>{".json", ".graphml", ".et", ".gz"});
 }
 
 TEST_CASE("spansim run and optimize write only inside their output directory", "[cli][bad]")
