@@ -166,14 +166,21 @@ void run(const RunOptions& o)
   }
   if (const auto moe = workload::dispatch_line(job); !moe.empty())
     std::cout << "MoE: " << moe << "\n";
+  if (!job.trace.empty())
+    std::cout << "Trace: " << job.trace
+              << (job.trace_only ? " (no model: its ops' own times and sizes; no tokens or FLOP conventions)" : "")
+              << "\n";
+  for (const auto& note : run.placed->graph().notes)
+    std::cout << "  read: " << note << "\n";
   std::cout << "\n";
 
   Table headline{"", {"metric", "value"}, {}};
   headline.rows = {
       {"step time", units::format_time(step)},
-      {"tokens/s", fmt(r.tokens_per_second, 4)},
-      {"TFLOP/s per GPU", flop_line(r, [&](auto c) { return fixed(r.tflops_per_gpu_under(c), 1); })},
-      {"MFU", flop_line(r, [&](auto c) { return pct(r.mfu_under(c), 1); })},
+      {"tokens/s", job.trace_only ? std::string("-") : fmt(r.tokens_per_second, 4)},
+      {"TFLOP/s per GPU",
+       job.trace_only ? std::string("-") : flop_line(r, [&](auto c) { return fixed(r.tflops_per_gpu_under(c), 1); })},
+      {"MFU", job.trace_only ? std::string("-") : flop_line(r, [&](auto c) { return pct(r.mfu_under(c), 1); })},
       {"flow graph", std::to_string(r.flow_ops) + " ops, " + std::to_string(r.transfers.size()) + " transfers"}};
   print_table(std::cout, headline);
   if (run.diloco) {

@@ -7,6 +7,7 @@
 #include "topology/topology.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -243,6 +244,51 @@ struct ExportOptions {
   bool json = false;
 };
 
+struct ZooOptions {
+  std::string file, out;
+  topology::ZooOptions options;
+  std::string default_speed = "100Gbps", equipment = "20us", uplink = "12.8Tbps";
+  bool json = false;
+};
+
+// A Topology Zoo graph with GPU buildings at named routers, written as a topology file and read back to check it.
+void import_zoo(ZooOptions& o)
+{
+  auto quantity = [](const std::string& text, const char* option, auto parse) {
+    try {
+      return parse(text);
+    } catch (const std::exception& e) {
+      throw UsageError(std::string(option) + " \"" + text + "\": " + e.what());
+    }
+  };
+  o.options.default_bandwidth = quantity(o.default_speed, "--default-speed", units::parse_bandwidth);
+  o.options.equipment_latency = quantity(o.equipment, "--equipment-latency", units::parse_time);
+  o.options.uplink_bandwidth  = quantity(o.uplink, "--uplink", units::parse_bandwidth);
+  const auto imported         = topology::import_zoo(o.file, o.options);
+  if (const auto parent = std::filesystem::path(o.out).parent_path(); !parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+    if (ec)
+      throw UsageError("--out \"" + o.out + "\": cannot create its folder: " + ec.message());
+  }
+  write_file_replacing(o.out, imported.topology.dump(1) + "\n");
+  // Read back as any topology file is: what was written must load, route and connect every GPU.
+  const topology::Topology t(topology::load_topology_spec(o.out));
+  if (o.json) {
+    std::cout << nlohmann::json{{"spansim", provenance()},     {"graphml", o.file},       {"topology", o.out},
+                                {"routers", imported.routers}, {"links", imported.links}, {"sites", imported.sites},
+                                {"gpus", t.counts().gpus},     {"notes", imported.notes}}
+                     .dump(2)
+              << "\n";
+    return;
+  }
+  std::cout << "Wrote " << o.out << ": " << imported.routers << " routers and " << imported.links << " links of "
+            << o.file << ", " << imported.sites << " GPU buildings of " << o.options.building_template << " ("
+            << t.counts().gpus << " GPUs)\n";
+  for (const auto& n : imported.notes)
+    std::cout << "  " << n << "\n";
+}
+
 // The explicit graph of any topology, in the import formats: an imported copy routes and times as the original.
 void export_graph(const ExportOptions& o)
 {
@@ -311,6 +357,21 @@ void add_topology_command(CLI::App& app)
   e->add_option("-o,--output", eo->output, "Write to this file instead of standard output");
   e->add_flag("--json", eo->json, "With -o: print a JSON summary");
   e->callback([eo] { export_graph(*eo); });
+
+  auto zo = std::make_shared<ZooOptions>();
+  auto* z = topo->add_subcommand("import-zoo", "A Topology Zoo GraphML graph as published, with GPU buildings at the "
+                                               "routers you name, as a topology file");
+  z->add_option("graphml", zo->file, "A Topology Zoo GraphML file (topology-zoo.org)")->required();
+  z->add_option("--out", zo->out, "Topology file to write (JSON with an explicit graph)")->required();
+  z->add_option("--site", zo->options.sites, "A router (its label or id) that hosts a GPU building; repeat")
+      ->required();
+  z->add_option("--template", zo->options.building_template,
+                "Topology of one building copied at each site (default zoo-site: 64 H100 GPUs)");
+  z->add_option("--default-speed", zo->default_speed, "Bandwidth of links without LinkSpeedRaw (default 100Gbps)");
+  z->add_option("--equipment-latency", zo->equipment, "Latency added to each link's fiber delay (default 20us)");
+  z->add_option("--uplink", zo->uplink, "Bandwidth from a building to its router (default 12.8Tbps)");
+  z->add_flag("--json", zo->json, "Print one JSON document");
+  z->callback([zo] { import_zoo(*zo); });
 }
 
 } // namespace spansim::cli

@@ -2,6 +2,7 @@
 #include "netsim/step_lowering.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace spansim::netsim::detail {
 
@@ -46,8 +47,35 @@ void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered
       int priority; // 0 blocking collective, 1 pipeline transfer, 2 overlappable collective
       WaitCause cause;
     };
+    // Splits the interval [a, gap_end) by what was running among `busy`, charging it to op `i` (-1: the tail).
+    auto split = [&](int i, double a, double gap_end, const std::vector<Busy>& busy, bool waited_for_peer) {
+      std::vector<double> cuts{a, gap_end};
+      for (const auto& x : busy)
+        for (double c : {x.from, x.to})
+          if (c > a && c < gap_end)
+            cuts.push_back(c);
+      std::sort(cuts.begin(), cuts.end());
+      for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
+        double lo = cuts[k], hi = cuts[k + 1];
+        if (hi <= lo)
+          continue;
+        const Busy* best = nullptr;
+        for (const auto& x : busy)
+          if (x.from <= lo && x.to >= hi && (best == nullptr || x.priority < best->priority))
+            best = &x;
+        charge(i, best ? best->cause : (waited_for_peer ? WaitCause::bubble : WaitCause::idle), hi - lo);
+      }
+    };
+    auto busy_of = [&](int d) -> std::optional<Busy> {
+      const auto& dep = ops[d];
+      if (is_p2p(dep.kind))
+        return Busy{r.ops[s][d].active, r.ops[s][d].end, 1, workload::exposed(*dep.dim)};
+      if (dep.dim)
+        return Busy{r.ops[s][d].start, r.ops[s][d].end, dep.overlappable ? 2 : 0, workload::exposed(*dep.dim)};
+      return std::nullopt;
+    };
     for (std::size_t i = 0; i < ops.size(); ++i) {
-      if (!is_compute(ops[i].kind))
+      if (!is_compute(ops[i].kind) || ops[i].host) // a trace's CPU ops are not the GPU's time
         continue;
       const auto& t  = r.ops[s][i];
       const double a = now, gap_end = t.start;
@@ -63,41 +91,29 @@ void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered
           frontier.pop_back();
           if (seen[d] || is_compute(ops[d].kind) || r.ops[s][d].end <= a)
             continue;
-          seen[d]         = true;
-          const auto& dep = ops[d];
-          if (is_p2p(dep.kind)) {
-            busy.push_back({r.ops[s][d].active, r.ops[s][d].end, 1, workload::exposed(*dep.dim)});
-            waited_for_peer = waited_for_peer || r.ops[s][d].end >= gap_end;
-          } else if (dep.dim) {
-            busy.push_back({r.ops[s][d].start, r.ops[s][d].end, dep.overlappable ? 2 : 0, workload::exposed(*dep.dim)});
+          seen[d] = true;
+          if (auto x = busy_of(d)) {
+            busy.push_back(*x);
+            waited_for_peer = waited_for_peer || (is_p2p(ops[d].kind) && r.ops[s][d].end >= gap_end);
           }
-          for (int dd : dep.deps)
+          for (int dd : ops[d].deps)
             frontier.push_back(dd);
           if (lowered.stream_prev[s][d] >= 0)
             frontier.push_back(lowered.stream_prev[s][d]);
         }
-        std::vector<double> cuts{a, gap_end};
-        for (const auto& x : busy)
-          for (double c : {x.from, x.to})
-            if (c > a && c < gap_end)
-              cuts.push_back(c);
-        std::sort(cuts.begin(), cuts.end());
-        for (std::size_t k = 0; k + 1 < cuts.size(); ++k) {
-          double lo = cuts[k], hi = cuts[k + 1];
-          if (hi <= lo)
-            continue;
-          const Busy* best = nullptr;
-          for (const auto& x : busy)
-            if (x.from <= lo && x.to >= hi && (best == nullptr || x.priority < best->priority))
-              best = &x;
-          charge(static_cast<int>(i), best ? best->cause : (waited_for_peer ? WaitCause::bubble : WaitCause::idle),
-                 hi - lo);
-        }
+        split(static_cast<int>(i), a, gap_end, busy, waited_for_peer);
       }
       b.compute += t.end - t.start;
       now = std::max(now, t.end);
     }
-    charge(-1, WaitCause::idle, r.step_time - now);
+    // After the last compute op the step still waits for the stage's communication (a gradient all-reduce, a trace
+    // of collectives only): that time is exposed communication, not idle; what no transfer covers is idle.
+    std::vector<Busy> tail;
+    for (std::size_t d = 0; d < ops.size(); ++d)
+      if (!is_compute(ops[d].kind) && r.ops[s][d].end > now)
+        if (auto x = busy_of(static_cast<int>(d)))
+          tail.push_back(*x);
+    split(-1, now, r.step_time, tail, false);
     r.stages.push_back(b);
   }
 }

@@ -54,7 +54,7 @@ std::vector<std::vector<double>> contention_seconds(const workload::StepGraph& g
     }
     extra[s].assign(ops.size(), 0);
     for (std::size_t i = 0; i < ops.size(); ++i)
-      if (workload::is_compute(ops[i].kind)) {
+      if (workload::is_compute(ops[i].kind) && !ops[i].host) {
         // Work done during the overlap at full rate takes sms / (sms - taken) as long on the SMs left.
         const auto& t = first.ops[s][i];
         auto it       = std::lower_bound(taken.begin(), taken.end(), t.start,

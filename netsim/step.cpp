@@ -213,12 +213,13 @@ StepResult read_back(const topology::Topology& topology, const PreparedStep& pre
   const auto& job     = graph.job;
   auto summary        = workload::summarize(graph);
   r.model_flops       = summary.model_flops;
-  r.tokens_per_second = r.step_time > 0 ? job.tokens_per_step() / r.step_time : 0;
+  r.tokens_per_second = r.step_time > 0 && !job.trace_only ? job.tokens_per_step() / r.step_time : 0;
   r.tflops_per_gpu    = r.step_time > 0 ? r.model_flops / r.step_time / static_cast<double>(job.gpus) / 1e12 : 0;
   const double peak   = job.gpu.peak(job.precision);
   r.mfu               = peak > 0 ? r.tflops_per_gpu * 1e12 / peak : 0;
   r.peak_flops        = peak;
-  r.flops             = workload::model_flop_counts(job, r.model_flops);
+  if (!job.trace_only) // a trace without a model has no convention to count by
+    r.flops = workload::model_flop_counts(job, r.model_flops);
   return r;
 }
 

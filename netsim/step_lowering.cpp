@@ -107,15 +107,34 @@ public:
         continue;
       }
       pair(s, i);
-      if (nodes_[s][i].end >= 0) {
-        auto [ps, pi] = peer_of(s, i);
-        on_end(s, i);
-        on_end(ps, pi);
-      }
+      // Both sides end together, or (an eager send) the send first and its receive once it has started too.
+      auto [ps, pi] = peer_of(s, i);
+      for (auto [x, y] : {std::pair{s, i}, std::pair{ps, pi}})
+        if (nodes_[x][y].end >= 0 && !p2p_ended_.contains({x, y})) {
+          p2p_ended_.insert({x, y});
+          on_end(x, y);
+        }
     }
-    if (ended < total)
-      throw SimulationError("the stage programs deadlock: a send or receive never finds its peer (" +
-                            std::to_string(total - ended) + " ops left)");
+    if (ended < total) {
+      // Name the first send or receive left waiting: its stage (and the rank and node of an imported trace).
+      std::string first;
+      for (std::size_t s = 0; s < stages.size() && first.empty(); ++s)
+        for (std::size_t i = 0; i < stages[s].ops.size() && first.empty(); ++i) {
+          const auto& op = stages[s].ops[i];
+          if (is_p2p(op.kind) && nodes_[s][i].end < 0) {
+            first = "stage " + std::to_string(s) + "'s " + (op.kind == OpKind::send ? "send to" : "receive from") +
+                    " stage " + std::to_string(op.peer_stage);
+            if (stages[s].trace_rank >= 0 && i < stages[s].trace_nodes.size())
+              first += " (rank " + std::to_string(stages[s].trace_rank) + "'s node " +
+                       std::to_string(stages[s].trace_nodes[i]) + ")";
+            else
+              first += " (tag " + std::to_string(op.tag) + ")";
+          }
+        }
+      throw SimulationError("the stage programs deadlock: " + (first.empty() ? std::string("an op") : first) +
+                            " waits for its peer, which waits in turn (" + std::to_string(total - ended) +
+                            " ops left)");
+    }
   }
 
   FlowGraph& graph() { return graph_; }
@@ -432,11 +451,35 @@ private:
   // A send and its receive share one transfer: every rank of the sending stage to its counterpart.
   void pair(int s, int i)
   {
-    auto [ps, pi] = peer_of(s, i);
-    Node& mine    = nodes_[s][i];
-    Node& theirs  = nodes_[ps][pi];
+    auto [ps, pi]    = peer_of(s, i);
+    Node& mine       = nodes_[s][i];
+    Node& theirs     = nodes_[ps][pi];
+    const auto& op   = step_.stages[s].ops[i];
+    const bool eager = (op.kind == OpKind::send ? op : step_.stages[ps].ops[pi]).eager;
+    if (eager) {
+      // The send's bytes leave when it starts; its receive ends when it has started and the bytes have arrived.
+      Node& send = op.kind == OpKind::send ? mine : theirs;
+      Node& recv = op.kind == OpKind::send ? theirs : mine;
+      if (send.start < 0)
+        return;
+      if (send.end < 0)
+        transfer(op.kind == OpKind::send ? s : ps, op.kind == OpKind::send ? i : pi, {send.start}, send);
+      if (recv.start >= 0 && recv.end < 0)
+        recv.end = graph_.add_delay(0, {recv.start, send.end});
+      return;
+    }
     if (mine.start < 0 || theirs.start < 0)
       return;
+    std::vector<int> both{mine.start, theirs.start};
+    transfer(s, i, both, mine);
+    theirs.end = mine.end;
+  }
+
+  // The bytes of the send or receive `i` of stage `s` (and its peer), moved once `starts` have happened: `into.end`
+  // is when they have arrived (and are decompressed).
+  void transfer(int s, int i, const std::vector<int>& starts, Node& into)
+  {
+    auto [ps, pi]    = peer_of(s, i);
     const auto& op   = step_.stages[s].ops[i];
     const int from   = op.kind == OpKind::send ? s : ps;
     const int to     = op.kind == OpKind::send ? ps : s;
@@ -468,14 +511,10 @@ private:
         }
         it = isolated_p2p_.emplace(key, bytes > 0 ? run_analytical(topology_, alone).makespan : 0.0).first;
       }
-      int end    = graph_.add_delay(compress + it->second + decompress, {mine.start, theirs.start});
-      mine.end   = end;
-      theirs.end = end;
+      into.end = graph_.add_delay(compress + it->second + decompress, starts);
       return;
     }
-    const std::vector<int> ready = compress > 0
-                                       ? std::vector<int>{graph_.add_delay(compress, {mine.start, theirs.start})}
-                                       : std::vector<int>{mine.start, theirs.start};
+    const std::vector<int> ready = compress > 0 ? std::vector<int>{graph_.add_delay(compress, starts)} : starts;
     std::size_t k                = 0;
     for (int gpu : bytes > 0 ? senders(from) : std::vector<int>{}) {
       const double window = p2p_window(sizes[k]) / options_.channels;
@@ -484,9 +523,7 @@ private:
             graph_.add_transfer(gpu, placement_.peer_gpu(gpu, to), sizes[k] / options_.channels, ready, {1, window}));
       ++k;
     }
-    int end    = flows.empty() ? graph_.add_delay(0, {mine.start, theirs.start}) : graph_.add_delay(decompress, flows);
-    mine.end   = end;
-    theirs.end = end;
+    into.end = flows.empty() ? graph_.add_delay(0, starts) : graph_.add_delay(decompress, flows);
   }
 
   /// @brief The slot window of a pipeline send/recv (one peer) of `bytes`.
@@ -501,6 +538,7 @@ private:
   std::vector<std::vector<Node>> nodes_;
   std::vector<std::vector<int>> stream_prev_;
   std::map<int, std::vector<int>> senders_;
+  std::set<std::pair<int, int>> p2p_ended_;                 ///< sends and receives whose end has been passed on
   std::map<std::tuple<int, int, std::int64_t>, int> sends_; // (from, to, tag) -> op in from's program
   std::map<std::tuple<int, int, std::int64_t>, int> recvs_; // (from, to, tag) -> op in to's program
   std::map<std::pair<int, std::uint16_t>, std::vector<std::vector<int>>> groups_;

@@ -259,6 +259,17 @@ RawGraph read_graphml(const std::string& path, const Location& referrer)
   try {
     boost::read_graphml(in, g, dp);
   } catch (const boost::property_not_found& e) {
+    // A Topology Zoo graph (its keys: LinkSpeedRaw, Latitude, Network, DateObtained, ...) has routers, not GPUs:
+    // say how to use it rather than which attributes to add by hand.
+    const bool zoo = text.find("attr.name=\"LinkSpeedRaw\"") != std::string::npos ||
+                     text.find("attr.name=\"Latitude\"") != std::string::npos ||
+                     text.find("attr.name=\"GeoLocation\"") != std::string::npos;
+    if (zoo)
+      throw SpecError(path, "",
+                      "a Topology Zoo graph (attribute \"" + e.property +
+                          "\"): its routers have no GPUs; import it with `spansim topology import-zoo " + path +
+                          " --out TOPO.json --site ROUTER --site ROUTER` (GPU buildings at the routers named), then "
+                          "use TOPO.json");
     throw SpecError(path, "",
                     "unknown GraphML attribute \"" + e.property +
                         "\" (allowed: kind, building, region, pod, node on vertices; bandwidth, latency, "

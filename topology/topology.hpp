@@ -195,6 +195,33 @@ TopologySpec load_topology_spec(const std::string& file_or_preset, const spec::L
 TopologySpec parse_topology_spec(const nlohmann::json& json, const std::string& file,
                                  const std::string& json_path = "$");
 
+/// @brief How a Topology Zoo graph becomes a topology: where GPU buildings attach and what its links lack.
+struct ZooOptions {
+  std::vector<std::string> sites;              ///< routers (label or id) that host a GPU building each
+  std::string building_template = "zoo-site";  ///< a topology of one building (preset or file), copied at each site
+  double default_bandwidth      = 100e9 / 8;   ///< bytes/s of a link without LinkSpeedRaw
+  double equipment_latency      = 20e-6;       ///< seconds added to each link's fiber delay
+  double uplink_bandwidth       = 12.8e12 / 8; ///< bytes/s from a building to its router
+  double uplink_latency         = 2e-6;        ///< seconds
+};
+
+/// @brief A Topology Zoo graph imported: the topology document and what was left out or assumed.
+struct ZooImport {
+  nlohmann::json topology; ///< a topology file with an explicit graph (load_topology_spec reads it)
+  std::vector<std::string> notes;
+  int routers = 0, links = 0, sites = 0;
+};
+
+/// @brief Reads a Topology Zoo GraphML file as published (keys resolved by name, graph-level data ignored): every
+/// node with a link becomes a router (a switch of no building), every edge a link of LinkSpeedRaw bits/s (or the
+/// default) whose latency is the great-circle distance at 5 us/km plus the equipment's; each site gets a copy of
+/// the template building joined to its router. Isolated nodes and self loops are left out and noted.
+/// @throws SpecError naming the file for what is not a GraphML graph; UsageError for an unknown or isolated site.
+ZooImport import_zoo(const std::string& path, const ZooOptions& options);
+
+/// @brief The great-circle distance in km between two points given in degrees (haversine, Earth radius 6,371 km).
+double great_circle_km(double lat1, double lon1, double lat2, double lon2);
+
 /// @brief A full-duplex link; `bandwidth` is available in each direction. Forward is a -> b.
 struct Link {
   Tier tier;

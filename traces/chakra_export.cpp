@@ -170,7 +170,7 @@ ExportReport export_chakra(const workload::StepGraph& graph, const placement::Ra
         n.add_data_deps(static_cast<std::uint64_t>(d));
       if (stream_prev[c.pp][i] >= 0 && std::find(op.deps.begin(), op.deps.end(), stream_prev[c.pp][i]) == op.deps.end())
         n.add_ctrl_deps(static_cast<std::uint64_t>(stream_prev[c.pp][i]));
-      detail::add_attr(n, "is_cpu_op").set_bool_val(false);
+      detail::add_attr(n, "is_cpu_op").set_bool_val(op.host);
       detail::add_attr(n, "spansim_op").set_string_val(std::string(name_of(op.kind)));
       detail::add_attr(n, "spansim_chunk").set_int64_val(op.chunk);
       detail::add_attr(n, "spansim_micro_batch").set_int64_val(op.micro_batch);
@@ -191,7 +191,11 @@ ExportReport export_chakra(const workload::StepGraph& graph, const placement::Ra
                               std::pair{"spansim_fx_sm_contention", fx.sm_contention}})
           detail::add_attr(n, key).set_double_val(v);
       } else {
-        const double size = op.bytes * std::max(1, op.count);
+        // comm_size as ASTRA-sim reads it: an all-gather's is each rank's input (the gathered buffer over the
+        // group), every other collective's the buffer spansim keeps (spansim_bytes keeps the exact figure).
+        double size = op.bytes * std::max(1, op.count);
+        if (op.kind == OpKind::collective && op.collective == CollectiveOp::all_gather && op.group.size > 1)
+          size /= op.group.size;
         detail::add_attr(n, "comm_size").set_int64_val(std::llround(size));
         detail::add_attr(n, "spansim_dim").set_string_val(std::string(name_of(*op.dim)));
         detail::add_attr(n, "spansim_purpose").set_string_val(std::string(name_of(op.purpose)));

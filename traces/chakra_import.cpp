@@ -182,17 +182,28 @@ public:
     for (const auto& n : et.nodes)
       if (!by_id.emplace(n.id(), &n).second)
         throw TraceError(path + ": node id " + std::to_string(n.id()) + " appears twice");
-    std::map<std::uint64_t, std::vector<std::uint64_t>> deps;
+    // Data dependencies are hard: one on a node the trace lacks is an error. Control dependencies follow Chakra's
+    // feeder, which drains them: one on a missing node or on the node itself is dropped (PyTorch traces converted
+    // by Chakra carry both), and so is one that closes a cycle with the data dependencies (a CPU op's control
+    // dependency on its own kernel); each dropped one is counted in the graph's notes.
+    std::map<std::uint64_t, std::vector<std::uint64_t>> deps, data;
     for (const auto& n : et.nodes) {
       auto& d = deps[n.id()];
-      for (auto x : n.data_deps())
-        d.push_back(x);
-      for (auto x : n.ctrl_deps())
-        d.push_back(x);
-      for (auto x : d)
+      for (auto x : n.data_deps()) {
         if (!by_id.contains(x))
           throw TraceError(path + ": node " + std::to_string(n.id()) + " depends on node " + std::to_string(x) +
                            ", which the trace does not have");
+        d.push_back(x);
+        data[n.id()].push_back(x);
+      }
+      for (auto x : n.ctrl_deps()) {
+        if (!by_id.contains(x))
+          ++notes_["control dependencies on nodes the trace does not have, dropped"];
+        else if (x == n.id())
+          ++notes_["control dependencies of a node on itself, dropped"];
+        else
+          d.push_back(x);
+      }
       switch (n.type()) {
       case chakra::COMP_NODE:
       case chakra::COMM_SEND_NODE:
@@ -210,12 +221,14 @@ public:
       }
     }
     // Kahn's order, smallest id first: a spansim export comes back in program order.
-    std::map<std::uint64_t, int> waiting;
+    std::map<std::uint64_t, int> waiting, data_waiting;
     std::map<std::uint64_t, std::vector<std::uint64_t>> dependents;
     std::priority_queue<std::uint64_t, std::vector<std::uint64_t>, std::greater<>> ready;
     for (const auto& n : et.nodes) {
       std::set<std::uint64_t> distinct(deps[n.id()].begin(), deps[n.id()].end());
-      waiting[n.id()] = static_cast<int>(distinct.size());
+      std::set<std::uint64_t> distinct_data(data[n.id()].begin(), data[n.id()].end());
+      waiting[n.id()]      = static_cast<int>(distinct.size());
+      data_waiting[n.id()] = static_cast<int>(distinct_data.size());
       for (auto x : distinct)
         dependents[x].push_back(n.id());
       if (distinct.empty())
@@ -224,15 +237,36 @@ public:
     std::map<std::uint64_t, std::vector<int>> resolved; // node -> ops of the program it stands for (skipped: its deps')
     data_deps_.clear();
     std::size_t done = 0;
-    while (!ready.empty()) {
+    while (done < et.nodes.size()) {
+      if (ready.empty()) {
+        // A cycle: release the smallest node whose data dependencies are all met, dropping its control ones.
+        std::optional<std::uint64_t> release;
+        for (const auto& [id, w] : waiting)
+          if (w > 0 && data_waiting[id] == 0 && !resolved.contains(id)) {
+            release = id;
+            break;
+          }
+        if (!release) {
+          for (const auto& [id, w] : waiting)
+            if (w > 0)
+              throw TraceError(path + ": the data dependencies form a cycle (node " + std::to_string(id) +
+                               " is on or after it; " + std::to_string(et.nodes.size() - done) +
+                               " nodes never become ready)");
+        }
+        notes_["control dependencies that closed a cycle with data dependencies, dropped"] +=
+            static_cast<std::size_t>(waiting[*release]);
+        waiting[*release] = 0;
+        ready.push(*release);
+      }
       const auto id = ready.top();
       ready.pop();
       ++done;
       const auto& n = *by_id.at(id);
       std::set<int> op_deps, data_op_deps;
       for (auto x : deps[id])
-        for (int o : resolved.at(x))
-          op_deps.insert(o);
+        if (auto it = resolved.find(x); it != resolved.end()) // a dropped control dependency is not resolved
+          for (int o : it->second)
+            op_deps.insert(o);
       for (auto x : n.data_deps())
         for (int o : resolved.at(x))
           data_op_deps.insert(o);
@@ -245,18 +279,16 @@ public:
           data_deps_.insert({static_cast<int>(p.ops.size()), d});
         resolved[id] = {static_cast<int>(p.ops.size())};
         p.ops.push_back(std::move(op));
+        p.trace_nodes.push_back(id);
       }
-      for (auto x : dependents[id])
-        if (--waiting[x] == 0)
+      for (auto x : dependents[id]) {
+        if (std::find(data[x].begin(), data[x].end(), id) != data[x].end())
+          --data_waiting[x];
+        if (waiting[x] > 0 && --waiting[x] == 0)
           ready.push(x);
+      }
     }
-    if (done < et.nodes.size()) {
-      for (const auto& [id, w] : waiting)
-        if (w > 0)
-          throw TraceError(path + ": the dependencies form a cycle (node " + std::to_string(id) +
-                           " is on or after it; " + std::to_string(et.nodes.size() - done) +
-                           " nodes never become ready)");
-    }
+    p.trace_rank = rank;
     // The stream order is implied by program order: a control dependency on the op's stream predecessor is kept
     // out of `deps` so that an exported graph comes back as it was.
     const auto prev = workload::stream_predecessors(p);
@@ -283,8 +315,20 @@ private:
     op.chunk             = static_cast<int>(as_int(find_attr(n, "spansim_chunk")).value_or(-1));
     op.micro_batch       = static_cast<int>(as_int(find_attr(n, "spansim_micro_batch")).value_or(-1));
     const std::string at = path + ": node " + std::to_string(n.id());
+    const bool cpu       = as_int(find_attr(n, "is_cpu_op")).value_or(0) != 0;
+    if (n.type() == chakra::COMM_COLL_NODE && cpu) {
+      // The CPU side of a collective (c10d's call, as Chakra's converter of 2023 wrote it): host time, no bytes;
+      // the GPU's NCCL kernel is its own node.
+      workload::Op op;
+      op.kind    = OpKind::forward;
+      op.host    = true;
+      op.seconds = static_cast<double>(n.duration_micros()) * 1e-6;
+      ++notes_["CPU-side collective calls (is_cpu_op) read as host time"];
+      return op;
+    }
     if (n.type() == chakra::COMP_NODE) {
       op.kind = enum_attr(n, "spansim_op", OpKind::forward, path);
+      op.host = cpu;
       if (!workload::is_compute(op.kind))
         throw TraceError(at + ": a COMP node's spansim_op must be forward, backward, recompute or optimizer");
       const auto flops  = as_double(find_attr(n, "num_ops")).value_or(0);
@@ -333,22 +377,50 @@ private:
         op.collective = enum_attr(n, "spansim_collective", CollectiveOp::all_reduce, path);
       else
         op.collective = collective_of(as_int(find_attr(n, "comm_type")).value_or(-1), path, n.id());
-      const auto pg = detail::as_string(find_attr(n, "pg_name"));
-      if (pg && !groups_.empty() && !groups_.contains(*pg))
-        throw TraceError(at + ": communicator group \"" + *pg + "\" is not in " + groups_file_);
+      auto pg = detail::as_string(find_attr(n, "pg_name"));
+      // ASTRA-sim reads a missing, empty or "0" pg_name as every rank of the job.
+      if (pg && (pg->empty() || *pg == "0"))
+        pg.reset();
+      // spansim's own traces carry their group's axes: the group file is for other readers then.
+      if (pg && !groups_.contains(*pg) && (!groups_.empty() || !find_attr(n, "spansim_axes")))
+        throw TraceError(at + ": communicator group \"" + *pg + "\" is not in " + groups_file_ +
+                         (groups_.empty() ? " (there is no such file: a trace whose collectives name groups needs it, "
+                                            "{\"<id>\": [ranks]})"
+                                          : ""));
       if (auto axes = as_int(find_attr(n, "spansim_axes"))) {
         op.group.axes = workload::AxisSet();
         for (int a = 0; a < static_cast<int>(enum_names(workload::Axis{}).size()); ++a)
           if ((*axes >> a) & 1)
             op.group.axes = op.group.axes | workload::AxisSet(static_cast<workload::Axis>(a));
         op.group.size = static_cast<int>(as_int(find_attr(n, "spansim_group_size")).value_or(1));
-      } else {
-        if (!pg || groups_.empty())
-          throw TraceError(at + ": a collective needs pg_name and the communicator-group file " + groups_file_);
+      } else if (pg) {
         const auto& ranks = groups_.at(*pg);
         if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end())
           throw TraceError(at + ": rank " + std::to_string(rank) + " is not in its communicator group \"" + *pg + "\"");
         op.group = group_of(ranks, layout_, at);
+      } else {
+        // Every rank, over the network dimensions involved_dim names: spansim has no ASTRA-sim network dimensions,
+        // so a collective that leaves some out must name its group.
+        if (const auto* dims = find_attr(n, "involved_dim"); dims && dims->has_bool_list())
+          for (bool involved : dims->bool_list().values())
+            if (!involved)
+              throw TraceError(at +
+                               ": involved_dim leaves out network dimensions of ASTRA-sim's topology, which "
+                               "spansim does not have: name the collective's ranks with pg_name and " +
+                               groups_file_);
+        std::vector<int> all(static_cast<std::size_t>(layout_.ranks()));
+        for (int r = 0; r < layout_.ranks(); ++r)
+          all[static_cast<std::size_t>(r)] = r;
+        op.group = group_of(all, layout_, at);
+        ++notes_["collectives without pg_name, over every rank (as ASTRA-sim reads them)"];
+      }
+      // ASTRA-sim reads an all-gather's comm_size as each rank's input (its output is N times that); spansim's
+      // buffer is the gathered tensor. Reduce-scatter (each rank's full input), all-reduce and all-to-all (each
+      // rank's buffer) read the same in both.
+      if (!find_attr(n, "spansim_bytes") && op.collective == CollectiveOp::all_gather && job_.trace_sizes_per_rank &&
+          op.group.size > 1) {
+        op.bytes *= op.group.size;
+        ++notes_["all-gather comm_size read as each rank's input, times the group (ASTRA-sim's convention)"];
       }
       op.dim     = enum_attr(n, "spansim_dim", default_dim(op), path);
       op.purpose = enum_attr(n, "spansim_purpose", default_purpose(op), path);
@@ -358,6 +430,8 @@ private:
     op.kind         = send ? OpKind::send : OpKind::recv;
     op.dim          = Dim::pp;
     op.purpose      = enum_attr(n, "spansim_purpose", workload::Purpose::pp_activations, path);
+    // A foreign send completes when its bytes arrive, as ASTRA-sim's do; spansim's own keep NCCL's rendezvous.
+    op.eager = send && !find_attr(n, "spansim_tag");
     if (auto t = as_int(find_attr(n, "spansim_tag")))
       op.tag = *t;
     else if (auto t2 = as_int(find_attr(n, "comm_tag")))
@@ -412,7 +486,52 @@ private:
   const std::map<std::string, std::vector<int>>& groups_;
   std::string groups_file_;
   std::set<std::pair<int, int>> data_deps_; ///< (op, dependency) pairs the trace gave as data dependencies
+
+public:
+  std::map<std::string, std::size_t> notes_; ///< what the reading tolerated, by kind, over every stage read
 };
+
+// What a node does, for comparing ranks: its type, and a collective's type and size (durations differ between the
+// ranks of a real run).
+std::string signature(const chakra::Node& n)
+{
+  using detail::as_double;
+  using detail::as_int;
+  using detail::find_attr;
+  std::string out = chakra::NodeType_Name(n.type());
+  if (n.type() == chakra::COMM_COLL_NODE) {
+    char size[64];
+    std::snprintf(size, sizeof size, "%.17g", as_double(find_attr(n, "comm_size")).value_or(0));
+    out +=
+        " (comm_type " + std::to_string(as_int(find_attr(n, "comm_type")).value_or(-1)) + ", comm_size " + size + ")";
+  }
+  return out;
+}
+
+// A trace read without a model runs rank 0's program on every rank, as data-parallel replicas: every other rank's
+// file must hold the same nodes (types, collectives and sizes, durations), or its ranks need a parallelism.
+void check_alike(const std::string& prefix, int ranks, const workload::StageProgram& first)
+{
+  const auto reference = detail::read_et(et_path(prefix, first.trace_rank));
+  for (int r = 0; r < ranks; ++r) {
+    if (r == first.trace_rank || !fs::exists(et_path(prefix, r)))
+      continue;
+    const auto other = detail::read_et(et_path(prefix, r));
+    const auto n     = std::min(reference.nodes.size(), other.nodes.size());
+    for (std::size_t i = 0; i <= n; ++i) {
+      const bool end_a = i == reference.nodes.size(), end_b = i == other.nodes.size();
+      if (end_a && end_b)
+        break;
+      const std::string a = end_a ? "no node" : signature(reference.nodes[i]);
+      const std::string b = end_b ? "no node" : signature(other.nodes[i]);
+      if (a != b)
+        throw TraceError(et_path(prefix, r) + ": node " + std::to_string(i) + " in file order is " + b +
+                         " where rank " + std::to_string(first.trace_rank) + "'s is " + a +
+                         ": ranks that run different programs need the job's model, parallelism (whose order "
+                         "numbers the ranks, one program per pipeline stage) and batch");
+    }
+  }
+}
 
 } // namespace
 
@@ -442,11 +561,64 @@ workload::JobSpec load_chakra_job(const json& document, const std::string& file,
     }
     job = workload::parse_job(j, path, "$(spansim_job)");
   } else {
-    // A foreign trace: the job's own keys say what the trace does not (model, GPU, GPUs, parallelism, batch).
-    json rest = document;
+    // A foreign trace: the job's own keys say what the trace does not. Only the GPU is needed (and the ranks, which
+    // default to the trace's files); with a model, the job file's parallelism numbers the ranks and its batch
+    // gives tokens and FLOP counts.
+    const auto sizes = document.contains("sizes") ? r.choice("sizes", {"astra-sim", "nccl-tests"}) : "astra-sim";
+    json rest        = document;
     rest.erase("kind");
     rest.erase("trace");
-    job = workload::parse_job(rest, file, json_path);
+    rest.erase("sizes");
+    if (rest.contains("model")) {
+      job = workload::parse_job(rest, file, json_path);
+    } else {
+      for (const auto& [key, value] : rest.items())
+        if (key != "name" && key != "description" && key != "gpu" && key != "gpus")
+          r.fail(key, "a trace read without a model takes only name, description, gpu, gpus and sizes; give "
+                      "\"model\" (and the job's parallelism and batch) to use \"" +
+                          key + "\"");
+      if (!rest.contains("gpu"))
+        r.fail("gpu", "a foreign trace needs the GPU its ranks run on (a GPU of the zoo, e.g. \"h100\")");
+      int files = 0;
+      while (fs::exists(et_path(trace, files)))
+        ++files;
+      const std::int64_t ranks =
+          rest.contains("gpus") && rest["gpus"].is_number_integer() ? rest["gpus"].get<std::int64_t>() : files;
+      if (ranks < 1 || ranks > (1 << 20))
+        r.fail("gpus", "expected a number of ranks from 1 (the trace has " + std::to_string(files) + " files)");
+      // Ranks that exchange sends and receives are pipeline stages of their own (each reads its own file); ranks
+      // that only run collectives together run one program (rank 0's), as data-parallel replicas.
+      bool p2p = false, collectives = false;
+      for (const auto& n : et.nodes) {
+        p2p         = p2p || n.type() == chakra::COMM_SEND_NODE || n.type() == chakra::COMM_RECV_NODE;
+        collectives = collectives || n.type() == chakra::COMM_COLL_NODE;
+      }
+      if (p2p && collectives)
+        r.fail("model", "the trace mixes sends and receives with collectives: give the job's model, parallelism "
+                        "(whose order numbers the trace's ranks) and batch, so that its stages and groups are known");
+      const int stages = p2p ? static_cast<int>(ranks) : 1;
+      json synthetic   = {{"name", name},
+                          {"model",
+                           {{"name", "trace-only"},
+                            {"layers", stages},
+                            {"hidden", 64},
+                            {"ffn", 64},
+                            {"heads", 1},
+                            {"kv_heads", 1},
+                            {"head_dim", 64},
+                            {"vocab", 64},
+                            {"mlp", "swiglu"}}},
+                          {"gpu", rest["gpu"]},
+                          {"gpus", ranks},
+                          {"parallelism", {{"tp", 1}, {"pp", stages}, {"dp", ranks / stages}, {"data_parallel", "ddp"}}},
+                          {"batch", {{"global_sequences", ranks / stages}, {"sequence_length", 64}, {"micro_batch", 1}}},
+                          {"schedule", {{"kind", "gpipe"}}},
+                          {"recompute", "none"},
+                          {"calibration", "none"}};
+      job              = workload::parse_job(synthetic, file, json_path);
+      job.trace_only   = true;
+    }
+    job.trace_sizes_per_rank = sizes == "astra-sim";
   }
   job.name  = name;
   job.trace = trace;
@@ -499,6 +671,11 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
                        std::to_string(layout->coordinates(rank).pp) + ", not " + std::to_string(s));
     graph.stages.push_back(reader.read(s, et_path(prefix, rank), rank));
   }
+  // A trace read without a model runs rank 0's program on every rank: the others must be alike.
+  if (job.trace_only && job.parallelism.pp == 1)
+    check_alike(prefix, layout->ranks(), graph.stages.front());
+  for (const auto& [what, count] : reader.notes_)
+    graph.notes.push_back(std::to_string(count) + " " + what);
   // A step in which nothing takes time or moves a byte means nothing (a trace of metadata only).
   bool work = false;
   for (const auto& st : graph.stages)
@@ -507,33 +684,65 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
   if (!work)
     throw TraceError(prefix + ": no node of the trace takes time or moves bytes (metadata or empty nodes only): "
                               "its step would be 0 s");
+  // A tag may repeat between two ranks (Chakra's MSCCL rings use tag 0 throughout): the k-th send of (from, to,
+  // tag) meets the k-th receive of it, in program order, as ASTRA-sim matches them. Each such pair gets a tag of
+  // its own for the simulators; messages name the trace's.
+  std::map<std::tuple<int, int, std::int64_t, int>, std::int64_t> unique;
+  std::map<std::int64_t, std::int64_t> original;
+  for (auto& st : graph.stages) {
+    std::map<std::tuple<int, int, std::int64_t>, int> seen;
+    for (auto& op : st.ops)
+      if (op.kind == OpKind::send || op.kind == OpKind::recv) {
+        const int from = op.kind == OpKind::send ? st.stage : op.peer_stage;
+        const int to   = op.kind == OpKind::send ? op.peer_stage : st.stage;
+        const int k    = seen[{from, to, op.tag}]++;
+        auto it = unique.emplace(std::tuple{from, to, op.tag, k}, static_cast<std::int64_t>(unique.size())).first;
+        original[it->second] = op.tag;
+        op.tag               = it->second;
+      }
+  }
   // Every send meets its receive: (from, to, tag) on both sides, with the same size.
-  std::map<std::tuple<int, int, std::int64_t>, double> sends, recvs;
+  struct End {
+    int stage, op;
+    double bytes;
+  };
+  std::map<std::tuple<int, int, std::int64_t>, End> sends, recvs;
   for (const auto& st : graph.stages)
-    for (const auto& op : st.ops) {
+    for (std::size_t i = 0; i < st.ops.size(); ++i) {
+      const auto& op = st.ops[i];
       if (op.kind == OpKind::send)
-        sends[{st.stage, op.peer_stage, op.tag}] = op.bytes;
+        sends[{st.stage, op.peer_stage, op.tag}] = {st.stage, static_cast<int>(i), op.bytes};
       else if (op.kind == OpKind::recv)
-        recvs[{op.peer_stage, st.stage, op.tag}] = op.bytes;
+        recvs[{op.peer_stage, st.stage, op.tag}] = {st.stage, static_cast<int>(i), op.bytes};
     }
-  for (const auto& entry : sends) {
-    const auto it = recvs.find(entry.first);
-    if (it != recvs.end() && std::fabs(it->second - entry.second) > 1e-9 * std::max(it->second, entry.second)) {
+  // "rank 3's node 12 (a send of tag 0 to stage 4, its 2nd of that tag)": where the trace has it.
+  auto describe = [&](const End& e) {
+    const auto& st = graph.stages[static_cast<std::size_t>(e.stage)];
+    const auto& op = st.ops[static_cast<std::size_t>(e.op)];
+    int k          = 0;
+    for (const auto& [key, tag] : unique)
+      if (tag == op.tag)
+        k = std::get<3>(key);
+    return "rank " + std::to_string(st.trace_rank) + "'s node " +
+           std::to_string(st.trace_nodes[static_cast<std::size_t>(e.op)]) + " (stage " + std::to_string(e.stage) +
+           ": a " + (op.kind == OpKind::send ? "send" : "receive") + " of tag " + std::to_string(original.at(op.tag)) +
+           (op.kind == OpKind::send ? " to" : " from") + " stage " + std::to_string(op.peer_stage) + ", number " +
+           std::to_string(k + 1) + " of that tag between them)";
+  };
+  for (const auto& [key, send] : sends) {
+    const auto it = recvs.find(key);
+    if (it == recvs.end())
+      throw TraceError(prefix + ": " + describe(send) + " is never received");
+    if (std::fabs(it->second.bytes - send.bytes) > 1e-9 * std::max(it->second.bytes, send.bytes)) {
       char sizes[96];
-      std::snprintf(sizes, sizeof sizes, "%.17g bytes sent, %.17g received", entry.second, it->second);
-      throw TraceError(prefix + ": stage " + std::to_string(std::get<0>(entry.first)) + " sends tag " +
-                       std::to_string(std::get<2>(entry.first)) + " to stage " +
-                       std::to_string(std::get<1>(entry.first)) + " with another size than it is received: " + sizes);
+      std::snprintf(sizes, sizeof sizes, "%.17g bytes sent, %.17g received", send.bytes, it->second.bytes);
+      throw TraceError(prefix + ": " + describe(send) + " is received with another size by " + describe(it->second) +
+                       ": " + sizes);
     }
   }
-  for (const auto& [key, bytes] : sends)
-    if (const auto [from, to, tag] = key; !recvs.contains(key))
-      throw TraceError(prefix + ": stage " + std::to_string(from) + " sends tag " + std::to_string(tag) + " to stage " +
-                       std::to_string(to) + ", which never receives it");
-  for (const auto& [key, bytes] : recvs)
-    if (const auto [from, to, tag] = key; !sends.contains(key))
-      throw TraceError(prefix + ": stage " + std::to_string(to) + " receives tag " + std::to_string(tag) +
-                       " from stage " + std::to_string(from) + ", which never sends it");
+  for (const auto& [key, recv] : recvs)
+    if (!sends.contains(key))
+      throw TraceError(prefix + ": " + describe(recv) + " is never sent");
   return graph;
 }
 

@@ -39,7 +39,7 @@ double compute_makespan(const StepGraph& graph)
 {
   const std::size_t n = graph.stages.size();
   std::vector<std::size_t> next(n, 0);
-  std::vector<double> stream(n, 0);
+  std::vector<double> stream(n, 0), host(n, 0); // the GPU's compute stream and the host's (a trace's CPU ops)
   std::vector<std::vector<double>> done(n);
   for (std::size_t s = 0; s < n; ++s)
     done[s].assign(graph.stages[s].ops.size(), 0);
@@ -65,8 +65,9 @@ double compute_makespan(const StepGraph& graph)
         }
         double finish = ready;
         if (is_compute(op.kind)) {
-          finish    = std::max(ready, stream[s]) + op.seconds;
-          stream[s] = finish;
+          double& lane = op.host ? host[s] : stream[s];
+          finish       = std::max(ready, lane) + op.seconds;
+          lane         = finish;
         }
         if (op.kind == OpKind::send)
           sent[op.tag] = finish;
@@ -183,7 +184,7 @@ std::vector<int> stream_predecessors(const StageProgram& program)
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].kind == OpKind::send || ops[i].kind == OpKind::recv)
       continue;
-    const int stream = is_compute(ops[i].kind) ? -1 : static_cast<int>(*ops[i].dim);
+    const int stream = is_compute(ops[i].kind) ? (ops[i].host ? -2 : -1) : static_cast<int>(*ops[i].dim);
     if (auto it = last_in_stream.find(stream); it != last_in_stream.end())
       out[i] = it->second;
     last_in_stream[stream] = static_cast<int>(i);

@@ -471,7 +471,13 @@ struct JobSpec {
   std::string file; ///< Where it was read from, for error messages.
   /// @brief A Chakra trace prefix (DIR/PREFIX) the step graph is read from instead of built (traces/); empty: built.
   std::string trace;
-  std::string json_path = "$"; ///< Where it sits in `file` (an inline job of a scenario: "$.job").
+  /// @brief A foreign trace read without a model and batch: its step has no tokens and no model FLOP counts (the
+  /// model, layers and batch of the job are placeholders that size nothing).
+  bool trace_only = false;
+  /// @brief How a foreign trace's all-gather `comm_size` reads: each rank's input, as ASTRA-sim reads it (true), or the
+  /// gathered output, as nccl-tests reports it (false). spansim's own traces carry their exact sizes.
+  bool trace_sizes_per_rank = true;
+  std::string json_path     = "$"; ///< Where it sits in `file` (an inline job of a scenario: "$.job").
   ModelSpec model;
   GpuSpec gpu;
   std::int64_t gpus = 0;
@@ -656,11 +662,17 @@ struct Op {
   double seconds        = 0; ///< Compute time under the roofline and efficiency factors.
   double hbm_bytes      = 0; ///< HBM traffic: weights (and fp32 gradient accumulation) plus element-wise ops.
   OpEffects effects{};       ///< the parts of `seconds` the production effects add
+  /// @brief A CPU op of an imported trace (Chakra's `is_cpu_op`): it runs on the host's own stream, beside the GPU's
+  /// compute and communication, as ASTRA-sim's hardware resource runs it.
+  bool host = false;
   // Communication.
   Group group;
-  double bytes      = 0; ///< Buffer size of one collective: the gathered/reduced/exchanged tensor, or the message.
-  int count         = 0;
-  int peer_stage    = -1;    ///< send/recv: the other pipeline stage.
+  double bytes   = 0; ///< Buffer size of one collective: the gathered/reduced/exchanged tensor, or the message.
+  int count      = 0;
+  int peer_stage = -1; ///< send/recv: the other pipeline stage.
+  /// @brief A send whose bytes leave when it starts and which ends when they arrive, whatever its receive does
+  /// (ASTRA-sim's sends, for foreign traces); otherwise the transfer waits for both sides, as NCCL's do.
+  bool eager        = false;
   std::int64_t tag  = -1;    ///< send/recv: a send and its recv share a tag.
   bool overlappable = false; ///< May run under compute (prefetch, gradient reduction, pipeline transfers).
   /// @brief Expert all-to-all: the busiest member of each group receives (dispatch) or sends (combine) this many
@@ -692,6 +704,10 @@ struct StageProgram {
   double params = 0;             ///< Parameters held per GPU (before data-parallel sharding).
   MemoryEstimate memory;
   std::vector<Op> ops;
+  /// @brief An imported program: the rank whose trace it was read from and each op's node id there, so that errors
+  /// name them (-1 and empty: built).
+  int trace_rank = -1;
+  std::vector<std::uint64_t> trace_nodes;
 };
 
 /// @brief The training-step graph: one program per pipeline stage; ranks differ only by group coordinates.
@@ -699,6 +715,8 @@ struct StepGraph {
   JobSpec job;
   int micro_batches = 0;
   std::vector<StageProgram> stages;
+  /// @brief What an import tolerated or read its own way (dependencies dropped, sizes converted), for the report.
+  std::vector<std::string> notes;
 };
 
 /// @brief Knobs of the graph builder.

@@ -1,0 +1,144 @@
+// Topology Zoo graphs as published (tests/data/foreign/zoo, CC BY 4.0): imported with GPU buildings at two routers,
+// their links' latencies are the great-circle distances at 5 us/km plus the equipment's, compared link by link
+// with distances computed independently (the CSV next to each graph: haversine, R = 6,371 km, by a research
+// script); a job's GPUs reach each other across the Zoo's routers.
+#include "common/error.hpp"
+#include "common/json_reader.hpp"
+#include "common/units.hpp"
+#include "topology/topology.hpp"
+
+#include "tests/support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <unistd.h>
+
+using namespace spansim;
+
+namespace {
+
+const std::string kZoo = std::string(SPANSIM_SOURCE_DIR) + "/tests/data/foreign/zoo/";
+
+// km of each edge (source id, target id, parallel-edge key) from the CSV.
+std::multimap<std::pair<std::string, std::string>, double> distances(const std::string& name)
+{
+  std::multimap<std::pair<std::string, std::string>, double> out;
+  std::ifstream in(kZoo + name + ".edges_km.csv");
+  std::string line;
+  std::getline(in, line); // header: edge_index,source_id,target_id,source_label,target_label,key,LinkSpeedRaw,km
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream s(line);
+    std::string cell;
+    while (std::getline(s, cell, ','))
+      f.push_back(cell);
+    if (f.size() == 8 && !f[7].empty())
+      out.emplace(std::pair{f[1], f[2]}, std::stod(f[7]));
+  }
+  return out;
+}
+
+// The imported links between routers, by their ends' Zoo ids: latency and bandwidth.
+std::multimap<std::pair<std::string, std::string>, std::pair<double, double>> zoo_links(const nlohmann::json& topo)
+{
+  std::multimap<std::pair<std::string, std::string>, std::pair<double, double>> out;
+  for (const auto& l : topo["graph"]["links"]) {
+    const auto a = l["a"].get<std::string>(), b = l["b"].get<std::string>();
+    if (a.rfind("zoo/", 0) == 0 && b.rfind("zoo/", 0) == 0)
+      out.emplace(std::pair{a.substr(4), b.substr(4)},
+                  std::pair{units::parse_time(l["latency"].get<std::string>()),
+                            units::parse_bandwidth(l["bandwidth"].get<std::string>())});
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("a Topology Zoo graph imports as published: latencies from great-circle distances", "[topology][zoo]")
+{
+  topology::ZooOptions o;
+  o.sites            = {"New York", "Los Angeles"};
+  const auto abilene = topology::import_zoo(kZoo + "Abilene.graphml", o);
+  CHECK(abilene.routers == 11);
+  CHECK(abilene.links == 14);
+  // Abilene's links are "OC-192" labels without LinkSpeedRaw: the stated default.
+  CHECK(abilene.notes == std::vector<std::string>{"14 of 14 links have no LinkSpeedRaw: 100 Gbps (--default-speed)"});
+  const auto km    = distances("Abilene");
+  const auto links = zoo_links(abilene.topology);
+  REQUIRE(links.size() == km.size());
+  for (const auto& [ends, d] : km) {
+    const auto it = links.find(ends);
+    REQUIRE(it != links.end());
+    // The CSV gives km to 6 decimals (half a millimetre): 1e-7 of a link of a few km.
+    test::expect_within("Abilene " + ends.first + "-" + ends.second + " latency", d * 5e-6 + o.equipment_latency,
+                        it->second.first, 1e-7);
+    CHECK(it->second.second == o.default_bandwidth);
+  }
+  // New York - Chicago, 1,145.84 km: 5.73 ms of fiber plus 20 us.
+  test::expect_within("New York - Chicago", 1145.837189 * 5e-6 + 20e-6, links.find({"0", "1"})->second.first, 1e-7);
+
+  // The file it wrote loads as any topology: 128 GPUs in two buildings, each reaching the other over the routers.
+  const auto path = (std::filesystem::temp_directory_path() / ("abilene-" + std::to_string(::getpid()) + ".json"));
+  std::ofstream(path) << abilene.topology.dump();
+  const topology::Topology t(topology::load_topology_spec(path.string()));
+  CHECK(t.counts().gpus == 128);
+  CHECK(t.building_count() == 2);
+  const auto route = t.route(0, 127);
+  // GPU 0 in New York, GPU 127 in Los Angeles: the route's latency holds the shortest Zoo path's fiber (New York -
+  // Chicago - Indianapolis - Kansas City - Denver - Sunnyvale - Los Angeles, or a shorter one by latency cost).
+  CHECK(t.route_latency(route) > 3000 * 5e-6);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("Topology Zoo quirks: LinkSpeedRaw as bits/s, isolated and unlocated nodes, parallel edges",
+          "[topology][zoo]")
+{
+  topology::ZooOptions o;
+  o.sites            = {"0", "1"};
+  const auto kreonet = topology::import_zoo(kZoo + "Kreonet.graphml", o);
+  const auto km      = distances("Kreonet");
+  const auto links   = zoo_links(kreonet.topology);
+  CHECK(kreonet.notes.empty()); // LinkSpeedRaw on every edge, coordinates on every node
+  // Every edge's bandwidth is its LinkSpeedRaw in bits/s, over 8.
+  std::ifstream in(kZoo + "Kreonet.edges_km.csv");
+  std::string line;
+  std::getline(in, line);
+  int checked = 0;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream s(line);
+    std::string cell;
+    while (std::getline(s, cell, ','))
+      f.push_back(cell);
+    const auto it = links.find({f[1], f[2]});
+    REQUIRE(it != links.end());
+    test::expect_within("Kreonet link " + f[1] + "-" + f[2] + " bandwidth", std::stod(f[6]) / 8, it->second.second,
+                        1e-12);
+    test::expect_within("Kreonet link " + f[1] + "-" + f[2] + " latency", std::stod(f[7]) * 5e-6 + 20e-6,
+                        it->second.first, 1e-7);
+    ++checked;
+  }
+  CHECK(checked == 12);
+  // KentmanApr2007: an isolated node is left out, a link to an external node without coordinates keeps only the
+  // equipment's latency, one link lacks LinkSpeedRaw, and a parallel pair stays two links.
+  o.sites            = {"0", "5"};
+  const auto kentman = topology::import_zoo(kZoo + "KentmanApr2007.graphml", o);
+  CHECK(kentman.routers == 22);
+  CHECK(kentman.links == 24);
+  CHECK(kentman.notes == std::vector<std::string>{"isolated node \"CCCU-C\" left out",
+                                                  "1 of 24 links have no LinkSpeedRaw: 100 Gbps (--default-speed)",
+                                                  "2 links join a node without coordinates: equipment latency only"});
+  // An unknown site names the nodes; an isolated one is refused.
+  o.sites = {"Atlantis"};
+  CHECK_THROWS_WITH(topology::import_zoo(kZoo + "KentmanApr2007.graphml", o),
+                    Catch::Contains("--site \"Atlantis\": no node of") && Catch::Contains("CCCU-C"));
+  o.sites = {"CCCU-C"};
+  CHECK_THROWS_WITH(topology::import_zoo(kZoo + "KentmanApr2007.graphml", o), Catch::Contains("isolated"));
+  // Read as a spansim GraphML, the Zoo's file says how to import it.
+  CHECK_THROWS_WITH(topology::load_topology_spec(kZoo + "Abilene.graphml"),
+                    Catch::Contains("a Topology Zoo graph") && Catch::Contains("spansim topology import-zoo"));
+}
