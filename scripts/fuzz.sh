@@ -26,7 +26,7 @@ if [ "$mode" = run ] || [ "$mode" = smoke ]; then
   seconds="${1:?seconds per target}"
   shift
 fi
-all=(units topology graphml job scenario optimize campaign calibration shared kineto chakra)
+all=(units topology graphml job scenario optimize campaign calibration shared kineto chakra zoo)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
@@ -43,6 +43,7 @@ seeds_of() {
   shared) echo examples/shared/*.json ;;
   kineto) echo fuzz/seeds/kineto/* ;;
   chakra) echo fuzz/seeds/chakra/* ;;
+  zoo) echo fuzz/seeds/zoo/* ;;
   *) echo "unknown fuzz target $1 (allowed: ${all[*]})" >&2; exit 2 ;;
   esac
 }

@@ -181,10 +181,10 @@ struct GmlEdge {
 };
 using GmlGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, GmlVertex, GmlEdge>;
 
-RawGraph read_graphml(const std::string& path, const Location& referrer)
+} // namespace
+
+void check_graphml_size(const std::string& text, const std::string& path)
 {
-  spec::check_referenced_file(path, referrer);
-  const std::string text = spec::load_text_file(path);
   // Boost's XML reading holds about 3.5 KB per element, whatever its name (a 52 MB file of a million vertices and
   // a million edges took 7 GB): count the elements before parsing and refuse a file over the limits, naming them.
   const auto count_tags = [&](std::string_view tag) {
@@ -207,6 +207,15 @@ RawGraph read_graphml(const std::string& path, const Location& referrer)
     throw SpecError(path, "",
                     "the file has " + std::to_string(elements) + " XML elements; GraphML files are limited to " +
                         std::to_string(kMaxGraphmlElements) + " (nodes, edges and their data: about 3.5 GB to read)");
+}
+
+namespace {
+
+RawGraph read_graphml(const std::string& path, const Location& referrer)
+{
+  spec::check_referenced_file(path, referrer);
+  const std::string text = spec::load_text_file(path);
+  check_graphml_size(text, path);
   // read_graphml keeps no vertex ids; the document order it adds vertices in gives them back.
   boost::property_tree::ptree tree;
   std::istringstream xml(text);

@@ -9,6 +9,10 @@ namespace spansim::topology::detail {
 /// about 3.5 KB per element.
 inline constexpr std::size_t kMaxGraphmlElements = 1'000'000;
 
+/// @brief Refuses GraphML text over the vertex, link or element limits before it is parsed (Boost's XML reading
+/// holds about 3.5 KB per element). @throws SpecError naming `path` and the counts.
+void check_graphml_size(const std::string& text, const std::string& path);
+
 /// @brief Fills `s` from a topology document with a "graph": its regions, its buildings' GPU types and the
 /// graph itself (inline, or a GraphML or JSON file it names). @throws SpecError at the offending JSON path.
 void parse_graph_topology(spec::ObjectReader& root, TopologySpec& s);

@@ -382,7 +382,7 @@ private:
       if (pg && (pg->empty() || *pg == "0"))
         pg.reset();
       // spansim's own traces carry their group's axes: the group file is for other readers then.
-      if (pg && !groups_.contains(*pg) && (!groups_.empty() || !find_attr(n, "spansim_axes")))
+      if (pg && !groups_.contains(*pg) && (!groups_.empty() || !as_int(find_attr(n, "spansim_axes"))))
         throw TraceError(at + ": communicator group \"" + *pg + "\" is not in " + groups_file_ +
                          (groups_.empty() ? " (there is no such file: a trace whose collectives name groups needs it, "
                                             "{\"<id>\": [ranks]})"
