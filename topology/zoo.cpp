@@ -10,6 +10,7 @@
 #include <boost/property_tree/ptree.hpp>
 #include <boost/property_tree/xml_parser.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -120,10 +121,13 @@ ZooGraph read_zoo(const std::string& path)
       if (n.id.empty())
         throw SpecError(path, "", "a <node> without an id (element " + std::to_string(elements) + ")");
       n.label = d.count("label") ? d.at("label") : n.id;
+      // Coordinates outside the globe count as missing (the link keeps the equipment's latency).
       if (d.count("Latitude"))
-        n.latitude = number(d.at("Latitude"));
+        if (auto v = number(d.at("Latitude")); v && std::fabs(*v) <= 90)
+          n.latitude = v;
       if (d.count("Longitude"))
-        n.longitude = number(d.at("Longitude"));
+        if (auto v = number(d.at("Longitude")); v && std::fabs(*v) <= 180)
+          n.longitude = v;
       if (d.count("Internal"))
         n.internal = d.at("Internal") != "0";
       g.nodes.push_back(n);
@@ -151,7 +155,7 @@ double great_circle_km(double lat1, double lon1, double lat2, double lon2)
   const double dlat = (lat2 - lat1) * rad, dlon = (lon2 - lon1) * rad;
   const double a = std::sin(dlat / 2) * std::sin(dlat / 2) +
                    std::cos(lat1 * rad) * std::cos(lat2 * rad) * std::sin(dlon / 2) * std::sin(dlon / 2);
-  return 2 * kEarthRadiusKm * std::asin(std::min(1.0, std::sqrt(a)));
+  return 2 * kEarthRadiusKm * std::asin(std::sqrt(std::clamp(a, 0.0, 1.0)));
 }
 
 ZooImport import_zoo(const std::string& path, const ZooOptions& options)

@@ -221,14 +221,13 @@ public:
       }
     }
     // Kahn's order, smallest id first: a spansim export comes back in program order.
-    std::map<std::uint64_t, int> waiting, data_waiting;
+    std::map<std::uint64_t, int> waiting;
+    std::set<std::pair<std::uint64_t, std::uint64_t>> dropped; // (node, control dependency) cut to break a cycle
     std::map<std::uint64_t, std::vector<std::uint64_t>> dependents;
     std::priority_queue<std::uint64_t, std::vector<std::uint64_t>, std::greater<>> ready;
     for (const auto& n : et.nodes) {
       std::set<std::uint64_t> distinct(deps[n.id()].begin(), deps[n.id()].end());
-      std::set<std::uint64_t> distinct_data(data[n.id()].begin(), data[n.id()].end());
-      waiting[n.id()]      = static_cast<int>(distinct.size());
-      data_waiting[n.id()] = static_cast<int>(distinct_data.size());
+      waiting[n.id()] = static_cast<int>(distinct.size());
       for (auto x : distinct)
         dependents[x].push_back(n.id());
       if (distinct.empty())
@@ -239,24 +238,40 @@ public:
     std::size_t done = 0;
     while (done < et.nodes.size()) {
       if (ready.empty()) {
-        // A cycle: release the smallest node whose data dependencies are all met, dropping its control ones.
-        std::optional<std::uint64_t> release;
-        for (const auto& [id, w] : waiting)
-          if (w > 0 && data_waiting[id] == 0 && !resolved.contains(id)) {
-            release = id;
+        // A cycle: walk unmet dependencies from the smallest waiting node until a node repeats, and drop one control
+        // dependency on that loop (data dependencies are hard: a loop of them alone is an error).
+        std::uint64_t at = 0;
+        for (const auto& [node, w] : waiting)
+          if (w > 0) {
+            at = node;
             break;
           }
-        if (!release) {
-          for (const auto& [id, w] : waiting)
-            if (w > 0)
-              throw TraceError(path + ": the data dependencies form a cycle (node " + std::to_string(id) +
-                               " is on or after it; " + std::to_string(et.nodes.size() - done) +
-                               " nodes never become ready)");
+        std::vector<std::uint64_t> walk;
+        std::map<std::uint64_t, std::size_t> on_path;
+        while (!on_path.contains(at)) {
+          on_path[at] = walk.size();
+          walk.push_back(at);
+          for (auto x : deps[at])
+            if (!resolved.contains(x) && !dropped.contains({at, x})) {
+              at = x;
+              break;
+            }
         }
-        notes_["control dependencies that closed a cycle with data dependencies, dropped"] +=
-            static_cast<std::size_t>(waiting[*release]);
-        waiting[*release] = 0;
-        ready.push(*release);
+        walk.push_back(at); // walk[k] depends on walk[k + 1]; the loop runs from on_path[at] to the end
+        std::optional<std::pair<std::uint64_t, std::uint64_t>> cut;
+        for (std::size_t k = on_path.at(at); k + 1 < walk.size() && !cut; ++k) {
+          const auto& d = data[walk[k]];
+          if (std::find(d.begin(), d.end(), walk[k + 1]) == d.end())
+            cut = std::pair{walk[k], walk[k + 1]};
+        }
+        if (!cut)
+          throw TraceError(path + ": the data dependencies form a cycle (node " + std::to_string(at) + " is on it; " +
+                           std::to_string(et.nodes.size() - done) + " nodes never become ready)");
+        dropped.insert(*cut);
+        ++notes_["control dependencies that closed a cycle with data dependencies, dropped"];
+        if (--waiting[cut->first] == 0)
+          ready.push(cut->first);
+        continue;
       }
       const auto id = ready.top();
       ready.pop();
@@ -281,12 +296,9 @@ public:
         p.ops.push_back(std::move(op));
         p.trace_nodes.push_back(id);
       }
-      for (auto x : dependents[id]) {
-        if (std::find(data[x].begin(), data[x].end(), id) != data[x].end())
-          --data_waiting[x];
-        if (waiting[x] > 0 && --waiting[x] == 0)
+      for (auto x : dependents[id])
+        if (!dropped.contains({x, id}) && --waiting[x] == 0)
           ready.push(x);
-      }
     }
     p.trace_rank = rank;
     // The stream order is implied by program order: a control dependency on the op's stream predecessor is kept
@@ -509,7 +521,8 @@ std::string signature(const chakra::Node& n)
 }
 
 // A trace read without a model runs rank 0's program on every rank, as data-parallel replicas: every other rank's
-// file must hold the same nodes (types, collectives and sizes, durations), or its ranks need a parallelism.
+// file must hold the same nodes (types, collectives and their sizes; durations may differ, as between the ranks of a
+// real run: rank 0's stand for all), or its ranks need a parallelism.
 void check_alike(const std::string& prefix, int ranks, const workload::StageProgram& first)
 {
   const auto reference = detail::read_et(et_path(prefix, first.trace_rank));
@@ -582,8 +595,9 @@ workload::JobSpec load_chakra_job(const json& document, const std::string& file,
       int files = 0;
       while (fs::exists(et_path(trace, files)))
         ++files;
-      const std::int64_t ranks =
-          rest.contains("gpus") && rest["gpus"].is_number_integer() ? rest["gpus"].get<std::int64_t>() : files;
+      if (rest.contains("gpus") && !rest["gpus"].is_number_integer())
+        r.fail("gpus", "expected a whole number of ranks (the trace has " + std::to_string(files) + " files)");
+      const std::int64_t ranks = rest.contains("gpus") ? rest["gpus"].get<std::int64_t>() : files;
       if (ranks < 1 || ranks > (1 << 20))
         r.fail("gpus", "expected a number of ranks from 1 (the trace has " + std::to_string(files) + " files)");
       // Ranks that exchange sends and receives are pipeline stages of their own (each reads its own file); ranks
@@ -689,14 +703,26 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
   // its own for the simulators; messages name the trace's.
   std::map<std::tuple<int, int, std::int64_t, int>, std::int64_t> unique;
   std::map<std::int64_t, std::int64_t> original;
+  // Only a trace whose tags repeat is renumbered: spansim's own (unique tags) keeps them, so a round trip is exact.
+  bool repeats = false;
+  for (const auto& st : graph.stages) {
+    std::set<std::tuple<int, int, std::int64_t>> seen;
+    for (const auto& op : st.ops)
+      if (op.kind == OpKind::send || op.kind == OpKind::recv) {
+        const int from = op.kind == OpKind::send ? st.stage : op.peer_stage;
+        const int to   = op.kind == OpKind::send ? op.peer_stage : st.stage;
+        repeats        = repeats || !seen.insert({from, to, op.tag}).second;
+      }
+  }
   for (auto& st : graph.stages) {
     std::map<std::tuple<int, int, std::int64_t>, int> seen;
     for (auto& op : st.ops)
       if (op.kind == OpKind::send || op.kind == OpKind::recv) {
-        const int from = op.kind == OpKind::send ? st.stage : op.peer_stage;
-        const int to   = op.kind == OpKind::send ? op.peer_stage : st.stage;
-        const int k    = seen[{from, to, op.tag}]++;
-        auto it = unique.emplace(std::tuple{from, to, op.tag, k}, static_cast<std::int64_t>(unique.size())).first;
+        const int from       = op.kind == OpKind::send ? st.stage : op.peer_stage;
+        const int to         = op.kind == OpKind::send ? op.peer_stage : st.stage;
+        const int k          = seen[{from, to, op.tag}]++;
+        const auto tag       = repeats ? static_cast<std::int64_t>(unique.size()) : op.tag;
+        auto it              = unique.emplace(std::tuple{from, to, op.tag, k}, tag).first;
         original[it->second] = op.tag;
         op.tag               = it->second;
       }

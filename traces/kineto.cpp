@@ -137,8 +137,10 @@ std::string trace_text(const std::string& path)
                        " MiB (trim the trace to a few iterations)");
     }
     if (rc == Z_STREAM_END) {
-      // gzip allows several members one after another (a concatenated file): read on while data remains.
-      if (in_at >= raw.size())
+      // gzip allows several members one after another (a concatenated file): read on while another member
+      // follows; anything else after the end (zero padding, which gzip accepts with a warning) is ignored.
+      if (in_at + 1 >= raw.size() || static_cast<unsigned char>(raw[in_at]) != 0x1f ||
+          static_cast<unsigned char>(raw[in_at + 1]) != 0x8b)
         break;
       inflateReset(&z);
       continue;
