@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -23,21 +24,27 @@ namespace {
 
 const std::string kZoo = std::string(SPANSIM_SOURCE_DIR) + "/tests/data/foreign/zoo/";
 
-// km of each edge (source id, target id, parallel-edge key) from the CSV.
-std::multimap<std::pair<std::string, std::string>, double> distances(const std::string& name)
+// One edge of the CSV: its ends' Zoo ids, LinkSpeedRaw (bits/s) and great-circle km (NaN where empty).
+struct CsvEdge {
+  std::string source, target;
+  double bits_per_second, km;
+};
+
+std::vector<CsvEdge> csv_edges(const std::string& name)
 {
-  std::multimap<std::pair<std::string, std::string>, double> out;
+  std::vector<CsvEdge> out;
   std::ifstream in(kZoo + name + ".edges_km.csv");
   std::string line;
   std::getline(in, line); // header: edge_index,source_id,target_id,source_label,target_label,key,LinkSpeedRaw,km
+  auto number = [](const std::string& cell) { return cell.empty() ? std::nan("") : std::stod(cell); };
   while (std::getline(in, line)) {
     std::vector<std::string> f;
     std::stringstream s(line);
     std::string cell;
     while (std::getline(s, cell, ','))
       f.push_back(cell);
-    if (f.size() == 8 && !f[7].empty())
-      out.emplace(std::pair{f[1], f[2]}, std::stod(f[7]));
+    f.resize(8);
+    out.push_back({f[1], f[2], number(f[6]), number(f[7])});
   }
   return out;
 }
@@ -67,11 +74,13 @@ TEST_CASE("a Topology Zoo graph imports as published: latencies from great-circl
   CHECK(abilene.links == 14);
   // Abilene's links are "OC-192" labels without LinkSpeedRaw: the stated default.
   CHECK(abilene.notes == std::vector<std::string>{"14 of 14 links have no LinkSpeedRaw: 100 Gbps (--default-speed)"});
-  const auto km    = distances("Abilene");
+  const auto edges = csv_edges("Abilene");
   const auto links = zoo_links(abilene.topology);
-  REQUIRE(links.size() == km.size());
-  for (const auto& [ends, d] : km) {
-    const auto it = links.find(ends);
+  REQUIRE(links.size() == edges.size());
+  for (const auto& e : edges) {
+    const std::pair ends{e.source, e.target};
+    const double d = e.km;
+    const auto it  = links.find(ends);
     REQUIRE(it != links.end());
     // The CSV gives km to 6 decimals (half a millimetre): 1e-7 of a link of a few km.
     test::expect_within("Abilene " + ends.first + "-" + ends.second + " latency", d * 5e-6 + o.equipment_latency,
@@ -88,9 +97,15 @@ TEST_CASE("a Topology Zoo graph imports as published: latencies from great-circl
   CHECK(t.counts().gpus == 128);
   CHECK(t.building_count() == 2);
   const auto route = t.route(0, 127);
-  // GPU 0 in New York, GPU 127 in Los Angeles: the route's latency holds the shortest Zoo path's fiber (New York -
-  // Chicago - Indianapolis - Kansas City - Denver - Sunnyvale - Los Angeles, or a shorter one by latency cost).
-  CHECK(t.route_latency(route) > 3000 * 5e-6);
+  // GPU 0 in New York, GPU 127 in Los Angeles (the file's coordinates): no fiber path is shorter than the great
+  // circle between them, so the route's latency is at least 5 us/km over it, plus 20 us per Zoo link it takes.
+  int zoo_hops = 0;
+  for (const auto& hop : route)
+    zoo_hops += t.links()[static_cast<std::size_t>(hop.link)].tier == topology::Tier::inter_region;
+  CHECK(zoo_hops >= 1);
+  const double bound = topology::great_circle_km(40.71427, -74.00597, 34.05223, -118.24368) * 5e-6 + zoo_hops * 20e-6;
+  INFO("route latency " << t.route_latency(route) << " s, great-circle bound " << bound << " s");
+  CHECK(t.route_latency(route) >= bound);
   std::filesystem::remove(path);
 }
 
@@ -100,26 +115,17 @@ TEST_CASE("Topology Zoo quirks: LinkSpeedRaw as bits/s, isolated and unlocated n
   topology::ZooOptions o;
   o.sites            = {"0", "1"};
   const auto kreonet = topology::import_zoo(kZoo + "Kreonet.graphml", o);
-  const auto km      = distances("Kreonet");
   const auto links   = zoo_links(kreonet.topology);
   CHECK(kreonet.notes.empty()); // LinkSpeedRaw on every edge, coordinates on every node
-  // Every edge's bandwidth is its LinkSpeedRaw in bits/s, over 8.
-  std::ifstream in(kZoo + "Kreonet.edges_km.csv");
-  std::string line;
-  std::getline(in, line);
+  // Every edge's bandwidth is its LinkSpeedRaw in bits/s, over 8; its latency 5 us/km plus 20 us.
   int checked = 0;
-  while (std::getline(in, line)) {
-    std::vector<std::string> f;
-    std::stringstream s(line);
-    std::string cell;
-    while (std::getline(s, cell, ','))
-      f.push_back(cell);
-    const auto it = links.find({f[1], f[2]});
+  for (const auto& e : csv_edges("Kreonet")) {
+    const auto it = links.find({e.source, e.target});
     REQUIRE(it != links.end());
-    test::expect_within("Kreonet link " + f[1] + "-" + f[2] + " bandwidth", std::stod(f[6]) / 8, it->second.second,
-                        1e-12);
-    test::expect_within("Kreonet link " + f[1] + "-" + f[2] + " latency", std::stod(f[7]) * 5e-6 + 20e-6,
-                        it->second.first, 1e-7);
+    test::expect_within("Kreonet link " + e.source + "-" + e.target + " bandwidth", e.bits_per_second / 8,
+                        it->second.second, 1e-12);
+    test::expect_within("Kreonet link " + e.source + "-" + e.target + " latency", e.km * 5e-6 + 20e-6, it->second.first,
+                        1e-7);
     ++checked;
   }
   CHECK(checked == 12);
