@@ -427,6 +427,97 @@ std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* 
   };
 }
 
+// Issue 37: ECMP's rails simulated apart against every rail together (analytical, the flow engine's model), on
+// Llama 3 70B (dense) and Qwen3-30B-A3B (MoE, EP over data parallelism) across both buildings of two-buildings,
+// with explicit spines, 1-16 long links, 1-16 queue pairs and several hash seeds. One row per case as it ends.
+std::function<void(Figures&)> ecmp_error_table(bool large)
+{
+  return [=](Figures& f) {
+    struct Row {
+      const char* model;
+      int gpus;
+      double long_haul_tbps; ///< between the buildings (the preset's 204.8, or a thin 12.8 that binds)
+      int long_links, qps, seed;
+    };
+    std::vector<Row> rows;
+    for (int gpus : {256, 1024})
+      for (double tbps : {204.8, 12.8})
+        for (int links : {1, 4, 16})
+          for (int qps : {1, 4, 16})
+            for (int seed : {1, 2, 3})
+              if (gpus == 256 || (qps < 16 && seed < 3))
+                rows.push_back({"llama3-70b", gpus, tbps, links, qps, seed});
+    for (int gpus : {256, 1024})
+      for (double tbps : {204.8, 12.8})
+        for (int links : {1, 16})
+          for (int qps : {1, 4})
+            for (int seed : {1, 2})
+              rows.push_back({"qwen3-30b-a3b", gpus, tbps, links, qps, seed});
+    if (large)
+      for (double tbps : {204.8, 12.8})
+        rows.push_back({"llama3-70b", 4096, tbps, 16, 1, 1});
+    std::printf(
+        "\n| model | GPUs | between buildings | long links | QPs | seed | exact | rails apart | error | exact wall "
+        "| apart wall |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    std::fflush(stdout);
+    double worst = 0, apart_wall = 0, exact_wall = 0;
+    std::string worst_case;
+    for (const auto& row : rows) {
+      const bool moe     = std::string(row.model) != "llama3-70b";
+      nlohmann::json job = {
+          {"name", "ecmp"},
+          {"model", row.model},
+          {"gpu", "h100"},
+          {"gpus", row.gpus},
+          {"batch", {{"global_tokens", row.gpus * 4096}, {"sequence_length", 4096}, {"micro_batch", 1}}},
+          {"schedule", {{"kind", "1f1b"}}}};
+      job["parallelism"] = {{"tp", 8}, {"pp", 2}, {"dp", row.gpus / 16}, {"data_parallel", "fsdp"}};
+      if (moe)
+        job["parallelism"]["ep"] = 8;
+      nlohmann::json doc = {{"name", "ecmp-error"},
+                            {"topology", "two-buildings"},
+                            {"job", job},
+                            {"placement", {{"order", {"tp", "cp", "pp", "dp"}}, {"buildings", {"bldg-a", "bldg-b"}}}},
+                            {"fidelity", "analytical"},
+                            {"multipath",
+                             {{"routing", "ecmp"},
+                              {"spines", "explicit"},
+                              {"long_links", row.long_links},
+                              {"qps", row.qps},
+                              {"seed", row.seed}}}};
+      double step[2] = {0, 0}, wall[2] = {0, 0};
+      for (int apart = 0; apart < 2; ++apart) {
+        auto sc                              = scenario::parse_scenario(doc, "ecmp-error.json");
+        sc.topology.multipath.ecmp_mode      = apart ? topology::EcmpMode::rails_apart : topology::EcmpMode::exact;
+        sc.topology.inter_building.bandwidth = row.long_haul_tbps * 1e12 / 8;
+        const auto start                     = Clock::now();
+        const auto run                       = scenario::simulate(sc, std::make_shared<const scenario::PlacedStep>(sc));
+        wall[apart]                          = seconds_since(start);
+        step[apart]                          = run.result.step_time;
+      }
+      const double error = (step[1] - step[0]) / step[0];
+      if (std::abs(error) >= std::abs(worst)) {
+        worst = error;
+        char text[160];
+        std::snprintf(text, sizeof text, "%s %d GPUs, %.1f Tbps over %d links, %d QPs, seed %d", row.model, row.gpus,
+                      row.long_haul_tbps, row.long_links, row.qps, row.seed);
+        worst_case = text;
+      }
+      exact_wall += wall[0];
+      apart_wall += wall[1];
+      std::printf("| %s | %d | %.1f Tbps | %d | %d | %d | %.6f s | %.6f s | %+.3f%% | %.1f s | %.1f s |\n", row.model,
+                  row.gpus, row.long_haul_tbps, row.long_links, row.qps, row.seed, step[0], step[1], 100 * error,
+                  wall[0], wall[1]);
+      std::fflush(stdout);
+    }
+    f.engine_wall = apart_wall;
+    f.gpus        = rows.back().gpus;
+    f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+    std::snprintf(f.note, sizeof f.note, "%zu cases; worst %+.2f%% (%s); exact %.0f s in all", rows.size(), 100 * worst,
+                  worst_case.c_str(), exact_wall);
+  };
+}
+
 // Issue 18: two Llama 3 405B jobs of 8K GPUs each (4K per building) on two-buildings, both with data parallelism
 // across the inter-building link: each alone, then together for three steps of the slower.
 std::function<void(Figures&)> shared_405b(const char* fidelity)
@@ -621,6 +712,11 @@ std::vector<Case> cases()
                  step_405b("two-buildings", 128, "analytical", false, true)});
   all.push_back({"405B step 16K 2-bldg ecmp", "two-buildings", "flow", nullptr, 30, "< 30 s", true,
                  step_405b("two-buildings", 128, "flow", false, true)});
+  // Issue 37: ECMP's rails apart against every rail together (the table of bench/README.md).
+  all.push_back(
+      {"ECMP rails apart vs exact", "two-buildings", "analytical", nullptr, 0, "", false, ecmp_error_table(false)});
+  all.push_back(
+      {"ECMP rails apart vs exact 4K", "two-buildings", "analytical", nullptr, 0, "", true, ecmp_error_table(true)});
   // Issue 33: DeepSeek-V3 on 2,048 GPUs over two buildings, and the MoE optimizer example.
   all.push_back(
       {"DeepSeek-V3 2048 2-bldg", "two-buildings", "analytical", nullptr, 0, "", false, deepseek_2048("analytical")});

@@ -61,7 +61,7 @@ Routes routes_of(const topology::Topology& topology, const std::vector<Op>& ops)
           if (number[directed] < 0) {
             number[directed] = static_cast<int>(r.global.size());
             r.global.push_back(directed);
-            r.bandwidth.push_back(topology.links()[h.link].bandwidth);
+            r.bandwidth.push_back(topology.hop_bandwidth(h.link, h.forward));
           }
           known_resources.push_back(number[directed]);
         }

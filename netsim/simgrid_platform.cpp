@@ -149,6 +149,12 @@ SimgridPlatform::SimgridPlatform(const Topology& topology, double gpu_speed, con
   auto wanted    = [&](int gpu) { return gpus.empty() || gpus[gpu]; };
   auto make_link = [&](sg4::NetZone* zone, int id) {
     auto* link = zone->create_split_duplex_link(link_name(topology, id), tl[id].bandwidth);
+    // A direction scaled on its own (a rail's share under ECMP with the rails apart): "_UP" is forward.
+    const double up = topology.hop_bandwidth(id, true), down = topology.hop_bandwidth(id, false);
+    if (up != tl[id].bandwidth)
+      link->get_link_up()->set_bandwidth(up);
+    if (down != tl[id].bandwidth)
+      link->get_link_down()->set_bandwidth(down);
     link->seal();
     links_[id] = link;
     return link;

@@ -38,16 +38,16 @@ std::vector<bool> slack_links(const topology::Topology& topology, const FlowGrap
     for (std::size_t i = 1; i + 1 < route.size(); ++i) {
       const auto d = direction_index(route[i]);
       if (first_seen.insert(d * directions + first).second)
-        first_sum[d] += links[route.front().link].bandwidth;
+        first_sum[d] += topology.hop_bandwidth(route.front().link, route.front().forward);
       if (last_seen.insert(d * directions + last).second)
-        last_sum[d] += links[route.back().link].bandwidth;
+        last_sum[d] += topology.hop_bandwidth(route.back().link, route.back().forward);
     }
   }
   std::vector<bool> slack(directions, false);
   for (std::uint64_t d = 0; d < directions; ++d) {
     // No first hop: no transfer crosses it. A margin keeps a link whose feeders add up to its capacity but for
     // rounding (it could fill with them).
-    const double capacity = links[d / 2].bandwidth * (1 - 1e-9);
+    const double capacity = topology.hop_bandwidth(static_cast<int>(d / 2), d % 2 == 0) * (1 - 1e-9);
     slack[d]              = first_sum[d] > 0 && !end_hop[d] && (first_sum[d] <= capacity || last_sum[d] <= capacity) &&
                hop_routed(topology, static_cast<int>(d / 2));
   }

@@ -53,6 +53,11 @@ struct StepOptions {
   /// rail r), simulate rail 0 alone with the links all rails share divided among them: max-min gives each rail
   /// an equal share of those, so times are the same with 1/rails of the flows. Bytes are scaled back up.
   bool rail_symmetry = true;
+  /// @brief Under ECMP, whether the topology's `ecmp_mode` may simulate the rails apart (netsim/README.md); off where
+  /// a caller joins lowerings of several jobs.
+  bool rails_apart = true;
+  /// @brief Worker processes running rails apart (0: one per core).
+  int rail_workers = 0;
   /// @brief When a symmetry of the site moving whole regions or buildings maps the lowered step onto itself,
   /// simulate the base building's transfers alone (netsim/symmetry.hpp): exact, at analytical and flow fidelity.
   bool building_symmetry = true;

@@ -27,8 +27,8 @@ bool is_p2p(OpKind k)
 class StepLowering {
 public:
   StepLowering(const topology::Topology& topology, const workload::StepGraph& graph,
-               const placement::Placement& placement, const StepOptions& options, bool rail_only)
-      : topology_(topology), step_(graph), placement_(placement), options_(options), rail_only_(rail_only),
+               const placement::Placement& placement, const StepOptions& options, int rail)
+      : topology_(topology), step_(graph), placement_(placement), options_(options), rail_(rail),
         graph_(topology.spec().multipath.qps), hot_member_(workload::expert_load(graph.job).hot_member)
   {
     const auto& stages = graph.stages;
@@ -182,9 +182,10 @@ private:
       auto all = placement_.groups(s, g);
       if ((options_.dp_within_regions || !options_.dp_workers.empty()) && is_data_parallel(g.axes))
         all = split_by_worker(all);
-      // With rail symmetry, groups that leave the node are simulated on rail 0 only (their members share a rail).
-      if (rail_only_ && !node_local(all))
-        std::erase_if(all, [&](const std::vector<int>& members) { return !on_rail_zero(members.front()); });
+      // One rail simulated (rail symmetry, or rails apart): groups that leave the node are kept on that rail only
+      // (their members share a rail).
+      if (rail_ >= 0 && !node_local(all))
+        std::erase_if(all, [&](const std::vector<int>& members) { return !on_rail(members.front()); });
       local_[key] = node_local(all);
       it          = groups_.emplace(key, std::move(all)).first;
     }
@@ -246,7 +247,7 @@ private:
     return {before, after};
   }
 
-  bool on_rail_zero(int gpu) const { return topology_.locate(gpu).local == 0; }
+  bool on_rail(int gpu) const { return topology_.locate(gpu).local == rail_; }
 
   /// @brief The GPUs of a stage whose pipeline transfers are simulated (a pass over every rank: kept per stage).
   const std::vector<int>& senders(int stage)
@@ -254,8 +255,8 @@ private:
     auto it = senders_.find(stage);
     if (it == senders_.end()) {
       auto gpus = placement_.stage_gpus(stage);
-      if (rail_only_)
-        std::erase_if(gpus, [&](int gpu) { return !on_rail_zero(gpu); });
+      if (rail_ >= 0)
+        std::erase_if(gpus, [&](int gpu) { return !on_rail(gpu); });
       it = senders_.emplace(stage, std::move(gpus)).first;
     }
     return it->second;
@@ -533,7 +534,7 @@ private:
   const workload::StepGraph& step_;
   const placement::Placement& placement_;
   const StepOptions& options_;
-  bool rail_only_;
+  int rail_; ///< the rail simulated (kAllRails: every rail)
   FlowGraph graph_;
   std::vector<std::vector<Node>> nodes_;
   std::vector<std::vector<int>> stream_prev_;
@@ -583,9 +584,9 @@ private:
 namespace spansim::netsim::detail {
 
 LoweredStep lower_step(const topology::Topology& topology, const workload::StepGraph& graph,
-                       const placement::Placement& placement, const StepOptions& options, bool rail_only)
+                       const placement::Placement& placement, const StepOptions& options, int rail)
 {
-  StepLowering lowering(topology, graph, placement, options, rail_only);
+  StepLowering lowering(topology, graph, placement, options, rail);
   lowering.build();
   LoweredStep out;
   out.nodes               = lowering.nodes();

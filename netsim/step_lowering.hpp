@@ -41,24 +41,57 @@ struct LoweredStep {
   workload::DimArray<unsigned> auto_picks{}; ///< per dimension: bit a set when `auto` resolved a call to algorithm a
 };
 
+/// @brief lower_step's `rail` for every rail.
+inline constexpr int kAllRails = -1;
+
 /// @brief Lowers every op of every stage program: compute as delays, collectives through netsim/collectives.hpp on
-/// the placement's groups (node-local groups once; with `rail_only`, the groups of rail 0 alone), pipeline sends
-/// and receives as transfers from every rank of the sending stage to its counterpart.
+/// the placement's groups (node-local groups once; with a `rail` other than kAllRails, the groups and pipeline
+/// senders of that rail alone), pipeline sends and receives as transfers from every rank of the sending stage to
+/// its counterpart.
 /// @throws SimulationError if the programs deadlock.
 LoweredStep lower_step(const topology::Topology& topology, const workload::StepGraph& graph,
-                       const placement::Placement& placement, const StepOptions& options, bool rail_only);
+                       const placement::Placement& placement, const StepOptions& options, int rail);
 
 /// @brief Fills `result.stages` and `result.waits` from the op timings in `result.ops`.
 void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered, StepResult& result);
 
-/// @brief A step lowered for its run: on one rail's topology when the rails are symmetric.
+/// @brief One rail of a step whose rails are simulated apart under ECMP (netsim/rails_apart.cpp).
+struct RailApart {
+  LoweredStep lowered;             ///< the rail's groups and pipeline senders alone
+  std::vector<double> link_bytes;  ///< per hop, on the whole site's routes
+  std::vector<double> link_factor; ///< per hop: the rail's share of the link directions rails share (1 elsewhere)
+};
+
+/// @brief A step lowered for its run: on one rail's topology when the rails are symmetric, or rail by rail when
+/// ECMP keeps them apart.
 struct PreparedStep {
   int rails = 1; ///< identical rails, rail 0 simulated (1: every rail simulated)
   std::optional<topology::Topology> one_rail;
-  LoweredStep lowered;
+  LoweredStep lowered; ///< unused when `apart` is set
+  /// @brief Under ECMP with the rails apart: every rail's lowering (empty: all rails in `lowered`).
+  std::vector<RailApart> apart;
+  int slowest = 0;     ///< with `apart`: the rail whose run gave the step (set by the run)
+  nlohmann::json ecmp; ///< under ECMP: how the step was simulated, for results (null otherwise)
   /// @brief The topology the flows run on.
   const topology::Topology& simulated(const topology::Topology& full) const { return one_rail ? *one_rail : full; }
+  /// @brief The lowering whose run is read back: the slowest rail's when the rails ran apart.
+  const LoweredStep& read_lowering() const { return apart.empty() ? lowered : apart[slowest].lowered; }
 };
+
+/// @brief Why a step under ECMP keeps its rails together ("" when prepare_rails_apart would lower them apart, unless
+/// a lowered transfer then joins two rails). @throws UsageError as prepare_rails_apart.
+std::string rails_apart_decision(const topology::Topology& topology, const workload::StepGraph& graph,
+                                 const placement::Placement& placement, const StepOptions& options);
+
+/// @brief Whether `prepared` should run its rails apart under ECMP, and if so lowers each rail (filling `apart`)
+/// and sets the shares of the links they share; otherwise leaves `apart` empty and says why in `ecmp`.
+/// @throws UsageError when `ecmp_mode` asks for rails apart and the step's rails do not separate.
+void prepare_rails_apart(const topology::Topology& topology, const workload::StepGraph& graph,
+                         const placement::Placement& placement, const StepOptions& options, PreparedStep& prepared);
+
+/// @brief Runs every rail of `prepared.apart` (in worker processes), sets `prepared.slowest` and returns the
+/// slowest rail's run with every rail's bytes on the links.
+RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prepared, const StepOptions& options);
 
 /// @brief Lowers a step (the first half of simulate_step_as_given).
 PreparedStep prepare_step(const topology::Topology& topology, const workload::StepGraph& graph,

@@ -62,6 +62,7 @@ TogetherResult simulate_together(const topology::Topology& topology, const std::
     o.fidelity        = options.fidelity;
     o.engine          = options.engine;
     o.rail_symmetry   = rails_alike;
+    o.rails_apart     = false; // the jobs' lowerings are joined into one graph
     o.choose_per_step = false;
     prepared.push_back(detail::prepare_step(topology, *job.graph, *job.placement, o));
   }

@@ -160,7 +160,17 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   StepOptions chosen     = options;
   chosen.choose_per_step = false;
   const auto across      = dimensions_across_nodes(topology, graph, placement);
-  nlohmann::json picks   = nlohmann::json::object();
+  // With the rails apart under ECMP every trial would be a run per rail, and hashed rates rarely end together (a
+  // halving-doubling trial of the 16K-GPU step took minutes): the algorithms are tried on the same site with ideal
+  // routing (rail symmetry), and the chosen one then runs with ECMP.
+  std::optional<topology::Topology> ideal;
+  if (topology.spec().multipath.ecmp && detail::rails_apart_decision(topology, graph, placement, options).empty()) {
+    auto spec      = topology.spec();
+    spec.multipath = {};
+    ideal.emplace(std::move(spec));
+  }
+  const topology::Topology& trial_site = ideal ? *ideal : topology;
+  nlohmann::json picks                 = nlohmann::json::object();
   std::optional<StepResult> best_trial; // the fastest analytical trial of the last dimension settled
   std::optional<detail::PreparedStep> best_prepared;
   for (Dim d : workload::kDims) {
@@ -181,8 +191,8 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
       if (a != Algorithm::automatic && per_call == (1u << static_cast<unsigned>(a)))
         continue;
       trial.algorithms[d] = a;
-      auto prepared       = detail::prepare_step(topology, graph, placement, trial);
-      auto r              = detail::run_prepared(topology, prepared, graph, placement, trial);
+      auto prepared       = detail::prepare_step(trial_site, graph, placement, trial);
+      auto r              = detail::run_prepared(trial_site, prepared, graph, placement, trial);
       if (a == Algorithm::automatic)
         per_call = r.auto_picks[d];
       if (!best_trial || r.step_time < best_trial->step_time * (1 - 1e-9)) {
@@ -198,6 +208,8 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   // and its lowering serves the second; at flow fidelity its overlaps stand in for SimGrid's (its lowering at
   // analytical fidelity times lone NVLink collectives as delays, with the same ends). Otherwise the step is lowered
   // again for the chosen fidelity.
+  if (ideal) // the trials ran on another site: neither their lowering nor their overlaps are this step's
+    best_trial.reset();
   const bool reuse = best_trial && options.fidelity == Fidelity::analytical;
   if (!reuse)
     best_prepared = detail::prepare_step(topology, graph, placement, chosen);
@@ -212,7 +224,8 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
                             : detail::run_prepared(topology, *best_prepared, graph, placement, at_analytical(chosen)),
                  false};
   auto r = with_sm_contention(topology, graph, placement, chosen, std::move(first), *best_prepared);
-  r.engine["collective_choice"] = "per step";
+  r.engine["collective_choice"] =
+      ideal ? "per step, tried with ideal routing (the rails apart under ECMP)" : "per step";
   if (!picks.empty())
     r.engine["collectives_chosen_per_step"] = picks;
   return r;

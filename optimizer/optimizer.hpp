@@ -114,8 +114,11 @@ struct OptimizeSpec {
   SearchSpace space;
   int top_k               = 20;
   netsim::Fidelity refine = netsim::Fidelity::flow;
-  int workers             = 0; ///< child processes; 0: one per core
-  std::uint64_t seed      = 1; ///< recorded; the search itself has no randomness
+  /// @brief Set: the re-simulated points (tier 3) route by it rather than by `topology.multipath`, so that the
+  /// ranking counts ECMP's collisions while the screen and tier 2 score on ideal routing.
+  std::optional<topology::MultipathSpec> refine_multipath;
+  int workers        = 0; ///< child processes; 0: one per core
+  std::uint64_t seed = 1; ///< recorded; the search itself has no randomness
   /// @brief Failures and recovery: with it, every re-simulated point gets its ETTR (a Monte Carlo over the block's
   /// horizon; replica recovery where the point's data parallelism has replicas, synchronous otherwise).
   std::optional<reliability::ReliabilitySpec> reliability;
@@ -239,8 +242,8 @@ using Progress = std::function<void(const std::string&, std::size_t, std::size_t
 OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress = {});
 
 /// @brief The site a point runs on: the spec's topology with the point's window, queue pairs and long-link
-/// capacities.
-topology::TopologySpec topology_of(const OptimizeSpec& spec, const Point& point);
+/// capacities; with `refine`, routed as the re-simulated points are (OptimizeSpec::refine_multipath).
+topology::TopologySpec topology_of(const OptimizeSpec& spec, const Point& point, bool refine = false);
 /// @brief What the long-haul links of `site` cost under the spec's prices.
 double capacity_cost(const OptimizeSpec& spec, const topology::Topology& site);
 

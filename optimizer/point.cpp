@@ -168,11 +168,15 @@ double tier_tbps(const topology::Topology& t, topology::Tier tier)
 }
 } // namespace
 
-topology::TopologySpec topology_of(const OptimizeSpec& spec, const Point& p)
+topology::TopologySpec topology_of(const OptimizeSpec& spec, const Point& p, bool refine)
 {
-  auto t   = spec.topology;
+  auto t = spec.topology;
+  // The point's queue pairs, unless the refine routing gives its own and the search left them at the spec's.
+  const bool own_qps = !(refine && spec.refine_multipath);
+  if (!own_qps)
+    t.multipath = *spec.refine_multipath;
   t.window = p.window;
-  if (p.qps != t.multipath.qps)
+  if (own_qps || p.qps != spec.topology.multipath.qps)
     t.multipath.qps = p.qps;
   set_long_links(t.inter_building, t.inter_building_overrides, p.inter_building);
   set_long_links(t.inter_region, t.inter_region_overrides, p.inter_region);
@@ -284,16 +288,9 @@ json scenario_json(const OptimizeSpec& spec, const Point& p)
     out["compression"] = p.compression.to_json();
   if (p.diloco)
     out["diloco"] = p.diloco->to_json();
-  const auto& m = spec.topology.multipath;
-  if (!m.is_default() || p.qps > 1) {
-    out["multipath"] = {{"routing", m.spray ? "spray" : m.ecmp ? "ecmp" : "ideal"}, {"qps", p.qps}};
-    if (m.ecmp)
-      out["multipath"]["seed"] = m.seed;
-    if (m.long_links > 1)
-      out["multipath"]["long_links"] = m.long_links;
-    if (m.explicit_spines)
-      out["multipath"]["spines"] = "explicit";
-  }
+  const auto m = topology_of(spec, p, true).multipath; // the refine fidelity's routing
+  if (!m.is_default())
+    out["multipath"] = topology::multipath_json(m);
   if (spec.reliability)
     out["reliability"] = spec.reliability_ref;
   return out;

@@ -293,7 +293,9 @@ void goodput(const OptimizeSpec& spec, const topology::Topology& topo, Evaluatio
 Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p, const Choices& choices)
 {
   std::optional<topology::Topology> own;
-  const auto& site = site_of(spec, topo, p, own);
+  if (spec.refine_multipath)
+    own.emplace(topology_of(spec, p, true));
+  const auto& site = own ? *own : site_of(spec, topo, p, own);
   auto b           = build(spec, site, p);
   auto r           = netsim::simulate_step(site, b.graph, *b.place, step_options(p, spec.refine, false, choices));
   Outcome o;

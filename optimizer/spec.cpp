@@ -178,6 +178,7 @@ json OptimizeSpec::to_json() const
           {"screen", screen.to_json()},
           {"top_k", top_k},
           {"refine_fidelity", name_of(refine)},
+          {"refine_multipath", refine_multipath ? topology::multipath_json(*refine_multipath) : json(nullptr)},
           {"workers", workers},
           {"seed", seed},
           {"objective", time_to_train ? "time_to_train" : "step_time"},
@@ -253,6 +254,11 @@ OptimizeSpec load_optimize_spec(const std::string& path)
   }
   if (auto m = r.optional_object("multipath"))
     spec.topology.multipath = topology::read_multipath(*m);
+  if (auto m = r.optional_object("refine_multipath")) {
+    spec.refine_multipath = topology::read_multipath(*m);
+    if (!spec.refine_multipath->ecmp)
+      r.fail("refine_multipath", "re-simulates the best points under ECMP: it needs \"routing\": \"ecmp\"");
+  }
   if (auto c = r.optional_object("capacity_cost")) {
     auto& cost                   = spec.capacity;
     cost.per_tbps_inter_building = c->optional_number("per_tbps_inter_building", 0, 1e12).value_or(0);

@@ -140,6 +140,10 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
                              "\") would read the reordering as loss (allowed with it: \"ideal\", \"ecmp\")");
     if (sc.topology.graph && sc.topology.multipath.long_links > 1)
       m->fail("long_links", "splits a template's long links; an imported graph lists its own parallel links");
+    if (sc.topology.multipath.ecmp_mode == topology::EcmpMode::rails_apart &&
+        sc.options.fidelity != netsim::Fidelity::analytical && sc.options.fidelity != netsim::Fidelity::flow)
+      m->fail("ecmp_mode", "\"rails-apart\" runs at analytical and flow fidelity only, not at " +
+                               std::string(name_of(sc.options.fidelity)) + " (allowed there: \"auto\", \"exact\")");
   }
   if (auto v = r.optional_object("variability"))
     sc.variability = reliability::read_variability(*v);
@@ -204,7 +208,17 @@ ScenarioRun simulate(const Scenario& scenario, std::shared_ptr<const PlacedStep>
     options.dp_workers = sync::resolve_workers(placed->topology(), placed->graph(), placed->placement(),
                                                *scenario.diloco, spec::Location{outer_params.file, outer_params.path})
                              .of_gpu;
-  run.result = netsim::simulate_step(placed->topology(), placed->graph(), placed->placement(), options);
+  try {
+    run.result = netsim::simulate_step(placed->topology(), placed->graph(), placed->placement(), options);
+  } catch (const UsageError& e) {
+    // The rails apart asked for and refused once the step was placed: the scenario's key is to blame.
+    const std::string prefix = "multipath.ecmp_mode \"rails-apart\": ";
+    const std::string what   = e.what();
+    if (what.rfind(prefix, 0) == 0)
+      throw SpecError(scenario.file, scenario.json_path + ".multipath.ecmp_mode",
+                      "\"rails-apart\": " + what.substr(prefix.size()));
+    throw;
+  }
   if (scenario.diloco) {
     report(phase, "simulating the outer synchronization");
     const auto outer = sync::simulate_outer_sync(placed->topology(), placed->graph(), placed->placement(),

@@ -210,8 +210,27 @@ MultipathSpec read_multipath(ObjectReader r)
     r.fail("seed", "only meaningful with \"routing\": \"ecmp\"");
   if (m.long_links > 1 && !m.ecmp)
     r.fail("long_links", "parallel links need \"routing\": \"ecmp\" (\"ideal\" is one fluid pipe per pair)");
+  if (auto mode = r.optional_enumeration<EcmpMode>("ecmp_mode")) {
+    m.ecmp_mode = *mode;
+    if (!m.ecmp)
+      r.fail("ecmp_mode", "only meaningful with \"routing\": \"ecmp\"");
+  }
   r.finish();
   return m;
+}
+
+nlohmann::json multipath_json(const MultipathSpec& m)
+{
+  nlohmann::json j = {{"routing", m.spray ? "spray" : m.ecmp ? "ecmp" : "ideal"}, {"qps", m.qps}};
+  if (m.ecmp) {
+    j["seed"]      = m.seed;
+    j["ecmp_mode"] = std::string(name_of(m.ecmp_mode));
+  }
+  if (m.long_links > 1)
+    j["long_links"] = m.long_links;
+  if (m.explicit_spines)
+    j["spines"] = "explicit";
+  return j;
 }
 
 TopologySpec::Site TopologySpec::site_of(const std::string& name) const
@@ -562,13 +581,7 @@ json TopologySpec::to_json() const
   if (!file.empty())
     j["file"] = file;
   if (!multipath.is_default())
-    j["multipath"] = {{"routing", multipath.spray  ? "spray"
-                                  : multipath.ecmp ? "ecmp"
-                                                   : "ideal"},
-                      {"seed", multipath.seed},
-                      {"long_links", multipath.long_links},
-                      {"spines", multipath.explicit_spines ? "explicit" : "aggregate"},
-                      {"qps", multipath.qps}};
+    j["multipath"] = multipath_json(multipath);
   if (window > 0)
     j["transport"] = {{"window_bytes", window}};
   return j;

@@ -185,6 +185,22 @@ Topology Topology::with_links_scaled(const std::vector<double>& factors) const
   return copy;
 }
 
+Topology Topology::with_directions_scaled(const std::vector<double>& factors) const
+{
+  if (factors.size() != 2 * links_.size())
+    throw UsageError("with_directions_scaled: one factor per link direction");
+  for (double f : factors)
+    if (!(f > 0) || !std::isfinite(f))
+      throw UsageError("with_directions_scaled: factors must be positive");
+  Topology copy = *this;
+  if (copy.direction_scale_.empty())
+    copy.direction_scale_ = factors;
+  else
+    for (std::size_t k = 0; k < factors.size(); ++k)
+      copy.direction_scale_[k] *= factors[k];
+  return copy;
+}
+
 int Topology::leaf_gpus(int leaf_in_pod) const
 {
   const auto& pod = spec_.pod;
@@ -361,7 +377,7 @@ double Topology::route_bandwidth(const std::vector<Hop>& route) const
 {
   double bw = std::numeric_limits<double>::infinity();
   for (const auto& h : route)
-    bw = std::min(bw, links_[h.link].bandwidth);
+    bw = std::min(bw, hop_bandwidth(h.link, h.forward));
   return bw;
 }
 

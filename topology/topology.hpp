@@ -10,9 +10,11 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace spansim::topology {
@@ -120,6 +122,19 @@ struct RegionSpec {
 
 struct TopologySpec;
 
+/// @brief How a training step under ECMP is simulated (a scenario's `multipath.ecmp_mode`; netsim/README.md).
+enum class EcmpMode {
+  automatic,  ///< rails apart where they separate and the job has more than kExactEcmpGpus GPUs, else exact
+  exact,      ///< every rail's flows together
+  rails_apart ///< each rail alone, the links rails share divided by its share of their bytes; the slowest rail
+};
+constexpr std::array<std::string_view, 3> enum_names(EcmpMode)
+{
+  return {"auto", "exact", "rails-apart"};
+}
+/// @brief Jobs up to this many GPUs run ECMP exactly under EcmpMode::automatic (minutes at most, analytical).
+inline constexpr std::int64_t kExactEcmpGpus = 4096;
+
 /// @brief How traffic uses parallel paths (a scenario's `multipath` block; format: topology/README.md).
 struct MultipathSpec {
   bool ecmp            = false; ///< false: "ideal" (one path per pair, ties to the lowest link ids)
@@ -129,7 +144,8 @@ struct MultipathSpec {
   int qps              = 1;     ///< queue pairs per GPU pair: a transfer splits into this many flows, hashed apart
   /// @brief Per-packet spraying over every equal-cost next hop, at packet fidelity (there, ecmp is set too: the
   /// analytical and flow engines route as ECMP, so hybrid fidelity's corrections carry spraying's effect).
-  bool spray = false;
+  bool spray         = false;
+  EcmpMode ecmp_mode = EcmpMode::automatic; ///< how a step is simulated under ECMP
   bool is_default() const { return !ecmp && long_links == 1 && !explicit_spines && qps == 1; }
 };
 
@@ -297,6 +313,8 @@ struct FaultSpec {
 GraphSpec expand_template(const TopologySpec& spec);
 /// @brief Reads a `multipath` block. @throws SpecError at its JSON path.
 MultipathSpec read_multipath(spec::ObjectReader r);
+/// @brief A multipath block as read_multipath reads it (what is not the default, and routing and queue pairs).
+nlohmann::json multipath_json(const MultipathSpec& multipath);
 /// @brief Reads a `faults` block. @throws SpecError at its JSON path.
 FaultSpec read_faults(spec::ObjectReader r);
 
@@ -328,6 +346,15 @@ public:
   bool route_link(int k) const { return !fold_ || (*fold_)[2 * k] == 2 * k || (*fold_)[2 * k + 1] == 2 * k + 1; }
   /// @brief A copy whose link `k` has its bandwidth multiplied by `factors[k]` (degraded links).
   Topology with_links_scaled(const std::vector<double>& factors) const;
+  /// @brief The same site with each link direction's capacity scaled by factors[2 * link + (forward ? 0 : 1)]
+  /// (each > 0; routes unchanged): what one rail gets of the links rails share when they run apart under ECMP.
+  Topology with_directions_scaled(const std::vector<double>& factors) const;
+  /// @brief A link direction's capacity: the link's bandwidth, times its with_directions_scaled factor.
+  double hop_bandwidth(int link, bool forward) const
+  {
+    return direction_scale_.empty() ? links_[link].bandwidth
+                                    : links_[link].bandwidth * direction_scale_[2 * link + (forward ? 0 : 1)];
+  }
   /// @brief A copy with `faults` applied: failed links keep no bandwidth, degraded ones their fraction, and GPUs
   /// that are failed or cut off (routes are a tree: nothing below a failed link is reachable) are marked.
   /// @throws SpecError naming an unknown element at its JSON path.
@@ -393,7 +420,7 @@ public:
   double round_trip(int src_gpu, int dst_gpu, int qp = 0) const;
   /// @brief The same site with another window (bytes; 0: none).
   Topology with_window(double window) const;
-  /// @brief Smallest bandwidth along a route.
+  /// @brief Smallest bandwidth along a route (each hop in its direction).
   double route_bandwidth(const std::vector<Hop>& route) const;
 
   /// @brief Vertex ids of special switches (for builders of engine platforms).
@@ -457,6 +484,7 @@ private:
   Counts counts_{};
   std::vector<VertexKind> vertex_kind_;
   std::vector<Link> links_;
+  std::vector<double> direction_scale_; ///< per hop index (empty: every direction at its link's bandwidth)
   std::vector<std::string> building_names_;
   std::vector<int> building_region_;
   std::vector<int> region_first_building_;

@@ -100,7 +100,7 @@ TEST_CASE("hybrid fidelity: flow when every correction is 1, moved by each measu
   {
     netsim::StepOptions o;
     o.fidelity  = netsim::Fidelity::hybrid;
-    auto low    = netsim::detail::lower_step(step.topo, step.graph, *step.place, o, false);
+    auto low    = netsim::detail::lower_step(step.topo, step.graph, *step.place, o, netsim::detail::kAllRails);
     auto before = low.graph.ops();
     REQUIRE(!low.spans.empty());
     std::vector<double> ones(low.spans.size(), 1.0);

@@ -1,0 +1,108 @@
+// ECMP with the rails apart (netsim/rails_apart.cpp) against every rail together: the step within the stated 5%,
+// every link's bytes equal, the breakdown adding up to the slowest rail's step, and clear refusals where the rails
+// do not separate.
+#include "common/error.hpp"
+#include "scenario/scenario.hpp"
+
+#include "tests/support_job.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+
+using nlohmann::json;
+namespace sc = spansim::scenario;
+namespace tp = spansim::topology;
+
+namespace {
+
+// tiny.json: 2 regions x 2 buildings x 2 pods x 4 nodes of 4 GPUs, rail-optimized; the job on all 128 GPUs, so that
+// data parallelism crosses buildings and regions.
+sc::Scenario ecmp_scenario(std::uint64_t seed, int qps, tp::EcmpMode mode, int tp_degree = 4,
+                           const char* fidelity = "analytical")
+{
+  json doc = {
+      {"name", "rails-apart"},
+      {"topology", std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json"},
+      {"job", spansim::test::small_job_json(
+                  128, {{"tp", tp_degree}, {"pp", 2}, {"dp", 64 / tp_degree}, {"data_parallel", "fsdp"}})},
+      {"fidelity", fidelity},
+      {"multipath", {{"routing", "ecmp"}, {"seed", seed}, {"long_links", 4}, {"spines", "explicit"}, {"qps", qps}}}};
+  doc["job"]["batch"]["global_sequences"] = 64;
+  auto s                                  = sc::parse_scenario(doc, "rails-apart.json");
+  s.topology.multipath.ecmp_mode          = mode;
+  return s;
+}
+
+} // namespace
+
+TEST_CASE("ecmp rails apart: the step within 5% of every rail together, and every link's bytes the same",
+          "[scenario][multipath]")
+{
+  for (std::uint64_t seed : {1, 2, 3})
+    for (int qps : {1, 2}) {
+      const auto exact   = sc::run_scenario(ecmp_scenario(seed, qps, tp::EcmpMode::exact)).result;
+      const auto apart   = sc::run_scenario(ecmp_scenario(seed, qps, tp::EcmpMode::rails_apart)).result;
+      const double error = (apart.step_time - exact.step_time) / exact.step_time;
+      std::cout << "seed " << seed << ", " << qps << " QPs: exact " << exact.step_time << " s, rails apart "
+                << apart.step_time << " s (" << 100 * error << "%), rail steps " << apart.engine["ecmp"]["rail_steps_s"]
+                << "\n";
+      CHECK(exact.engine["ecmp"]["mode"] == "exact");
+      CHECK(apart.engine["ecmp"]["mode"] == "rails apart");
+      CHECK(std::abs(error) <= 0.05);
+
+      // The step is the slowest rail's, and its breakdown adds up to it.
+      const auto& steps = apart.engine["ecmp"]["rail_steps_s"];
+      REQUIRE(steps.size() == 4);
+      double slowest = 0;
+      for (const auto& s : steps)
+        slowest = std::max(slowest, s.get<double>());
+      CHECK(apart.step_time == Approx(slowest).epsilon(1e-12));
+      for (const auto& st : apart.stages) {
+        double sum = st.compute + st.bubble + st.idle;
+        for (double e : st.exposed)
+          sum += e;
+        CHECK(sum == Approx(apart.step_time).epsilon(1e-9));
+      }
+
+      // Bytes do not depend on timing: every rail's on every link, NVLink once.
+      REQUIRE(apart.link_bytes.size() == exact.link_bytes.size());
+      double worst = 0;
+      for (std::size_t k = 0; k < exact.link_bytes.size(); ++k)
+        worst = std::max(worst, std::abs(apart.link_bytes[k] - exact.link_bytes[k]) /
+                                    std::max(1.0, std::abs(exact.link_bytes[k])));
+      std::cout << "  worst link bytes difference " << worst << " (relative)\n";
+      CHECK(worst <= 1e-9);
+    }
+}
+
+TEST_CASE("ecmp rails apart: the flow engine's slowest rail is the analytical engine's", "[scenario][multipath]")
+{
+  const auto analytical = sc::run_scenario(ecmp_scenario(2, 1, tp::EcmpMode::rails_apart)).result;
+  const auto flow       = sc::run_scenario(ecmp_scenario(2, 1, tp::EcmpMode::rails_apart, 4, "flow")).result;
+  std::cout << "analytical " << analytical.step_time << " s, flow " << flow.step_time << " s\n";
+  CHECK(flow.engine["ecmp"]["mode"] == "rails apart");
+  CHECK(flow.step_time == Approx(analytical.step_time).epsilon(1e-6));
+  CHECK(flow.engine["ecmp"]["slowest_rail"] == analytical.engine["ecmp"]["slowest_rail"]);
+}
+
+TEST_CASE("ecmp rails apart: refused where the rails do not separate, exact below the size auto starts at",
+          "[scenario][multipath]")
+{
+  // TP 2 leaves two TP groups in each 4-GPU node: a data-parallel ring joins rails 0 and 2.
+  CHECK_THROWS_WITH(sc::run_scenario(ecmp_scenario(1, 1, tp::EcmpMode::rails_apart, 2)),
+                    Catch::Contains("does not fill a node") && Catch::Contains("rails-apart"));
+  try {
+    sc::run_scenario(ecmp_scenario(1, 1, tp::EcmpMode::rails_apart, 2));
+    FAIL("rails apart ran on rails that do not separate");
+  } catch (const spansim::SpecError& e) {
+    CHECK(e.json_path() == "$.multipath.ecmp_mode");
+    CHECK(e.file() == "rails-apart.json");
+  }
+  CHECK_THROWS_WITH(sc::run_scenario(ecmp_scenario(1, 1, tp::EcmpMode::rails_apart, 4, "packet")),
+                    Catch::Contains("analytical and flow fidelity only"));
+  const auto automatic = sc::run_scenario(ecmp_scenario(1, 1, tp::EcmpMode::automatic)).result;
+  CHECK(automatic.engine["ecmp"]["mode"] == "exact");
+  CHECK_THAT(automatic.engine["ecmp"]["why"].get<std::string>(), Catch::Contains("up to 4096 run exactly"));
+}
