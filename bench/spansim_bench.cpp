@@ -710,8 +710,18 @@ std::vector<Case> cases()
   // Issue 22: the same step with explicit spines, 16 parallel long links and ECMP (no rail symmetry).
   all.push_back({"405B step 16K 2-bldg ecmp", "two-buildings", "analytical", nullptr, 0, "", true,
                  step_405b("two-buildings", 128, "analytical", false, true)});
-  all.push_back({"405B step 16K 2-bldg ecmp", "two-buildings", "flow", nullptr, 30, "< 30 s", true,
+  all.push_back({"405B step 16K 2-bldg ecmp", "two-buildings", "flow", nullptr, 60, "< 60 s", true,
                  step_405b("two-buildings", 128, "flow", false, true)});
+  // Issue 37: ECMP over all 131,072 GPUs of two-regions (the rails apart), and 262,144 GPUs over three regions of
+  // 3, 3 and 2 buildings (no building or region symmetry).
+  all.push_back({"405B step 131K 2-region ecmp", "two-regions", "analytical", nullptr, 0, "", true,
+                 step_405b("two-regions", 1024, "analytical", false, true)});
+  all.push_back({"405B step 131K 2-region ecmp", "two-regions", "flow", nullptr, 600, "< 10 min", true,
+                 step_405b("two-regions", 1024, "flow", false, true)});
+  all.push_back({"405B step 262K 3-region", "three-regions", "analytical", nullptr, 0, "", true,
+                 step_405b("three-regions", 2048, "analytical")});
+  all.push_back({"405B step 262K 3-region", "three-regions", "flow", nullptr, 600, "< 10 min, 8 GB", true,
+                 step_405b("three-regions", 2048, "flow")});
   // Issue 37: ECMP's rails apart against every rail together (the table of bench/README.md).
   all.push_back(
       {"ECMP rails apart vs exact", "two-buildings", "analytical", nullptr, 0, "", false, ecmp_error_table(false)});

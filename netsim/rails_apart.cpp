@@ -146,15 +146,28 @@ void prepare_rails_apart(const topology::Topology& topology, const workload::Ste
   const bool asked = topology.spec().multipath.ecmp_mode == topology::EcmpMode::rails_apart;
   auto refuse      = [&](const std::string& why) { exact(refusal(asked, why)); };
   const int rails  = topology.node_gpus();
+  // Each rail lowered in a worker of its own (a rail of a 131K-GPU step is millions of transfers: the rails are not
+  // kept side by side), which hands back the bytes its routes put on every link direction.
+  const auto out = process::parallel_map(static_cast<std::size_t>(rails), options.rail_workers, [&](std::size_t r) {
+    const auto lowered = lower_step(topology, graph, placement, options, static_cast<int>(r));
+    if (auto why = cross_rail_transfer(topology, lowered.graph, static_cast<int>(r)); !why.empty())
+      return "E" + why;
+    auto bytes = link_bytes(topology, lowered.graph);
+    for (std::size_t k = 0; k < lowered.isolated_link_bytes.size() && k < bytes.size(); ++k)
+      bytes[k] += lowered.isolated_link_bytes[k];
+    return "B" + std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size() * sizeof(double));
+  });
   std::vector<RailApart> apart(static_cast<std::size_t>(rails));
+  const std::size_t hops = 2 * topology.links().size();
   for (int r = 0; r < rails; ++r) {
-    auto& rail   = apart[static_cast<std::size_t>(r)];
-    rail.lowered = lower_step(topology, graph, placement, options, r);
-    if (auto why = cross_rail_transfer(topology, rail.lowered.graph, r); !why.empty())
-      return refuse("the rails do not separate: " + why);
-    rail.link_bytes = link_bytes(topology, rail.lowered.graph);
-    for (std::size_t k = 0; k < rail.lowered.isolated_link_bytes.size() && k < rail.link_bytes.size(); ++k)
-      rail.link_bytes[k] += rail.lowered.isolated_link_bytes[k];
+    const auto& o = out[static_cast<std::size_t>(r)];
+    if (!o.empty() && o[0] == 'E')
+      return refuse("the rails do not separate: " + o.substr(1));
+    if (o.size() != 1 + hops * sizeof(double))
+      throw SimulationError("a rail's lowering process returned a truncated result");
+    auto& bytes = apart[static_cast<std::size_t>(r)].link_bytes;
+    bytes.resize(hops);
+    std::memcpy(bytes.data(), o.data() + 1, hops * sizeof(double));
   }
   set_link_factors(topology, apart);
   prepared.apart = std::move(apart);
@@ -166,12 +179,15 @@ void prepare_rails_apart(const topology::Topology& topology, const workload::Ste
                     {"error", "within 5% of the exact simulation on every case measured (bench/README.md)"}};
 }
 
-RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prepared, const StepOptions& options)
+RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prepared, const workload::StepGraph& graph,
+                          const placement::Placement& placement, const StepOptions& options)
 {
   const auto& rails = prepared.apart;
-  const auto out    = process::parallel_map(rails.size(), options.rail_workers, [&](std::size_t r) {
-    const auto scaled = topology.with_directions_scaled(rails[r].link_factor);
-    return encode(run(scaled, rails[r].lowered.graph, options.fidelity, options.engine));
+  // Each rail lowered again in its worker (from `graph`, whose compute may have been lengthened since) and run.
+  const auto out = process::parallel_map(rails.size(), options.rail_workers, [&](std::size_t r) {
+    const auto lowered = lower_step(topology, graph, placement, options, static_cast<int>(r));
+    const auto scaled  = topology.with_directions_scaled(rails[r].link_factor);
+    return encode(run(scaled, lowered.graph, options.fidelity, options.engine));
   });
   std::vector<double> steps;
   int slowest = 0;
@@ -185,13 +201,15 @@ RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prep
     if (makespan > steps[static_cast<std::size_t>(slowest)])
       slowest = static_cast<int>(r);
   }
+  // The slowest rail lowered here too, the same way, for its results to be read back.
   prepared.slowest = slowest;
-  RunResult result = decode(out[static_cast<std::size_t>(slowest)], rails[slowest].lowered.graph.ops().size());
+  prepared.lowered = lower_step(topology, graph, placement, options, slowest);
+  RunResult result = decode(out[static_cast<std::size_t>(slowest)], prepared.lowered.graph.ops().size());
   // Bytes: the slowest rail's on every link (read_back adds its isolated all-to-alls and node-local mirrors); the
   // others' off NVLink, where each rail's run repeats the node-local groups.
   result.link_bytes = rails[slowest].link_bytes;
-  for (std::size_t k = 0; k < rails[slowest].lowered.isolated_link_bytes.size() && k < result.link_bytes.size(); ++k)
-    result.link_bytes[k] -= rails[slowest].lowered.isolated_link_bytes[k];
+  for (std::size_t k = 0; k < prepared.lowered.isolated_link_bytes.size() && k < result.link_bytes.size(); ++k)
+    result.link_bytes[k] -= prepared.lowered.isolated_link_bytes[k];
   const auto& links = topology.links();
   for (std::size_t r = 0; r < rails.size(); ++r)
     if (static_cast<int>(r) != slowest)

@@ -98,16 +98,12 @@ PreparedStep prepare_step(const topology::Topology& topology, const workload::St
 
 void retime_compute(PreparedStep& prepared, const workload::StepGraph& graph)
 {
-  auto retime = [&](LoweredStep& lowered) {
-    for (std::size_t s = 0; s < graph.stages.size(); ++s)
-      for (std::size_t i = 0; i < graph.stages[s].ops.size(); ++i)
-        if (is_compute(graph.stages[s].ops[i].kind))
-          lowered.graph.set_duration(lowered.nodes[s][i].start, graph.stages[s].ops[i].seconds);
-  };
-  if (prepared.apart.empty())
-    retime(prepared.lowered);
-  for (auto& rail : prepared.apart)
-    retime(rail.lowered);
+  if (!prepared.apart.empty())
+    return; // the rails are lowered afresh from the graph at each run
+  for (std::size_t s = 0; s < graph.stages.size(); ++s)
+    for (std::size_t i = 0; i < graph.stages[s].ops.size(); ++i)
+      if (is_compute(graph.stages[s].ops[i].kind))
+        prepared.lowered.graph.set_duration(prepared.lowered.nodes[s][i].start, graph.stages[s].ops[i].seconds);
 }
 
 StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepared, const workload::StepGraph& graph,
@@ -129,7 +125,7 @@ StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepar
     run_result.link_bytes         = link_bytes(simulated, lowered.graph);
     run_result.settings["hybrid"] = std::move(corrections.report);
   } else if (!prepared.apart.empty()) {
-    run_result                               = run_rails_apart(topology, prepared, options);
+    run_result                               = run_rails_apart(topology, prepared, graph, placement, options);
     run_result.settings["building_symmetry"] = false;
   } else {
     run_result = run_symmetric(simulated, flow_graph, options);
@@ -138,7 +134,7 @@ StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepar
     run_result.settings["ecmp"] = prepared.ecmp;
   if (options.collapse_communication)
     run_result.settings = {{"engine", "analytical"}, {"mode", "collapsed communication (optimizer scoring)"}};
-  run_result.settings["all_to_all"] = prepared.read_lowering().all_to_all_isolated
+  run_result.settings["all_to_all"] = prepared.lowered.all_to_all_isolated
                                           ? "each timed in isolation (its groups together), placed as a delay"
                                           : "every flow";
   if (!options.compression.empty())
@@ -155,7 +151,7 @@ StepResult read_back(const topology::Topology& topology, const PreparedStep& pre
 {
   const bool rail_only   = prepared.one_rail.has_value();
   const int rails        = prepared.rails;
-  const auto& lowered    = prepared.read_lowering();
+  const auto& lowered    = prepared.lowered;
   const auto& flow_graph = lowered.graph;
   run_result.settings["rail_symmetry"] =
       rail_only ? nlohmann::json(std::to_string(rails) + " identical rails, rail 0 simulated") : nlohmann::json(false);

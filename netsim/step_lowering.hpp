@@ -57,7 +57,6 @@ void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered
 
 /// @brief One rail of a step whose rails are simulated apart under ECMP (netsim/rails_apart.cpp).
 struct RailApart {
-  LoweredStep lowered;             ///< the rail's groups and pipeline senders alone
   std::vector<double> link_bytes;  ///< per hop, on the whole site's routes
   std::vector<double> link_factor; ///< per hop: the rail's share of the link directions rails share (1 elsewhere)
 };
@@ -67,15 +66,14 @@ struct RailApart {
 struct PreparedStep {
   int rails = 1; ///< identical rails, rail 0 simulated (1: every rail simulated)
   std::optional<topology::Topology> one_rail;
-  LoweredStep lowered; ///< unused when `apart` is set
-  /// @brief Under ECMP with the rails apart: every rail's lowering (empty: all rails in `lowered`).
+  /// @brief The step's flows; with `apart`, the slowest rail's, set by its run (each rail is lowered in a worker).
+  LoweredStep lowered;
+  /// @brief Under ECMP with the rails apart: every rail's bytes and shares (empty: all rails in `lowered`).
   std::vector<RailApart> apart;
   int slowest = 0;     ///< with `apart`: the rail whose run gave the step (set by the run)
   nlohmann::json ecmp; ///< under ECMP: how the step was simulated, for results (null otherwise)
   /// @brief The topology the flows run on.
   const topology::Topology& simulated(const topology::Topology& full) const { return one_rail ? *one_rail : full; }
-  /// @brief The lowering whose run is read back: the slowest rail's when the rails ran apart.
-  const LoweredStep& read_lowering() const { return apart.empty() ? lowered : apart[slowest].lowered; }
 };
 
 /// @brief Why a step under ECMP keeps its rails together ("" when prepare_rails_apart would lower them apart, unless
@@ -89,9 +87,11 @@ std::string rails_apart_decision(const topology::Topology& topology, const workl
 void prepare_rails_apart(const topology::Topology& topology, const workload::StepGraph& graph,
                          const placement::Placement& placement, const StepOptions& options, PreparedStep& prepared);
 
-/// @brief Runs every rail of `prepared.apart` (in worker processes), sets `prepared.slowest` and returns the
-/// slowest rail's run with every rail's bytes on the links.
-RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prepared, const StepOptions& options);
+/// @brief Lowers `graph` rail by rail and runs each rail of `prepared.apart` (in worker processes), sets
+/// `prepared.slowest` and `prepared.lowered` (its lowering), and returns the slowest rail's run with every rail's
+/// bytes on the links.
+RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prepared, const workload::StepGraph& graph,
+                          const placement::Placement& placement, const StepOptions& options);
 
 /// @brief Lowers a step (the first half of simulate_step_as_given).
 PreparedStep prepare_step(const topology::Topology& topology, const workload::StepGraph& graph,
