@@ -740,7 +740,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress)
     std::string reasons;
     for (const auto& [reason, n] : result.pruned)
       reasons += (reasons.empty() ? "" : ", ") + reason + " " + std::to_string(n);
-    throw UsageError("no feasible configuration in the search space (pruned: " + reasons + ")");
+    throw SpecError(spec.file, "$.search", "no feasible configuration in the search space (pruned: " + reasons + ")");
   }
   std::stable_sort(scored.begin(), scored.end(),
                    [](const Evaluation& a, const Evaluation& b) { return a.score < b.score; });

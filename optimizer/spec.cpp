@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <set>
 
 namespace spansim::optimizer {
 
@@ -424,6 +425,24 @@ OptimizeSpec load_optimize_spec(const std::string& path)
                       "list or a range");
     }
     s->finish();
+  }
+  // A GPU count that no degree product of the space divides leaves nothing to search: say so where it is set.
+  {
+    const auto& sp = spec.space;
+    std::set<std::int64_t> products;
+    for (int tp : sp.tp)
+      for (int cp : sp.cp)
+        for (int pp : sp.pp)
+          products.insert(std::int64_t{tp} * cp * pp);
+    if (std::none_of(products.begin(), products.end(), [&](std::int64_t p) { return spec.base.gpus % p == 0; })) {
+      std::string tried;
+      for (auto p : products)
+        tried += (tried.empty() ? "" : ", ") + std::to_string(p);
+      r.fail("gpus", std::to_string(spec.base.gpus) + " GPUs: no tp x cp x pp of the search divides it (products " +
+                         tried +
+                         "); allowed: a multiple of one of them, or search.tp, search.cp, search.pp that "
+                         "divide the GPU count");
+    }
   }
   r.finish();
   return spec;
