@@ -75,12 +75,33 @@ double metric_value(const json& record, const std::string& column)
   return kNaN;
 }
 
+/// @brief Why HDF5's last call failed, as ": cause": the system's message where HDF5 recorded one (a full disk, a
+/// permission), else the innermost description on HDF5's error stack ("" when it has none).
+std::string hdf5_cause()
+{
+  std::vector<std::string> descriptions; // from the API call down to the innermost
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* e, void* out) -> herr_t {
+        static_cast<std::vector<std::string>*>(out)->push_back(e->desc ? e->desc : "");
+        return 0;
+      },
+      &descriptions);
+  const std::string marker = "error message = '";
+  for (const auto& d : descriptions)
+    if (auto at = d.find(marker); at != std::string::npos) {
+      const auto from = at + marker.size();
+      return ": " + d.substr(from, d.find('\'', from) - from);
+    }
+  return descriptions.empty() || descriptions.back().empty() ? "" : ": " + descriptions.back();
+}
+
 class Hid {
 public:
   Hid(hid_t id, herr_t (*close)(hid_t), const std::string& what) : id_(id), close_(close)
   {
     if (id_ < 0)
-      throw Error("HDF5: cannot " + what);
+      throw Error("HDF5: cannot " + what + hdf5_cause());
   }
   Hid(const Hid&)            = delete;
   Hid& operator=(const Hid&) = delete;
@@ -95,7 +116,7 @@ private:
 void check(herr_t status, const std::string& what)
 {
   if (status < 0)
-    throw Error("HDF5: cannot " + what);
+    throw Error("HDF5: cannot " + what + hdf5_cause());
 }
 
 hid_t string_type()
