@@ -267,25 +267,30 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
   double checkpoint_at = c.interval;
   std::vector<double> returns; // when out replicas rejoin
   auto done = [&] { return (horizon_wall > 0 && t >= horizon_wall) || (target_work > 0 && work >= target_work); };
-  // A job-wide restart after a failure (`needs_node`: a hardware one). It is exposed: a failure during it
-  // starts it again; waiting for a repaired node is part of it.
+  // A job-wide restart after a failure (`needs_node`: a hardware one). It begins once a replacement node is at
+  // hand (a repaired one, when the pool is empty) and is exposed: a failure during it starts it again. A failure
+  // while the job waits for a node does not shorten the wait (a hardware one may lengthen it: another node to
+  // replace).
   auto restart_job = [&](bool needs_node) {
     ++out.interruptions;
     out.recompute += work - saved;
     work = saved;
     returns.clear();
-    double length = c.restart + (needs_node ? spares.replace(t, out) : 0);
+    double ready = t + (needs_node ? spares.replace(t, out) : 0);
+    double end   = ready + c.restart;
     while (!(horizon_wall > 0 && t >= horizon_wall)) {
       const double f = next(any_rate);
-      if (f >= length) {
-        t += length;
-        out.restart += length;
+      if (t + f >= end) {
+        out.restart += end - t;
+        t = end;
         break;
       }
       t += f;
       out.restart += f;
       ++out.interruptions;
-      length = c.restart + (hardware(any_hardware, any_rate) ? spares.replace(t, out) : 0);
+      if (hardware(any_hardware, any_rate))
+        ready = std::max(ready, t + spares.replace(t, out));
+      end = std::max(ready, t) + c.restart;
     }
     checkpoint_at = t + c.interval;
   };

@@ -2,6 +2,7 @@
 // every link's bytes equal, the breakdown adding up to the slowest rail's step, and clear refusals where the rails
 // do not separate.
 #include "common/error.hpp"
+#include "netsim/step_lowering.hpp"
 #include "scenario/scenario.hpp"
 
 #include "tests/support_job.hpp"
@@ -105,4 +106,27 @@ TEST_CASE("ecmp rails apart: refused where the rails do not separate, exact belo
   const auto automatic = sc::run_scenario(ecmp_scenario(1, 1, tp::EcmpMode::automatic)).result;
   CHECK(automatic.engine["ecmp"]["mode"] == "exact");
   CHECK_THAT(automatic.engine["ecmp"]["why"].get<std::string>(), Catch::Contains("up to 4096 run exactly"));
+}
+
+TEST_CASE("ecmp auto: rails apart above 4,096 GPUs for dense steps, every rail together for all-to-alls between nodes",
+          "[scenario][multipath]")
+{
+  // The decision alone, on the tiny site's steps with the job's GPU count read as 8,192.
+  auto decide = [](sc::Scenario s) {
+    const sc::PlacedStep placed(s);
+    auto graph     = placed.graph();
+    graph.job.gpus = 8192;
+    return spansim::netsim::detail::rails_apart_decision(placed.topology(), graph, placed.placement(), s.options);
+  };
+  CHECK(decide(ecmp_scenario(1, 1, tp::EcmpMode::automatic)).empty());
+  json doc                                = {{"name", "moe"},
+                                             {"topology", std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json"},
+                                             {"job", spansim::test::small_job_json(128, {{"tp", 4}, {"pp", 2}, {"dp", 16}, {"ep", 8}})},
+                                             {"fidelity", "analytical"},
+                                             {"multipath", {{"routing", "ecmp"}, {"long_links", 4}, {"spines", "explicit"}}}};
+  doc["job"]["model"]                     = "qwen3-30b-a3b";
+  doc["job"]["batch"]["global_sequences"] = 64;
+  const auto why                          = decide(sc::parse_scenario(doc, "moe.json"));
+  std::cout << "MoE, auto: " << why << "\n";
+  CHECK_THAT(why, Catch::Contains("all-to-alls between nodes"));
 }
