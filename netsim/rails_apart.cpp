@@ -36,6 +36,24 @@ std::string static_refusal(const topology::Topology& topology, const workload::S
     if (topology.locate(placement.gpu(r)).local != placement.coordinates(r).tp)
       return "TP rank " + std::to_string(placement.coordinates(r).tp) + " of rank " + std::to_string(r) +
              " is not on rail " + std::to_string(placement.coordinates(r).tp);
+  // Every group that leaves a node stays on one rail (an expert group over TP x DP would not; the lowered transfers
+  // are checked too, but all-to-alls timed in isolation are not among them).
+  std::set<std::pair<std::size_t, std::uint16_t>> seen;
+  for (std::size_t s = 0; s < graph.stages.size(); ++s)
+    for (const auto& op : graph.stages[s].ops)
+      if (op.kind == workload::OpKind::collective && op.group.size > 1 && seen.insert({s, op.group.axes.bits()}).second)
+        for (const auto& g : placement.groups(static_cast<int>(s), op.group)) {
+          const auto first = topology.locate(g.front());
+          bool spans = false, one_rail = true;
+          for (int gpu : g) {
+            const auto at = topology.locate(gpu);
+            spans         = spans || at.node != first.node;
+            one_rail      = one_rail && at.local == first.local;
+          }
+          if (spans && !one_rail)
+            return "a group of stage " + std::to_string(s) + " (GPUs " + std::to_string(g.front()) + ", ...) spans " +
+                   "nodes and rails";
+        }
   return {};
 }
 

@@ -157,7 +157,8 @@ StepResult read_back(const topology::Topology& topology, const PreparedStep& pre
       rail_only ? nlohmann::json(std::to_string(rails) + " identical rails, rail 0 simulated") : nlohmann::json(false);
 
   StepResult r;
-  r.rails      = rails;
+  // With the rails apart the transfers read back are the slowest rail's, standing for every rail's.
+  r.rails      = prepared.apart.empty() ? rails : static_cast<int>(prepared.apart.size());
   r.auto_picks = lowered.auto_picks;
   r.flow_ops   = flow_graph.ops().size();
   r.engine     = run_result.settings;

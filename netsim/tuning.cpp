@@ -164,7 +164,10 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
   // halving-doubling trial of the 16K-GPU step took minutes): the algorithms are tried on the same site with ideal
   // routing (rail symmetry), and the chosen one then runs with ECMP.
   std::optional<topology::Topology> ideal;
-  if (topology.spec().multipath.ecmp && detail::rails_apart_decision(topology, graph, placement, options).empty()) {
+  // Only a site built from a template as it stands: an imported graph routes "ideal" by lowest link ids, and faults or
+  // degraded links are not in the spec.
+  if (topology.spec().multipath.ecmp && !topology.spec().graph && !topology.altered() &&
+      detail::rails_apart_decision(topology, graph, placement, options).empty()) {
     auto spec      = topology.spec();
     spec.multipath = {};
     ideal.emplace(std::move(spec));
@@ -225,7 +228,7 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
                  false};
   auto r = with_sm_contention(topology, graph, placement, chosen, std::move(first), *best_prepared);
   r.engine["collective_choice"] =
-      ideal ? "per step, tried with ideal routing (the rails apart under ECMP)" : "per step";
+      ideal ? "per step, algorithms tried with ideal routing (ECMP's rails apart)" : "per step";
   if (!picks.empty())
     r.engine["collectives_chosen_per_step"] = picks;
   return r;

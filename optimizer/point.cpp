@@ -171,12 +171,13 @@ double tier_tbps(const topology::Topology& t, topology::Tier tier)
 topology::TopologySpec topology_of(const OptimizeSpec& spec, const Point& p, bool refine)
 {
   auto t = spec.topology;
-  // The point's queue pairs, unless the refine routing gives its own and the search left them at the spec's.
-  const bool own_qps = !(refine && spec.refine_multipath);
-  if (!own_qps)
+  // The point's queue pairs, unless the refine routing gives its own and the search does not vary them.
+  const bool refined = refine && spec.refine_multipath;
+  if (refined)
     t.multipath = *spec.refine_multipath;
-  t.window = p.window;
-  if (own_qps || p.qps != spec.topology.multipath.qps)
+  t.window                = p.window;
+  const bool searches_qps = spec.space.qps != std::vector<int>{spec.topology.multipath.qps};
+  if (!refined || searches_qps)
     t.multipath.qps = p.qps;
   set_long_links(t.inter_building, t.inter_building_overrides, p.inter_building);
   set_long_links(t.inter_region, t.inter_region_overrides, p.inter_region);

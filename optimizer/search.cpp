@@ -65,6 +65,7 @@ netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool
   o.algorithms[Dim::dp]    = p.dp_algorithm;
   o.compression            = p.compression;
   o.dp_within_regions      = p.diloco.has_value();
+  o.rail_workers           = 1; // the search's workers already fill the cores (ECMP's rails apart)
   return o;
 }
 

@@ -288,8 +288,13 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
       t += f;
       out.restart += f;
       ++out.interruptions;
-      if (hardware(any_hardware, any_rate))
-        ready = std::max(ready, t + spares.replace(t, out));
+      if (hardware(any_hardware, any_rate)) {
+        // Only the part of the new wait beyond what is already running is lost to it.
+        const double wait     = spares.replace(t, out);
+        const double extended = std::max(ready, t + wait);
+        out.spare_wait -= wait - (extended - std::max(ready, t));
+        ready = extended;
+      }
       end = std::max(ready, t) + c.restart;
     }
     checkpoint_at = t + c.interval;

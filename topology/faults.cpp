@@ -65,6 +65,7 @@ const std::string& Topology::gpu_fault(int gpu) const
 Topology Topology::with_faults(const FaultSpec& faults) const
 {
   Topology t = *this;
+  t.altered_ = true;
   t.gpu_fault_.assign(counts_.gpus, "");
   std::vector<double> left(links_.size(), 1.0);
   std::vector<std::string> why(links_.size());

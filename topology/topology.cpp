@@ -175,6 +175,7 @@ Topology Topology::with_shared_links_divided(double factor) const
 Topology Topology::with_links_scaled(const std::vector<double>& factors) const
 {
   Topology copy = *this;
+  copy.altered_ = true;
   bool failed   = false;
   for (std::size_t k = 0; k < copy.links_.size() && k < factors.size(); ++k) {
     copy.links_[k].bandwidth *= factors[k];
@@ -193,6 +194,7 @@ Topology Topology::with_directions_scaled(const std::vector<double>& factors) co
     if (!(f > 0) || !std::isfinite(f))
       throw UsageError("with_directions_scaled: factors must be positive");
   Topology copy = *this;
+  copy.altered_ = true;
   if (copy.direction_scale_.empty())
     copy.direction_scale_ = factors;
   else

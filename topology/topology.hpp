@@ -326,6 +326,9 @@ public:
   explicit Topology(TopologySpec spec);
   /// @brief Whether the graph was imported (routes are shortest paths) rather than built from the template.
   bool imported() const { return graph_ != nullptr; }
+  /// @brief Whether links were scaled, degraded or failed after the site was built from its spec (faults,
+  /// variability, a rail's shares): a site rebuilt from spec() would differ.
+  bool altered() const { return altered_; }
   /// @brief Whether GPU i of every node reaches its leaves only through rail i, in every building.
   bool rail_optimized() const { return graph_ ? graph_->rail_optimized : spec_.pod.rail_optimized; }
   /// @brief GPUs of the smallest node (every node's, unless buildings differ).
@@ -493,6 +496,7 @@ private:
   std::vector<int> inter_building_first_; ///< per region: first link id of its building mesh
   int inter_region_base_ = -1;
   std::vector<std::string> building_gpu_; ///< per building: its GPU file, "" for the job's
+  bool altered_ = false;                  ///< see altered()
   std::vector<std::string> gpu_fault_;    ///< per GPU: why it is failed (empty: healthy); empty vector: no faults
   int failed_links_ = 0, degraded_links_ = 0;
 
