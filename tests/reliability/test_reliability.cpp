@@ -279,23 +279,45 @@ TEST_CASE("checkpoints to another building cost its share over the link between 
               remote.restart, 1e-9);
 }
 
+namespace {
+
+struct SparePoolCase {
+  rel::ReliabilitySpec spec;
+  rel::RunShape shape;
+  rel::Costs costs;
+};
+
+// One job-scoped component with hot spares modelled; tau 10 min, delta 0.5, R 3, M 18 min; a share p of the failures
+// needs a node.
+SparePoolCase spare_pool_case(double p)
+{
+  const double minute = 60;
+  SparePoolCase k{
+      spec_with({{"node", rel::Component::Per::job, 18 * minute, false, true, "test"}}, rel::Recovery::synchronous),
+      {},
+      {}};
+  k.spec.interval        = 10 * minute;
+  k.spec.spares_modelled = true;
+  k.shape.step_time = 1, k.shape.tokens_per_step = 1, k.shape.gpus = 1, k.shape.nodes = 1;
+  k.costs.failure_rate      = 1 / (18 * minute);
+  k.costs.hardware_job_rate = p * k.costs.failure_rate;
+  k.costs.checkpoint_write  = 0.5 * minute;
+  k.costs.restart           = 3 * minute;
+  k.costs.interval          = 10 * minute;
+  return k;
+}
+
+} // namespace
+
 TEST_CASE("hot spares: an empty pool adds the repair to every restart, an ample one nothing", "[reliability]")
 {
   // One hardware component; tau 10 min, delta 0.5, R 3, M 18 min; repair 2 min.
   const double minute = 60;
-  auto s =
-      spec_with({{"node", rel::Component::Per::job, 18 * minute, false, true, "test"}}, rel::Recovery::synchronous);
-  s.interval        = 10 * minute;
-  s.spares_modelled = true;
-  s.repair          = 2 * minute;
-  rel::RunShape shape;
-  shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = 1, shape.nodes = 1;
-  rel::Costs c;
-  c.failure_rate      = 1 / (18 * minute);
-  c.hardware_job_rate = c.failure_rate;
-  c.checkpoint_write  = 0.5 * minute;
-  c.restart           = 3 * minute;
-  c.interval          = 10 * minute;
+  auto k              = spare_pool_case(1.0);
+  auto& s             = k.spec;
+  const auto& shape   = k.shape;
+  const auto& c       = k.costs;
+  s.repair            = 2 * minute;
   rel::Horizon h;
   h.days        = 30;
   h.trials      = 40;
@@ -320,20 +342,12 @@ TEST_CASE("hot spares: with an empty pool a repair wait holds through other fail
   // then restarts (R, exposed to every failure). Renewal: a segment of tau + delta completes after
   // (1/l + p Wexp) e^{l R} (e^{l (tau + delta)} - 1). A failure that needs no node used to end the wait.
   const double minute = 60;
-  auto s =
-      spec_with({{"node", rel::Component::Per::job, 18 * minute, false, true, "test"}}, rel::Recovery::synchronous);
-  s.interval        = 10 * minute;
-  s.spares_modelled = true;
-  s.spare_nodes     = 0;
-  rel::RunShape shape;
-  shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = 1, shape.nodes = 1;
-  rel::Costs c;
   const double p      = 0.25;
-  c.failure_rate      = 1 / (18 * minute);
-  c.hardware_job_rate = p * c.failure_rate;
-  c.checkpoint_write  = 0.5 * minute;
-  c.restart           = 3 * minute;
-  c.interval          = 10 * minute;
+  auto k              = spare_pool_case(p);
+  auto& s             = k.spec;
+  const auto& shape   = k.shape;
+  const auto& c       = k.costs;
+  s.spare_nodes       = 0;
   rel::Horizon h;
   h.days           = 60;
   h.trials         = 40;
