@@ -19,8 +19,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -238,8 +240,30 @@ struct OptimizeResult {
 /// of the phase's model; 0 before any).
 using Progress = std::function<void(const std::string&, std::size_t, std::size_t, double)>;
 
-/// @brief Runs the search.
-OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress = {});
+/// @brief What a worker does with a point in tiers 2 and 3: the collapsed analytical score, or a re-simulation at
+/// the refine fidelity.
+enum class Work { score, refine };
+constexpr std::array<std::string_view, 2> enum_names(Work)
+{
+  return {"score", "refine"};
+}
+
+/// @brief Evaluates a tier's points elsewhere (a Slurm job array): one record per point, in order, each as
+/// evaluate_point returns it. Unset: worker processes on this machine.
+using Farm = std::function<std::vector<std::string>(Work, const std::vector<Point>&)>;
+
+/// @brief Runs the search; with a farm, tiers 2 and 3 evaluate their points there (the ranking is the same).
+OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress = {}, const Farm& farm = {});
+
+/// @brief One point evaluated as tier 2 or 3 does (what a farm's task runs): the worker's record. `choices` keeps
+/// `auto`'s collective choices across the points a process evaluates.
+std::string evaluate_point(const OptimizeSpec& spec, const topology::Topology& topo, Work work, const Point& point,
+                           const std::shared_ptr<netsim::AlgorithmCache>& choices);
+
+/// @brief A point as one line of hex digits, for a farm's work lists; decode_point reads back the same point.
+std::string encode_point(const OptimizeSpec& spec, const Point& point);
+/// @brief A work list's line read back. @throws UsageError if it is not a point of this spec's search.
+Point decode_point(const OptimizeSpec& spec, const std::string& line);
 
 /// @brief The site a point runs on: the spec's topology with the point's window, queue pairs and long-link
 /// capacities; with `refine`, routed as the re-simulated points are (OptimizeSpec::refine_multipath).

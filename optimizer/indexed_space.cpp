@@ -1,0 +1,178 @@
+// The search space as mixed-radix indices (optimizer/indexed_space.hpp).
+#include "optimizer/indexed_space.hpp"
+
+#include "common/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace spansim::optimizer {
+
+using workload::Dim;
+
+std::vector<Point> network_variants(const SearchSpace& s)
+{
+  std::vector<Point> out;
+  for (double w : s.window)
+    for (int q : s.qps)
+      for (const auto& c : s.compression)
+        for (const auto& d : s.diloco)
+          for (double ib : s.inter_building)
+            for (double ir : s.inter_region) {
+              Point p;
+              p.window         = w;
+              p.qps            = q;
+              p.compression    = c;
+              p.diloco         = d;
+              p.inter_building = ib;
+              p.inter_region   = ir;
+              out.push_back(p);
+            }
+  return out;
+}
+
+std::vector<Point> expert_variants(const SearchSpace& s)
+{
+  std::vector<Point> out;
+  for (int etp : s.etp)
+    for (auto d : s.dispatcher)
+      for (int limit : s.node_limit)
+        for (bool overlap : s.ep_overlap) {
+          Point p;
+          p.etp        = etp;
+          p.dispatcher = d;
+          p.node_limit = limit;
+          p.ep_overlap = overlap;
+          out.push_back(p);
+        }
+  return out;
+}
+
+void copy_expert(const Point& from, Point& to)
+{
+  to.etp        = from.etp;
+  to.dispatcher = from.dispatcher;
+  to.node_limit = from.node_limit;
+  to.ep_overlap = from.ep_overlap;
+}
+
+void copy_network(const Point& from, Point& to)
+{
+  to.window         = from.window;
+  to.qps            = from.qps;
+  to.compression    = from.compression;
+  to.diloco         = from.diloco;
+  to.inter_building = from.inter_building;
+  to.inter_region   = from.inter_region;
+}
+
+std::vector<Dim> effective_order(const std::vector<Dim>& order, int tp, int cp, int pp, int dp)
+{
+  std::vector<Dim> out;
+  for (Dim d : order)
+    if ((d == Dim::tp ? tp : d == Dim::cp ? cp : d == Dim::pp ? pp : dp) > 1)
+      out.push_back(d);
+  return out;
+}
+
+std::vector<Dim> effective_order(const Point& p)
+{
+  return effective_order(p.order, p.tp, p.cp, p.pp, p.dp);
+}
+
+IndexedSpace::IndexedSpace(const OptimizeSpec& spec)
+    : spec_(spec), networks_(network_variants(spec.space)), experts_(expert_variants(spec.space))
+{
+  const auto& s = spec.space;
+  radix_        = {static_cast<std::uint32_t>(s.tp.size()),
+                   static_cast<std::uint32_t>(s.cp.size()),
+                   static_cast<std::uint32_t>(s.pp.size()),
+                   static_cast<std::uint32_t>(s.ep.size()),
+                   static_cast<std::uint32_t>(s.data_parallel.size()),
+                   static_cast<std::uint32_t>(s.reshard_after_forward.size()),
+                   static_cast<std::uint32_t>(s.micro_batch.size()),
+                   static_cast<std::uint32_t>(s.schedule.size()),
+                   static_cast<std::uint32_t>(s.virtual_stages.size()),
+                   static_cast<std::uint32_t>(s.order.size()),
+                   static_cast<std::uint32_t>(s.recompute.size()),
+                   static_cast<std::uint32_t>(s.dp_algorithm.size()),
+                   static_cast<std::uint32_t>(experts_.size()),
+                   static_cast<std::uint32_t>(s.channels.size()),
+                   static_cast<std::uint32_t>(networks_.size())};
+  for (auto r : radix_)
+    size_ *= r;
+}
+
+Indices IndexedSpace::decode(std::uint64_t i) const
+{
+  Indices at{};
+  for (int k = kKnobCount - 1; k >= 0; --k) {
+    at[k] = static_cast<std::uint32_t>(i % radix_[k]);
+    i /= radix_[k];
+  }
+  return at;
+}
+
+bool IndexedSpace::divisible(const Indices& at) const
+{
+  const auto& s                  = spec_.space;
+  const std::int64_t model_ranks = std::int64_t(s.tp[at[knob_tp]]) * s.cp[at[knob_cp]] * s.pp[at[knob_pp]];
+  return spec_.base.gpus % model_ranks == 0;
+}
+
+bool IndexedSpace::canonical(const Indices& at) const
+{
+  const auto& s = spec_.space;
+  if (s.schedule[at[knob_schedule]] != workload::ScheduleKind::interleaved_1f1b && at[knob_virtual_stages] != 0)
+    return false;
+  if (s.data_parallel[at[knob_data_parallel]] == workload::DataParallelMode::ddp && at[knob_reshard] != 0)
+    return false;
+  const int tp = s.tp[at[knob_tp]], cp = s.cp[at[knob_cp]], pp = s.pp[at[knob_pp]];
+  // Expert knobs that do not apply: a node limit without DeepEP's deduplication, expert TP stated as the point's tp.
+  const Point& ex = experts_[at[knob_expert]];
+  // A node limit only changes DeepEP's deduplicated bytes: the other dispatchers take the list's first value.
+  if (ex.dispatcher != workload::Dispatcher::deepep && ex.node_limit != s.node_limit.front())
+    return false;
+  const auto kind = s.schedule[at[knob_schedule]];
+  if (ex.ep_overlap && kind != workload::ScheduleKind::one_f_one_b && kind != workload::ScheduleKind::interleaved_1f1b)
+    return false;
+  if (ex.etp == tp && std::find(s.etp.begin(), s.etp.end(), 0) != s.etp.end())
+    return false;
+  const int dp   = static_cast<int>(spec_.base.gpus / (std::int64_t(tp) * cp * pp));
+  const auto own = effective_order(s.order[at[knob_order]], tp, cp, pp, dp);
+  for (std::uint32_t j = 0; j < at[knob_order]; ++j)
+    if (effective_order(s.order[j], tp, cp, pp, dp) == own)
+      return false;
+  return true;
+}
+
+Point IndexedSpace::point(const Indices& at) const
+{
+  const auto& s   = spec_.space;
+  Point p         = networks_[at[knob_network]];
+  p.tp            = s.tp[at[knob_tp]];
+  p.cp            = s.cp[at[knob_cp]];
+  p.pp            = s.pp[at[knob_pp]];
+  p.dp            = static_cast<int>(spec_.base.gpus / (std::int64_t(p.tp) * p.cp * p.pp));
+  p.ep            = s.ep[at[knob_ep]];
+  p.data_parallel = s.data_parallel[at[knob_data_parallel]];
+  p.reshard_after_forward =
+      p.data_parallel != workload::DataParallelMode::ddp && s.reshard_after_forward[at[knob_reshard]];
+  p.micro_batch = s.micro_batch[at[knob_micro_batch]];
+  p.schedule    = s.schedule[at[knob_schedule]];
+  p.virtual_stages =
+      p.schedule == workload::ScheduleKind::interleaved_1f1b ? s.virtual_stages[at[knob_virtual_stages]] : 1;
+  p.order        = s.order[at[knob_order]];
+  p.recompute    = s.recompute[at[knob_recompute]];
+  p.dp_algorithm = s.dp_algorithm[at[knob_dp_algorithm]];
+  copy_expert(experts_[at[knob_expert]], p);
+  if (p.etp == p.tp)
+    p.etp = 0;
+  if (p.dispatcher != workload::Dispatcher::deepep)
+    p.node_limit = 0;
+  p.channels = s.channels[at[knob_channels]];
+  return p;
+}
+
+} // namespace spansim::optimizer

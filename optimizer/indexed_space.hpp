@@ -1,0 +1,79 @@
+#pragma once
+/// @file
+/// @brief The search space as mixed-radix indices (internal to the optimizer): point i of a space decoded without
+/// enumerating the others, and the knob groups (network, expert layer) the tiers share.
+
+#include "optimizer/optimizer.hpp"
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace spansim::optimizer {
+
+/// @brief The knobs of a space in enumeration order, outermost first; `expert` indexes expert_variants(),
+/// `network` network_variants().
+enum Knob {
+  knob_tp,
+  knob_cp,
+  knob_pp,
+  knob_ep,
+  knob_data_parallel,
+  knob_reshard,
+  knob_micro_batch,
+  knob_schedule,
+  knob_virtual_stages,
+  knob_order,
+  knob_recompute,
+  knob_dp_algorithm,
+  knob_expert,
+  knob_channels,
+  knob_network,
+  kKnobCount
+};
+using Indices = std::array<std::uint32_t, kKnobCount>;
+
+/// @brief Every combination of the network-layer knobs, as points whose other knobs are the defaults.
+std::vector<Point> network_variants(const SearchSpace& s);
+/// @brief Every combination of a MoE job's expert-layer knobs (etp, dispatcher, node limit, all-to-all overlap), as
+/// points whose other knobs are the defaults.
+std::vector<Point> expert_variants(const SearchSpace& s);
+/// @brief Copies the expert-layer knobs of `from` into `to`.
+void copy_expert(const Point& from, Point& to);
+/// @brief Copies the network-layer knobs (window, queue pairs, compression, DiLoCo, long-link capacity).
+void copy_network(const Point& from, Point& to);
+/// @brief The rank order without the dimensions of degree 1, which do not change where ranks go: orders equal
+/// here are one placement.
+std::vector<workload::Dim> effective_order(const std::vector<workload::Dim>& order, int tp, int cp, int pp, int dp);
+/// @brief The same for a point's own order and degrees.
+std::vector<workload::Dim> effective_order(const Point& p);
+
+/// @brief A search space as mixed-radix numbers: point i of [0, size()) is decoded without enumerating the others.
+class IndexedSpace {
+public:
+  explicit IndexedSpace(const OptimizeSpec& spec);
+  /// @brief Combinations, before duplicates and divisibility are removed.
+  std::uint64_t size() const { return size_; }
+  Indices decode(std::uint64_t i) const;
+  /// @brief False when `at` is another combination's duplicate: a knob that does not apply (virtual stages without
+  /// interleaving, resharding under DDP) is not at its first value, or the rank order equals an earlier one once
+  /// dimensions of degree 1 are dropped.
+  bool canonical(const Indices& at) const;
+  /// @brief Whether the GPU budget divides by tp x cp x pp.
+  bool divisible(const Indices& at) const;
+  Point point(const Indices& at) const;
+  const OptimizeSpec& spec() const { return spec_; }
+  const std::vector<Point>& networks() const { return networks_; }
+  const std::vector<Point>& experts() const { return experts_; }
+  /// @brief Values of knob `k`.
+  std::uint32_t radix(int k) const { return radix_[k]; }
+
+private:
+  const OptimizeSpec& spec_;
+  std::vector<Point> networks_;
+  std::vector<Point> experts_;
+  std::array<std::uint32_t, kKnobCount> radix_{};
+  std::uint64_t size_ = 1;
+};
+
+} // namespace spansim::optimizer
