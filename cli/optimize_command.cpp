@@ -5,6 +5,7 @@
 #include "common/json_reader.hpp"
 #include "common/paths.hpp"
 #include "common/units.hpp"
+#include "experiments/optimize_farm.hpp"
 #include "optimizer/dlrm_search.hpp"
 #include "optimizer/optimizer.hpp"
 #include "scenario/scenario.hpp"
@@ -25,7 +26,44 @@ struct OptimizeOptions {
   int top_k   = 0;
   int workers = -1;
   bool json   = false;
+  // Tiers 2 and 3 on Slurm (experiments/optimize_farm.hpp), and the two roles its batch scripts run.
+  bool slurm            = false;
+  bool slurm_dry_run    = false;
+  std::string task_time = "10min";
+  int max_tasks         = 256;
+  int cpus_per_task     = 1;
+  std::string partition;
+  std::string time_limit;
+  std::vector<std::string> sbatch_args;
+  std::string slurm_task;  ///< a work list: run one array task of it
+  std::string task;        ///< "K/N"
+  std::string slurm_merge; ///< a work list: the merge job
 };
+
+// An array task or the merge job of `optimize --slurm` (the scripts it writes run these).
+void run_slurm_role(const OptimizeOptions& o, const optimizer::OptimizeSpec& spec)
+{
+  if (!o.slurm_merge.empty()) {
+    const auto j = experiments::merge_farm_phase(o.slurm_merge);
+    std::cout << (o.json
+                      ? j.dump(2)
+                      : "merged " + j["recorded"].dump() + " of " + j["points"].dump() + " points of " + o.slurm_merge)
+              << "\n";
+    return;
+  }
+  const auto slash = o.task.find('/');
+  int task = -1, tasks = 0;
+  try {
+    task  = std::stoi(o.task.substr(0, slash));
+    tasks = std::stoi(o.task.substr(slash + 1));
+  } catch (const std::exception&) {
+    tasks = 0; // not numbers: refused below
+  }
+  if (slash == std::string::npos || tasks < 1 || task < 0 || task >= tasks)
+    throw UsageError("--task \"" + o.task + "\": allowed K/N with 0 <= K < N");
+  const auto done = experiments::run_farm_task(spec, o.slurm_task, task, tasks, std::max(1, o.workers));
+  std::cout << "task " << task << "/" << tasks << " of " << o.slurm_task << ": " << done << " points evaluated\n";
+}
 
 std::string pct(double x)
 {
@@ -118,6 +156,9 @@ void run(const OptimizeOptions& o)
     // A scenario (it names a job) is a DLRM search; anything else is an optimize spec.
     const auto doc = spec::load_json_file(o.spec);
     if (doc.is_object() && doc.contains("job")) {
+      if (o.slurm || o.slurm_dry_run || !o.slurm_task.empty() || !o.slurm_merge.empty())
+        throw UsageError("--slurm searches an optimize spec's tiers 2 and 3; \"" + o.spec +
+                         "\" is a DLRM scenario, whose search runs here");
       run_dlrm(o);
       return;
     }
@@ -149,10 +190,51 @@ void run(const OptimizeOptions& o)
     if (done >= total)
       std::cerr << "\n";
   };
-  auto result = optimizer::optimize(spec, progress);
+  if (!o.slurm_task.empty() || !o.slurm_merge.empty()) {
+    run_slurm_role(o, spec);
+    return;
+  }
+  const std::string dir = o.out.empty() ? path_in("out/optimize", spec.name) : o.out;
+  std::optional<experiments::SlurmFarm> farm;
+  if (o.slurm || o.slurm_dry_run) {
+    experiments::FarmOptions f;
+    f.directory = dir;
+    f.spec_file = o.spec;
+    try {
+      f.task_seconds = units::parse_time(o.task_time);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--task-time: ") + e.what());
+    }
+    f.max_tasks           = o.max_tasks;
+    f.slurm.cpus_per_task = o.cpus_per_task;
+    f.slurm.partition     = o.partition;
+    f.slurm.time_limit    = o.time_limit;
+    f.slurm.sbatch_args   = o.sbatch_args;
+    f.slurm.submit        = !o.slurm_dry_run;
+    f.progress            = [progress](const std::string& what, std::size_t done, std::size_t total) {
+      progress(what, done, total, 0);
+    };
+    farm.emplace(spec, f);
+  }
+  optimizer::OptimizeResult result;
+  try {
+    result = optimizer::optimize(spec, progress, farm ? optimizer::Farm(std::ref(*farm)) : optimizer::Farm{});
+  } catch (const experiments::FarmDryRun& dry) {
+    nlohmann::json j = {{"spansim", provenance()},
+                        {"dry_run", true},
+                        {"phase", dry.phase.to_json()},
+                        {"array_script", dry.scripts.array_script},
+                        {"merge_script", dry.scripts.merge_script}};
+    if (o.json)
+      std::cout << j.dump(2) << "\n";
+    else
+      std::cout << "Dry run: tier 2's first array (" << dry.phase.tasks << " tasks, " << dry.phase.per_task
+                << " points each) written, not submitted:\n  " << dry.scripts.array_script << "\n  "
+                << dry.scripts.merge_script << "\nLater phases need its results; run with --slurm to go on.\n";
+    return;
+  }
 
   // Every configuration as a scenario `spansim run` accepts.
-  const std::string dir = o.out.empty() ? path_in("out/optimize", spec.name) : o.out;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec)
@@ -189,6 +271,11 @@ void run(const OptimizeOptions& o)
                     {"scored", result.scored},
                     {"wall_seconds", result.wall_seconds},
                     {"scoring_wall_seconds", result.scoring_seconds}};
+    if (farm) {
+      j["slurm"] = nlohmann::json::array();
+      for (const auto& p : farm->phases())
+        j["slurm"].push_back(p.to_json());
+    }
     if (result.screened > 0)
       j["search"]["screen"] = {{"combinations", result.screened},
                                {"kept", result.screen_kept},
@@ -369,6 +456,20 @@ void add_optimize_command(CLI::App& app)
   c->add_option("--workers", o->workers, "Child processes (default: the spec's, 0 = one per core)")
       ->check(integer_in(0, 256));
   c->add_flag("--json", o->json, "Print one JSON document");
+  c->add_flag("--slurm", o->slurm,
+              "Tiers 2 and 3 as Slurm job arrays (on a file system the nodes share; run it again to resume)");
+  c->add_flag("--slurm-dry-run", o->slurm_dry_run, "Write tier 2's batch scripts without submitting them");
+  c->add_option("--task-time", o->task_time, "With --slurm: the time each array task should take (default 10min)");
+  c->add_option("--max-tasks", o->max_tasks, "With --slurm: most array tasks per phase")->check(integer_in(1, 100000));
+  c->add_option("--cpus-per-task", o->cpus_per_task, "With --slurm: worker processes per array task")
+      ->check(integer_in(1, 1024));
+  c->add_option("--partition", o->partition, "With --slurm: the Slurm partition");
+  c->add_option("--time", o->time_limit, "With --slurm: Slurm's time limit per task (Slurm syntax)");
+  c->add_option("--sbatch-arg", o->sbatch_args, "With --slurm: an extra sbatch argument (repeatable)");
+  // The roles the batch scripts run; not for people.
+  c->add_option("--slurm-task", o->slurm_task)->group("");
+  c->add_option("--task", o->task)->group("");
+  c->add_option("--slurm-merge", o->slurm_merge)->group("");
   c->callback([o] { run(*o); });
 }
 

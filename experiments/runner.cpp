@@ -38,22 +38,6 @@ double seconds_since(Clock::time_point t0)
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// Writes `text` to `path` through a temporary file, synced, then renamed: the record is there whole or not at all.
-bool write_record(const std::string& path, const std::string& text)
-{
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  int fd                = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0)
-    return false;
-  bool ok = process::write_all(fd, text) && ::fsync(fd) == 0;
-  ok      = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
-}
-
 json link_record(const topology::Topology& topo, const std::vector<double>& link_bytes)
 {
   json names = json::array(), tiers = json::array(), capacity = json::array();
@@ -206,6 +190,21 @@ void remove_stale_temporaries(const std::string& directory)
 }
 
 } // namespace
+
+bool write_record(const std::string& path, const std::string& text)
+{
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  int fd                = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    return false;
+  bool ok = process::write_all(fd, text) && ::fsync(fd) == 0;
+  ok      = ::close(fd) == 0 && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    return false;
+  }
+  return true;
+}
 
 OutputPaths output_paths(const std::string& hdf5)
 {

@@ -71,6 +71,10 @@ RunReport run_campaign(const Campaign& campaign, const RunOptions& options);
 /// @brief The records of finished points found under `points_directory` (unreadable ones are ignored).
 ResultMap load_results(const std::vector<Point>& points, const std::string& points_directory);
 
+/// @brief Writes `text` to `path` through a synced temporary file and a rename: whole or not at all.
+/// @return false on any error (nothing is left at `path` then but what was there).
+bool write_record(const std::string& path, const std::string& text);
+
 /// @brief "axis=label, axis=label" for a point.
 std::string describe_point(const Campaign& campaign, const Point& point);
 

@@ -35,6 +35,25 @@ struct SlurmSubmission {
   std::string hdf5;
 };
 
+/// @brief A job array and the merge job that depends on all of it, as commands for two batch scripts.
+struct ArrayJob {
+  std::string directory;     ///< where the scripts and the tasks' logs go (created)
+  std::string name;          ///< the job name (the merge job's adds "-merge")
+  std::string generator;     ///< the command that wrote the scripts, for their comment lines
+  int tasks = 1;             ///< array tasks, 0 .. tasks - 1
+  std::string task_command;  ///< shell words of one task; "${SLURM_ARRAY_TASK_ID}" is its index
+  std::string merge_command; ///< shell words of the merge job
+};
+
+/// @brief Writes `job`'s two batch scripts (array.sh, merge.sh) and submits them as options say (their `output`
+/// and `tasks` are not read: the job names its own). @throws UsageError if sbatch fails (its message included).
+SlurmSubmission submit_array(const ArrayJob& job, const SlurmOptions& options);
+
+/// @brief Single-quoted for the shell.
+std::string shell_quote(const std::string& s);
+/// @brief The binary the batch scripts run: options.spansim, else this process's own.
+std::string spansim_binary(const SlurmOptions& options);
+
 /// @brief Writes the array and merge batch scripts next to the results (R.h5.d/slurm/) and submits them.
 /// @throws UsageError if sbatch fails (its message included).
 SlurmSubmission submit_slurm(const Campaign& campaign, const SlurmOptions& options);

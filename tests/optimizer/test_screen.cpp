@@ -118,3 +118,33 @@ TEST_CASE("a screened search keeps the best fraction and reports the tiers", "[o
   CHECK(all.screened == 0);
   CHECK(all.ranked.front().score <= result.ranked.front().score);
 }
+
+TEST_CASE("points travel to a farm's tasks as lines and come back the same point", "[optimizer][farm]")
+{
+  // The two-region example searches compression, DiLoCo, queue pairs and capacity: every knob a line carries.
+  const auto spec = optimizer::load_optimize_spec(std::string(SPANSIM_SOURCE_DIR) +
+                                                  "/examples/optimize/llama3-405b-two-regions.json");
+  const optimizer::IndexedSpace space(spec);
+  std::size_t checked = 0;
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const auto at = space.decode(i);
+    if (!space.divisible(at) || !space.canonical(at))
+      continue;
+    const auto p    = space.point(at);
+    const auto line = optimizer::encode_point(spec, p);
+    INFO(p.label() << " as " << line.substr(0, 32) << "...");
+    CHECK(optimizer::decode_point(spec, line) == p);
+    ++checked;
+  }
+  std::printf("farm lines: %zu points of %llu combinations read back equal\n", checked,
+              static_cast<unsigned long long>(space.size()));
+  CHECK(checked > 20);
+  const auto line = optimizer::encode_point(spec, space.point(space.decode(0)));
+  CHECK_THROWS_AS(optimizer::decode_point(spec, line.substr(0, line.size() - 2)), UsageError);
+  CHECK_THROWS_AS(optimizer::decode_point(spec, line + "00"), UsageError);
+  CHECK_THROWS_AS(optimizer::decode_point(spec, "not hex"), UsageError);
+  // A degree that is not a whole number (a line written for something else) is refused, not cast.
+  std::string bad = line;
+  bad.replace(0, 16, "000000000000e03f"); // tp = 0.5
+  CHECK_THROWS_AS(optimizer::decode_point(spec, bad), UsageError);
+}

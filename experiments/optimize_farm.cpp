@@ -1,0 +1,305 @@
+// Tiers 2 and 3 of a search as Slurm job arrays (experiments/optimize_farm.hpp).
+#include "experiments/optimize_farm.hpp"
+
+#include "common/error.hpp"
+#include "common/process.hpp"
+#include "experiments/runner.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+namespace spansim::experiments {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using optimizer::Work;
+
+namespace {
+
+constexpr const char* kHeader = "# spansim optimize work list: ";
+
+// FNV-1a, 64 bits: a record's name from the work and the point (content-addressed, so a resumed search or a later
+// phase asking for the same point finds it).
+std::string key_of(Work work, const std::string& line)
+{
+  std::uint64_t h = 14695981039346656037ull;
+  for (char c : std::string(name_of(work)) + ":" + line) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string(name_of(work)) + "-" + hex;
+}
+
+std::string record_path(const std::string& records, Work work, const std::string& line)
+{
+  return records + "/" + key_of(work, line) + ".rec";
+}
+
+// A record: the point's line, a newline, then the worker's bytes. Empty when absent or written for another point.
+std::optional<std::string> read_record(const std::string& path, const std::string& line)
+{
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return std::nullopt;
+  std::stringstream s;
+  s << f.rdbuf();
+  const std::string text = s.str();
+  if (text.size() <= line.size() || text.compare(0, line.size(), line) != 0 || text[line.size()] != '\n')
+    return std::nullopt;
+  return text.substr(line.size() + 1);
+}
+
+void write_point_record(const std::string& path, const std::string& line, const std::string& bytes)
+{
+  if (!write_record(path, line + "\n" + bytes))
+    throw SimulationError("cannot write the record \"" + path + "\"");
+}
+
+struct WorkList {
+  Work work = Work::score;
+  std::vector<std::string> lines;
+};
+
+WorkList read_work_list(const std::string& path)
+{
+  std::ifstream f(path);
+  if (!f)
+    throw UsageError("cannot read the work list \"" + path + "\"");
+  WorkList w;
+  std::string line;
+  std::getline(f, line);
+  const std::string header(kHeader);
+  if (line.rfind(header, 0) != 0)
+    throw UsageError("\"" + path + "\" line 1: not a spansim work list (expected \"" + header + "score|refine\")");
+  const std::string work = line.substr(header.size());
+  if (work == "score")
+    w.work = Work::score;
+  else if (work == "refine")
+    w.work = Work::refine;
+  else
+    throw UsageError("\"" + path + "\" line 1: unknown work \"" + work + "\" (allowed: score, refine)");
+  while (std::getline(f, line))
+    if (!line.empty())
+      w.lines.push_back(line);
+  return w;
+}
+
+std::string records_of(const std::string& work_list)
+{
+  return (fs::path(work_list).parent_path().parent_path() / "records").string();
+}
+
+// Asks squeue whether a job is still known to Slurm (pending or running).
+bool job_queued(const std::string& job)
+{
+  if (job.empty())
+    return false;
+  auto r = process::run_program({"squeue", "-h", "-j", job, "-o", "%i"}, process::Capture::output_and_errors);
+  return r.exit_code == 0 && r.captured.find_first_not_of(" \n") != std::string::npos;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t)
+{
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+} // namespace
+
+json FarmPhase::to_json() const
+{
+  return {{"phase", name},          {"work", name_of(work)},       {"points", points},
+          {"found", found},         {"measured", measured},        {"point_seconds", point_seconds},
+          {"tasks", tasks},         {"per_task", per_task},        {"array_job", array_job},
+          {"merge_job", merge_job}, {"wall_seconds", wall_seconds}};
+}
+
+SlurmFarm::SlurmFarm(const optimizer::OptimizeSpec& spec, FarmOptions options)
+    : spec_(spec), options_(std::move(options))
+{
+  options_.directory = fs::absolute(options_.directory).string();
+  options_.spec_file = fs::absolute(options_.spec_file).string();
+  records_           = options_.directory + "/slurm/records";
+  if (options_.task_seconds <= 0)
+    throw UsageError("--task-time must be positive");
+  if (options_.max_tasks < 1)
+    throw UsageError("--max-tasks must be at least 1");
+  std::error_code ec;
+  fs::create_directories(records_, ec);
+  if (ec)
+    throw UsageError("cannot create \"" + records_ + "\": " + ec.message());
+}
+
+std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<optimizer::Point>& points)
+{
+  FarmPhase phase;
+  phase.work            = work;
+  phase.name            = "phase-" + std::to_string(phases_.size() + 1) + "-" + std::string(name_of(work));
+  const std::string dir = options_.directory + "/slurm/" + phase.name;
+  std::vector<std::string> lines;
+  for (const auto& p : points)
+    lines.push_back(optimizer::encode_point(spec_, p));
+  std::map<std::string, std::string> recorded; // line -> record
+  auto missing = [&] {
+    std::vector<std::string> out;
+    for (const auto& line : lines)
+      if (!recorded.count(line)) {
+        if (auto r = read_record(record_path(records_, work, line), line))
+          recorded[line] = *r;
+        else if (std::find(out.begin(), out.end(), line) == out.end())
+          out.push_back(line);
+      }
+    return out;
+  };
+  auto todo = missing();
+  for (const auto& line : lines)
+    phase.found += recorded.count(line);
+  phase.points = phase.found + todo.size();
+
+  // A run killed while its array ran: wait for that array (its tasks still record) before sending the rest again.
+  const std::string job_file = dir + "/jobs";
+  std::string old_merge;
+  if (std::ifstream f(job_file); f)
+    f >> phase.array_job >> old_merge;
+  if (!todo.empty() && options_.slurm.submit && job_queued(old_merge)) {
+    const auto t    = std::chrono::steady_clock::now();
+    phase.merge_job = old_merge;
+    wait_for(phase, lines);
+    phase.wall_seconds += seconds_since(t);
+    todo = missing();
+  }
+
+  if (!todo.empty()) {
+    // One point here, timed, sizes the chunks to the stated time per task.
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+      const auto choices = std::make_shared<netsim::AlgorithmCache>();
+      const topology::Topology topo(spec_.topology);
+      const auto point = optimizer::decode_point(spec_, todo.front());
+      const auto record =
+          process::run_in_child([&] { return optimizer::evaluate_point(spec_, topo, work, point, choices); });
+      write_point_record(record_path(records_, work, todo.front()), todo.front(), record);
+      recorded[todo.front()] = record;
+    }
+    phase.measured      = 1;
+    phase.point_seconds = seconds_since(t0);
+    todo.erase(todo.begin());
+  }
+  if (!todo.empty()) {
+    const auto n   = static_cast<int>(todo.size());
+    phase.per_task = std::max(1, static_cast<int>(options_.task_seconds / std::max(1e-6, phase.point_seconds)));
+    phase.tasks    = (n + phase.per_task - 1) / phase.per_task;
+    if (phase.tasks > options_.max_tasks) {
+      phase.tasks = options_.max_tasks;
+    }
+    phase.per_task = (n + phase.tasks - 1) / phase.tasks; // the tasks' even share
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    const std::string work_list = dir + "/work.txt";
+    {
+      std::string text = std::string(kHeader) + std::string(name_of(work)) + "\n";
+      for (const auto& line : todo)
+        text += line + "\n";
+      if (!write_record(work_list, text))
+        throw UsageError("cannot write \"" + work_list + "\"");
+    }
+    ArrayJob job;
+    job.directory = dir;
+    job.name      = "spansim-" + spec_.name + "-" + phase.name;
+    job.generator = "spansim optimize --slurm: " + std::string(name_of(work)) + " the work list's points, " +
+                    std::to_string(phase.per_task) + " per task";
+    job.tasks                 = phase.tasks;
+    const std::string spansim = shell_quote(spansim_binary(options_.slurm));
+    job.task_command          = spansim + " optimize " + shell_quote(options_.spec_file) + " --slurm-task " +
+                       shell_quote(work_list) + " --task \"${SLURM_ARRAY_TASK_ID}/" + std::to_string(phase.tasks) +
+                       "\" --workers " + std::to_string(options_.slurm.cpus_per_task);
+    job.merge_command =
+        spansim + " optimize " + shell_quote(options_.spec_file) + " --slurm-merge " + shell_quote(work_list);
+    const auto t = std::chrono::steady_clock::now();
+    const auto s = submit_array(job, options_.slurm);
+    if (!options_.slurm.submit)
+      throw FarmDryRun{phase, s};
+    write_record(job_file, s.array_job + " " + s.merge_job + "\n");
+    phase.array_job = s.array_job;
+    phase.merge_job = s.merge_job;
+    wait_for(phase, lines);
+    phase.wall_seconds += seconds_since(t);
+    todo = missing();
+    if (!todo.empty())
+      throw SimulationError(std::to_string(todo.size()) + " of " + std::to_string(phase.points) + " points of " +
+                            phase.name + " have no record after array job " + phase.array_job + " (see " + dir +
+                            "/task-*.log and merge.log); run the search again to resume it");
+  }
+  phases_.push_back(phase);
+  std::vector<std::string> out;
+  for (const auto& line : lines)
+    out.push_back(recorded.at(line));
+  return out;
+}
+
+void SlurmFarm::wait_for(const FarmPhase& phase, const std::vector<std::string>& lines) const
+{
+  // Polled (every 2 s) rather than sbatch --wait: the records' progress shows while the array runs, and a run
+  // killed meanwhile has already written down which jobs to wait for when it is started again.
+  while (job_queued(phase.merge_job)) {
+    if (options_.progress) {
+      std::size_t n = 0;
+      for (const auto& line : lines)
+        n += fs::exists(record_path(records_, phase.work, line));
+      options_.progress(phase.name + " on Slurm (array " + phase.array_job + ")", n, lines.size());
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+}
+
+std::size_t run_farm_task(const optimizer::OptimizeSpec& spec, const std::string& work_list, int task, int tasks,
+                          int jobs)
+{
+  const auto list = read_work_list(work_list);
+  if (tasks < 1 || task < 0 || task >= tasks)
+    throw UsageError("--task " + std::to_string(task) + "/" + std::to_string(tasks) + ": allowed K/N with 0 <= K < N");
+  const std::string records = records_of(work_list);
+  const std::size_t per     = (list.lines.size() + tasks - 1) / tasks;
+  std::vector<std::string> mine;
+  for (std::size_t i = per * task; i < std::min(list.lines.size(), per * (task + 1)); ++i)
+    if (!read_record(record_path(records, list.work, list.lines[i]), list.lines[i]))
+      mine.push_back(list.lines[i]);
+  const topology::Topology topo(spec.topology);
+  const auto choices = std::make_shared<netsim::AlgorithmCache>();
+  // Each record is written as its point finishes: a task killed mid-way keeps what it did.
+  process::parallel_map(
+      mine.size(), jobs,
+      [&](std::size_t i) {
+        const auto point = optimizer::decode_point(spec, mine[i]);
+        return mine[i] + "\n" + optimizer::evaluate_point(spec, topo, list.work, point, choices);
+      },
+      [&](std::size_t, const std::string& out) {
+        const auto eol = out.find('\n');
+        write_point_record(record_path(records, list.work, out.substr(0, eol)), out.substr(0, eol),
+                           out.substr(eol + 1));
+      });
+  return mine.size();
+}
+
+json merge_farm_phase(const std::string& work_list)
+{
+  const auto list           = read_work_list(work_list);
+  const std::string records = records_of(work_list);
+  std::size_t recorded      = 0;
+  for (const auto& line : list.lines)
+    recorded += read_record(record_path(records, list.work, line), line).has_value();
+  json j = {{"points", list.lines.size()}, {"recorded", recorded}, {"missing", list.lines.size() - recorded}};
+  const std::string path = (fs::path(work_list).parent_path() / "merged.json").string();
+  if (!write_record(path, j.dump(2) + "\n"))
+    throw UsageError("cannot write \"" + path + "\"");
+  return j;
+}
+
+} // namespace spansim::experiments
