@@ -2,6 +2,7 @@
 #include "optimizer/dlrm_search.hpp"
 
 #include "common/error.hpp"
+#include "common/ranking.hpp"
 #include "common/version.hpp"
 
 #include <algorithm>
@@ -67,15 +68,13 @@ DlrmSearch search_dlrm(const scenario::Scenario& scenario,
   // A tower count is tried at each level; the lowest that places it is kept (the graph is the same at every
   // level that holds it).
   std::vector<DlrmCandidate> done;
-  for (std::size_t i = 0; i < todo.size(); ++i) {
-    if (progress)
-      progress(i, todo.size());
+  try_candidates(todo.size(), progress, [&](std::size_t i) {
     const auto& c     = todo[i];
     const bool placed = std::any_of(done.begin(), done.end(), [&](const DlrmCandidate& d) {
       return d.towers > 0 && d.towers == c.towers && d.sharding == c.sharding && d.refused.empty();
     });
     if (placed)
-      continue;
+      return;
     auto r = simulate_candidate(scenario, c);
     if (c.towers > 0 && !r.refused.empty()) {
       // A level that cannot hold the towers is not a candidate of its own: the next level may. A plan refused for
@@ -85,17 +84,11 @@ DlrmSearch search_dlrm(const scenario::Scenario& scenario,
         return d.towers == c.towers && d.sharding == c.sharding;
       });
       if ((placement && c.level != TowerLevel::building) || (!placement && listed))
-        continue;
+        return;
     }
     done.push_back(std::move(r));
-  }
-  if (progress)
-    progress(todo.size(), todo.size());
-  std::stable_sort(done.begin(), done.end(), [](const DlrmCandidate& a, const DlrmCandidate& b) {
-    if (a.refused.empty() != b.refused.empty())
-      return a.refused.empty();
-    return a.step_time < b.step_time;
   });
+  rank_candidates(done, [](const DlrmCandidate& c) { return c.step_time; });
   search.candidates = std::move(done);
   return search;
 }

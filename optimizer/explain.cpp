@@ -51,12 +51,16 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
     edit(p);
     changes.push_back({description, p, dim});
   };
-  for (auto v : s.data_parallel)
-    if (v != b.data_parallel)
-      add(placement, "data_parallel = " + std::string(name_of(v)), [&](Point& p) { p.data_parallel = v; });
-  for (int v : s.micro_batch)
-    if (v != b.micro_batch)
-      add(scheduling, "micro_batch = " + std::to_string(v), [&](Point& p) { p.micro_batch = v; });
+  // A knob whose change is its value alone: each other value of the space, named by `text`.
+  auto each = [&](SearchDimension dim, const char* knob, const auto& values, auto field, auto text) {
+    for (const auto& v : values)
+      if (v != b.*field)
+        add(dim, std::string(knob) + " = " + text(v), [&](Point& p) { p.*field = v; });
+  };
+  const auto number = [](auto v) { return std::to_string(v); };
+  const auto named  = [](auto v) { return std::string(name_of(v)); };
+  each(placement, "data_parallel", s.data_parallel, &Point::data_parallel, named);
+  each(scheduling, "micro_batch", s.micro_batch, &Point::micro_batch, number);
   for (auto v : s.schedule)
     for (int vs : s.virtual_stages) {
       const bool interleaved = v == workload::ScheduleKind::interleaved_1f1b;
@@ -77,12 +81,8 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
       changes.push_back({"order = [" + text + "]", p, placement});
     }
   }
-  for (auto v : s.recompute)
-    if (v != b.recompute)
-      add(scheduling, "recompute = " + std::string(name_of(v)), [&](Point& p) { p.recompute = v; });
-  for (auto v : s.dp_algorithm)
-    if (v != b.dp_algorithm)
-      add(network, "dp_algorithm = " + std::string(name_of(v)), [&](Point& p) { p.dp_algorithm = v; });
+  each(scheduling, "recompute", s.recompute, &Point::recompute, named);
+  each(network, "dp_algorithm", s.dp_algorithm, &Point::dp_algorithm, named);
   for (int v : s.etp)
     if (v != b.etp && !(v == b.tp && b.etp == 0))
       add(placement, "etp = " + (v > 0 ? std::to_string(v) : std::string("tp")), [&](Point& p) { p.etp = v; });
@@ -98,34 +98,20 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
         p.dispatcher = workload::Dispatcher::deepep;
         p.node_limit = v;
       });
-  for (bool v : s.ep_overlap)
-    if (v != b.ep_overlap)
-      add(scheduling, std::string("ep_overlap = ") + (v ? "true" : "false"), [&](Point& p) { p.ep_overlap = v; });
-  for (int v : s.channels)
-    if (v != b.channels)
-      add(network, "channels = " + std::to_string(v), [&](Point& p) { p.channels = v; });
-  for (double v : s.window)
-    if (v != b.window)
-      add(network, "window = " + (v > 0 ? units::format_size(v) : std::string("none")),
-          [&](Point& p) { p.window = v; });
-  for (int v : s.qps)
-    if (v != b.qps)
-      add(network, "qps = " + std::to_string(v), [&](Point& p) { p.qps = v; });
-  for (const auto& v : s.compression)
-    if (v != b.compression)
-      add(network, "compression = " + v.label(), [&](Point& p) { p.compression = v; });
-  for (const auto& v : s.diloco)
-    if (v != b.diloco)
-      add(network, "diloco = " + (v ? v->label() : std::string("none")), [&](Point& p) { p.diloco = v; });
+  each(scheduling, "ep_overlap", s.ep_overlap, &Point::ep_overlap,
+       [](bool v) { return std::string(v ? "true" : "false"); });
+  each(network, "channels", s.channels, &Point::channels, number);
+  each(network, "window", s.window, &Point::window,
+       [](double v) { return v > 0 ? units::format_size(v) : std::string("none"); });
+  each(network, "qps", s.qps, &Point::qps, number);
+  each(network, "compression", s.compression, &Point::compression,
+       [](const netsim::CompressionSpec& v) { return v.label(); });
+  each(network, "diloco", s.diloco, &Point::diloco,
+       [](const std::optional<sync::DilocoSpec>& v) { return v ? v->label() : std::string("none"); });
   // Capacity is bought, not configured: a change to it explains what more (or less) of it buys.
-  for (double v : s.inter_building)
-    if (v != b.inter_building)
-      add(network, "inter_building = " + (v > 0 ? units::format_bandwidth(v) : std::string("as built")),
-          [&](Point& p) { p.inter_building = v; });
-  for (double v : s.inter_region)
-    if (v != b.inter_region)
-      add(network, "inter_region = " + (v > 0 ? units::format_bandwidth(v) : std::string("as built")),
-          [&](Point& p) { p.inter_region = v; });
+  const auto capacity = [](double v) { return v > 0 ? units::format_bandwidth(v) : std::string("as built"); };
+  each(network, "inter_building", s.inter_building, &Point::inter_building, capacity);
+  each(network, "inter_region", s.inter_region, &Point::inter_region, capacity);
   return changes;
 }
 

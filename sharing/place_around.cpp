@@ -3,6 +3,7 @@
 #include "sharing/sharing.hpp"
 
 #include "common/error.hpp"
+#include "common/ranking.hpp"
 #include "common/version.hpp"
 
 #include <algorithm>
@@ -67,14 +68,12 @@ PlacementSearch place_around(const SharedSpec& spec, const std::string& job,
   std::rotate(trial.jobs.begin() + static_cast<std::ptrdiff_t>(target),
               trial.jobs.begin() + static_cast<std::ptrdiff_t>(target) + 1, trial.jobs.end());
   auto& placed = trial.jobs.back().scenario.placement;
-  for (std::size_t i = 0; i < sets.size(); ++i) {
+  try_candidates(sets.size(), progress, [&](std::size_t i) {
     PlacementOption option;
     for (int b : sets[i])
       option.buildings.push_back(topo.building_name(b));
     placed.buildings = option.buildings;
     placed.first_gpu = -1;
-    if (progress)
-      progress(i, sets.size());
     try {
       const auto run    = run_shared(trial);
       option.step       = run.jobs.back().shared_step;
@@ -90,7 +89,7 @@ PlacementSearch place_around(const SharedSpec& spec, const std::string& job,
       option.refused = e.what();
     }
     search.options.push_back(std::move(option));
-  }
+  });
   double best_alone = std::numeric_limits<double>::infinity();
   for (const auto& o : search.options)
     if (o.refused.empty())
@@ -106,16 +105,7 @@ PlacementSearch place_around(const SharedSpec& spec, const std::string& job,
       o.weighted_slowdown += s * static_cast<double>(spec.jobs[j].scenario.job.gpus) / gpu_sum;
     }
   }
-  if (progress)
-    progress(sets.size(), sets.size());
-  std::stable_sort(search.options.begin(), search.options.end(),
-                   [](const PlacementOption& a, const PlacementOption& b) {
-                     if (a.refused.empty() != b.refused.empty())
-                       return a.refused.empty();
-                     if (a.weighted_slowdown != b.weighted_slowdown)
-                       return a.weighted_slowdown < b.weighted_slowdown;
-                     return a.step < b.step;
-                   });
+  rank_candidates(search.options, [](const PlacementOption& o) { return std::make_pair(o.weighted_slowdown, o.step); });
   return search;
 }
 
