@@ -4,6 +4,7 @@
 /// with what was published; the compute model's free parameters fitted on the `fit` rows of one GPU (a
 /// calibration profile); every row validated against the profiles, with leave-one-out figures for the fit rows.
 
+#include "common/process.hpp"
 #include "netsim/netsim.hpp"
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
@@ -201,6 +202,8 @@ struct ValidateOptions {
   bool leave_one_out        = true;
   int workers               = 0;
   Progress progress;
+  /// @brief Where the simulations run (a Slurm job array); unset: `workers` worker processes here.
+  process::Mapper map;
 };
 
 /// @brief Simulates every row with the job's profile (the shipped one for its GPU unless the row names another)

@@ -106,7 +106,7 @@ std::string joined(const std::vector<std::string>& names)
 }
 
 std::vector<Row> surfaces(const Dataset& d, const std::vector<std::string>& gpus, const Bounds& b,
-                          netsim::Fidelity fidelity, int workers, const Progress& progress)
+                          netsim::Fidelity fidelity, const process::Mapper& map, const Progress& progress)
 {
   std::vector<Row> rows;
   for (const auto& run : d.runs)
@@ -115,7 +115,7 @@ std::vector<Row> surfaces(const Dataset& d, const std::vector<std::string>& gpus
   const std::size_t per_row = kClockGrid.size() * kGapGrid.size();
   if (progress)
     progress("simulating the fit rows of " + joined(gpus) + " over the parameter grid", 0, rows.size() * per_row);
-  auto out = process::parallel_map(rows.size() * per_row, workers, [&](std::size_t k) {
+  auto out = map(rows.size() * per_row, [&](std::size_t k) {
     const Row& r = rows[k / per_row];
     const auto i = (k % per_row) / kGapGrid.size(), j = k % kGapGrid.size();
     return pack(
@@ -193,7 +193,8 @@ struct MoeRow {
 constexpr std::array<double, 5> kAlltoallGrid{0, 0.25, 0.5, 0.75, 1}; // fractions from alltoall_min to _max
 
 std::vector<MoeRow> moe_surfaces(const Dataset& d, const std::vector<std::string>& gpus, const Bounds& b, double clock,
-                                 double gap, netsim::Fidelity fidelity, int workers, const Progress& progress)
+                                 double gap, netsim::Fidelity fidelity, const process::Mapper& map,
+                                 const Progress& progress)
 {
   std::vector<MoeRow> rows;
   for (const auto& run : d.runs)
@@ -207,7 +208,7 @@ std::vector<MoeRow> moe_surfaces(const Dataset& d, const std::vector<std::string
   auto share = [&](std::size_t k) {
     return b.alltoall_max - kAlltoallGrid[k] * (b.alltoall_max - b.alltoall_min); // from 1 down: 1/share rises
   };
-  auto out = process::parallel_map(rows.size() * per_row, workers, [&](std::size_t k) {
+  auto out = map(rows.size() * per_row, [&](std::size_t k) {
     return pack(simulate_step_time(*rows[k / per_row].run, candidate(gpus, clock, gap, share(k % per_row)), fidelity));
   });
   for (std::size_t r = 0; r < rows.size(); ++r)
@@ -253,7 +254,8 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   const auto& b = options.bounds;
   if (options.gpus.empty())
     throw UsageError("name the GPU (--gpu) whose fit rows to use");
-  auto rows = surfaces(dataset, options.gpus, b, options.fidelity, options.workers, options.progress);
+  const auto map = process::local_mapper(options.workers);
+  auto rows      = surfaces(dataset, options.gpus, b, options.fidelity, map, options.progress);
   if (rows.empty())
     throw UsageError("no fit rows for GPU " + joined(options.gpus) + " in " + dataset.file);
   // Plain variables, not a structured binding: clang 14 cannot capture bindings in the lambdas below.
@@ -315,8 +317,7 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
 
   // NCCL all-to-all's share, on the MoE fit rows with the compute parameters fixed; checked by a real simulation.
   double alltoall = 1;
-  const auto moe =
-      moe_surfaces(dataset, options.gpus, b, clock, gap, options.fidelity, options.workers, options.progress);
+  const auto moe  = moe_surfaces(dataset, options.gpus, b, clock, gap, options.fidelity, map, options.progress);
   std::vector<double> moe_at;
   if (!moe.empty()) {
     alltoall = minimise_alltoall(moe, b, moe.size());
@@ -383,7 +384,8 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
       simulated.push_back(&run);
   if (options.progress)
     options.progress("simulating every row with its profile", 0, simulated.size());
-  auto steps = process::parallel_map(simulated.size(), options.workers, [&](std::size_t i) {
+  const auto map = options.map ? options.map : process::local_mapper(options.workers);
+  auto steps     = map(simulated.size(), [&](std::size_t i) {
     const auto sim  = simulate_run(*simulated[i], simulated[i]->job->calibration, options.fidelity);
     std::string out = pack(sim.step_time) + pack(sim.inner_step);
     for (double p : sim.parts)
@@ -403,15 +405,15 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
         groups.insert(r->job->calibration.gpus.empty() ? std::vector{r->job->gpu.name} : r->job->calibration.gpus);
     for (const auto& gpus : groups) {
       Bounds b;
-      auto rows = surfaces(dataset, gpus, b, options.fidelity, options.workers, options.progress);
+      auto rows = surfaces(dataset, gpus, b, options.fidelity, map, options.progress);
       for (std::size_t i = 0; i < rows.size() && rows.size() > 1; ++i) {
         auto [c, g]            = minimise(rows, b, i);
         loo[rows[i].run->name] = rows[i].surface(c, g);
       }
       // MoE fit rows: the all-to-all share refitted without each, the profile's compute parameters kept.
       const auto profile = workload::default_calibration(workload::load_gpu(gpus.front()));
-      const auto moe     = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap, options.fidelity,
-                                        options.workers, options.progress);
+      const auto moe = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap, options.fidelity, map,
+                                    options.progress);
       for (std::size_t i = 0; i < moe.size() && moe.size() > 1; ++i)
         loo[moe[i].run->name] = moe[i](minimise_alltoall(moe, b, i));
     }

@@ -3,13 +3,18 @@
 #include "calibration/calibration.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "cli/slurm_options.hpp"
 #include "common/error.hpp"
 #include "common/paths.hpp"
 #include "common/units.hpp"
+#include "experiments/slurm_map.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <sstream>
 
 namespace spansim::cli {
 
@@ -33,7 +38,45 @@ struct ValidateOptions {
   bool breakdown       = false;
   bool json            = false;
   std::vector<std::string> only;
+  std::string out;         ///< with --slurm: records, scripts and logs
+  SlurmFlags slurm;        ///< the simulations as Slurm job arrays (experiments/slurm_map.hpp)
+  int slurm_task = 0;      ///< a batch script's role: an array task of this map (1-based)
+  std::string slurm_merge; ///< a batch script's role: the merge job of map "P/N"
 };
+
+// The command again, for the batch scripts: the same inputs, so that its maps are the same maps.
+std::string validate_command(const ValidateOptions& o, const std::string& out)
+{
+  using experiments::shell_quote;
+  std::string c = shell_quote(experiments::spansim_binary(o.slurm.options())) + " validate";
+  if (!o.runs.empty())
+    c += " " + shell_quote(std::filesystem::absolute(o.runs).string());
+  c += " --fidelity " + shell_quote(o.fidelity) + " --out " + shell_quote(out) + " --cpus-per-task " +
+       std::to_string(o.slurm.cpus_per_task);
+  if (o.no_loo)
+    c += " --no-loo";
+  for (const auto& s : o.only)
+    c += " --only " + shell_quote(s);
+  return c;
+}
+
+// What the records depend on: the dataset's bytes, the options that change the maps, and this build.
+std::string validate_fingerprint(const ValidateOptions& o, const std::string& dataset)
+{
+  std::ifstream f(dataset, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  std::string text =
+      s.str() + "\n" + o.fidelity + (o.no_loo ? " no-loo" : " loo") + "\n" + provenance()["git_hash"].dump();
+  for (const auto& only : o.only)
+    text += "\nonly " + only;
+  std::uint64_t h = 14695981039346656037ull;
+  for (char ch : text) {
+    h ^= static_cast<unsigned char>(ch);
+    h *= 1099511628211ull;
+  }
+  return std::to_string(h);
+}
 
 std::string pct(double x)
 {
@@ -110,11 +153,57 @@ void validate(const ValidateOptions& o)
                      " (a run matches when its name contains the text)");
   }
   calibration::ValidateOptions vo;
-  vo.fidelity       = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
-  vo.leave_one_out  = !o.no_loo;
-  vo.workers        = o.workers;
-  vo.progress       = progress_bar(!o.json && stderr_is_terminal());
-  const auto report = calibration::validate(dataset, vo);
+  vo.fidelity           = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
+  vo.leave_one_out      = !o.no_loo;
+  vo.workers            = o.workers;
+  vo.progress           = progress_bar(!o.json && stderr_is_terminal());
+  const std::string out = o.out.empty() ? std::string("out/validate") : o.out;
+  if (!o.slurm_merge.empty()) {
+    const auto slash = o.slurm_merge.find('/');
+    const auto j     = experiments::merge_slurm_map(out, std::stoi(o.slurm_merge.substr(0, slash)),
+                                                    std::stoul(o.slurm_merge.substr(slash + 1)));
+    std::cout << "merged " << j["recorded"] << " of " << j["items"] << " items of map " << j["map"] << "\n";
+    return;
+  }
+  std::optional<experiments::SlurmMap> slurm;
+  if (o.slurm.any() || o.slurm_task > 0) {
+    experiments::SlurmMapOptions m;
+    m.directory    = out;
+    m.command      = validate_command(o, std::filesystem::absolute(out).string());
+    m.fingerprint  = validate_fingerprint(o, dataset.file);
+    m.slurm        = o.slurm.options();
+    m.task_seconds = o.slurm.task_seconds();
+    m.max_tasks    = o.slurm.max_tasks;
+    m.progress     = vo.progress;
+    if (o.slurm_task > 0) {
+      m.task_map                = o.slurm_task;
+      std::tie(m.task, m.tasks) = o.slurm.share();
+      m.slurm.cpus_per_task     = o.slurm.cpus_per_task;
+    }
+    slurm.emplace(m);
+    vo.map = std::ref(*slurm);
+  }
+  calibration::ValidationReport report;
+  try {
+    report = calibration::validate(dataset, vo);
+  } catch (const experiments::SlurmMapTaskDone&) {
+    std::cout << "task " << o.slurm.task << " of map " << o.slurm_task << " recorded\n";
+    return;
+  } catch (const experiments::SlurmMapDryRun& dry) {
+    std::cout << (o.json ? nlohmann::json{{"spansim", provenance()},
+                                          {"dry_run", true},
+                                          {"tasks", dry.tasks},
+                                          {"per_task", dry.per_task},
+                                          {"array_script", dry.scripts.array_script},
+                                          {"merge_script", dry.scripts.merge_script}}
+                               .dump(2)
+                         : "Dry run: the first map's array (" + std::to_string(dry.tasks) +
+                               " tasks) written, not "
+                               "submitted:\n  " +
+                               dry.scripts.array_script + "\n  " + dry.scripts.merge_script)
+              << "\n";
+    return;
+  }
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& r : report.rows) {
@@ -154,6 +243,11 @@ void validate(const ValidateOptions& o)
                         {"profiles", profiles},
                         {"rows", rows},
                         {"mape", {{"fit", report.mape_fit}, {"check", report.mape_check}}}};
+    if (slurm) {
+      j["slurm"] = nlohmann::json::array();
+      for (const auto& p : slurm->phases())
+        j["slurm"].push_back(p.to_json());
+    }
     if (vo.leave_one_out)
       j["mape"]["leave_one_out"] = report.mape_loo;
     for (const auto& [key, part] : {std::pair{"dense", &report.dense}, std::pair{"moe", &report.moe},
@@ -246,6 +340,10 @@ void add_calibration_commands(CLI::App& app)
   v->add_flag("--breakdown", vo->breakdown, "Add each row's compute, exposed communication and bubble shares");
   v->add_option("--only", vo->only, "Only the runs whose name contains this (repeatable)");
   v->add_flag("--json", vo->json, "Print one JSON document");
+  v->add_option("--out", vo->out, "With --slurm: the folder of its records, scripts and logs (default out/validate)");
+  add_slurm_flags(v, vo->slurm, "The simulations");
+  v->add_option("--slurm-task", vo->slurm_task)->group(""); // the roles the batch scripts run; not for people
+  v->add_option("--slurm-merge", vo->slurm_merge)->group("");
   v->callback([vo] { validate(*vo); });
 }
 

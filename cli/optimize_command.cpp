@@ -1,6 +1,7 @@
 // `spansim optimize`: search placement, parallelism and schedules; print the ranked table and why the winner won.
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "cli/slurm_options.hpp"
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
 #include "common/paths.hpp"
@@ -26,18 +27,9 @@ struct OptimizeOptions {
   int top_k   = 0;
   int workers = -1;
   bool json   = false;
-  // Tiers 2 and 3 on Slurm (experiments/optimize_farm.hpp), and the two roles its batch scripts run.
-  bool slurm            = false;
-  bool slurm_dry_run    = false;
-  std::string task_time = "10min";
-  int max_tasks         = 256;
-  int cpus_per_task     = 1;
-  std::string partition;
-  std::string time_limit;
-  std::vector<std::string> sbatch_args;
-  std::string slurm_task;  ///< a work list: run one array task of it
-  std::string task;        ///< "K/N"
-  std::string slurm_merge; ///< a work list: the merge job
+  SlurmFlags slurm;        ///< tiers 2 and 3 on Slurm (experiments/optimize_farm.hpp)
+  std::string slurm_task;  ///< a batch script's role: an array task of this work list
+  std::string slurm_merge; ///< a batch script's role: the merge job of this work list
 };
 
 // An array task or the merge job of `optimize --slurm` (the scripts it writes run these).
@@ -51,18 +43,11 @@ void run_slurm_role(const OptimizeOptions& o, const optimizer::OptimizeSpec& spe
               << "\n";
     return;
   }
-  const auto slash = o.task.find('/');
-  int task = -1, tasks = 0;
-  try {
-    task  = std::stoi(o.task.substr(0, slash));
-    tasks = std::stoi(o.task.substr(slash + 1));
-  } catch (const std::exception&) {
-    tasks = 0; // not numbers: refused below
-  }
-  if (slash == std::string::npos || tasks < 1 || task < 0 || task >= tasks)
-    throw UsageError("--task \"" + o.task + "\": allowed K/N with 0 <= K < N");
-  const auto done = experiments::run_farm_task(spec, o.slurm_task, task, tasks, std::max(1, o.workers));
-  std::cout << "task " << task << "/" << tasks << " of " << o.slurm_task << ": " << done << " points evaluated\n";
+  const auto [task, tasks] = o.slurm.share();
+  const auto started       = std::chrono::steady_clock::now();
+  const auto done          = experiments::run_farm_task(spec, o.slurm_task, task, tasks, std::max(1, o.workers));
+  std::cout << "task " << task << "/" << tasks << " of " << o.slurm_task << ": " << done << " points evaluated in "
+            << fmt(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 4) << " s\n";
 }
 
 std::string pct(double x)
@@ -156,7 +141,7 @@ void run(const OptimizeOptions& o)
     // A scenario (it names a job) is a DLRM search; anything else is an optimize spec.
     const auto doc = spec::load_json_file(o.spec);
     if (doc.is_object() && doc.contains("job")) {
-      if (o.slurm || o.slurm_dry_run || !o.slurm_task.empty() || !o.slurm_merge.empty())
+      if (o.slurm.any() || !o.slurm_task.empty() || !o.slurm_merge.empty())
         throw UsageError("--slurm searches an optimize spec's tiers 2 and 3; \"" + o.spec +
                          "\" is a DLRM scenario, whose search runs here");
       run_dlrm(o);
@@ -196,22 +181,14 @@ void run(const OptimizeOptions& o)
   }
   const std::string dir = o.out.empty() ? path_in("out/optimize", spec.name) : o.out;
   std::optional<experiments::SlurmFarm> farm;
-  if (o.slurm || o.slurm_dry_run) {
+  if (o.slurm.any()) {
     experiments::FarmOptions f;
-    f.directory = dir;
-    f.spec_file = o.spec;
-    try {
-      f.task_seconds = units::parse_time(o.task_time);
-    } catch (const Error& e) {
-      throw UsageError(std::string("--task-time: ") + e.what());
-    }
-    f.max_tasks           = o.max_tasks;
-    f.slurm.cpus_per_task = o.cpus_per_task;
-    f.slurm.partition     = o.partition;
-    f.slurm.time_limit    = o.time_limit;
-    f.slurm.sbatch_args   = o.sbatch_args;
-    f.slurm.submit        = !o.slurm_dry_run;
-    f.progress            = [progress](const std::string& what, std::size_t done, std::size_t total) {
+    f.directory    = dir;
+    f.spec_file    = o.spec;
+    f.task_seconds = o.slurm.task_seconds();
+    f.max_tasks    = o.slurm.max_tasks;
+    f.slurm        = o.slurm.options();
+    f.progress     = [progress](const std::string& what, std::size_t done, std::size_t total) {
       progress(what, done, total, 0);
     };
     farm.emplace(spec, f);
@@ -456,19 +433,9 @@ void add_optimize_command(CLI::App& app)
   c->add_option("--workers", o->workers, "Child processes (default: the spec's, 0 = one per core)")
       ->check(integer_in(0, 256));
   c->add_flag("--json", o->json, "Print one JSON document");
-  c->add_flag("--slurm", o->slurm,
-              "Tiers 2 and 3 as Slurm job arrays (on a file system the nodes share; run it again to resume)");
-  c->add_flag("--slurm-dry-run", o->slurm_dry_run, "Write tier 2's batch scripts without submitting them");
-  c->add_option("--task-time", o->task_time, "With --slurm: the time each array task should take (default 10min)");
-  c->add_option("--max-tasks", o->max_tasks, "With --slurm: most array tasks per phase")->check(integer_in(1, 100000));
-  c->add_option("--cpus-per-task", o->cpus_per_task, "With --slurm: worker processes per array task")
-      ->check(integer_in(1, 1024));
-  c->add_option("--partition", o->partition, "With --slurm: the Slurm partition");
-  c->add_option("--time", o->time_limit, "With --slurm: Slurm's time limit per task (Slurm syntax)");
-  c->add_option("--sbatch-arg", o->sbatch_args, "With --slurm: an extra sbatch argument (repeatable)");
+  add_slurm_flags(c, o->slurm, "Tiers 2 and 3");
   // The roles the batch scripts run; not for people.
   c->add_option("--slurm-task", o->slurm_task)->group("");
-  c->add_option("--task", o->task)->group("");
   c->add_option("--slurm-merge", o->slurm_merge)->group("");
   c->callback([o] { run(*o); });
 }

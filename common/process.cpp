@@ -340,4 +340,11 @@ ProgramResult run_program(const std::vector<std::string>& argv, Capture capture)
   return r;
 }
 
+Mapper local_mapper(int workers)
+{
+  return [workers](std::size_t n, const std::function<std::string(std::size_t)>& fn) {
+    return parallel_map(n, workers, fn);
+  };
+}
+
 } // namespace spansim::process

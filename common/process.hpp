@@ -51,6 +51,13 @@ std::string run_in_child(const std::function<std::string()>& work);
 std::vector<std::string> parallel_map(std::size_t n, int workers, const std::function<std::string(std::size_t)>& fn,
                                       const std::function<void(std::size_t, const std::string&)>& on_done = {});
 
+/// @brief Maps fn over [0, n), results in index order: in worker processes here (local_mapper) or elsewhere (a
+/// Slurm job array, experiments/slurm_map.hpp). fn must give the same result for the same index in any process.
+using Mapper =
+    std::function<std::vector<std::string>(std::size_t n, const std::function<std::string(std::size_t)>& fn)>;
+/// @brief parallel_map over `workers` worker processes (0: one per core) as a Mapper.
+Mapper local_mapper(int workers);
+
 /// @brief Starts a worker process running `body`, which ends with exit code 0 (1 if it throws). With
 /// `die_with_parent` the worker is killed when its parent dies (a killed run must not leave workers racing a
 /// re-run). @return its pid, to wait for with waitpid. @throws SimulationError if fork fails.

@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 #include "common/process.hpp"
 #include "experiments/runner.hpp"
+#include "experiments/slurm_phase.hpp"
 
 #include <chrono>
 #include <cstdint>
@@ -43,24 +44,10 @@ std::string record_path(const std::string& records, Work work, const std::string
   return records + "/" + key_of(work, line) + ".rec";
 }
 
-// A record: the point's line, a newline, then the worker's bytes. Empty when absent or written for another point.
+// A record: the point's line (its tag), a newline, then the worker's bytes.
 std::optional<std::string> read_record(const std::string& path, const std::string& line)
 {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return std::nullopt;
-  std::stringstream s;
-  s << f.rdbuf();
-  const std::string text = s.str();
-  if (text.size() <= line.size() || text.compare(0, line.size(), line) != 0 || text[line.size()] != '\n')
-    return std::nullopt;
-  return text.substr(line.size() + 1);
-}
-
-void write_point_record(const std::string& path, const std::string& line, const std::string& bytes)
-{
-  if (!write_record(path, line + "\n" + bytes))
-    throw SimulationError("cannot write the record \"" + path + "\"");
+  return read_tagged(path, line);
 }
 
 struct WorkList {
@@ -95,15 +82,6 @@ WorkList read_work_list(const std::string& path)
 std::string records_of(const std::string& work_list)
 {
   return (fs::path(work_list).parent_path().parent_path() / "records").string();
-}
-
-// Asks squeue whether a job is still known to Slurm (pending or running).
-bool job_queued(const std::string& job)
-{
-  if (job.empty())
-    return false;
-  auto r = process::run_program({"squeue", "-h", "-j", job, "-o", "%i"}, process::Capture::output_and_errors);
-  return r.exit_code == 0 && r.captured.find_first_not_of(" \n") != std::string::npos;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t)
@@ -163,19 +141,24 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     phase.found += recorded.count(line);
   phase.points = phase.found + todo.size();
 
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw UsageError("cannot create \"" + dir + "\": " + ec.message());
+  auto count = [&] {
+    std::size_t n = 0;
+    for (const auto& line : lines)
+      n += fs::exists(record_path(records_, work, line));
+    return n;
+  };
   // A run killed while its array ran: wait for that array (its tasks still record) before sending the rest again.
-  const std::string job_file = dir + "/jobs";
-  std::string old_merge;
-  if (std::ifstream f(job_file); f)
-    f >> phase.array_job >> old_merge;
-  if (!todo.empty() && options_.slurm.submit && job_queued(old_merge)) {
-    const auto t    = std::chrono::steady_clock::now();
-    phase.merge_job = old_merge;
-    wait_for(phase, lines);
-    phase.wall_seconds += seconds_since(t);
-    todo = missing();
+  if (!todo.empty()) {
+    const auto earlier = wait_for_earlier(dir, options_.slurm, count, lines.size(), options_.progress);
+    phase.array_job    = earlier.array_job;
+    phase.merge_job    = earlier.merge_job;
+    phase.wall_seconds = earlier.wall_seconds;
+    todo               = missing();
   }
-
   if (!todo.empty()) {
     // One point here, timed, sizes the chunks to the stated time per task.
     const auto t0 = std::chrono::steady_clock::now();
@@ -185,7 +168,7 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
       const auto point = optimizer::decode_point(spec_, todo.front());
       const auto record =
           process::run_in_child([&] { return optimizer::evaluate_point(spec_, topo, work, point, choices); });
-      write_point_record(record_path(records_, work, todo.front()), todo.front(), record);
+      write_tagged(record_path(records_, work, todo.front()), todo.front(), record);
       recorded[todo.front()] = record;
     }
     phase.measured      = 1;
@@ -193,15 +176,6 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     todo.erase(todo.begin());
   }
   if (!todo.empty()) {
-    const auto n   = static_cast<int>(todo.size());
-    phase.per_task = std::max(1, static_cast<int>(options_.task_seconds / std::max(1e-6, phase.point_seconds)));
-    phase.tasks    = (n + phase.per_task - 1) / phase.per_task;
-    if (phase.tasks > options_.max_tasks) {
-      phase.tasks = options_.max_tasks;
-    }
-    phase.per_task = (n + phase.tasks - 1) / phase.tasks; // the tasks' even share
-    std::error_code ec;
-    fs::create_directories(dir, ec);
     const std::string work_list = dir + "/work.txt";
     {
       std::string text = std::string(kHeader) + std::string(name_of(work)) + "\n";
@@ -210,27 +184,31 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
       if (!write_record(work_list, text))
         throw UsageError("cannot write \"" + work_list + "\"");
     }
-    ArrayJob job;
-    job.directory = dir;
-    job.name      = "spansim-" + spec_.name + "-" + phase.name;
-    job.generator = "spansim optimize --slurm: " + std::string(name_of(work)) + " the work list's points, " +
-                    std::to_string(phase.per_task) + " per task";
-    job.tasks                 = phase.tasks;
     const std::string spansim = shell_quote(spansim_binary(options_.slurm));
-    job.task_command          = spansim + " optimize " + shell_quote(options_.spec_file) + " --slurm-task " +
-                       shell_quote(work_list) + " --task \"${SLURM_ARRAY_TASK_ID}/" + std::to_string(phase.tasks) +
-                       "\" --workers " + std::to_string(options_.slurm.cpus_per_task);
-    job.merge_command =
-        spansim + " optimize " + shell_quote(options_.spec_file) + " --slurm-merge " + shell_quote(work_list);
-    const auto t = std::chrono::steady_clock::now();
-    const auto s = submit_array(job, options_.slurm);
+    const std::string command = spansim + " optimize " + shell_quote(options_.spec_file);
+    PhaseJob job;
+    job.directory    = dir;
+    job.name         = "spansim-" + spec_.name + "-" + phase.name;
+    job.generator    = "spansim optimize --slurm: " + std::string(name_of(work)) + " the work list's points";
+    job.items        = todo.size();
+    job.item_seconds = phase.point_seconds;
+    job.task_seconds = options_.task_seconds;
+    job.max_tasks    = options_.max_tasks;
+    job.task_command = [&](int tasks) {
+      return command + " --slurm-task " + shell_quote(work_list) + " --task \"${SLURM_ARRAY_TASK_ID}/" +
+             std::to_string(tasks) + "\" --workers " + std::to_string(options_.slurm.cpus_per_task);
+    };
+    job.merge_command = command + " --slurm-merge " + shell_quote(work_list);
+    job.recorded      = count;
+    job.progress      = options_.progress;
+    const auto run    = run_phase(job, options_.slurm);
+    phase.tasks       = run.tasks;
+    phase.per_task    = run.per_task;
     if (!options_.slurm.submit)
-      throw FarmDryRun{phase, s};
-    write_record(job_file, s.array_job + " " + s.merge_job + "\n");
-    phase.array_job = s.array_job;
-    phase.merge_job = s.merge_job;
-    wait_for(phase, lines);
-    phase.wall_seconds += seconds_since(t);
+      throw FarmDryRun{phase, run.scripts};
+    phase.array_job = run.array_job;
+    phase.merge_job = run.merge_job;
+    phase.wall_seconds += run.wall_seconds;
     todo = missing();
     if (!todo.empty())
       throw SimulationError(std::to_string(todo.size()) + " of " + std::to_string(phase.points) + " points of " +
@@ -242,21 +220,6 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
   for (const auto& line : lines)
     out.push_back(recorded.at(line));
   return out;
-}
-
-void SlurmFarm::wait_for(const FarmPhase& phase, const std::vector<std::string>& lines) const
-{
-  // Polled (every 2 s) rather than sbatch --wait: the records' progress shows while the array runs, and a run
-  // killed meanwhile has already written down which jobs to wait for when it is started again.
-  while (job_queued(phase.merge_job)) {
-    if (options_.progress) {
-      std::size_t n = 0;
-      for (const auto& line : lines)
-        n += fs::exists(record_path(records_, phase.work, line));
-      options_.progress(phase.name + " on Slurm (array " + phase.array_job + ")", n, lines.size());
-    }
-    std::this_thread::sleep_for(std::chrono::seconds(2));
-  }
 }
 
 std::size_t run_farm_task(const optimizer::OptimizeSpec& spec, const std::string& work_list, int task, int tasks,
@@ -282,8 +245,7 @@ std::size_t run_farm_task(const optimizer::OptimizeSpec& spec, const std::string
       },
       [&](std::size_t, const std::string& out) {
         const auto eol = out.find('\n');
-        write_point_record(record_path(records, list.work, out.substr(0, eol)), out.substr(0, eol),
-                           out.substr(eol + 1));
+        write_tagged(record_path(records, list.work, out.substr(0, eol)), out.substr(0, eol), out.substr(eol + 1));
       });
   return mine.size();
 }

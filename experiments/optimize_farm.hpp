@@ -63,8 +63,6 @@ public:
   const std::vector<FarmPhase>& phases() const { return phases_; }
 
 private:
-  void wait_for(const FarmPhase& phase, const std::vector<std::string>& lines) const;
-
   const optimizer::OptimizeSpec& spec_;
   FarmOptions options_;
   std::string records_;

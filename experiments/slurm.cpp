@@ -74,8 +74,14 @@ std::string spansim_binary(const SlurmOptions& options)
   if (!options.spansim.empty())
     return options.spansim;
   std::error_code ec;
-  auto p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("spansim") : p.string();
+  std::string p = fs::read_symlink("/proc/self/exe", ec).string();
+  if (ec)
+    return "spansim";
+  // A binary rebuilt while it runs reads as "PATH (deleted)": the scripts run the new one at PATH.
+  const std::string deleted = " (deleted)";
+  if (p.size() > deleted.size() && p.compare(p.size() - deleted.size(), deleted.size(), deleted) == 0)
+    p.resize(p.size() - deleted.size());
+  return p;
 }
 
 SlurmSubmission submit_slurm(const Campaign& campaign, const SlurmOptions& options)

@@ -1,0 +1,39 @@
+#pragma once
+/// @file
+/// @brief The Slurm options that `optimize --slurm` and `validate --slurm` share, and the roles their batch scripts
+/// run (a task of a phase, the phase's merge job).
+
+#include "experiments/slurm.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace spansim::cli {
+
+/// @brief What the user asks of Slurm.
+struct SlurmFlags {
+  bool slurm            = false;
+  bool dry_run          = false;
+  std::string task_time = "10min";
+  int max_tasks         = 256;
+  int cpus_per_task     = 1;
+  std::string partition;
+  std::string time_limit;
+  std::vector<std::string> sbatch_args;
+  std::string task; ///< a script's role: "K/N", this array task's share
+  bool any() const { return slurm || dry_run; }
+  /// @brief The sbatch side (submit unless a dry run).
+  experiments::SlurmOptions options() const;
+  /// @brief --task-time in seconds. @throws UsageError naming the flag.
+  double task_seconds() const;
+  /// @brief --task as {K, N}. @throws UsageError unless 0 <= K < N.
+  std::pair<int, int> share() const;
+};
+
+/// @brief Adds --slurm, --slurm-dry-run, --task-time, --max-tasks, --cpus-per-task, --partition, --time, --sbatch-arg
+/// and the hidden --task to `command`; `what` says what goes to the job arrays.
+void add_slurm_flags(CLI::App* command, SlurmFlags& flags, const std::string& what);
+
+} // namespace spansim::cli
