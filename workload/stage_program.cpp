@@ -16,6 +16,13 @@ using namespace detail; // NOLINT: the cost model's types are this file's vocabu
 
 namespace {
 
+// `deps` followed by `more`: an op's dependencies gathered from several sources.
+std::vector<int> with(std::vector<int> deps, const std::vector<int>& more)
+{
+  deps.insert(deps.end(), more.begin(), more.end());
+  return deps;
+}
+
 class StageBuilder {
 public:
   StageBuilder(const Context& c, const std::vector<ChunkCost>& costs, int stage)
@@ -472,10 +479,6 @@ void StageBuilder::output(const Unit& u, const std::vector<int>& after)
 
 std::vector<int> StageBuilder::run(const Unit& u, const std::vector<int>& chain)
 {
-  auto with = [](std::vector<int> deps, const std::vector<int>& more) {
-    deps.insert(deps.end(), more.begin(), more.end());
-    return deps;
-  };
   const ChunkCost& ch = cost(u.chunk);
   if (u.pass == Pass::weight) {
     // The weight gradients of an earlier backward_input: compute only, then the chunk's gradient reduction.
@@ -546,10 +549,6 @@ std::vector<int> StageBuilder::run(const Unit& u, const std::vector<int>& chain)
 
 std::vector<int> StageBuilder::megatron_pair(const Unit& fu, const Unit& bu, const std::vector<int>& chain)
 {
-  auto with = [](std::vector<int> deps, const std::vector<int>& more) {
-    deps.insert(deps.end(), more.begin(), more.end());
-    return deps;
-  };
   const ChunkCost& cf = cost(fu.chunk);
   const ChunkCost& cb = cost(bu.chunk);
   // The forward's inputs, then the backward's (recompute first, as for a single backward).
@@ -640,10 +639,6 @@ std::vector<int> StageBuilder::megatron_pair(const Unit& fu, const Unit& bu, con
 
 std::vector<int> StageBuilder::dualpipe_pair(const Unit& fu, const Unit& bu, const std::vector<int>& chain)
 {
-  auto with = [](std::vector<int> deps, const std::vector<int>& more) {
-    deps.insert(deps.end(), more.begin(), more.end());
-    return deps;
-  };
   const ChunkCost& cf    = cost(fu.chunk);
   const ChunkCost& cb    = cost(bu.chunk);
   const Gathers gf       = gather_params(fu.chunk, fu.micro_batch);
