@@ -302,13 +302,8 @@ private:
     const auto [compress, decompress] = active ? compression_cost(s, op, all, lowered) : std::pair{0.0, 0.0};
     const int begin_op                = compress > 0 ? graph_.add_delay(compress, {n.start}) : n.start;
     if (isolate) {
-      auto key = std::tuple{s,
-                            op.group.axes.bits(),
-                            static_cast<int>(op.collective),
-                            op.bytes * op.count,
-                            static_cast<int>(op.purpose),
-                            op.imbalance};
-      auto it  = isolated_.find(key);
+      const PatternKey key = pattern_key(s, op);
+      auto it              = isolated_.find(key);
       if (it == isolated_.end()) {
         FlowGraph alone(topology_.spec().multipath.qps);
         std::vector<int> ends;
@@ -433,13 +428,8 @@ private:
     for (std::size_t g = 0; g < lowered; ++g)
       out.push_back(collective_for(op, all[g]));
     if (!out.empty() && out.front().algorithm == Algorithm::automatic) {
-      auto key = std::tuple{s,
-                            op.group.axes.bits(),
-                            static_cast<int>(op.collective),
-                            op.bytes * op.count,
-                            static_cast<int>(op.purpose),
-                            op.imbalance};
-      auto it  = chosen_.find(key);
+      const PatternKey key = pattern_key(s, op);
+      auto it              = chosen_.find(key);
       if (it == chosen_.end())
         it = chosen_.emplace(key, choose(out)).first;
       for (auto& c : out)
@@ -552,6 +542,16 @@ private:
   };
   /// @brief Stage, axes, kind, bytes, purpose, imbalance.
   using PatternKey = std::tuple<int, std::uint16_t, int, double, int, double>;
+  /// @brief The pattern of stage `s`'s op: collectives of one pattern are timed and tuned once.
+  static PatternKey pattern_key(int s, const workload::Op& op)
+  {
+    return {s,
+            op.group.axes.bits(),
+            static_cast<int>(op.collective),
+            op.bytes * op.count,
+            static_cast<int>(op.purpose),
+            op.imbalance};
+  }
   std::map<PatternKey, Isolated> isolated_; ///< collectives timed alone
   std::vector<double> isolated_bytes_;      ///< every isolated occurrence's bytes, per link and direction
   bool isolate_all_to_all_ = false;
