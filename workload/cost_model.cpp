@@ -543,32 +543,15 @@ GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& sha
 
 double GemmSpec::ceiling(Precision p) const
 {
-  switch (p) {
-  case Precision::fp8:
-    return ceiling_fp8;
-  case Precision::mxfp8:
-    return ceiling_mxfp8;
-  case Precision::nvfp4:
-    return ceiling_nvfp4;
-  case Precision::bf16:
-    break;
-  }
-  return ceiling_bf16;
+  return detail::PerPrecision{.bf16 = ceiling_bf16, .fp8 = ceiling_fp8, .mxfp8 = ceiling_mxfp8, .nvfp4 = ceiling_nvfp4}
+      .of(p);
 }
 
 double GpuSpec::peak(Precision p) const
 {
-  switch (p) {
-  case Precision::fp8:
-    return peak_fp8_flops;
-  case Precision::mxfp8:
-    return peak_mxfp8_flops;
-  case Precision::nvfp4:
-    return peak_nvfp4_flops;
-  case Precision::bf16:
-    break;
-  }
-  return peak_bf16_flops;
+  return detail::PerPrecision{
+      .bf16 = peak_bf16_flops, .fp8 = peak_fp8_flops, .mxfp8 = peak_mxfp8_flops, .nvfp4 = peak_nvfp4_flops}
+      .of(p);
 }
 
 std::string GpuSpec::precisions() const

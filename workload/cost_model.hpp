@@ -20,21 +20,35 @@ inline constexpr double kOptimizerTrafficPerParam = 30;
 // forward's two: the FlashAttention papers count its FLOPs as 2.5 times the forward's, and time their rates so.
 inline constexpr double kFlashBackwardFlopRatio = 2.5;
 
+/// @brief One value per GEMM precision (a rate, a ceiling, a size), named so that none is taken for another.
+struct PerPrecision {
+  double bf16  = 0;
+  double fp8   = 0;
+  double mxfp8 = 0;
+  double nvfp4 = 0;
+
+  /// @brief The value for `p`.
+  constexpr double of(Precision p) const
+  {
+    switch (p) {
+    case Precision::fp8:
+      return fp8;
+    case Precision::mxfp8:
+      return mxfp8;
+    case Precision::nvfp4:
+      return nvfp4;
+    case Precision::bf16:
+      break;
+    }
+    return bf16;
+  }
+};
+
 /// @brief Bytes per GEMM input element in `p`, block scales included: BF16 2, FP8 1, MXFP8 1 + 1/32 (an E8M0
 /// scale per 32), NVFP4 1/2 + 1/16 (an E4M3 scale per 16).
 constexpr double input_bytes(Precision p)
 {
-  switch (p) {
-  case Precision::fp8:
-    return 1;
-  case Precision::mxfp8:
-    return 1 + 1.0 / 32;
-  case Precision::nvfp4:
-    return 0.5 + 1.0 / 16;
-  case Precision::bf16:
-    break;
-  }
-  return kBf16;
+  return PerPrecision{.bf16 = kBf16, .fp8 = 1, .mxfp8 = 1 + 1.0 / 32, .nvfp4 = 0.5 + 1.0 / 16}.of(p);
 }
 
 /// @brief HBM bytes one quantization of a BF16 tensor moves per element (0 in BF16). Transformer Engine casts
