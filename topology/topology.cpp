@@ -563,33 +563,30 @@ std::vector<BoundaryCapacity> Topology::boundary_capacities() const
   // The links with one end inside and the other outside; a switch of no building is outside every building,
   // and a region gateway inside its region.
   std::vector<BoundaryCapacity> out;
+  // One building or region: `vertex_in` says which vertices are inside it, `gpu_in` which GPUs (by location).
+  auto add = [&](const std::string& kind, const std::string& name, auto vertex_in, auto gpu_in) {
+    BoundaryCapacity c{kind, name, 0, 0};
+    for (const auto& l : links_)
+      if (vertex_in(l.a) != vertex_in(l.b))
+        c.boundary_links += l.bandwidth;
+    std::vector<bool> inside(counts_.gpus, false);
+    for (int g = 0; g < counts_.gpus; ++g)
+      inside[g] = gpu_in(locate(g));
+    c.max_flow = max_flow_out(inside);
+    out.push_back(c);
+  };
   if (counts_.buildings < 2)
     return out;
-  for (int b = 0; b < counts_.buildings; ++b) {
-    BoundaryCapacity c{"building", building_names_[b], 0, 0};
-    for (const auto& l : links_)
-      if ((vertex_building(l.a) == b) != (vertex_building(l.b) == b))
-        c.boundary_links += l.bandwidth;
-    std::vector<bool> inside(counts_.gpus, false);
-    for (int g = 0; g < counts_.gpus; ++g)
-      inside[g] = locate(g).building == b;
-    c.max_flow = max_flow_out(inside);
-    out.push_back(c);
-  }
+  for (int b = 0; b < counts_.buildings; ++b)
+    add(
+        "building", building_names_[b], [&](int v) { return vertex_building(v) == b; },
+        [&](const auto& at) { return at.building == b; });
   if (counts_.regions < 2)
     return out;
-  auto region_of = [&](int v) { return vertex_region(v); };
-  for (int r = 0; r < counts_.regions; ++r) {
-    BoundaryCapacity c{"region", spec_.regions[r].name, 0, 0};
-    for (const auto& l : links_)
-      if ((region_of(l.a) == r) != (region_of(l.b) == r))
-        c.boundary_links += l.bandwidth;
-    std::vector<bool> inside(counts_.gpus, false);
-    for (int g = 0; g < counts_.gpus; ++g)
-      inside[g] = locate(g).region == r;
-    c.max_flow = max_flow_out(inside);
-    out.push_back(c);
-  }
+  for (int r = 0; r < counts_.regions; ++r)
+    add(
+        "region", spec_.regions[r].name, [&](int v) { return vertex_region(v) == r; },
+        [&](const auto& at) { return at.region == r; });
   return out;
 }
 
