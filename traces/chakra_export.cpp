@@ -31,22 +31,9 @@ namespace {
 
 chakra::CollectiveCommType comm_type(CollectiveOp op)
 {
-  switch (op) {
-  case CollectiveOp::all_reduce:
-    return chakra::ALL_REDUCE;
-  case CollectiveOp::reduce_scatter:
-    return chakra::REDUCE_SCATTER;
-  case CollectiveOp::all_gather:
-    return chakra::ALL_GATHER;
-  case CollectiveOp::all_to_all:
-    return chakra::ALL_TO_ALL;
-  case CollectiveOp::broadcast:
-    return chakra::BROADCAST;
-  case CollectiveOp::reduce:
-    return chakra::REDUCE;
-  case CollectiveOp::send_recv:
-    break;
-  }
+  for (const auto& [ours, theirs] : detail::kCommTypes)
+    if (ours == op)
+      return theirs;
   throw UsageError("a send/recv collective has no Chakra collective type");
 }
 

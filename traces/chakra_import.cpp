@@ -108,23 +108,11 @@ E enum_attr(const chakra::Node& n, const char* name, E fallback, const std::stri
 
 CollectiveOp collective_of(std::int64_t type, const std::string& where, std::uint64_t id)
 {
-  switch (type) {
-  case chakra::ALL_REDUCE:
-    return CollectiveOp::all_reduce;
-  case chakra::REDUCE:
-    return CollectiveOp::reduce;
-  case chakra::ALL_GATHER:
-    return CollectiveOp::all_gather;
-  case chakra::BROADCAST:
-    return CollectiveOp::broadcast;
-  case chakra::ALL_TO_ALL:
-    return CollectiveOp::all_to_all;
-  case chakra::REDUCE_SCATTER:
-  case chakra::REDUCE_SCATTER_BLOCK:
+  if (type == chakra::REDUCE_SCATTER_BLOCK) // Chakra's other reduce-scatter type, lowered as the first
     return CollectiveOp::reduce_scatter;
-  default:
-    break;
-  }
+  for (const auto& [ours, theirs] : detail::kCommTypes)
+    if (theirs == type)
+      return ours;
   throw TraceError(where + ": node " + std::to_string(id) + ": collective type " + std::to_string(type) +
                    " is not supported (spansim lowers ALL_REDUCE, REDUCE, ALL_GATHER, BROADCAST, ALL_TO_ALL, "
                    "REDUCE_SCATTER)");

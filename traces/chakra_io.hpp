@@ -5,9 +5,13 @@
 
 #include "chakra.pb.h"
 
+#include "common/collective.hpp"
+
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spansim::traces::detail {
@@ -45,6 +49,17 @@ const chakra::AttributeProto* find_attr(const Message& m, const std::string& nam
       return &a;
   return nullptr;
 }
+
+/// @brief spansim's collectives and their Chakra collective types, for export and import alike (send/recv is a
+/// pair of COMM_SEND and COMM_RECV nodes, not a collective type).
+inline constexpr std::array<std::pair<CollectiveOp, chakra::CollectiveCommType>, 6> kCommTypes{{
+    {CollectiveOp::all_reduce, chakra::ALL_REDUCE},
+    {CollectiveOp::reduce_scatter, chakra::REDUCE_SCATTER},
+    {CollectiveOp::all_gather, chakra::ALL_GATHER},
+    {CollectiveOp::all_to_all, chakra::ALL_TO_ALL},
+    {CollectiveOp::broadcast, chakra::BROADCAST},
+    {CollectiveOp::reduce, chakra::REDUCE},
+}};
 
 /// @brief An attribute's value as an integer (any integer or bool member); none when absent or not an integer.
 std::optional<std::int64_t> as_int(const chakra::AttributeProto* a);
