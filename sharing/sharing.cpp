@@ -3,13 +3,13 @@
 #include "sharing/sharing.hpp"
 
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "common/json_reader.hpp"
 #include "common/units.hpp"
 #include "common/version.hpp"
 #include "report/report.hpp"
 
 #include <cmath>
-#include <cstdio>
 #include <memory>
 #include <set>
 
@@ -82,14 +82,7 @@ namespace {
 // A whole number as text, in exponent form when it would not fit in a long.
 std::string count(double n)
 {
-  if (n < 9e15) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.0f", n);
-    return buf;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", n);
-  return buf;
+  return n < 9e15 ? format_fixed(n, 0) : format_significant(n, 3);
 }
 
 void report_phase(const PhaseCallback& phase, const std::string& what)

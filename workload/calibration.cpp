@@ -1,13 +1,13 @@
 // Calibration profiles: the compute model's fitted parameters for one GPU, shipped (validation/profiles) or a
 // user's own, and the production effects a job switches on or off.
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "common/json_reader.hpp"
 #include "common/paths.hpp"
 #include "common/units.hpp"
 #include "workload/workload.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 
 #ifndef SPANSIM_DATA_DIR
@@ -85,23 +85,14 @@ Calibration default_calibration(const GpuSpec& gpu)
   return {};
 }
 
-namespace {
-std::string fixed3(double v)
-{
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", v);
-  return buf;
-}
-} // namespace
-
 std::string calibration_line(const JobSpec& job)
 {
   const auto& c    = job.calibration;
   std::string line = c.name == "none" ? std::string("no calibration profile")
-                                      : c.name + ": clock " + fixed3(c.clock_fraction) + ", kernel gap " +
+                                      : c.name + ": clock " + format_fixed(c.clock_fraction, 3) + ", kernel gap " +
                                             units::format_time(c.kernel_gap);
   if (c.name != "none" && c.alltoall_efficiency < 1 && job.model.moe.experts > 0)
-    line += ", NCCL all-to-all " + fixed3(c.alltoall_efficiency);
+    line += ", NCCL all-to-all " + format_fixed(c.alltoall_efficiency, 3);
   std::string off;
   for (const auto& [key, member] : kEffectSwitches)
     if (!(job.effects.*member))

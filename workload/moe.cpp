@@ -1,11 +1,11 @@
 // MoE routing statistics: how many nodes and GPUs a token copy reaches (the deduplicated bytes of a hierarchical
 // dispatch) and how much the busiest expert GPU computes under a routing balance (the seeded expert loads).
+#include "common/format.hpp"
 #include "common/random.hpp"
 #include "workload/workload.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <numeric>
 
 namespace spansim::workload {
@@ -117,13 +117,6 @@ int effective_sms(const JobSpec& job)
   return d.sms > 0 ? d.sms : d.dispatcher == Dispatcher::deepep ? kDeepEpSms : job.gpu.comm_sms;
 }
 
-std::string number(double x)
-{
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3g", x);
-  return buf;
-}
-
 } // namespace
 
 nlohmann::json dispatch_json(const JobSpec& job)
@@ -161,11 +154,11 @@ std::string dispatch_line(const JobSpec& job)
   line += std::string(d.precision == Precision::fp8 ? "FP8" : "BF16") + " dispatch, " +
           std::to_string(effective_sms(job)) + " SMs); " + std::string(name_of(d.routing.balance)) + " routing";
   if (d.routing.balance == RoutingBalance::token_drop)
-    line +=
-        " (capacity factor " + number(d.routing.capacity_factor) + (d.routing.pad_to_capacity ? ", padded" : "") + ")";
+    line += " (capacity factor " + format_significant(d.routing.capacity_factor, 3) +
+            (d.routing.pad_to_capacity ? ", padded" : "") + ")";
   const auto load = expert_load(job);
-  line += ": the busiest expert GPU computes " + number(load.mean_busiest()) + "x the mean (at most " +
-          number(load.max_busiest()) + "x)";
+  line += ": the busiest expert GPU computes " + format_significant(load.mean_busiest(), 3) + "x the mean (at most " +
+          format_significant(load.max_busiest(), 3) + "x)";
   if (job.schedule.overlapped_pairs())
     line += "; all-to-alls overlapped in forward-backward pairs";
   return line;
