@@ -39,19 +39,20 @@ inline json small_dlrm_model(int tables)
           {"interaction", {{"kind", "dot"}}}};
 }
 
-/// @brief A small job as scenario JSON: a 4-layer, 1024-wide model on `gpus` H100s with `parallelism`, 8 sequences
+/// @brief A 4-layer, 1024-wide dense model (the MLP kind left to its default): a short compute next to its
+/// gradient all-reduce.
+inline json small_narrow_model()
+{
+  return {{"name", "small"}, {"layers", 4},   {"hidden", 1024}, {"ffn", 4096},
+          {"heads", 8},      {"kv_heads", 8}, {"vocab", 32000}};
+}
+
+/// @brief A small job as scenario JSON: small_narrow_model() on `gpus` H100s with `parallelism`, 8 sequences
 /// of 1,024 tokens, 1F1B, no calibration profile.
 inline json small_job_json(int gpus, json parallelism)
 {
   return {{"name", "small"},
-          {"model",
-           {{"name", "small"},
-            {"layers", 4},
-            {"hidden", 1024},
-            {"ffn", 4096},
-            {"heads", 8},
-            {"kv_heads", 8},
-            {"vocab", 32000}}},
+          {"model", small_narrow_model()},
           {"gpu", "h100"},
           {"gpus", gpus},
           {"parallelism", std::move(parallelism)},

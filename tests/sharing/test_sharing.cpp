@@ -5,6 +5,7 @@
 #include "common/error.hpp"
 
 #include "tests/support.hpp"
+#include "tests/support_job.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -21,16 +22,10 @@ namespace {
 // all-reduce, which over a slow link between the buildings is almost all of it.
 json small_job(int dp)
 {
+  json model   = test::small_narrow_model();
+  model["mlp"] = "swiglu";
   return {{"name", "small"},
-          {"model",
-           {{"name", "small"},
-            {"layers", 4},
-            {"hidden", 1024},
-            {"ffn", 4096},
-            {"heads", 8},
-            {"kv_heads", 8},
-            {"vocab", 32000},
-            {"mlp", "swiglu"}}},
+          {"model", model},
           {"gpu", "h100"},
           {"gpus", dp},
           {"parallelism", {{"tp", 1}, {"pp", 1}, {"dp", dp}, {"data_parallel", "ddp"}}},
