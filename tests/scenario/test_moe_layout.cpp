@@ -1,6 +1,7 @@
 // Qwen3-235B-A22B's published layout (Megatron-Bridge 25.11 on 256 H100: TP 2, PP 8, VP 4, EP 32 over TP x DP with
 // expert TP 1) is accepted and runs at analytical and flow fidelity (packet and hybrid: test_moe_packet.cpp).
 #include "scenario/scenario.hpp"
+#include "tests/scenario/qwen3_layout.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -9,27 +10,10 @@
 #include <set>
 
 namespace sc = spansim::scenario;
-using nlohmann::json;
-
-namespace {
-
-json example()
-{
-  return spansim::spec::load_json_file(std::string(SPANSIM_SOURCE_DIR) +
-                                       "/examples/scenarios/qwen3-235b-a22b-256-h100.json");
-}
-
-double step(json d, const std::string& fidelity)
-{
-  d["fidelity"] = fidelity;
-  return sc::run_scenario(sc::parse_scenario(d, "qwen3-235b-a22b-256-h100.json")).result.step_time;
-}
-
-} // namespace
 
 TEST_CASE("Qwen3-235B-A22B's layout (TP 2, PP 8, VP 4, EP 32 over TP x DP) runs at analytical and flow fidelity")
 {
-  const auto doc = example();
+  const auto doc = spansim::test::qwen3_layout();
   const auto s   = sc::parse_scenario(doc, "qwen3-235b-a22b-256-h100.json");
   CHECK(s.job.parallelism.etp == 1);
   CHECK(s.job.parallelism.edp() == 1);
@@ -45,7 +29,7 @@ TEST_CASE("Qwen3-235B-A22B's layout (TP 2, PP 8, VP 4, EP 32 over TP x DP) runs 
       CHECK(g.across_pods == 0);
     }
   CHECK(found);
-  const double flow = run.result.step_time, analytical = step(doc, "analytical");
+  const double flow = run.result.step_time, analytical = spansim::test::qwen3_step(doc, "analytical");
   std::cout << "Qwen3-235B 256 H100: flow " << flow << " s, analytical " << analytical << " s\n";
   CHECK(flow > 0);
   // SimGrid shares bandwidth to its maxmin precision (1e-5, pinned in netsim::EngineOptions).

@@ -2,6 +2,7 @@
 // over TP x DP with expert TP 1) on a model of Qwen3-235B's shape small enough for packet level (whose engine refuses
 // flow graphs of more than 64 GiB: the full model's step moves TiBs), at packet and hybrid fidelity against flow.
 #include "scenario/scenario.hpp"
+#include "tests/scenario/qwen3_layout.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -14,17 +15,11 @@ using nlohmann::json;
 
 namespace {
 
-json example()
-{
-  return spansim::spec::load_json_file(std::string(SPANSIM_SOURCE_DIR) +
-                                       "/examples/scenarios/qwen3-235b-a22b-256-h100.json");
-}
-
 // The same layout on a model of Qwen3-235B's shape, small enough for packet level; all-to-alls timed in isolation
 // there (a million transfers otherwise).
 json small()
 {
-  json d            = example();
+  json d            = spansim::test::qwen3_layout();
   d["job"]["model"] = {{"name", "qwen3-235b-shape"},
                        {"layers", 32},
                        {"hidden", 256},
@@ -40,20 +35,14 @@ json small()
   return d;
 }
 
-double step(json d, const std::string& fidelity)
-{
-  d["fidelity"] = fidelity;
-  return sc::run_scenario(sc::parse_scenario(d, "qwen3-235b-a22b-256-h100.json")).result.step_time;
-}
-
 } // namespace
 
 TEST_CASE("The same layout runs at packet and hybrid fidelity, within 2% of flow")
 {
   const auto d      = small();
-  const double flow = step(d, "flow");
+  const double flow = spansim::test::qwen3_step(d, "flow");
   for (const char* f : {"packet", "hybrid"}) {
-    const double t = step(d, f);
+    const double t = spansim::test::qwen3_step(d, f);
     std::cout << f << ": " << t << " s against flow " << flow << " s\n";
     CHECK(std::fabs(t - flow) <= 0.02 * flow);
   }
