@@ -21,6 +21,19 @@ inline void expect_within(const std::string& what, double expected, double actua
   CHECK(rel <= tolerance);
 }
 
+/// @brief Runs an engine twice on the same input (`run` does it) and checks that every op ends at the same time in
+/// both runs; returns the first run's result.
+template <class Run>
+auto check_deterministic(Run run)
+{
+  auto a = run();
+  auto b = run();
+  REQUIRE(a.ops.size() == b.ops.size());
+  for (std::size_t i = 0; i < a.ops.size(); ++i)
+    CHECK(a.ops[i].end == b.ops[i].end);
+  return a;
+}
+
 /// @brief Two buildings, w and e, of `gpus` one-GPU nodes on one switch each (400 Gb/s NICs, 1 us), the switches
 /// joined by `parallel` links of `capacity` and `latency`.
 struct TwoSites {
