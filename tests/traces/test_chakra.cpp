@@ -291,6 +291,15 @@ std::vector<Node> stage_nodes(int stage)
     n.set_duration_micros(micros);
     nodes.push_back(n);
   };
+  // The one pipeline message, rank 0 to rank 2 (tag 7, 16 MiB): its send on stage 0, its receive on stage 1.
+  auto message = [&](std::uint64_t id, spansim::chakra::NodeType type, std::vector<std::uint64_t> data) {
+    auto n = node(id, type, data);
+    set_int(n, "comm_src", 0);
+    set_int(n, "comm_dst", 2);
+    set_int(n, "comm_tag", 7);
+    set_int(n, "comm_size", 16 << 20);
+    nodes.push_back(n);
+  };
   // Ids out of order, to check that the import orders by dependencies.
   nodes.push_back(node(50, spansim::chakra::METADATA_NODE, {}));
   if (stage == 0) {
@@ -301,19 +310,9 @@ std::vector<Node> stage_nodes(int stage)
     set_string(ar, "pg_name", "1");
     nodes.push_back(ar);
     comp(5, {11}, {10}, 500); // control dependency on the first compute node too
-    auto send = node(12, spansim::chakra::COMM_SEND_NODE, {5});
-    set_int(send, "comm_src", 0);
-    set_int(send, "comm_dst", 2);
-    set_int(send, "comm_tag", 7);
-    set_int(send, "comm_size", 16 << 20);
-    nodes.push_back(send);
+    message(12, spansim::chakra::COMM_SEND_NODE, {5});
   } else {
-    auto recv = node(3, spansim::chakra::COMM_RECV_NODE, {50});
-    set_int(recv, "comm_src", 0);
-    set_int(recv, "comm_dst", 2);
-    set_int(recv, "comm_tag", 7);
-    set_int(recv, "comm_size", 16 << 20);
-    nodes.push_back(recv);
+    message(3, spansim::chakra::COMM_RECV_NODE, {50});
     comp(4, {3}, {}, 2000);
   }
   return nodes;
