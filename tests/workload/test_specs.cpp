@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace wl = spansim::workload;
 using nlohmann::json;
@@ -278,11 +279,6 @@ TEST_CASE("Inconsistent jobs are refused at the offending JSON path")
   j["model"] = "llama3-9000b";
   expect_spec_error(j, "$.model", "unknown model \"llama3-9000b\"");
 
-  j                     = good_job();
-  j["gpu"]              = inline_gpu();
-  j["gpu"]["peak_bf16"] = "989TB/s";
-  expect_spec_error(j, "$.gpu.peak_bf16", "invalid FLOP rate");
-
   j              = good_job();
   j["precision"] = {{"compute", "fp8"}};
   j["gpu"]       = inline_gpu();
@@ -290,31 +286,34 @@ TEST_CASE("Inconsistent jobs are refused at the offending JSON path")
   j["gpu"]["gemm"].erase("ceiling_fp8");
   expect_spec_error(j, "$.precision.compute", "has no fp8 tensor cores");
 
-  // The GEMM and attention measurements: validated with the path and the allowed values.
-  j                                = good_job();
-  j["gpu"]                         = inline_gpu();
-  j["gpu"]["efficiency"]["matmul"] = 0.75;
-  expect_spec_error(j, "$.gpu.efficiency.matmul", "replaced by the \"gemm\" object");
-
-  j                                = good_job();
-  j["gpu"]                         = inline_gpu();
-  j["gpu"]["gemm"]["ceiling_bf16"] = "1000TFLOPs";
-  expect_spec_error(j, "$.gpu.gemm.ceiling_bf16", "exceeds peak_bf16 (989.0 TFLOP/s)");
-
-  j                         = good_job();
-  j["gpu"]                  = inline_gpu();
-  j["gpu"]["gemm"]["tiles"] = json::array({json::array({128, 256}), json::array({128})});
-  expect_spec_error(j, "$.gpu.gemm.tiles[1]", "expected [M, N]");
-
-  j                                = good_job();
-  j["gpu"]                         = inline_gpu();
-  j["gpu"]["attention"]["default"] = "flash3";
-  expect_spec_error(j, "$.gpu.attention.default", "\"flash3\" has no rates here (listed: \"flash2\")");
-
-  j                               = good_job();
-  j["gpu"]                        = inline_gpu();
-  j["gpu"]["attention"]["flash4"] = {{"forward", "600TFLOPs"}, {"backward", "500TFLOPs"}};
-  expect_spec_error(j, "$.gpu.attention", "unknown key \"flash4\"");
+  // An inline GPU with one entry set wrong, the GEMM and attention measurements among them: refused with the path
+  // and the allowed values.
+  struct BadGpuEntry {
+    json::json_pointer entry;
+    json value;
+    std::string path;
+    std::string message;
+  };
+  const std::vector<BadGpuEntry> bad_gpu_entries = {
+      {json::json_pointer("/peak_bf16"), "989TB/s", "$.gpu.peak_bf16", "invalid FLOP rate"},
+      {json::json_pointer("/efficiency/matmul"), 0.75, "$.gpu.efficiency.matmul", "replaced by the \"gemm\" object"},
+      {json::json_pointer("/gemm/ceiling_bf16"), "1000TFLOPs", "$.gpu.gemm.ceiling_bf16",
+       "exceeds peak_bf16 (989.0 TFLOP/s)"},
+      {json::json_pointer("/gemm/tiles"), json::array({json::array({128, 256}), json::array({128})}),
+       "$.gpu.gemm.tiles[1]", "expected [M, N]"},
+      {json::json_pointer("/attention/default"), "flash3", "$.gpu.attention.default",
+       "\"flash3\" has no rates here (listed: \"flash2\")"},
+      {json::json_pointer("/attention/flash4"),
+       {{"forward", "600TFLOPs"}, {"backward", "500TFLOPs"}},
+       "$.gpu.attention",
+       "unknown key \"flash4\""},
+  };
+  for (const auto& bad : bad_gpu_entries) {
+    j                   = good_job();
+    j["gpu"]            = inline_gpu();
+    j["gpu"][bad.entry] = bad.value;
+    expect_spec_error(j, bad.path, bad.message);
+  }
 
   j            = good_job();
   j["kernels"] = {{"attention", "flash4"}};
