@@ -26,58 +26,42 @@ struct Call {
   double micros;
 };
 
+// A complete ("X") event of category `cat` on the CPU thread (pid 1, tid 1): an op, a runtime call, an annotation.
+json cpu_event(const std::string& cat, const std::string& name, double ts, double dur, json args)
+{
+  return {{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", 1},
+          {"tid", 1},  {"ts", ts},   {"dur", dur},   {"args", std::move(args)}};
+}
+
+// A kernel on the GPU's stream (pid 0, tid 7).
+json kernel(const std::string& name, double ts, double dur, json args)
+{
+  return {{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", 0},
+          {"tid", 7},  {"ts", ts},        {"dur", dur},   {"args", std::move(args)}};
+}
+
 // The runtime call that launches a kernel: on the CPU op's thread, within the op.
 json launch(double ts, std::int64_t correlation, const char* name = "cudaLaunchKernel")
 {
-  return {{"ph", "X"},    {"cat", "cuda_runtime"},
-          {"name", name}, {"pid", 1},
-          {"tid", 1},     {"ts", ts},
-          {"dur", 1.0},   {"args", {{"External id", 5}, {"correlation", correlation}}}};
+  return cpu_event("cuda_runtime", name, ts, 1.0, {{"External id", 5}, {"correlation", correlation}});
 }
 
 json trace_of(const std::vector<Call>& calls)
 {
   json events = json::array();
-  events.push_back({{"ph", "X"},
-                    {"cat", "user_annotation"},
-                    {"name", "ProfilerStep#1"},
-                    {"pid", 1},
-                    {"tid", 1},
-                    {"ts", 0.0},
-                    {"dur", 5000.0},
-                    {"args", {{"External id", 1}}}});
-  events.push_back({{"ph", "X"},
-                    {"cat", "user_annotation"},
-                    {"name", "ProfilerStep#2"},
-                    {"pid", 1},
-                    {"tid", 1},
-                    {"ts", 6000.0},
-                    {"dur", 5200.0},
-                    {"args", {{"External id", 2}}}});
+  events.push_back(cpu_event("user_annotation", "ProfilerStep#1", 0.0, 5000.0, {{"External id", 1}}));
+  events.push_back(cpu_event("user_annotation", "ProfilerStep#2", 6000.0, 5200.0, {{"External id", 2}}));
   std::int64_t id = 100;
   double ts       = 10;
   for (const auto& c : calls) {
-    events.push_back({{"ph", "X"},
-                      {"cat", "cpu_op"},
-                      {"name", "aten::mm"},
-                      {"pid", 1},
-                      {"tid", 1},
-                      {"ts", ts},
-                      {"dur", 5.0},
-                      {"args",
-                       {{"External id", id},
-                        {"Input Dims", {{c.m, c.k}, {c.k, c.n}}},
-                        {"Input type", {"c10::BFloat16", "c10::BFloat16"}}}}});
+    events.push_back(cpu_event("cpu_op", "aten::mm", ts, 5.0,
+                               {{"External id", id},
+                                {"Input Dims", {{c.m, c.k}, {c.k, c.n}}},
+                                {"Input type", {"c10::BFloat16", "c10::BFloat16"}}}));
     events.push_back(launch(ts + 1, id + 100000));
     // As in real traces, the kernel's "External id" is not the op's: only its correlation links it.
-    events.push_back({{"ph", "X"},
-                      {"cat", "kernel"},
-                      {"name", "sm90_gemm_bf16"},
-                      {"pid", 0},
-                      {"tid", 7},
-                      {"ts", ts + 5},
-                      {"dur", c.micros},
-                      {"args", {{"External id", id + 100000}, {"correlation", id + 100000}, {"stream", 7}}}});
+    events.push_back(kernel("sm90_gemm_bf16", ts + 5, c.micros,
+                            {{"External id", id + 100000}, {"correlation", id + 100000}, {"stream", 7}}));
     ++id;
     ts += c.micros + 10;
   }
@@ -99,129 +83,40 @@ TEST_CASE("a Kineto trace: kernels attach to their ops by shape, median per shap
   auto j       = trace_of(calls);
   auto& events = j["traceEvents"];
   // addmm (bias, A, B) and linear (input [2, 64, K], weight [N, K]) spell the same GEMM kinds.
-  events.push_back({{"ph", "X"},
-                    {"cat", "cpu_op"},
-                    {"name", "aten::addmm"},
-                    {"pid", 1},
-                    {"tid", 1},
-                    {"ts", 900.0},
-                    {"dur", 3.0},
-                    {"args",
-                     {{"External id", 900},
-                      {"Input Dims", {{1024}, {128, 512}, {512, 1024}}},
-                      {"Input type", {"c10::BFloat16", "c10::BFloat16", "c10::BFloat16"}}}}});
+  events.push_back(cpu_event("cpu_op", "aten::addmm", 900.0, 3.0,
+                             {{"External id", 900},
+                              {"Input Dims", {{1024}, {128, 512}, {512, 1024}}},
+                              {"Input type", {"c10::BFloat16", "c10::BFloat16", "c10::BFloat16"}}}));
   events.push_back(launch(901, 900));
-  events.push_back({{"ph", "X"},
-                    {"cat", "kernel"},
-                    {"name", "gemm"},
-                    {"pid", 0},
-                    {"tid", 7},
-                    {"ts", 905.0},
-                    {"dur", 30.0},
-                    {"args", {{"correlation", 900}}}});
-  events.push_back({{"ph", "X"},
-                    {"cat", "cpu_op"},
-                    {"name", "aten::linear"},
-                    {"pid", 1},
-                    {"tid", 1},
-                    {"ts", 950.0},
-                    {"dur", 3.0},
-                    {"args",
-                     {{"External id", 901},
-                      {"Input Dims", {{2, 64, 256}, {1000, 256}, {}}},
-                      {"Input type", {"c10::BFloat16", "c10::BFloat16", ""}}}}});
+  events.push_back(kernel("gemm", 905.0, 30.0, {{"correlation", 900}}));
+  events.push_back(cpu_event("cpu_op", "aten::linear", 950.0, 3.0,
+                             {{"External id", 901},
+                              {"Input Dims", {{2, 64, 256}, {1000, 256}, {}}},
+                              {"Input type", {"c10::BFloat16", "c10::BFloat16", ""}}}));
   // linear's addmm, within it, launches the kernel: the innermost op encloses the launch.
-  events.push_back({{"ph", "X"},
-                    {"cat", "cpu_op"},
-                    {"name", "aten::addmm"},
-                    {"pid", 1},
-                    {"tid", 1},
-                    {"ts", 950.5},
-                    {"dur", 2.0},
-                    {"args",
-                     {{"External id", 904},
-                      {"Input Dims", {{1000}, {128, 256}, {256, 1000}}},
-                      {"Input type", {"c10::BFloat16", "c10::BFloat16", "c10::BFloat16"}}}}});
+  events.push_back(cpu_event("cpu_op", "aten::addmm", 950.5, 2.0,
+                             {{"External id", 904},
+                              {"Input Dims", {{1000}, {128, 256}, {256, 1000}}},
+                              {"Input type", {"c10::BFloat16", "c10::BFloat16", "c10::BFloat16"}}}));
   events.push_back(launch(951, 77, "cuLaunchKernel"));
-  events.push_back({{"ph", "X"},
-                    {"cat", "kernel"},
-                    {"name", "gemm"},
-                    {"pid", 0},
-                    {"tid", 7},
-                    {"ts", 960.0},
-                    {"dur", 50.0},
-                    {"args", {{"correlation", 77}}}});
+  events.push_back(kernel("gemm", 960.0, 50.0, {{"correlation", 77}}));
   // Not attached: an element-wise op, an fp32 GEMM, a kernel of no op.
-  events.push_back({{"ph", "X"},
-                    {"cat", "cpu_op"},
-                    {"name", "aten::add"},
-                    {"pid", 1},
-                    {"tid", 1},
-                    {"ts", 1000.0},
-                    {"dur", 2.0},
-                    {"args", {{"External id", 902}}}});
-  events.push_back({{"ph", "X"},
-                    {"cat", "kernel"},
-                    {"name", "add"},
-                    {"pid", 0},
-                    {"tid", 7},
-                    {"ts", 1001.0},
-                    {"dur", 7.0},
-                    {"args", {{"External id", 902}, {"correlation", 902}}}});
+  events.push_back(cpu_event("cpu_op", "aten::add", 1000.0, 2.0, {{"External id", 902}}));
+  events.push_back(kernel("add", 1001.0, 7.0, {{"External id", 902}, {"correlation", 902}}));
   events.push_back(launch(1000.5, 902));
   events.push_back(
-      {{"ph", "X"},
-       {"cat", "cpu_op"},
-       {"name", "aten::mm"},
-       {"pid", 1},
-       {"tid", 1},
-       {"ts", 1010.0},
-       {"dur", 2.0},
-       {"args", {{"External id", 903}, {"Input Dims", {{8, 8}, {8, 8}}}, {"Input type", {"float", "float"}}}}});
-  events.push_back({{"ph", "X"},
-                    {"cat", "kernel"},
-                    {"name", "sgemm"},
-                    {"pid", 0},
-                    {"tid", 7},
-                    {"ts", 1011.0},
-                    {"dur", 3.0},
-                    {"args", {{"correlation", 903}}}});
+      cpu_event("cpu_op", "aten::mm", 1010.0, 2.0,
+                {{"External id", 903}, {"Input Dims", {{8, 8}, {8, 8}}}, {"Input type", {"float", "float"}}}));
+  events.push_back(kernel("sgemm", 1011.0, 3.0, {{"correlation", 903}}));
   events.push_back(launch(1010.5, 903));
   // A TF32 kernel of an FP32 bmm, and a kernel launched outside any op.
-  events.push_back({{"ph", "X"},
-                    {"cat", "cpu_op"},
-                    {"name", "aten::bmm"},
-                    {"pid", 1},
-                    {"tid", 1},
-                    {"ts", 1015.0},
-                    {"dur", 2.0},
-                    {"args", {{"Input Dims", {{4, 8, 16}, {4, 16, 32}}}, {"Input type", {"float", "float"}}}}});
+  events.push_back(cpu_event("cpu_op", "aten::bmm", 1015.0, 2.0,
+                             {{"Input Dims", {{4, 8, 16}, {4, 16, 32}}}, {"Input type", {"float", "float"}}}));
   events.push_back(launch(1015.5, 905));
-  events.push_back({{"ph", "X"},
-                    {"cat", "kernel"},
-                    {"name", "ampere_tf32_s1688gemm_tf32_64x64"},
-                    {"pid", 0},
-                    {"tid", 7},
-                    {"ts", 1016.0},
-                    {"dur", 4.0},
-                    {"args", {{"correlation", 905}}}});
+  events.push_back(kernel("ampere_tf32_s1688gemm_tf32_64x64", 1016.0, 4.0, {{"correlation", 905}}));
   events.push_back(launch(1030, 906));
-  events.push_back({{"ph", "X"},
-                    {"cat", "kernel"},
-                    {"name", "memset"},
-                    {"pid", 0},
-                    {"tid", 7},
-                    {"ts", 1031.0},
-                    {"dur", 1.0},
-                    {"args", {{"correlation", 906}}}});
-  events.push_back({{"ph", "X"},
-                    {"cat", "kernel"},
-                    {"name", "orphan"},
-                    {"pid", 0},
-                    {"tid", 7},
-                    {"ts", 1020.0},
-                    {"dur", 1.0},
-                    {"args", json::object()}});
+  events.push_back(kernel("memset", 1031.0, 1.0, {{"correlation", 906}}));
+  events.push_back(kernel("orphan", 1020.0, 1.0, json::object()));
   const auto path = write(j, "kineto");
   const auto k    = traces::read_kineto(path);
   CHECK(k.iteration_seconds() == Approx(5.1e-3).epsilon(1e-12));
