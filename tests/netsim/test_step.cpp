@@ -9,6 +9,7 @@
 
 #include "tests/support.hpp"
 #include "tests/support_job.hpp"
+#include "tests/support_step.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -20,6 +21,9 @@ using namespace spansim;
 using nlohmann::json;
 using spansim::test::expect_within;
 using spansim::test::job;
+using spansim::test::kDpOutermost;
+using spansim::test::kPpOutermost;
+using spansim::test::PlacedStep;
 
 namespace {
 
@@ -79,25 +83,24 @@ double contention_by_hand(const workload::StepGraph& graph, const netsim::StepRe
 
 TEST_CASE("a two-stage GPipe pipeline across two buildings matches the schedule's closed form", "[step]")
 {
-  topology::Topology topo(topology::load_topology_spec("two-buildings"));
-  auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 2}, {"dp", 1}, {"data_parallel", "ddp"}}, {{"kind", "gpipe"}}, 8, 4096);
-  auto graph = workload::build_step_graph(j);
+  const PlacedStep placed(
+      "two-buildings",
+      job({{"tp", 1}, {"cp", 1}, {"pp", 2}, {"dp", 1}, {"data_parallel", "ddp"}}, {{"kind", "gpipe"}}, 8, 4096),
+      {kPpOutermost, {"bldg-a", "bldg-b"}});
   // pp outermost: stage 0 in bldg-a, stage 1 in bldg-b.
-  placement::Placement place(
-      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}, {"bldg-a", "bldg-b"}});
-  REQUIRE(topo.locate(place.stage_gpus(0)[0]).building == 0);
-  REQUIRE(topo.locate(place.stage_gpus(1)[0]).building == 1);
+  REQUIRE(placed.topo.locate(placed.place.stage_gpus(0)[0]).building == 0);
+  REQUIRE(placed.topo.locate(placed.place.stage_gpus(1)[0]).building == 1);
 
   // One activation (or gradient) message: route latency + bytes over the narrowest link (the NIC).
   double bytes = 0;
-  for (const auto& op : graph.stages[0].ops)
+  for (const auto& op : placed.graph.stages[0].ops)
     if (op.kind == workload::OpKind::send)
       bytes = op.bytes;
-  auto route     = topo.route(place.stage_gpus(0)[0], place.stage_gpus(1)[0]);
-  const double x = topo.route_latency(route) + bytes / topo.route_bandwidth(route);
-  const int m    = graph.micro_batches;
-  const auto& s0 = graph.stages[0];
-  const auto& s1 = graph.stages[1];
+  auto route     = placed.topo.route(placed.place.stage_gpus(0)[0], placed.place.stage_gpus(1)[0]);
+  const double x = placed.topo.route_latency(route) + bytes / placed.topo.route_bandwidth(route);
+  const int m    = placed.graph.micro_batches;
+  const auto& s0 = placed.graph.stages[0];
+  const auto& s1 = placed.graph.stages[1];
   // GPipe on two stages: stage 1 runs forward i once it has finished i-1 and received i; backwards run in
   // reverse order, stage 0's once it has finished its previous one and received the gradient.
   double f0_end = 0, s1_end = 0;
@@ -117,7 +120,7 @@ TEST_CASE("a two-stage GPipe pipeline across two buildings matches the schedule'
   for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
     netsim::StepOptions o;
     o.fidelity = f;
-    auto r     = netsim::simulate_step(topo, graph, place, o);
+    auto r     = placed.simulate(o);
     expect_within(std::string("two-stage pipeline step at ") + std::string(name_of(f)), expected, r.step_time, 0.02);
     check_identity(r);
   }
@@ -125,27 +128,26 @@ TEST_CASE("a two-stage GPipe pipeline across two buildings matches the schedule'
 
 TEST_CASE("a DP all-reduce that backward cannot hide is exposed for its closed-form time", "[step]")
 {
-  topology::Topology topo(topology::load_topology_spec("two-buildings"));
   // A short backward (one 512-token sequence per rank) and a large gradient (4-layer, 2048-wide model, fp32).
-  auto j     = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 512);
-  auto graph = workload::build_step_graph(j);
-  placement::Placement place(
-      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
+  const PlacedStep placed(
+      "two-buildings",
+      job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 512),
+      {kDpOutermost, {"bldg-a", "bldg-b"}});
   double gradient_bytes = 0;
-  for (const auto& op : graph.stages[0].ops)
+  for (const auto& op : placed.graph.stages[0].ops)
     if (op.kind == workload::OpKind::collective && op.collective == CollectiveOp::all_reduce &&
         op.dim == workload::Dim::dp)
       gradient_bytes += op.bytes * op.count;
   REQUIRE(gradient_bytes > 0);
-  auto route     = topo.route(place.gpu(0), place.gpu(1));
-  const double a = topo.route_latency(route), b = topo.route_bandwidth(route);
+  auto route     = placed.topo.route(placed.place.gpu(0), placed.place.gpu(1));
+  const double a = placed.topo.route_latency(route), b = placed.topo.route_bandwidth(route);
   // Ring all-reduce over 2 ranks: 2(K-1)/K * S / B + 2(K-1) * alpha = S / B + 2 alpha.
   const double expected = gradient_bytes / b + 2 * a;
   for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
     netsim::StepOptions o;
     o.fidelity                      = f;
     o.algorithms[workload::Dim::dp] = netsim::Algorithm::ring;
-    auto r                          = netsim::simulate_step(topo, graph, place, o);
+    auto r                          = placed.simulate(o);
     expect_within(std::string("exposed DP all-reduce at ") + std::string(name_of(f)), expected,
                   r.stages[0].exposed[workload::Dim::dp], 0.02);
     check_identity(r);
@@ -154,13 +156,12 @@ TEST_CASE("a DP all-reduce that backward cannot hide is exposed for its closed-f
 
 TEST_CASE("two runs of the same step give identical results", "[step]")
 {
-  topology::Topology topo(topology::load_topology_spec("hgx-h100-pod"));
-  auto j = job({{"tp", 2}, {"cp", 1}, {"pp", 2}, {"dp", 4}, {"data_parallel", "fsdp"}}, {{"kind", "1f1b"}}, 16, 2048);
-  auto graph = workload::build_step_graph(j);
-  placement::Placement place(topo, j, {});
+  const PlacedStep placed(
+      "hgx-h100-pod",
+      job({{"tp", 2}, {"cp", 1}, {"pp", 2}, {"dp", 4}, {"data_parallel", "fsdp"}}, {{"kind", "1f1b"}}, 16, 2048), {});
   netsim::StepOptions o;
-  auto a = netsim::simulate_step(topo, graph, place, o);
-  auto b = netsim::simulate_step(topo, graph, place, o);
+  auto a = placed.simulate(o);
+  auto b = placed.simulate(o);
   CHECK(a.step_time == b.step_time);
   for (std::size_t s = 0; s < a.stages.size(); ++s) {
     CHECK(a.stages[s].compute == b.stages[s].compute);
@@ -173,20 +174,18 @@ TEST_CASE("two runs of the same step give identical results", "[step]")
 TEST_CASE("rail symmetry: simulating rail 0 alone gives the same step, breakdown and bytes", "[step][rails]")
 {
   // TP fills each 8-GPU node of a rail-optimized fabric; PP crosses the building boundary and DP stays inside.
-  topology::Topology topo(topology::load_topology_spec("two-buildings"));
-  auto j =
+  const PlacedStep placed(
+      "two-buildings",
       job({{"tp", 8}, {"cp", 1}, {"pp", 2}, {"dp", 4}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}},
-          {{"kind", "1f1b"}}, 16, 2048);
-  auto graph = workload::build_step_graph(j);
-  placement::Placement place(
-      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}, {"bldg-a", "bldg-b"}});
+          {{"kind", "1f1b"}}, 16, 2048),
+      {kPpOutermost, {"bldg-a", "bldg-b"}});
   for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
     netsim::StepOptions o;
     o.fidelity      = f;
     o.rail_symmetry = false;
-    auto all        = netsim::simulate_step(topo, graph, place, o);
+    auto all        = placed.simulate(o);
     o.rail_symmetry = true;
-    auto one        = netsim::simulate_step(topo, graph, place, o);
+    auto one        = placed.simulate(o);
     REQUIRE(one.rails == 8);
     REQUIRE(all.rails == 1);
     std::cout << std::string(name_of(f)) << ": all rails " << all.transfers.size() << " transfers, step "
@@ -195,7 +194,7 @@ TEST_CASE("rail symmetry: simulating rail 0 alone gives the same step, breakdown
     // Transfers that leave their node are per rail; node-local (TP) ones are one representative group already.
     auto scale_out = [&](const netsim::StepResult& r) {
       return std::count_if(r.transfers.begin(), r.transfers.end(), [&](const netsim::TransferRecord& t) {
-        return topo.locate(t.src).node != topo.locate(t.dst).node;
+        return placed.topo.locate(t.src).node != placed.topo.locate(t.dst).node;
       });
     };
     CHECK(scale_out(one) * 8 == scale_out(all));
@@ -206,8 +205,8 @@ TEST_CASE("rail symmetry: simulating rail 0 alone gives the same step, breakdown
         CHECK(one.stages[s].exposed[d] == Approx(all.stages[s].exposed[d]).epsilon(1e-9).margin(1e-12));
     }
     std::vector<double> tier_all(topology::kTierCount, 0), tier_one(topology::kTierCount, 0);
-    for (std::size_t l = 0; l < topo.links().size(); ++l) {
-      int t = static_cast<int>(topo.links()[l].tier);
+    for (std::size_t l = 0; l < placed.topo.links().size(); ++l) {
+      int t = static_cast<int>(placed.topo.links()[l].tier);
       tier_all[t] += all.link_bytes[2 * l] + all.link_bytes[2 * l + 1];
       tier_one[t] += one.link_bytes[2 * l] + one.link_bytes[2 * l + 1];
     }
@@ -267,8 +266,7 @@ TEST_CASE("SM contention: compute overlapped by communication loses NCCL's SMs f
   topology::Topology topo(topology::load_topology_spec("two-buildings"));
   auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 4, 2048);
   j.effects.dp_overlap_by_unit = true; // gradient reductions overlap the backward
-  placement::Placement place(
-      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
+  placement::Placement place(topo, j, {kDpOutermost, {"bldg-a", "bldg-b"}});
   // At flow fidelity the overlap is read off the analytical engine's run (netsim/tuning.cpp): with the algorithm
   // given, a run of the flow lowering; with `auto` settled per step, the winning analytical trial. The hand count
   // uses the flow engine's own run, so the two engines must agree on it.
@@ -307,16 +305,15 @@ TEST_CASE("flow fidelity: links left out as slack change no op of a step", "[ste
 {
   // Pipeline pairs and DP rings over the NICs and leaf uplinks of both buildings: a rail's leaf uplinks (12.8
   // Tbps) carry at most its 32 NICs (12.03 Tbps at NCCL efficiency), so SimGrid runs without them.
-  topology::Topology topo(topology::load_topology_spec("two-buildings"));
-  auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 2}, {"dp", 8}, {"data_parallel", "fsdp"}}, {{"kind", "1f1b"}}, 32, 2048);
-  auto graph = workload::build_step_graph(j);
-  placement::Placement place(
-      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}, {"bldg-a", "bldg-b"}});
+  const PlacedStep placed(
+      "two-buildings",
+      job({{"tp", 1}, {"cp", 1}, {"pp", 2}, {"dp", 8}, {"data_parallel", "fsdp"}}, {{"kind", "1f1b"}}, 32, 2048),
+      {kPpOutermost, {"bldg-a", "bldg-b"}});
   netsim::StepOptions o;
   o.fidelity                             = netsim::Fidelity::flow;
-  const auto with                        = netsim::simulate_step(topo, graph, place, o);
+  const auto with                        = placed.simulate(o);
   o.engine.simgrid.leave_out_slack_links = false;
-  const auto without                     = netsim::simulate_step(topo, graph, place, o);
+  const auto without                     = placed.simulate(o);
   const int left_out                     = with.engine["slack_link_directions_left_out"].get<int>();
   std::cout << "link directions left out: " << left_out << "\n";
   CHECK(left_out > 0);
@@ -335,26 +332,23 @@ TEST_CASE("DP unit by unit: a reduction the backward hides leaves only the last 
   // A long backward (one 64K-token sequence per rank) and the gradient of a 4-layer model: the units reduced
   // during the backward are hidden; the last one (first layer, embedding and output layer) waits, for its ring
   // time.
-  topology::Topology topo(topology::load_topology_spec("two-buildings"));
   auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 65536);
   j.effects.dp_overlap_by_unit = true;
-  auto graph                   = workload::build_step_graph(j);
-  placement::Placement place(
-      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
+  const PlacedStep placed("two-buildings", std::move(j), {kDpOutermost, {"bldg-a", "bldg-b"}});
   std::vector<double> reductions;
-  for (const auto& op : graph.stages[0].ops)
+  for (const auto& op : placed.graph.stages[0].ops)
     if (op.kind == workload::OpKind::collective && op.dim == workload::Dim::dp)
       reductions.push_back(op.bytes * op.count);
   REQUIRE(reductions.size() == 2);
   const double layer = 4 * 2048.0 * 2048 + 3 * 2048.0 * 8192 + 2 * 2048, extra = 2 * 32000.0 * 2048 + 2048;
   expect_within("last unit's share of the gradient", (layer + extra) / (4 * layer + extra),
                 reductions[1] / (reductions[0] + reductions[1]), 1e-12);
-  auto route     = topo.route(place.gpu(0), place.gpu(1));
-  const double a = topo.route_latency(route), b = topo.route_bandwidth(route);
+  auto route     = placed.topo.route(placed.place.gpu(0), placed.place.gpu(1));
+  const double a = placed.topo.route_latency(route), b = placed.topo.route_bandwidth(route);
   netsim::StepOptions o;
   o.fidelity                      = netsim::Fidelity::analytical;
   o.algorithms[workload::Dim::dp] = netsim::Algorithm::ring;
-  auto r                          = netsim::simulate_step(topo, graph, place, o);
+  auto r                          = placed.simulate(o);
   expect_within("exposed DP: the last unit's ring all-reduce", reductions[1] / b + 2 * a,
                 r.stages[0].exposed[workload::Dim::dp], 0.02);
   check_identity(r);
@@ -384,17 +378,16 @@ netsim::CompressionRule rule(workload::Dim dim, netsim::Boundary across, double 
 TEST_CASE("compression: bytes across the boundary shrink by the ratio, time is alpha-beta plus the GPU cost",
           "[step][compression]")
 {
-  topology::Topology topo(topology::load_topology_spec("two-regions"));
-  auto j     = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 512);
-  auto graph = workload::build_step_graph(j);
-  placement::Placement place(
-      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"east-b0", "west-b0"}});
+  const PlacedStep placed(
+      "two-regions",
+      job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 512),
+      {kDpOutermost, {"east-b0", "west-b0"}});
   double gradient_bytes = 0;
-  for (const auto& op : graph.stages[0].ops)
+  for (const auto& op : placed.graph.stages[0].ops)
     if (op.kind == workload::OpKind::collective && op.dim == workload::Dim::dp)
       gradient_bytes += op.bytes * op.count;
-  auto route     = topo.route(place.gpu(0), place.gpu(1));
-  const double a = topo.route_latency(route), b = topo.route_bandwidth(route);
+  auto route     = placed.topo.route(placed.place.gpu(0), placed.place.gpu(1));
+  const double a = placed.topo.route_latency(route), b = placed.topo.route_bandwidth(route);
   const double ratio = 8, c = 400e9, d = 800e9;
   for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
     netsim::StepOptions plain;
@@ -403,12 +396,12 @@ TEST_CASE("compression: bytes across the boundary shrink by the ratio, time is a
     plain.nccl.windows                  = false; // the slots' window over 5 ms is test_long_links' subject
     auto compressed                     = plain;
     compressed.compression.rules        = {rule(workload::Dim::dp, netsim::Boundary::region, ratio, c, d)};
-    const auto r0                       = netsim::simulate_step(topo, graph, place, plain);
-    const auto r1                       = netsim::simulate_step(topo, graph, place, compressed);
+    const auto r0                       = placed.simulate(plain);
+    const auto r1                       = placed.simulate(compressed);
     const std::string at                = " at " + std::string(name_of(f));
     // Exactly the ratio: every byte of the step that crosses regions is the DP gradient's.
-    const double across0 = tier_bytes(topo, r0, topology::Tier::inter_region);
-    const double across1 = tier_bytes(topo, r1, topology::Tier::inter_region);
+    const double across0 = tier_bytes(placed.topo, r0, topology::Tier::inter_region);
+    const double across1 = tier_bytes(placed.topo, r1, topology::Tier::inter_region);
     REQUIRE(across0 > 0);
     expect_within("bytes across regions, compressed x" + std::to_string(int(ratio)) + at, across0 / ratio, across1,
                   1e-12);
@@ -444,61 +437,60 @@ TEST_CASE("compression: a region rule leaves building-crossing groups alone, a b
   CHECK(spec.rule_for(workload::Dim::dp, Purpose::grad_reduce, Boundary::building) == nullptr);
 
   // In a step: DP across two buildings of one region is not compressed by a region rule.
-  topology::Topology topo(topology::load_topology_spec("two-buildings"));
-  auto j     = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 512);
-  auto graph = workload::build_step_graph(j);
-  placement::Placement place(
-      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
+  const PlacedStep placed(
+      "two-buildings",
+      job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 2, 512),
+      {kDpOutermost, {"bldg-a", "bldg-b"}});
   netsim::StepOptions o;
   o.fidelity             = netsim::Fidelity::analytical;
-  const auto plain       = netsim::simulate_step(topo, graph, place, o);
+  const auto plain       = placed.simulate(o);
   o.compression.rules    = {rule(workload::Dim::dp, netsim::Boundary::region, 4, 1e9, 1e9)};
-  const auto region_rule = netsim::simulate_step(topo, graph, place, o);
+  const auto region_rule = placed.simulate(o);
   CHECK(region_rule.step_time == plain.step_time);
-  CHECK(tier_bytes(topo, region_rule, topology::Tier::inter_building) ==
-        tier_bytes(topo, plain, topology::Tier::inter_building));
+  CHECK(tier_bytes(placed.topo, region_rule, topology::Tier::inter_building) ==
+        tier_bytes(placed.topo, plain, topology::Tier::inter_building));
   o.compression.rules[0].across = netsim::Boundary::building;
-  const auto building_rule      = netsim::simulate_step(topo, graph, place, o);
+  const auto building_rule      = placed.simulate(o);
   expect_within("bytes across buildings under a building rule x4",
-                tier_bytes(topo, plain, topology::Tier::inter_building) / 4,
-                tier_bytes(topo, building_rule, topology::Tier::inter_building), 1e-12);
+                tier_bytes(placed.topo, plain, topology::Tier::inter_building) / 4,
+                tier_bytes(placed.topo, building_rule, topology::Tier::inter_building), 1e-12);
 }
 
 TEST_CASE("compression of pipeline activations across regions: each message is latency + (S/r)/B + the GPU cost",
           "[step][compression]")
 {
-  topology::Topology topo(topology::load_topology_spec("two-regions"));
-  auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 2}, {"dp", 1}, {"data_parallel", "ddp"}}, {{"kind", "gpipe"}}, 4, 4096);
-  auto graph = workload::build_step_graph(j);
-  placement::Placement place(
-      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}, {"east-b0", "west-b0"}});
-  REQUIRE(topo.locate(place.stage_gpus(0)[0]).region != topo.locate(place.stage_gpus(1)[0]).region);
+  const PlacedStep placed(
+      "two-regions",
+      job({{"tp", 1}, {"cp", 1}, {"pp", 2}, {"dp", 1}, {"data_parallel", "ddp"}}, {{"kind", "gpipe"}}, 4, 4096),
+      {kPpOutermost, {"east-b0", "west-b0"}});
+  REQUIRE(placed.topo.locate(placed.place.stage_gpus(0)[0]).region !=
+          placed.topo.locate(placed.place.stage_gpus(1)[0]).region);
   netsim::StepOptions o;
   o.fidelity         = netsim::Fidelity::analytical;
   o.nccl.windows     = false; // the slots' window over 5 ms is test_long_links' subject
-  const auto plain   = netsim::simulate_step(topo, graph, place, o);
+  const auto plain   = placed.simulate(o);
   const double ratio = 4, c = 100e9, d = 200e9;
   o.compression.rules = {rule(workload::Dim::pp, netsim::Boundary::region, ratio, c, d)};
-  const auto r        = netsim::simulate_step(topo, graph, place, o);
+  const auto r        = placed.simulate(o);
   double bytes        = 0;
   int sends           = 0;
-  for (const auto& op : graph.stages[0].ops)
+  for (const auto& op : placed.graph.stages[0].ops)
     if (op.kind == workload::OpKind::send) {
       bytes = op.bytes;
       ++sends;
     }
-  auto route       = topo.route(place.stage_gpus(0)[0], place.stage_gpus(1)[0]);
-  const double lat = topo.route_latency(route), b = topo.route_bandwidth(route);
+  auto route       = placed.topo.route(placed.place.stage_gpus(0)[0], placed.place.stage_gpus(1)[0]);
+  const double lat = placed.topo.route_latency(route), b = placed.topo.route_bandwidth(route);
   // Each of the send's ops: sender compresses, bytes / ratio cross, receiver decompresses.
-  for (std::size_t i = 0; i < graph.stages[0].ops.size(); ++i)
-    if (graph.stages[0].ops[i].kind == workload::OpKind::send) {
+  for (std::size_t i = 0; i < placed.graph.stages[0].ops.size(); ++i)
+    if (placed.graph.stages[0].ops[i].kind == workload::OpKind::send) {
       const auto& t = r.ops[0][i];
       expect_within("compressed activation message", lat + bytes / ratio / b + bytes / c + bytes / d, t.end - t.active,
                     1e-6);
       break;
     }
-  expect_within("bytes across regions", tier_bytes(topo, plain, topology::Tier::inter_region) / ratio,
-                tier_bytes(topo, r, topology::Tier::inter_region), 1e-12);
+  expect_within("bytes across regions", tier_bytes(placed.topo, plain, topology::Tier::inter_region) / ratio,
+                tier_bytes(placed.topo, r, topology::Tier::inter_region), 1e-12);
   // Stage 0 compresses its sends, stage 1 decompresses them (and the reverse for the gradients).
   expect_within("stage 0's compression GPU time", sends * (bytes / c + bytes / d), r.stages[0].compression, 1e-9);
   check_identity(r);
@@ -518,20 +510,17 @@ TEST_CASE("compression of EP all-to-alls across buildings: only their bytes shri
                 {"schedule", {{"kind", "1f1b"}}},
                 {"recompute", "none"},
                 {"calibration", "none"}};
-  auto spec  = workload::parse_job(j, "moe-job.json");
-  topology::Topology topo(topology::load_topology_spec("two-buildings"));
-  auto graph = workload::build_step_graph(spec);
-  placement::Placement place(
-      topo, spec, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"bldg-a", "bldg-b"}});
+  const PlacedStep placed("two-buildings", workload::parse_job(j, "moe-job.json"),
+                          {kDpOutermost, {"bldg-a", "bldg-b"}});
   netsim::StepOptions o;
   o.fidelity       = netsim::Fidelity::analytical;
   o.all_to_all     = netsim::AllToAllTiming::flows;
-  const auto plain = netsim::simulate_step(topo, graph, place, o);
+  const auto plain = placed.simulate(o);
   auto across      = [&](double ratio) {
     o.compression.rules = {rule(workload::Dim::ep, netsim::Boundary::building, ratio, 0, 0)};
-    return tier_bytes(topo, netsim::simulate_step(topo, graph, place, o), topology::Tier::inter_building);
+    return tier_bytes(placed.topo, placed.simulate(o), topology::Tier::inter_building);
   };
-  const double b0 = tier_bytes(topo, plain, topology::Tier::inter_building);
+  const double b0 = tier_bytes(placed.topo, plain, topology::Tier::inter_building);
   const double d2 = b0 - across(2), d4 = b0 - across(4);
   // With E bytes of all-to-all crossing: d2 = E / 2 and d4 = 3E / 4, whatever the FSDP traffic.
   REQUIRE(d2 > 0);

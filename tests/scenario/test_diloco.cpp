@@ -10,6 +10,7 @@
 
 #include "tests/support.hpp"
 #include "tests/support_job.hpp"
+#include "tests/support_step.hpp"
 
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
@@ -34,27 +35,25 @@ sync::OuterSyncParams at(netsim::Fidelity f)
   return p;
 }
 
-/// A job of the test model with `dp` FSDP replicas of `tp` GPUs, placed: by default on the first GPUs of tiny.json.
-struct TinyJob {
-  topology::Topology topo;
-  workload::JobSpec job;
-  workload::StepGraph graph;
-  placement::Placement place;
-  TinyJob(int tp, int dp, topology::Topology site = spansim::test::tiny_topology(),
-          const placement::PlacementSpec& where = first_gpus())
-      : topo(std::move(site)),
-        job(spansim::test::job({{"tp", tp}, {"cp", 1}, {"pp", 1}, {"dp", dp}, {"data_parallel", "fsdp"}},
-                               {{"kind", "1f1b"}}, dp, 512)),
-        graph(workload::build_step_graph(job)), place(topo, job, where)
-  {
-  }
-  static placement::PlacementSpec first_gpus()
-  {
-    placement::PlacementSpec ps;
-    ps.first_gpu = 0;
-    return ps;
-  }
-};
+/// A job of the test model with `dp` FSDP replicas of `tp` GPUs on the first GPUs of tiny.json.
+spansim::test::PlacedStep tiny_job(int tp, int dp)
+{
+  placement::PlacementSpec first_gpus;
+  first_gpus.first_gpu = 0;
+  return {spansim::test::tiny_topology(),
+          spansim::test::job({{"tp", tp}, {"cp", 1}, {"pp", 1}, {"dp", dp}, {"data_parallel", "fsdp"}},
+                             {{"kind", "1f1b"}}, dp, 512),
+          first_gpus};
+}
+
+/// DP 4 of the test model over two regions (2 ranks in each), holding its state as `data_parallel` says.
+spansim::test::PlacedStep dp4_over_two_regions(const std::string& data_parallel)
+{
+  return {"two-regions",
+          spansim::test::job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 4}, {"data_parallel", data_parallel}},
+                             {{"kind", "1f1b"}}, 4, 512),
+          {spansim::test::kDpOutermost, {"east-b0", "west-b0"}}};
+}
 
 sync::DilocoSpec read(const std::string& text)
 {
@@ -68,43 +67,38 @@ sync::DilocoSpec read(const std::string& text)
 
 TEST_CASE("DiLoCo: inner steps keep DP inside regions, the outer step and its average match closed forms", "[diloco]")
 {
-  topology::Topology topo(topology::load_topology_spec("two-regions"));
   // DP 4 over two regions (2 ranks in each), FSDP: no all-gather after the outer all-reduce.
-  auto j     = spansim::test::job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 4}, {"data_parallel", "fsdp"}},
-                                  {{"kind", "1f1b"}}, 4, 512);
-  auto graph = workload::build_step_graph(j);
-  placement::Placement place(
-      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"east-b0", "west-b0"}});
+  const auto placed = dp4_over_two_regions("fsdp");
   netsim::StepOptions o;
   o.fidelity          = netsim::Fidelity::analytical;
-  const auto together = netsim::simulate_step(topo, graph, place, o);
-  REQUIRE(tier_bytes(topo, together.link_bytes, topology::Tier::inter_region) > 0);
+  const auto together = placed.simulate(o);
+  REQUIRE(tier_bytes(placed.topo, together.link_bytes, topology::Tier::inter_region) > 0);
   o.dp_within_regions = true;
-  const auto inner    = netsim::simulate_step(topo, graph, place, o);
-  CHECK(tier_bytes(topo, inner.link_bytes, topology::Tier::inter_region) == 0);
+  const auto inner    = placed.simulate(o);
+  CHECK(tier_bytes(placed.topo, inner.link_bytes, topology::Tier::inter_region) == 0);
   CHECK(inner.step_time < together.step_time);
 
   sync::DilocoSpec spec;
   spec.every = 8;
   for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
-    const auto outer     = sync::simulate_outer_sync(topo, graph, place, spec, at(f));
+    const auto outer     = sync::simulate_outer_sync(placed.topo, placed.graph, placed.place, spec, at(f));
     const std::string at = " at " + std::string(name_of(f));
     CHECK(outer.regions == 2);
     CHECK(outer.workers == 2);
     CHECK(outer.members_per_worker == 2);
     CHECK(outer.segments == 2);
     // Each rank all-reduces x = P / m with its one counterpart: a ring of 2 moves x each way per pair.
-    const double x = graph.stages[0].params * j.gradient_reduce_bytes / 2;
+    const double x = placed.graph.stages[0].params * placed.job.gradient_reduce_bytes / 2;
     expect_within("shard per rank" + at, x, outer.shard_bytes, 1e-12);
     expect_within("outer bytes across regions" + at, 4 * x, outer.bytes_across_regions, 1e-12);
     // The two pairs use different NICs and the long haul is wide: each is a lone ring over 2 ranks.
-    auto route = topo.route(place.gpu(0), place.gpu(2));
-    REQUIRE(topo.locate(place.gpu(0)).region != topo.locate(place.gpu(2)).region);
-    const double a = topo.route_latency(route), b = topo.route_bandwidth(route);
+    auto route = placed.topo.route(placed.place.gpu(0), placed.place.gpu(2));
+    REQUIRE(placed.topo.locate(placed.place.gpu(0)).region != placed.topo.locate(placed.place.gpu(2)).region);
+    const double a = placed.topo.route_latency(route), b = placed.topo.route_bandwidth(route);
     expect_within("outer synchronization" + at, x / b + 2 * a, outer.seconds, 0.02);
 
     // Averages: blocking, then overlapped with one inner step, then hidden entirely.
-    const double tokens = j.tokens_per_step();
+    const double tokens = placed.job.tokens_per_step();
     const sync::InnerStep step{inner.step_time, inner.stages[0].compute, tokens};
     auto blocking = sync::average(spec, step, outer);
     expect_within("mean step, blocking" + at, inner.step_time + outer.seconds / 8, blocking.mean_step, 1e-12);
@@ -125,35 +119,34 @@ TEST_CASE("DiLoCo: inner steps keep DP inside regions, the outer step and its av
   compressed.compression                = netsim::CompressionRule{};
   compressed.compression->ratio         = 4;
   compressed.compression->compress_rate = 100e9;
-  const auto plain = sync::simulate_outer_sync(topo, graph, place, spec, at(netsim::Fidelity::analytical));
-  const auto small = sync::simulate_outer_sync(topo, graph, place, compressed, at(netsim::Fidelity::analytical));
+  const auto plain =
+      sync::simulate_outer_sync(placed.topo, placed.graph, placed.place, spec, at(netsim::Fidelity::analytical));
+  const auto small =
+      sync::simulate_outer_sync(placed.topo, placed.graph, placed.place, compressed, at(netsim::Fidelity::analytical));
   expect_within("compressed outer bytes across regions", plain.bytes_across_regions / 4, small.bytes_across_regions,
                 1e-12);
   const double x = plain.shard_bytes;
-  auto route     = topo.route(place.gpu(0), place.gpu(2));
+  auto route     = placed.topo.route(placed.place.gpu(0), placed.place.gpu(2));
   expect_within("compressed outer synchronization",
-                x / 4 / topo.route_bandwidth(route) + 2 * topo.route_latency(route) + x / 100e9, small.seconds, 0.02);
+                x / 4 / placed.topo.route_bandwidth(route) + 2 * placed.topo.route_latency(route) + x / 100e9,
+                small.seconds, 0.02);
 }
 
 TEST_CASE("DiLoCo with DDP: the replicas all-gather the updated shards inside each region", "[diloco]")
 {
-  topology::Topology topo(topology::load_topology_spec("two-regions"));
-  auto j     = spansim::test::job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 4}, {"data_parallel", "ddp"}},
-                                  {{"kind", "1f1b"}}, 4, 512);
-  auto graph = workload::build_step_graph(j);
-  placement::Placement place(
-      topo, j, {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"east-b0", "west-b0"}});
+  const auto placed = dp4_over_two_regions("ddp");
   sync::DilocoSpec spec;
-  spec.every       = 4;
-  const auto outer = sync::simulate_outer_sync(topo, graph, place, spec, at(netsim::Fidelity::analytical));
-  const double p   = graph.stages[0].params * j.gradient_reduce_bytes;
+  spec.every = 4;
+  const auto outer =
+      sync::simulate_outer_sync(placed.topo, placed.graph, placed.place, spec, at(netsim::Fidelity::analytical));
+  const double p = placed.graph.stages[0].params * placed.job.gradient_reduce_bytes;
   // The cross-region part is FSDP's; then a ring all-gather of P over the 2 ranks of each region, in node or across
   // the pod: it adds time but no cross-region byte.
   expect_within("outer bytes across regions", 4 * (p / 2), outer.bytes_across_regions, 1e-12);
-  auto route        = topo.route(place.gpu(0), place.gpu(2));
-  const double ar   = p / 2 / topo.route_bandwidth(route) + 2 * topo.route_latency(route);
-  auto local        = topo.route(place.gpu(0), place.gpu(1));
-  const double gath = p / 2 / topo.route_bandwidth(local) + topo.route_latency(local);
+  auto route        = placed.topo.route(placed.place.gpu(0), placed.place.gpu(2));
+  const double ar   = p / 2 / placed.topo.route_bandwidth(route) + 2 * placed.topo.route_latency(route);
+  auto local        = placed.topo.route(placed.place.gpu(0), placed.place.gpu(1));
+  const double gath = p / 2 / placed.topo.route_bandwidth(local) + placed.topo.route_latency(local);
   expect_within("outer synchronization with the all-gather", ar + gath, outer.seconds, 0.02);
 }
 
@@ -161,7 +154,7 @@ TEST_CASE("DiLoCo workers of unequal sizes on their own uplinks: one ring per sh
           "[diloco]")
 {
   // DP 12 with FSDP on GPUs 0-11 (three nodes of 4); workers of 6, 4 and 2 ranks on 2, 1 and 0.5 Gb/s uplinks.
-  TinyJob t(1, 12);
+  const auto t   = tiny_job(1, 12);
   auto spec      = read(R"({"diloco": {"every": 10, "workers": [
       {"name": "big", "gpus": "0-5", "uplink": "2Gbps"},
       {"name": "mid", "gpus": ["6-8", "9"], "uplink": "1Gbps"},
@@ -207,8 +200,7 @@ TEST_CASE("streaming DiLoCo: each fragment's exchange moves 1/P of the bytes, P 
           "WAN bandwidth",
           "[diloco]")
 {
-  TinyJob t(1, 4, topology::Topology(topology::load_topology_spec("two-regions")),
-            {{workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp}, {"east-b0", "west-b0"}});
+  const auto t     = dp4_over_two_regions("fsdp");
   auto plain       = read(R"({"diloco": {"every": 16, "overlap_steps": 1}})");
   auto streaming   = read(R"({"diloco": {"every": 16, "overlap_steps": 1, "fragments": 4}})");
   const auto whole = sync::simulate_outer_sync(t.topo, t.graph, t.place, plain, at(netsim::Fidelity::analytical));
@@ -232,8 +224,8 @@ TEST_CASE("streaming DiLoCo: each fragment's exchange moves 1/P of the bytes, P 
 TEST_CASE("DiLoCo workers by level: nodes split the inner steps' groups, a worker that splits a replica is refused",
           "[diloco]")
 {
-  TinyJob t(2, 8);
-  auto spec = read(R"({"diloco": {"every": 4, "workers": "node"}})");
+  const auto t = tiny_job(2, 8);
+  auto spec    = read(R"({"diloco": {"every": 4, "workers": "node"}})");
   const auto workers =
       sync::resolve_workers(t.topo, t.graph, t.place, spec, spec::Location{"scenario.json", "$.diloco"});
   CHECK(workers.names.size() == 4); // 16 GPUs, 4 per node
@@ -255,7 +247,7 @@ TEST_CASE("DiLoCo workers by level: nodes split the inner steps' groups, a worke
 TEST_CASE("DiLoCo's block refuses overlapping or missing workers, 0 fragments, 0-bit quantization",
           "[diloco][bad-input]")
 {
-  TinyJob t(1, 8);
+  const auto t = tiny_job(1, 8);
   auto resolve = [&](const std::string& text) {
     return sync::resolve_workers(t.topo, t.graph, t.place, read(text), spec::Location{"scenario.json", "$.diloco"});
   };
