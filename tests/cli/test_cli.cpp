@@ -24,6 +24,19 @@ std::string data(const std::string& name)
   return std::string(SPANSIM_SOURCE_DIR) + "/tests/data/bad_topologies/" + name;
 }
 
+// Writes the first ```json block of a markdown file to a temporary file and returns its path.
+std::string doc_example(const std::string& markdown)
+{
+  std::string doc = slurp(std::string(SPANSIM_SOURCE_DIR) + "/" + markdown);
+  auto begin      = doc.find("```json\n");
+  REQUIRE(begin != std::string::npos);
+  begin += 8;
+  auto end         = doc.find("```", begin);
+  std::string path = "/tmp/spansim-doc-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << doc.substr(begin, end - begin);
+  return path;
+}
+
 } // namespace
 
 TEST_CASE("bad topology files: one line on stderr naming file and JSON path, exit code 2", "[cli]")
@@ -154,13 +167,7 @@ TEST_CASE("every example and preset topology, and the format doc's example, load
   for (const char* name : {"hgx-h100-pod", "llama3-24k", "two-buildings"})
     files.push_back(name);
   // The JSON block of topology/README.md is an example users copy: it must stay valid.
-  std::string doc = slurp(std::string(SPANSIM_SOURCE_DIR) + "/topology/README.md");
-  auto begin      = doc.find("```json\n");
-  REQUIRE(begin != std::string::npos);
-  begin += 8;
-  auto end         = doc.find("```", begin);
-  std::string path = "/tmp/spansim-doc-example-" + std::to_string(::getpid()) + ".json";
-  std::ofstream(path) << doc.substr(begin, end - begin);
+  const std::string path = doc_example("topology/README.md");
   files.push_back(path);
   for (const auto& f : files) {
     auto r = spansim("topology describe " + f + " --json");
@@ -176,21 +183,6 @@ TEST_CASE("every example and preset topology, and the format doc's example, load
   CHECK(j["boundaries"][3]["name"] == "east");
   CHECK(j["boundaries"][3]["boundary_links_Bps"].get<double>() == Approx(80e12 / 8));
 }
-
-namespace {
-// Writes the first ```json block of a markdown file to a temporary file and returns its path.
-std::string doc_example(const std::string& markdown)
-{
-  std::string doc = slurp(std::string(SPANSIM_SOURCE_DIR) + "/" + markdown);
-  auto begin      = doc.find("```json\n");
-  REQUIRE(begin != std::string::npos);
-  begin += 8;
-  auto end         = doc.find("```", begin);
-  std::string path = "/tmp/spansim-doc-" + std::to_string(::getpid()) + ".json";
-  std::ofstream(path) << doc.substr(begin, end - begin);
-  return path;
-}
-} // namespace
 
 TEST_CASE("run: the scenario format doc's example runs and writes summary, CSV and trace", "[cli][docs][run]")
 {
