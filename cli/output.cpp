@@ -1,6 +1,7 @@
 #include "cli/output.hpp"
 
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "common/process.hpp"
 #include "common/version.hpp"
 
@@ -122,16 +123,12 @@ CLI::Validator finite_number(double min, bool strict)
 
 std::string fmt(double value, int digits)
 {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*g", digits, value);
-  return buf;
+  return format_significant(value, digits);
 }
 
 std::string fixed(double value, int decimals)
 {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-  return buf;
+  return format_fixed(value, decimals);
 }
 
 bool stderr_is_terminal()
