@@ -655,8 +655,12 @@ std::vector<int> StageBuilder::dualpipe_pair(const Unit& fu, const Unit& bu, con
   const int b          = compute(OpKind::backward, bu, 2 * cb.fwd_flops, 2 * cb.fwd_flops, cb.bwd_seconds, cb.bwd_hbm,
                                  cb.bwd_effects, f_end);
   std::vector<int> end = tensor_collectives(bu.chunk, bu.micro_batch, with({b}, gb.during), true);
-  end                  = with(end, expert_collectives(fu.chunk, fu.micro_batch, start, true, false));
-  end                  = with(end, expert_collectives(bu.chunk, bu.micro_batch, start, true, true));
+  // The pair's all-to-alls run beside its compute, after `start`; a chunk without any hands `start` back, which the
+  // end must not take in again (it already follows it: the end would double with every pair).
+  for (const auto& experts : {expert_collectives(fu.chunk, fu.micro_batch, start, true, false),
+                              expert_collectives(bu.chunk, bu.micro_batch, start, true, true)})
+    if (experts != start)
+      end = with(end, experts);
   output(fu, end);
   output(bu, end);
   reduce_grads(bu.chunk, bu.micro_batch, start, end);

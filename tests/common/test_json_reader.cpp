@@ -63,7 +63,7 @@ TEST_CASE("duplicate keys and deep nesting are refused with their JSON path", "[
   CHECK_THROWS_WITH(spec::parse_json_text("[" + deep + "]", "f.json"), Catch::Contains("nesting deeper than 64"));
 }
 
-TEST_CASE("integers written as whole floats are read; beyond range they are out of range, not fractional", "[json]")
+TEST_CASE("integers written as whole floats are read, beyond range they are out of range, not fractional", "[json]")
 {
   json j = json::parse(R"({"a": 3e3, "b": 1e20, "c": 2.5, "d": 18446744073709551615})");
   spec::ObjectReader r(j, spec::Location{"f.json"});

@@ -100,7 +100,7 @@ double time_matrix(const topology::Topology& t, const std::vector<int>& gpus, co
 
 } // namespace
 
-TEST_CASE("A flat dispatch sends every token copy once; the busiest member receives its share")
+TEST_CASE("A flat dispatch sends every token copy once, the busiest member receives its share")
 {
   const auto t   = h800(2);
   const auto job = deepseek_job(16, "alltoall", 0);

@@ -72,7 +72,7 @@ double expected_max_load(int k, int n)
 
 } // namespace
 
-TEST_CASE("ecmp: two flows on one of two parallel links share it; on different links each runs at full rate",
+TEST_CASE("ecmp: two flows on one of two parallel links share it, on different links each runs at full rate",
           "[multipath]")
 {
   const double bytes = 1e9, rate = 100e9 / 8;

@@ -11,7 +11,7 @@
 using namespace spansim;
 using nlohmann::json;
 
-TEST_CASE("DLRM search: towers per building win over a slow inter-building link; levels that cannot hold them "
+TEST_CASE("DLRM search: towers per building win over a slow inter-building link, levels that cannot hold them "
           "are skipped",
           "[dlrm][optimizer]")
 {

@@ -195,7 +195,7 @@ TEST_CASE("graph: an exported template imports as the same graph with the same r
   }
 }
 
-TEST_CASE("graph: a failed torus link is routed around; a GPU whose links all fail is cut off",
+TEST_CASE("graph: a failed torus link is routed around, a GPU whose links all fail is cut off",
           "[topology][graph][faults]")
 {
   const auto t = load(torus());

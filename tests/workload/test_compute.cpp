@@ -47,7 +47,7 @@ TEST_CASE("A GEMM whose tiles fill whole waves runs at the measured ceiling")
   }
 }
 
-TEST_CASE("One tile more than whole waves costs a wave; partial tiles and K padding cost their share")
+TEST_CASE("One tile more than whole waves costs a wave, partial tiles and K padding cost their share")
 {
   const wl::GpuSpec g = one_tile_h100();
   const double k      = 8192;

@@ -349,7 +349,7 @@ TEST_CASE("1F1B, ZB-H1, DualPipe and DualPipeV bubbles and memory against their 
   }
 }
 
-TEST_CASE("DualPipe holds two copies of each stage; DualPipeV one")
+TEST_CASE("DualPipe holds two copies of each stage, DualPipeV one")
 {
   const auto one = wl::build_step_graph(parse(dense_schedule_job(4, 16, {{"kind", "1f1b"}})), {false});
   const auto two = wl::build_step_graph(parse(dense_schedule_job(4, 16, {{"kind", "dualpipe"}})), {false});
