@@ -10,8 +10,6 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 example=${2:-$src/examples/optimize/llama3-405b-262k-three-regions.json}
 task_time=${3:-5min}
 
-skip() { echo "SKIP: $*" >&2; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
 source "$src/tests/experiments/local_slurm.sh"
 
 start=$(date +%s.%N)
@@ -37,6 +35,6 @@ for p in j["slurm"]:
     if p["tasks"] > 0 and runs:
         slots = min(p["tasks"], cpus)
         overhead = f"{max(0.0, p['wall_seconds'] * slots - sum(runs)) / p['tasks']:.1f} s"
-    print(f"| {p['phase']} | {p['points']} | {p['found']} | {p['measured']} ({p['point_seconds']:.1f} s) | "
+    print(f"| {p['phase']} | {p['items']} | {p['found']} | {p['measured']} ({p['item_seconds']:.1f} s) | "
           f"{p['tasks']} x {p['per_task']} | {p['wall_seconds']:.1f} s | {sum(runs):.1f} s | {overhead} |")
 PY

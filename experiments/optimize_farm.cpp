@@ -93,10 +93,10 @@ double seconds_since(std::chrono::steady_clock::time_point t)
 
 json FarmPhase::to_json() const
 {
-  return {{"phase", name},          {"work", name_of(work)},       {"points", points},
-          {"found", found},         {"measured", measured},        {"point_seconds", point_seconds},
-          {"tasks", tasks},         {"per_task", per_task},        {"array_job", array_job},
-          {"merge_job", merge_job}, {"wall_seconds", wall_seconds}};
+  auto j     = PhaseReport::to_json();
+  j["phase"] = name;
+  j["work"]  = name_of(work);
+  return j;
 }
 
 SlurmFarm::SlurmFarm(const optimizer::OptimizeSpec& spec, FarmOptions options)
@@ -139,7 +139,7 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
   auto todo = missing();
   for (const auto& line : lines)
     phase.found += recorded.count(line);
-  phase.points = phase.found + todo.size();
+  phase.items = phase.found + todo.size();
 
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -153,11 +153,8 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
   };
   // A run killed while its array ran: wait for that array (its tasks still record) before sending the rest again.
   if (!todo.empty()) {
-    const auto earlier = wait_for_earlier(dir, options_.slurm, count, lines.size(), options_.progress);
-    phase.array_job    = earlier.array_job;
-    phase.merge_job    = earlier.merge_job;
-    phase.wall_seconds = earlier.wall_seconds;
-    todo               = missing();
+    phase.add(wait_for_earlier(dir, options_.slurm, count, lines.size(), options_.progress));
+    todo = missing();
   }
   if (!todo.empty()) {
     // One point here, timed, sizes the chunks to the stated time per task.
@@ -171,8 +168,8 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
       write_tagged(record_path(records_, work, todo.front()), todo.front(), record);
       recorded[todo.front()] = record;
     }
-    phase.measured      = 1;
-    phase.point_seconds = seconds_since(t0);
+    phase.measured     = 1;
+    phase.item_seconds = seconds_since(t0);
     todo.erase(todo.begin());
   }
   if (!todo.empty()) {
@@ -191,7 +188,7 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     job.name         = "spansim-" + spec_.name + "-" + phase.name;
     job.generator    = "spansim optimize --slurm: " + std::string(name_of(work)) + " the work list's points";
     job.items        = todo.size();
-    job.item_seconds = phase.point_seconds;
+    job.item_seconds = phase.item_seconds;
     job.task_seconds = options_.task_seconds;
     job.max_tasks    = options_.max_tasks;
     job.task_command = [&](int tasks) {
@@ -202,16 +199,12 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     job.recorded      = count;
     job.progress      = options_.progress;
     const auto run    = run_phase(job, options_.slurm);
-    phase.tasks       = run.tasks;
-    phase.per_task    = run.per_task;
+    phase.add(run);
     if (!options_.slurm.submit)
       throw FarmDryRun{phase, run.scripts};
-    phase.array_job = run.array_job;
-    phase.merge_job = run.merge_job;
-    phase.wall_seconds += run.wall_seconds;
     todo = missing();
     if (!todo.empty())
-      throw SimulationError(std::to_string(todo.size()) + " of " + std::to_string(phase.points) + " points of " +
+      throw SimulationError(std::to_string(todo.size()) + " of " + std::to_string(phase.items) + " points of " +
                             phase.name + " have no record after array job " + phase.array_job + " (see " + dir +
                             "/task-*.log and merge.log); run the search again to resume it");
   }

@@ -9,7 +9,7 @@
 /// Layout under the search's output directory: `slurm/records/WORK-KEY.rec` (the point's line, then its record),
 /// `slurm/phase-N-WORK/` (work list, batch scripts, task logs, the merge's summary).
 
-#include "experiments/slurm.hpp"
+#include "experiments/slurm_phase.hpp"
 #include "optimizer/optimizer.hpp"
 
 #include <nlohmann/json.hpp>
@@ -32,16 +32,9 @@ struct FarmOptions {
 };
 
 /// @brief One phase (a farm call) as it went.
-struct FarmPhase {
+struct FarmPhase : PhaseReport {
   std::string name; ///< "phase-N-WORK"
   optimizer::Work work = optimizer::Work::score;
-  std::size_t points   = 0; ///< asked for (distinct)
-  std::size_t found    = 0; ///< recorded before this run reached the phase
-  std::size_t measured = 0; ///< evaluated here to size the chunks (0 or 1)
-  double point_seconds = 0; ///< the measured point's wall time
-  int tasks = 0, per_task = 0;
-  std::string array_job, merge_job;
-  double wall_seconds = 0; ///< from submission to the merge job's end
   nlohmann::json to_json() const;
 };
 

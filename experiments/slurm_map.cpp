@@ -36,16 +36,9 @@ std::string size_tag(std::size_t n)
 
 json SlurmMapPhase::to_json() const
 {
-  return {{"map", map},
-          {"items", items},
-          {"found", found},
-          {"measured", measured},
-          {"item_seconds", item_seconds},
-          {"tasks", tasks},
-          {"per_task", per_task},
-          {"array_job", array_job},
-          {"merge_job", merge_job},
-          {"wall_seconds", wall_seconds}};
+  auto j   = PhaseReport::to_json();
+  j["map"] = map;
+  return j;
 }
 
 SlurmMap::SlurmMap(SlurmMapOptions options) : options_(std::move(options)), root_(map_root(options_.directory))
@@ -123,11 +116,8 @@ std::vector<std::string> SlurmMap::operator()(std::size_t n, const std::function
   if (!missing.empty()) {
     std::error_code ec;
     fs::create_directories(dir, ec);
-    const auto earlier = wait_for_earlier(dir, options_.slurm, count, n, options_.progress);
-    phase.array_job    = earlier.array_job;
-    phase.merge_job    = earlier.merge_job;
-    phase.wall_seconds = earlier.wall_seconds;
-    missing            = load();
+    phase.add(wait_for_earlier(dir, options_.slurm, count, n, options_.progress));
+    missing = load();
   }
   if (!missing.empty()) {
     // One item here, timed, sizes the chunks.
@@ -156,13 +146,9 @@ std::vector<std::string> SlurmMap::operator()(std::size_t n, const std::function
     job.recorded      = count;
     job.progress      = options_.progress;
     const auto run    = run_phase(job, options_.slurm);
-    phase.tasks       = run.tasks;
-    phase.per_task    = run.per_task;
+    phase.add(run);
     if (!options_.slurm.submit)
       throw SlurmMapDryRun{run.scripts, run.tasks, run.per_task};
-    phase.array_job = run.array_job;
-    phase.merge_job = run.merge_job;
-    phase.wall_seconds += run.wall_seconds;
     missing = load();
     if (!missing.empty())
       throw SimulationError(std::to_string(missing.size()) + " of " + std::to_string(n) + " items of map " +

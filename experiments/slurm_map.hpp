@@ -8,7 +8,7 @@
 /// reuse by another command. Run the command again after a kill and every recorded item is found.
 
 #include "common/process.hpp"
-#include "experiments/slurm.hpp"
+#include "experiments/slurm_phase.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -40,13 +40,8 @@ struct SlurmMapDryRun {
 };
 
 /// @brief One map as it went (the command's --json reports them).
-struct SlurmMapPhase {
-  int map           = 0;
-  std::size_t items = 0, found = 0, measured = 0;
-  double item_seconds = 0;
-  int tasks = 0, per_task = 0;
-  std::string array_job, merge_job;
-  double wall_seconds = 0;
+struct SlurmMapPhase : PhaseReport {
+  int map = 0;
   nlohmann::json to_json() const;
 };
 

@@ -44,6 +44,32 @@ double seconds_since(std::chrono::steady_clock::time_point t)
 
 } // namespace
 
+void PhaseReport::add(const PhaseRun& run)
+{
+  if (run.tasks > 0) {
+    tasks    = run.tasks;
+    per_task = run.per_task;
+  }
+  if (!run.array_job.empty()) {
+    array_job = run.array_job;
+    merge_job = run.merge_job;
+  }
+  wall_seconds += run.wall_seconds;
+}
+
+nlohmann::json PhaseReport::to_json() const
+{
+  return {{"items", items},
+          {"found", found},
+          {"measured", measured},
+          {"item_seconds", item_seconds},
+          {"tasks", tasks},
+          {"per_task", per_task},
+          {"array_job", array_job},
+          {"merge_job", merge_job},
+          {"wall_seconds", wall_seconds}};
+}
+
 std::optional<std::string> read_tagged(const std::string& path, const std::string& tag)
 {
   std::ifstream f(path, std::ios::binary);

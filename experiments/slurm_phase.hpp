@@ -7,6 +7,8 @@
 
 #include "experiments/slurm.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -40,6 +42,20 @@ struct PhaseRun {
   std::string array_job, merge_job;
   double wall_seconds = 0;
   SlurmSubmission scripts;
+};
+
+/// @brief How a phase went, as `--json` reports it.
+struct PhaseReport {
+  std::size_t items    = 0; ///< asked for (distinct)
+  std::size_t found    = 0; ///< recorded before this run reached the phase
+  std::size_t measured = 0; ///< evaluated here to size the chunks (0 or 1)
+  double item_seconds  = 0; ///< the measured item's wall time
+  int tasks = 0, per_task = 0;
+  std::string array_job, merge_job;
+  double wall_seconds = 0; ///< from submission (or the wait for an earlier array) to the merge job's end
+  /// @brief Takes a phase run's tasks (where it sized any), job ids and wall time.
+  void add(const PhaseRun& run);
+  nlohmann::json to_json() const;
 };
 
 /// @brief A run killed while its array ran left the ids in `directory`/jobs: waits for that merge job while Slurm

@@ -1,6 +1,9 @@
 # Sourced by the Slurm tests: starts a real single-node Slurm (munged, slurmctld and slurmd on this machine,
-# configured in a temporary directory $work; nothing in /etc is touched) and stops it on exit. Needs skip() and
-# fail(); sets $work and exports SLURM_CONF. Skips (exit 77) where Slurm cannot run here, saying why.
+# configured in a temporary directory $work; nothing in /etc is touched) and stops it on exit. Defines skip() and
+# fail(); sets $work, $cpus and exports SLURM_CONF. Skips (exit 77) where Slurm cannot run here, saying why.
+
+skip() { echo "SKIP: $*" >&2; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || skip "needs root to run slurmd and munged (CI runs as root)"
 for b in munged slurmctld slurmd sbatch sinfo; do

@@ -9,8 +9,6 @@ spansim=$1
 src=$2
 spec=$src/examples/optimize/llama3-405b-16k-two-buildings.json
 
-skip() { echo "SKIP: $*" >&2; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 source "$(dirname "$0")/local_slurm.sh"
 
@@ -46,10 +44,10 @@ timeout 900 "$spansim" optimize "$spec" --out "$work/slurm" --slurm --task-time 
 import json, sys
 phases = json.load(open(sys.argv[1]))["slurm"]
 for p in phases:
-    print(f"  {p['phase']}: {p['points']} points, {p['measured']} measured here ({p['point_seconds']:.2f} s), "
+    print(f"  {p['phase']}: {p['items']} points, {p['measured']} measured here ({p['item_seconds']:.2f} s), "
           f"{p['tasks']} tasks of {p['per_task']}, array {p['array_job']}, {p['wall_seconds']:.1f} s")
 assert [p["work"] for p in phases] == ["score", "score", "refine"], phases
-assert all(p["array_job"] for p in phases if p["points"] > p["found"] + p["measured"]), phases
+assert all(p["array_job"] for p in phases if p["items"] > p["found"] + p["measured"]), phases
 PY
 same_tables "$work/local.json" "$work/slurm.json" || fail "optimize --slurm ranked differently from the local run"
 
@@ -79,9 +77,9 @@ after=$(cd "$records" && for f in $before; do stat -c '%n %Y.%y' "$f"; done)
 import json, sys
 phases = {p["phase"]: p for p in json.load(open(sys.argv[1]))["slurm"]}
 refine = phases["phase-3-refine"]
-assert phases["phase-1-score"]["found"] == phases["phase-1-score"]["points"], phases["phase-1-score"]
+assert phases["phase-1-score"]["found"] == phases["phase-1-score"]["items"], phases["phase-1-score"]
 assert refine["found"] >= int(sys.argv[2]), refine
-print(f"resumed: tier 2 all {phases['phase-1-score']['points']} found; tier 3 {refine['found']} of {refine['points']} found")
+print(f"resumed: tier 2 all {phases['phase-1-score']['items']} found; tier 3 {refine['found']} of {refine['items']} found")
 PY
 same_tables "$work/local.json" "$work/kill-2.json" || fail "the resumed search ranked differently from the local run"
 echo "PASS: optimize --slurm ranks as the local run does, and a SIGKILL during tier 3 loses no recorded point"

@@ -8,8 +8,6 @@ spansim=$1
 src=$2
 campaign=$src/tests/experiments/data/tiny-campaign.json
 
-skip() { echo "SKIP: $*" >&2; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 source "$(dirname "$0")/local_slurm.sh"
 

@@ -10,8 +10,6 @@ spansim=$1
 src=$2
 only=(--only sc21-gpt-1.7b --only sc21-gpt-7.5b --only sc21-gpt-76.1b)
 
-skip() { echo "SKIP: $*" >&2; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
 source "$(dirname "$0")/local_slurm.sh"
 
