@@ -56,10 +56,21 @@ public:
 };
 
 /// @brief A trace file (a Chakra execution trace, a profiler trace) is unreadable or inconsistent. The message names
-/// the file and, where there is one, the node.
+/// the file and, where there is one, the node, record or event.
 class TraceError : public Error {
 public:
-  using Error::Error;
+  /// @param where the node, record or event ("node 12", "$.traceEvents[3]"); empty: the file as a whole.
+  TraceError(std::string file, std::string where, const std::string& what)
+      : Error(file + (where.empty() ? "" : ": " + where) + ": " + what), file_(std::move(file)),
+        where_(std::move(where))
+  {
+  }
+  const std::string& file() const { return file_; }
+  const std::string& where() const { return where_; }
+
+private:
+  std::string file_;
+  std::string where_;
 };
 
 /// @brief A simulation could not be run as asked (too large for the fidelity, engine failure, ...).

@@ -61,6 +61,8 @@ PYBIND11_MODULE(_spansim, m)
   static auto* error       = new py::exception<spansim::Error>(m, "Error");
   static auto* spec_error  = new py::exception<spansim::SpecError>(m, "SpecError", error->ptr());
   static auto* usage_error = new py::exception<spansim::UsageError>(m, "UsageError", error->ptr());
+  // A bad trace is bad input as a bad spec is: a SpecError whose json_path is the node, record or event.
+  static auto* trace_error = new py::exception<spansim::TraceError>(m, "TraceError", spec_error->ptr());
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p)
@@ -71,6 +73,11 @@ PYBIND11_MODULE(_spansim, m)
       exc.attr("file")      = e.file();
       exc.attr("json_path") = e.json_path();
       PyErr_SetObject(spec_error->ptr(), exc.ptr());
+    } catch (const spansim::TraceError& e) {
+      py::object exc        = py::handle(trace_error->ptr())(e.what());
+      exc.attr("file")      = e.file();
+      exc.attr("json_path") = e.where();
+      PyErr_SetObject(trace_error->ptr(), exc.ptr());
     } catch (const spansim::UsageError& e) {
       (*usage_error)(e.what());
     } catch (const spansim::Error& e) {

@@ -37,11 +37,11 @@ std::map<int, int> rank_map(const std::string& prefix)
     return out;
   const auto doc = spec::load_json_file(path);
   if (!doc.is_array())
-    throw TraceError(path + ": expected a list of {\"stage\", \"rank\", \"ranks\"}");
+    throw TraceError(path, "", "expected a list of {\"stage\", \"rank\", \"ranks\"}");
   for (const auto& e : doc) {
     if (!e.is_object() || !e.contains("stage") || !e.contains("rank") || !e["stage"].is_number_integer() ||
         !e["rank"].is_number_integer())
-      throw TraceError(path + ": expected a list of {\"stage\", \"rank\", \"ranks\"}");
+      throw TraceError(path, "", "expected a list of {\"stage\", \"rank\", \"ranks\"}");
     out[e["stage"].get<int>()] = e["rank"].get<int>();
   }
   return out;
@@ -56,20 +56,21 @@ std::map<std::string, std::vector<int>> comm_groups(const std::string& prefix)
     return out;
   const auto doc = spec::load_json_file(path);
   if (!doc.is_object())
-    throw TraceError(path + ": expected {\"<id>\": [ranks]}");
+    throw TraceError(path, "", "expected {\"<id>\": [ranks]}");
   for (const auto& [id, ranks] : doc.items()) {
     if (!ranks.is_array())
-      throw TraceError(path + ": group \"" + id + "\": expected a list of ranks");
+      throw TraceError(path, "", "group \"" + id + "\": expected a list of ranks");
     for (const auto& r : ranks)
       if (!r.is_number_integer() || r.get<std::int64_t>() < 0 || r.get<std::int64_t>() > (std::int64_t{1} << 30))
-        throw TraceError(path + ": group \"" + id + "\": expected a list of ranks (integers from 0)");
+        throw TraceError(path, "", "group \"" + id + "\": expected a list of ranks (integers from 0)");
     auto list = ranks.get<std::vector<int>>();
     // A rank twice would talk to itself: name it rather than fail later on the group's size.
     std::set<int> seen;
     for (int r : list)
       if (!seen.insert(r).second)
-        throw TraceError(path + ": group \"" + id + "\": rank " + std::to_string(r) +
-                         " is listed twice (a group lists distinct ranks)");
+        throw TraceError(path, "",
+                         "group \"" + id + "\": rank " + std::to_string(r) +
+                             " is listed twice (a group lists distinct ranks)");
     out[id] = std::move(list);
   }
   return out;
@@ -84,7 +85,7 @@ std::vector<Dim> parse_order(const std::string& text, const std::string& where)
     const auto name = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
     auto d          = parse_name<Dim>(name);
     if (!d)
-      throw TraceError(where + ": spansim_order \"" + text + "\" names \"" + name + "\", not a dimension");
+      throw TraceError(where, "", "spansim_order \"" + text + "\" names \"" + name + "\", not a dimension");
     out.push_back(*d);
     if (end == std::string::npos)
       break;
@@ -101,8 +102,8 @@ E enum_attr(const chakra::Node& n, const char* name, E fallback, const std::stri
     return fallback;
   auto v = parse_name<E>(*text);
   if (!v)
-    throw TraceError(where + ": node " + std::to_string(n.id()) + ": attribute " + name + " \"" + *text +
-                     "\" is not one of " + allowed_names<E>(true));
+    throw TraceError(where, "node " + std::to_string(n.id()),
+                     std::string("attribute ") + name + " \"" + *text + "\" is not one of " + allowed_names<E>(true));
   return *v;
 }
 
@@ -113,18 +114,21 @@ CollectiveOp collective_of(std::int64_t type, const std::string& where, std::uin
   for (const auto& [ours, theirs] : detail::kCommTypes)
     if (theirs == type)
       return ours;
-  throw TraceError(where + ": node " + std::to_string(id) + ": collective type " + std::to_string(type) +
-                   " is not supported (spansim lowers ALL_REDUCE, REDUCE, ALL_GATHER, BROADCAST, ALL_TO_ALL, "
-                   "REDUCE_SCATTER)");
+  throw TraceError(where, "node " + std::to_string(id),
+                   "collective type " + std::to_string(type) +
+                       " is not supported (spansim lowers ALL_REDUCE, REDUCE, ALL_GATHER, BROADCAST, ALL_TO_ALL, "
+                       "REDUCE_SCATTER)");
 }
 
 // A group of a foreign trace from its ranks: the dimensions along which its members' coordinates differ.
-workload::Group group_of(const std::vector<int>& ranks, const placement::RankLayout& layout, const std::string& where)
+workload::Group group_of(const std::vector<int>& ranks, const placement::RankLayout& layout, const std::string& file,
+                         const std::string& where)
 {
   for (int r : ranks)
     if (r < 0 || r >= layout.ranks())
-      throw TraceError(where + ": its communicator group names rank " + std::to_string(r) + ", outside the job's " +
-                       std::to_string(layout.ranks()) + " ranks");
+      throw TraceError(file, where,
+                       "its communicator group names rank " + std::to_string(r) + ", outside the job's " +
+                           std::to_string(layout.ranks()) + " ranks");
   workload::Group g;
   g.size = static_cast<int>(ranks.size());
   if (ranks.empty())
@@ -169,7 +173,7 @@ public:
     std::map<std::uint64_t, const chakra::Node*> by_id;
     for (const auto& n : et.nodes)
       if (!by_id.emplace(n.id(), &n).second)
-        throw TraceError(path + ": node id " + std::to_string(n.id()) + " appears twice");
+        throw TraceError(path, "node " + std::to_string(n.id()), "its id appears twice");
     // Data dependencies are hard: one on a node the trace lacks is an error. Control dependencies follow Chakra's
     // feeder, which drains them: one on a missing node or on the node itself is dropped (PyTorch traces converted
     // by Chakra carry both), and so is one that closes a cycle with the data dependencies (a CPU op's control
@@ -179,8 +183,8 @@ public:
       auto& d = deps[n.id()];
       for (auto x : n.data_deps()) {
         if (!by_id.contains(x))
-          throw TraceError(path + ": node " + std::to_string(n.id()) + " depends on node " + std::to_string(x) +
-                           ", which the trace does not have");
+          throw TraceError(path, "node " + std::to_string(n.id()),
+                           "depends on node " + std::to_string(x) + ", which the trace does not have");
         d.push_back(x);
         data[n.id()].push_back(x);
       }
@@ -203,9 +207,10 @@ public:
       case chakra::MEM_STORE_NODE:
         break;
       default:
-        throw TraceError(path + ": node " + std::to_string(n.id()) + " is of type " + chakra::NodeType_Name(n.type()) +
-                         ", which spansim does not simulate (it reads COMP, COMM_SEND, COMM_RECV and COMM_COLL "
-                         "nodes and skips INVALID, METADATA, MEM_LOAD and MEM_STORE ones)");
+        throw TraceError(path, "node " + std::to_string(n.id()),
+                         "is of type " + chakra::NodeType_Name(n.type()) +
+                             ", which spansim does not simulate (it reads COMP, COMM_SEND, COMM_RECV and COMM_COLL "
+                             "nodes and skips INVALID, METADATA, MEM_LOAD and MEM_STORE ones)");
       }
     }
     // Kahn's order, smallest id first: a spansim export comes back in program order.
@@ -253,8 +258,9 @@ public:
             cut = std::pair{walk[k], walk[k + 1]};
         }
         if (!cut)
-          throw TraceError(path + ": the data dependencies form a cycle (node " + std::to_string(at) + " is on it; " +
-                           std::to_string(et.nodes.size() - done) + " nodes never become ready)");
+          throw TraceError(path, "",
+                           "the data dependencies form a cycle (node " + std::to_string(at) + " is on it; " +
+                               std::to_string(et.nodes.size() - done) + " nodes never become ready)");
         dropped.insert(*cut);
         ++notes_["control dependencies that closed a cycle with data dependencies, dropped"];
         if (--waiting[cut->first] == 0)
@@ -314,7 +320,7 @@ private:
     workload::Op op;
     op.chunk             = static_cast<int>(as_int(find_attr(n, "spansim_chunk")).value_or(-1));
     op.micro_batch       = static_cast<int>(as_int(find_attr(n, "spansim_micro_batch")).value_or(-1));
-    const std::string at = path + ": node " + std::to_string(n.id());
+    const std::string at = "node " + std::to_string(n.id());
     const bool cpu       = as_int(find_attr(n, "is_cpu_op")).value_or(0) != 0;
     if (n.type() == chakra::COMM_COLL_NODE && cpu) {
       // The CPU side of a collective (c10d's call, as Chakra's converter of 2023 wrote it): host time, no bytes;
@@ -330,7 +336,7 @@ private:
       op.kind = enum_attr(n, "spansim_op", OpKind::forward, path);
       op.host = cpu;
       if (!workload::is_compute(op.kind))
-        throw TraceError(at + ": a COMP node's spansim_op must be forward, backward, recompute or optimizer");
+        throw TraceError(path, at, "a COMP node's spansim_op must be forward, backward, recompute or optimizer");
       const auto flops  = as_double(find_attr(n, "num_ops")).value_or(0);
       const auto bytes  = as_double(find_attr(n, "tensor_size")).value_or(0);
       op.hardware_flops = as_double(find_attr(n, "spansim_hardware_flops")).value_or(flops);
@@ -357,7 +363,7 @@ private:
     }
     const auto size = as_double(find_attr(n, "comm_size"));
     if (!size && !find_attr(n, "spansim_bytes"))
-      throw TraceError(at + ": a communication node needs comm_size");
+      throw TraceError(path, at, "a communication node needs comm_size");
     op.count = static_cast<int>(as_int(find_attr(n, "spansim_count")).value_or(1));
     op.bytes = as_double(find_attr(n, "spansim_bytes")).value_or(size.value_or(0) / std::max(1, op.count));
     // A negative or non-finite size would vanish from the step: refuse it, naming the node.
@@ -365,10 +371,10 @@ private:
       char found[96];
       std::snprintf(found, sizeof found, "%s %.17g per call, count %d",
                     find_attr(n, "spansim_bytes") ? "spansim_bytes" : "comm_size", op.bytes, op.count);
-      throw TraceError(at +
-                       ": a communication node's size must be a number of bytes, at least 0, and its count at "
-                       "least 1 (found " +
-                       found + ")");
+      throw TraceError(path, at,
+                       std::string("a communication node's size must be a number of bytes, at least 0, and its "
+                                   "count at least 1 (found ") +
+                           found + ")");
     }
     op.overlappable = as_int(find_attr(n, "spansim_overlappable")).value_or(0) != 0;
     if (n.type() == chakra::COMM_COLL_NODE) {
@@ -383,10 +389,12 @@ private:
         pg.reset();
       // spansim's own traces carry their group's axes: the group file is for other readers then.
       if (pg && !groups_.contains(*pg) && (!groups_.empty() || !as_int(find_attr(n, "spansim_axes"))))
-        throw TraceError(at + ": communicator group \"" + *pg + "\" is not in " + groups_file_ +
-                         (groups_.empty() ? " (there is no such file: a trace whose collectives name groups needs it, "
-                                            "{\"<id>\": [ranks]})"
-                                          : ""));
+        throw TraceError(path, at,
+                         "communicator group \"" + *pg + "\" is not in " + groups_file_ +
+                             (groups_.empty()
+                                  ? " (there is no such file: a trace whose collectives name groups needs it, "
+                                    "{\"<id>\": [ranks]})"
+                                  : ""));
       if (auto axes = as_int(find_attr(n, "spansim_axes"))) {
         op.group.axes = workload::AxisSet();
         for (int a = 0; a < static_cast<int>(enum_names(workload::Axis{}).size()); ++a)
@@ -396,22 +404,23 @@ private:
       } else if (pg) {
         const auto& ranks = groups_.at(*pg);
         if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end())
-          throw TraceError(at + ": rank " + std::to_string(rank) + " is not in its communicator group \"" + *pg + "\"");
-        op.group = group_of(ranks, layout_, at);
+          throw TraceError(path, at,
+                           "rank " + std::to_string(rank) + " is not in its communicator group \"" + *pg + "\"");
+        op.group = group_of(ranks, layout_, path, at);
       } else {
         // Every rank, over the network dimensions involved_dim names: spansim has no ASTRA-sim network dimensions,
         // so a collective that leaves some out must name its group.
         if (const auto* dims = find_attr(n, "involved_dim"); dims && dims->has_bool_list())
           for (bool involved : dims->bool_list().values())
             if (!involved)
-              throw TraceError(at +
-                               ": involved_dim leaves out network dimensions of ASTRA-sim's topology, which "
+              throw TraceError(path, at,
+                               "involved_dim leaves out network dimensions of ASTRA-sim's topology, which "
                                "spansim does not have: name the collective's ranks with pg_name and " +
-                               groups_file_);
+                                   groups_file_);
         std::vector<int> all(static_cast<std::size_t>(layout_.ranks()));
         for (int r = 0; r < layout_.ranks(); ++r)
           all[static_cast<std::size_t>(r)] = r;
-        op.group = group_of(all, layout_, at);
+        op.group = group_of(all, layout_, path, at);
         ++notes_["collectives without pg_name, over every rank (as ASTRA-sim reads them)"];
       }
       // ASTRA-sim reads an all-gather's comm_size as each rank's input (its output is N times that); spansim's
@@ -437,19 +446,21 @@ private:
     else if (auto t2 = as_int(find_attr(n, "comm_tag")))
       op.tag = *t2;
     else
-      throw TraceError(at + ": a send or receive needs comm_tag");
+      throw TraceError(path, at, "a send or receive needs comm_tag");
     if (auto ps = as_int(find_attr(n, "spansim_peer_stage")))
       op.peer_stage = static_cast<int>(*ps);
     else {
       const auto peer = as_int(find_attr(n, send ? "comm_dst" : "comm_src"));
       if (!peer || *peer < 0 || *peer >= layout_.ranks())
-        throw TraceError(at + ": a " + std::string(send ? "send needs comm_dst" : "receive needs comm_src") +
-                         ", a rank of the job");
+        throw TraceError(path, at,
+                         "a " + std::string(send ? "send needs comm_dst" : "receive needs comm_src") +
+                             ", a rank of the job");
       op.peer_stage = layout_.coordinates(static_cast<int>(*peer)).pp;
     }
     if (op.peer_stage == stage || op.peer_stage < 0 || op.peer_stage >= job_.parallelism.pp)
-      throw TraceError(at + ": its peer is on stage " + std::to_string(op.peer_stage) + " (this is stage " +
-                       std::to_string(stage) + ")");
+      throw TraceError(path, at,
+                       "its peer is on stage " + std::to_string(op.peer_stage) + " (this is stage " +
+                           std::to_string(stage) + ")");
     return op;
   }
 
@@ -526,10 +537,10 @@ void check_alike(const std::string& prefix, int ranks, const workload::StageProg
       const std::string a = end_a ? "no node" : signature(reference.nodes[i]);
       const std::string b = end_b ? "no node" : signature(other.nodes[i]);
       if (a != b)
-        throw TraceError(et_path(prefix, r) + ": node " + std::to_string(i) + " in file order is " + b +
-                         " where rank " + std::to_string(first.trace_rank) + "'s is " + a +
-                         ": ranks that run different programs need the job's model, parallelism (whose order "
-                         "numbers the ranks, one program per pipeline stage) and batch");
+        throw TraceError(et_path(prefix, r), "record " + std::to_string(i + 1),
+                         "this node is " + b + " where rank " + std::to_string(first.trace_rank) + "'s is " + a +
+                             ": ranks that run different programs need the job's model, parallelism (whose order "
+                             "numbers the ranks, one program per pipeline stage) and batch");
     }
   }
 }
@@ -558,7 +569,7 @@ workload::JobSpec load_chakra_job(const json& document, const std::string& file,
     try {
       j = json::parse(*carried);
     } catch (const std::exception& e) {
-      throw TraceError(path + ": the spansim_job metadata is not JSON: " + e.what());
+      throw TraceError(path, "", std::string("the spansim_job metadata is not JSON: ") + e.what());
     }
     job = workload::parse_job(j, path, "$(spansim_job)");
   } else {
@@ -636,7 +647,7 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
   {
     const std::string first = et_path(prefix, reps.empty() ? 0 : reps.begin()->second);
     if (!fs::exists(first))
-      throw TraceError(first + ": no such trace file");
+      throw TraceError(first, "", "no such trace file");
     const auto et = detail::read_et(first);
     if (auto o = detail::as_string(detail::find_attr(et.metadata, "spansim_order")))
       order = parse_order(*o, first);
@@ -645,7 +656,7 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
   try {
     layout.emplace(job.parallelism, order);
   } catch (const std::invalid_argument& e) {
-    throw TraceError(prefix + ": " + e.what());
+    throw TraceError(prefix, "", e.what());
   }
   const auto groups = comm_groups(prefix);
   StageReader reader(job, *layout, groups, prefix + ".comm_groups.json");
@@ -666,11 +677,13 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
         if (layout->coordinates(r).pp == s && fs::exists(et_path(prefix, r)))
           rank = r;
     if (rank < 0)
-      throw TraceError(prefix + ": no trace file for pipeline stage " + std::to_string(s) +
-                       " (PREFIX.<rank>.et of a rank of it, or a rank map)");
+      throw TraceError(prefix, "",
+                       "no trace file for pipeline stage " + std::to_string(s) +
+                           " (PREFIX.<rank>.et of a rank of it, or a rank map)");
     if (layout->coordinates(rank).pp != s)
-      throw TraceError(prefix + ".rank_map.json: rank " + std::to_string(rank) + " is on stage " +
-                       std::to_string(layout->coordinates(rank).pp) + ", not " + std::to_string(s));
+      throw TraceError(prefix + ".rank_map.json", "",
+                       "rank " + std::to_string(rank) + " is on stage " + std::to_string(layout->coordinates(rank).pp) +
+                           ", not " + std::to_string(s));
     graph.stages.push_back(reader.read(s, et_path(prefix, rank), rank));
   }
   // A trace read without a model runs rank 0's program on every rank: the others must be alike.
@@ -684,8 +697,9 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
     for (const auto& op : st.ops)
       work = work || (workload::is_compute(op.kind) ? op.seconds > 0 : op.bytes > 0);
   if (!work)
-    throw TraceError(prefix + ": no node of the trace takes time or moves bytes (metadata or empty nodes only): "
-                              "its step would be 0 s");
+    throw TraceError(prefix, "",
+                     "no node of the trace takes time or moves bytes (metadata or empty nodes only): "
+                     "its step would be 0 s");
   // A tag may repeat between two ranks (Chakra's MSCCL rings use tag 0 throughout): the k-th send of (from, to,
   // tag) meets the k-th receive of it, in program order, as ASTRA-sim matches them. Each such pair gets a tag of
   // its own for the simulators; messages name the trace's.
@@ -746,17 +760,17 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
   for (const auto& [key, send] : sends) {
     const auto it = recvs.find(key);
     if (it == recvs.end())
-      throw TraceError(prefix + ": " + describe(send) + " is never received");
+      throw TraceError(prefix, "", "" + describe(send) + " is never received");
     if (std::fabs(it->second.bytes - send.bytes) > 1e-9 * std::max(it->second.bytes, send.bytes)) {
       char sizes[96];
       std::snprintf(sizes, sizeof sizes, "%.17g bytes sent, %.17g received", send.bytes, it->second.bytes);
-      throw TraceError(prefix + ": " + describe(send) + " is received with another size by " + describe(it->second) +
-                       ": " + sizes);
+      throw TraceError(
+          prefix, "", "" + describe(send) + " is received with another size by " + describe(it->second) + ": " + sizes);
     }
   }
   for (const auto& [key, recv] : recvs)
     if (!sends.contains(key))
-      throw TraceError(prefix + ": " + describe(recv) + " is never sent");
+      throw TraceError(prefix, "", "" + describe(recv) + " is never sent");
   return graph;
 }
 

@@ -20,30 +20,32 @@ EtFile read_et(const std::string& path)
 {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0)
-    throw TraceError(path + ": cannot open the trace: " + std::strerror(errno));
+    throw TraceError(path, "", std::string("cannot open the trace: ") + std::strerror(errno));
   google::protobuf::io::FileInputStream in(fd);
   in.SetCloseOnDelete(true);
   // Decoded nodes take several times their bytes: a trace over the limit is refused before it is read.
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-    throw TraceError(path + ": not a regular file");
+    throw TraceError(path, "", "not a regular file");
   if (static_cast<std::uint64_t>(st.st_size) > kMaxEtFileBytes)
-    throw TraceError(path + ": the trace has " + std::to_string(st.st_size) + " bytes; ET files are limited to " +
-                     std::to_string(kMaxEtFileBytes >> 20) + " MiB each");
+    throw TraceError(path, "",
+                     "the trace has " + std::to_string(st.st_size) + " bytes; ET files are limited to " +
+                         std::to_string(kMaxEtFileBytes >> 20) + " MiB each");
   EtFile out;
   bool clean_eof = false;
   if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&out.metadata, &in, &clean_eof))
-    throw TraceError(path + ": " +
-                     (clean_eof ? std::string("empty file: a Chakra ET starts with its global metadata")
-                                : std::string("the global metadata is truncated or not a Chakra ET")));
+    throw TraceError(path, "",
+                     "" + (clean_eof ? std::string("empty file: a Chakra ET starts with its global metadata")
+                                     : std::string("the global metadata is truncated or not a Chakra ET")));
   for (;;) {
     chakra::Node node;
     if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&node, &in, &clean_eof)) {
       if (clean_eof)
         break;
-      throw TraceError(path + ": record " + std::to_string(out.nodes.size() + 1) + " (after node " +
-                       (out.nodes.empty() ? std::string("none") : std::to_string(out.nodes.back().id())) +
-                       ") is truncated or not a Chakra node");
+      throw TraceError(path, "",
+                       "record " + std::to_string(out.nodes.size() + 1) + " (after node " +
+                           (out.nodes.empty() ? std::string("none") : std::to_string(out.nodes.back().id())) +
+                           ") is truncated or not a Chakra node");
     }
     out.nodes.push_back(std::move(node));
   }

@@ -92,10 +92,11 @@ double duration(const json& e, const std::string& path, const char* what)
   const bool ok = it != e.end() && it->is_number() && std::isfinite(it->get<double>()) && it->get<double>() >= 0;
   if (!ok) {
     const auto ts = e.find("ts");
-    throw TraceError(path + ": " + what + " \"" + text(e, "name") + "\"" +
-                     (ts != e.end() && ts->is_number() ? " at ts " + ts->dump() : "") +
-                     ": \"dur\" must be a number of microseconds, at least 0 (" +
-                     (it == e.end() ? std::string("missing") : "found " + it->dump()) + ")");
+    throw TraceError(path, "",
+                     std::string(what) + " \"" + text(e, "name") + "\"" +
+                         (ts != e.end() && ts->is_number() ? " at ts " + ts->dump() : "") +
+                         ": \"dur\" must be a number of microseconds, at least 0 (" +
+                         (it == e.end() ? std::string("missing") : "found " + it->dump()) + ")");
   }
   return it->get<double>() * 1e-6;
 }
@@ -118,7 +119,7 @@ std::string trace_text(const std::string& path)
     return raw;
   z_stream z{};
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
-    throw TraceError(path + ": cannot start zlib to read its gzip data");
+    throw TraceError(path, "", "cannot start zlib to read its gzip data");
   std::string out;
   std::size_t in_at = 0;
   int rc            = Z_OK;
@@ -133,8 +134,9 @@ std::string trace_text(const std::string& path)
     out.append(buffer, sizeof buffer - z.avail_out);
     if (out.size() > kMaxKinetoTextBytes) {
       inflateEnd(&z);
-      throw TraceError(path + ": its gzip data inflates to more than " + std::to_string(kMaxKinetoTextBytes >> 20) +
-                       " MiB (trim the trace to a few iterations)");
+      throw TraceError(path, "",
+                       "its gzip data inflates to more than " + std::to_string(kMaxKinetoTextBytes >> 20) +
+                           " MiB (trim the trace to a few iterations)");
     }
     if (rc == Z_STREAM_END) {
       // gzip allows several members one after another (a concatenated file): read on while another member
@@ -151,9 +153,10 @@ std::string trace_text(const std::string& path)
   const std::string message = z.msg ? z.msg : "";
   inflateEnd(&z);
   if (rc != Z_STREAM_END)
-    throw TraceError(path + ": its gzip data is " +
-                     (rc == Z_OK || rc == Z_BUF_ERROR ? std::string("truncated (it ends before its stream does)")
-                                                      : "damaged (zlib: " + message + ")"));
+    throw TraceError(path, "",
+                     "its gzip data is " + (rc == Z_OK || rc == Z_BUF_ERROR
+                                                ? std::string("truncated (it ends before its stream does)")
+                                                : "damaged (zlib: " + message + ")"));
   return out;
 }
 
@@ -265,12 +268,14 @@ KinetoKernels read_kineto(const std::string& path)
   try {
     doc = spec::parse_json_text(trace_text(path), path, kMaxKinetoTextBytes);
   } catch (const SpecError& e) {
-    throw TraceError(e.what());
+    // Not JSON: the reader's "FILE: at PATH: WHAT" as the trace's file, place and cause.
+    const std::string what = e.what(), prefix = e.file() + ": at " + e.json_path() + ": ";
+    throw TraceError(e.file(), "at " + e.json_path(), what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
   }
   const json* events = doc.is_object() && doc.contains("traceEvents") ? &doc["traceEvents"] : nullptr;
   if (!events || !events->is_array())
-    throw TraceError(path + (events ? ": at $.traceEvents" : ": at $") +
-                     ": not a Chrome trace (expected an object with a \"traceEvents\" list, as torch.profiler "
+    throw TraceError(path, events ? "at $.traceEvents" : "at $",
+                     "not a Chrome trace (expected an object with a \"traceEvents\" list, as torch.profiler "
                      "writes)");
   KinetoKernels out;
   std::vector<Span> ops, launches;

@@ -19,10 +19,10 @@ import pandas as pd
 
 from . import _spansim
 from . import campaign
-from ._spansim import Error, SpecError, UsageError
+from ._spansim import Error, SpecError, TraceError, UsageError
 
 __all__ = ["run", "collective", "optimize", "campaign", "Result", "OptimizeResult", "Error", "SpecError",
-           "UsageError", "version"]
+           "TraceError", "UsageError", "version"]
 
 #: The name errors give a spec passed as a dict (it has no file).
 DICT_FILE = "<dict>"

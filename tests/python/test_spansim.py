@@ -127,6 +127,17 @@ def test_a_bad_dict_names_the_json_path():
     assert isinstance(caught.value, spansim.Error)
 
 
+def test_a_bad_trace_raises_trace_error_naming_its_file():
+    doc = tiny_scenario()
+    doc["job"] = {"name": "truncated", "kind": "chakra", "trace": os.path.join(BAD, "chakra_truncated")}
+    with pytest.raises(spansim.TraceError) as caught:
+        spansim.run(doc)
+    print(caught.value)
+    assert caught.value.file == os.path.join(BAD, "chakra_truncated.0.et")
+    assert "record 6 (after node 4) is truncated or not a Chakra node" in str(caught.value)
+    assert isinstance(caught.value, spansim.SpecError) and isinstance(caught.value, spansim.Error)
+
+
 def test_a_bad_fidelity_is_refused_as_the_cli_does():
     with pytest.raises(spansim.Error) as caught:
         spansim.run(SCENARIO, fidelity="quantum")

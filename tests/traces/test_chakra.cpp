@@ -403,7 +403,7 @@ TEST_CASE("bad traces are refused with an error naming the file and node", "[tra
   auto s0 = stage_nodes(0);
   s0[1].add_data_deps(999);
   write_foreign(dir, s0, stage_nodes(1));
-  CHECK_THROWS_WITH(import(), Catch::Contains("node 10 depends on node 999"));
+  CHECK_THROWS_WITH(import(), Catch::Contains("node 10: depends on node 999"));
   // A cycle of data dependencies: 10 waits for 5, which waits for 11, which waits for 10.
   s0 = stage_nodes(0);
   s0[1].add_data_deps(5);
