@@ -159,9 +159,8 @@ void validate(const ValidateOptions& o)
   vo.progress           = progress_bar(!o.json && stderr_is_terminal());
   const std::string out = o.out.empty() ? std::string("out/validate") : o.out;
   if (!o.slurm_merge.empty()) {
-    const auto slash = o.slurm_merge.find('/');
-    const auto j     = experiments::merge_slurm_map(out, std::stoi(o.slurm_merge.substr(0, slash)),
-                                                    std::stoul(o.slurm_merge.substr(slash + 1)));
+    const auto [map, items] = parse_role_pair("--slurm-merge", o.slurm_merge, "P/N");
+    const auto j            = experiments::merge_slurm_map(out, static_cast<int>(map), static_cast<std::size_t>(items));
     std::cout << "merged " << j["recorded"] << " of " << j["items"] << " items of map " << j["map"] << "\n";
     return;
   }

@@ -27,21 +27,23 @@ double SlurmFlags::task_seconds() const
   }
 }
 
+std::pair<long, long> parse_role_pair(const std::string& flag, const std::string& text, const std::string& form)
+{
+  const auto slash = text.find('/');
+  const auto whole = [](const std::string& t) {
+    return !t.empty() && t.size() <= 9 && t.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (slash == std::string::npos || !whole(text.substr(0, slash)) || !whole(text.substr(slash + 1)))
+    throw UsageError(flag + " \"" + text + "\": allowed " + form + ", two whole numbers of at most 9 digits");
+  return {std::stol(text.substr(0, slash)), std::stol(text.substr(slash + 1))};
+}
+
 std::pair<int, int> SlurmFlags::share() const
 {
-  const auto slash = task.find('/');
-  int k = -1, n = 0;
-  try {
-    if (slash != std::string::npos) {
-      k = std::stoi(task.substr(0, slash));
-      n = std::stoi(task.substr(slash + 1));
-    }
-  } catch (const std::exception&) {
-    n = 0; // not numbers: refused below
-  }
-  if (n < 1 || k < 0 || k >= n)
+  const auto [k, n] = parse_role_pair("--task", task, "K/N");
+  if (n < 1 || k >= n)
     throw UsageError("--task \"" + task + "\": allowed K/N with 0 <= K < N");
-  return {k, n};
+  return {static_cast<int>(k), static_cast<int>(n)};
 }
 
 void add_slurm_flags(CLI::App* c, SlurmFlags& f, const std::string& what)

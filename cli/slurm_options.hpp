@@ -32,6 +32,10 @@ struct SlurmFlags {
   std::pair<int, int> share() const;
 };
 
+/// @brief A script role of two whole numbers written `form` ("K/N", "P/N"), as a pair.
+/// @throws UsageError naming `flag`, the text and the allowed form.
+std::pair<long, long> parse_role_pair(const std::string& flag, const std::string& text, const std::string& form);
+
 /// @brief Adds --slurm, --slurm-dry-run, --task-time, --max-tasks, --cpus-per-task, --partition, --time, --sbatch-arg
 /// and the hidden --task to `command`; `what` says what goes to the job arrays.
 void add_slurm_flags(CLI::App* command, SlurmFlags& flags, const std::string& what);

@@ -254,9 +254,10 @@ void import_kineto(const KinetoOptions& o)
   if (!o.scenario.empty()) {
     // A replay with nothing measured in it would only repeat the model: no error figure means anything then.
     if (k.kernels.gemm.empty() && k.kernels.attention.empty())
-      throw TraceError(o.trace, "", "no BF16 or FP8 GEMM or attention kernel was attached to its op (" +
-                       std::to_string(k.attached_kernels) + " of " + std::to_string(k.gpu_kernels) +
-                       " kernels linked to a CPU op), so there is nothing to replay " + o.scenario + " with");
+      throw TraceError(o.trace, "",
+                       "no BF16 or FP8 GEMM or attention kernel was attached to its op (" +
+                           std::to_string(k.attached_kernels) + " of " + std::to_string(k.gpu_kernels) +
+                           " kernels linked to a CPU op), so there is nothing to replay " + o.scenario + " with");
     auto sc        = scenario::load_scenario(o.scenario);
     const auto old = scenario::run_scenario(sc).result.step_time;
     if (!k.kernels.gemm.empty()) {
