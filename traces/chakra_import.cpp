@@ -208,7 +208,7 @@ public:
         break;
       default:
         throw TraceError(path, "node " + std::to_string(n.id()),
-                         "is of type " + chakra::NodeType_Name(n.type()) +
+                         "is of type " + detail::node_type_name(n.type()) +
                              ", which spansim does not simulate (it reads COMP, COMM_SEND, COMM_RECV and COMM_COLL "
                              "nodes and skips INVALID, METADATA, MEM_LOAD and MEM_STORE ones)");
       }
@@ -509,7 +509,7 @@ std::string signature(const chakra::Node& n)
   using detail::as_double;
   using detail::as_int;
   using detail::find_attr;
-  std::string out = chakra::NodeType_Name(n.type());
+  std::string out = detail::node_type_name(n.type());
   if (n.type() == chakra::COMM_COLL_NODE) {
     char size[64];
     std::snprintf(size, sizeof size, "%.17g", as_double(find_attr(n, "comm_size")).value_or(0));

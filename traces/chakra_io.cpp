@@ -125,4 +125,10 @@ std::optional<std::string> as_string(const chakra::AttributeProto* a)
   return a->string_val();
 }
 
+std::string node_type_name(chakra::NodeType t)
+{
+  return chakra::NodeType_IsValid(t) ? chakra::NodeType_Name(t)
+                                     : std::to_string(int(t)) + " (not a type of Chakra's schema 0.0.4)";
+}
+
 } // namespace spansim::traces::detail

@@ -3,7 +3,7 @@
 /// @brief Internal to traces: reading and writing ET files (length-delimited protobuf: the global metadata, then
 /// the nodes), and attribute helpers.
 
-#include "chakra.pb.h"
+#include "et_def.pb.h"
 
 #include "common/collective.hpp"
 
@@ -13,6 +13,11 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace spansim {
+/// @brief Chakra's protobuf messages (upstream's schema/protobuf/et_def.proto, compiled as published).
+namespace chakra = ::ChakraProtoMsg;
+} // namespace spansim
 
 namespace spansim::traces::detail {
 
@@ -67,5 +72,8 @@ std::optional<std::int64_t> as_int(const chakra::AttributeProto* a);
 std::optional<double> as_double(const chakra::AttributeProto* a);
 /// @brief As a string (string member only).
 std::optional<std::string> as_string(const chakra::AttributeProto* a);
+
+/// @brief A node type's name in the schema, or "N (not a type of Chakra's schema 0.0.4)" for a number it lacks.
+std::string node_type_name(chakra::NodeType t);
 
 } // namespace spansim::traces::detail

@@ -4,8 +4,8 @@
 ///
 /// Export writes a step graph as one ET per rank (`PREFIX.<rank>.et`, as ASTRA-sim reads them) with the
 /// communicator-group file ASTRA-sim's `--comm-group-configuration` takes; import reads such traces back as a
-/// step graph that is placed and simulated like any other job. The schema is spansim's own `.proto`, wire-compatible
-/// with Chakra's schema version 0.0.4 (traces/chakra.proto). spansim's exports carry every field of an op as
+/// step graph that is placed and simulated like any other job. The schema is Chakra's own, version 0.0.4
+/// (traces/et_def.proto, upstream's file). spansim's exports carry every field of an op as
 /// `spansim_*` attributes, so a round trip is exact; a foreign trace is read from Chakra's own fields.
 
 #include "placement/placement.hpp"

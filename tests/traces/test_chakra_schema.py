@@ -1,5 +1,5 @@
-"""spansim's exported ETs decoded with Chakra's own schema (tests/data/foreign/chakra/et_def.proto, upstream's file)
-through Debian's protobuf for Python: what ASTRA-sim and Chakra's tools read, not spansim's reader."""
+"""spansim's exported ETs decoded with Chakra's own schema (traces/et_def.proto, upstream's file, which spansim's C++
+compiles too) through Debian's protobuf for Python: what ASTRA-sim and Chakra's tools read, not spansim's reader."""
 import json
 import os
 import subprocess
@@ -14,7 +14,7 @@ BINARY = os.environ.get("SPANSIM_BINARY", os.path.join(SOURCE, "build", "spansim
 
 def chakra_schema(tmp):
     """Chakra's et_def.proto compiled for Python with Debian's protoc."""
-    proto_dir = os.path.join(SOURCE, "tests", "data", "foreign", "chakra")
+    proto_dir = os.path.join(SOURCE, "traces")
     subprocess.run(["protoc", "--python_out=" + tmp, "-I" + proto_dir, "et_def.proto"], check=True)
     sys.path.insert(0, tmp)
     import et_def_pb2  # noqa: E402
