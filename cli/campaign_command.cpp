@@ -2,6 +2,7 @@
 // gathered into one HDF5 file and a CSV, and plotted.
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
+#include "cli/slurm_options.hpp"
 #include "common/error.hpp"
 #include "common/process.hpp"
 #include "common/units.hpp"
@@ -15,6 +16,7 @@
 #include <iostream>
 #include <memory>
 #include <sys/wait.h>
+#include <tuple>
 #include <unistd.h>
 
 #ifndef SPANSIM_SOURCE_DIR
@@ -69,37 +71,13 @@ std::string clock_text(double seconds)
 
 void draw_progress(const ex::Progress& p)
 {
-  const int width  = 30;
-  const double f   = p.total > 0 ? static_cast<double>(p.done) / p.total : 1.0;
-  const int filled = static_cast<int>(f * width);
-  std::string bar  = std::string(filled, '#') + std::string(width - filled, '.');
-  std::cerr << "\r[" << bar << "] " << p.done << "/" << p.total << " points, " << p.running << " running, " << p.failed
-            << " failed, " << clock_text(p.elapsed_s);
+  std::string tail =
+      std::to_string(p.running) + " running, " + std::to_string(p.failed) + " failed, " + clock_text(p.elapsed_s);
   // Points found from an earlier run took no time in this one, so the rate counts only those run now.
   const int ran_now = p.done - p.found;
   if (ran_now > 0 && p.done < p.total)
-    std::cerr << ", ETA " << clock_text(p.elapsed_s / ran_now * (p.total - p.done));
-  std::cerr << "   " << std::flush;
-  if (p.done == p.total)
-    std::cerr << "\n";
-}
-
-void parse_shard(const std::string& text, ex::RunOptions& o)
-{
-  auto slash = text.find('/');
-  try {
-    if (slash == std::string::npos)
-      throw std::invalid_argument("no slash");
-    std::size_t used = 0;
-    o.shard          = std::stoi(text.substr(0, slash), &used);
-    if (used != slash)
-      throw std::invalid_argument("junk");
-    o.shards = std::stoi(text.substr(slash + 1), &used);
-    if (used != text.size() - slash - 1)
-      throw std::invalid_argument("junk");
-  } catch (const std::exception&) {
-    throw UsageError("--shard expects K/N (shard K of N, from 0), got \"" + text + "\"");
-  }
+    tail += ", ETA " + clock_text(p.elapsed_s / ran_now * (p.total - p.done));
+  draw_progress_line("campaign", p.done, p.total, tail);
 }
 
 json report_json(const ex::Campaign& c, const ex::RunReport& r)
@@ -158,7 +136,7 @@ void run(const CampaignRunOptions& o, bool merge_only)
   options.flush_every_s = o.flush_every;
   options.merge_only    = merge_only;
   if (!o.shard.empty())
-    parse_shard(o.shard, options);
+    std::tie(options.shard, options.shards) = parse_role_pair("--shard", o.shard, "K/N");
   if (stderr_is_terminal() && !merge_only)
     options.on_progress = draw_progress;
   auto report = ex::run_campaign(campaign, options);

@@ -153,18 +153,21 @@ void run_plot_script(const std::vector<std::string>& argv)
                    "): " + (why.empty() ? "no message" : why));
 }
 
+void draw_progress_line(const std::string& phase, std::size_t done, std::size_t total, const std::string& tail)
+{
+  const std::size_t width = 30;
+  const std::size_t full  = total > 0 ? width * std::min(done, total) / total : width;
+  std::cerr << "\r\033[K" << phase << " [" << std::string(full, '#') << std::string(width - full, ' ') << "] " << done
+            << "/" << total << (tail.empty() ? "" : " " + tail) << std::flush;
+  if (done >= total)
+    std::cerr << "\r\033[K" << std::flush;
+}
+
 ProgressBar progress_bar(bool show)
 {
   if (!show)
     return {};
-  return [](const std::string& phase, std::size_t done, std::size_t total) {
-    const int width = 30;
-    const int full  = total > 0 ? static_cast<int>(width * done / total) : width;
-    std::cerr << "\r\033[K" << phase << " [" << std::string(full, '#') << std::string(width - full, ' ') << "] " << done
-              << "/" << total << std::flush;
-    if (done >= total)
-      std::cerr << "\r\033[K" << std::flush;
-  };
+  return [](const std::string& phase, std::size_t done, std::size_t total) { draw_progress_line(phase, done, total); };
 }
 
 } // namespace spansim::cli

@@ -52,5 +52,8 @@ void run_plot_script(const std::vector<std::string>& argv);
 using ProgressBar = std::function<void(const std::string&, std::size_t, std::size_t)>;
 /// @brief A bar on stderr when `show` (a terminal, no --json); nothing otherwise.
 ProgressBar progress_bar(bool show);
+/// @brief Draws one progress line on stderr: `phase`, a bar, done/total and `tail` (rates, counts); cleared when
+/// done reaches total.
+void draw_progress_line(const std::string& phase, std::size_t done, std::size_t total, const std::string& tail = "");
 
 } // namespace spansim::cli
