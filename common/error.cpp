@@ -1,6 +1,8 @@
 #include "common/error.hpp"
 
 #include <cstdio>
+#include <utility>
+#include <vector>
 
 namespace spansim {
 
@@ -75,6 +77,97 @@ std::string escape_controls(const std::string& text)
 SpecError::SpecError(const std::string& file, const std::string& json_path, const std::string& what)
     : Error(format_spec_error(file, json_path, what)), file_(file), json_path_(json_path)
 {
+}
+
+namespace {
+// Fields as "<length>:<bytes>", so that any byte (a NUL in a JSON path) survives.
+void put_field(std::string& out, const std::string& field)
+{
+  out += std::to_string(field.size()) + ":" + field;
+}
+
+std::string take_field(const std::string& in, std::size_t& pos)
+{
+  const std::size_t colon = in.find(':', pos);
+  if (colon == std::string::npos)
+    throw SimulationError("a child process sent an unreadable error");
+  const std::size_t n = std::stoul(in.substr(pos, colon - pos));
+  if (colon + 1 + n > in.size())
+    throw SimulationError("a child process sent a truncated error");
+  pos = colon + 1 + n;
+  return in.substr(colon + 1, n);
+}
+
+// The part of a message after its prefix (a prefix of a message escaped whole is the prefix escaped alone: the
+// escape works on whole characters, and an escaped text escapes to itself).
+std::string after_prefix(const std::string& message, const std::string& prefix)
+{
+  const std::string p = escape_controls(prefix);
+  return message.compare(0, p.size(), p) == 0 ? message.substr(p.size()) : message;
+}
+} // namespace
+
+std::string encode_error(const std::exception& e)
+{
+  std::string out;
+  if (const auto* i = dynamic_cast<const InfeasibleError*>(&e)) {
+    out = "I";
+    put_field(out, i->reason());
+    put_field(out, i->file());
+    put_field(out, i->json_path());
+  } else if (const auto* s = dynamic_cast<const SpecError*>(&e)) {
+    out = "S";
+    put_field(out, s->file());
+    put_field(out, s->json_path());
+  } else if (const auto* t = dynamic_cast<const TraceError*>(&e)) {
+    out = "T";
+    put_field(out, t->file());
+    put_field(out, t->where());
+  } else {
+    out = dynamic_cast<const UsageError*>(&e) ? "U" : "X";
+  }
+  put_field(out, e.what());
+  return out;
+}
+
+namespace {
+// The kind and fields of an encoded error, checked for their count.
+std::pair<char, std::vector<std::string>> decode_error(const std::string& encoded, const std::string& context)
+{
+  const char kind = encoded.empty() ? 'X' : encoded[0];
+  std::size_t pos = 1;
+  std::vector<std::string> f;
+  while (pos < encoded.size())
+    f.push_back(take_field(encoded, pos));
+  const std::size_t needed = kind == 'I' ? 4 : kind == 'S' || kind == 'T' ? 3 : 1;
+  if (f.size() != needed)
+    throw SimulationError(context + "a child process sent an unreadable error");
+  return {kind, f};
+}
+} // namespace
+
+std::string encoded_message(const std::string& encoded)
+{
+  return decode_error(encoded, "").second.back();
+}
+
+void rethrow_error(const std::string& encoded, const std::string& context)
+{
+  const auto decoded = decode_error(encoded, context);
+  const char kind    = decoded.first;
+  const auto& f      = decoded.second;
+  switch (kind) {
+  case 'I':
+    throw InfeasibleError(f[0], f[1], f[2], after_prefix(f[3], format_spec_error(f[1], f[2], "")));
+  case 'S':
+    throw SpecError(f[0], f[1], after_prefix(f[2], format_spec_error(f[0], f[1], "")));
+  case 'T':
+    throw TraceError(f[0], f[1], after_prefix(f[2], f[0] + (f[1].empty() ? "" : ": " + f[1]) + ": "));
+  case 'U':
+    throw UsageError(f[0]);
+  default:
+    throw SimulationError(context + f[0]);
+  }
 }
 
 } // namespace spansim

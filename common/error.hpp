@@ -79,4 +79,15 @@ public:
   using Error::Error;
 };
 
+/// @brief An exception written as text that can cross a process boundary: its type and, for a SpecError,
+/// InfeasibleError or TraceError, its file, place and reason (rethrow_error reads it back).
+std::string encode_error(const std::exception& e);
+
+/// @brief The message of the error that encode_error wrote.
+std::string encoded_message(const std::string& encoded);
+
+/// @brief Throws the error that encode_error wrote as its own type, with its own message; an error of another type
+/// (SimulationError, anything not spansim's) as a SimulationError with `context` before its message.
+[[noreturn]] void rethrow_error(const std::string& encoded, const std::string& context = "");
+
 } // namespace spansim

@@ -108,7 +108,7 @@ ChildResult run_child(const std::function<std::string()>& work, const ChildOptio
     try {
       out = "R" + work();
     } catch (const std::exception& e) {
-      out = std::string("E") + e.what();
+      out = "E" + encode_error(e);
     } catch (...) {
       out = "Eunknown exception in the child process";
     }
@@ -154,9 +154,10 @@ ChildResult run_child(const std::function<std::string()>& work, const ChildOptio
               strsignal(WTERMSIG(status)) + ")";
   else if (data.empty())
     r.error = "the child process ended without a result (exit status " + std::to_string(WEXITSTATUS(status)) + ")";
-  else if (data[0] == 'E')
-    r.error = data.substr(1);
-  else
+  else if (data[0] == 'E') {
+    r.thrown = data.substr(1);
+    r.error  = encoded_message(r.thrown);
+  } else
     r.output = data.substr(1);
   return r;
 }
@@ -164,6 +165,8 @@ ChildResult run_child(const std::function<std::string()>& work, const ChildOptio
 std::string run_in_child(const std::function<std::string()>& work)
 {
   auto r = run_child(work);
+  if (!r.thrown.empty())
+    rethrow_error(r.thrown);
   if (!r.error.empty())
     throw SimulationError(r.error);
   return std::move(r.output);
@@ -194,7 +197,7 @@ std::vector<std::string> parallel_map(std::size_t n, int workers, const std::fun
           r = fn(i);
         } catch (const std::exception& e) {
           status = 'E';
-          r      = e.what();
+          r      = encode_error(e);
         }
         const std::uint64_t header[2] = {i, r.size()};
         std::string record(reinterpret_cast<const char*>(header), sizeof header);
@@ -211,7 +214,8 @@ std::vector<std::string> parallel_map(std::size_t n, int workers, const std::fun
   }
   std::vector<bool> done(n, false);
   std::size_t finished = 0;
-  std::string first_error;
+  std::string first_error; // encoded (encode_error)
+  std::uint64_t first_error_item = 0;
   // Every worker's pipe is read as records arrive (a worker blocked on a full pipe would stall the others), and
   // each complete record counts as an item done.
   std::vector<std::string> pending(children.size());
@@ -227,8 +231,10 @@ std::vector<std::string> parallel_map(std::size_t n, int workers, const std::fun
       pos += 17;
       const std::string text = data.substr(pos, header[1]);
       pos += header[1];
-      if (kind == 'E' && first_error.empty())
-        first_error = "item " + std::to_string(header[0]) + ": " + text;
+      if (kind == 'E' && first_error.empty()) {
+        first_error      = text;
+        first_error_item = header[0];
+      }
       if (header[0] < n && !done[header[0]]) {
         out[header[0]]  = text;
         done[header[0]] = true;
@@ -277,7 +283,7 @@ std::vector<std::string> parallel_map(std::size_t n, int workers, const std::fun
     }
   }
   if (!first_error.empty())
-    throw SimulationError(first_error);
+    rethrow_error(first_error, "item " + std::to_string(first_error_item) + ": ");
   if (std::find(done.begin(), done.end(), false) != done.end())
     throw SimulationError("a worker process died before finishing its items");
   return out;

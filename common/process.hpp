@@ -31,6 +31,7 @@ struct ChildOptions {
 struct ChildResult {
   std::string output; ///< what `work` returned
   std::string error;  ///< the message of an exception thrown in the child, or why the child failed
+  std::string thrown; ///< an exception thrown in the child as encode_error wrote it (empty: none)
   bool timed_out     = false;
   double max_rss_mib = 0; ///< peak resident memory of the child and the processes it waited for
 };
@@ -40,12 +41,14 @@ struct ChildResult {
 /// exception in the child comes back as `error`; a crash or a timeout too, with the signal or the limit named.
 ChildResult run_child(const std::function<std::string()>& work, const ChildOptions& options = {});
 
-/// @brief Runs `work` in a forked child and returns its result. @throws SimulationError with the child's error.
+/// @brief Runs `work` in a forked child and returns its result. @throws the child's spansim error as its own type
+/// (rethrow_error), or SimulationError when the child failed otherwise.
 std::string run_in_child(const std::function<std::string()>& work);
 
 /// @brief Runs fn(i) for i in [0, n) in up to `workers` forked workers (0: one per core); worker w takes the
 /// indices w, w + workers, ..., so results do not depend on timing. Returns the results in index order.
-/// @throws SimulationError when fn throws in a worker (naming the index) or a worker dies.
+/// @throws fn's spansim error in a worker as its own type (rethrow_error; a SimulationError or another exception
+/// as a SimulationError naming the index), or SimulationError when a worker dies.
 /// `on_done`, when set, is called in this process each time an item finishes, with the number finished so far and
 /// the item's result.
 std::vector<std::string> parallel_map(std::size_t n, int workers, const std::function<std::string(std::size_t)>& fn,

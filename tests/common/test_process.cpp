@@ -1,0 +1,97 @@
+#include "common/error.hpp"
+#include "common/process.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <iostream>
+#include <stdexcept>
+#include <string>
+
+using namespace spansim;
+
+namespace {
+
+// A JSON path with a NUL, a newline and an escape sequence: what the error's fields must carry across untouched.
+const std::string kPath = std::string("$.a\0b", 5) + "[\"x\ny\x1b[31m\"]";
+
+// Throws the error named by `kind` (the kinds a worker may throw).
+std::string throw_kind(int kind)
+{
+  switch (kind) {
+  case 0:
+    throw SpecError("spec.json", kPath, "tp 3 must divide heads 32");
+  case 1:
+    throw InfeasibleError("memory", "job.json", "$.parallelism", "needs 91.2 GiB of 80 GiB");
+  case 2:
+    throw UsageError("--task \"3/2\": allowed K/N with 0 <= K < N");
+  case 3:
+    throw TraceError("rank.0.et", "node 12", "a send of -5 bytes");
+  case 4:
+    throw SimulationError("SimGrid refused the platform");
+  default:
+    throw std::runtime_error("vector::at");
+  }
+}
+
+} // namespace
+
+TEST_CASE("an error thrown in a child process comes back as its own type with its own message", "[process]")
+{
+  for (int kind = 0; kind < 6; ++kind) {
+    std::string in_process;
+    try {
+      throw_kind(kind);
+    } catch (const std::exception& e) {
+      in_process = e.what();
+    }
+    for (const bool pool : {false, true}) {
+      INFO("kind " << kind << (pool ? " through parallel_map" : " through run_in_child"));
+      std::cout << "expected: " << in_process << "\n";
+      try {
+        if (pool)
+          process::parallel_map(5, 2, [&](std::size_t i) { return i == 3 ? throw_kind(kind) : std::to_string(i); });
+        else
+          process::run_in_child([&] { return throw_kind(kind); });
+        FAIL("nothing thrown");
+      } catch (const InfeasibleError& e) {
+        std::cout << "actual:   InfeasibleError: " << e.what() << "\n";
+        CHECK(kind == 1);
+        CHECK(e.reason() == "memory");
+        CHECK(e.file() == "job.json");
+        CHECK(e.json_path() == "$.parallelism");
+        CHECK(std::string(e.what()) == in_process);
+      } catch (const SpecError& e) {
+        std::cout << "actual:   SpecError: " << e.what() << "\n";
+        CHECK(kind == 0);
+        CHECK(e.file() == "spec.json");
+        CHECK(e.json_path() == kPath);
+        CHECK(std::string(e.what()) == in_process);
+      } catch (const UsageError& e) {
+        std::cout << "actual:   UsageError: " << e.what() << "\n";
+        CHECK(kind == 2);
+        CHECK(std::string(e.what()) == in_process);
+      } catch (const TraceError& e) {
+        std::cout << "actual:   TraceError: " << e.what() << "\n";
+        CHECK(kind == 3);
+        CHECK(e.file() == "rank.0.et");
+        CHECK(e.where() == "node 12");
+        CHECK(std::string(e.what()) == in_process);
+      } catch (const SimulationError& e) {
+        std::cout << "actual:   SimulationError: " << e.what() << "\n";
+        // Errors of other types keep their message, after the item that threw (parallel_map).
+        CHECK(kind >= 4);
+        CHECK(std::string(e.what()) == (pool ? "item 3: " : "") + in_process);
+      }
+    }
+  }
+}
+
+TEST_CASE("parallel_map returns results in index order whatever the workers", "[process]")
+{
+  for (const int workers : {1, 3, 8}) {
+    const auto out = process::parallel_map(7, workers, [](std::size_t i) { return std::to_string(i * i); });
+    REQUIRE(out.size() == 7);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      CHECK(out[i] == std::to_string(i * i));
+  }
+}
