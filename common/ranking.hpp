@@ -1,11 +1,14 @@
 #pragma once
 /// @file
 /// @brief What the small searches share (the DLRM search, `spansim share --place`): candidates tried in order with
-/// progress, then ranked with those that ran first.
+/// progress, then ranked with those that ran first, then listed as JSON.
+
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace spansim {
@@ -36,6 +39,23 @@ void rank_candidates(std::vector<T>& candidates, Key key)
       return a.refused.empty();
     return key(a) < key(b);
   });
+}
+
+/// @brief The candidates as a JSON array, in their order: each is `describe(c)` (what was tried) with "refused"
+/// (why it did not run) or, for one that ran, what `figures(c, j)` adds to it.
+template <class T, class Describe, class Figures>
+nlohmann::json candidates_json(const std::vector<T>& candidates, Describe describe, Figures figures)
+{
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : candidates) {
+    nlohmann::json j = describe(c);
+    if (!c.refused.empty())
+      j["refused"] = c.refused;
+    else
+      figures(c, j);
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 } // namespace spansim

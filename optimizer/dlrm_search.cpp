@@ -95,25 +95,22 @@ DlrmSearch search_dlrm(const scenario::Scenario& scenario,
 
 json to_json(const DlrmSearch& search)
 {
-  json out = json::array();
-  for (const auto& c : search.candidates) {
+  auto describe = [](const DlrmCandidate& c) {
     json j = {{"sharding", name_of(c.sharding)}, {"towers", c.towers}};
     if (c.towers > 0)
       j["tower_level"] = name_of(c.level);
-    if (!c.refused.empty()) {
-      j["refused"] = c.refused;
-    } else {
-      j["step_time_s"]        = c.step_time;
-      j["samples_per_second"] = c.samples_per_second;
-      j["exposed_ep_s"]       = c.exposed_ep;
-      j["boundary_bytes"]     = c.boundary_bytes;
-    }
-    out.push_back(j);
-  }
+    return j;
+  };
+  auto figures = [](const DlrmCandidate& c, json& j) {
+    j["step_time_s"]        = c.step_time;
+    j["samples_per_second"] = c.samples_per_second;
+    j["exposed_ep_s"]       = c.exposed_ep;
+    j["boundary_bytes"]     = c.boundary_bytes;
+  };
   return {{"provenance", provenance()},
           {"scenario", search.scenario},
           {"searched", "sharding x towers (count and level); ranked by step time"},
-          {"candidates", out}};
+          {"candidates", candidates_json(search.candidates, describe, figures)}};
 }
 
 } // namespace spansim::optimizer

@@ -111,19 +111,18 @@ PlacementSearch place_around(const SharedSpec& spec, const std::string& job,
 
 json to_json(const PlacementSearch& search)
 {
-  json options = json::array();
-  for (const auto& o : search.options) {
-    json j = {{"buildings", o.buildings}};
-    if (!o.refused.empty()) {
-      j["refused"] = o.refused;
-    } else {
-      j["step_s"]            = o.step;
-      j["slowdown"]          = o.slowdown;
-      j["slowdowns"]         = o.slowdowns;
-      j["weighted_slowdown"] = o.weighted_slowdown;
-    }
-    options.push_back(j);
-  }
+  auto figures = [](const PlacementOption& o, json& j) {
+    j["step_s"]            = o.step;
+    j["slowdown"]          = o.slowdown;
+    j["slowdowns"]         = o.slowdowns;
+    j["weighted_slowdown"] = o.weighted_slowdown;
+  };
+  json options = candidates_json(
+      search.options,
+      [](const PlacementOption& o) {
+        return json{{"buildings", o.buildings}};
+      },
+      figures);
   return {{"provenance", provenance()},
           {"job", search.job},
           {"fixed", search.fixed},
