@@ -6,65 +6,89 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <utility>
 
 namespace spansim::optimizer {
 
 using workload::Dim;
 
-std::vector<Point> network_variants(const SearchSpace& s)
+namespace {
+
+// A knob of a group: its values in the space and the member of a point it sets.
+template <class V>
+struct GroupKnob {
+  std::vector<V> SearchSpace::*values;
+  V Point::*member;
+};
+template <class V>
+constexpr GroupKnob<V> group_knob(std::vector<V> SearchSpace::*values, V Point::*member)
+{
+  return {values, member};
+}
+
+// The network-layer and expert-layer knobs, outermost first: stated once for both the variants and the copies.
+constexpr auto kNetworkKnobs = std::tuple{group_knob(&SearchSpace::window, &Point::window),
+                                          group_knob(&SearchSpace::qps, &Point::qps),
+                                          group_knob(&SearchSpace::compression, &Point::compression),
+                                          group_knob(&SearchSpace::diloco, &Point::diloco),
+                                          group_knob(&SearchSpace::inter_building, &Point::inter_building),
+                                          group_knob(&SearchSpace::inter_region, &Point::inter_region)};
+constexpr auto kExpertKnobs  = std::tuple{
+    group_knob(&SearchSpace::etp, &Point::etp), group_knob(&SearchSpace::dispatcher, &Point::dispatcher),
+    group_knob(&SearchSpace::node_limit, &Point::node_limit), group_knob(&SearchSpace::ep_overlap, &Point::ep_overlap)};
+
+// Each point once per value of one more knob, that knob varying fastest.
+template <class V>
+void widen(std::vector<Point>& points, const std::vector<V>& values, V Point::*member)
 {
   std::vector<Point> out;
-  for (double w : s.window)
-    for (int q : s.qps)
-      for (const auto& c : s.compression)
-        for (const auto& d : s.diloco)
-          for (double ib : s.inter_building)
-            for (double ir : s.inter_region) {
-              Point p;
-              p.window         = w;
-              p.qps            = q;
-              p.compression    = c;
-              p.diloco         = d;
-              p.inter_building = ib;
-              p.inter_region   = ir;
-              out.push_back(p);
-            }
+  out.reserve(points.size() * values.size());
+  for (const Point& p : points)
+    for (const auto& v : values) {
+      out.push_back(p);
+      out.back().*member = v;
+    }
+  points = std::move(out);
+}
+
+// Every combination of the knobs' values, the first knob outermost and the last varying fastest, as points whose
+// other knobs are the defaults.
+template <class Knobs>
+std::vector<Point> variants(const SearchSpace& s, const Knobs& knobs)
+{
+  std::vector<Point> out{Point{}};
+  std::apply([&](const auto&... k) { (widen(out, s.*(k.values), k.member), ...); }, knobs);
   return out;
+}
+
+// Copies the knobs' members of `from` into `to`.
+template <class Knobs>
+void copy_knobs(const Knobs& knobs, const Point& from, Point& to)
+{
+  std::apply([&](const auto&... k) { ((to.*(k.member) = from.*(k.member)), ...); }, knobs);
+}
+
+} // namespace
+
+std::vector<Point> network_variants(const SearchSpace& s)
+{
+  return variants(s, kNetworkKnobs);
 }
 
 std::vector<Point> expert_variants(const SearchSpace& s)
 {
-  std::vector<Point> out;
-  for (int etp : s.etp)
-    for (auto d : s.dispatcher)
-      for (int limit : s.node_limit)
-        for (bool overlap : s.ep_overlap) {
-          Point p;
-          p.etp        = etp;
-          p.dispatcher = d;
-          p.node_limit = limit;
-          p.ep_overlap = overlap;
-          out.push_back(p);
-        }
-  return out;
+  return variants(s, kExpertKnobs);
 }
 
 void copy_expert(const Point& from, Point& to)
 {
-  to.etp        = from.etp;
-  to.dispatcher = from.dispatcher;
-  to.node_limit = from.node_limit;
-  to.ep_overlap = from.ep_overlap;
+  copy_knobs(kExpertKnobs, from, to);
 }
 
 void copy_network(const Point& from, Point& to)
 {
-  to.window         = from.window;
-  to.qps            = from.qps;
-  to.compression    = from.compression;
-  to.diloco         = from.diloco;
-  to.inter_building = from.inter_building;
-  to.inter_region   = from.inter_region;
+  copy_knobs(kNetworkKnobs, from, to);
 }
 
 std::vector<Dim> effective_order(const std::vector<Dim>& order, int tp, int cp, int pp, int dp)
