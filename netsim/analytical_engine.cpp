@@ -243,20 +243,13 @@ private:
           continue;
         resource_seen_[r] = 2; // every link of a new flow is already a seed (seen == 1)
         rates_.clear();
-        int fresh        = 0;
-        auto& on         = on_[r];
-        std::size_t kept = 0;
-        for (int other : on) {
-          const int s = slot_of_[other];
-          if (s < 0)
-            continue;
-          on[kept++] = other;
+        int fresh = 0;
+        for_each_in_flight(r, [&](int, int s) {
           if (fresh_[s])
             ++fresh;
           else
             rates_.push_back(rate_[s]);
-        }
-        on.resize(kept);
+        });
         level_ = std::min(level_, fill_level(routes_.bandwidth[r], fresh));
       }
   }
@@ -305,25 +298,34 @@ private:
         below_max_[r] = max_rate_[r];
         continue;
       }
-      auto& on         = on_[r];
-      std::size_t kept = 0;
-      below_max_[r]    = 0;
-      for (int op : on) {
-        const int s = slot_of_[op];
-        if (s < 0)
-          continue;
-        on[kept++] = op;
+      below_max_[r] = 0;
+      for_each_in_flight(r, [&](int op, int s) {
         if (unfixed_flow_[s])
-          continue;
+          return;
         if (rate_[s] < threshold_) {
           fixed_[r] += rate_[s];
           below_max_[r] = std::max(below_max_[r], rate_[s]);
-          continue;
+          return;
         }
         include(op);
-      }
-      on.resize(kept);
+      });
     }
+  }
+
+  // Calls visit(op, slot) for each flow in flight on link r, dropping the ended flows from the link's list.
+  template <class Visit>
+  void for_each_in_flight(int r, Visit visit)
+  {
+    auto& on         = on_[r];
+    std::size_t kept = 0;
+    for (int op : on) {
+      const int s = slot_of_[op];
+      if (s < 0)
+        continue;
+      on[kept++] = op;
+      visit(op, s);
+    }
+    on.resize(kept);
   }
 
   void include(int op)
