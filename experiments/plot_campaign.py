@@ -136,6 +136,18 @@ def main():
     def title(facet):
         return ", ".join("%s=%s" % (n, v) for n, v in zip(facets, facet))
 
+    def finish(fig, axes, what, name):
+        # Blanks the panels past the last facet, titles the figure, writes it as PNG and SVG.
+        for ax in axes.flatten()[len(facet_values):]:
+            ax.axis("off")
+        fig.suptitle("%s: %s" % (campaign["name"], what))
+        fig.tight_layout()
+        for ext in ("png", "svg"):
+            p = os.path.join(out, "%s-%s.%s" % (stem, name, ext))
+            fig.savefig(p, dpi=120)
+            written.append(p)
+        plt.close(fig)
+
     # Step time against x.
     fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.8 * nrows), squeeze=False)
     for k, facet in enumerate(facet_values):
@@ -160,15 +172,7 @@ def main():
             ax.set_title(title(facet), fontsize=9)
         if series:
             ax.legend(title=series, fontsize=8)
-    for k in range(len(facet_values), nrows * ncols):
-        axes[k // ncols][k % ncols].axis("off")
-    fig.suptitle("%s: step time" % campaign["name"])
-    fig.tight_layout()
-    for ext in ("png", "svg"):
-        p = os.path.join(out, "%s-step_time.%s" % (stem, ext))
-        fig.savefig(p, dpi=120)
-        written.append(p)
-    plt.close(fig)
+    finish(fig, axes, "step time", "step_time")
 
     # Breakdown as stacked bars: a group per x value, a bar per series (told apart by hatching).
     # Wide panels (a bar per x value and series), so one per row.
@@ -201,15 +205,7 @@ def main():
                                                         hatch=HATCHES[j % len(HATCHES)]))
                 labels.append("%s=%s" % (series, s))
         ax.legend(handles, labels, fontsize=7, ncol=2)
-    for k in range(len(facet_values), nrows * ncols):
-        axes[k // ncols][k % ncols].axis("off")
-    fig.suptitle("%s: where the step goes" % campaign["name"])
-    fig.tight_layout()
-    for ext in ("png", "svg"):
-        p = os.path.join(out, "%s-breakdown.%s" % (stem, ext))
-        fig.savefig(p, dpi=120)
-        written.append(p)
-    plt.close(fig)
+    finish(fig, axes, "where the step goes", "breakdown")
 
     if args.json:
         print(json.dumps({"spansim": json.loads(args.provenance), "results": args.results, "x": x,
