@@ -5,6 +5,7 @@
 #include "topology/topology.hpp"
 
 #include "tests/support.hpp"
+#include "tests/support_flow.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -14,6 +15,7 @@
 
 using namespace spansim;
 using spansim::test::expect_within;
+using spansim::test::transfers;
 using namespace spansim::netsim;
 
 TEST_CASE("one flow takes the sum of latencies plus size over the bottleneck bandwidth", "[flow]")
@@ -26,9 +28,7 @@ TEST_CASE("one flow takes the sum of latencies plus size over the bottleneck ban
   };
   for (auto c :
        {Case{0, 1, "NVLink"}, Case{0, 5, "pod spine"}, Case{0, 32, "inter-building"}, Case{0, 64, "inter-region"}}) {
-    FlowGraph g;
-    g.add_transfer(c.src, c.dst, bytes);
-    auto r          = run_flow(t, g);
+    auto r          = run_flow(t, transfers({{c.src, c.dst}}, bytes));
     auto route      = t.route(c.src, c.dst);
     double expected = t.route_latency(route) + bytes / t.route_bandwidth(route);
     expect_within(std::string("single flow over ") + c.what, expected, r.ops[0].end - r.ops[0].start, 1e-3);
@@ -38,12 +38,9 @@ TEST_CASE("one flow takes the sum of latencies plus size over the bottleneck ban
 TEST_CASE("a flow across the region boundary pays the inter-region latency", "[flow]")
 {
   auto t = test::tiny_topology();
-  FlowGraph near_graph, far_graph;
   // A small message makes latency dominant; both flows share the same NIC bottleneck.
-  near_graph.add_transfer(0, 32, 1000);
-  far_graph.add_transfer(0, 64, 1000);
-  double near = run_flow(t, near_graph).makespan;
-  double far  = run_flow(t, far_graph).makespan;
+  double near = run_flow(t, transfers({{0, 32}}, 1000)).makespan;
+  double far  = run_flow(t, transfers({{0, 64}}, 1000)).makespan;
   // Far route minus near route: + 2 building uplinks (2 us) + inter-region (510 us) - inter-building (6 us).
   expect_within("extra latency across the region boundary", 4e-6 + 510e-6 - 6e-6, far - near, 1e-3);
 }
@@ -54,10 +51,7 @@ TEST_CASE("flows on one bottleneck get equal max-min shares", "[flow]")
   const double bytes = 1e9;
   // GPUs 0 and 1 are on different rails (separate NICs and leaves) of one node; both cross the 20 GB/s
   // inter-region link, which is the only shared and the narrowest link: 10 GB/s each.
-  FlowGraph g;
-  g.add_transfer(0, 64, bytes);
-  g.add_transfer(1, 65, bytes);
-  auto r          = run_flow(t, g);
+  auto r          = run_flow(t, transfers({{0, 64}, {1, 65}}, bytes));
   double share    = t.spec().inter_region.bandwidth / 2;
   double expected = t.route_latency(t.route(0, 64)) + bytes / share;
   expect_within("first of two flows sharing the inter-region link", expected, r.ops[0].end, 1e-3);
@@ -65,10 +59,7 @@ TEST_CASE("flows on one bottleneck get equal max-min shares", "[flow]")
 
   // Three flows on the 20 GB/s link, each on its own 12.5 GB/s NIC: the fair share 20/3 GB/s is below every
   // NIC, so all three get 6.67 GB/s.
-  FlowGraph g3;
-  for (int i = 0; i < 3; ++i)
-    g3.add_transfer(i, 64 + i, bytes);
-  auto r3 = run_flow(t, g3);
+  auto r3 = run_flow(t, transfers({{0, 64}, {1, 65}, {2, 66}}, bytes));
   for (int i = 0; i < 3; ++i)
     expect_within("one of three flows on the inter-region link",
                   t.route_latency(t.route(i, 64 + i)) + bytes / (t.spec().inter_region.bandwidth / 3), r3.ops[i].end,
@@ -83,12 +74,8 @@ TEST_CASE("a flow limited elsewhere leaves its unused share to the others (max-m
   // NIC caps them at 6.25 GB/s each, and the GPU-1 flow takes the rest, 20 - 12.5 = 7.5 GB/s. It ends first;
   // the GPU-0 flows stay NIC-bound to the end.
   const double bytes = 1e9;
-  FlowGraph g;
-  g.add_transfer(0, 64, bytes);
-  g.add_transfer(0, 68, bytes);
-  g.add_transfer(1, 65, bytes);
-  auto r     = run_flow(t, g);
-  double lat = t.route_latency(t.route(0, 64));
+  auto r             = run_flow(t, transfers({{0, 64}, {0, 68}, {1, 65}}, bytes));
+  double lat         = t.route_latency(t.route(0, 64));
   expect_within("NIC-bound flow 1", lat + bytes / 6.25e9, r.ops[0].end, 1e-3);
   expect_within("NIC-bound flow 2", lat + bytes / 6.25e9, r.ops[1].end, 1e-3);
   expect_within("flow taking the leftover share", t.route_latency(t.route(1, 65)) + bytes / 7.5e9, r.ops[2].end, 1e-3);
@@ -190,9 +177,7 @@ TEST_CASE("ring all-reduce inside one HGX node and over 16 nodes of one rail mat
 TEST_CASE("the effective SimGrid settings are pinned and reported", "[flow]")
 {
   auto t = test::tiny_topology();
-  FlowGraph g;
-  g.add_transfer(0, 1, 1);
-  auto r = run_flow(t, g);
+  auto r = run_flow(t, transfers({{0, 1}}, 1));
   CHECK(r.settings["config"]["network/model"] == "CM02");
   CHECK(r.settings["config"]["network/crosstraffic"] == "0");
   CHECK(r.settings["config"]["network/TCP-gamma"] == "0");
@@ -265,9 +250,7 @@ TEST_CASE("slack links: a long link its flows' first or last hops cannot fill is
     p.capacity = c.capacity;
     topology::Topology t(test::two_sites(p));
     REQUIRE(t.route(0, 3).size() == 3);
-    FlowGraph g;
-    for (auto [src, dst] : c.pairs)
-      g.add_transfer(src, dst, bytes);
+    const auto g       = transfers(c.pairs, bytes);
     auto r             = run_flow(t, g);
     const int left_out = r.settings["slack_link_directions_left_out"].get<int>();
     std::cout << c.what << ": " << left_out << " direction(s) left out\n";

@@ -8,6 +8,7 @@
 #include "topology/topology.hpp"
 
 #include "tests/support.hpp"
+#include "tests/support_flow.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -17,6 +18,7 @@
 
 using namespace spansim;
 using spansim::test::expect_within;
+using spansim::test::transfers;
 using namespace spansim::netsim;
 
 namespace {
@@ -73,8 +75,7 @@ TEST_CASE("one packet-level flow takes latency plus size with headers over the b
     const char* what;
   };
   for (auto c : {Case{0, 1, "NVLink"}, Case{0, 5, "pod spine"}, Case{0, 32, "inter-building"}}) {
-    FlowGraph g;
-    g.add_transfer(c.src, c.dst, bytes);
+    const auto g = transfers({{c.src, c.dst}}, bytes);
     auto route   = t.route(c.src, c.dst);
     double ideal = t.route_latency(route) + bytes / t.route_bandwidth(route);
     auto r       = timed_run(std::string("64 MiB over ") + c.what + " (RoCE)", t, g);
@@ -94,8 +95,7 @@ TEST_CASE("a small packet-level message pays the route's latency: routes follow 
   // each) and the data segment (1,054 bytes) cross it once each. Every packet is stored and forwarded at every
   // hop. A route through a GPU or any other link than Topology::route's would change the latency sum.
   for (int dst : {1, 5, 32, 64}) {
-    FlowGraph g;
-    g.add_transfer(0, dst, 1000);
+    const auto g         = transfers({{0, dst}}, 1000);
     auto r               = run_packet(t, g);
     auto tr              = run_packet(t, g, tcp());
     double serialization = 0, tcp_serialization = 0;
@@ -117,13 +117,9 @@ TEST_CASE("two packet-level flows sharing a bottleneck each take about twice as 
   const double bytes = 64.0 * 1048576;
   // GPUs 0 and 8 sit on rail 0 of nodes 0 and 2; both send to GPU 5 (rail 1 of node 1) through the pod spine.
   // The only link they share is GPU 5's NIC (incast): both start at line rate, and its queue takes the excess.
-  FlowGraph one;
-  one.add_transfer(0, 5, bytes);
-  double single = run_packet(t, one).ops[0].end;
-  FlowGraph two;
-  two.add_transfer(0, 5, bytes);
-  two.add_transfer(8, 5, bytes);
-  auto r = timed_run("two 64 MiB flows into one NIC", t, two);
+  double single  = run_packet(t, transfers({{0, 5}}, bytes)).ops[0].end;
+  const auto two = transfers({{0, 5}, {8, 5}}, bytes);
+  auto r         = timed_run("two 64 MiB flows into one NIC", t, two);
   expect_within("first of two flows sharing GPU 5's NIC vs 2x alone", 2 * single, r.ops[0].end, 0.10);
   expect_within("second of two flows sharing GPU 5's NIC vs 2x alone", 2 * single, r.ops[1].end, 0.10);
   // The same through the flow engine: max-min gives exactly half the NIC to each.
@@ -221,8 +217,7 @@ TEST_CASE("a long-haul packet-level transfer pays TCP slow start, not RoCE", "[p
   // by one segment per ACK (1.5x per round trip with delayed ACKs) from 10 segments, and DCTCP halves it at the
   // first mark: about 12 round trips before the NIC is full. The flow engine has no such ramp, nor has RoCE.
   const double bytes = 64.0 * 1048576;
-  FlowGraph g;
-  g.add_transfer(0, 64, bytes);
+  const auto g       = transfers({{0, 64}}, bytes);
   expect_within("64 MiB across regions (RoCE)", roce_transfer_time(t, 0, 64, bytes), run_packet(t, g).makespan, 0.001);
   auto r           = timed_run("64 MiB across regions (DCTCP)", t, g, tcp());
   const double tcp = tcp_transfer_time(t, 0, 64, bytes);
@@ -236,9 +231,8 @@ TEST_CASE("a long-haul packet-level transfer pays TCP slow start, not RoCE", "[p
 
 TEST_CASE("packet level refuses graphs too large for it", "[packet]")
 {
-  auto t = test::tiny_topology();
-  FlowGraph big;
-  big.add_transfer(0, 5, 80.0 * 1073741824);
+  auto t         = test::tiny_topology();
+  const auto big = transfers({{0, 5}}, 80.0 * 1073741824);
   CHECK_THROWS_AS(run_packet(t, big), UsageError);
   CHECK_THROWS_WITH(run_packet(t, big), Catch::Contains("--fidelity flow"));
 
@@ -249,9 +243,8 @@ TEST_CASE("packet level refuses graphs too large for it", "[packet]")
   CHECK_THROWS_WITH(run_packet(site, wide), Catch::Contains("4100 GPUs") && Catch::Contains("--fidelity flow"));
 
   PacketSettings bad;
-  bad.transport = "cubic";
-  FlowGraph small;
-  small.add_transfer(0, 1, 1000);
+  bad.transport    = "cubic";
+  const auto small = transfers({{0, 1}}, 1000);
   CHECK_THROWS_AS(run_packet(t, small, bad), UsageError);
   PacketSettings bad_cc;
   bad_cc.congestion_control = "timely";
@@ -289,9 +282,7 @@ TEST_CASE("NewReno over drop-tail queues also carries a flow at line rate", "[pa
   PacketSettings s;
   s.transport        = "newreno";
   const double bytes = 64.0 * 1048576;
-  FlowGraph g;
-  g.add_transfer(0, 5, bytes);
-  auto r = run_packet(t, g, s);
+  auto r             = run_packet(t, transfers({{0, 5}}, bytes), s);
   CHECK(r.settings["socket_type"] == "ns3::TcpNewReno");
   expect_within("64 MiB over the pod spine with NewReno", tcp_transfer_time(t, 0, 5, bytes, s), r.ops[0].end, 0.03);
 }
