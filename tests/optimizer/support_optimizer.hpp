@@ -47,8 +47,9 @@ inline json small_space()
           {"refine_fidelity", "flow"}};
 }
 
-// Llama 3 8B on 256 H100s over the two regions of two-regions: about 2,000 distinct points once duplicates go.
-inline json screened_space()
+/// @brief Llama 3 8B on 256 H100s over the two regions of two-regions, loaded as a spec: about 2,000 distinct
+/// points once duplicates go, screened to the best 1%.
+inline optimizer::OptimizeSpec screened_spec()
 {
   auto j      = small_space();
   j["name"]   = "screened";
@@ -66,7 +67,7 @@ inline json screened_space()
                  {"dp_algorithm", {"auto"}}};
   j["top_k"]  = 5;
   j["screen"] = {{"above", 0}, {"keep", 0.01}, {"keep_min", 20}, {"keep_max", 400}};
-  return j;
+  return spec_from(j);
 }
 
 /// @brief The optimizer's search and the exhaustive one (every feasible point re-simulated) on the same spec.

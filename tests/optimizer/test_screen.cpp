@@ -12,13 +12,12 @@
 #include <set>
 
 using namespace spansim;
-using spansim::test::json;
-using spansim::test::screened_space;
+using spansim::test::screened_spec;
 using spansim::test::spec_from;
 
 TEST_CASE("the indexed space names each distinct point once and decodes as the nested loops do", "[optimizer][screen]")
 {
-  auto spec = spec_from(screened_space());
+  auto spec = screened_spec();
   const optimizer::IndexedSpace space(spec);
   // The plain enumeration's rule: two combinations are one point when their labels agree once the rank order keeps
   // only dimensions of degree above 1. Every divisible combination's key, against the canonical ones.
@@ -60,7 +59,7 @@ TEST_CASE("job_costs equals the stage programs' compute, optimizer step and memo
 {
   for (const char* schedule : {"1f1b", "interleaved-1f1b"})
     for (const char* recompute : {"none", "selective", "full"}) {
-      auto spec = spec_from(screened_space());
+      auto spec = screened_spec();
       optimizer::Point p;
       p.tp             = 2;
       p.cp             = 2;

@@ -7,17 +7,16 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
-#include <set>
+#include <limits>
 
 using namespace spansim;
-using spansim::test::json;
-using spansim::test::screened_space;
-using spansim::test::spec_from;
+using spansim::test::screened_spec;
 
 TEST_CASE("three tiers find the exhaustive winner within 1% on ~2,000 points", "[optimizer][screen][slow]")
 {
-  auto spec = spec_from(screened_space());
+  auto spec = screened_spec();
   // Three tiers: the screen keeps 1% (20 points), the analytical engine scores them, the best 5 go to flow.
   const auto tiered = optimizer::optimize(spec);
   // Exhaustive: every point scored by the analytical engine, the best 5 at flow.
