@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 #include "netsim/netsim.hpp"
 #include "scenario/scenario.hpp"
+#include "traces/chakra_io.hpp"
 #include "traces/traces.hpp"
 
 #include "et_def.pb.h"
@@ -25,6 +26,8 @@
 
 using namespace spansim;
 using nlohmann::json;
+using spansim::traces::detail::add_attr;
+using spansim::traces::detail::find_attr;
 namespace fs = std::filesystem;
 
 namespace {
@@ -136,15 +139,6 @@ std::vector<ChakraProtoMsg::Node> read_nodes(const std::string& path, ChakraProt
   return nodes;
 }
 
-template <class T>
-const ChakraProtoMsg::AttributeProto* attr(const T& m, const std::string& name)
-{
-  for (const auto& a : m.attr())
-    if (a.name() == name)
-      return &a;
-  return nullptr;
-}
-
 } // namespace
 
 TEST_CASE("export then import: the same step to 1e-9, dense and MoE, analytical and flow", "[traces][chakra]")
@@ -194,8 +188,8 @@ TEST_CASE("exported ETs decode with the generated code and hold the graph's node
   ChakraProtoMsg::GlobalMetadata meta;
   const auto nodes = read_nodes(dir + "/et.0.et", meta);
   CHECK(meta.version() == traces::kChakraSchemaVersion);
-  REQUIRE(attr(meta, "spansim_rank"));
-  CHECK(attr(meta, "spansim_rank")->int64_val() == 0);
+  REQUIRE(find_attr(meta, "spansim_rank"));
+  CHECK(find_attr(meta, "spansim_rank")->int64_val() == 0);
   // Rank 0 runs stage 0's program: node counts by type, and comm bytes per communicator group.
   const auto& program = placed.graph().stages[0].ops;
   REQUIRE(nodes.size() == program.size());
@@ -216,14 +210,14 @@ TEST_CASE("exported ETs decode with the generated code and hold the graph's node
       // ASTRA-sim's convention: an all-gather's comm_size is each rank's input, the gathered buffer over the group.
       const bool gather = op.collective == CollectiveOp::all_gather;
       expected_bytes_by_kind[key] += op.bytes * op.count / (gather ? op.group.size : 1);
-      const auto* pg = attr(nodes[i], "pg_name");
+      const auto* pg = find_attr(nodes[i], "pg_name");
       REQUIRE(pg);
       REQUIRE(groups.contains(pg->string_val()));
       // The group holds rank 0 and has the op's group size.
       const auto members = groups[pg->string_val()].get<std::vector<int>>();
       CHECK(std::find(members.begin(), members.end(), 0) != members.end());
       CHECK(static_cast<int>(members.size()) == op.group.size);
-      bytes_by_kind[key] += static_cast<double>(attr(nodes[i], "comm_size")->int64_val());
+      bytes_by_kind[key] += static_cast<double>(find_attr(nodes[i], "comm_size")->int64_val());
     }
   }
   CHECK(actual_types == expected_types);
@@ -259,24 +253,18 @@ Node node(std::uint64_t id, ChakraProtoMsg::NodeType type, std::vector<std::uint
     n.add_data_deps(d);
   for (auto c : ctrl)
     n.add_ctrl_deps(c);
-  auto* a = n.add_attr();
-  a->set_name("is_cpu_op");
-  a->set_bool_val(false);
+  add_attr(n, "is_cpu_op").set_bool_val(false);
   return n;
 }
 
 void set_int(Node& n, const std::string& name, std::int64_t v)
 {
-  auto* a = n.add_attr();
-  a->set_name(name);
-  a->set_int64_val(v);
+  add_attr(n, name).set_int64_val(v);
 }
 
 void set_string(Node& n, const std::string& name, const std::string& v)
 {
-  auto* a = n.add_attr();
-  a->set_name(name);
-  a->set_string_val(v);
+  add_attr(n, name).set_string_val(v);
 }
 
 // A foreign (not spansim's) trace of 4 ranks, TP 2 x PP 2 (order tp, cp, pp, dp: ranks 0, 1 on stage 0): compute,
