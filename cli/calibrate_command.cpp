@@ -52,7 +52,7 @@ std::string validate_command(const ValidateOptions& o, const std::string& out)
   if (!o.runs.empty())
     c += " " + shell_quote(std::filesystem::absolute(o.runs).string());
   c += " --fidelity " + shell_quote(o.fidelity) + " --out " + shell_quote(out) + " --cpus-per-task " +
-       std::to_string(o.slurm.cpus_per_task);
+       std::to_string(o.slurm.sbatch.cpus_per_task);
   if (o.no_loo)
     c += " --no-loo";
   for (const auto& s : o.only)
@@ -177,7 +177,7 @@ void validate(const ValidateOptions& o)
     if (o.slurm_task > 0) {
       m.task_map                = o.slurm_task;
       std::tie(m.task, m.tasks) = o.slurm.share();
-      m.slurm.cpus_per_task     = o.slurm.cpus_per_task;
+      m.slurm.cpus_per_task     = o.slurm.sbatch.cpus_per_task;
     }
     slurm.emplace(m);
     vo.map = std::ref(*slurm);

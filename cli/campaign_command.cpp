@@ -41,14 +41,8 @@ struct CampaignRunOptions {
 
 struct CampaignSlurmOptions {
   std::string campaign;
-  std::string out;
-  int tasks         = 0;
-  int cpus_per_task = 1;
-  std::string partition;
-  std::string time_limit;
-  std::vector<std::string> sbatch_args;
+  ex::SlurmOptions sbatch;
   bool dry_run = false;
-  bool wait    = false;
   bool json    = false;
 };
 
@@ -158,17 +152,10 @@ void run(const CampaignRunOptions& o, bool merge_only)
 
 void slurm(const CampaignSlurmOptions& o)
 {
-  auto campaign = load(o.campaign);
-  ex::SlurmOptions options;
-  options.output        = o.out;
-  options.tasks         = o.tasks;
-  options.cpus_per_task = o.cpus_per_task;
-  options.partition     = o.partition;
-  options.time_limit    = o.time_limit;
-  options.sbatch_args   = o.sbatch_args;
-  options.submit        = !o.dry_run;
-  options.wait          = o.wait;
-  auto s                = ex::submit_slurm(campaign, options);
+  auto campaign            = load(o.campaign);
+  ex::SlurmOptions options = o.sbatch;
+  options.submit           = !o.dry_run;
+  auto s                   = ex::submit_slurm(campaign, options);
   if (o.json) {
     std::cout << json{{"spansim", provenance()},
                       {"campaign", {{"name", campaign.name}, {"file", campaign.file}}},
@@ -186,11 +173,11 @@ void slurm(const CampaignSlurmOptions& o)
               << s.merge_script << "\n";
     if (!s.array_job.empty())
       std::cout << "Submitted array job " << s.array_job << " and merge job " << s.merge_job << " (after the array)\n";
-    if (o.wait)
+    if (options.wait)
       std::cout << "Merge job ended with exit status " << s.merge_exit << "\n";
     std::cout << "Results: " << s.hdf5 << "\n";
   }
-  if (o.wait && s.merge_exit != 0)
+  if (options.wait && s.merge_exit != 0)
     throw SimulationError("the merge job " + s.merge_job + " failed (exit " + std::to_string(s.merge_exit) + "); see " +
                           std::filesystem::path(s.merge_script).parent_path().string() + "/merge.log");
 }
@@ -247,15 +234,12 @@ void add_campaign_command(CLI::App& app)
   auto so = std::make_shared<CampaignSlurmOptions>();
   auto* s = c->add_subcommand("slurm", "Submit a campaign as a Slurm job array plus a dependent merge job");
   s->add_option("campaign", so->campaign, "Campaign file")->required();
-  s->add_option("--out", so->out, "HDF5 result file, on a file system the nodes share");
-  s->add_option("--tasks", so->tasks, "Array tasks (default: one per 8 points, at most 64)")
+  s->add_option("--out", so->sbatch.output, "HDF5 result file, on a file system the nodes share");
+  s->add_option("--tasks", so->sbatch.tasks, "Array tasks (default: one per 8 points, at most 64)")
       ->check(integer_in(1, 100000));
-  s->add_option("--cpus-per-task", so->cpus_per_task, "Worker processes per task")->check(integer_in(1, 256));
-  s->add_option("--partition", so->partition, "Slurm partition");
-  s->add_option("--time", so->time_limit, "Time limit per task (Slurm syntax)");
-  s->add_option("--sbatch-arg", so->sbatch_args, "Extra sbatch argument (repeatable)");
+  add_sbatch_flags(s, so->sbatch);
   s->add_flag("--dry-run", so->dry_run, "Write the batch scripts, submit nothing");
-  s->add_flag("--wait", so->wait, "Wait for the merge job to end");
+  s->add_flag("--wait", so->sbatch.wait, "Wait for the merge job to end");
   s->add_flag("--json", so->json, "Print one JSON document");
   s->callback([so] { slurm(*so); });
 

@@ -9,12 +9,8 @@ namespace spansim::cli {
 
 experiments::SlurmOptions SlurmFlags::options() const
 {
-  experiments::SlurmOptions o;
-  o.cpus_per_task = cpus_per_task;
-  o.partition     = partition;
-  o.time_limit    = time_limit;
-  o.sbatch_args   = sbatch_args;
-  o.submit        = !dry_run;
+  experiments::SlurmOptions o = sbatch;
+  o.submit                    = !dry_run;
   return o;
 }
 
@@ -46,6 +42,15 @@ std::pair<int, int> SlurmFlags::share() const
   return {static_cast<int>(k), static_cast<int>(n)};
 }
 
+void add_sbatch_flags(CLI::App* c, experiments::SlurmOptions& to, const std::string& when)
+{
+  c->add_option("--cpus-per-task", to.cpus_per_task, when + "Worker processes per array task")
+      ->check(integer_in(1, 1024));
+  c->add_option("--partition", to.partition, when + "Slurm partition (default: the cluster's)");
+  c->add_option("--time", to.time_limit, when + "Slurm's time limit per task (Slurm syntax)");
+  c->add_option("--sbatch-arg", to.sbatch_args, when + "Extra sbatch argument (repeatable)");
+}
+
 void add_slurm_flags(CLI::App* c, SlurmFlags& f, const std::string& what)
 {
   c->add_flag("--slurm", f.slurm,
@@ -53,11 +58,7 @@ void add_slurm_flags(CLI::App* c, SlurmFlags& f, const std::string& what)
   c->add_flag("--slurm-dry-run", f.dry_run, "Write the first job array's batch scripts without submitting them");
   c->add_option("--task-time", f.task_time, "With --slurm: the time each array task should take (default 10min)");
   c->add_option("--max-tasks", f.max_tasks, "With --slurm: most array tasks per phase")->check(integer_in(1, 100000));
-  c->add_option("--cpus-per-task", f.cpus_per_task, "With --slurm: worker processes per array task")
-      ->check(integer_in(1, 1024));
-  c->add_option("--partition", f.partition, "With --slurm: the Slurm partition");
-  c->add_option("--time", f.time_limit, "With --slurm: Slurm's time limit per task (Slurm syntax)");
-  c->add_option("--sbatch-arg", f.sbatch_args, "With --slurm: an extra sbatch argument (repeatable)");
+  add_sbatch_flags(c, f.sbatch, "With --slurm: ");
   c->add_option("--task", f.task)->group(""); // a batch script's role, not for people
 }
 

@@ -18,11 +18,8 @@ struct SlurmFlags {
   bool dry_run          = false;
   std::string task_time = "10min";
   int max_tasks         = 256;
-  int cpus_per_task     = 1;
-  std::string partition;
-  std::string time_limit;
-  std::vector<std::string> sbatch_args;
-  std::string task; ///< a script's role: "K/N", this array task's share
+  experiments::SlurmOptions sbatch; ///< --cpus-per-task, --partition, --time, --sbatch-arg
+  std::string task;                 ///< a script's role: "K/N", this array task's share
   bool any() const { return slurm || dry_run; }
   /// @brief The sbatch side (submit unless a dry run).
   experiments::SlurmOptions options() const;
@@ -35,6 +32,10 @@ struct SlurmFlags {
 /// @brief A script role of two whole numbers written `form` ("K/N", "P/N"), as a pair.
 /// @throws UsageError naming `flag`, the text and the allowed form.
 std::pair<long, long> parse_role_pair(const std::string& flag, const std::string& text, const std::string& form);
+
+/// @brief Adds what goes to sbatch for every job: --cpus-per-task (worker processes per array task), --partition,
+/// --time and --sbatch-arg (repeatable), into `to`; `when` opens their help ("With --slurm: ").
+void add_sbatch_flags(CLI::App* command, experiments::SlurmOptions& to, const std::string& when = "");
 
 /// @brief Adds --slurm, --slurm-dry-run, --task-time, --max-tasks, --cpus-per-task, --partition, --time, --sbatch-arg
 /// and the hidden --task to `command`; `what` says what goes to the job arrays.

@@ -233,6 +233,23 @@ std::vector<const Point*> finished(const std::vector<Point>& points, const Resul
   return rows;
 }
 
+// The group /NAME, with a subgroup per point whose result has NAME (named by the point's key), filled by
+// write(subgroup, result[NAME]).
+template <class Write>
+void write_point_groups(hid_t file, const std::string& name, const std::vector<const Point*>& rows,
+                        const ResultMap& results, Write write)
+{
+  Hid group(H5Gcreate2(file, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "create /" + name);
+  for (const Point* p : rows) {
+    const json& r = results.at(p->key);
+    if (!r.contains(name))
+      continue;
+    Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+          "create /" + name + "/" + p->key);
+    write(g, r.at(name));
+  }
+}
+
 void write_file(const Campaign& campaign, const std::vector<Point>& points, const ResultMap& results,
                 const std::string& path)
 {
@@ -302,56 +319,34 @@ void write_file(const Campaign& campaign, const std::vector<Point>& points, cons
   write_strings(table, "spansim_version", versions);
   write_strings(table, "git_hash", hashes);
 
-  if (campaign.record.stages) {
-    Hid group(H5Gcreate2(file, "stages", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "create /stages");
-    for (const Point* p : rows) {
-      const json& r = results.at(p->key);
-      if (!r.contains("stages"))
-        continue;
-      Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
-            "create /stages/" + p->key);
+  if (campaign.record.stages)
+    write_point_groups(file, "stages", rows, results, [](hid_t g, const json& stages) {
       std::vector<long long> stage;
-      for (const auto& s : r.at("stages"))
+      for (const auto& s : stages)
         stage.push_back(s.at("stage").get<long long>());
       write_ints(g, "stage", stage);
       for (const auto& c : stage_columns()) {
         std::vector<double> v;
-        for (const auto& s : r.at("stages"))
+        for (const auto& s : stages)
           v.push_back(number(s.at(c)));
         write_doubles(g, c, v);
       }
-    }
-  }
-  if (campaign.record.ranks) {
-    Hid group(H5Gcreate2(file, "ranks", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "create /ranks");
-    for (const Point* p : rows) {
-      const json& r = results.at(p->key);
-      if (!r.contains("ranks"))
-        continue;
-      Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
-            "create /ranks/" + p->key);
+    });
+  if (campaign.record.ranks)
+    write_point_groups(file, "ranks", rows, results, [](hid_t g, const json& ranks) {
       for (const char* c : {"gpu", "tp", "cp", "pp", "dp"})
-        write_ints(g, c, r.at("ranks").at(c).get<std::vector<long long>>());
+        write_ints(g, c, ranks.at(c).get<std::vector<long long>>());
       for (const auto& c : stage_columns())
-        write_doubles(g, c, r.at("ranks").at(c).get<std::vector<double>>());
-    }
-  }
-  if (campaign.record.links) {
-    Hid group(H5Gcreate2(file, "links", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "create /links");
-    for (const Point* p : rows) {
-      const json& r = results.at(p->key);
-      if (!r.contains("links"))
-        continue;
-      const json& l = r.at("links");
-      Hid g(H5Gcreate2(group, p->key.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
-            "create /links/" + p->key);
+        write_doubles(g, c, ranks.at(c).get<std::vector<double>>());
+    });
+  if (campaign.record.links)
+    write_point_groups(file, "links", rows, results, [](hid_t g, const json& l) {
       write_strings(g, "name", l.at("name").get<std::vector<std::string>>());
       write_strings(g, "tier", l.at("tier").get<std::vector<std::string>>());
       write_doubles(g, "capacity_Bps", l.at("capacity_Bps").get<std::vector<double>>());
       auto bytes = l.at("bytes").get<std::vector<double>>();
       write_doubles(g, "bytes", bytes, {bytes.size() / 2, 2});
-    }
-  }
+    });
   check(H5Fflush(file, H5F_SCOPE_GLOBAL), "flush \"" + path + "\"");
 }
 
