@@ -115,14 +115,14 @@ std::string encode_error(const std::exception& e)
     put_field(out, i->reason());
     put_field(out, i->file());
     put_field(out, i->json_path());
-  } else if (const auto* s = dynamic_cast<const SpecError*>(&e)) {
-    out = "S";
-    put_field(out, s->file());
-    put_field(out, s->json_path());
   } else if (const auto* t = dynamic_cast<const TraceError*>(&e)) {
     out = "T";
     put_field(out, t->file());
     put_field(out, t->where());
+  } else if (const auto* s = dynamic_cast<const SpecError*>(&e)) {
+    out = "S";
+    put_field(out, s->file());
+    put_field(out, s->json_path());
   } else {
     out = dynamic_cast<const UsageError*>(&e) ? "U" : "X";
   }

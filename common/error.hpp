@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace spansim {
 
@@ -28,6 +29,15 @@ public:
   SpecError(const std::string& file, const std::string& json_path, const std::string& what);
   const std::string& file() const { return file_; }
   const std::string& json_path() const { return json_path_; }
+
+protected:
+  /// @brief Tags the constructor for errors that word their whole message themselves.
+  struct Worded {};
+  /// @brief An error in `file` at `place` whose message is `message` as it stands.
+  SpecError(Worded, std::string file, std::string place, const std::string& message)
+      : Error(message), file_(std::move(file)), json_path_(std::move(place))
+  {
+  }
 
 private:
   std::string file_;
@@ -55,22 +65,17 @@ public:
   using Error::Error;
 };
 
-/// @brief A trace file (a Chakra execution trace, a profiler trace) is unreadable or inconsistent. The message names
-/// the file and, where there is one, the node, record or event.
-class TraceError : public Error {
+/// @brief A trace file (a Chakra execution trace, a profiler trace) is unreadable or inconsistent: bad input as a
+/// bad spec is, its place (json_path) the node, record or event. The message names the file and that place.
+class TraceError : public SpecError {
 public:
   /// @param where the node, record or event ("node 12", "$.traceEvents[3]"); empty: the file as a whole.
-  TraceError(std::string file, std::string where, const std::string& what)
-      : Error(file + (where.empty() ? "" : ": " + where) + ": " + what), file_(std::move(file)),
-        where_(std::move(where))
+  TraceError(const std::string& file, const std::string& where, const std::string& what)
+      : SpecError(Worded{}, file, where, file + (where.empty() ? "" : ": " + where) + ": " + what)
   {
   }
-  const std::string& file() const { return file_; }
-  const std::string& where() const { return where_; }
-
-private:
-  std::string file_;
-  std::string where_;
+  /// @brief The node, record or event (empty: the file as a whole).
+  const std::string& where() const { return json_path(); }
 };
 
 /// @brief A simulation could not be run as asked (too large for the fidelity, engine failure, ...).

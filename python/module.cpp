@@ -68,16 +68,13 @@ PYBIND11_MODULE(_spansim, m)
       if (p)
         std::rethrow_exception(p);
     } catch (const spansim::SpecError& e) {
-      // The same line `spansim` prints after "spansim: error: ", with the file and JSON path as attributes.
-      py::object exc        = py::handle(spec_error->ptr())(e.what());
+      // The same line `spansim` prints after "spansim: error: ", with the file and JSON path (a trace's node,
+      // record or event) as attributes.
+      PyObject* type        = dynamic_cast<const spansim::TraceError*>(&e) ? trace_error->ptr() : spec_error->ptr();
+      py::object exc        = py::handle(type)(e.what());
       exc.attr("file")      = e.file();
       exc.attr("json_path") = e.json_path();
-      PyErr_SetObject(spec_error->ptr(), exc.ptr());
-    } catch (const spansim::TraceError& e) {
-      py::object exc        = py::handle(trace_error->ptr())(e.what());
-      exc.attr("file")      = e.file();
-      exc.attr("json_path") = e.where();
-      PyErr_SetObject(trace_error->ptr(), exc.ptr());
+      PyErr_SetObject(type, exc.ptr());
     } catch (const spansim::UsageError& e) {
       (*usage_error)(e.what());
     } catch (const spansim::Error& e) {

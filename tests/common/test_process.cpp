@@ -60,6 +60,12 @@ TEST_CASE("an error thrown in a child process comes back as its own type with it
         CHECK(e.file() == "job.json");
         CHECK(e.json_path() == "$.parallelism");
         CHECK(std::string(e.what()) == in_process);
+      } catch (const TraceError& e) {
+        std::cout << "actual:   TraceError: " << e.what() << "\n";
+        CHECK(kind == 3);
+        CHECK(e.file() == "rank.0.et");
+        CHECK(e.where() == "node 12");
+        CHECK(std::string(e.what()) == in_process);
       } catch (const SpecError& e) {
         std::cout << "actual:   SpecError: " << e.what() << "\n";
         CHECK(kind == 0);
@@ -69,12 +75,6 @@ TEST_CASE("an error thrown in a child process comes back as its own type with it
       } catch (const UsageError& e) {
         std::cout << "actual:   UsageError: " << e.what() << "\n";
         CHECK(kind == 2);
-        CHECK(std::string(e.what()) == in_process);
-      } catch (const TraceError& e) {
-        std::cout << "actual:   TraceError: " << e.what() << "\n";
-        CHECK(kind == 3);
-        CHECK(e.file() == "rank.0.et");
-        CHECK(e.where() == "node 12");
         CHECK(std::string(e.what()) == in_process);
       } catch (const SimulationError& e) {
         std::cout << "actual:   SimulationError: " << e.what() << "\n";
