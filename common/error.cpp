@@ -88,10 +88,11 @@ void put_field(std::string& out, const std::string& field)
 
 std::string take_field(const std::string& in, std::size_t& pos)
 {
-  const std::size_t colon = in.find(':', pos);
-  if (colon == std::string::npos)
+  const std::size_t colon  = in.find(':', pos);
+  const std::string length = colon == std::string::npos ? "" : in.substr(pos, colon - pos);
+  if (length.empty() || length.size() > 12 || length.find_first_not_of("0123456789") != std::string::npos)
     throw SimulationError("a child process sent an unreadable error");
-  const std::size_t n = std::stoul(in.substr(pos, colon - pos));
+  const std::size_t n = std::stoul(length);
   if (colon + 1 + n > in.size())
     throw SimulationError("a child process sent a truncated error");
   pos = colon + 1 + n;

@@ -95,3 +95,12 @@ TEST_CASE("parallel_map returns results in index order whatever the workers", "[
       CHECK(out[i] == std::to_string(i * i));
   }
 }
+
+TEST_CASE("an error text that is not what encode_error writes is a SimulationError", "[process]")
+{
+  for (const std::string text : {"", "S", "S3:abc", "Sx:abc", "S99:abc", "U3:abc4:more", "I1:a1:b"}) {
+    INFO("encoded \"" << text << "\"");
+    CHECK_THROWS_AS(rethrow_error(text), SimulationError);
+  }
+  CHECK_THROWS_WITH(rethrow_error("U5:--out"), "--out");
+}
