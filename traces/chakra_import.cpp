@@ -760,17 +760,17 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
   for (const auto& [key, send] : sends) {
     const auto it = recvs.find(key);
     if (it == recvs.end())
-      throw TraceError(prefix, "", "" + describe(send) + " is never received");
+      throw TraceError(prefix, "", describe(send) + " is never received");
     if (std::fabs(it->second.bytes - send.bytes) > 1e-9 * std::max(it->second.bytes, send.bytes)) {
       char sizes[96];
       std::snprintf(sizes, sizeof sizes, "%.17g bytes sent, %.17g received", send.bytes, it->second.bytes);
-      throw TraceError(
-          prefix, "", "" + describe(send) + " is received with another size by " + describe(it->second) + ": " + sizes);
+      throw TraceError(prefix, "",
+                       describe(send) + " is received with another size by " + describe(it->second) + ": " + sizes);
     }
   }
   for (const auto& [key, recv] : recvs)
     if (!sends.contains(key))
-      throw TraceError(prefix, "", "" + describe(recv) + " is never sent");
+      throw TraceError(prefix, "", describe(recv) + " is never sent");
   return graph;
 }
 

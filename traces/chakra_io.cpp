@@ -35,8 +35,8 @@ EtFile read_et(const std::string& path)
   bool clean_eof = false;
   if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&out.metadata, &in, &clean_eof))
     throw TraceError(path, "",
-                     "" + (clean_eof ? std::string("empty file: a Chakra ET starts with its global metadata")
-                                     : std::string("the global metadata is truncated or not a Chakra ET")));
+                     clean_eof ? std::string("empty file: a Chakra ET starts with its global metadata")
+                               : std::string("the global metadata is truncated or not a Chakra ET"));
   for (;;) {
     chakra::Node node;
     if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&node, &in, &clean_eof)) {
