@@ -28,6 +28,7 @@ using namespace spansim;
 using nlohmann::json;
 using spansim::traces::detail::add_attr;
 using spansim::traces::detail::find_attr;
+using spansim::traces::detail::write_et;
 namespace fs = std::filesystem;
 
 namespace {
@@ -106,18 +107,6 @@ void round_trip(const json& sc, const std::string& name)
     }
     fs::remove_all(dir);
   }
-}
-
-void write_et(const std::string& path, const ChakraProtoMsg::GlobalMetadata& meta,
-              const std::vector<ChakraProtoMsg::Node>& nodes)
-{
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  REQUIRE(fd >= 0);
-  google::protobuf::io::FileOutputStream out(fd);
-  REQUIRE(google::protobuf::util::SerializeDelimitedToZeroCopyStream(meta, &out));
-  for (const auto& n : nodes)
-    REQUIRE(google::protobuf::util::SerializeDelimitedToZeroCopyStream(n, &out));
-  REQUIRE(out.Close());
 }
 
 std::vector<ChakraProtoMsg::Node> read_nodes(const std::string& path, ChakraProtoMsg::GlobalMetadata& meta)
