@@ -75,7 +75,8 @@ std::string escape_controls(const std::string& text)
 }
 
 SpecError::SpecError(const std::string& file, const std::string& json_path, const std::string& what)
-    : Error(format_spec_error(file, json_path, what)), file_(file), json_path_(json_path)
+    : Error(format_spec_error(file, json_path, what)), file_(file), json_path_(json_path),
+      detail_(escape_controls(what))
 {
 }
 
@@ -98,14 +99,6 @@ std::string take_field(const std::string& in, std::size_t& pos)
   pos = colon + 1 + n;
   return in.substr(colon + 1, n);
 }
-
-// The part of a message after its prefix (a prefix of a message escaped whole is the prefix escaped alone: the
-// escape works on whole characters, and an escaped text escapes to itself).
-std::string after_prefix(const std::string& message, const std::string& prefix)
-{
-  const std::string p = escape_controls(prefix);
-  return message.compare(0, p.size(), p) == 0 ? message.substr(p.size()) : message;
-}
 } // namespace
 
 std::string encode_error(const std::exception& e)
@@ -116,14 +109,17 @@ std::string encode_error(const std::exception& e)
     put_field(out, i->reason());
     put_field(out, i->file());
     put_field(out, i->json_path());
+    put_field(out, i->detail());
   } else if (const auto* t = dynamic_cast<const TraceError*>(&e)) {
     out = "T";
     put_field(out, t->file());
     put_field(out, t->where());
+    put_field(out, t->detail());
   } else if (const auto* s = dynamic_cast<const SpecError*>(&e)) {
     out = "S";
     put_field(out, s->file());
     put_field(out, s->json_path());
+    put_field(out, s->detail());
   } else {
     out = dynamic_cast<const UsageError*>(&e) ? "U" : "X";
   }
@@ -140,7 +136,7 @@ std::pair<char, std::vector<std::string>> decode_error(const std::string& encode
   std::vector<std::string> f;
   while (pos < encoded.size())
     f.push_back(take_field(encoded, pos));
-  const std::size_t needed = kind == 'I' ? 4 : kind == 'S' || kind == 'T' ? 3 : 1;
+  const std::size_t needed = kind == 'I' ? 5 : kind == 'S' || kind == 'T' ? 4 : 1;
   if (f.size() != needed)
     throw SimulationError(context + "a child process sent an unreadable error");
   return {kind, f};
@@ -159,11 +155,11 @@ void rethrow_error(const std::string& encoded, const std::string& context)
   const auto& f      = decoded.second;
   switch (kind) {
   case 'I':
-    throw InfeasibleError(f[0], f[1], f[2], after_prefix(f[3], format_spec_error(f[1], f[2], "")));
+    throw InfeasibleError(f[0], f[1], f[2], f[3]);
   case 'S':
-    throw SpecError(f[0], f[1], after_prefix(f[2], format_spec_error(f[0], f[1], "")));
+    throw SpecError(f[0], f[1], f[2]);
   case 'T':
-    throw TraceError(f[0], f[1], after_prefix(f[2], f[0] + (f[1].empty() ? "" : ": " + f[1]) + ": "));
+    throw TraceError(f[0], f[1], f[2]);
   case 'U':
     throw UsageError(f[0]);
   default:

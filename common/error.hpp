@@ -29,19 +29,24 @@ public:
   SpecError(const std::string& file, const std::string& json_path, const std::string& what);
   const std::string& file() const { return file_; }
   const std::string& json_path() const { return json_path_; }
+  /// @brief What is wrong, without the file and place (the constructor's `what`, escaped as the message is: the
+  /// escape leaves escaped text as it is, so an error rebuilt from its parts has the same message).
+  const std::string& detail() const { return detail_; }
 
 protected:
   /// @brief Tags the constructor for errors that word their whole message themselves.
   struct Worded {};
-  /// @brief An error in `file` at `place` whose message is `message` as it stands.
-  SpecError(Worded, std::string file, std::string place, const std::string& message)
-      : Error(message), file_(std::move(file)), json_path_(std::move(place))
+  /// @brief An error in `file` at `place` whose message is `message` as it stands; `detail` is its part that says
+  /// what is wrong.
+  SpecError(Worded, std::string file, std::string place, const std::string& message, std::string detail)
+      : Error(message), file_(std::move(file)), json_path_(std::move(place)), detail_(escape_controls(detail))
   {
   }
 
 private:
   std::string file_;
   std::string json_path_;
+  std::string detail_;
 };
 
 /// @brief A well-formed spec that cannot run (heads not divisible by tp, a job that does not fit in memory, an
@@ -71,7 +76,7 @@ class TraceError : public SpecError {
 public:
   /// @param where the node, record or event ("node 12", "$.traceEvents[3]"); empty: the file as a whole.
   TraceError(const std::string& file, const std::string& where, const std::string& what)
-      : SpecError(Worded{}, file, where, file + (where.empty() ? "" : ": " + where) + ": " + what)
+      : SpecError(Worded{}, file, where, file + (where.empty() ? "" : ": " + where) + ": " + what, what)
   {
   }
   /// @brief The node, record or event (empty: the file as a whole).

@@ -68,12 +68,13 @@ PYBIND11_MODULE(_spansim, m)
       if (p)
         std::rethrow_exception(p);
     } catch (const spansim::SpecError& e) {
-      // The same line `spansim` prints after "spansim: error: ", with the file and JSON path (a trace's node,
-      // record or event) as attributes.
+      // The same line `spansim` prints after "spansim: error: ", with the file, the JSON path (a trace's node,
+      // record or event) and what is wrong as attributes.
       PyObject* type        = dynamic_cast<const spansim::TraceError*>(&e) ? trace_error->ptr() : spec_error->ptr();
       py::object exc        = py::handle(type)(e.what());
       exc.attr("file")      = e.file();
       exc.attr("json_path") = e.json_path();
+      exc.attr("detail")    = e.detail();
       PyErr_SetObject(type, exc.ptr());
     } catch (const spansim::UsageError& e) {
       (*usage_error)(e.what());

@@ -267,10 +267,11 @@ KinetoKernels read_kineto(const std::string& path)
   json doc;
   try {
     doc = spec::parse_json_text(trace_text(path), path, kMaxKinetoTextBytes);
+  } catch (const TraceError&) {
+    throw; // unreadable gzip data, said as the trace's already
   } catch (const SpecError& e) {
-    // Not JSON: the reader's "FILE: at PATH: WHAT" as the trace's file, place and cause.
-    const std::string what = e.what(), prefix = e.file() + ": at " + e.json_path() + ": ";
-    throw TraceError(e.file(), "at " + e.json_path(), what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what);
+    // Not JSON: the reader's file, place and cause as the trace's.
+    throw TraceError(e.file(), e.json_path().empty() ? "" : "at " + e.json_path(), e.detail());
   }
   const json* events = doc.is_object() && doc.contains("traceEvents") ? &doc["traceEvents"] : nullptr;
   if (!events || !events->is_array())

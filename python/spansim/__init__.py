@@ -2,7 +2,8 @@
 pandas DataFrames.
 
 Specs are plain dicts in the format of the JSON files, or paths to them. Bad specs raise :class:`SpecError` with
-the line ``spansim`` prints (file, JSON path, allowed values); ``exc.file`` and ``exc.json_path`` hold the parts.
+the line ``spansim`` prints (file, JSON path, allowed values); ``exc.file``, ``exc.json_path`` and ``exc.detail``
+(what is wrong) hold the parts.
 Simulations run in child processes (SimGrid allows one engine per process), so calls are safe in a loop.
 
 >>> import spansim

@@ -123,7 +123,8 @@ def test_a_bad_dict_names_the_json_path():
         spansim.run(doc)
     assert caught.value.file == "<dict>"
     assert caught.value.json_path == "$.placement"
-    assert 'unknown key "orderr"' in str(caught.value)
+    assert 'unknown key "orderr"' in caught.value.detail
+    assert str(caught.value).endswith(caught.value.detail)
     assert isinstance(caught.value, spansim.Error)
 
 
