@@ -35,6 +35,7 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
     if (total % model != 0)
       return; // the GPU budget does not divide
     p.dp = static_cast<int>(total / model);
+    settle_model_comm(spec, p);
     changes.push_back({std::string(knob) + " = " + std::to_string(v), p, placement});
   };
   for (int v : s.tp)
@@ -82,6 +83,17 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
     }
   }
   each(scheduling, "recompute", s.recompute, &Point::recompute, named);
+  // The model-parallel overlaps apply at tp (cp) 2 or more only.
+  if (b.tp > 1)
+    each(scheduling, "tp_overlap", s.tp_overlap, &Point::tp_overlap,
+         [](bool v) { return std::string(v ? "true" : "false"); });
+  if (b.cp > 1)
+    for (auto v : s.cp_comm)
+      if (v != b.cp_comm)
+        add(scheduling, "cp_comm = " + named(v), [&](Point& p) {
+          p.cp_comm = v;
+          settle_model_comm(spec, p);
+        });
   each(network, "dp_algorithm", s.dp_algorithm, &Point::dp_algorithm, named);
   for (int v : s.etp)
     if (v != b.etp && !(v == b.tp && b.etp == 0))

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <tuple>
 #include <utility>
@@ -91,6 +92,22 @@ void copy_network(const Point& from, Point& to)
   copy_knobs(kNetworkKnobs, from, to);
 }
 
+int node_cp_a2a(int cp, int tp, int node_gpus)
+{
+  for (int a = cp / 2; a >= 2; --a)
+    if (cp % a == 0 && std::int64_t(tp) * a <= node_gpus)
+      return a;
+  return 0;
+}
+
+void settle_model_comm(const OptimizeSpec& spec, Point& p)
+{
+  p.tp_overlap = p.tp > 1 && p.tp_overlap;
+  if (p.cp == 1)
+    p.cp_comm = workload::CpComm::allgather;
+  p.cp_a2a = p.cp_comm == workload::CpComm::a2a_p2p ? node_cp_a2a(p.cp, p.tp, spec.topology.node.gpus) : 0;
+}
+
 std::vector<Dim> effective_order(const std::vector<Dim>& order, int tp, int cp, int pp, int dp)
 {
   std::vector<Dim> out;
@@ -108,22 +125,27 @@ std::vector<Dim> effective_order(const Point& p)
 IndexedSpace::IndexedSpace(const OptimizeSpec& spec)
     : spec_(spec), networks_(network_variants(spec.space)), experts_(expert_variants(spec.space))
 {
-  const auto& s = spec.space;
-  radix_        = {static_cast<std::uint32_t>(s.tp.size()),
-                   static_cast<std::uint32_t>(s.cp.size()),
-                   static_cast<std::uint32_t>(s.pp.size()),
-                   static_cast<std::uint32_t>(s.ep.size()),
-                   static_cast<std::uint32_t>(s.data_parallel.size()),
-                   static_cast<std::uint32_t>(s.reshard_after_forward.size()),
-                   static_cast<std::uint32_t>(s.micro_batch.size()),
-                   static_cast<std::uint32_t>(s.schedule.size()),
-                   static_cast<std::uint32_t>(s.virtual_stages.size()),
-                   static_cast<std::uint32_t>(s.order.size()),
-                   static_cast<std::uint32_t>(s.recompute.size()),
-                   static_cast<std::uint32_t>(s.dp_algorithm.size()),
-                   static_cast<std::uint32_t>(experts_.size()),
-                   static_cast<std::uint32_t>(s.channels.size()),
-                   static_cast<std::uint32_t>(networks_.size())};
+  const auto& s               = spec.space;
+  const std::size_t lengths[] = {s.tp.size(),
+                                 s.cp.size(),
+                                 s.pp.size(),
+                                 s.ep.size(),
+                                 s.data_parallel.size(),
+                                 s.reshard_after_forward.size(),
+                                 s.micro_batch.size(),
+                                 s.schedule.size(),
+                                 s.virtual_stages.size(),
+                                 s.order.size(),
+                                 s.recompute.size(),
+                                 s.tp_overlap.size(),
+                                 s.cp_comm.size(),
+                                 s.dp_algorithm.size(),
+                                 experts_.size(),
+                                 s.channels.size(),
+                                 networks_.size()};
+  static_assert(std::size(lengths) == kKnobCount, "a length per knob, in the Knob enum's order");
+  for (int k = 0; k < kKnobCount; ++k)
+    radix_[k] = static_cast<std::uint32_t>(lengths[k]);
   for (auto r : radix_)
     size_ *= r;
 }
@@ -153,6 +175,8 @@ bool IndexedSpace::canonical(const Indices& at) const
   if (s.data_parallel[at[knob_data_parallel]] == workload::DataParallelMode::ddp && at[knob_reshard] != 0)
     return false;
   const int tp = s.tp[at[knob_tp]], cp = s.cp[at[knob_cp]], pp = s.pp[at[knob_pp]];
+  if ((tp == 1 && at[knob_tp_overlap] != 0) || (cp == 1 && at[knob_cp_comm] != 0))
+    return false;
   // Expert knobs that do not apply: a node limit without DeepEP's deduplication, expert TP stated as the point's tp.
   const Point& ex = experts_[at[knob_expert]];
   // A node limit only changes DeepEP's deduplicated bytes: the other dispatchers take the list's first value.
@@ -187,8 +211,11 @@ Point IndexedSpace::point(const Indices& at) const
   p.schedule    = s.schedule[at[knob_schedule]];
   p.virtual_stages =
       p.schedule == workload::ScheduleKind::interleaved_1f1b ? s.virtual_stages[at[knob_virtual_stages]] : 1;
-  p.order        = s.order[at[knob_order]];
-  p.recompute    = s.recompute[at[knob_recompute]];
+  p.order      = s.order[at[knob_order]];
+  p.recompute  = s.recompute[at[knob_recompute]];
+  p.tp_overlap = s.tp_overlap[at[knob_tp_overlap]];
+  p.cp_comm    = s.cp_comm[at[knob_cp_comm]];
+  settle_model_comm(spec_, p);
   p.dp_algorithm = s.dp_algorithm[at[knob_dp_algorithm]];
   copy_expert(experts_[at[knob_expert]], p);
   if (p.etp == p.tp)

@@ -25,6 +25,8 @@ enum Knob {
   knob_virtual_stages,
   knob_order,
   knob_recompute,
+  knob_tp_overlap,
+  knob_cp_comm,
   knob_dp_algorithm,
   knob_expert,
   knob_channels,
@@ -42,6 +44,13 @@ std::vector<Point> expert_variants(const SearchSpace& s);
 void copy_expert(const Point& from, Point& to);
 /// @brief Copies the network-layer knobs (window, queue pairs, compression, DiLoCo, long-link capacity).
 void copy_network(const Point& from, Point& to);
+/// @brief a2a+p2p's all-to-all group for cp ranks at tensor parallelism tp on nodes of `node_gpus`: the largest
+/// divisor of cp below cp whose ranks fit in one node (tp x group <= node_gpus), so that the all-to-alls stay on
+/// NVLink and the ring crosses nodes, as Megatron's hierarchical CP is laid out; 0 when none of 2 or more fits.
+int node_cp_a2a(int cp, int tp, int node_gpus);
+/// @brief Settles a point's TP overlap and CP variant on its degrees: no overlap at tp 1, all-gather at cp 1 (the
+/// knobs do not apply), and a2a+p2p's group by node_cp_a2a on the spec's nodes.
+void settle_model_comm(const OptimizeSpec& spec, Point& p);
 /// @brief The rank order without the dimensions of degree 1, which do not change where ranks go: orders equal
 /// here are one placement.
 std::vector<workload::Dim> effective_order(const std::vector<workload::Dim>& order, int tp, int cp, int pp, int dp);
@@ -56,8 +65,8 @@ public:
   std::uint64_t size() const { return size_; }
   Indices decode(std::uint64_t i) const;
   /// @brief False when `at` is another combination's duplicate: a knob that does not apply (virtual stages without
-  /// interleaving, resharding under DDP) is not at its first value, or the rank order equals an earlier one once
-  /// dimensions of degree 1 are dropped.
+  /// interleaving, resharding under DDP, TP overlap at tp 1, a CP variant at cp 1) is not at its first value, or the
+  /// rank order equals an earlier one once dimensions of degree 1 are dropped.
   bool canonical(const Indices& at) const;
   /// @brief Whether the GPU budget divides by tp x cp x pp.
   bool divisible(const Indices& at) const;

@@ -45,6 +45,11 @@ struct SearchSpace {
       {workload::Dim::tp, workload::Dim::cp, workload::Dim::pp, workload::Dim::dp},
       {workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp}};
   std::vector<workload::Recompute> recompute{workload::Recompute::none, workload::Recompute::selective};
+  /// @brief Transformer Engine's TP communication overlap (applies where tp >= 2).
+  std::vector<bool> tp_overlap{false};
+  /// @brief How K/V move between cp ranks (applies where cp >= 2); a2a+p2p's all-to-all groups are the cp ranks
+  /// of one node (Point::cp_a2a).
+  std::vector<workload::CpComm> cp_comm{workload::CpComm::allgather};
   std::vector<netsim::Algorithm> dp_algorithm{netsim::Algorithm::automatic};
   /// @brief Expert tensor parallelism (0: the point's tp), MoE dispatchers, node limits (0: none) and Megatron's
   /// all-to-all overlap: a MoE job's expert-layer choices.
@@ -146,6 +151,9 @@ struct Point {
   int virtual_stages                       = 1;
   std::vector<workload::Dim> order{workload::kProductionOrder.begin(), workload::kProductionOrder.end()};
   workload::Recompute recompute   = workload::Recompute::none;
+  bool tp_overlap                 = false;
+  workload::CpComm cp_comm        = workload::CpComm::allgather;
+  int cp_a2a                      = 0; ///< a2a+p2p: ranks per all-to-all group (0: another variant, or none fits)
   netsim::Algorithm dp_algorithm  = netsim::Algorithm::automatic;
   int etp                         = 0; ///< expert tensor parallelism; 0: tp
   workload::Dispatcher dispatcher = workload::Dispatcher::alltoall;

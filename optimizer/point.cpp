@@ -47,6 +47,12 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
               {"order", names(p.order)}};
   if (p.etp > 0)
     par["etp"] = p.etp;
+  if (p.tp_overlap)
+    par["tp_overlap"] = true;
+  if (p.cp_comm != workload::CpComm::allgather)
+    par["cp_comm"] = name_of(p.cp_comm);
+  if (p.cp_comm == workload::CpComm::a2a_p2p)
+    par["cp_a2a"] = p.cp_a2a;
   if (p.data_parallel != workload::DataParallelMode::ddp)
     par["reshard_after_forward"] = p.reshard_after_forward;
   if (p.data_parallel == workload::DataParallelMode::hsdp)
@@ -93,6 +99,11 @@ std::string Point::label() const
       (schedule == workload::ScheduleKind::interleaved_1f1b ? "i1f1b(v" + std::to_string(virtual_stages) + ")"
                                                             : std::string(name_of(schedule))) +
       " [" + join(order) + "] " + std::string(name_of(recompute)) + " dp:" + std::string(name_of(dp_algorithm));
+  if (tp_overlap)
+    s += " tp-overlap";
+  if (cp_comm != workload::CpComm::allgather)
+    s += " cp:" + std::string(name_of(cp_comm)) +
+         (cp_comm == workload::CpComm::a2a_p2p ? "(" + std::to_string(cp_a2a) + ")" : "");
   if (etp > 0)
     s += " etp" + std::to_string(etp);
   if (dispatcher != workload::Dispatcher::alltoall)
@@ -132,6 +143,9 @@ json Point::to_json() const
           {"virtual_stages", virtual_stages},
           {"order", names(order)},
           {"recompute", name_of(recompute)},
+          {"tp_overlap", tp_overlap},
+          {"cp_comm", name_of(cp_comm)},
+          {"cp_a2a", cp_a2a},
           {"dp_algorithm", name_of(dp_algorithm)},
           {"etp", etp},
           {"dispatcher", name_of(dispatcher)},
@@ -201,19 +215,27 @@ json CapacityCost::to_json() const
 
 workload::JobSpec job_of(const OptimizeSpec& spec, const Point& p, int buildings)
 {
-  workload::JobSpec job         = spec.base;
-  auto& par                     = job.parallelism;
-  par.tp                        = p.tp;
-  par.sequence_parallel         = p.tp > 1;
-  par.cp                        = p.cp;
-  par.pp                        = p.pp;
-  par.dp                        = p.dp;
-  par.ep                        = p.ep;
-  par.etp                       = p.etp > 0 ? p.etp : p.tp;
-  par.dp_mode                   = p.data_parallel;
-  par.reshard_after_forward     = p.data_parallel != workload::DataParallelMode::ddp && p.reshard_after_forward;
-  par.hsdp_shard                = p.data_parallel == workload::DataParallelMode::hsdp ? hsdp_shard(p, buildings) : 0;
-  par.order                     = p.order;
+  workload::JobSpec job     = spec.base;
+  auto& par                 = job.parallelism;
+  par.tp                    = p.tp;
+  par.sequence_parallel     = p.tp > 1;
+  par.cp                    = p.cp;
+  par.pp                    = p.pp;
+  par.dp                    = p.dp;
+  par.ep                    = p.ep;
+  par.etp                   = p.etp > 0 ? p.etp : p.tp;
+  par.dp_mode               = p.data_parallel;
+  par.reshard_after_forward = p.data_parallel != workload::DataParallelMode::ddp && p.reshard_after_forward;
+  par.hsdp_shard            = p.data_parallel == workload::DataParallelMode::hsdp ? hsdp_shard(p, buildings) : 0;
+  par.order                 = p.order;
+  par.tp_overlap            = p.tp_overlap;
+  par.cp_comm               = p.cp_comm;
+  par.cp_a2a                = p.cp_comm == workload::CpComm::a2a_p2p ? p.cp_a2a : 1;
+  if (p.cp_comm == workload::CpComm::a2a_p2p && p.cp_a2a < 2)
+    throw InfeasibleError(std::string(name_of(workload::JobIssue::cp_comm)), spec.file, "$.search.cp_comm",
+                          "\"a2a+p2p\" at cp " + std::to_string(p.cp) + " and tp " + std::to_string(p.tp) +
+                              ": no all-to-all group of 2 or more cp ranks that divides cp fits in a node of " +
+                              std::to_string(spec.topology.node.gpus) + " GPUs");
   job.batch.micro_batch         = p.micro_batch;
   job.schedule.kind             = p.schedule;
   job.schedule.virtual_stages   = p.schedule == workload::ScheduleKind::interleaved_1f1b ? p.virtual_stages : 1;

@@ -125,7 +125,10 @@ Point read_point(const OptimizeSpec& spec, const std::string& bytes)
   p.order.resize(bounded(r.number(), workload::kDims.size() + 1, "order length"));
   for (auto& d : p.order)
     d = static_cast<workload::Dim>(bounded(r.number(), enum_names(workload::Dim{}).size(), "order"));
-  p.recompute = static_cast<workload::Recompute>(bounded(r.number(), enum_names(p.recompute).size(), "recompute"));
+  p.recompute  = static_cast<workload::Recompute>(bounded(r.number(), enum_names(p.recompute).size(), "recompute"));
+  p.tp_overlap = bounded(r.number(), 2, "tp_overlap") == 1;
+  p.cp_comm    = static_cast<workload::CpComm>(bounded(r.number(), enum_names(p.cp_comm).size(), "cp_comm"));
+  p.cp_a2a     = static_cast<int>(bounded(r.number(), kCount, "cp_a2a"));
   p.dp_algorithm =
       static_cast<netsim::Algorithm>(bounded(r.number(), enum_names(p.dp_algorithm).size(), "dp_algorithm"));
   p.etp         = static_cast<int>(bounded(r.number(), kCount, "etp"));
@@ -148,30 +151,20 @@ Point read_point(const OptimizeSpec& spec, const std::string& bytes)
 
 std::string encode_point(const OptimizeSpec& spec, const Point& p)
 {
+  // In read_point's order: the knobs before the rank order, the order (length, then dimensions), the rest.
+  const auto flag = [](bool v) { return v ? 1.0 : 0.0; };
   Bytes b;
-  for (int v : {p.tp, p.cp, p.pp, p.dp, p.ep})
-    b.put(static_cast<double>(v));
-  b.put(static_cast<double>(p.data_parallel));
-  b.put(p.reshard_after_forward ? 1.0 : 0.0);
-  b.put(static_cast<double>(p.micro_batch));
-  b.put(static_cast<double>(p.schedule));
-  b.put(static_cast<double>(p.virtual_stages));
-  b.put(static_cast<double>(p.order.size()));
+  for (double v : {double(p.tp), double(p.cp), double(p.pp), double(p.dp), double(p.ep), double(p.data_parallel),
+                   flag(p.reshard_after_forward), double(p.micro_batch), double(p.schedule), double(p.virtual_stages),
+                   double(p.order.size())})
+    b.put(v);
   for (auto d : p.order)
     b.put(static_cast<double>(d));
-  b.put(static_cast<double>(p.recompute));
-  b.put(static_cast<double>(p.dp_algorithm));
-  b.put(static_cast<double>(p.etp));
-  b.put(static_cast<double>(p.dispatcher));
-  b.put(static_cast<double>(p.node_limit));
-  b.put(p.ep_overlap ? 1.0 : 0.0);
-  b.put(static_cast<double>(p.channels));
-  b.put(p.window);
-  b.put(static_cast<double>(p.qps));
-  b.put(position(spec.space.compression, p.compression, "compression"));
-  b.put(position(spec.space.diloco, p.diloco, "DiLoCo block"));
-  b.put(p.inter_building);
-  b.put(p.inter_region);
+  for (double v : {double(p.recompute), flag(p.tp_overlap), double(p.cp_comm), double(p.cp_a2a), double(p.dp_algorithm),
+                   double(p.etp), double(p.dispatcher), double(p.node_limit), flag(p.ep_overlap), double(p.channels),
+                   p.window, double(p.qps), position(spec.space.compression, p.compression, "compression"),
+                   position(spec.space.diloco, p.diloco, "DiLoCo block"), p.inter_building, p.inter_region})
+    b.put(v);
   const std::string bytes = b.take();
   std::string line;
   for (unsigned char c : bytes) {

@@ -18,14 +18,17 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // The widest boundary a group spans: 0 one node, 1 one pod, 2 one building, 3 one region, 4 several regions.
 enum Level { node_level, pod_level, building_level, region_level, world_level };
 
-// What a structure (degrees, data parallelism, micro-batch, schedule, recompute) costs, from the cost model.
+// What a structure (degrees, data parallelism, micro-batch, schedule, recompute, TP overlap, CP variant) costs,
+// from the cost model.
 struct Structure {
   std::string reason; ///< non-empty: infeasible
   double t_mb = 0, optimizer = 0, lead = 1, m = 1;
   double backward = 0, wgrad = 0, ep_gather_bytes = 0; ///< per micro-batch: of t_mb, the backward and its W
   double layers = 0, moe_layers = 0, dense = 0, expert = 0;
-  double tp_bytes = 0, cp_bytes = 0, ep_bytes = 0, pp_bytes = 0, gradient_bytes = 4;
+  double tp_bytes = 0, cp_bytes = 0, cp_a2a_bytes = 0, ep_bytes = 0, pp_bytes = 0, gradient_bytes = 4;
   int hsdp_shard = 1, passes = 2;
+  bool tp_overlap          = false;
+  workload::CpComm cp_comm = workload::CpComm::allgather;
 };
 
 // One kind of group under a placement: its size, how many there are, how far it spans, and a hop across its widest
@@ -185,7 +188,7 @@ struct Screen::Impl {
     // Mixed radix over the structure's knobs: unique, and it fits since the whole space's size does.
     std::uint64_t key = 0;
     for (int k : {knob_tp, knob_cp, knob_pp, knob_ep, knob_data_parallel, knob_reshard, knob_micro_batch, knob_schedule,
-                  knob_virtual_stages, knob_recompute, knob_expert})
+                  knob_virtual_stages, knob_recompute, knob_tp_overlap, knob_cp_comm, knob_expert})
       key = key * space.radix(k) + at[k];
     auto [it, fresh] = structures.try_emplace(key);
     if (!fresh)
@@ -215,6 +218,9 @@ struct Screen::Impl {
       }
       s.tp_bytes        = costs.tp_bytes;
       s.cp_bytes        = costs.cp_bytes;
+      s.cp_a2a_bytes    = costs.cp_a2a_bytes;
+      s.tp_overlap      = job.parallelism.tp_overlap;
+      s.cp_comm         = job.parallelism.cp_comm;
       s.ep_bytes        = costs.ep_bytes;
       s.ep_gather_bytes = costs.ep_gather_bytes;
       s.pp_bytes        = costs.pp_bytes;
@@ -450,12 +456,24 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
   // Overlapped forward-backward pairs hide the all-to-alls under compute.
   if (ex.ep_overlap || dual)
     expert_time = std::max(0.0, expert_time - s.t_mb);
-  const double per_mb = s.t_mb +
-                        collective(tp, sh.tp.n, Pattern::gather, s.tp_bytes, Algorithm::ring,
-                                   rule(Dim::tp, Purpose::tp_activations, tp), 4 * s.layers * s.passes, charge) +
-                        collective(cp, sh.cp.n, Pattern::gather, s.cp_bytes, Algorithm::ring,
-                                   rule(Dim::cp, Purpose::cp_kv, cp), s.layers * (s.passes + 1), charge) +
-                        expert_time;
+  double tp_time = collective(tp, sh.tp.n, Pattern::gather, s.tp_bytes, Algorithm::ring,
+                              rule(Dim::tp, Purpose::tp_activations, tp), 4 * s.layers * s.passes, charge);
+  // Overlapped TP collectives hide under the GEMMs they feed, a ring's K/V passes under the attention: optimistic
+  // here (under the whole micro-batch's compute); tier 2 times them op by op. a2a+p2p is priced as its ring (its
+  // all-to-alls stay inside a node), Ulysses as its two all-to-alls per layer and pass, exposed.
+  if (s.tp_overlap)
+    tp_time = std::max(0.0, tp_time - s.t_mb);
+  double cp_time = 0;
+  if (s.cp_comm == workload::CpComm::a2a) {
+    cp_time = collective(cp, sh.cp.n, Pattern::all_to_all, s.cp_a2a_bytes, Algorithm::ring,
+                         rule(Dim::cp, Purpose::cp_kv, cp), s.layers * s.passes, charge);
+  } else {
+    cp_time = collective(cp, sh.cp.n, Pattern::gather, s.cp_bytes, Algorithm::ring, rule(Dim::cp, Purpose::cp_kv, cp),
+                         s.layers * (s.passes + 1), charge);
+    if (s.cp_comm != workload::CpComm::allgather)
+      cp_time = std::max(0.0, cp_time - s.t_mb);
+  }
+  const double per_mb = s.t_mb + tp_time + cp_time + expert_time;
   // Those charges are per micro-batch: scale them to the step.
   charge.building *= s.m;
   charge.region *= s.m;

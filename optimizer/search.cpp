@@ -21,61 +21,27 @@ constexpr int kScoreBatch = 8;
 
 std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std::size_t>& pruned)
 {
-  const auto& s       = spec.space;
-  const auto variants = network_variants(s);
-  const auto experts  = expert_variants(s);
+  const IndexedSpace space(spec);
+  const auto& s = spec.space;
   std::vector<Point> points;
   std::set<std::string> seen;
-  for (int tp : s.tp)
-    for (int cp : s.cp)
-      for (int pp : s.pp)
-        for (int ep : s.ep)
-          for (auto dpm : s.data_parallel)
-            for (bool reshard : s.reshard_after_forward)
-              for (int mb : s.micro_batch)
-                for (auto sched : s.schedule)
-                  for (int v : s.virtual_stages)
-                    for (const auto& order : s.order)
-                      for (auto rc : s.recompute)
-                        for (auto algo : s.dp_algorithm)
-                          for (const auto& ex : experts)
-                            for (int ch : s.channels)
-                              for (const auto& net : variants) {
-                                if (ex.ep_overlap && sched != workload::ScheduleKind::one_f_one_b &&
-                                    sched != workload::ScheduleKind::interleaved_1f1b)
-                                  continue; // DualPipe overlaps its pairs anyway; the others have none
-                                const std::int64_t model_ranks = std::int64_t(tp) * cp * pp;
-                                if (spec.base.gpus % model_ranks != 0) {
-                                  pruned["gpus not divisible by tp x cp x pp"]++;
-                                  continue;
-                                }
-                                Point p;
-                                p.tp                    = tp;
-                                p.cp                    = cp;
-                                p.pp                    = pp;
-                                p.dp                    = static_cast<int>(spec.base.gpus / model_ranks);
-                                p.ep                    = ep;
-                                p.data_parallel         = dpm;
-                                p.reshard_after_forward = dpm != workload::DataParallelMode::ddp && reshard;
-                                p.micro_batch           = mb;
-                                p.schedule              = sched;
-                                p.virtual_stages        = sched == workload::ScheduleKind::interleaved_1f1b ? v : 1;
-                                p.order                 = order;
-                                p.recompute             = rc;
-                                p.dp_algorithm          = algo;
-                                p.channels              = ch;
-                                copy_expert(ex, p);
-                                if (p.etp == p.tp)
-                                  p.etp = 0; // Megatron's default: one point
-                                if (p.dispatcher != workload::Dispatcher::deepep)
-                                  p.node_limit = 0; // a node limit only changes DeepEP's deduplicated bytes
-                                copy_network(net, p);
-                                // Knobs that do not apply collapse onto one point.
-                                Point key = p;
-                                key.order = effective_order(p);
-                                if (seen.insert(key.label()).second)
-                                  points.push_back(p);
-                              }
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const Indices at = space.decode(i);
+    const auto sched = s.schedule[at[knob_schedule]];
+    if (space.experts()[at[knob_expert]].ep_overlap && sched != workload::ScheduleKind::one_f_one_b &&
+        sched != workload::ScheduleKind::interleaved_1f1b)
+      continue; // DualPipe overlaps its pairs anyway; the others have none
+    if (!space.divisible(at)) {
+      pruned["gpus not divisible by tp x cp x pp"]++;
+      continue;
+    }
+    // Knobs that do not apply collapse onto one point.
+    const Point p = space.point(at);
+    Point key     = p;
+    key.order     = effective_order(p);
+    if (seen.insert(key.label()).second)
+      points.push_back(p);
+  }
   return points;
 }
 

@@ -44,6 +44,17 @@ void read_ints(spec::ObjectReader& s, const char* key, std::vector<int>& out, in
   }
 }
 
+// A non-empty list of true/false.
+void read_booleans(spec::ObjectReader& s, const char* key, std::vector<bool>& out)
+{
+  if (!s.has(key))
+    return;
+  const json& v = s.raw(key);
+  if (!v.is_array() || v.empty() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_boolean(); }))
+    s.fail(key, "expected a non-empty list of true/false");
+  out = v.get<std::vector<bool>>();
+}
+
 // A list of names of enum E.
 template <class E>
 void read_names(spec::ObjectReader& s, const char* key, std::vector<E>& out)
@@ -163,6 +174,8 @@ json OptimizeSpec::to_json() const
             {"virtual_stages", s.virtual_stages},
             {"order", orders},
             {"recompute", names_of(s.recompute)},
+            {"tp_overlap", s.tp_overlap},
+            {"cp_comm", names_of(s.cp_comm)},
             {"dp_algorithm", names_of(s.dp_algorithm)},
             {"etp", s.etp},
             {"dispatcher", names_of(s.dispatcher)},
@@ -336,6 +349,7 @@ OptimizeSpec load_optimize_spec(const std::string& path)
     read_names(*s, "data_parallel", sp.data_parallel);
     read_names(*s, "schedule", sp.schedule);
     read_names(*s, "recompute", sp.recompute);
+    read_names(*s, "cp_comm", sp.cp_comm);
     read_names(*s, "dp_algorithm", sp.dp_algorithm);
     if (s->has("etp") && s->raw("etp").is_array()) {
       // Integers, or "tp" for expert TP equal to the point's TP (Megatron's default).
@@ -355,22 +369,13 @@ OptimizeSpec load_optimize_spec(const std::string& path)
     }
     read_names(*s, "dispatcher", sp.dispatcher);
     read_ints(*s, "node_limit", sp.node_limit, 0, 1024);
-    if (s->has("ep_overlap")) {
-      const json& v = s->raw("ep_overlap");
-      if (!v.is_array() || v.empty() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_boolean(); }))
-        s->fail("ep_overlap", "expected a non-empty list of true/false");
-      sp.ep_overlap = v.get<std::vector<bool>>();
-    }
+    read_booleans(*s, "ep_overlap", sp.ep_overlap);
     const bool moe = spec.base.model.moe.experts > 0;
     for (const char* key : {"etp", "dispatcher", "node_limit", "ep_overlap"})
       if (!moe && s->has(key))
         s->fail(key, "model " + spec.base.model.name + " is dense: " + key + " is a mixture-of-experts knob");
-    if (s->has("reshard_after_forward")) {
-      const json& v = s->raw("reshard_after_forward");
-      if (!v.is_array() || v.empty() || !std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_boolean(); }))
-        s->fail("reshard_after_forward", "expected a non-empty list of true/false");
-      sp.reshard_after_forward = v.get<std::vector<bool>>();
-    }
+    read_booleans(*s, "reshard_after_forward", sp.reshard_after_forward);
+    read_booleans(*s, "tp_overlap", sp.tp_overlap);
     if (s->has("order") && s->raw("order").is_string()) {
       if (s->raw("order").get<std::string>() != "all")
         s->fail("order", "expected \"all\" (every permutation of tp, cp, pp, dp) or a list of rank orders");
@@ -388,6 +393,14 @@ OptimizeSpec load_optimize_spec(const std::string& path)
       for (std::size_t i = 0; i < v.size(); ++i)
         sp.order.push_back(workload::parse_rank_order(v[i], s->where().member("order").element(i)));
     }
+    // Model-parallel overlaps with no degree they apply to would only repeat points.
+    const auto widest = [](const std::vector<int>& v) { return *std::max_element(v.begin(), v.end()); };
+    if (widest(sp.tp) < 2 && std::find(sp.tp_overlap.begin(), sp.tp_overlap.end(), true) != sp.tp_overlap.end())
+      s->fail("tp_overlap", "TP overlap applies at tp 2 or more: search.tp has none (allowed: [false], or a tp >= 2)");
+    if (widest(sp.cp) < 2 && std::any_of(sp.cp_comm.begin(), sp.cp_comm.end(),
+                                         [](workload::CpComm c) { return c != workload::CpComm::allgather; }))
+      s->fail("cp_comm", "a CP variant applies at cp 2 or more: search.cp has none (allowed: [\"allgather\"], or a "
+                         "cp >= 2)");
     // The product of the lists' lengths, refused past the limit before it can overflow or run for hours.
     const auto& l               = sp;
     const std::size_t lengths[] = {l.tp.size(),
@@ -401,6 +414,8 @@ OptimizeSpec load_optimize_spec(const std::string& path)
                                    l.virtual_stages.size(),
                                    l.order.size(),
                                    l.recompute.size(),
+                                   l.tp_overlap.size(),
+                                   l.cp_comm.size(),
                                    l.dp_algorithm.size(),
                                    l.etp.size(),
                                    l.dispatcher.size(),

@@ -14,6 +14,8 @@ JobCosts job_costs(const JobSpec& job, const BuildOptions& options)
   out.micro_batches   = c.mbs;
   out.tp_bytes        = detail::tp_activation_bytes(c);
   out.cp_bytes        = detail::cp_kv_bytes(c);
+  const auto ulysses  = detail::cp_a2a_bytes(c, c.cp);
+  out.cp_a2a_bytes    = ulysses.first + ulysses.second;
   out.ep_bytes        = detail::ep_buffer_bytes(c);
   out.ep_gather_bytes = detail::allgather_dispatch_bytes(c, true);
   out.pp_bytes        = detail::pp_message_bytes(c);

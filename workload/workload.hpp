@@ -769,6 +769,7 @@ struct JobCosts {
   int micro_batches      = 0;
   double tp_bytes        = 0; ///< one tensor-parallel collective's buffer (2 per layer and pass, x2 with SP)
   double cp_bytes        = 0; ///< one context-parallel K/V all-gather's buffer (1 per layer and pass)
+  double cp_a2a_bytes    = 0; ///< Ulysses over the whole cp group: its two all-to-alls' buffers (per layer and pass)
   double ep_bytes        = 0; ///< one dispatch or combine (1 each per MoE layer and pass)
   double ep_gather_bytes = 0; ///< one all-gather dispatch (the allgather dispatcher's buffer)
   double pp_bytes        = 0; ///< one pipeline message

@@ -1,6 +1,7 @@
 #pragma once
 // Optimize specs for the optimizer's tests.
 
+#include "optimizer/indexed_space.hpp"
 #include "optimizer/optimizer.hpp"
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <string>
 #include <unistd.h>
+#include <vector>
 
 namespace spansim::test {
 
@@ -68,6 +70,18 @@ inline optimizer::OptimizeSpec screened_spec()
   j["top_k"]  = 5;
   j["screen"] = {{"above", 0}, {"keep", 0.01}, {"keep_min", 20}, {"keep_max", 400}};
   return spec_from(j);
+}
+
+/// @brief The distinct points of a space: its divisible, canonical combinations, in index order.
+inline std::vector<optimizer::Point> canonical_points(const optimizer::IndexedSpace& space)
+{
+  std::vector<optimizer::Point> out;
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const auto at = space.decode(i);
+    if (space.divisible(at) && space.canonical(at))
+      out.push_back(space.point(at));
+  }
+  return out;
 }
 
 /// @brief The optimizer's search and the exhaustive one (every feasible point re-simulated) on the same spec.

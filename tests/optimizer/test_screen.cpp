@@ -125,11 +125,7 @@ TEST_CASE("points travel to a farm's tasks as lines and come back the same point
                                                   "/examples/optimize/llama3-405b-two-regions.json");
   const optimizer::IndexedSpace space(spec);
   std::size_t checked = 0;
-  for (std::uint64_t i = 0; i < space.size(); ++i) {
-    const auto at = space.decode(i);
-    if (!space.divisible(at) || !space.canonical(at))
-      continue;
-    const auto p    = space.point(at);
+  for (const auto& p : spansim::test::canonical_points(space)) {
     const auto line = optimizer::encode_point(spec, p);
     INFO(p.label() << " as " << line.substr(0, 32) << "...");
     CHECK(optimizer::decode_point(spec, line) == p);
