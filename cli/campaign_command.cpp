@@ -74,22 +74,28 @@ void draw_progress(const ex::Progress& p)
   draw_progress_line("campaign", p.done, p.total, tail);
 }
 
+// A --json document about campaign c: provenance and the campaign, then `fields`.
+json campaign_document(const ex::Campaign& c, json fields)
+{
+  fields["spansim"]  = provenance();
+  fields["campaign"] = {{"name", c.name}, {"file", c.file}};
+  return fields;
+}
+
 json report_json(const ex::Campaign& c, const ex::RunReport& r)
 {
-  return {{"spansim", provenance()},
-          {"campaign", {{"name", c.name}, {"file", c.file}}},
-          {"points", r.points},
-          {"shard_points", r.shard_points},
-          {"found", r.found},
-          {"ran", r.ran},
-          {"failed", r.failed},
-          {"missing", r.missing},
-          {"missing_points", r.missing_points},
-          {"errors", r.errors},
-          {"hdf5", r.hdf5},
-          {"csv", r.csv},
-          {"points_directory", r.points_directory},
-          {"elapsed_s", r.elapsed_s}};
+  return campaign_document(c, {{"points", r.points},
+                               {"shard_points", r.shard_points},
+                               {"found", r.found},
+                               {"ran", r.ran},
+                               {"failed", r.failed},
+                               {"missing", r.missing},
+                               {"missing_points", r.missing_points},
+                               {"errors", r.errors},
+                               {"hdf5", r.hdf5},
+                               {"csv", r.csv},
+                               {"points_directory", r.points_directory},
+                               {"elapsed_s", r.elapsed_s}});
 }
 
 void print_report(const ex::Campaign& c, const ex::RunReport& r, bool json_output, bool merge_only)
@@ -157,15 +163,13 @@ void slurm(const CampaignSlurmOptions& o)
   options.submit           = !o.dry_run;
   auto s                   = ex::submit_slurm(campaign, options);
   if (o.json) {
-    std::cout << json{{"spansim", provenance()},
-                      {"campaign", {{"name", campaign.name}, {"file", campaign.file}}},
-                      {"tasks", s.tasks},
-                      {"array_script", s.array_script},
-                      {"merge_script", s.merge_script},
-                      {"array_job", s.array_job},
-                      {"merge_job", s.merge_job},
-                      {"merge_exit", s.merge_exit},
-                      {"hdf5", s.hdf5}}
+    std::cout << campaign_document(campaign, {{"tasks", s.tasks},
+                                              {"array_script", s.array_script},
+                                              {"merge_script", s.merge_script},
+                                              {"array_job", s.array_job},
+                                              {"merge_job", s.merge_job},
+                                              {"merge_exit", s.merge_exit},
+                                              {"hdf5", s.hdf5}})
                      .dump(2)
               << "\n";
   } else {

@@ -19,16 +19,10 @@ using workload::OpKind;
 
 double StageBreakdown::part(Part p) const
 {
-  switch (p) {
-  case Part::compute:
-    return compute;
-  case Part::bubble:
-    return bubble;
-  case Part::idle:
-    return idle;
-  default:
-    return exposed[static_cast<Dim>(static_cast<int>(p) - static_cast<int>(Part::exposed_tp))];
-  }
+  return p == Part::compute  ? compute
+         : p == Part::bubble ? bubble
+         : p == Part::idle   ? idle
+                             : exposed[static_cast<Dim>(static_cast<int>(p) - static_cast<int>(Part::exposed_tp))];
 }
 
 double StageBreakdown::exposed_total() const

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <queue>
 #include <set>
 
@@ -28,14 +29,24 @@ std::string et_path(const std::string& prefix, int rank)
   return prefix + "." + std::to_string(rank) + ".et";
 }
 
+// The JSON file PREFIX + SUFFIX that spansim's exporter writes beside the traces, when there is one (its path set).
+std::optional<json> side_file(const std::string& prefix, const char* suffix, std::string& path)
+{
+  path = prefix + suffix;
+  if (!fs::exists(path))
+    return std::nullopt;
+  return spec::load_json_file(path);
+}
+
 // The representative rank of each stage named by PREFIX.rank_map.json, when there is one.
 std::map<int, int> rank_map(const std::string& prefix)
 {
   std::map<int, int> out;
-  const std::string path = prefix + ".rank_map.json";
-  if (!fs::exists(path))
+  std::string path;
+  const auto found = side_file(prefix, ".rank_map.json", path);
+  if (!found)
     return out;
-  const auto doc = spec::load_json_file(path);
+  const auto& doc = *found;
   if (!doc.is_array())
     throw TraceError(path, "", "expected a list of {\"stage\", \"rank\", \"ranks\"}");
   for (const auto& e : doc) {
@@ -51,10 +62,11 @@ std::map<int, int> rank_map(const std::string& prefix)
 std::map<std::string, std::vector<int>> comm_groups(const std::string& prefix)
 {
   std::map<std::string, std::vector<int>> out;
-  const std::string path = prefix + ".comm_groups.json";
-  if (!fs::exists(path))
+  std::string path;
+  const auto found = side_file(prefix, ".comm_groups.json", path);
+  if (!found)
     return out;
-  const auto doc = spec::load_json_file(path);
+  const auto& doc = *found;
   if (!doc.is_object())
     throw TraceError(path, "", "expected {\"<id>\": [ranks]}");
   for (const auto& [id, ranks] : doc.items()) {

@@ -30,17 +30,7 @@ struct PerPrecision {
   /// @brief The value for `p`.
   constexpr double of(Precision p) const
   {
-    switch (p) {
-    case Precision::fp8:
-      return fp8;
-    case Precision::mxfp8:
-      return mxfp8;
-    case Precision::nvfp4:
-      return nvfp4;
-    case Precision::bf16:
-      break;
-    }
-    return bf16;
+    return p == Precision::fp8 ? fp8 : p == Precision::mxfp8 ? mxfp8 : p == Precision::nvfp4 ? nvfp4 : bf16;
   }
 };
 

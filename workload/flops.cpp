@@ -47,15 +47,7 @@ double torchtitan_per_token(const ModelSpec& m, double s)
 
 double FlopCounts::get(FlopConvention c) const
 {
-  switch (c) {
-  case FlopConvention::megatron:
-    return megatron;
-  case FlopConvention::torchtitan:
-    return torchtitan;
-  case FlopConvention::causal:
-    break;
-  }
-  return causal;
+  return c == FlopConvention::megatron ? megatron : c == FlopConvention::torchtitan ? torchtitan : causal;
 }
 
 FlopCounts model_flop_counts(const JobSpec& job, double causal)

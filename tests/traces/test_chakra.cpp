@@ -109,7 +109,7 @@ void round_trip(const json& sc, const std::string& name)
   }
 }
 
-std::vector<ChakraProtoMsg::Node> read_nodes(const std::string& path, ChakraProtoMsg::GlobalMetadata& meta)
+std::vector<chakra::Node> read_nodes(const std::string& path, chakra::GlobalMetadata& meta)
 {
   const int fd = ::open(path.c_str(), O_RDONLY);
   REQUIRE(fd >= 0);
@@ -117,9 +117,9 @@ std::vector<ChakraProtoMsg::Node> read_nodes(const std::string& path, ChakraProt
   in.SetCloseOnDelete(true);
   bool eof = false;
   REQUIRE(google::protobuf::util::ParseDelimitedFromZeroCopyStream(&meta, &in, &eof));
-  std::vector<ChakraProtoMsg::Node> nodes;
+  std::vector<chakra::Node> nodes;
   for (;;) {
-    ChakraProtoMsg::Node n; // parsing merges into the message: a fresh one per record
+    chakra::Node n; // parsing merges into the message: a fresh one per record
     if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&n, &in, &eof))
       break;
     nodes.push_back(std::move(n));
@@ -174,7 +174,7 @@ TEST_CASE("exported ETs decode with the generated code and hold the graph's node
   auto s         = scenario::parse_scenario(sc, dir + "/scenario.json");
   scenario::PlacedStep placed(s);
   traces::export_chakra(placed.graph(), placed.placement().layout(), sc["job"], dir, {});
-  ChakraProtoMsg::GlobalMetadata meta;
+  chakra::GlobalMetadata meta;
   const auto nodes = read_nodes(dir + "/et.0.et", meta);
   CHECK(meta.version() == traces::kChakraSchemaVersion);
   REQUIRE(find_attr(meta, "spansim_rank"));
@@ -187,10 +187,10 @@ TEST_CASE("exported ETs decode with the generated code and hold the graph's node
   const auto groups = spec::load_json_file(dir + "/et.comm_groups.json");
   for (std::size_t i = 0; i < program.size(); ++i) {
     const auto& op = program[i];
-    const int type = workload::is_compute(op.kind)       ? ChakraProtoMsg::COMP_NODE
-                     : op.kind == workload::OpKind::send ? ChakraProtoMsg::COMM_SEND_NODE
-                     : op.kind == workload::OpKind::recv ? ChakraProtoMsg::COMM_RECV_NODE
-                                                         : ChakraProtoMsg::COMM_COLL_NODE;
+    const int type = workload::is_compute(op.kind)       ? chakra::COMP_NODE
+                     : op.kind == workload::OpKind::send ? chakra::COMM_SEND_NODE
+                     : op.kind == workload::OpKind::recv ? chakra::COMM_RECV_NODE
+                                                         : chakra::COMM_COLL_NODE;
     expected_types[type]++;
     actual_types[nodes[i].type()]++;
     CHECK(nodes[i].id() == i);
@@ -211,12 +211,12 @@ TEST_CASE("exported ETs decode with the generated code and hold the graph's node
   }
   CHECK(actual_types == expected_types);
   for (const auto& [type, n] : actual_types)
-    std::cout << ChakraProtoMsg::NodeType_Name(static_cast<ChakraProtoMsg::NodeType>(type)) << ": " << n << " nodes\n";
+    std::cout << chakra::NodeType_Name(static_cast<chakra::NodeType>(type)) << ": " << n << " nodes\n";
   // Pinned (golden): rank 0's ET of this job. A change to the graph builder changes them: re-pin from the printout.
-  CHECK(actual_types[ChakraProtoMsg::COMP_NODE] == 97);
-  CHECK(actual_types[ChakraProtoMsg::COMM_SEND_NODE] == 48);
-  CHECK(actual_types[ChakraProtoMsg::COMM_RECV_NODE] == 48);
-  CHECK(actual_types[ChakraProtoMsg::COMM_COLL_NODE] == 320);
+  CHECK(actual_types[chakra::COMP_NODE] == 97);
+  CHECK(actual_types[chakra::COMM_SEND_NODE] == 48);
+  CHECK(actual_types[chakra::COMM_RECV_NODE] == 48);
+  CHECK(actual_types[chakra::COMM_COLL_NODE] == 320);
   for (const auto& [kind, bytes] : expected_bytes_by_kind) {
     std::cout << std::setprecision(17) << "group " << kind << ": " << bytes << " bytes expected, "
               << bytes_by_kind[kind] << " in the ET\n";
@@ -229,9 +229,9 @@ TEST_CASE("exported ETs decode with the generated code and hold the graph's node
 
 namespace {
 
-using ChakraProtoMsg::Node;
+using chakra::Node;
 
-Node node(std::uint64_t id, ChakraProtoMsg::NodeType type, std::vector<std::uint64_t> data,
+Node node(std::uint64_t id, chakra::NodeType type, std::vector<std::uint64_t> data,
           std::vector<std::uint64_t> ctrl = {})
 {
   Node n;
@@ -263,12 +263,12 @@ std::vector<Node> stage_nodes(int stage)
   std::vector<Node> nodes;
   auto comp = [&](std::uint64_t id, std::vector<std::uint64_t> data, std::vector<std::uint64_t> ctrl,
                   std::uint64_t micros) {
-    auto n = node(id, ChakraProtoMsg::COMP_NODE, data, ctrl);
+    auto n = node(id, chakra::COMP_NODE, data, ctrl);
     n.set_duration_micros(micros);
     nodes.push_back(n);
   };
   // The one pipeline message, rank 0 to rank 2 (tag 7, 16 MiB): its send on stage 0, its receive on stage 1.
-  auto message = [&](std::uint64_t id, ChakraProtoMsg::NodeType type, std::vector<std::uint64_t> data) {
+  auto message = [&](std::uint64_t id, chakra::NodeType type, std::vector<std::uint64_t> data) {
     auto n = node(id, type, data);
     set_int(n, "comm_src", 0);
     set_int(n, "comm_dst", 2);
@@ -277,18 +277,18 @@ std::vector<Node> stage_nodes(int stage)
     nodes.push_back(n);
   };
   // Ids out of order, to check that the import orders by dependencies.
-  nodes.push_back(node(50, ChakraProtoMsg::METADATA_NODE, {}));
+  nodes.push_back(node(50, chakra::METADATA_NODE, {}));
   if (stage == 0) {
     comp(10, {50}, {}, 1000);
-    auto ar = node(11, ChakraProtoMsg::COMM_COLL_NODE, {10});
-    set_int(ar, "comm_type", ChakraProtoMsg::ALL_REDUCE);
+    auto ar = node(11, chakra::COMM_COLL_NODE, {10});
+    set_int(ar, "comm_type", chakra::ALL_REDUCE);
     set_int(ar, "comm_size", 64 << 20);
     set_string(ar, "pg_name", "1");
     nodes.push_back(ar);
     comp(5, {11}, {10}, 500); // control dependency on the first compute node too
-    message(12, ChakraProtoMsg::COMM_SEND_NODE, {5});
+    message(12, chakra::COMM_SEND_NODE, {5});
   } else {
-    message(3, ChakraProtoMsg::COMM_RECV_NODE, {50});
+    message(3, chakra::COMM_RECV_NODE, {50});
     comp(4, {3}, {}, 2000);
   }
   return nodes;
@@ -311,7 +311,7 @@ json foreign_job(const std::string& prefix)
 void write_foreign(const std::string& dir, const std::vector<Node>& stage0, const std::vector<Node>& stage1,
                    const json& groups = {{"1", {0, 1}}, {"2", {2, 3}}})
 {
-  ChakraProtoMsg::GlobalMetadata meta;
+  chakra::GlobalMetadata meta;
   meta.set_version("0.0.4");
   write_et(dir + "/t.0.et", meta, stage0);
   write_et(dir + "/t.2.et", meta, stage1);
@@ -405,8 +405,8 @@ TEST_CASE("bad traces are refused with an error naming the file and node", "[tra
   CHECK_THROWS_WITH(import(), Catch::Contains("node 11") && Catch::Contains("communicator group \"1\""));
   // A node type spansim does not simulate.
   s0 = stage_nodes(0);
-  s0.push_back(node(77, ChakraProtoMsg::MEM_LOAD_NODE, {}));
-  s0.push_back(node(78, static_cast<ChakraProtoMsg::NodeType>(8), {}));
+  s0.push_back(node(77, chakra::MEM_LOAD_NODE, {}));
+  s0.push_back(node(78, static_cast<chakra::NodeType>(8), {}));
   write_foreign(dir, s0, stage_nodes(1));
   CHECK_THROWS_WITH(import(), Catch::Contains("node 78") && Catch::Contains("is of type 8 (not a type of Chakra"));
   // A send nobody receives.
@@ -543,15 +543,15 @@ TEST_CASE("Chakra's own test trace of a PyTorch run: CPU ops beside the GPU, dep
   {
     std::ifstream in(prefix + ".0.et", std::ios::binary);
     google::protobuf::io::IstreamInputStream stream(&in);
-    ChakraProtoMsg::GlobalMetadata meta;
+    chakra::GlobalMetadata meta;
     REQUIRE(google::protobuf::util::ParseDelimitedFromZeroCopyStream(&meta, &stream, nullptr));
-    ChakraProtoMsg::Node n;
+    chakra::Node n;
     while (google::protobuf::util::ParseDelimitedFromZeroCopyStream(&n, &stream, nullptr)) {
       bool cpu = false;
       for (const auto& a : n.attr())
         if (a.name() == "is_cpu_op")
           cpu = a.bool_val();
-      if (n.type() == ChakraProtoMsg::COMP_NODE && !cpu)
+      if (n.type() == chakra::COMP_NODE && !cpu)
         gpu += static_cast<double>(n.duration_micros()) * 1e-6;
       n.Clear();
     }
