@@ -6,6 +6,7 @@
 #include "experiments/runner.hpp"
 #include "experiments/slurm_phase.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <sys/wait.h>
 #include <thread>
 
 namespace spansim::experiments {
@@ -156,21 +158,49 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     phase.add(wait_for_earlier(dir, options_.slurm, count, lines.size(), options_.progress));
     todo = missing();
   }
-  if (!todo.empty()) {
-    // One point here, timed, sizes the chunks to the stated time per task.
-    const auto t0 = std::chrono::steady_clock::now();
-    {
-      const auto choices = std::make_shared<netsim::AlgorithmCache>();
-      const topology::Topology topo(spec_.topology);
-      const auto point = optimizer::decode_point(spec_, todo.front());
-      const auto record =
-          process::run_in_child([&] { return optimizer::evaluate_point(spec_, topo, work, point, choices); });
-      write_tagged(record_path(records_, work, todo.front()), todo.front(), record);
-      recorded[todo.front()] = record;
-    }
-    phase.measured     = 1;
-    phase.item_seconds = seconds_since(t0);
+  // The time of one point sizes the chunks to the stated time per task: the rate an earlier phase of this search
+  // measured for the same work (its points cost alike); else one point timed here, before the array for scoring
+  // (seconds), beside it for re-simulation (minutes at scale: timed first, it would sit on the phase's critical
+  // path), the array then taking one point per task up to --max-tasks.
+  const FarmPhase* earlier = nullptr;
+  for (const auto& p : phases_)
+    if (p.work == work && p.measured > 0)
+      earlier = &p;
+  auto evaluate_here = [&](const std::string& line) {
+    const auto choices = std::make_shared<netsim::AlgorithmCache>();
+    const topology::Topology topo(spec_.topology);
+    const auto point = optimizer::decode_point(spec_, line);
+    return optimizer::evaluate_point(spec_, topo, work, point, choices);
+  };
+  const std::string beside_seconds = dir + "/beside.seconds";
+  pid_t beside                     = 0;
+  std::string beside_line;
+  if (!todo.empty() && earlier) {
+    phase.item_seconds = earlier->item_seconds;
+    phase.sized_by     = earlier->name;
+  } else if (!todo.empty() && work == Work::score) {
+    const auto t0     = std::chrono::steady_clock::now();
+    const auto record = process::run_in_child([&] { return evaluate_here(todo.front()); });
+    write_tagged(record_path(records_, work, todo.front()), todo.front(), record);
+    recorded[todo.front()] = record;
+    phase.measured         = 1;
+    phase.item_seconds     = seconds_since(t0);
+    phase.sized_by         = "here";
     todo.erase(todo.begin());
+  } else if (!todo.empty()) {
+    beside_line = todo.front();
+    todo.erase(todo.begin());
+    fs::remove(beside_seconds, ec);
+    beside = process::start_worker(
+        [&] {
+          const auto t0 = std::chrono::steady_clock::now();
+          write_tagged(record_path(records_, work, beside_line), beside_line, evaluate_here(beside_line));
+          write_record(beside_seconds, std::to_string(seconds_since(t0)) + "\n");
+        },
+        true);
+    phase.measured     = 1;
+    phase.item_seconds = options_.task_seconds; // unknown yet: one point per task
+    phase.sized_by     = "beside";
   }
   if (!todo.empty()) {
     const std::string work_list = dir + "/work.txt";
@@ -202,12 +232,24 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     phase.add(run);
     if (!options_.slurm.submit)
       throw FarmDryRun{phase, run.scripts};
-    todo = missing();
-    if (!todo.empty())
-      throw SimulationError(std::to_string(todo.size()) + " of " + std::to_string(phase.items) + " points of " +
-                            phase.name + " have no record after array job " + phase.array_job + " (see " + dir +
-                            "/task-*.log and merge.log); run the search again to resume it");
   }
+  if (beside > 0) {
+    // The point beside the array: its record and time, or (it failed) its error, evaluated again to be thrown.
+    int status = 0;
+    while (::waitpid(beside, &status, 0) < 0 && errno == EINTR) {
+    }
+    double seconds = 0;
+    std::ifstream timed(beside_seconds);
+    if (timed >> seconds)
+      phase.item_seconds = seconds;
+    if (!read_record(record_path(records_, work, beside_line), beside_line))
+      process::run_in_child([&] { return evaluate_here(beside_line); });
+  }
+  todo = missing();
+  if (!todo.empty())
+    throw SimulationError(std::to_string(todo.size()) + " of " + std::to_string(phase.items) + " points of " +
+                          phase.name + " have no record after array job " + phase.array_job + " (see " + dir +
+                          "/task-*.log and merge.log); run the search again to resume it");
   phases_.push_back(phase);
   std::vector<std::string> out;
   for (const auto& line : lines)

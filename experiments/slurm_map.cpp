@@ -126,6 +126,7 @@ std::vector<std::string> SlurmMap::operator()(std::size_t n, const std::function
     out[i]        = process::run_in_child([&] { return fn(i); });
     write_tagged(record(phase.map, i), tag(n), *out[i]);
     phase.measured     = 1;
+    phase.sized_by     = "here";
     phase.item_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     missing.erase(missing.begin());
   }

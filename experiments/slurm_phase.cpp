@@ -59,15 +59,11 @@ void PhaseReport::add(const PhaseRun& run)
 
 nlohmann::json PhaseReport::to_json() const
 {
-  return {{"items", items},
-          {"found", found},
-          {"measured", measured},
-          {"item_seconds", item_seconds},
-          {"tasks", tasks},
-          {"per_task", per_task},
-          {"array_job", array_job},
-          {"merge_job", merge_job},
-          {"wall_seconds", wall_seconds}};
+  return {{"items", items},         {"found", found},
+          {"measured", measured},   {"item_seconds", item_seconds},
+          {"sized_by", sized_by},   {"tasks", tasks},
+          {"per_task", per_task},   {"array_job", array_job},
+          {"merge_job", merge_job}, {"wall_seconds", wall_seconds}};
 }
 
 std::optional<std::string> read_tagged(const std::string& path, const std::string& tag)

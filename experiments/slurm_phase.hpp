@@ -49,7 +49,10 @@ struct PhaseReport {
   std::size_t items    = 0; ///< asked for (distinct)
   std::size_t found    = 0; ///< recorded before this run reached the phase
   std::size_t measured = 0; ///< evaluated here to size the chunks (0 or 1)
-  double item_seconds  = 0; ///< the measured item's wall time
+  double item_seconds  = 0; ///< an item's wall time: the measured item's, or the rate of `sized_by`
+  /// @brief Where item_seconds comes from: "here" (an item timed before the array), "beside" (an item timed here
+  /// while the array ran, which took one item per task), an earlier phase's name (its rate), or "" (no array).
+  std::string sized_by;
   int tasks = 0, per_task = 0;
   std::string array_job, merge_job;
   double wall_seconds = 0; ///< from submission (or the wait for an earlier array) to the merge job's end

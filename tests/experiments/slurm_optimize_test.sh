@@ -48,6 +48,10 @@ for p in phases:
           f"{p['tasks']} tasks of {p['per_task']}, array {p['array_job']}, {p['wall_seconds']:.1f} s")
 assert [p["work"] for p in phases] == ["score", "score", "refine"], phases
 assert all(p["array_job"] for p in phases if p["items"] > p["found"] + p["measured"]), phases
+# Scoring is sized by a point timed first, the single changes by tier 2's rate, tier 3 by a point timed beside it.
+assert phases[0]["sized_by"] == "here", phases[0]
+assert phases[1]["sized_by"] in ("phase-1-score", ""), phases[1]
+assert phases[2]["sized_by"] == "beside" and phases[2]["measured"] == 1 and phases[2]["item_seconds"] > 0, phases[2]
 PY
 same_tables "$work/local.json" "$work/slurm.json" || fail "optimize --slurm ranked differently from the local run"
 
