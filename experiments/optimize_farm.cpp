@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -173,8 +174,26 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     return optimizer::evaluate_point(spec_, topo, work, point, choices);
   };
   const std::string beside_seconds = dir + "/beside.seconds";
-  pid_t beside                     = 0;
   std::string beside_line;
+  // The worker beside the array, reaped here; killed and reaped if the phase throws (sbatch refused, say).
+  struct Beside {
+    pid_t pid = 0;
+    int wait()
+    {
+      int status = 0;
+      while (pid > 0 && ::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      pid = 0;
+      return status;
+    }
+    ~Beside()
+    {
+      if (pid > 0) {
+        ::kill(pid, SIGKILL);
+        wait();
+      }
+    }
+  } beside;
   if (!todo.empty() && earlier) {
     phase.item_seconds = earlier->item_seconds;
     phase.sized_by     = earlier->name;
@@ -191,7 +210,7 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     beside_line = todo.front();
     todo.erase(todo.begin());
     fs::remove(beside_seconds, ec);
-    beside = process::start_worker(
+    beside.pid = process::start_worker(
         [&] {
           const auto t0 = std::chrono::steady_clock::now();
           write_tagged(record_path(records_, work, beside_line), beside_line, evaluate_here(beside_line));
@@ -233,11 +252,9 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     if (!options_.slurm.submit)
       throw FarmDryRun{phase, run.scripts};
   }
-  if (beside > 0) {
+  if (beside.pid > 0) {
     // The point beside the array: its record and time, or (it failed) its error, evaluated again to be thrown.
-    int status = 0;
-    while (::waitpid(beside, &status, 0) < 0 && errno == EINTR) {
-    }
+    beside.wait();
     double seconds = 0;
     std::ifstream timed(beside_seconds);
     if (timed >> seconds)
