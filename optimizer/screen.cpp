@@ -453,26 +453,22 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
     expert_time = collective(ep, sh.ep.n, Pattern::all_to_all, bytes, Algorithm::ring,
                              rule(Dim::ep, Purpose::ep_dispatch, ep), ep_calls, charge);
   }
-  // Overlapped forward-backward pairs hide the all-to-alls under compute.
-  if (ex.ep_overlap || dual)
-    expert_time = std::max(0.0, expert_time - s.t_mb);
-  double tp_time = collective(tp, sh.tp.n, Pattern::gather, s.tp_bytes, Algorithm::ring,
-                              rule(Dim::tp, Purpose::tp_activations, tp), 4 * s.layers * s.passes, charge);
-  // Overlapped TP collectives hide under the GEMMs they feed, a ring's K/V passes under the attention: optimistic
-  // here (under the whole micro-batch's compute); tier 2 times them op by op. a2a+p2p is priced as its ring (its
-  // all-to-alls stay inside a node), Ulysses as its two all-to-alls per layer and pass, exposed.
-  if (s.tp_overlap)
-    tp_time = std::max(0.0, tp_time - s.t_mb);
-  double cp_time = 0;
-  if (s.cp_comm == workload::CpComm::a2a) {
-    cp_time = collective(cp, sh.cp.n, Pattern::all_to_all, s.cp_a2a_bytes, Algorithm::ring,
-                         rule(Dim::cp, Purpose::cp_kv, cp), s.layers * s.passes, charge);
-  } else {
-    cp_time = collective(cp, sh.cp.n, Pattern::gather, s.cp_bytes, Algorithm::ring, rule(Dim::cp, Purpose::cp_kv, cp),
-                         s.layers * (s.passes + 1), charge);
-    if (s.cp_comm != workload::CpComm::allgather)
-      cp_time = std::max(0.0, cp_time - s.t_mb);
-  }
+  // Overlapped forward-backward pairs hide the all-to-alls under compute, overlapped TP collectives the GEMMs they
+  // feed, a ring's K/V passes the attention: optimistic here (under the whole micro-batch's compute); tier 2 times
+  // them op by op. a2a+p2p is priced as its ring (its all-to-alls stay inside a node), Ulysses as its two
+  // all-to-alls per layer and pass, exposed.
+  const auto hidden  = [&](bool overlapped, double t) { return overlapped ? std::max(0.0, t - s.t_mb) : t; };
+  const bool ulysses = s.cp_comm == workload::CpComm::a2a;
+  expert_time        = hidden(ex.ep_overlap || dual, expert_time);
+  const double tp_time =
+      hidden(s.tp_overlap, collective(tp, sh.tp.n, Pattern::gather, s.tp_bytes, Algorithm::ring,
+                                      rule(Dim::tp, Purpose::tp_activations, tp), 4 * s.layers * s.passes, charge));
+  const double cp_time =
+      hidden(!ulysses && s.cp_comm != workload::CpComm::allgather,
+             ulysses ? collective(cp, sh.cp.n, Pattern::all_to_all, s.cp_a2a_bytes, Algorithm::ring,
+                                  rule(Dim::cp, Purpose::cp_kv, cp), s.layers * s.passes, charge)
+                     : collective(cp, sh.cp.n, Pattern::gather, s.cp_bytes, Algorithm::ring,
+                                  rule(Dim::cp, Purpose::cp_kv, cp), s.layers * (s.passes + 1), charge));
   const double per_mb = s.t_mb + tp_time + cp_time + expert_time;
   // Those charges are per micro-batch: scale them to the step.
   charge.building *= s.m;
