@@ -147,6 +147,9 @@ Point production_network(const OptimizeSpec& spec)
   p.dispatcher = pick(s.dispatcher, workload::Dispatcher::alltoall);
   p.node_limit = pick(s.node_limit, 0);
   p.ep_overlap = pick(s.ep_overlap, false);
+  // Without TP overlap, K/V all-gathered (Llama 3's), where the space holds them.
+  p.tp_overlap = pick(s.tp_overlap, false);
+  p.cp_comm    = pick(s.cp_comm, workload::CpComm::allgather);
   if (p.dispatcher != workload::Dispatcher::deepep)
     p.node_limit = 0;
   return p;
@@ -203,8 +206,12 @@ Explanation plan_explanation(const OptimizeSpec& spec, const topology::Topology&
     copy_expert(network, own_network);
     if (own_network.etp == own_network.tp)
       own_network.etp = 0;
+    Point own_comm      = p;
+    own_comm.tp_overlap = network.tp_overlap;
+    own_comm.cp_comm    = network.cp_comm;
+    settle_model_comm(spec, own_comm);
     return effective_order(p) == effective_order(default_order) && p.schedule == workload::ScheduleKind::one_f_one_b &&
-           p.dp_algorithm == netsim::Algorithm::automatic && own_network == p;
+           p.dp_algorithm == netsim::Algorithm::automatic && own_network == p && own_comm == p;
   };
   const auto found =
       std::find_if(scored.begin(), scored.end(), [&](const Evaluation& e) { return is_default(e.point); });
@@ -216,6 +223,9 @@ Explanation plan_explanation(const OptimizeSpec& spec, const topology::Topology&
     p.schedule       = workload::ScheduleKind::one_f_one_b;
     p.virtual_stages = 1;
     p.dp_algorithm   = netsim::Algorithm::automatic;
+    p.tp_overlap     = network.tp_overlap;
+    p.cp_comm        = network.cp_comm;
+    settle_model_comm(spec, p);
     copy_network(network, p);
     copy_expert(network, p);
     auto o = score_point(spec, topo, p, choices);

@@ -92,10 +92,10 @@ void copy_network(const Point& from, Point& to)
   copy_knobs(kNetworkKnobs, from, to);
 }
 
-int node_cp_a2a(int cp, int tp, int node_gpus)
+int node_cp_a2a(int cp, int tp, int node_gpus, int heads)
 {
   for (int a = cp / 2; a >= 2; --a)
-    if (cp % a == 0 && std::int64_t(tp) * a <= node_gpus)
+    if (cp % a == 0 && std::int64_t(tp) * a <= node_gpus && heads % a == 0)
       return a;
   return 0;
 }
@@ -105,7 +105,9 @@ void settle_model_comm(const OptimizeSpec& spec, Point& p)
   p.tp_overlap = p.tp > 1 && p.tp_overlap;
   if (p.cp == 1)
     p.cp_comm = workload::CpComm::allgather;
-  p.cp_a2a = p.cp_comm == workload::CpComm::a2a_p2p ? node_cp_a2a(p.cp, p.tp, spec.topology.node.gpus) : 0;
+  p.cp_a2a = p.cp_comm == workload::CpComm::a2a_p2p
+                 ? node_cp_a2a(p.cp, p.tp, spec.topology.node.gpus, spec.base.model.heads / p.tp)
+                 : 0;
 }
 
 std::vector<Dim> effective_order(const std::vector<Dim>& order, int tp, int cp, int pp, int dp)

@@ -44,10 +44,11 @@ std::vector<Point> expert_variants(const SearchSpace& s);
 void copy_expert(const Point& from, Point& to);
 /// @brief Copies the network-layer knobs (window, queue pairs, compression, DiLoCo, long-link capacity).
 void copy_network(const Point& from, Point& to);
-/// @brief a2a+p2p's all-to-all group for cp ranks at tensor parallelism tp on nodes of `node_gpus`: the largest
-/// divisor of cp below cp whose ranks fit in one node (tp x group <= node_gpus), so that the all-to-alls stay on
-/// NVLink and the ring crosses nodes, as Megatron's hierarchical CP is laid out; 0 when none of 2 or more fits.
-int node_cp_a2a(int cp, int tp, int node_gpus);
+/// @brief a2a+p2p's all-to-all group for cp ranks at tensor parallelism tp on nodes of `node_gpus`, with `heads`
+/// attention heads per TP rank: the largest divisor of cp below cp whose ranks fit in one node (tp x group <=
+/// node_gpus) and split the heads, so that the all-to-alls stay on NVLink and the ring crosses nodes, as Megatron's
+/// hierarchical CP is laid out; 0 when none of 2 or more does.
+int node_cp_a2a(int cp, int tp, int node_gpus, int heads);
 /// @brief Settles a point's TP overlap and CP variant on its degrees: no overlap at tp 1, all-gather at cp 1 (the
 /// knobs do not apply), and a2a+p2p's group by node_cp_a2a on the spec's nodes.
 void settle_model_comm(const OptimizeSpec& spec, Point& p);

@@ -234,7 +234,8 @@ workload::JobSpec job_of(const OptimizeSpec& spec, const Point& p, int buildings
   if (p.cp_comm == workload::CpComm::a2a_p2p && p.cp_a2a < 2)
     throw InfeasibleError(std::string(name_of(workload::JobIssue::cp_comm)), spec.file, "$.search.cp_comm",
                           "\"a2a+p2p\" at cp " + std::to_string(p.cp) + " and tp " + std::to_string(p.tp) +
-                              ": no all-to-all group of 2 or more cp ranks that divides cp fits in a node of " +
+                              ": no all-to-all group of 2 or more cp ranks that divides cp and the " +
+                              std::to_string(spec.base.model.heads / p.tp) + " heads per TP rank fits in a node of " +
                               std::to_string(spec.topology.node.gpus) + " GPUs");
   job.batch.micro_batch         = p.micro_batch;
   job.schedule.kind             = p.schedule;

@@ -28,7 +28,7 @@ json long_context_space()
   j["topology"] = "two-buildings";
   j.erase("buildings");
   j["batch"]           = {{"global_sequences", 4}, {"sequence_length", 65536}};
-  j["search"]          = {{"tp", {2, 4, 8}},
+  j["search"]          = {{"tp", {1, 2, 4, 8}},
                           {"cp", {1, 2, 4, 8}},
                           {"pp", {1}},
                           {"data_parallel", {"fsdp"}},
@@ -43,16 +43,18 @@ json long_context_space()
 
 } // namespace
 
-TEST_CASE("a2a+p2p's all-to-all group is the largest divisor of cp whose ranks fit in a node", "[optimizer]")
+TEST_CASE("a2a+p2p's all-to-all group is the largest divisor of cp that fits in a node and splits the heads",
+          "[optimizer]")
 {
   struct Case {
-    int cp, tp, node, expected;
+    int cp, tp, node, heads, expected;
   };
-  for (const Case c : {Case{8, 2, 8, 4}, Case{8, 1, 8, 4}, Case{4, 1, 8, 2}, Case{6, 2, 8, 3}, Case{8, 8, 8, 0},
-                       Case{16, 1, 72, 8}, Case{2, 1, 8, 0}, Case{12, 4, 72, 6}}) {
-    const int actual = optimizer::node_cp_a2a(c.cp, c.tp, c.node);
-    std::cout << "cp " << c.cp << " tp " << c.tp << " node " << c.node << ": expected " << c.expected << ", actual "
-              << actual << "\n";
+  for (const Case c : {Case{8, 2, 8, 16, 4}, Case{8, 1, 8, 32, 4}, Case{4, 1, 8, 32, 2}, Case{6, 2, 8, 48, 3},
+                       Case{8, 8, 8, 4, 0}, Case{16, 1, 72, 64, 8}, Case{2, 1, 8, 32, 0}, Case{12, 4, 72, 24, 6},
+                       Case{16, 1, 8, 12, 4}, Case{6, 1, 8, 8, 2}, Case{8, 1, 8, 3, 0}}) {
+    const int actual = optimizer::node_cp_a2a(c.cp, c.tp, c.node, c.heads);
+    std::cout << "cp " << c.cp << " tp " << c.tp << " node " << c.node << " heads " << c.heads << ": expected "
+              << c.expected << ", actual " << actual << "\n";
     CHECK(actual == c.expected);
   }
 }
@@ -70,7 +72,7 @@ TEST_CASE("TP overlap and CP variants: canonical points, the pick against the ex
   for (const auto& p : points) {
     labels.insert(p.label());
     CHECK((p.cp > 1 || p.cp_comm == workload::CpComm::allgather));
-    CHECK((p.cp_comm != workload::CpComm::a2a_p2p || p.cp_a2a == optimizer::node_cp_a2a(p.cp, p.tp, 8)));
+    CHECK((p.tp > 1 || !p.tp_overlap));
     // Each travels to a farm's task and back.
     CHECK(optimizer::decode_point(spec, optimizer::encode_point(spec, p)) == p);
   }
@@ -81,9 +83,19 @@ TEST_CASE("TP overlap and CP variants: canonical points, the pick against the ex
   std::cout << "exhaustive optimum " << searched.best << " s (" << searched.exhaustive.ranked.front().point.label()
             << "), pick " << searched.pick << " s\n";
   CHECK(searched.pick <= searched.best * 1.02);
-  // a2a+p2p at tp 8 has no group inside a node of 8: counted as infeasible by its reason.
-  const auto& pruned = searched.exhaustive.pruned;
-  CHECK(pruned.count("cp-comm") == 1);
+  // a2a+p2p has no group inside a node of 8 at tp 8 or at cp 2: such points are pruned as cp-comm, the others
+  // (tp 4 cp 4, tp 1 cp 8, ...) run.
+  CHECK(searched.exhaustive.pruned.count("cp-comm") == 1);
+  int hierarchical = 0;
+  for (const auto& e : searched.exhaustive.ranked)
+    if (e.point.cp_comm == workload::CpComm::a2a_p2p) {
+      INFO(e.point.label());
+      CHECK(e.point.tp < 8);
+      CHECK(e.point.cp > 2);
+      CHECK(e.point.cp_a2a * e.point.tp <= 8);
+      ++hierarchical;
+    }
+  CHECK(hierarchical > 0);
 
   // A ring passes the all-gather's bytes under the attention: never slower than the same point all-gathering.
   std::map<std::string, double> by_label;
