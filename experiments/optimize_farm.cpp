@@ -173,7 +173,7 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     const auto point = optimizer::decode_point(spec_, line);
     return optimizer::evaluate_point(spec_, topo, work, point, choices);
   };
-  const std::string beside_seconds = dir + "/beside.seconds";
+  const std::string beside_seconds = dir + "/beside.seconds", beside_error = dir + "/beside.error";
   std::string beside_line;
   // The worker beside the array, reaped here; killed and reaped if the phase throws (sbatch refused, say).
   struct Beside {
@@ -206,14 +206,23 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     phase.item_seconds     = seconds_since(t0);
     phase.sized_by         = "here";
     todo.erase(todo.begin());
+  } else if (!todo.empty() && !options_.slurm.submit) {
+    phase.item_seconds = options_.task_seconds; // a dry run measures nothing: one point per task
+    phase.sized_by     = "unmeasured";
   } else if (!todo.empty()) {
     beside_line = todo.front();
     todo.erase(todo.begin());
     fs::remove(beside_seconds, ec);
+    fs::remove(beside_error, ec);
     beside.pid = process::start_worker(
         [&] {
           const auto t0 = std::chrono::steady_clock::now();
-          write_tagged(record_path(records_, work, beside_line), beside_line, evaluate_here(beside_line));
+          try {
+            write_tagged(record_path(records_, work, beside_line), beside_line, evaluate_here(beside_line));
+          } catch (const std::exception& e) {
+            write_record(beside_error, encode_error(e));
+            throw;
+          }
           write_record(beside_seconds, std::to_string(seconds_since(t0)) + "\n");
         },
         true);
@@ -253,14 +262,22 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
       throw FarmDryRun{phase, run.scripts};
   }
   if (beside.pid > 0) {
-    // The point beside the array: its record and time, or (it failed) its error, evaluated again to be thrown.
-    beside.wait();
-    double seconds = 0;
+    // The point beside the array: its record and time, or its error as the worker threw it.
+    const int status = beside.wait();
+    double seconds   = 0;
     std::ifstream timed(beside_seconds);
     if (timed >> seconds)
       phase.item_seconds = seconds;
-    if (!read_record(record_path(records_, work, beside_line), beside_line))
-      process::run_in_child([&] { return evaluate_here(beside_line); });
+    if (!read_record(record_path(records_, work, beside_line), beside_line)) {
+      std::ifstream thrown(beside_error, std::ios::binary);
+      std::ostringstream encoded;
+      encoded << thrown.rdbuf();
+      if (thrown && !encoded.str().empty())
+        rethrow_error(encoded.str(), "the point evaluated beside " + phase.name + "'s array: ");
+      throw SimulationError("the point evaluated beside " + phase.name + "'s array ended with status " +
+                            std::to_string(process::exit_code(status)) +
+                            " and no record (killed, or out of memory?); run the search again to resume it");
+    }
   }
   todo = missing();
   if (!todo.empty())

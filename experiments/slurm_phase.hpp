@@ -51,7 +51,8 @@ struct PhaseReport {
   std::size_t measured = 0; ///< evaluated here to size the chunks (0 or 1)
   double item_seconds  = 0; ///< an item's wall time: the measured item's, or the rate of `sized_by`
   /// @brief Where item_seconds comes from: "here" (an item timed before the array), "beside" (an item timed here
-  /// while the array ran, which took one item per task), an earlier phase's name (its rate), or "" (no array).
+  /// while the array ran, which took one item per task), an earlier phase's name (its rate), "unmeasured" (a dry
+  /// run's re-simulation: one item per task) or "" (no array).
   std::string sized_by;
   int tasks = 0, per_task = 0;
   std::string array_job, merge_job;
