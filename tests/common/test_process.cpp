@@ -14,12 +14,15 @@ namespace {
 // A JSON path with a NUL, a newline and an escape sequence: what the error's fields must carry across untouched.
 const std::string kPath = std::string("$.a\0b", 5) + "[\"x\ny\x1b[31m\"]";
 
+// A detail with a newline, an escape sequence and a backslash: escaped once, and not again when it travels.
+const std::string kDetail = "tp 3 must divide heads 32\n\x1b[31m C:\\x";
+
 // Throws the error named by `kind` (the kinds a worker may throw).
 std::string throw_kind(int kind)
 {
   switch (kind) {
   case 0:
-    throw SpecError("spec.json", kPath, "tp 3 must divide heads 32");
+    throw SpecError("spec.json", kPath, kDetail);
   case 1:
     throw InfeasibleError("memory", "job.json", "$.parallelism", "needs 91.2 GiB of 80 GiB");
   case 2:
@@ -64,8 +67,7 @@ TEST_CASE("an error thrown in a child process comes back as its own type with it
                   << ": " << e.what() << "\n";
         const std::string file[]   = {"spec.json", "job.json", "", "rank.0.et"};
         const std::string place[]  = {kPath, "$.parallelism", "", "node 12"};
-        const std::string detail[] = {"tp 3 must divide heads 32", "needs 91.2 GiB of 80 GiB", "",
-                                      "a send of -5 bytes"};
+        const std::string detail[] = {escape_controls(kDetail), "needs 91.2 GiB of 80 GiB", "", "a send of -5 bytes"};
         REQUIRE((kind == 0 || kind == 1 || kind == 3));
         CHECK((kind == 1) == (infeasible != nullptr));
         CHECK((kind == 3) == trace);
