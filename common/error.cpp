@@ -17,16 +17,22 @@ std::string format_spec_error(const std::string& file, const std::string& json_p
 } // namespace
 
 namespace {
-// Length of the well-formed UTF-8 sequence starting at text[i] (1-4), or 0 if it is not one.
+// Length of the well-formed UTF-8 sequence starting at text[i] (2-4), or 0 if it is not one (Unicode's table of
+// well-formed byte sequences: no lead byte above 0xf4, no overlong form, no surrogate, nothing above U+10FFFF).
 std::size_t utf8_length(const std::string& text, std::size_t i)
 {
   const auto u        = static_cast<unsigned char>(text[i]);
-  const std::size_t n = u >= 0xf0 && u <= 0xf4 ? 4 : u >= 0xe0 ? 3 : u >= 0xc2 && u < 0xe0 ? 2 : 0;
+  const std::size_t n = u >= 0xf0 && u <= 0xf4 ? 4 : u >= 0xe0 && u <= 0xef ? 3 : u >= 0xc2 && u <= 0xdf ? 2 : 0;
   if (n == 0 || i + n > text.size())
     return 0;
   for (std::size_t k = 1; k < n; ++k)
     if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80)
       return 0;
+  // The second byte's narrower ranges after E0, ED, F0 and F4.
+  const auto second = static_cast<unsigned char>(text[i + 1]);
+  if ((u == 0xe0 && second < 0xa0) || (u == 0xed && second > 0x9f) || (u == 0xf0 && second < 0x90) ||
+      (u == 0xf4 && second > 0x8f))
+    return 0;
   return n;
 }
 } // namespace
