@@ -395,7 +395,7 @@ void on_405b_131k(const std::function<void(const topology::Topology&, const work
 }
 
 std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* fidelity, bool imported = false,
-                                        bool ecmp_spines = false)
+                                        bool ecmp_spines = false, bool building_symmetry = true)
 {
   return [=](Figures& f) {
     auto spec = topology::load_topology_spec(preset);
@@ -413,15 +413,16 @@ std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* 
     placement::Placement place(topo, job, {});
     f.lower_wall = seconds_since(start);
     netsim::StepOptions o;
-    o.fidelity         = parse_enum<netsim::Fidelity>(fidelity, "fidelity");
-    start              = Clock::now();
-    auto r             = netsim::simulate_step(topo, graph, place, o);
-    f.engine_wall      = seconds_since(start);
-    f.simulated        = r.step_time;
-    f.transfers        = static_cast<long>(r.transfers.size());
-    f.gpus             = static_cast<int>(job.gpus);
-    f.engine_rss       = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
-    const auto& folded = r.engine["building_symmetry"];
+    o.fidelity          = parse_enum<netsim::Fidelity>(fidelity, "fidelity");
+    o.building_symmetry = building_symmetry;
+    start               = Clock::now();
+    auto r              = netsim::simulate_step(topo, graph, place, o);
+    f.engine_wall       = seconds_since(start);
+    f.simulated         = r.step_time;
+    f.transfers         = static_cast<long>(r.transfers.size());
+    f.gpus              = static_cast<int>(job.gpus);
+    f.engine_rss        = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+    const auto& folded  = r.engine["building_symmetry"];
     std::snprintf(f.note, sizeof f.note, "building symmetry: %s",
                   folded.is_string() ? folded.get<std::string>().c_str() : "none");
   };
@@ -726,6 +727,13 @@ std::vector<Case> cases()
                  step_405b("three-regions", 2048, "analytical")});
   all.push_back({"405B step 262K 3-region", "three-regions", "flow", nullptr, 600, "< 10 min, 8 GB", true,
                  step_405b("three-regions", 2048, "flow")});
+  // Issue 37: partial symmetry, the job on the two alike regions of three-regions (196,608 GPUs; the third fixed),
+  // folded and, beside it, not.
+  for (bool fold : {true, false})
+    for (const char* fidelity : {"analytical", "flow"})
+      all.push_back({fold ? "405B step 196K 3-region alike two" : "405B step 196K 3-region alike two unfolded",
+                     "three-regions", fidelity, nullptr, 0, "", true,
+                     step_405b("three-regions", 1536, fidelity, false, false, fold)});
   // Issue 37: ECMP's rails apart against every rail together (the table of bench/README.md).
   all.push_back(
       {"ECMP rails apart vs exact", "two-buildings", "analytical", nullptr, 0, "", false, ecmp_error_table(false)});

@@ -71,6 +71,9 @@ Signatures sign(const topology::Topology& topology, const topology::BuildingSymm
                   static_cast<std::uint64_t>(op.src)),
               static_cast<std::uint64_t>(op.dst));
     } else if (op.kind == Op::Kind::transfer) {
+      // A transfer in a region no element moves would run on links divided among images it does not have.
+      if (sym.fixed(op.src) || sym.fixed(op.dst))
+        return {};
       e              = sym.element_of(op.src);
       const int back = sym.inverse(e);
       h = mix(mix(mix(mix(1, std::bit_cast<std::uint64_t>(op.bytes * op.stretch)), static_cast<std::uint64_t>(op.qp)),
@@ -193,11 +196,29 @@ std::optional<FoldedGraph> fold_with(const topology::Topology& topology, const t
 
 std::optional<FoldedGraph> fold_graph(const topology::Topology& topology, const FlowGraph& graph)
 {
-  for (auto axes :
-       {topology::SymmetryAxes{true, true}, topology::SymmetryAxes{true, false}, topology::SymmetryAxes{false, true}})
-    if (auto sym = topology::BuildingSymmetry::find(topology, axes))
-      if (auto folded = fold_with(topology, *sym, graph))
-        return folded;
+  // Every region moving first; where regions differ in building count, the regions of one count at a time (the
+  // largest group first), the others fixed.
+  std::vector<int> buildings(topology.counts().regions, 0);
+  for (int b = 0; b < topology.counts().buildings; ++b)
+    ++buildings[topology.region_of_building(b)];
+  std::vector<std::pair<int, int>> classes; // (group order, building count)
+  for (int n : buildings) {
+    const auto alike = std::count(buildings.begin(), buildings.end(), n);
+    if (std::none_of(classes.begin(), classes.end(), [n](const auto& c) { return c.second == n; }))
+      classes.push_back({static_cast<int>(alike) * n, n});
+  }
+  std::vector<int> counts{0};
+  if (classes.size() > 1) {
+    std::stable_sort(classes.begin(), classes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (const auto& c : classes)
+      counts.push_back(c.second);
+  }
+  for (int count : counts)
+    for (auto axes : {topology::SymmetryAxes{true, true, count}, topology::SymmetryAxes{true, false, count},
+                      topology::SymmetryAxes{false, true, count}})
+      if (auto sym = topology::BuildingSymmetry::find(topology, axes))
+        if (auto folded = fold_with(topology, *sym, graph))
+          return folded;
   return std::nullopt;
 }
 

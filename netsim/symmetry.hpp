@@ -32,7 +32,8 @@ struct FoldedGraph {
 };
 
 /// @brief Folds `graph` by the largest building symmetry of `topology` that maps it onto itself (regions and
-/// buildings, then regions, then buildings); nullopt when none does.
+/// buildings, then regions, then buildings; where regions differ in size, the regions of one size moving and the
+/// others fixed, which the graph must not touch); nullopt when none does.
 std::optional<FoldedGraph> fold_graph(const topology::Topology& topology, const FlowGraph& graph);
 
 /// @brief The whole graph's run from the folded graph's: every op timed as its image, bytes on every link.

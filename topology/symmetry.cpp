@@ -26,25 +26,32 @@ std::optional<BuildingSymmetry> BuildingSymmetry::find(const Topology& topology,
     if (!topology.gpu_fault(g).empty())
       return std::nullopt;
   BuildingSymmetry s;
-  s.regions_ = static_cast<int>(counts.regions);
+  const int regions = static_cast<int>(counts.regions);
   s.building_region_.resize(counts.buildings);
   s.building_local_.resize(counts.buildings);
-  std::vector<int> per_region(s.regions_, 0);
+  s.buildings_of_.resize(regions);
   for (int b = 0; b < counts.buildings; ++b) {
     s.building_region_[b] = topology.region_of_building(b);
-    s.building_local_[b]  = per_region[s.building_region_[b]]++;
+    s.building_local_[b]  = static_cast<int>(s.buildings_of_[s.building_region_[b]].size());
+    s.buildings_of_[s.building_region_[b]].push_back(b);
   }
-  s.buildings_per_region_ = per_region[0];
-  for (int n : per_region)
-    if (n != s.buildings_per_region_)
+  // The moving regions: all of them (which must then have one building count), or those of the count asked for.
+  const int count = axes.region_buildings > 0 ? axes.region_buildings : static_cast<int>(s.buildings_of_[0].size());
+  s.region_class_.assign(regions, -1);
+  for (int r = 0; r < regions; ++r) {
+    if (static_cast<int>(s.buildings_of_[r].size()) == count) {
+      s.region_class_[r] = static_cast<int>(s.moving_regions_.size());
+      s.moving_regions_.push_back(r);
+    } else if (axes.region_buildings == 0) {
       return std::nullopt;
-  s.building_at_.assign(counts.buildings, -1);
-  for (int b = 0; b < counts.buildings; ++b)
-    s.building_at_[s.building_region_[b] * s.buildings_per_region_ + s.building_local_[b]] = b;
-  s.region_factor_     = axes.regions ? s.regions_ : 1;
-  s.building_factor_   = axes.buildings ? s.buildings_per_region_ : 1;
-  s.gpus_per_building_ = counts.gpus / counts.buildings;
-  if (s.order() < 2)
+    }
+  }
+  s.moving_               = static_cast<int>(s.moving_regions_.size());
+  s.buildings_per_region_ = count;
+  s.region_factor_        = axes.regions ? s.moving_ : 1;
+  s.building_factor_      = axes.buildings ? s.buildings_per_region_ : 1;
+  s.gpus_per_building_    = counts.gpus / counts.buildings;
+  if (s.moving_ == 0 || s.order() < 2)
     return std::nullopt;
 
   // Each element as a map of vertices (blocks of one kind, each building's share of a block contiguous), then of
@@ -70,11 +77,8 @@ std::optional<BuildingSymmetry> BuildingSymmetry::find(const Topology& topology,
   std::vector<int> vertex(kinds.size());
   for (int e = 1; e < s.order(); ++e) {
     const int dr = e / s.building_factor_, db = e % s.building_factor_;
-    auto building_to = [&](int b) {
-      const int r = (s.building_region_[b] + dr) % s.regions_;
-      return s.building_at_[r * s.buildings_per_region_ + (s.building_local_[b] + db) % s.buildings_per_region_];
-    };
-    auto shift = [&](int v, int base, std::int64_t per_building) {
+    auto building_to = [&](int b) { return s.building_to(b, dr, db); };
+    auto shift       = [&](int v, int base, std::int64_t per_building) {
       const std::int64_t i = v - base, b = i / per_building;
       return static_cast<int>(base + (building_to(static_cast<int>(b)) - b) * per_building + i);
     };
@@ -96,9 +100,11 @@ std::optional<BuildingSymmetry> BuildingSymmetry::find(const Topology& topology,
       case VertexKind::aggregation:
         vertex[v] = aggregation0 + building_to(iv - aggregation0);
         break;
-      case VertexKind::region_gateway:
-        vertex[v] = gateway0 + (iv - gateway0 + dr) % s.regions_;
+      case VertexKind::region_gateway: {
+        const int r = iv - gateway0, c = s.region_class_[r];
+        vertex[v] = gateway0 + (c < 0 ? r : s.moving_regions_[(c + dr) % s.moving_]);
         break;
+      }
       }
     }
     for (std::size_t l = 0; l < links.size(); ++l) {
@@ -123,20 +129,26 @@ std::optional<BuildingSymmetry> BuildingSymmetry::find(const Topology& topology,
   return s;
 }
 
+int BuildingSymmetry::building_to(int b, int dr, int db) const
+{
+  const int c = region_class_[building_region_[b]];
+  if (c < 0)
+    return b;
+  return buildings_of_[moving_regions_[(c + dr) % moving_]][(building_local_[b] + db) % buildings_per_region_];
+}
+
 int BuildingSymmetry::element_of(int gpu) const
 {
-  const int b = static_cast<int>(gpu / gpus_per_building_);
-  return (region_factor_ > 1 ? building_region_[b] : 0) * building_factor_ +
-         (building_factor_ > 1 ? building_local_[b] : 0);
+  const int b = building_of(gpu), c = region_class_[building_region_[b]];
+  if (c < 0)
+    return 0;
+  return (region_factor_ > 1 ? c : 0) * building_factor_ + (building_factor_ > 1 ? building_local_[b] : 0);
 }
 
 int BuildingSymmetry::move(int gpu, int e) const
 {
-  const int dr = e / building_factor_, db = e % building_factor_;
-  const int b  = static_cast<int>(gpu / gpus_per_building_);
-  const int r  = (building_region_[b] + dr) % regions_;
-  const int to = building_at_[r * buildings_per_region_ + (building_local_[b] + db) % buildings_per_region_];
-  return static_cast<int>(gpu + (to - b) * gpus_per_building_);
+  const int b = building_of(gpu);
+  return static_cast<int>(gpu + (building_to(b, e / building_factor_, e % building_factor_) - b) * gpus_per_building_);
 }
 
 int BuildingSymmetry::inverse(int e) const
@@ -158,8 +170,12 @@ std::string BuildingSymmetry::describe() const
     out = std::to_string(region_factor_) + " regions";
   if (building_factor_ > 1)
     out += (out.empty() ? "" : " x ") + std::to_string(building_factor_) + " buildings" +
-           (region_factor_ > 1 || regions_ > 1 ? " per region" : "");
-  return out + " alike";
+           (region_factor_ > 1 || region_class_.size() > 1 ? " per region" : "");
+  out += " alike";
+  const auto fixed = region_class_.size() - moving_regions_.size();
+  if (fixed > 0)
+    out += ", " + std::to_string(fixed) + (fixed == 1 ? " region" : " regions") + " fixed";
+  return out;
 }
 
 } // namespace spansim::topology

@@ -11,8 +11,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <iostream>
 #include <random>
+#include <set>
 
 using namespace spansim;
 using spansim::test::job;
@@ -64,17 +66,20 @@ netsim::FlowGraph symmetric_graph(const topology::Topology& topo, const topology
                                   std::uint32_t seed, int base_ops)
 {
   std::mt19937 rng(seed);
-  std::vector<int> base_gpus;
-  for (int g = 0; g < topo.gpu_count(); ++g)
+  std::vector<int> base_gpus, moving; // the regions a partial symmetry fixes are left alone
+  for (int g = 0; g < topo.gpu_count(); ++g) {
     if (sym.in_base(g))
       base_gpus.push_back(g);
+    if (!sym.fixed(g))
+      moving.push_back(g);
+  }
   netsim::FlowGraph graph;
   const int order = sym.order();
   // copies[k][e]: op index of base op k's copy under element e.
   std::vector<std::vector<int>> copies;
   for (int k = 0; k < base_ops; ++k) {
     const int src   = base_gpus[rng() % base_gpus.size()];
-    int dst         = static_cast<int>(rng() % topo.gpu_count());
+    int dst         = moving[rng() % moving.size()];
     const double mb = 1 + rng() % 64;
     // Up to two earlier ops, each seen from another building (a relative element).
     std::vector<std::pair<int, int>> deps;
@@ -97,6 +102,16 @@ netsim::FlowGraph symmetric_graph(const topology::Topology& topo, const topology
   for (int e = 0; e < order; ++e)
     graph.add_transfer(sym.move(base_gpus[0], e), sym.move(base_gpus.back(), e), 8e6, {barrier});
   return graph;
+}
+
+/// @brief tests/data/tiny.json with three regions of 2, 1 and 2 buildings: r0 and r2 alike, r1 between them.
+topology::Topology uneven_topology()
+{
+  std::ifstream in(std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json");
+  auto doc       = nlohmann::json::parse(in);
+  doc["regions"] = {
+      {{"name", "r0"}, {"buildings", 2}}, {{"name", "r1"}, {"buildings", 1}}, {{"name", "r2"}, {"buildings", 2}}};
+  return topology::Topology(topology::parse_topology_spec(doc, "tiny-uneven.json"));
 }
 
 } // namespace
@@ -202,6 +217,14 @@ TEST_CASE("building symmetry: training steps folded onto one building equal the 
   for (int b = 0; b < tiny.building_count(); ++b)
     all.push_back(tiny.building_name(b));
   cases.push_back({"two regions of two buildings, DP across all", tiny, all, 8, "2 regions alike"});
+  // Three regions of 2, 1 and 2 buildings, the job on the two alike: the shift of r0 and r2 fixes r1.
+  auto uneven = uneven_topology();
+  std::vector<std::string> alike;
+  for (int b = 0; b < uneven.building_count(); ++b)
+    if (uneven.region_of_building(b) != 1)
+      alike.push_back(uneven.building_name(b));
+  cases.push_back({"regions of 2, 1 and 2 buildings, DP across the alike two", uneven, alike, 8,
+                   "2 regions alike, 1 region fixed"});
   for (auto& c : cases) {
     auto j = job(
         {{"tp", 4}, {"cp", 1}, {"pp", 2}, {"dp", c.dp}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}},
@@ -240,4 +263,71 @@ TEST_CASE("building symmetry: a pipeline across buildings is not folded", "[symm
   o.fidelity = netsim::Fidelity::analytical;
   auto r     = netsim::simulate_step(topo, graph, place, o);
   CHECK(r.engine["building_symmetry"] == false);
+}
+
+TEST_CASE("building symmetry: regions of unequal size, the alike ones move and the others stay", "[symmetry]")
+{
+  auto topo = uneven_topology();
+  CHECK_FALSE(topology::BuildingSymmetry::find(topo, {true, true}));    // every region moving: they differ
+  CHECK_FALSE(topology::BuildingSymmetry::find(topo, {true, true, 1})); // r1 alone: a group of one
+  auto sym = topology::BuildingSymmetry::find(topo, {true, true, 2});
+  REQUIRE(sym);
+  CHECK(sym->order() == 4);
+  CHECK(sym->describe() == "2 regions x 2 buildings per region alike, 1 region fixed");
+  int fixed = 0;
+  for (int g = 0; g < topo.gpu_count(); ++g) {
+    const bool in_r1 = topo.region_of_building(topo.locate(g).building) == 1;
+    REQUIRE(sym->fixed(g) == in_r1);
+    if (in_r1) {
+      ++fixed;
+      for (int e = 0; e < sym->order(); ++e)
+        REQUIRE(sym->move(g, e) == g);
+      continue;
+    }
+    const int e    = sym->element_of(g);
+    const int base = sym->move(g, sym->inverse(e));
+    REQUIRE(sym->in_base(base));
+    REQUIRE(sym->move(base, e) == g);
+    // The region shift takes r0 to r2 and back, over r1.
+    const int r = topo.region_of_building(topo.locate(g).building);
+    CHECK(topo.region_of_building(topo.locate(sym->move(g, 2)).building) == 2 - r);
+  }
+  CHECK(fixed == topo.gpu_count() / 5);
+  // Counted as hops in the forward direction: a link of r1 is fixed by every element; r0-r2 by the building shifts
+  // (the region shift flips its direction); r0-r1 moves to r2-r1, the two in one orbit.
+  CHECK(sym->stabilizer()[topo.nic_link(topo.gpu_count() / 2)] == 4);
+  CHECK(sym->stabilizer()[topo.inter_region_link(0, 2)] == 2);
+  const int l01 = topo.inter_region_link(0, 1), l21 = topo.inter_region_link(2, 1);
+  CHECK(sym->stabilizer()[l01] == 2);
+  const auto& c = sym->canonical_hops();
+  CHECK(std::set<int>{c[2 * l01], c[2 * l01 + 1]} == std::set<int>{c[2 * l21], c[2 * l21 + 1]});
+}
+
+TEST_CASE("building symmetry: partial symmetry folds graphs on the alike regions exactly", "[symmetry]")
+{
+  auto topo = uneven_topology();
+  auto sym  = topology::BuildingSymmetry::find(topo, {true, true, 2});
+  REQUIRE(sym);
+  for (std::uint32_t seed = 1; seed <= 3; ++seed) {
+    auto graph  = symmetric_graph(topo, *sym, seed, 60);
+    auto folded = netsim::detail::fold_graph(topo, graph);
+    REQUIRE(folded);
+    INFO("seed " << seed << ": " << folded->description);
+    CHECK(folded->description.find("1 region fixed") != std::string::npos);
+    CHECK(folded->images == 4);
+    CHECK(folded->graph.transfer_count() * 4 == graph.transfer_count());
+    for (auto fidelity : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
+      auto full = netsim::run(topo, graph, fidelity, {});
+      auto mine = netsim::detail::unfold_run(*folded, netsim::run(folded->topology, folded->graph, fidelity, {}));
+      check_same_run(full, mine);
+    }
+    // One transfer into the fixed region, copied from every moving building alike: still not folded (its links
+    // would be divided among images that the fixed region's own traffic does not have).
+    auto touching = graph;
+    const int r1  = topo.gpu_count() / 2;
+    REQUIRE(sym->fixed(r1));
+    for (int e = 0; e < sym->order(); ++e)
+      touching.add_transfer(sym->move(0, e), r1, 1e6);
+    CHECK_FALSE(netsim::detail::fold_graph(topo, touching));
+  }
 }
