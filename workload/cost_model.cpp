@@ -368,11 +368,15 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
   const bool unfused    = c.job.attention == AttentionKernel::unfused;
   const double mem_rate = gpu.hbm_bandwidth * gpu.elementwise_efficiency;
   // Fused attention runs at the library's measured rate: at the reference length, or on its curve at the length
-  // the kernel sees (each rank's queries, s / cp, against every key).
+  // the kernel sees: each rank's queries, s / cp, against every key, where K/V are gathered or passed around a ring;
+  // Ulysses' all-to-alls give each rank the whole sequence (of its share of the heads), and a2a+p2p's give it the
+  // sequence of its all-to-all group, s x cp_a2a / cp.
   AttentionRates attn;
   if (!unfused)
     attn = gpu.attention[static_cast<std::size_t>(c.job.attention)];
-  const double kernel_length = double(c.job.batch.sequence_length) / c.cp;
+  const auto cp_comm = c.job.parallelism.cp_comm;
+  const int gathered = cp_comm == CpComm::a2a ? c.cp : cp_comm == CpComm::a2a_p2p ? c.job.parallelism.cp_a2a : 1;
+  const double kernel_length = double(c.job.batch.sequence_length) * gathered / c.cp;
   const bool by_length       = c.job.effects.attention_by_length && !attn.sequences.empty();
   const double fwd_rate      = by_length ? attn.rate(kernel_length, false) : attn.forward;
   const double bwd_rate      = by_length ? attn.rate(kernel_length, true) : attn.backward;

@@ -182,6 +182,9 @@ double stored_activations(const Context& c, const ChunkCost& ch);
 double lead_share(const Context& c, const ChunkCost& ch);
 /// @brief Buffer of one tensor-parallel collective: the micro-batch's full (gathered) activation.
 double tp_activation_bytes(const Context& c);
+/// @brief Buffer of one sequence-parallel all-gather: in a low precision Transformer Engine quantizes a GEMM's input
+/// on its own rows and gathers the quantized copy (the reduce-scatters stay in BF16).
+double tp_gather_bytes(const Context& c);
 /// @brief Buffer of one context-parallel K/V all-gather (MLA: its compressed latent).
 double cp_kv_bytes(const Context& c);
 /// @brief K/V heads per tensor-parallel rank as an all-to-all group of `a2a` ranks splits them (replicated up to

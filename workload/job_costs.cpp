@@ -11,9 +11,12 @@ JobCosts job_costs(const JobSpec& job, const BuildOptions& options)
   const detail::Context c(job);
   const auto costs = detail::chunk_costs(c);
   JobCosts out;
-  out.micro_batches   = c.mbs;
-  out.tp_bytes        = detail::tp_activation_bytes(c);
-  out.cp_bytes        = detail::cp_kv_bytes(c);
+  out.micro_batches = c.mbs;
+  // With sequence parallelism an all-gather (quantized in a low precision) and a reduce-scatter (BF16) per block:
+  // priced as two collectives of their mean buffer.
+  out.tp_bytes = job.parallelism.sequence_parallel ? (detail::tp_gather_bytes(c) + detail::tp_activation_bytes(c)) / 2
+                                                   : detail::tp_activation_bytes(c);
+  out.cp_bytes = detail::cp_kv_bytes(c);
   const auto ulysses  = detail::cp_a2a_bytes(c, c.cp);
   out.cp_a2a_bytes    = ulysses.first + ulysses.second;
   out.ep_bytes        = detail::ep_buffer_bytes(c);

@@ -113,6 +113,13 @@ private:
 
   /// Runs one unit after `chain`: its compute, then its collectives; returns the end of both.
   std::vector<int> run(const Unit& u, const std::vector<int>& chain);
+  /// Recomputes backward unit u's activations after `deps`, with the forward collectives the recompute repeats;
+  /// returns its end. In a pair (`paired`) a full recompute's expert all-to-alls are left to the caller, which runs
+  /// them beside the pair's compute as it runs the pair's own.
+  std::vector<int> recompute(const Unit& u, const std::vector<int>& deps, bool paired = false);
+  /// A paired schedule's full-recompute expert all-to-alls of backward unit u, beside the pair from `start`: the
+  /// end to join the pair's (empty when there are none).
+  std::vector<int> recompute_experts(const Unit& u, const std::vector<int>& start);
   /// Whether context parallelism passes K/V around a ring under the attention kernels (ring, a2a+p2p).
   bool ring_cp() const
   {
@@ -206,8 +213,10 @@ std::vector<int> StageBuilder::tensor_collectives(int v, int mb, std::vector<int
     const bool overlap      = c_.job.parallelism.tp_overlap && compute_start.has_value();
     std::vector<int> tp_end = overlap ? *compute_start : end;
     for (CollectiveOp kind : sp ? std::vector{CollectiveOp::all_gather, CollectiveOp::reduce_scatter}
-                                : std::vector{CollectiveOp::all_reduce})
-      tp_end = {collective({kind, Dim::tp, Purpose::tp_activations, g, act, count, overlap}, v, mb, tp_end)};
+                                : std::vector{CollectiveOp::all_reduce}) {
+      const double bytes = kind == CollectiveOp::all_gather ? tp_gather_bytes(c_) : act;
+      tp_end = {collective({kind, Dim::tp, Purpose::tp_activations, g, bytes, count, overlap}, v, mb, tp_end)};
+    }
     if (overlap)
       end.insert(end.end(), tp_end.begin(), tp_end.end());
     else
@@ -509,15 +518,9 @@ std::vector<int> StageBuilder::run(const Unit& u, const std::vector<int>& chain)
     return end;
   }
   std::vector<int> before = chain;
-  if (c_.job.recompute != Recompute::none) {
-    // Recompute needs no gradient: it runs before the receive so that it can hide the wait.
-    before = {compute(OpKind::recompute, u, 0, ch.recompute_flops, ch.recompute_seconds, ch.recompute_hbm,
-                      ch.recompute_effects, with(deps, chain))};
-    if (c_.job.recompute == Recompute::full) {
-      before = tensor_collectives(u.chunk, u.micro_batch, before, false, with(deps, chain));
-      before = expert_collectives(u.chunk, u.micro_batch, before, false, false);
-    }
-  }
+  // Recompute needs no gradient: it runs before the receive so that it can hide the wait.
+  if (c_.job.recompute != Recompute::none)
+    before = recompute(u, with(deps, chain));
   deps                         = with(deps, input(u));
   const std::vector<int> start = with(deps, before);
   // A whole backward, or its input-gradient part (the weight gradients follow in a weight pass).
@@ -547,6 +550,32 @@ std::vector<int> StageBuilder::run(const Unit& u, const std::vector<int>& chain)
   return end;
 }
 
+std::vector<int> StageBuilder::recompute(const Unit& u, const std::vector<int>& deps, bool paired)
+{
+  const ChunkCost& ch  = cost(u.chunk);
+  std::vector<int> end = {compute(OpKind::recompute, u, 0, ch.recompute_flops, ch.recompute_seconds, ch.recompute_hbm,
+                                  ch.recompute_effects, deps)};
+  if (c_.job.recompute == Recompute::full) {
+    end = tensor_collectives(u.chunk, u.micro_batch, end, false, deps);
+    if (!paired)
+      end = expert_collectives(u.chunk, u.micro_batch, end, false, false);
+  } else if (c_.cp > 1) {
+    // Selective recompute re-runs the core attention, and with it context parallelism's exchange: Megatron
+    // checkpoints Transformer Engine's whole context-parallel attention function, which gathers K/V (or passes
+    // them around its ring, under the recomputed attention) or runs Ulysses' all-to-alls again.
+    end = context_collectives(u.chunk, u.micro_batch, end, false, ch.layers, deps);
+  }
+  return end;
+}
+
+std::vector<int> StageBuilder::recompute_experts(const Unit& u, const std::vector<int>& start)
+{
+  if (c_.job.recompute != Recompute::full)
+    return {};
+  auto end = expert_collectives(u.chunk, u.micro_batch, start, true, false);
+  return end == start ? std::vector<int>{} : end;
+}
+
 std::vector<int> StageBuilder::megatron_pair(const Unit& fu, const Unit& bu, const std::vector<int>& chain)
 {
   const ChunkCost& cf = cost(fu.chunk);
@@ -557,8 +586,7 @@ std::vector<int> StageBuilder::megatron_pair(const Unit& fu, const Unit& bu, con
   const Gathers gb        = gather_params(bu.chunk, bu.micro_batch);
   std::vector<int> b_deps = gb.before, before = chain;
   if (c_.job.recompute != Recompute::none)
-    before = {compute(OpKind::recompute, bu, 0, cb.recompute_flops, cb.recompute_seconds, cb.recompute_hbm,
-                      cb.recompute_effects, with(b_deps, chain))};
+    before = recompute(bu, with(b_deps, chain), true);
   b_deps                       = with(b_deps, input(bu));
   const std::vector<int> start = with(b_deps, before);
 
@@ -634,7 +662,7 @@ std::vector<int> StageBuilder::megatron_pair(const Unit& fu, const Unit& bu, con
   output(fu, f_prev);
   output(bu, b_prev);
   reduce_grads(bu.chunk, bu.micro_batch, start, with(b_prev, {last_compute}));
-  return with(with(f_prev, b_prev), {last_compute});
+  return with(with(with(f_prev, b_prev), {last_compute}), recompute_experts(bu, start));
 }
 
 std::vector<int> StageBuilder::dualpipe_pair(const Unit& fu, const Unit& bu, const std::vector<int>& chain)
@@ -646,8 +674,7 @@ std::vector<int> StageBuilder::dualpipe_pair(const Unit& fu, const Unit& bu, con
   std::vector<int> start = with(with(chain, gf.before), gb.before);
   start                  = with(start, input(fu));
   if (c_.job.recompute != Recompute::none)
-    start = with(start, {compute(OpKind::recompute, bu, 0, cb.recompute_flops, cb.recompute_seconds, cb.recompute_hbm,
-                                 cb.recompute_effects, start)});
+    start = with(start, recompute(bu, start, true));
   start = with(start, input(bu));
   const int f =
       compute(OpKind::forward, fu, cf.fwd_flops, cf.fwd_flops, cf.fwd_seconds, cf.fwd_hbm, cf.fwd_effects, start);
@@ -661,6 +688,7 @@ std::vector<int> StageBuilder::dualpipe_pair(const Unit& fu, const Unit& bu, con
                               expert_collectives(bu.chunk, bu.micro_batch, start, true, true)})
     if (experts != start)
       end = with(end, experts);
+  end = with(end, recompute_experts(bu, start));
   output(fu, end);
   output(bu, end);
   reduce_grads(bu.chunk, bu.micro_batch, start, end);
@@ -715,6 +743,15 @@ double lead_share(const Context& c, const ChunkCost& ch)
 double tp_activation_bytes(const Context& c)
 {
   return c.tokens * c.m.hidden * kBf16;
+}
+
+double tp_gather_bytes(const Context& c)
+{
+  // Transformer Engine quantizes a column-parallel GEMM's local rows and all-gathers the quantized copy
+  // (module/linear.py: input_quantizer, then gather_along_first_dim; distributed.py routes delayed and current FP8,
+  // block-wise, MXFP8 and NVFP4 to quantized all-gathers, their scales beside the data, current scaling's amax
+  // reduced over the TP group first); so did TE 1.x (cast_to_fp8 before the gather).
+  return c.tokens * c.m.hidden * input_bytes(c.job.precision);
 }
 
 double cp_kv_heads(const Context& c, int a2a)

@@ -133,6 +133,45 @@ TEST_CASE("Attention by length: the measured curve's rate at the kernel's sequen
   CHECK(flash2.rate(flash2.sequences.back() * 4, true) == flash2.backward_by_length.back());
 }
 
+TEST_CASE("Attention by length under context parallelism: the length each variant's kernel sees")
+{
+  // Llama 3 8B, one 16K sequence over cp 4: gathered or ring K/V leave each rank s / cp queries (4K), Ulysses gives
+  // it the whole sequence for a quarter of the heads (16K), a2a+p2p with all-to-all groups of 2 half of it (8K).
+  const double s = 16384;
+  struct Case {
+    const char* comm;
+    int a2a;
+    double length;
+  };
+  for (const Case& c :
+       {Case{"allgather", 1, s / 4}, Case{"ring", 1, s / 4}, Case{"a2a", 1, s}, Case{"a2a+p2p", 2, s / 2}}) {
+    json j                        = llama8b();
+    j["gpus"]                     = 4;
+    j["parallelism"]              = {{"tp", 1}, {"cp", 4}, {"cp_comm", c.comm}};
+    j["batch"]["sequence_length"] = s;
+    if (c.a2a > 1)
+      j["parallelism"]["cp_a2a"] = c.a2a;
+    wl::JobSpec job                 = parse(j);
+    job.effects.attention_by_length = true;
+    const auto& flash2              = job.gpu.attention[0];
+    // The rank's causal attention: 32 layers x 32 heads x s^2 x (128 + 128) FLOPs, a quarter of it.
+    const double flops    = 32 * 32 * s * s * 256 / 4;
+    const double expected = flops / flash2.rate(c.length, false) - flops / flash2.forward;
+    double reported       = 0;
+    const auto graph      = wl::build_step_graph(job, wl::BuildOptions{false});
+    for (const auto& op : graph.stages[0].ops)
+      if (op.kind == wl::OpKind::forward)
+        reported += op.effects.attention_by_length;
+    check_close(std::string(c.comm) + ": forward effect at the kernel's length", expected, reported, 1e-9);
+  }
+  // The three lengths differ in rate, so a variant timed at another's length would fail above.
+  const auto& flash2 = parse(llama8b()).gpu.attention[0];
+  std::cout << "flash2 forward at 4K, 8K, 16K: " << flash2.rate(s / 4, false) / 1e12 << ", "
+            << flash2.rate(s / 2, false) / 1e12 << ", " << flash2.rate(s, false) / 1e12 << " TFLOP/s\n";
+  CHECK(flash2.rate(s / 4, false) != flash2.rate(s / 2, false));
+  CHECK(flash2.rate(s / 2, false) != flash2.rate(s, false));
+}
+
 TEST_CASE("Gradient clipping reads every local fp32 gradient once in the optimizer step")
 {
   const wl::JobSpec off    = parse(llama8b());

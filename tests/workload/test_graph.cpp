@@ -191,11 +191,34 @@ TEST_CASE("Bytes per dimension follow the textbook collective volumes")
   check_close("tp bytes per GPU without SP", 2 * 2 * layers_per_stage * m * 2 * (tp - 1) / tp * act,
               traffic(nosp, wl::Dim::tp, false), 1e-12);
 
+  // FP8: Transformer Engine all-gathers each GEMM's quantized input (1 byte per element), the reduce-scatters stay
+  // in BF16: per layer and pass 2 x act / 2 + 2 x act instead of 4 x act.
+  json fp8         = j;
+  fp8["precision"] = {{"compute", "fp8"}};
+  check_close("tp bytes per GPU, FP8", 2 * 3 * layers_per_stage * m * (tp - 1) / tp * act,
+              traffic(summary_of(fp8), wl::Dim::tp, false), 1e-12);
+
   // Full recompute repeats the forward's collectives in backward: 3 passes instead of 2.
   json full         = j;
   full["recompute"] = "full";
   check_close("tp bytes per GPU, full recompute", 3 * 4 * layers_per_stage * m * (tp - 1) / tp * act,
               traffic(summary_of(full), wl::Dim::tp, false), 1e-12);
+  check_close("cp bytes per GPU, full recompute", 4 * layers_per_stage * m * (cp - 1) / cp * kv,
+              traffic(summary_of(full), wl::Dim::cp, false), 1e-12);
+
+  // Selective recompute re-runs the attention and gathers K/V once more (4 collectives instead of 3); Ulysses runs
+  // its two all-to-alls of Q, K, V and of the output again: 3 passes of them instead of 2. Each all-to-all sends
+  // (n-1)/n of its buffer: Q, K and V of s / cp tokens (32 + 2 x 8 heads over tp 4, 128 each) and the output (32
+  // heads over tp 4).
+  json selective         = j;
+  selective["recompute"] = "selective";
+  check_close("cp bytes per GPU, selective recompute", 4 * layers_per_stage * m * (cp - 1) / cp * kv,
+              traffic(summary_of(selective), wl::Dim::cp, false), 1e-12);
+  selective["parallelism"]["cp_comm"] = "a2a";
+  const double qkv = s / cp * (kHeads + 2 * kKv) / tp * kHd * 2, out = s / cp * kHeads / tp * kHd * 2;
+  check_close("cp bytes per GPU, Ulysses with selective recompute",
+              3 * layers_per_stage * m * (cp - 1) / cp * (qkv + out),
+              traffic(summary_of(selective), wl::Dim::cp, false), 1e-12);
 }
 
 TEST_CASE("HSDP shards inside a group and all-reduces the shards across replicas")
@@ -238,6 +261,21 @@ TEST_CASE("Expert parallelism: all-to-all volumes and expert-data-parallel gradi
   const double a2a = s / tp * 1 * h * 2;
   check_close("ep bytes per GPU", 4 * moe_layers_per_stage * m * (ep - 1) / ep * a2a, traffic(sum, wl::Dim::ep, false),
               1e-12);
+  // Full recompute repeats the forward's dispatch and combine: 6 all-to-alls per MoE layer, in 1F1B and in DualPipe
+  // (beside the pair's compute there; Megatron's 1F1B all-to-all overlap refuses full recompute).
+  for (json schedule : {json{{"kind", "1f1b"}}, json{{"kind", "dualpipe"}}}) {
+    json full         = job({.model     = "llama4-scout",
+                             .tp        = 2,
+                             .pp        = 2,
+                             .dp        = 8,
+                             .sequences = 32,
+                             .schedule  = schedule,
+                             .extra     = {{"ep", 4}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}}});
+    full["recompute"] = "full";
+    check_close("ep bytes per GPU, full recompute, " + schedule.dump(),
+                6 * moe_layers_per_stage * m * (ep - 1) / ep * a2a, traffic(summary_of(full), wl::Dim::ep, false),
+                1e-12);
+  }
   // FSDP resharding: per micro-batch, all-gather bf16 weights before forward and before backward, reduce-scatter
   // fp32 gradients after backward: (2 + 2 + 4) bytes per parameter per micro-batch. Dense parameters over the
   // 8 dp ranks, routed experts over the 2 expert-data-parallel ranks; whole job: (n - 1) x 8 bytes x params x m.
