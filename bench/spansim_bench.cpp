@@ -92,6 +92,16 @@ struct Figures {
   char note[160]    = {}; ///< a figure of the case's own, printed after the target
 };
 
+/// @brief Records a simulated step: its time, transfers and GPUs, the engine's wall time since `start`, peak RSS.
+void record_step(Figures& f, const netsim::StepResult& r, std::int64_t gpus, Clock::time_point start)
+{
+  f.engine_wall = seconds_since(start);
+  f.simulated   = r.step_time;
+  f.transfers   = static_cast<long>(r.transfers.size());
+  f.gpus        = static_cast<int>(gpus);
+  f.engine_rss  = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
+}
+
 /// @brief One benchmark case: a topology preset and what to run on it.
 struct Case {
   std::string name;
@@ -417,12 +427,8 @@ std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* 
     o.building_symmetry = building_symmetry;
     start               = Clock::now();
     auto r              = netsim::simulate_step(topo, graph, place, o);
-    f.engine_wall       = seconds_since(start);
-    f.simulated         = r.step_time;
-    f.transfers         = static_cast<long>(r.transfers.size());
-    f.gpus              = static_cast<int>(job.gpus);
-    f.engine_rss        = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
-    const auto& folded  = r.engine["building_symmetry"];
+    record_step(f, r, job.gpus, start);
+    const auto& folded = r.engine["building_symmetry"];
     std::snprintf(f.note, sizeof f.note, "building symmetry: %s",
                   folded.is_string() ? folded.get<std::string>().c_str() : "none");
   };
@@ -629,12 +635,8 @@ std::function<void(Figures&)> hybrid_405b()
     o.fidelity      = netsim::Fidelity::hybrid;
     start           = Clock::now();
     const auto r    = netsim::simulate_step(topo, graph, place, o);
-    f.engine_wall   = seconds_since(start);
-    f.simulated     = r.step_time;
-    f.transfers     = static_cast<long>(r.transfers.size());
-    f.gpus          = static_cast<int>(job.gpus);
-    f.engine_rss    = std::max(max_rss_mib(RUSAGE_SELF), max_rss_mib(RUSAGE_CHILDREN));
-    const auto& h   = r.engine["hybrid"];
+    record_step(f, r, job.gpus, start);
+    const auto& h = r.engine["hybrid"];
     double lo = 1e9, hi = 0;
     for (const auto& c : h["corrections"]) {
       lo = std::min(lo, c["factor"].get<double>());

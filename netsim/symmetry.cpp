@@ -209,16 +209,33 @@ std::optional<FoldedGraph> fold_graph(const topology::Topology& topology, const 
   }
   std::vector<int> counts{0};
   if (classes.size() > 1) {
+    // A partial symmetry must move every region the transfers touch: only a class holding all of them can fold.
+    std::vector<char> touched(buildings.size(), 0);
+    for (const auto& op : graph.ops())
+      if (op.kind == Op::Kind::transfer)
+        for (int g : {op.src, op.dst})
+          touched[topology.region_of_building(topology.locate(g).building)] = 1;
     std::stable_sort(classes.begin(), classes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-    for (const auto& c : classes)
-      counts.push_back(c.second);
+    for (const auto& c : classes) {
+      bool holds = true;
+      for (std::size_t r = 0; r < buildings.size(); ++r)
+        holds = holds && (!touched[r] || buildings[r] == c.second);
+      if (holds)
+        counts.push_back(c.second);
+    }
   }
-  for (int count : counts)
+  for (int count : counts) {
+    // A class of one region: shifting the regions is the identity, so buildings alone is the first group again.
+    const bool one = count > 0 && std::count(buildings.begin(), buildings.end(), count) == 1;
     for (auto axes : {topology::SymmetryAxes{true, true, count}, topology::SymmetryAxes{true, false, count},
-                      topology::SymmetryAxes{false, true, count}})
+                      topology::SymmetryAxes{false, true, count}}) {
+      if (one && !axes.regions)
+        continue;
       if (auto sym = topology::BuildingSymmetry::find(topology, axes))
         if (auto folded = fold_with(topology, *sym, graph))
           return folded;
+    }
+  }
   return std::nullopt;
 }
 

@@ -26,7 +26,7 @@ struct Structure {
   double backward = 0, wgrad = 0, ep_gather_bytes = 0; ///< per micro-batch: of t_mb, the backward and its W
   double layers = 0, moe_layers = 0, dense = 0, expert = 0;
   double tp_bytes = 0, cp_bytes = 0, cp_a2a_bytes = 0, ep_bytes = 0, pp_bytes = 0, gradient_bytes = 4;
-  int hsdp_shard = 1, passes = 2;
+  int hsdp_shard = 1, passes = 2, cp_passes = 2; ///< forward passes of the collectives (recompute repeats them)
   bool tp_overlap          = false;
   workload::CpComm cp_comm = workload::CpComm::allgather;
 };
@@ -227,6 +227,7 @@ struct Screen::Impl {
       s.gradient_bytes  = job.gradient_reduce_bytes;
       s.hsdp_shard      = std::max(1, job.parallelism.hsdp_shard);
       s.passes          = job.recompute == workload::Recompute::full ? 3 : 2;
+      s.cp_passes = s.passes + (job.recompute == workload::Recompute::selective && job.parallelism.cp > 1 ? 1 : 0);
     } catch (const InfeasibleError& e) {
       s.reason = e.reason();
     }
@@ -466,9 +467,9 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
   const double cp_time =
       hidden(!ulysses && s.cp_comm != workload::CpComm::allgather,
              ulysses ? collective(cp, sh.cp.n, Pattern::all_to_all, s.cp_a2a_bytes, Algorithm::ring,
-                                  rule(Dim::cp, Purpose::cp_kv, cp), s.layers * s.passes, charge)
+                                  rule(Dim::cp, Purpose::cp_kv, cp), s.layers * s.cp_passes, charge)
                      : collective(cp, sh.cp.n, Pattern::gather, s.cp_bytes, Algorithm::ring,
-                                  rule(Dim::cp, Purpose::cp_kv, cp), s.layers * (s.passes + 1), charge));
+                                  rule(Dim::cp, Purpose::cp_kv, cp), s.layers * (s.cp_passes + 1), charge));
   const double per_mb = s.t_mb + tp_time + cp_time + expert_time;
   // Those charges are per micro-batch: scale them to the step.
   charge.building *= s.m;

@@ -117,8 +117,8 @@ private:
   /// returns its end. In a pair (`paired`) a full recompute's expert all-to-alls are left to the caller, which runs
   /// them beside the pair's compute as it runs the pair's own.
   std::vector<int> recompute(const Unit& u, const std::vector<int>& deps, bool paired = false);
-  /// A paired schedule's full-recompute expert all-to-alls of backward unit u, beside the pair from `start`: the
-  /// end to join the pair's (empty when there are none).
+  /// DualPipe's full-recompute expert all-to-alls of backward unit u, beside the pair from `start` as the pair's own
+  /// run (its backward waits for neither: optimistic); the end to join the pair's (empty when there are none).
   std::vector<int> recompute_experts(const Unit& u, const std::vector<int>& start);
   /// Whether context parallelism passes K/V around a ring under the attention kernels (ring, a2a+p2p).
   bool ring_cp() const
@@ -585,6 +585,7 @@ std::vector<int> StageBuilder::megatron_pair(const Unit& fu, const Unit& bu, con
   std::vector<int> f_deps = with(gf.before, input(fu));
   const Gathers gb        = gather_params(bu.chunk, bu.micro_batch);
   std::vector<int> b_deps = gb.before, before = chain;
+  // Selective recompute only: the all-to-all overlap refuses full recompute (job.cpp), as Megatron does.
   if (c_.job.recompute != Recompute::none)
     before = recompute(bu, with(b_deps, chain), true);
   b_deps                       = with(b_deps, input(bu));
@@ -662,7 +663,7 @@ std::vector<int> StageBuilder::megatron_pair(const Unit& fu, const Unit& bu, con
   output(fu, f_prev);
   output(bu, b_prev);
   reduce_grads(bu.chunk, bu.micro_batch, start, with(b_prev, {last_compute}));
-  return with(with(with(f_prev, b_prev), {last_compute}), recompute_experts(bu, start));
+  return with(with(f_prev, b_prev), {last_compute});
 }
 
 std::vector<int> StageBuilder::dualpipe_pair(const Unit& fu, const Unit& bu, const std::vector<int>& chain)
@@ -751,7 +752,8 @@ double tp_gather_bytes(const Context& c)
   // (module/linear.py: input_quantizer, then gather_along_first_dim; distributed.py routes delayed and current FP8,
   // block-wise, MXFP8 and NVFP4 to quantized all-gathers, their scales beside the data, current scaling's amax
   // reduced over the TP group first); so did TE 1.x (cast_to_fp8 before the gather).
-  return c.tokens * c.m.hidden * input_bytes(c.job.precision);
+  const bool blockwise = c.job.precision == Precision::fp8 && c.job.fp8_recipe == Fp8Recipe::blockwise;
+  return c.tokens * c.m.hidden * (input_bytes(c.job.precision) + (blockwise ? 4.0 / 128 : 0)); // FP32 per 128
 }
 
 double cp_kv_heads(const Context& c, int a2a)

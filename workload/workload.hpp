@@ -766,8 +766,10 @@ struct StageCosts {
 /// @brief What a search's screen needs of a job: per-stage compute, memory and the buffers of its communication,
 /// from the same cost model as build_step_graph but without the op programs (microseconds, not milliseconds).
 struct JobCosts {
-  int micro_batches      = 0;
-  double tp_bytes        = 0; ///< one tensor-parallel collective's buffer (2 per layer and pass, x2 with SP)
+  int micro_batches = 0;
+  /// One tensor-parallel collective's buffer, 2 per layer and pass (x2 with SP, where it is the mean of the
+  /// all-gather's, quantized in a low precision, and the BF16 reduce-scatter's).
+  double tp_bytes        = 0;
   double cp_bytes        = 0; ///< one context-parallel K/V all-gather's buffer (1 per layer and pass)
   double cp_a2a_bytes    = 0; ///< Ulysses over the whole cp group: its two all-to-alls' buffers (per layer and pass)
   double ep_bytes        = 0; ///< one dispatch or combine (1 each per MoE layer and pass)

@@ -170,6 +170,7 @@ TEST_CASE("Attention by length under context parallelism: the length each varian
             << flash2.rate(s / 2, false) / 1e12 << ", " << flash2.rate(s, false) / 1e12 << " TFLOP/s\n";
   CHECK(flash2.rate(s / 4, false) != flash2.rate(s / 2, false));
   CHECK(flash2.rate(s / 2, false) != flash2.rate(s, false));
+  CHECK(flash2.rate(s / 4, false) != flash2.rate(s, false));
 }
 
 TEST_CASE("Gradient clipping reads every local fp32 gradient once in the optimizer step")

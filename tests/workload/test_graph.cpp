@@ -270,11 +270,17 @@ TEST_CASE("Expert parallelism: all-to-all volumes and expert-data-parallel gradi
                              .dp        = 8,
                              .sequences = 32,
                              .schedule  = schedule,
-                             .extra     = {{"ep", 4}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}}});
+                             .extra = {{"ep", 4}, {"etp", 1}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}}});
     full["recompute"] = "full";
     check_close("ep bytes per GPU, full recompute, " + schedule.dump(),
                 6 * moe_layers_per_stage * m * (ep - 1) / ep * a2a, traffic(summary_of(full), wl::Dim::ep, false),
                 1e-12);
+    // And the TP collectives, in DualPipe too: per layer an all-gather and a reduce-scatter around attention and
+    // around the shared expert, per pass: 3 passes of 4 collectives of the s-token BF16 activation, (tp - 1) / tp
+    // of each on the wire (etp 1: no expert-TP collectives beside them).
+    check_close("tp bytes per GPU, full recompute, " + schedule.dump(),
+                3 * 4 * moe_layers_per_stage * m * (tp - 1) / tp * (s * h * 2),
+                traffic(summary_of(full), wl::Dim::tp, false), 1e-12);
   }
   // FSDP resharding: per micro-batch, all-gather bf16 weights before forward and before backward, reduce-scatter
   // fp32 gradients after backward: (2 + 2 + 4) bytes per parameter per micro-batch. Dense parameters over the
