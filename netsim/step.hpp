@@ -31,6 +31,10 @@ constexpr std::array<std::string_view, 3> enum_names(AllToAllTiming)
 /// @brief Transfers beyond which `automatic` times all-to-alls in isolation.
 inline constexpr double kAllToAllFlowBudget = 2e6;
 
+/// @brief ECMP's rails apart at flow fidelity: a rail runs through SimGrid when the analytical engine's step for it is
+/// within this fraction of the slowest rail's (the two engines agree to 1e-6 on the same model).
+inline constexpr double kFlowRailMargin = 1e-3;
+
 /// @brief Options of a step simulation.
 struct StepOptions {
   Fidelity fidelity = Fidelity::flow;
@@ -58,6 +62,10 @@ struct StepOptions {
   bool rails_apart = true;
   /// @brief Worker processes running rails apart (0: one per core).
   int rail_workers = 0;
+  /// @brief ECMP's rails apart at flow fidelity: SimGrid runs every rail (true), or, where its settings are the
+  /// analytical engine's model (SimgridSettings::analytical_model), the rails that engine finds within
+  /// kFlowRailMargin of the slowest (false; the others' steps are the analytical engine's).
+  bool flow_every_rail = false;
   /// @brief When a symmetry of the site moving whole regions or buildings maps the lowered step onto itself,
   /// simulate the base building's transfers alone (netsim/symmetry.hpp): exact, at analytical and flow fidelity.
   bool building_symmetry = true;

@@ -87,7 +87,8 @@ std::string rails_apart_decision(const topology::Topology& topology, const workl
 void prepare_rails_apart(const topology::Topology& topology, const workload::StepGraph& graph,
                          const placement::Placement& placement, const StepOptions& options, PreparedStep& prepared);
 
-/// @brief Lowers `graph` rail by rail and runs each rail of `prepared.apart` (in worker processes), sets
+/// @brief Lowers `graph` rail by rail and runs each rail of `prepared.apart` (in worker processes; at flow fidelity
+/// only the rails the analytical engine finds near the slowest, see StepOptions::flow_every_rail), sets
 /// `prepared.slowest` and `prepared.lowered` (its lowering), and returns the slowest rail's run with every rail's
 /// bytes on the links.
 RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prepared, const workload::StepGraph& graph,

@@ -224,6 +224,8 @@ void Topology::build_routes()
   // Distances to a switch are computed when a route first ends there: a job touching a few pods of a large graph
   // pays for their leaves only, not for every pair of switches.
   rows_.assign(fabric_.size(), {});
+  route_index_.clear();
+  route_hops_.clear();
 }
 
 const std::int32_t* Topology::distances_to(int fb) const
@@ -323,6 +325,24 @@ std::vector<Topology::Way> Topology::least_cost_ways(int src, int dst) const
 }
 
 std::vector<Hop> Topology::graph_route(int src, int dst, int qp) const
+{
+  // GPU indices fit 24 bits (16M GPUs) and queue pairs 16; others are walked every time.
+  const bool cached       = src < (1 << 24) && dst < (1 << 24) && qp >= 0 && qp < (1 << 16);
+  const std::uint64_t key = (static_cast<std::uint64_t>(src) << 40) | (static_cast<std::uint64_t>(dst) << 16) |
+                            static_cast<std::uint64_t>(cached ? qp : 0);
+  if (cached)
+    if (auto it = route_index_.find(key); it != route_index_.end())
+      return {route_hops_.begin() + it->second.first, route_hops_.begin() + it->second.first + it->second.second};
+  auto route = walk_route(src, dst, qp);
+  if (cached) {
+    route_index_.emplace(
+        key, std::pair{static_cast<std::uint32_t>(route_hops_.size()), static_cast<std::uint32_t>(route.size())});
+    route_hops_.insert(route_hops_.end(), route.begin(), route.end());
+  }
+  return route;
+}
+
+std::vector<Hop> Topology::walk_route(int src, int dst, int qp) const
 {
   const auto ways = least_cost_ways(src, dst);
   if (ways.empty())

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace spansim::topology {
@@ -471,7 +472,10 @@ private:
   void build_routes();
   /// @brief Imported graphs: marks GPUs that reach no GPU of the largest connected part.
   void mark_cut_off(const std::string& why);
+  /// @brief Imported graphs: walk_route's route, cached.
   std::vector<Hop> graph_route(int src, int dst, int qp) const;
+  /// @brief Imported graphs: a least-cost route, hashed per switch under ECMP.
+  std::vector<Hop> walk_route(int src, int dst, int qp) const;
   /// @brief route() before folding.
   std::vector<Hop> unfolded_route(int src, int dst, int qp) const;
   /// @brief Imported graphs: a least-cost way between two GPUs, by its first and last links and the switches
@@ -517,6 +521,11 @@ private:
   /// use; a cache, so mutable (simulations run single-threaded, one per process).
   mutable std::vector<std::vector<std::int32_t>> rows_;
   const std::int32_t* distances_to(int fabric_switch) const;
+  /// @brief Imported graphs: the routes walked so far, by (source, destination, queue pair), as (first, count) in
+  /// route_hops_. A collective repeats its pairs at every step, and each engine asks again per transfer (SimGrid's
+  /// zone, the latency, the bytes): a walk under ECMP hashes at every switch. A cache, so mutable.
+  mutable std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> route_index_;
+  mutable std::vector<Hop> route_hops_;
   int fabric_count_ = 0;
   std::vector<int> link_cost_;
   std::shared_ptr<const std::vector<int>> fold_; ///< canonical hop per hop (with_folded_routes)

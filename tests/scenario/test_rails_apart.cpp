@@ -86,6 +86,24 @@ TEST_CASE("ecmp rails apart: the flow engine's slowest rail is the analytical en
   CHECK(flow.engine["ecmp"]["mode"] == "rails apart");
   CHECK(flow.step_time == Approx(analytical.step_time).epsilon(1e-6));
   CHECK(flow.engine["ecmp"]["slowest_rail"] == analytical.engine["ecmp"]["slowest_rail"]);
+
+  // Ranked by the analytical engine, SimGrid runs the rails near the slowest only: the same step as SimGrid running
+  // every rail, and every rail's step within the engines' agreement (1e-6).
+  auto every                    = ecmp_scenario(2, 1, tp::EcmpMode::rails_apart, 4, "flow");
+  every.options.flow_every_rail = true;
+  const auto all                = sc::run_scenario(every).result;
+  const auto& ranked            = flow.engine["ecmp"]["rail_steps_s"];
+  const auto& every_sg          = all.engine["ecmp"]["rail_steps_s"];
+  std::cout << "rails through SimGrid " << flow.engine["ecmp"]["flow_rails"] << ": rail steps " << ranked
+            << "; every rail through SimGrid: " << every_sg << "\n";
+  CHECK(!all.engine["ecmp"].contains("flow_rails"));
+  REQUIRE(flow.engine["ecmp"].contains("flow_rails"));
+  CHECK(flow.engine["ecmp"]["flow_rails"].size() < 4);
+  CHECK(flow.step_time == all.step_time);
+  CHECK(flow.engine["ecmp"]["slowest_rail"] == all.engine["ecmp"]["slowest_rail"]);
+  REQUIRE(ranked.size() == every_sg.size());
+  for (std::size_t r = 0; r < ranked.size(); ++r)
+    CHECK(ranked[r].get<double>() == Approx(every_sg[r].get<double>()).epsilon(1e-6));
 }
 
 TEST_CASE("ecmp rails apart: refused where the rails do not separate, exact below the size auto starts at",

@@ -209,7 +209,7 @@ TEST_CASE("graph: a failed torus link is routed around, a GPU whose links all fa
   CHECK(t.route(src, dst).size() == 3); // GPU -> p00/sw -> p10/sw -> GPU
   tp::FaultSpec f;
   f.links.push_back({"p00/sw -- p10/sw", 0, {}});
-  const auto broken = t.with_faults(f);
+  const auto broken = t.with_faults(f); // t has cached the one-hop route: the copy must walk afresh
   CHECK(broken.failed_links() == 1);
   const auto detour = broken.route(src, dst);
   CHECK(detour.size() == 4); // the other way round the ring of three: p00 -> p20 -> p10
@@ -451,4 +451,34 @@ TEST_CASE("explicit spines: the template's physical spines, every leaf's uplink 
   REQUIRE(explicit_spines.vertex_name(dst) == "e-a/pod0/node2/gpu0");
   CHECK(explicit_spines.equal_cost_routes(src, dst).size() == 2);
   CHECK(aggregate.equal_cost_routes(src, dst).size() == 1);
+}
+
+TEST_CASE("explicit spines under ECMP: routes cached by source, destination and queue pair", "[topology][graph]")
+{
+  auto spec                      = tp::parse_topology_spec(template_topology(), "small.json");
+  spec.multipath.ecmp            = true;
+  spec.multipath.explicit_spines = true;
+  spec.multipath.seed            = 7;
+  const tp::Topology asked_forward(spec), asked_backward(spec);
+  // The same routes whatever was asked before (each topology walks and caches its own, in opposite orders), and
+  // queue pairs of one GPU pair hashed apart (the key holds the queue pair).
+  const int gpus = asked_forward.gpu_count();
+  std::vector<std::vector<tp::Hop>> forward;
+  for (int src = 0; src < gpus; src += 3)
+    for (int dst = 1; dst < gpus; dst += 5)
+      for (int qp = 0; qp < 4; ++qp)
+        forward.push_back(asked_forward.route(src, dst, qp));
+  std::size_t i = forward.size(), qp_apart = 0;
+  for (int src = (gpus - 1) / 3 * 3; src >= 0; src -= 3)
+    for (int dst = 1 + (gpus - 2) / 5 * 5; dst >= 1; dst -= 5)
+      for (int qp = 3; qp >= 0; --qp) {
+        const auto route = asked_backward.route(src, dst, qp);
+        CHECK(route == forward[--i]);
+        CHECK(route == asked_forward.route(src, dst, qp)); // asked again: from the cache
+        qp_apart += qp > 0 && route != asked_backward.route(src, dst, 0);
+      }
+  CHECK(i == 0);
+  std::cout << "explicit spines, ECMP: " << forward.size() << " routes, " << qp_apart
+            << " of them hashed apart from queue pair 0's\n";
+  CHECK(qp_apart > 0);
 }
