@@ -41,6 +41,17 @@ constexpr double input_bytes(Precision p)
   return PerPrecision{.bf16 = kBf16, .fp8 = 1, .mxfp8 = 1 + 1.0 / 32, .nvfp4 = 0.5 + 1.0 / 16}.of(p);
 }
 
+/// @brief Block scales of block-wise FP8 (DeepSeek-V3's recipe, DeepEP's FP8 dispatch): an FP32 scale per 128
+/// elements.
+inline constexpr double kBlockScaleBytes = 4.0 / 128;
+
+/// @brief Bytes per element of a tensor quantized in `p` under FP8 recipe `r`, with every scale that travels beside
+/// it: input_bytes(), and block-wise FP8's FP32 scales (per-tensor scales are a few bytes per tensor).
+constexpr double quantized_bytes(Precision p, Fp8Recipe r)
+{
+  return input_bytes(p) + (p == Precision::fp8 && r == Fp8Recipe::blockwise ? kBlockScaleBytes : 0);
+}
+
 /// @brief HBM bytes one quantization of a BF16 tensor moves per element (0 in BF16). Transformer Engine casts
 /// with a transpose: it reads the tensor (2 bytes) and writes a row-wise copy for the forward or input-gradient
 /// GEMM and a column-wise copy for the weight-gradient GEMM. Current per-tensor scaling reads the tensor once more
@@ -49,8 +60,7 @@ constexpr double quantize_bytes(Precision p, Fp8Recipe r)
 {
   switch (p) {
   case Precision::fp8:
-    return kBf16 + 2 * input_bytes(p) + (r == Fp8Recipe::current ? kBf16 : 0) +
-           (r == Fp8Recipe::blockwise ? 2 * 4.0 / 128 : 0); // FP32 scales per 128
+    return kBf16 + 2 * quantized_bytes(p, r) + (r == Fp8Recipe::current ? kBf16 : 0);
   case Precision::mxfp8:
     return kBf16 + 2 * input_bytes(p);
   case Precision::nvfp4:

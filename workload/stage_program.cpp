@@ -752,8 +752,7 @@ double tp_gather_bytes(const Context& c)
   // (module/linear.py: input_quantizer, then gather_along_first_dim; distributed.py routes delayed and current FP8,
   // block-wise, MXFP8 and NVFP4 to quantized all-gathers, their scales beside the data, current scaling's amax
   // reduced over the TP group first); so did TE 1.x (cast_to_fp8 before the gather).
-  const bool blockwise = c.job.precision == Precision::fp8 && c.job.fp8_recipe == Fp8Recipe::blockwise;
-  return c.tokens * c.m.hidden * (input_bytes(c.job.precision) + (blockwise ? 4.0 / 128 : 0)); // FP32 per 128
+  return c.tokens * c.m.hidden * quantized_bytes(c.job.precision, c.job.fp8_recipe);
 }
 
 double cp_kv_heads(const Context& c, int a2a)
@@ -773,10 +772,10 @@ std::pair<double, double> cp_a2a_bytes(const Context& c, int a2a)
 
 double cp_kv_bytes(const Context& c)
 {
+  // MLA too: Megatron up-projects the latent into per-head K and V before the core attention, which context
+  // parallelism wraps (multi_latent_attention.py), so its heads are all K/V heads (kv_heads = heads) at qk_dim, v_dim.
   const ModelSpec& m    = c.m;
-  const double kv_token = m.attention == AttentionKind::mla
-                              ? kBf16 * (m.mla.kv_lora_rank + m.mla.qk_rope_head_dim)
-                              : kBf16 * std::ceil(double(m.kv_heads) / c.tp) * (qk_dim(m) + v_dim(m));
+  const double kv_token = kBf16 * std::ceil(double(m.kv_heads) / c.tp) * (qk_dim(m) + v_dim(m));
   return kv_token * double(c.job.batch.micro_batch) * c.job.batch.sequence_length;
 }
 
@@ -784,7 +783,7 @@ double token_bytes(const Context& c, bool dispatch)
 {
   // FP8 dispatch (DeepEP's, DeepSeek-V3's): a byte per element and an fp32 scale per 128 elements.
   const bool fp8 = dispatch && c.job.dispatch.precision == Precision::fp8;
-  return c.m.hidden * (fp8 ? 1 + 4.0 / 128 : kBf16);
+  return c.m.hidden * (fp8 ? quantized_bytes(Precision::fp8, Fp8Recipe::blockwise) : kBf16);
 }
 
 double ep_buffer_bytes(const Context& c, bool dispatch)

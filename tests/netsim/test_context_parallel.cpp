@@ -12,6 +12,7 @@
 
 #include <iostream>
 #include <map>
+#include <tuple>
 
 using namespace spansim;
 using nlohmann::json;
@@ -19,12 +20,12 @@ using spansim::test::expect_within;
 
 namespace {
 
-workload::JobSpec cp_job(const std::string& comm, int sequence, int cp_a2a = 0)
+workload::JobSpec cp_job(const std::string& comm, int sequence, int cp_a2a = 0, const std::string& model = "llama3-8b")
 {
   json p = {{"tp", 1}, {"cp", 8}, {"dp", 1}, {"cp_comm", comm}};
   if (cp_a2a > 0)
     p["cp_a2a"] = cp_a2a;
-  json j = {{"model", "llama3-8b"},
+  json j = {{"model", model},
             {"gpu", "h100"},
             {"gpus", 8},
             {"parallelism", p},
@@ -115,6 +116,28 @@ TEST_CASE("Each CP variant's buffers per layer and pass equal hand sums (Llama 3
     }
     std::cout << c.comm << ": " << wire / (1 << 20) << " MiB sent per GPU per layer (forward and backward), "
               << wire * L / (1 << 30) << " GiB per step\n";
+  }
+}
+
+TEST_CASE("MLA under CP moves per-head K and V, as Megatron's core attention receives them (DeepSeek-V3, 32K)", "[cp]")
+{
+  // Megatron's MLA up-projects its latent (512 + 64 per token) into 128 heads of K (128 + 64 rope) and V (128)
+  // before the core attention, which context parallelism wraps (multi_latent_attention.py: core_attention gets
+  // query, key and value; k_channels 192, v_channels 128). One 32768-token sequence over 8 ranks, TP 1.
+  const double s = 32768, kv = 2.0 * s * 128 * (192 + 128); // 2.5 GiB per layer, not the latent's 36 MiB
+  for (const auto& [comm, a2a, ring] : std::vector<std::tuple<std::string, int, double>>{
+           {"allgather", 0, kv}, {"ring", 0, kv}, {"a2a+p2p", 2, kv / 2}}) {
+    auto job       = cp_job(comm, int(s), a2a, "deepseek-v3");
+    const auto got = cp_ops(workload::build_step_graph(job, workload::BuildOptions{false}));
+    INFO(comm);
+    bool gathered = false;
+    for (const auto& op : got)
+      if (op.kind == CollectiveOp::all_gather) {
+        expect_within(comm + " K/V all-gather buffer", ring, op.bytes, 1e-12);
+        CHECK(op.count == 61); // every layer's attention
+        gathered = true;
+      }
+    CHECK(gathered);
   }
 }
 
