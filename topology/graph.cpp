@@ -15,6 +15,7 @@
 #include <numeric>
 #include <queue>
 #include <tuple>
+#include <unordered_map>
 
 namespace spansim::topology {
 
@@ -206,6 +207,13 @@ void Topology::finish_graph_build()
   gpu_fault_.clear();
 }
 
+struct Topology::RouteCache {
+  /// @brief Hops kept at most (128 MiB of them) before the cache starts again.
+  static constexpr std::size_t kMaxHops = std::size_t{1} << 24;
+  std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> index; ///< key -> (first, count)
+  std::vector<Hop> hops;
+};
+
 void Topology::build_routes()
 {
   const int gpus = static_cast<int>(counts_.gpus);
@@ -224,8 +232,7 @@ void Topology::build_routes()
   // Distances to a switch are computed when a route first ends there: a job touching a few pods of a large graph
   // pays for their leaves only, not for every pair of switches.
   rows_.assign(fabric_.size(), {});
-  route_index_.clear();
-  route_hops_.clear();
+  route_cache_ = std::make_shared<RouteCache>();
 }
 
 const std::int32_t* Topology::distances_to(int fb) const
@@ -327,18 +334,22 @@ std::vector<Topology::Way> Topology::least_cost_ways(int src, int dst) const
 std::vector<Hop> Topology::graph_route(int src, int dst, int qp) const
 {
   // GPU indices fit 24 bits (16M GPUs) and queue pairs 16; others are walked every time.
-  const bool cached       = src < (1 << 24) && dst < (1 << 24) && qp >= 0 && qp < (1 << 16);
+  auto* cache = route_cache_.get();
+  if (!cache || src >= (1 << 24) || dst >= (1 << 24) || qp < 0 || qp >= (1 << 16))
+    return walk_route(src, dst, qp);
   const std::uint64_t key = (static_cast<std::uint64_t>(src) << 40) | (static_cast<std::uint64_t>(dst) << 16) |
-                            static_cast<std::uint64_t>(cached ? qp : 0);
-  if (cached)
-    if (auto it = route_index_.find(key); it != route_index_.end())
-      return {route_hops_.begin() + it->second.first, route_hops_.begin() + it->second.first + it->second.second};
+                            static_cast<std::uint64_t>(qp);
+  if (auto it = cache->index.find(key); it != cache->index.end())
+    return {cache->hops.begin() + it->second.first, cache->hops.begin() + it->second.first + it->second.second};
   auto route = walk_route(src, dst, qp);
-  if (cached) {
-    route_index_.emplace(
-        key, std::pair{static_cast<std::uint32_t>(route_hops_.size()), static_cast<std::uint32_t>(route.size())});
-    route_hops_.insert(route_hops_.end(), route.begin(), route.end());
+  // Bounded: a search's worker routes point after point on one site.
+  if (cache->hops.size() + route.size() > RouteCache::kMaxHops) {
+    cache->index.clear();
+    cache->hops.clear();
   }
+  cache->index.emplace(
+      key, std::pair{static_cast<std::uint32_t>(cache->hops.size()), static_cast<std::uint32_t>(route.size())});
+  cache->hops.insert(cache->hops.end(), route.begin(), route.end());
   return route;
 }
 

@@ -15,7 +15,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace spansim::topology {
@@ -521,11 +520,12 @@ private:
   /// use; a cache, so mutable (simulations run single-threaded, one per process).
   mutable std::vector<std::vector<std::int32_t>> rows_;
   const std::int32_t* distances_to(int fabric_switch) const;
-  /// @brief Imported graphs: the routes walked so far, by (source, destination, queue pair), as (first, count) in
-  /// route_hops_. A collective repeats its pairs at every step, and each engine asks again per transfer (SimGrid's
-  /// zone, the latency, the bytes): a walk under ECMP hashes at every switch. A cache, so mutable.
-  mutable std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> route_index_;
-  mutable std::vector<Hop> route_hops_;
+  /// @brief Imported graphs: the routes walked so far, by (source, destination, queue pair) (topology/graph.cpp). A
+  /// collective repeats its pairs at every step, and each engine asks again per transfer (SimGrid's zone, the
+  /// latency, the bytes): a walk under ECMP hashes at every switch. Shared by the copies whose routes cannot differ
+  /// (scaled or divided bandwidths, windows, folds); build_routes() starts a new one.
+  struct RouteCache;
+  std::shared_ptr<RouteCache> route_cache_;
   int fabric_count_ = 0;
   std::vector<int> link_cost_;
   std::shared_ptr<const std::vector<int>> fold_; ///< canonical hop per hop (with_folded_routes)

@@ -195,7 +195,8 @@ double tp_activation_bytes(const Context& c);
 /// @brief Buffer of one sequence-parallel all-gather: in a low precision Transformer Engine quantizes a GEMM's input
 /// on its own rows and gathers the quantized copy (the reduce-scatters stay in BF16).
 double tp_gather_bytes(const Context& c);
-/// @brief Buffer of one context-parallel K/V all-gather (MLA: its compressed latent).
+/// @brief Buffer of one context-parallel K/V all-gather (MLA: its per-head K and V, up-projected before the core
+/// attention).
 double cp_kv_bytes(const Context& c);
 /// @brief K/V heads per tensor-parallel rank as an all-to-all group of `a2a` ranks splits them (replicated up to
 /// one per rank).

@@ -249,7 +249,7 @@ std::vector<int> StageBuilder::context_collectives(int v, int mb, std::vector<in
   };
   // K/V of the whole sequence (of the group's heads) gathered; in backward gathered again and their gradients
   // reduce-scattered. A ring passes the same chunks around, each step under one block's attention: overlapped with
-  // the attention kernels when a start is given. MLA gathers its compressed latent.
+  // the attention kernels when a start is given. MLA gathers per-head K and V.
   auto gather = [&](Group g, double kv) {
     const bool ring      = par.cp_comm != CpComm::allgather && overlap_start.has_value();
     std::vector<int> ids = ring ? *overlap_start : end;

@@ -209,7 +209,7 @@ TEST_CASE("graph: a failed torus link is routed around, a GPU whose links all fa
   CHECK(t.route(src, dst).size() == 3); // GPU -> p00/sw -> p10/sw -> GPU
   tp::FaultSpec f;
   f.links.push_back({"p00/sw -- p10/sw", 0, {}});
-  const auto broken = t.with_faults(f); // t has cached the one-hop route: the copy must walk afresh
+  const auto broken = t.with_faults(f); // t has cached the direct route: the copy must walk afresh
   CHECK(broken.failed_links() == 1);
   const auto detour = broken.route(src, dst);
   CHECK(detour.size() == 4); // the other way round the ring of three: p00 -> p20 -> p10
