@@ -179,7 +179,8 @@ Topology Topology::with_links_scaled(const std::vector<double>& factors) const
   bool failed   = false;
   for (std::size_t k = 0; k < copy.links_.size() && k < factors.size(); ++k) {
     copy.links_[k].bandwidth *= factors[k];
-    failed = failed || !(factors[k] > 0);
+    // By what is left, not the factor: a tiny factor can leave nothing too.
+    failed = failed || (links_[k].bandwidth > 0 && !(copy.links_[k].bandwidth > 0));
   }
   if (failed && imported())
     copy.build_routes(); // routes go around links left with nothing
