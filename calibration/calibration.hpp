@@ -125,6 +125,7 @@ struct Bounds {
   double clock_min = 0.6, clock_max = 1.0;
   double gap_min = 0, gap_max = 100e-6;
   double alltoall_min = 0.2, alltoall_max = 1.0; ///< NCCL all-to-all's share, fitted on MoE rows
+  double moe_host_min = 0, moe_host_max = 20e-3; ///< host seconds per MoE layer and micro-batch, fitted on MoE rows
 };
 
 /// @brief Progress of a long run: what is being done, items done, items in all.
@@ -162,9 +163,9 @@ struct Profile {
 };
 
 /// @brief Fits clock_fraction and kernel_gap on the dense fit rows of options.gpu (bounded least squares on the log
-/// of simulated over published step time), then alltoall_efficiency on its MoE fit rows with those two fixed (the
-/// same, in one dimension; 1 without MoE fit rows). Deterministic. @throws UsageError when the GPU has no dense fit
-/// rows.
+/// of simulated over published step time), then alltoall_efficiency and moe_host on its MoE fit rows with those two
+/// fixed (each in one dimension, in turn; 1 and 0 without MoE fit rows). Deterministic. @throws UsageError when the GPU
+/// has no dense fit rows.
 Profile fit_profile(const Dataset& dataset, const FitOptions& options);
 
 /// @brief One row of a validation.

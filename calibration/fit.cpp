@@ -174,77 +174,131 @@ std::pair<double, double> minimise(const std::vector<Row>& rows, const Bounds& b
   return {best_c, best_g};
 }
 
-// A MoE fit row's step time over NCCL all-to-all's share, interpolated piecewise linearly in 1/share (the
-// all-to-alls' time is linear in it).
+// The MoE parameters, fitted on the MoE fit rows with the compute parameters fixed: NCCL all-to-all's share and the
+// host's seconds per MoE layer and micro-batch. Each moves its own rows (the all-to-all share those whose
+// all-to-alls are exposed, the host floor those whose layers are too small to hide it), so they are fitted in turn,
+// each in one dimension over interpolants of real simulations, until neither moves.
+enum class MoeParam { alltoall, host };
+
+struct MoePoint {
+  double alltoall = 1, host = 0;
+};
+
+// One MoE fit row's step time over one parameter (the other held), interpolated piecewise linearly: in 1/share
+// for the all-to-all share (the all-to-alls' time is linear in it), in seconds for the host floor (a maximum of the
+// host's time and the GPU's: linear apart from one kink, which the grid brackets).
 struct MoeRow {
   const PublishedRun* run;
   double published;
-  std::vector<double> x, t; ///< 1/share, decreasing; step times
-  double operator()(double share) const
+  MoeParam param;
+  std::vector<double> x, t; ///< increasing; step times
+  double operator()(double v) const
   {
-    const double xv = 1 / share;
+    const double xv = param == MoeParam::alltoall ? 1 / v : v;
     std::size_t i   = 0;
-    while (i + 2 < x.size() && xv < x[i + 1])
+    while (i + 2 < x.size() && xv > x[i + 1])
       ++i;
     return t[i] + (xv - x[i]) / (x[i + 1] - x[i]) * (t[i + 1] - t[i]);
   }
 };
 
-constexpr std::array<double, 5> kAlltoallGrid{0, 0.25, 0.5, 0.75, 1}; // fractions from alltoall_min to _max
+constexpr std::array<double, 5> kAlltoallGrid{0, 0.25, 0.5, 0.75, 1};  // fractions from alltoall_max to _min
+constexpr int kHostGrid     = 11;                                      // points from moe_host_min to _max
+constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max(); // skip no row
 
-std::vector<MoeRow> moe_surfaces(const Dataset& d, const std::vector<std::string>& gpus, const Bounds& b, double clock,
-                                 double gap, netsim::Fidelity fidelity, const process::Mapper& map,
-                                 const Progress& progress)
+workload::Calibration moe_candidate(const std::vector<std::string>& gpus, double clock, double gap, MoePoint p)
 {
-  std::vector<MoeRow> rows;
+  auto c     = candidate(gpus, clock, gap, p.alltoall);
+  c.moe_host = p.host;
+  return c;
+}
+
+std::vector<const PublishedRun*> moe_fit_rows(const Dataset& d, const std::vector<std::string>& gpus)
+{
+  std::vector<const PublishedRun*> rows;
   for (const auto& run : d.runs)
     if (run.role == Role::fit && is_moe(run) && std::find(gpus.begin(), gpus.end(), run.job->gpu.name) != gpus.end())
-      rows.push_back({&run, run.published_step_time(), {}, {}});
-  if (rows.empty())
-    return rows;
-  const std::size_t per_row = kAlltoallGrid.size();
-  if (progress)
-    progress("simulating the MoE fit rows of " + joined(gpus) + " over all-to-all shares", 0, rows.size() * per_row);
-  auto share = [&](std::size_t k) {
-    return b.alltoall_max - kAlltoallGrid[k] * (b.alltoall_max - b.alltoall_min); // from 1 down: 1/share rises
-  };
-  auto out = map(rows.size() * per_row, [&](std::size_t k) {
-    return pack(simulate_step_time(*rows[k / per_row].run, candidate(gpus, clock, gap, share(k % per_row)), fidelity));
-  });
-  for (std::size_t r = 0; r < rows.size(); ++r)
-    for (std::size_t k = 0; k < per_row; ++k) {
-      rows[r].x.push_back(1 / share(k));
-      rows[r].t.push_back(unpack(out[r * per_row + k]));
-    }
-  // x increases with k: reverse so that it decreases, as the interpolant expects.
-  for (auto& r : rows) {
-    std::reverse(r.x.begin(), r.x.end());
-    std::reverse(r.t.begin(), r.t.end());
-  }
-  if (progress)
-    progress("simulating the MoE fit rows of " + joined(gpus) + " over all-to-all shares", out.size(), out.size());
+      rows.push_back(&run);
   return rows;
 }
 
-// The share minimising the squared log errors of the MoE fit rows (all but `skip`): a fine search on the bounds.
-double minimise_alltoall(const std::vector<MoeRow>& rows, const Bounds& b, std::size_t skip)
+// The MoE fit rows' interpolants over `param`, the other parameter at `at`'s.
+std::vector<MoeRow> moe_surfaces(const Dataset& d, const std::vector<std::string>& gpus, const Bounds& b, double clock,
+                                 double gap, MoeParam param, MoePoint at, netsim::Fidelity fidelity,
+                                 const process::Mapper& map, const Progress& progress)
 {
-  double best = b.alltoall_max, best_f = std::numeric_limits<double>::infinity();
+  std::vector<MoeRow> rows;
+  for (const auto* run : moe_fit_rows(d, gpus))
+    rows.push_back({run, run->published_step_time(), param, {}, {}});
+  if (rows.empty())
+    return rows;
+  const bool share          = param == MoeParam::alltoall;
+  const std::size_t per_row = share ? kAlltoallGrid.size() : kHostGrid;
+  const std::string what    = "simulating the MoE fit rows of " + joined(gpus) + " over " +
+                           (share ? "all-to-all shares" : "host seconds per MoE layer");
+  if (progress)
+    progress(what, 0, rows.size() * per_row);
+  auto value = [&](std::size_t k) { // increasing in the interpolant's x
+    return share ? b.alltoall_max - kAlltoallGrid[k] * (b.alltoall_max - b.alltoall_min)
+                 : b.moe_host_min + (b.moe_host_max - b.moe_host_min) * double(k) / (kHostGrid - 1);
+  };
+  auto out = map(rows.size() * per_row, [&](std::size_t k) {
+    MoePoint p                    = at;
+    (share ? p.alltoall : p.host) = value(k % per_row);
+    return pack(simulate_step_time(*rows[k / per_row].run, moe_candidate(gpus, clock, gap, p), fidelity));
+  });
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    for (std::size_t k = 0; k < per_row; ++k) {
+      rows[r].x.push_back(share ? 1 / value(k) : value(k));
+      rows[r].t.push_back(unpack(out[r * per_row + k]));
+    }
+  if (progress)
+    progress(what, out.size(), out.size());
+  return rows;
+}
+
+// The value of the rows' parameter minimising the squared log errors of the MoE fit rows (all but `skip`): a fine
+// search on its bounds; ties go to the end that changes nothing (a share of 1, no host floor).
+double minimise_moe(const std::vector<MoeRow>& rows, const Bounds& b, std::size_t skip)
+{
+  const bool share = rows.front().param == MoeParam::alltoall;
+  const double lo = share ? b.alltoall_min : b.moe_host_min, hi = share ? b.alltoall_max : b.moe_host_max;
+  double best = share ? hi : lo, best_f = std::numeric_limits<double>::infinity();
   constexpr int kSteps = 1000;
   for (int i = 0; i <= kSteps; ++i) {
-    const double a = b.alltoall_min + (b.alltoall_max - b.alltoall_min) * i / kSteps;
+    const double a = share ? hi - (hi - lo) * i / kSteps : lo + (hi - lo) * i / kSteps;
     double f       = 0;
     for (std::size_t r = 0; r < rows.size(); ++r)
       if (r != skip) {
         const double e = std::log(rows[r](a) / rows[r].published);
         f += e * e;
       }
-    if (f < best_f) {
+    if (f < best_f * (1 - 1e-12)) {
       best_f = f;
       best   = a;
     }
   }
   return best;
+}
+
+// Both MoE parameters, in turn from (1, 0) until neither moves by more than a thousandth of its range.
+MoePoint fit_moe(const Dataset& d, const std::vector<std::string>& gpus, const Bounds& b, double clock, double gap,
+                 netsim::Fidelity fidelity, const process::Mapper& map, const Progress& progress)
+{
+  MoePoint p{.alltoall = b.alltoall_max, .host = b.moe_host_min};
+  if (moe_fit_rows(d, gpus).empty())
+    return p;
+  constexpr int kRounds = 4;
+  for (int round = 0; round < kRounds; ++round) {
+    const MoePoint before = p;
+    p.alltoall =
+        minimise_moe(moe_surfaces(d, gpus, b, clock, gap, MoeParam::alltoall, p, fidelity, map, progress), b, kNone);
+    p.host = minimise_moe(moe_surfaces(d, gpus, b, clock, gap, MoeParam::host, p, fidelity, map, progress), b, kNone);
+    if (std::abs(p.alltoall - before.alltoall) <= 1e-3 * (b.alltoall_max - b.alltoall_min) &&
+        std::abs(p.host - before.host) <= 1e-3 * (b.moe_host_max - b.moe_host_min))
+      break;
+  }
+  return p;
 }
 
 } // namespace
@@ -315,21 +369,20 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
     at    = tn;
   }
 
-  // NCCL all-to-all's share, on the MoE fit rows with the compute parameters fixed; checked by a real simulation.
-  double alltoall = 1;
-  const auto moe  = moe_surfaces(dataset, options.gpus, b, clock, gap, options.fidelity, map, options.progress);
+  // The MoE parameters on the MoE fit rows with the compute parameters fixed; checked by real simulations.
+  const MoePoint moe_p = fit_moe(dataset, options.gpus, b, clock, gap, options.fidelity, map, options.progress);
+  const auto moe       = moe_fit_rows(dataset, options.gpus);
   std::vector<double> moe_at;
   if (!moe.empty()) {
-    alltoall = minimise_alltoall(moe, b, moe.size());
     auto out = process::parallel_map(moe.size(), options.workers, [&](std::size_t i) {
-      return pack(simulate_step_time(*moe[i].run, candidate(options.gpus, clock, gap, alltoall), options.fidelity));
+      return pack(simulate_step_time(*moe[i], moe_candidate(options.gpus, clock, gap, moe_p), options.fidelity));
     });
     for (const auto& o : out)
       moe_at.push_back(unpack(o));
   }
 
   Profile p;
-  p.calibration      = candidate(options.gpus, clock, gap, alltoall);
+  p.calibration      = moe_candidate(options.gpus, clock, gap, moe_p);
   p.calibration.name = options.name.empty() ? options.gpus.front() + "-published" : options.name;
   std::string flags;
   for (const auto& g : options.gpus)
@@ -337,7 +390,8 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   p.calibration.source = "spansim calibrate " + recorded_path(dataset.file) + flags +
                          ": bounded least squares on "
                          "the log of simulated over published step time, " +
-                         std::to_string(rows.size()) + " dense fit rows, then NCCL all-to-all's share on " +
+                         std::to_string(rows.size()) +
+                         " dense fit rows, then NCCL all-to-all's share and the host seconds per MoE layer on " +
                          std::to_string(moe.size()) + " MoE fit rows, " + std::string(name_of(options.fidelity)) +
                          " fidelity";
   p.bounds  = b;
@@ -345,7 +399,7 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   for (std::size_t i = 0; i < rows.size(); ++i)
     p.residuals.push_back({rows[i].run->name, Role::fit, rows[i].published, at[i], rows[i].run->source});
   for (std::size_t i = 0; i < moe.size(); ++i)
-    p.residuals.push_back({moe[i].run->name, Role::fit, moe[i].published, moe_at[i], moe[i].run->source});
+    p.residuals.push_back({moe[i]->name, Role::fit, moe[i]->published_step_time(), moe_at[i], moe[i]->source});
   return p;
 }
 
@@ -360,17 +414,21 @@ json Profile::to_json() const
                    {"source", r.source}});
   char gap[32];
   std::snprintf(gap, sizeof gap, "%.6gus", calibration.kernel_gap * 1e6);
+  char host[32];
+  std::snprintf(host, sizeof host, "%.6gus", calibration.moe_host * 1e6);
   return {{"name", calibration.name},
           {"gpus", calibration.gpus},
           {"source", calibration.source},
           {"parameters",
            {{"clock_fraction", calibration.clock_fraction},
             {"kernel_gap", gap},
-            {"alltoall_efficiency", calibration.alltoall_efficiency}}},
+            {"alltoall_efficiency", calibration.alltoall_efficiency},
+            {"moe_host", host}}},
           {"bounds",
            {{"clock_fraction", {bounds.clock_min, bounds.clock_max}},
             {"kernel_gap_s", {bounds.gap_min, bounds.gap_max}},
-            {"alltoall_efficiency", {bounds.alltoall_min, bounds.alltoall_max}}}},
+            {"alltoall_efficiency", {bounds.alltoall_min, bounds.alltoall_max}},
+            {"moe_host_s", {bounds.moe_host_min, bounds.moe_host_max}}}},
           {"fit", {{"dataset", dataset}, {"rows", fit}}},
           {"spansim", provenance()}};
 }
@@ -410,12 +468,26 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
         auto [c, g]            = minimise(rows, b, i);
         loo[rows[i].run->name] = rows[i].surface(c, g);
       }
-      // MoE fit rows: the all-to-all share refitted without each, the profile's compute parameters kept.
+      // MoE fit rows: each MoE parameter refitted without each row, the other and the compute parameters kept at
+      // the profile's (one step of the fit's turns), then the row simulated at the two.
       const auto profile = workload::default_calibration(workload::load_gpu(gpus.front()));
-      const auto moe = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap, options.fidelity, map,
-                                    options.progress);
-      for (std::size_t i = 0; i < moe.size() && moe.size() > 1; ++i)
-        loo[moe[i].run->name] = moe[i](minimise_alltoall(moe, b, i));
+      const MoePoint at{.alltoall = profile.alltoall_efficiency, .host = profile.moe_host};
+      const auto shares = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap, MoeParam::alltoall,
+                                       at, options.fidelity, map, options.progress);
+      if (shares.size() > 1) {
+        const auto hosts = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap, MoeParam::host,
+                                        at, options.fidelity, map, options.progress);
+        std::vector<MoePoint> refit;
+        for (std::size_t i = 0; i < shares.size(); ++i)
+          refit.push_back({.alltoall = minimise_moe(shares, b, i), .host = minimise_moe(hosts, b, i)});
+        auto out = map(shares.size(), [&](std::size_t i) {
+          return pack(simulate_step_time(*shares[i].run,
+                                         moe_candidate(gpus, profile.clock_fraction, profile.kernel_gap, refit[i]),
+                                         options.fidelity));
+        });
+        for (std::size_t i = 0; i < shares.size(); ++i)
+          loo[shares[i].run->name] = unpack(out[i]);
+      }
     }
   }
 

@@ -234,7 +234,8 @@ void validate(const ValidateOptions& o)
         profiles[c.name] = {{"gpus", c.gpus},
                             {"clock_fraction", c.clock_fraction},
                             {"kernel_gap_s", c.kernel_gap},
-                            {"alltoall_efficiency", c.alltoall_efficiency}};
+                            {"alltoall_efficiency", c.alltoall_efficiency},
+                            {"moe_host_s", c.moe_host}};
       }
     nlohmann::json j = {{"spansim", provenance()},
                         {"dataset", dataset.file},

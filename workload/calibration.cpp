@@ -40,6 +40,9 @@ Calibration read_profile(spec::ObjectReader r, const std::string& file)
   if (c.kernel_gap > 1e-3)
     p.fail("kernel_gap", "at most 1ms per kernel");
   c.alltoall_efficiency = p.optional_number("alltoall_efficiency", 0.05, 1.0).value_or(1.0);
+  c.moe_host            = p.optional_time("moe_host").value_or(0.0);
+  if (c.moe_host > 1)
+    p.fail("moe_host", "at most 1s per MoE layer and micro-batch");
   p.finish();
   // What the fit saw and who wrote it: kept in the file for readers, not used by the model.
   for (const char* record : {"fit", "bounds", "spansim"})
@@ -93,6 +96,8 @@ std::string calibration_line(const JobSpec& job)
                                             units::format_time(c.kernel_gap);
   if (c.name != "none" && c.alltoall_efficiency < 1 && job.model.moe.experts > 0)
     line += ", NCCL all-to-all " + format_fixed(c.alltoall_efficiency, 3);
+  if (c.name != "none" && c.moe_host > 0 && job.model.moe.experts > 0)
+    line += ", MoE host " + units::format_time(c.moe_host) + " per layer";
   std::string off;
   for (const auto& [key, member] : kEffectSwitches)
     if (!(job.effects.*member))

@@ -354,6 +354,30 @@ LayerParams layer_params(const ModelSpec& m, int layer)
   return p;
 }
 
+namespace {
+
+// The host floor of a chunk's MoE layers. Megatron issues a MoE layer from one host thread in many small framework
+// ops (router, dispatcher preprocessing, permutation, Transformer Engine's grouped linear: one cuBLASLt call per
+// local expert on four streams), and the dropless dispatchers block on a device-to-host copy of the token counts in
+// every MoE layer's forward, so the host cannot run far ahead: where issuing a pass takes longer than the GPU's
+// work in it, the GPU waits (Megatron-LM's MoE guide names this "CPU Overhead Bottleneck"). The forward issues a
+// third of the layer's host time and the backward two thirds (input and weight gradients: two grouped GEMM calls
+// against the forward's one). What the GPU waits counts as the kernel-gaps effect: it is host dispatch too.
+void add_host_floor(const Context& c, ChunkCost& ch)
+{
+  if (!(c.moe_host > 0) || ch.moe_layers == 0)
+    return;
+  const double host_fwd = ch.moe_layers * c.moe_host / 3, host_bwd = 2 * host_fwd;
+  const double wait_fwd = std::max(0.0, host_fwd - ch.fwd_seconds);
+  const double wait_bwd = std::max(0.0, host_bwd - ch.bwd_seconds);
+  ch.fwd_seconds += wait_fwd;
+  ch.fwd_effects.kernel_gaps += wait_fwd;
+  ch.bwd_seconds += wait_bwd;
+  ch.bwd_effects.kernel_gaps += wait_bwd;
+}
+
+} // namespace
+
 std::vector<ChunkCost> chunk_costs(const Context& c)
 {
   // Layers given per stage are split as evenly as possible over the stage's chunks (chunk g = v x pp + stage).
@@ -458,9 +482,10 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
     ch.attention_bwd_seconds       = attn_bwd;
     ch.fwd_seconds                 = ch.sum.gemm_fwd_seconds + attn_fwd + ew_fwd + ch.fwd_effects.kernel_gaps;
     ch.bwd_seconds                 = ch.sum.gemm_bwd_seconds + attn_bwd + 2 * ew_fwd + ch.bwd_effects.kernel_gaps;
-    ch.fwd_hbm                     = ch.sum.gemm_fwd_bytes + ch.sum.elementwise_bytes + ch.sum.unfused_fwd_bytes;
-    ch.bwd_hbm                     = ch.sum.gemm_bwd_bytes + 2 * ch.sum.elementwise_bytes + ch.sum.unfused_bwd_bytes;
-    ch.fwd_flops                   = mm_flops + ch.sum.attention_flops;
+    add_host_floor(c, ch);
+    ch.fwd_hbm   = ch.sum.gemm_fwd_bytes + ch.sum.elementwise_bytes + ch.sum.unfused_fwd_bytes;
+    ch.bwd_hbm   = ch.sum.gemm_bwd_bytes + 2 * ch.sum.elementwise_bytes + ch.sum.unfused_bwd_bytes;
+    ch.fwd_flops = mm_flops + ch.sum.attention_flops;
     // A weight-gradient GEMM does as many FLOPs as its forward GEMM.
     ch.wgrad_effects.sustained_clock = ch.sum.clock_wgrad_seconds;
     ch.wgrad_effects.kernel_gaps     = ch.sum.kernels_wgrad * c.gap;

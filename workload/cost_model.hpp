@@ -122,6 +122,7 @@ struct Context {
   double tokens;   ///< tokens per rank per micro-batch
   double clock;    ///< sustained compute rate over the measured best (1: the effect off or no profile)
   double gap;      ///< seconds of GPU idle per kernel launched (0: off)
+  double moe_host; ///< host seconds per MoE layer and micro-batch, forward and backward (0: off)
   ExpertLoad load; ///< what the busiest expert GPU computes per layer (empty for a dense model)
 
   explicit Context(const JobSpec& j)
@@ -131,7 +132,8 @@ struct Context {
         sp(j.parallelism.sequence_parallel ? j.parallelism.tp : 1),
         tokens(double(j.batch.micro_batch) * j.batch.sequence_length / j.parallelism.cp),
         clock(j.effects.sustained_clock ? j.calibration.clock_fraction : 1.0),
-        gap(j.effects.kernel_gaps ? j.calibration.kernel_gap : 0.0), load(expert_load(j))
+        gap(j.effects.kernel_gaps ? j.calibration.kernel_gap : 0.0),
+        moe_host(j.effects.kernel_gaps ? j.calibration.moe_host : 0.0), load(expert_load(j))
   {
   }
 };

@@ -213,6 +213,9 @@ struct Calibration {
   /// @brief The share of the scale-out bandwidth NCCL's all-to-all (a MoE job's alltoall dispatcher) gets, over the
   /// share its rings get (the topology's NCCL efficiency): fitted on published MoE runs; 1: as rings.
   double alltoall_efficiency = 1;
+  /// @brief Seconds the host (Python, PyTorch, Transformer Engine) takes to issue one MoE layer's forward and backward
+  /// for one micro-batch: the GPU waits where a pass's compute is shorter. Fitted on published MoE runs; 0: off.
+  double moe_host = 0;
   /// @brief Whether the profile holds for the GPU named `gpu`.
   bool covers(const std::string& gpu) const { return std::find(gpus.begin(), gpus.end(), gpu) != gpus.end(); }
 };
@@ -220,7 +223,7 @@ struct Calibration {
 /// @brief Production effects beyond the roofline, each one switchable (all on by default).
 struct Effects {
   bool sustained_clock     = true; ///< the profile's clock_fraction slows compute-bound kernels
-  bool kernel_gaps         = true; ///< the profile's kernel_gap per kernel launched
+  bool kernel_gaps         = true; ///< the profile's kernel_gap per kernel launched and its MoE host floor
   bool attention_by_length = true; ///< attention rates follow the measured curve over sequence length
   bool grad_clipping       = true; ///< the gradient norm reads every local gradient once per step
   bool sm_contention       = true; ///< compute overlapped by communication runs on the SMs NCCL leaves

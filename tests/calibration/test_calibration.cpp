@@ -49,6 +49,21 @@ json row(const std::string& name, int layers, int hidden, int tp, int dp, int mi
           {"assumptions", json::array()}};
 }
 
+// A MoE model of `layers` x `hidden`, every layer MoE (`experts` of width `expert_ffn`, top 2), on `gpus` H100
+// (8 a node) with EP over all of them and NCCL's all-to-all.
+json moe_row(const std::string& name, int layers, int hidden, int experts, int expert_ffn, int gpus)
+{
+  json r                   = row(name, layers, hidden, 1, gpus, 1, 1.0);
+  r["job"]["model"]["moe"] = {
+      {"experts", experts}, {"experts_per_token", 2}, {"shared_experts", 0}, {"expert_ffn", expert_ffn}, {"every", 1}};
+  r["job"]["parallelism"]["ep"] = gpus;
+  r["job"]["moe"]               = {{"dispatcher", "alltoall"}};
+  r["conditions"]               = {{"dispatcher", "alltoall"},   {"routing_balance", "forced balance"},
+                                   {"drop_policy", "dropless"},  {"overlap", "none"},
+                                   {"precision_recipe", "BF16"}, {"flop_convention", "compared as step time"}};
+  return r;
+}
+
 std::string write_dataset(const std::vector<json>& rows, const std::string& tag)
 {
   const std::string path = "/tmp/spansim-calibration-" + tag + "-" + std::to_string(::getpid()) + ".json";
@@ -141,4 +156,48 @@ TEST_CASE("validate: fit rows' leave-one-out errors come from profiles fitted wi
       CHECK(r.error == Approx(1.0 / (r.simulated) - 1).epsilon(1e-12));
     }
   }
+}
+
+TEST_CASE("calibrate recovers the MoE parameters (all-to-all share, host floor) that generated synthetic runs",
+          "[calibration]")
+{
+  // Dense rows fix the compute parameters; of the MoE rows, the narrow ones' layers are too small to hide the host
+  // (their steps follow the host floor), the wide ones' all-to-alls cross two nodes (their steps follow the share).
+  std::vector<json> rows{row("deep-narrow", 24, 1024, 1, 8, 4, 1.0),    row("wide", 4, 8192, 8, 1, 1, 1.0),
+                         row("middle", 8, 4096, 2, 4, 2, 1.0),          moe_row("moe-narrow", 8, 1024, 64, 256, 16),
+                         moe_row("moe-narrow-8", 12, 1024, 32, 512, 8), moe_row("moe-wide", 4, 4096, 16, 8192, 16),
+                         moe_row("moe-wide-32", 4, 4096, 32, 4096, 32)};
+  const std::string placeholder = write_dataset(rows, "moe-placeholder");
+  const auto draft              = cal::load_dataset(placeholder);
+  std::remove(placeholder.c_str());
+  spansim::workload::Calibration truth;
+  truth.name                = "truth";
+  truth.gpus                = {"h100"};
+  truth.clock_fraction      = 0.8613;
+  truth.kernel_gap          = 2.5e-6;
+  truth.alltoall_efficiency = 0.55;
+  truth.moe_host            = 4.2e-3;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const double step = cal::simulate_step_time(draft.runs[i], truth, spansim::netsim::Fidelity::analytical);
+    std::cout << draft.runs[i].name << ": generated step " << step << " s\n";
+    rows[i]["published"]["value"] = step;
+  }
+  const std::string path = write_dataset(rows, "moe-truth");
+  const auto dataset     = cal::load_dataset(path);
+  std::remove(path.c_str());
+  cal::FitOptions options;
+  options.gpus       = {"h100"};
+  options.workers    = 1;
+  const auto profile = cal::fit_profile(dataset, options);
+  const auto& c      = profile.calibration;
+  std::cout << "recovered all-to-all share " << c.alltoall_efficiency << " (truth 0.55), host " << c.moe_host * 1e3
+            << " ms per MoE layer (truth 4.2 ms)\n";
+  CHECK(std::fabs(c.alltoall_efficiency / truth.alltoall_efficiency - 1) <= 0.01);
+  CHECK(std::fabs(c.moe_host / truth.moe_host - 1) <= 0.01);
+  for (const auto& r : profile.residuals) {
+    INFO(r.name << ": published " << r.published_step << " simulated " << r.simulated_step);
+    CHECK(std::fabs(r.log_error()) <= 0.01);
+  }
+  const auto doc = profile.to_json();
+  CHECK(doc["parameters"]["moe_host"].get<std::string>().ends_with("us"));
 }

@@ -91,6 +91,50 @@ TEST_CASE("Kernel gaps: every kernel launched leaves the GPU idle for the profil
   CHECK(a.forward.effects.total() == 0);
 }
 
+TEST_CASE("MoE host floor: a pass whose MoE layers take the host longer to issue than the GPU to run waits for it")
+{
+  // Qwen3-30B-A3B (48 MoE layers) on 8 H100 with EP 8, one 4096-token sequence per GPU, GPipe.
+  const json qwen       = workload_test::roofline({{"model", "qwen3-30b-a3b"},
+                                                   {"gpu", "h100"},
+                                                   {"gpus", 8},
+                                                   {"parallelism", {{"tp", 1}, {"dp", 8}, {"ep", 8}}},
+                                                   {"batch", {{"global_sequences", 8}, {"sequence_length", 4096}}},
+                                                   {"schedule", {{"kind", "gpipe"}}}});
+  const wl::JobSpec off = parse(qwen);
+  const Ops a           = ops_of(off);
+  auto with_host        = [&](double host, bool effect = true) {
+    wl::JobSpec on          = off;
+    on.calibration.name     = "test";
+    on.calibration.moe_host = host;
+    on.effects.kernel_gaps  = effect;
+    return ops_of(on);
+  };
+  // Far above the GPU's time: the forward issues a third of each layer's host time, the backward two thirds.
+  const Ops slow = with_host(0.1);
+  check_close("host-bound forward: 48 x 0.1 s / 3", 48 * 0.1 / 3, slow.forward.seconds, 1e-12);
+  check_close("host-bound backward: 48 x 0.1 s x 2/3", 48 * 0.1 * 2 / 3, slow.backward.seconds, 1e-12);
+  check_close("what the GPU waits, as the kernel-gaps effect", slow.forward.seconds - a.forward.seconds,
+              slow.forward.effects.kernel_gaps, 1e-12);
+  // At one and a half times the forward's compute: the forward takes the host's time, the backward its own when
+  // that is longer than twice the forward's host time.
+  const double host = 1.5 * a.forward.seconds * 3 / 48;
+  const Ops kink    = with_host(host);
+  check_close("forward at 1.5x its compute", 1.5 * a.forward.seconds, kink.forward.seconds, 1e-12);
+  check_close("backward: the longer of its compute and the host's", std::max(a.backward.seconds, 48 * host * 2 / 3),
+              kink.backward.seconds, 1e-12);
+  // Below the GPU's time, or with the effect off: nothing changes.
+  CHECK(with_host(1e-6).forward.seconds == a.forward.seconds);
+  CHECK(with_host(1e-6).backward.seconds == a.backward.seconds);
+  CHECK(with_host(0.1, false).forward.seconds == a.forward.seconds);
+  // A dense model has no MoE layer to wait on.
+  wl::JobSpec dense          = parse(llama8b());
+  const double dense_forward = ops_of(dense).forward.seconds;
+  dense.calibration.name     = "test";
+  dense.calibration.moe_host = 0.1;
+  dense.effects.kernel_gaps  = true;
+  CHECK(ops_of(dense).forward.seconds == dense_forward);
+}
+
 TEST_CASE("Sustained clock: compute-bound GEMMs and attention run at the profile's clock fraction")
 {
   const wl::JobSpec off         = parse(llama8b());
