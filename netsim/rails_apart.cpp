@@ -172,7 +172,7 @@ std::string rails_apart_decision(const topology::Topology& topology, const workl
   if (auto why = static_refusal(topology, graph, placement); !why.empty())
     return refuse("the rails do not separate: " + why);
   if (!asked && all_to_all_between_nodes(topology, graph, placement))
-    return "ecmp_mode auto: all-to-alls between nodes, where the rails apart measured up to +60% against every rail "
+    return "ecmp_mode auto: all-to-alls between nodes, where the rails apart measured up to +67% against every rail "
            "together (bench/README.md)";
   return {};
 }
@@ -219,7 +219,7 @@ void prepare_rails_apart(const topology::Topology& topology, const workload::Ste
                     {"how", "each rail simulated alone with its own hashing, each link direction the rails share scaled "
                              "to the rail's share of its bytes; the step is the slowest rail's"},
                     {"error", all_to_all_between_nodes(topology, graph, placement)
-                                  ? "all-to-alls between nodes: up to +60% against every rail together on the cases "
+                                  ? "all-to-alls between nodes: up to +67% against every rail together on the cases "
                                     "measured (bench/README.md)"
                                   : "within 0.1% of every rail together on the dense cases measured (bench/README.md)"}};
 }
