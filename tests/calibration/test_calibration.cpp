@@ -71,6 +71,38 @@ std::string write_dataset(const std::vector<json>& rows, const std::string& tag)
   return path;
 }
 
+// `rows` with each published step the model's own at `truth` (printed).
+std::vector<json> generated(std::vector<json> rows, const spansim::workload::Calibration& truth, const std::string& tag)
+{
+  const std::string placeholder = write_dataset(rows, tag + "-placeholder");
+  const auto draft              = cal::load_dataset(placeholder);
+  std::remove(placeholder.c_str());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const double step = cal::simulate_step_time(draft.runs[i], truth, spansim::netsim::Fidelity::analytical);
+    std::cout << draft.runs[i].name << ": generated step " << step << " s\n";
+    rows[i]["published"]["value"] = step;
+  }
+  return rows;
+}
+
+// The dataset of `rows`, through a file as a user's would be.
+cal::Dataset dataset_of(const std::vector<json>& rows, const std::string& tag)
+{
+  const std::string path = write_dataset(rows, tag);
+  auto dataset           = cal::load_dataset(path);
+  std::remove(path.c_str());
+  return dataset;
+}
+
+// The H100 profile fitted on `dataset` in one worker.
+cal::Profile fit_h100(const cal::Dataset& dataset)
+{
+  cal::FitOptions options;
+  options.gpus    = {"h100"};
+  options.workers = 1;
+  return cal::fit_profile(dataset, options);
+}
+
 } // namespace
 
 TEST_CASE("calibrate recovers the parameters that generated synthetic runs, within 1%", "[calibration]")
@@ -82,28 +114,14 @@ TEST_CASE("calibrate recovers the parameters that generated synthetic runs, with
   std::vector<json> rows;
   for (const auto& [name, layers, hidden, tp, dp, mb] : shapes)
     rows.push_back(row(name, layers, hidden, tp, dp, mb, 1.0));
-  const std::string placeholder = write_dataset(rows, "placeholder");
-  const auto draft              = cal::load_dataset(placeholder);
-  std::remove(placeholder.c_str());
-
   spansim::workload::Calibration truth;
   truth.name           = "truth";
   truth.gpus           = {"h100"};
   truth.clock_fraction = 0.8317;
   truth.kernel_gap     = 12.34e-6;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const double step = cal::simulate_step_time(draft.runs[i], truth, spansim::netsim::Fidelity::analytical);
-    std::cout << draft.runs[i].name << ": generated step " << step << " s\n";
-    rows[i]["published"]["value"] = step;
-  }
-  const std::string path = write_dataset(rows, "truth");
-  const auto dataset     = cal::load_dataset(path);
-  std::remove(path.c_str());
+  const auto dataset   = dataset_of(generated(rows, truth, "dense"), "truth");
 
-  cal::FitOptions options;
-  options.gpus       = {"h100"};
-  options.workers    = 1;
-  const auto profile = cal::fit_profile(dataset, options);
+  const auto profile = fit_h100(dataset);
   std::cout << "recovered clock " << profile.calibration.clock_fraction << " (truth 0.8317), gap "
             << profile.calibration.kernel_gap * 1e6 << " us (truth 12.34 us)\n";
   CHECK(std::fabs(profile.calibration.clock_fraction / truth.clock_fraction - 1) <= 0.01);
@@ -124,21 +142,14 @@ TEST_CASE("validate: fit rows' leave-one-out errors come from profiles fitted wi
   // leave-one-out error is about zero; a check row reports its error but is never fitted.
   std::vector<json> rows{row("a", 24, 1024, 1, 8, 4, 1.0), row("b", 4, 8192, 8, 1, 1, 1.0),
                          row("c", 8, 4096, 2, 4, 2, 1.0)};
-  const std::string placeholder = write_dataset(rows, "v-placeholder");
-  const auto draft              = cal::load_dataset(placeholder);
-  std::remove(placeholder.c_str());
   spansim::workload::Calibration truth;
   truth.gpus           = {"h100"};
   truth.clock_fraction = 0.9123;
   truth.kernel_gap     = 5.67e-6;
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    rows[i]["published"]["value"] =
-        cal::simulate_step_time(draft.runs[i], truth, spansim::netsim::Fidelity::analytical);
+  rows                 = generated(rows, truth, "validate");
   rows.push_back(row("check", 8, 2048, 1, 8, 2, 1.0));
-  rows.back()["role"]    = "check";
-  const std::string path = write_dataset(rows, "validate");
-  const auto dataset     = cal::load_dataset(path);
-  std::remove(path.c_str());
+  rows.back()["role"] = "check";
+  const auto dataset  = dataset_of(rows, "validate");
   cal::ValidateOptions options;
   options.workers   = 1;
   const auto report = cal::validate(dataset, options);
@@ -167,9 +178,6 @@ TEST_CASE("calibrate recovers the MoE parameters (all-to-all share, host floor) 
                          row("middle", 8, 4096, 2, 4, 2, 1.0),          moe_row("moe-narrow", 8, 1024, 64, 256, 16),
                          moe_row("moe-narrow-8", 12, 1024, 32, 512, 8), moe_row("moe-wide", 4, 4096, 16, 8192, 16),
                          moe_row("moe-wide-32", 4, 4096, 32, 4096, 32)};
-  const std::string placeholder = write_dataset(rows, "moe-placeholder");
-  const auto draft              = cal::load_dataset(placeholder);
-  std::remove(placeholder.c_str());
   spansim::workload::Calibration truth;
   truth.name                = "truth";
   truth.gpus                = {"h100"};
@@ -177,19 +185,9 @@ TEST_CASE("calibrate recovers the MoE parameters (all-to-all share, host floor) 
   truth.kernel_gap          = 2.5e-6;
   truth.alltoall_efficiency = 0.55;
   truth.moe_host            = 4.2e-3;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const double step = cal::simulate_step_time(draft.runs[i], truth, spansim::netsim::Fidelity::analytical);
-    std::cout << draft.runs[i].name << ": generated step " << step << " s\n";
-    rows[i]["published"]["value"] = step;
-  }
-  const std::string path = write_dataset(rows, "moe-truth");
-  const auto dataset     = cal::load_dataset(path);
-  std::remove(path.c_str());
-  cal::FitOptions options;
-  options.gpus       = {"h100"};
-  options.workers    = 1;
-  const auto profile = cal::fit_profile(dataset, options);
-  const auto& c      = profile.calibration;
+  const auto dataset        = dataset_of(generated(rows, truth, "moe"), "moe-truth");
+  const auto profile        = fit_h100(dataset);
+  const auto& c             = profile.calibration;
   std::cout << "recovered all-to-all share " << c.alltoall_efficiency << " (truth 0.55), host " << c.moe_host * 1e3
             << " ms per MoE layer (truth 4.2 ms)\n";
   CHECK(std::fabs(c.alltoall_efficiency / truth.alltoall_efficiency - 1) <= 0.01);
