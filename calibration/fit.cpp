@@ -16,7 +16,6 @@
 #include <cstring>
 #include <limits>
 #include <map>
-#include <set>
 #include <tuple>
 
 namespace spansim::calibration {
@@ -185,8 +184,10 @@ struct MoePoint {
 };
 
 // One MoE fit row's step time over one parameter (the other held), interpolated piecewise linearly: in 1/share
-// for the all-to-all share (the all-to-alls' time is linear in it), in seconds for the host floor (a maximum of the
-// host's time and the GPU's: linear apart from one kink, which the grid brackets).
+// for the all-to-all share (the all-to-alls' time is linear in it), in seconds for the host floor (each pass is the
+// larger of the host's time and the GPU's, so the step is convex and piecewise linear with a kink per pass and stage;
+// the chords between grid points 2 ms apart lie above it near a kink, and the fitted point is checked by a real
+// simulation, not polished).
 struct MoeRow {
   const PublishedRun* run;
   double published;
@@ -259,9 +260,9 @@ std::vector<MoeRow> moe_surfaces(const Dataset& d, const std::vector<std::string
 
 // The value of the rows' parameter minimising the squared log errors of the MoE fit rows (all but `skip`): a fine
 // search on its bounds; ties go to the end that changes nothing (a share of 1, no host floor).
-double minimise_moe(const std::vector<MoeRow>& rows, const Bounds& b, std::size_t skip)
+double minimise_moe(MoeParam param, const std::vector<MoeRow>& rows, const Bounds& b, std::size_t skip)
 {
-  const bool share = rows.front().param == MoeParam::alltoall;
+  const bool share = param == MoeParam::alltoall;
   const double lo = share ? b.alltoall_min : b.moe_host_min, hi = share ? b.alltoall_max : b.moe_host_max;
   double best = share ? hi : lo, best_f = std::numeric_limits<double>::infinity();
   constexpr int kSteps = 1000;
@@ -281,7 +282,8 @@ double minimise_moe(const std::vector<MoeRow>& rows, const Bounds& b, std::size_
   return best;
 }
 
-// Both MoE parameters, in turn from (1, 0) until neither moves by more than a thousandth of its range.
+// Both MoE parameters, in turn from (1, 0) until neither moves by more than a thousandth of its range, four turns at
+// most (the two move mostly different rows, so two or three turns settle them).
 MoePoint fit_moe(const Dataset& d, const std::vector<std::string>& gpus, const Bounds& b, double clock, double gap,
                  netsim::Fidelity fidelity, const process::Mapper& map, const Progress& progress)
 {
@@ -292,8 +294,10 @@ MoePoint fit_moe(const Dataset& d, const std::vector<std::string>& gpus, const B
   for (int round = 0; round < kRounds; ++round) {
     const MoePoint before = p;
     p.alltoall =
-        minimise_moe(moe_surfaces(d, gpus, b, clock, gap, MoeParam::alltoall, p, fidelity, map, progress), b, kNone);
-    p.host = minimise_moe(moe_surfaces(d, gpus, b, clock, gap, MoeParam::host, p, fidelity, map, progress), b, kNone);
+        minimise_moe(MoeParam::alltoall,
+                     moe_surfaces(d, gpus, b, clock, gap, MoeParam::alltoall, p, fidelity, map, progress), b, kNone);
+    p.host = minimise_moe(MoeParam::host,
+                          moe_surfaces(d, gpus, b, clock, gap, MoeParam::host, p, fidelity, map, progress), b, kNone);
     if (std::abs(p.alltoall - before.alltoall) <= 1e-3 * (b.alltoall_max - b.alltoall_min) &&
         std::abs(p.host - before.host) <= 1e-3 * (b.moe_host_max - b.moe_host_min))
       break;
@@ -457,29 +461,33 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
   // refitted without each row in turn.
   std::map<std::string, double> loo; // run name -> step time with the profile fitted without it
   if (options.leave_one_out) {
-    std::set<std::vector<std::string>> groups;
+    // Each group's profile: the one its rows ran with.
+    std::map<std::vector<std::string>, workload::Calibration> groups;
     for (const auto* r : simulated)
       if (r->role == Role::fit)
-        groups.insert(r->job->calibration.gpus.empty() ? std::vector{r->job->gpu.name} : r->job->calibration.gpus);
-    for (const auto& gpus : groups) {
+        groups.emplace(r->job->calibration.gpus.empty() ? std::vector{r->job->gpu.name} : r->job->calibration.gpus,
+                       r->job->calibration);
+    for (const auto& [group, group_profile] : groups) {
+      const std::vector<std::string>& gpus = group;
+      const workload::Calibration& profile = group_profile;
       Bounds b;
       auto rows = surfaces(dataset, gpus, b, options.fidelity, map, options.progress);
       for (std::size_t i = 0; i < rows.size() && rows.size() > 1; ++i) {
         auto [c, g]            = minimise(rows, b, i);
         loo[rows[i].run->name] = rows[i].surface(c, g);
       }
-      // MoE fit rows: each MoE parameter refitted without each row, the other and the compute parameters kept at
-      // the profile's (one step of the fit's turns), then the row simulated at the two.
-      const auto profile = workload::default_calibration(workload::load_gpu(gpus.front()));
-      const MoePoint at{.alltoall = profile.alltoall_efficiency, .host = profile.moe_host};
-      const auto shares = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap, MoeParam::alltoall,
-                                       at, options.fidelity, map, options.progress);
-      if (shares.size() > 1) {
-        const auto hosts = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap, MoeParam::host,
-                                        at, options.fidelity, map, options.progress);
+      // MoE fit rows: each MoE parameter refitted without each row from the profile's point (both at once, not in
+      // turns), the compute parameters kept, then the row simulated at the refitted point.
+      if (moe_fit_rows(dataset, gpus).size() > 1) {
+        const MoePoint at{.alltoall = profile.alltoall_efficiency, .host = profile.moe_host};
+        const auto shares = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap,
+                                         MoeParam::alltoall, at, options.fidelity, map, options.progress);
+        const auto hosts  = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap, MoeParam::host,
+                                         at, options.fidelity, map, options.progress);
         std::vector<MoePoint> refit;
         for (std::size_t i = 0; i < shares.size(); ++i)
-          refit.push_back({.alltoall = minimise_moe(shares, b, i), .host = minimise_moe(hosts, b, i)});
+          refit.push_back({.alltoall = minimise_moe(MoeParam::alltoall, shares, b, i),
+                           .host     = minimise_moe(MoeParam::host, hosts, b, i)});
         auto out = map(shares.size(), [&](std::size_t i) {
           return pack(simulate_step_time(*shares[i].run,
                                          moe_candidate(gpus, profile.clock_fraction, profile.kernel_gap, refit[i]),

@@ -127,7 +127,13 @@ void calibrate(const CalibrateOptions& o)
             << fixed(profile.bounds.clock_min, 2) << " to " << fixed(profile.bounds.clock_max, 2) << ")\n";
   std::cout << "  kernel_gap     " << units::format_time(profile.calibration.kernel_gap) << " (bounds "
             << units::format_time(profile.bounds.gap_min) << " to " << units::format_time(profile.bounds.gap_max)
-            << ")\n\n";
+            << ")\n";
+  std::cout << "  alltoall_efficiency " << fixed(profile.calibration.alltoall_efficiency, 4) << " (bounds "
+            << fixed(profile.bounds.alltoall_min, 2) << " to " << fixed(profile.bounds.alltoall_max, 2)
+            << "; 1 without MoE fit rows)\n";
+  std::cout << "  moe_host       " << units::format_time(profile.calibration.moe_host) << " per MoE layer (bounds "
+            << units::format_time(profile.bounds.moe_host_min) << " to "
+            << units::format_time(profile.bounds.moe_host_max) << "; 0 without MoE fit rows)\n\n";
   Table t{"", {"run", "published step", "simulated step", "throughput error"}, {}};
   for (const auto& r : profile.residuals)
     t.rows.push_back({r.name, units::format_time(r.published_step), units::format_time(r.simulated_step),
