@@ -183,19 +183,45 @@ struct MoePoint {
   double alltoall = 1, host = 0;
 };
 
-// One MoE fit row's step time over one parameter (the other held), interpolated piecewise linearly: in 1/share
-// for the all-to-all share (the all-to-alls' time is linear in it), in seconds for the host floor (each pass is the
-// larger of the host's time and the GPU's, so the step is convex and piecewise linear with a kink per pass and stage;
-// the chords between grid points 2 ms apart lie above it near a kink, and the fitted point is checked by a real
-// simulation, not polished).
+/// @brief One MoE parameter as the fit sees it: its bounds, its grid of simulated values, the coordinate its
+/// interpolant is linear in, and the end that changes nothing (a share of 1, no host floor), which wins ties.
+struct MoeAxis {
+  MoeParam param;
+  double lo, hi;
+  std::size_t points;
+
+  static MoeAxis of(MoeParam param, const Bounds& b)
+  {
+    return param == MoeParam::alltoall ? MoeAxis{param, b.alltoall_min, b.alltoall_max, 5}
+                                       : MoeAxis{param, b.moe_host_min, b.moe_host_max, 11};
+  }
+  /// @brief The k-th grid value, in increasing order of the interpolant's coordinate.
+  double value(std::size_t k) const
+  {
+    const double f = double(k) / double(points - 1);
+    return param == MoeParam::alltoall ? hi - f * (hi - lo) : lo + f * (hi - lo);
+  }
+  /// @brief The interpolant's coordinate: 1/share for the all-to-all share (the all-to-alls' time is linear in
+  /// it), seconds for the host floor.
+  double coordinate(double v) const { return param == MoeParam::alltoall ? 1 / v : v; }
+  double neutral() const { return param == MoeParam::alltoall ? hi : lo; }
+  double far() const { return param == MoeParam::alltoall ? lo : hi; }
+  double& in(MoePoint& p) const { return param == MoeParam::alltoall ? p.alltoall : p.host; }
+  const char* what() const { return param == MoeParam::alltoall ? "all-to-all shares" : "host seconds per MoE layer"; }
+};
+
+// One MoE fit row's step time over one parameter (the other held), interpolated piecewise linearly in the axis's
+// coordinate. For the host floor each pass is the larger of the host's time and the GPU's, so the step is convex and
+// piecewise linear with a kink per pass and stage; the chords between grid points 2 ms apart lie above it near a
+// kink, and the fitted point is checked by a real simulation, not polished.
 struct MoeRow {
   const PublishedRun* run;
   double published;
-  MoeParam param;
+  MoeAxis axis;
   std::vector<double> x, t; ///< increasing; step times
   double operator()(double v) const
   {
-    const double xv = param == MoeParam::alltoall ? 1 / v : v;
+    const double xv = axis.coordinate(v);
     std::size_t i   = 0;
     while (i + 2 < x.size() && xv > x[i + 1])
       ++i;
@@ -203,71 +229,72 @@ struct MoeRow {
   }
 };
 
-constexpr std::array<double, 5> kAlltoallGrid{0, 0.25, 0.5, 0.75, 1};  // fractions from alltoall_max to _min
-constexpr int kHostGrid     = 11;                                      // points from moe_host_min to _max
 constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max(); // skip no row
 
-workload::Calibration moe_candidate(const std::vector<std::string>& gpus, double clock, double gap, MoePoint p)
-{
-  auto c     = candidate(gpus, clock, gap, p.alltoall);
-  c.moe_host = p.host;
-  return c;
-}
+/// @brief What every MoE simulation of one profile group shares: the rows, the compute parameters held fixed, and
+/// how to run.
+struct MoeFit {
+  const Dataset& dataset;
+  const std::vector<std::string>& gpus;
+  const Bounds& bounds;
+  double clock, gap;
+  netsim::Fidelity fidelity;
+  const process::Mapper& map;
+  const Progress& progress;
 
-std::vector<const PublishedRun*> moe_fit_rows(const Dataset& d, const std::vector<std::string>& gpus)
-{
-  std::vector<const PublishedRun*> rows;
-  for (const auto& run : d.runs)
-    if (run.role == Role::fit && is_moe(run) && std::find(gpus.begin(), gpus.end(), run.job->gpu.name) != gpus.end())
-      rows.push_back(&run);
-  return rows;
-}
-
-// The MoE fit rows' interpolants over `param`, the other parameter at `at`'s.
-std::vector<MoeRow> moe_surfaces(const Dataset& d, const std::vector<std::string>& gpus, const Bounds& b, double clock,
-                                 double gap, MoeParam param, MoePoint at, netsim::Fidelity fidelity,
-                                 const process::Mapper& map, const Progress& progress)
-{
-  std::vector<MoeRow> rows;
-  for (const auto* run : moe_fit_rows(d, gpus))
-    rows.push_back({run, run->published_step_time(), param, {}, {}});
-  if (rows.empty())
-    return rows;
-  const bool share          = param == MoeParam::alltoall;
-  const std::size_t per_row = share ? kAlltoallGrid.size() : kHostGrid;
-  const std::string what    = "simulating the MoE fit rows of " + joined(gpus) + " over " +
-                           (share ? "all-to-all shares" : "host seconds per MoE layer");
-  if (progress)
-    progress(what, 0, rows.size() * per_row);
-  auto value = [&](std::size_t k) { // increasing in the interpolant's x
-    return share ? b.alltoall_max - kAlltoallGrid[k] * (b.alltoall_max - b.alltoall_min)
-                 : b.moe_host_min + (b.moe_host_max - b.moe_host_min) * double(k) / (kHostGrid - 1);
-  };
-  auto out = map(rows.size() * per_row, [&](std::size_t k) {
-    MoePoint p                    = at;
-    (share ? p.alltoall : p.host) = value(k % per_row);
-    return pack(simulate_step_time(*rows[k / per_row].run, moe_candidate(gpus, clock, gap, p), fidelity));
-  });
-  for (std::size_t r = 0; r < rows.size(); ++r)
-    for (std::size_t k = 0; k < per_row; ++k) {
-      rows[r].x.push_back(share ? 1 / value(k) : value(k));
-      rows[r].t.push_back(unpack(out[r * per_row + k]));
-    }
-  if (progress)
-    progress(what, out.size(), out.size());
-  return rows;
-}
+  workload::Calibration candidate(MoePoint p) const
+  {
+    auto c     = spansim::calibration::candidate(gpus, clock, gap, p.alltoall);
+    c.moe_host = p.host;
+    return c;
+  }
+  std::vector<const PublishedRun*> rows() const
+  {
+    std::vector<const PublishedRun*> out;
+    for (const auto& run : dataset.runs)
+      if (run.role == Role::fit && is_moe(run) && std::find(gpus.begin(), gpus.end(), run.job->gpu.name) != gpus.end())
+        out.push_back(&run);
+    return out;
+  }
+  // The MoE fit rows' interpolants over `param`, the other parameter at `at`'s.
+  std::vector<MoeRow> surfaces(MoeParam param, MoePoint at) const
+  {
+    const MoeAxis axis = MoeAxis::of(param, bounds);
+    std::vector<MoeRow> out;
+    for (const auto* run : rows())
+      out.push_back({run, run->published_step_time(), axis, {}, {}});
+    if (out.empty())
+      return out;
+    const std::string what = "simulating the MoE fit rows of " + joined(gpus) + " over " + axis.what();
+    if (progress)
+      progress(what, 0, out.size() * axis.points);
+    auto steps = map(out.size() * axis.points, [&](std::size_t k) {
+      MoePoint p = at;
+      axis.in(p) = axis.value(k % axis.points);
+      return pack(simulate_step_time(*out[k / axis.points].run, candidate(p), fidelity));
+    });
+    for (std::size_t r = 0; r < out.size(); ++r)
+      for (std::size_t k = 0; k < axis.points; ++k) {
+        out[r].x.push_back(axis.coordinate(axis.value(k)));
+        out[r].t.push_back(unpack(steps[r * axis.points + k]));
+      }
+    if (progress)
+      progress(what, steps.size(), steps.size());
+    return out;
+  }
+};
 
 // The value of the rows' parameter minimising the squared log errors of the MoE fit rows (all but `skip`): a fine
-// search on its bounds; ties go to the end that changes nothing (a share of 1, no host floor).
-double minimise_moe(MoeParam param, const std::vector<MoeRow>& rows, const Bounds& b, std::size_t skip)
+// search on its bounds; ties go to the end that changes nothing.
+double minimise_moe(const std::vector<MoeRow>& rows, std::size_t skip)
 {
-  const bool share = param == MoeParam::alltoall;
-  const double lo = share ? b.alltoall_min : b.moe_host_min, hi = share ? b.alltoall_max : b.moe_host_max;
-  double best = share ? hi : lo, best_f = std::numeric_limits<double>::infinity();
+  if (rows.empty())
+    return 0;
+  const MoeAxis& axis = rows.front().axis;
+  double best = axis.neutral(), best_f = std::numeric_limits<double>::infinity();
   constexpr int kSteps = 1000;
   for (int i = 0; i <= kSteps; ++i) {
-    const double a = share ? hi - (hi - lo) * i / kSteps : lo + (hi - lo) * i / kSteps;
+    const double a = axis.neutral() + (axis.far() - axis.neutral()) * i / kSteps;
     double f       = 0;
     for (std::size_t r = 0; r < rows.size(); ++r)
       if (r != skip) {
@@ -282,27 +309,32 @@ double minimise_moe(MoeParam param, const std::vector<MoeRow>& rows, const Bound
   return best;
 }
 
-// Both MoE parameters, in turn from (1, 0) until neither moves by more than a thousandth of its range, four turns at
-// most (the two move mostly different rows, so two or three turns settle them).
-MoePoint fit_moe(const Dataset& d, const std::vector<std::string>& gpus, const Bounds& b, double clock, double gap,
-                 netsim::Fidelity fidelity, const process::Mapper& map, const Progress& progress)
+// Both MoE parameters, in turn from the neutral point until neither moves by more than a thousandth of its range,
+// four turns at most (the two move mostly different rows, so two or three turns settle them).
+MoePoint fit_moe(const MoeFit& fit)
 {
-  MoePoint p{.alltoall = b.alltoall_max, .host = b.moe_host_min};
-  if (moe_fit_rows(d, gpus).empty())
+  MoePoint p{.alltoall = fit.bounds.alltoall_max, .host = fit.bounds.moe_host_min};
+  if (fit.rows().empty())
     return p;
   constexpr int kRounds = 4;
   for (int round = 0; round < kRounds; ++round) {
     const MoePoint before = p;
-    p.alltoall =
-        minimise_moe(MoeParam::alltoall,
-                     moe_surfaces(d, gpus, b, clock, gap, MoeParam::alltoall, p, fidelity, map, progress), b, kNone);
-    p.host = minimise_moe(MoeParam::host,
-                          moe_surfaces(d, gpus, b, clock, gap, MoeParam::host, p, fidelity, map, progress), b, kNone);
+    p.alltoall            = minimise_moe(fit.surfaces(MoeParam::alltoall, p), kNone);
+    p.host                = minimise_moe(fit.surfaces(MoeParam::host, p), kNone);
+    const Bounds& b       = fit.bounds;
     if (std::abs(p.alltoall - before.alltoall) <= 1e-3 * (b.alltoall_max - b.alltoall_min) &&
         std::abs(p.host - before.host) <= 1e-3 * (b.moe_host_max - b.moe_host_min))
       break;
   }
   return p;
+}
+
+// A duration in microseconds, as profiles write it.
+std::string microseconds(double seconds)
+{
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6gus", seconds * 1e6);
+  return buf;
 }
 
 } // namespace
@@ -374,19 +406,20 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   }
 
   // The MoE parameters on the MoE fit rows with the compute parameters fixed; checked by real simulations.
-  const MoePoint moe_p = fit_moe(dataset, options.gpus, b, clock, gap, options.fidelity, map, options.progress);
-  const auto moe       = moe_fit_rows(dataset, options.gpus);
+  const MoeFit moe_fit{dataset, options.gpus, b, clock, gap, options.fidelity, map, options.progress};
+  const MoePoint moe_p = fit_moe(moe_fit);
+  const auto moe       = moe_fit.rows();
   std::vector<double> moe_at;
   if (!moe.empty()) {
     auto out = process::parallel_map(moe.size(), options.workers, [&](std::size_t i) {
-      return pack(simulate_step_time(*moe[i], moe_candidate(options.gpus, clock, gap, moe_p), options.fidelity));
+      return pack(simulate_step_time(*moe[i], moe_fit.candidate(moe_p), options.fidelity));
     });
     for (const auto& o : out)
       moe_at.push_back(unpack(o));
   }
 
   Profile p;
-  p.calibration      = moe_candidate(options.gpus, clock, gap, moe_p);
+  p.calibration      = moe_fit.candidate(moe_p);
   p.calibration.name = options.name.empty() ? options.gpus.front() + "-published" : options.name;
   std::string flags;
   for (const auto& g : options.gpus)
@@ -416,18 +449,14 @@ json Profile::to_json() const
                    {"simulated_step_s", r.simulated_step},
                    {"throughput_error", r.published_step / r.simulated_step - 1},
                    {"source", r.source}});
-  char gap[32];
-  std::snprintf(gap, sizeof gap, "%.6gus", calibration.kernel_gap * 1e6);
-  char host[32];
-  std::snprintf(host, sizeof host, "%.6gus", calibration.moe_host * 1e6);
   return {{"name", calibration.name},
           {"gpus", calibration.gpus},
           {"source", calibration.source},
           {"parameters",
            {{"clock_fraction", calibration.clock_fraction},
-            {"kernel_gap", gap},
+            {"kernel_gap", microseconds(calibration.kernel_gap)},
             {"alltoall_efficiency", calibration.alltoall_efficiency},
-            {"moe_host", host}}},
+            {"moe_host", microseconds(calibration.moe_host)}}},
           {"bounds",
            {{"clock_fraction", {bounds.clock_min, bounds.clock_max}},
             {"kernel_gap_s", {bounds.gap_min, bounds.gap_max}},
@@ -468,6 +497,7 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
         groups.emplace(r->job->calibration.gpus.empty() ? std::vector{r->job->gpu.name} : r->job->calibration.gpus,
                        r->job->calibration);
     for (const auto& [group, group_profile] : groups) {
+      // Named copies: clang 14 cannot capture structured bindings in the lambdas below.
       const std::vector<std::string>& gpus = group;
       const workload::Calibration& profile = group_profile;
       Bounds b;
@@ -478,20 +508,17 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
       }
       // MoE fit rows: each MoE parameter refitted without each row from the profile's point (both at once, not in
       // turns), the compute parameters kept, then the row simulated at the refitted point.
-      if (moe_fit_rows(dataset, gpus).size() > 1) {
+      const MoeFit moe_fit{dataset,         gpus, b, profile.clock_fraction, profile.kernel_gap, options.fidelity, map,
+                           options.progress};
+      if (moe_fit.rows().size() > 1) {
         const MoePoint at{.alltoall = profile.alltoall_efficiency, .host = profile.moe_host};
-        const auto shares = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap,
-                                         MoeParam::alltoall, at, options.fidelity, map, options.progress);
-        const auto hosts  = moe_surfaces(dataset, gpus, b, profile.clock_fraction, profile.kernel_gap, MoeParam::host,
-                                         at, options.fidelity, map, options.progress);
+        const auto shares = moe_fit.surfaces(MoeParam::alltoall, at);
+        const auto hosts  = moe_fit.surfaces(MoeParam::host, at);
         std::vector<MoePoint> refit;
         for (std::size_t i = 0; i < shares.size(); ++i)
-          refit.push_back({.alltoall = minimise_moe(MoeParam::alltoall, shares, b, i),
-                           .host     = minimise_moe(MoeParam::host, hosts, b, i)});
+          refit.push_back({.alltoall = minimise_moe(shares, i), .host = minimise_moe(hosts, i)});
         auto out = map(shares.size(), [&](std::size_t i) {
-          return pack(simulate_step_time(*shares[i].run,
-                                         moe_candidate(gpus, profile.clock_fraction, profile.kernel_gap, refit[i]),
-                                         options.fidelity));
+          return pack(simulate_step_time(*shares[i].run, moe_fit.candidate(refit[i]), options.fidelity));
         });
         for (std::size_t i = 0; i < shares.size(); ++i)
           loo[shares[i].run->name] = unpack(out[i]);

@@ -196,6 +196,14 @@ TEST_CASE("calibrate recovers the MoE parameters (all-to-all share, host floor) 
     INFO(r.name << ": published " << r.published_step << " simulated " << r.simulated_step);
     CHECK(std::fabs(r.log_error()) <= 0.01);
   }
-  const auto doc = profile.to_json();
-  CHECK(doc["parameters"]["moe_host"].get<std::string>().ends_with("us"));
+  // The profile as written reads back with the same parameters (durations written in microseconds).
+  const std::string path = "/tmp/spansim-calibration-moe-profile-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << profile.to_json().dump(1);
+  const auto back = spansim::workload::load_calibration(path);
+  std::remove(path.c_str());
+  std::cout << "moe_host written " << c.moe_host << " s, read back " << back.moe_host << " s\n";
+  CHECK(std::fabs(back.moe_host / c.moe_host - 1) <= 1e-5);
+  CHECK(std::fabs(back.kernel_gap / c.kernel_gap - 1) <= 1e-5);
+  CHECK(back.alltoall_efficiency == c.alltoall_efficiency);
+  CHECK(back.clock_fraction == c.clock_fraction);
 }

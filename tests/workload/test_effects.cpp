@@ -118,10 +118,10 @@ TEST_CASE("MoE host floor: a pass whose MoE layers take the host longer to issue
   // At one and a half times the forward's compute: the forward takes the host's time, the backward its own when
   // that is longer than twice the forward's host time.
   const double host = 1.5 * a.forward.seconds * 3 / 48;
-  const Ops kink    = with_host(host);
-  check_close("forward at 1.5x its compute", 1.5 * a.forward.seconds, kink.forward.seconds, 1e-12);
+  const Ops above   = with_host(host);
+  check_close("forward at 1.5x its compute", 1.5 * a.forward.seconds, above.forward.seconds, 1e-12);
   check_close("backward: the longer of its compute and the host's", std::max(a.backward.seconds, 48 * host * 2 / 3),
-              kink.backward.seconds, 1e-12);
+              above.backward.seconds, 1e-12);
   // Below the GPU's time, or with the effect off: nothing changes.
   CHECK(with_host(1e-6).forward.seconds == a.forward.seconds);
   CHECK(with_host(1e-6).backward.seconds == a.backward.seconds);
