@@ -206,6 +206,9 @@ double cp_kv_heads(const Context& c, int a2a);
 /// @brief Ulysses' all-to-all buffers on one rank, per layer and pass: Q, K and V of its tokens over its
 /// tensor-parallel heads, and the attention output.
 std::pair<double, double> cp_a2a_bytes(const Context& c, int a2a);
+/// @brief What context parallelism holds on one rank while a layer's attention runs, beyond the rank's own Q, K
+/// and V: gathered K/V and their gradients, a ring's buffers in flight, or Ulysses' receive buffers (0 without CP).
+double cp_working_bytes(const Context& c);
 /// @brief Bytes of one token on the wire in a dispatch (the job's dispatch precision) or a combine (BF16).
 double token_bytes(const Context& c, bool dispatch);
 /// @brief Buffer of one expert-parallel dispatch or combine: the top-k copies of the rank's tokens.

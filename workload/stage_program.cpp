@@ -779,6 +779,39 @@ double cp_kv_bytes(const Context& c)
   return kv_token * double(c.job.batch.micro_batch) * c.job.batch.sequence_length;
 }
 
+double cp_working_bytes(const Context& c)
+{
+  if (c.cp <= 1)
+    return 0;
+  const auto& par = c.job.parallelism;
+  // A ring of n ranks (Transformer Engine's P2P attention, context_parallel.py): the forward keeps every chunk it
+  // received until it ends (p2p_comm_buffers), n - 1 beyond the rank's own; the backward holds K/V and their
+  // gradients, each double-buffered: three.
+  auto ring    = [](double local_chunk, int n) { return std::max(n - 1, 3) * local_chunk; };
+  auto ulysses = [&](int a) {
+    const auto [qkv, out] = cp_a2a_bytes(c, a); // received as large as sent
+    return qkv + out;
+  };
+  switch (par.cp_comm) {
+  case CpComm::allgather: {
+    // Backward gathers the whole sequence's K/V again and holds their gradients until the reduce-scatter (the
+    // forward holds the gathered K/V only): twice the gathered buffer, less the rank's own K/V.
+    const double kv = cp_kv_bytes(c);
+    return 2 * kv - kv / c.cp;
+  }
+  case CpComm::ring:
+    return ring(cp_kv_bytes(c) / c.cp, c.cp);
+  case CpComm::a2a:
+    return ulysses(c.cp);
+  case CpComm::a2a_p2p: {
+    // After the all-to-all a rank holds a times the tokens for 1/a of the heads; the ring passes those chunks.
+    const int a = par.cp_a2a;
+    return ulysses(a) + ring(cp_kv_bytes(c) * cp_kv_heads(c, a) / cp_kv_heads(c, 1) / c.cp, c.cp / a);
+  }
+  }
+  return 0;
+}
+
 double token_bytes(const Context& c, bool dispatch)
 {
   // FP8 dispatch (DeepEP's, DeepSeek-V3's): a byte per element and an fp32 scale per 128 elements.
@@ -856,12 +889,14 @@ StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs
     mem.weights   = kBf16 * params;
     mem.gradients = kFp32 * params;
   }
+  // One layer's working set: its activations, and what context parallelism holds around its attention.
   double live = 0, peak = 0, working = 0;
+  const double cp_working = cp_working_bytes(c);
   // A micro-batch's activations live from its forward to its backward; a split backward keeps the inputs of the
   // weight gradients until its weight pass, so they count until then.
   for (const Unit& u : schedule_units(c.job, stage)) {
     const ChunkCost& ch = costs[pipe.model_chunk(stage, u.chunk)];
-    working             = std::max(working, ch.act_max_layer);
+    working             = std::max(working, ch.act_max_layer + cp_working);
     const double sign   = u.pass == Pass::forward ? 1 : u.pass == Pass::backward_input ? 0 : -1;
     live += sign * stored_activations(c, ch);
     peak = std::max(peak, live);

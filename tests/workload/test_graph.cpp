@@ -390,6 +390,60 @@ TEST_CASE("Memory matches hand-computed cases")
   }
 }
 
+TEST_CASE("Memory: context parallelism adds its K/V buffers to a layer's working set")
+{
+  // The tiny model of the memory case (h 256, 4 heads of 64, 2 K/V heads), pp 2, DDP, 1F1B, sequences of 512
+  // tokens over cp 4: 128 tokens per rank. The whole sequence's K/V: 2 bytes x 2 heads x (64 + 64) x 512 = 262144.
+  const json tiny        = {{"name", "tiny"}, {"layers", 4},   {"hidden", 256}, {"ffn", 1024},
+                            {"heads", 4},     {"kv_heads", 2}, {"vocab", 1000}};
+  const double act_layer = 9728.0 * 128; // the memory case's 9728 bytes per token and layer
+  const double kv = 262144, local = kv / 4;
+  struct Case {
+    json par;
+    double extra;
+    std::string why;
+  };
+  const std::vector<Case> cases{
+      {{{"cp_comm", "allgather"}}, 2 * kv - local, "all-gather: gathered K/V and their gradients, less its own"},
+      {{{"cp_comm", "ring"}}, 3 * local, "ring of 4: the forward's 3 received chunks, the backward's 3"},
+      // Ulysses over 4: K/V heads replicated up to 4; Q, K, V of 128 tokens 2 x 128 x (256 + 4 x 128), output
+      // 2 x 128 x 256.
+      {{{"cp_comm", "a2a"}}, 2 * 128.0 * (256 + 4 * 128) + 2 * 128.0 * 256, "Ulysses: its receive buffers"},
+      // a2a over 2 (2 K/V heads: none replicated) and a ring over 2 of chunks of 2 x 256 tokens x 1 K/V head: the
+      // backward's three chunks (the forward keeps one).
+      {{{"cp_comm", "a2a+p2p"}, {"cp_a2a", 2}},
+       2 * 128.0 * (256 + 2 * 128) + 2 * 128.0 * 256 + 3 * local,
+       "a2a+p2p: Ulysses' buffers and the ring's"}};
+  for (const auto& c : cases) {
+    json par              = c.par;
+    par["data_parallel"]  = "ddp";
+    json j                = job({.model = tiny, .cp = 4, .pp = 2, .seq = 512, .sequences = 4, .extra = par});
+    j["recompute"]        = "none";
+    const wl::StepGraph g = wl::build_step_graph(wl::parse_job(j, "test.json"));
+    // 1F1B: stage 0 holds 2 micro-batches of 2 layers, and one layer's working set with CP's buffers.
+    check_close("stage 0 activations, " + c.why, 2 * 2 * act_layer + act_layer + c.extra,
+                g.stages[0].memory.activations, 1e-12);
+  }
+  // A ring of 8 (64 tokens a rank): the forward keeps the 7 chunks it received, more than the backward's 3.
+  {
+    json j         = job({.model     = tiny,
+                          .cp        = 8,
+                          .pp        = 2,
+                          .seq       = 512,
+                          .sequences = 4,
+                          .extra     = {{"cp_comm", "ring"}, {"data_parallel", "ddp"}}});
+    j["recompute"] = "none";
+    check_close("stage 0 activations, ring of 8", 5 * 9728.0 * 64 + 7 * kv / 8,
+                wl::build_step_graph(wl::parse_job(j, "test.json")).stages[0].memory.activations, 1e-12);
+  }
+  // Without CP nothing is added: the memory case's figure.
+  json j               = job({.model = tiny, .pp = 2, .seq = 512, .sequences = 4, .extra = {{"data_parallel", "ddp"}}});
+  j["recompute"]       = "none";
+  const double act_512 = 9728.0 * 512;
+  check_close("stage 0 activations without CP", 5 * act_512,
+              wl::build_step_graph(wl::parse_job(j, "test.json")).stages[0].memory.activations, 1e-12);
+}
+
 TEST_CASE("Interleaved 1F1B keeps the warm-up's micro-batch chunks in flight")
 {
   // 16 layers over pp 4 x v 2 chunks of 2 layers; full recompute keeps each layer's input, 1024 tokens x h 1024
