@@ -116,7 +116,7 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
   // measured at: no sustained-clock term); the model still gives the HBM traffic.
   const auto& measured = c.job.gpu.measured;
   auto seconds         = [&](const GemmShape& s, double clock) {
-    GemmCost cost = gemm_cost(c.job.gpu, precision, s, clock);
+    GemmCost cost = gemm_cost(c.job.gpu, precision, s, clock, c.job.fp8_recipe);
     if (auto t = measured.gemm_seconds(precision, s.m, s.n, s.k))
       cost.seconds = *t * s.groups;
     return cost;
@@ -531,10 +531,11 @@ double stored_activations(const Context& c, const ChunkCost& ch)
 using detail::kBf16;
 using detail::kFp32;
 
-GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape, double clock_fraction)
+GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape, double clock_fraction,
+                   Fp8Recipe recipe)
 {
   const double peak     = gpu.peak(precision);
-  const double ceiling  = gpu.gemm.ceiling(precision);
+  const double ceiling  = gpu.gemm.ceiling(precision, recipe);
   const double in_bytes = detail::input_bytes(precision);
   const double groups   = shape.groups;
   GemmCost cost;
@@ -570,8 +571,10 @@ GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& sha
   return cost;
 }
 
-double GemmSpec::ceiling(Precision p) const
+double GemmSpec::ceiling(Precision p, Fp8Recipe r) const
 {
+  if (p == Precision::fp8 && r == Fp8Recipe::blockwise && ceiling_fp8_blockwise > 0)
+    return ceiling_fp8_blockwise;
   return detail::PerPrecision{.bf16 = ceiling_bf16, .fp8 = ceiling_fp8, .mxfp8 = ceiling_mxfp8, .nvfp4 = ceiling_nvfp4}
       .of(p);
 }

@@ -146,6 +146,10 @@ GemmSpec read_gemm(spec::ObjectReader r, const GpuSpec& g)
     m.ceiling_fp8 = read_measured_rate(r, "ceiling_fp8", g.peak_fp8_flops, "peak_fp8");
   else if (r.has("ceiling_fp8"))
     r.fail("ceiling_fp8", "the GPU has no peak_fp8 rate");
+  if (g.peak_fp8_flops > 0 && r.has("ceiling_fp8_blockwise"))
+    m.ceiling_fp8_blockwise = read_measured_rate(r, "ceiling_fp8_blockwise", g.peak_fp8_flops, "peak_fp8");
+  else if (r.has("ceiling_fp8_blockwise"))
+    r.fail("ceiling_fp8_blockwise", "the GPU has no peak_fp8 rate");
   // MXFP8 runs on the FP8 tensor-core path with block scales applied in the MMA: without a measurement of its
   // own, the FP8 ceiling's fraction of peak.
   if (g.peak_mxfp8_flops > 0)

@@ -170,8 +170,10 @@ struct GemmSpec {
   double ceiling_fp8   = 0; ///< Same for FP8 inputs; 0 without an FP8 measurement.
   double ceiling_mxfp8 = 0; ///< MXFP8 (the FP8 path with block scales); 0: the GPU has no MXFP8.
   double ceiling_nvfp4 = 0; ///< NVFP4; 0: the GPU has no NVFP4.
-  /// @brief The ceiling for `p` (0 where the GPU lacks it).
-  double ceiling(Precision p) const;
+  /// @brief FP8 with block scales (DeepSeek-V3's recipe), the work of its scales included; 0: ceiling_fp8.
+  double ceiling_fp8_blockwise = 0;
+  /// @brief The ceiling for `p` (0 where the GPU lacks it); FP8 under recipe `r`.
+  double ceiling(Precision p, Fp8Recipe r = Fp8Recipe::delayed) const;
   int sms = 0;                           ///< Streaming multiprocessors: one output tile each per wave.
   std::vector<std::array<int, 2>> tiles; ///< Output tile shapes (M x N) the library chooses among per GEMM.
   int tile_k = 64;                       ///< Depth of one main-loop step: K is padded to a multiple of it.
@@ -299,7 +301,8 @@ struct GemmCost {
 
 /// @brief Costs a GEMM on `gpu` with inputs in `precision` (outputs are bf16, or fp32 when accumulating); the
 /// compute-bound part runs at `clock_fraction` of the measured rate (the sustained clock).
-GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape, double clock_fraction = 1);
+GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape, double clock_fraction = 1,
+                   Fp8Recipe recipe = Fp8Recipe::delayed);
 
 /// @brief What the production effects add to a compute op's seconds (each part of Op::seconds).
 struct OpEffects {
