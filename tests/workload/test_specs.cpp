@@ -299,6 +299,8 @@ TEST_CASE("Inconsistent jobs are refused at the offending JSON path")
       {json::json_pointer("/efficiency/matmul"), 0.75, "$.gpu.efficiency.matmul", "replaced by the \"gemm\" object"},
       {json::json_pointer("/gemm/ceiling_bf16"), "1000TFLOPs", "$.gpu.gemm.ceiling_bf16",
        "exceeds peak_bf16 (989.0 TFLOP/s)"},
+      {json::json_pointer("/gemm/ceiling_fp8_blockwise"), "2000TFLOPs", "$.gpu.gemm.ceiling_fp8_blockwise",
+       "exceeds peak_fp8 (1979.0 TFLOP/s)"},
       {json::json_pointer("/gemm/tiles"), json::array({json::array({128, 256}), json::array({128})}),
        "$.gpu.gemm.tiles[1]", "expected [M, N]"},
       {json::json_pointer("/attention/default"), "flash3", "$.gpu.attention.default",
