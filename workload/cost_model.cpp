@@ -122,7 +122,7 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
     return cost;
   };
   const double q        = quantize_bytes(precision, c.job.fp8_recipe);
-  const double mem_rate = c.job.gpu.hbm_bandwidth * c.job.gpu.elementwise_efficiency;
+  const double mem_rate = c.job.gpu.quantize_rate(precision, c.job.fp8_recipe);
   // Current FP8 scaling and NVFP4's per-tensor scale read the tensor once more, in a kernel of its own.
   const int casts =
       (precision == Precision::fp8 && c.job.fp8_recipe == Fp8Recipe::current) || precision == Precision::nvfp4 ? 2 : 1;
@@ -577,6 +577,15 @@ double GemmSpec::ceiling(Precision p, Fp8Recipe r) const
     return ceiling_fp8_blockwise;
   return detail::PerPrecision{.bf16 = ceiling_bf16, .fp8 = ceiling_fp8, .mxfp8 = ceiling_mxfp8, .nvfp4 = ceiling_nvfp4}
       .of(p);
+}
+
+double GpuSpec::quantize_rate(Precision p, Fp8Recipe r) const
+{
+  if (p == Precision::bf16)
+    return 0;
+  const std::size_t i = p == Precision::fp8 ? (r == Fp8Recipe::current ? 1 : 0) : p == Precision::mxfp8 ? 2 : 3;
+  const double given  = quantize_efficiency[i];
+  return hbm_bandwidth * (given > 0 ? given : elementwise_efficiency);
 }
 
 double GpuSpec::peak(Precision p) const

@@ -278,6 +278,19 @@ GpuSpec read_gpu(spec::ObjectReader r)
       eff.fail(old, "replaced by the \"gemm\" object (measured ceiling, SMs, tiles) and per-library \"attention\" "
                     "rates; see workload/README.md");
   g.elementwise_efficiency = eff.number("elementwise", 0.01, 1);
+  if (auto q = eff.optional_object("quantize")) {
+    const std::array<std::pair<const char*, double>, 4> formats{{{"fp8", g.peak_fp8_flops},
+                                                                 {"fp8_current", g.peak_fp8_flops},
+                                                                 {"mxfp8", g.peak_mxfp8_flops},
+                                                                 {"nvfp4", g.peak_nvfp4_flops}}};
+    for (std::size_t i = 0; i < formats.size(); ++i)
+      if (q->has(formats[i].first)) {
+        if (!(formats[i].second > 0))
+          q->fail(formats[i].first, "the GPU has no peak for this format");
+        g.quantize_efficiency[i] = q->number(formats[i].first, 0.01, 1);
+      }
+    q->finish();
+  }
   eff.finish();
   g.comm_sms = static_cast<int>(r.optional_integer("comm_sms", 0, g.gemm.sms - 1).value_or(0));
   if (auto m = r.optional_object("measured_kernels"))

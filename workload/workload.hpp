@@ -194,12 +194,17 @@ struct GpuSpec {
   AttentionKernel attention_default   = AttentionKernel::flash2;
   double attention_reference_sequence = 8192; ///< the length the reference rates were measured at
   double elementwise_efficiency       = 0;    ///< Achieved fraction of HBM bandwidth in memory-bound kernels.
+  /// @brief Achieved fraction of HBM bandwidth in each low precision's quantization kernels (cast, transpose and
+  /// scales): FP8 (delayed and block-wise scaling), FP8 with current scaling, MXFP8, NVFP4; 0: elementwise_efficiency.
+  std::array<double, 4> quantize_efficiency{};
   /// @brief SMs a collective's kernels occupy while it runs (NCCL runs one CTA per channel on an SM of its own):
   /// overlapped compute has the rest. 0: not given (no SM contention).
   int comm_sms = 0;
   MeasuredKernels measured; ///< measured kernel times that replace the model's estimates (none by default)
   /// @brief The dense peak for `p` (0 where the GPU lacks it).
   double peak(Precision p) const;
+  /// @brief HBM bytes per second quantizing into `p` (FP8 under recipe `r`) moves (0 in BF16).
+  double quantize_rate(Precision p, Fp8Recipe r) const;
   /// @brief The precisions the GPU has, for messages ("bf16, fp8").
   std::string precisions() const;
 };
