@@ -195,12 +195,10 @@ struct MoeAxis {
     return param == MoeParam::alltoall ? MoeAxis{param, b.alltoall_min, b.alltoall_max, 5}
                                        : MoeAxis{param, b.moe_host_min, b.moe_host_max, 11};
   }
+  /// @brief The value a fraction `f` of the way from the neutral end to the far one.
+  double at(double f) const { return neutral() + (far() - neutral()) * f; }
   /// @brief The k-th grid value, in increasing order of the interpolant's coordinate.
-  double value(std::size_t k) const
-  {
-    const double f = double(k) / double(points - 1);
-    return param == MoeParam::alltoall ? hi - f * (hi - lo) : lo + f * (hi - lo);
-  }
+  double value(std::size_t k) const { return at(double(k) / double(points - 1)); }
   /// @brief The interpolant's coordinate: 1/share for the all-to-all share (the all-to-alls' time is linear in
   /// it), seconds for the host floor.
   double coordinate(double v) const { return param == MoeParam::alltoall ? 1 / v : v; }
@@ -294,7 +292,7 @@ double minimise_moe(const std::vector<MoeRow>& rows, std::size_t skip)
   double best = axis.neutral(), best_f = std::numeric_limits<double>::infinity();
   constexpr int kSteps = 1000;
   for (int i = 0; i <= kSteps; ++i) {
-    const double a = axis.neutral() + (axis.far() - axis.neutral()) * i / kSteps;
+    const double a = axis.at(double(i) / kSteps);
     double f       = 0;
     for (std::size_t r = 0; r < rows.size(); ++r)
       if (r != skip) {

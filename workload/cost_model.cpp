@@ -111,21 +111,22 @@ GemmShape wgrad(const GemmShape& f)
 template <class Cost>
 void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, bool bf16 = false)
 {
-  const Precision precision = bf16 ? Precision::bf16 : c.job.precision;
+  const GemmFormat format   = c.job.gpu.runs_as(bf16 ? Precision::bf16 : c.job.precision, c.job.fp8_recipe);
+  const Precision precision = format.precision;
   // A measured time, where the user's table covers the shape, replaces the model's (at the clocks it was
   // measured at: no sustained-clock term); the model still gives the HBM traffic.
   const auto& measured = c.job.gpu.measured;
   auto seconds         = [&](const GemmShape& s, double clock) {
-    GemmCost cost = gemm_cost(c.job.gpu, precision, s, clock, c.job.fp8_recipe);
+    GemmCost cost = gemm_cost(c.job.gpu, precision, s, clock, format.recipe);
     if (auto t = measured.gemm_seconds(precision, s.m, s.n, s.k))
       cost.seconds = *t * s.groups;
     return cost;
   };
-  const double q        = quantize_bytes(precision, c.job.fp8_recipe);
-  const double mem_rate = c.job.gpu.quantize_rate(precision, c.job.fp8_recipe);
+  const double q        = quantize_bytes(precision, format.recipe);
+  const double mem_rate = c.job.gpu.quantize_rate(precision, format.recipe);
   // Current FP8 scaling and NVFP4's per-tensor scale read the tensor once more, in a kernel of its own.
   const int casts =
-      (precision == Precision::fp8 && c.job.fp8_recipe == Fp8Recipe::current) || precision == Precision::nvfp4 ? 2 : 1;
+      (precision == Precision::fp8 && format.recipe == Fp8Recipe::current) || precision == Precision::nvfp4 ? 2 : 1;
   // A norm that quantizes its own output writes the low-precision copies only (current scaling still reads the
   // output again for its amax).
   const double fused_q = q > 0 ? 2 * input_bytes(precision) + (casts == 2 ? kBf16 : 0) : 0;
@@ -534,10 +535,11 @@ using detail::kFp32;
 GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape, double clock_fraction,
                    Fp8Recipe recipe)
 {
-  const double peak     = gpu.peak(precision);
-  const double ceiling  = gpu.gemm.ceiling(precision, recipe);
-  const double in_bytes = detail::input_bytes(precision);
-  const double groups   = shape.groups;
+  const GemmFormat format = gpu.runs_as(precision, recipe);
+  const double peak       = gpu.peak(format.precision);
+  const double ceiling    = gpu.gemm.ceiling(format.precision, format.recipe);
+  const double in_bytes   = detail::input_bytes(format.precision);
+  const double groups     = shape.groups;
   GemmCost cost;
   cost.flops = 2 * shape.m * shape.n * shape.k * groups;
   if (!(cost.flops > 0))
@@ -583,9 +585,16 @@ double GpuSpec::quantize_rate(Precision p, Fp8Recipe r) const
 {
   if (p == Precision::bf16)
     return 0;
-  const std::size_t i = p == Precision::fp8 ? (r == Fp8Recipe::current ? 1 : 0) : p == Precision::mxfp8 ? 2 : 3;
-  const double given  = quantize_efficiency[i];
+  const double given = quantize_efficiency[static_cast<std::size_t>(quantize_format(runs_as(p, r)))];
   return hbm_bandwidth * (given > 0 ? given : elementwise_efficiency);
+}
+
+GemmFormat GpuSpec::runs_as(Precision p, Fp8Recipe r) const
+{
+  // TE's fp8_blockwise_scaling.rst, "Supported devices": on SM 10.0 and later "the recipe is emulated with MXFP8".
+  if (p == Precision::fp8 && r == Fp8Recipe::blockwise && peak_mxfp8_flops > 0 && !(gemm.ceiling_fp8_blockwise > 0))
+    return {.precision = Precision::mxfp8};
+  return {.precision = p, .recipe = r};
 }
 
 double GpuSpec::peak(Precision p) const

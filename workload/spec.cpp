@@ -279,16 +279,14 @@ GpuSpec read_gpu(spec::ObjectReader r)
                     "rates; see workload/README.md");
   g.elementwise_efficiency = eff.number("elementwise", 0.01, 1);
   if (auto q = eff.optional_object("quantize")) {
-    const std::array<std::pair<const char*, double>, 4> formats{{{"fp8", g.peak_fp8_flops},
-                                                                 {"fp8_current", g.peak_fp8_flops},
-                                                                 {"mxfp8", g.peak_mxfp8_flops},
-                                                                 {"nvfp4", g.peak_nvfp4_flops}}};
-    for (std::size_t i = 0; i < formats.size(); ++i)
-      if (q->has(formats[i].first)) {
-        if (!(formats[i].second > 0))
-          q->fail(formats[i].first, "the GPU has no peak for this format");
-        g.quantize_efficiency[i] = q->number(formats[i].first, 0.01, 1);
+    for (QuantizeFormat f : enum_values<QuantizeFormat>()) {
+      const std::string_view key = name_of(f);
+      if (q->has(key)) {
+        if (!(g.peak(precision_of(f)) > 0))
+          q->fail(key, "the GPU has no peak for this format");
+        g.quantize_efficiency[static_cast<std::size_t>(f)] = q->number(key, 0.01, 1);
       }
+    }
     q->finish();
   }
   eff.finish();

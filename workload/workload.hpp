@@ -132,6 +132,39 @@ constexpr std::array<std::string_view, 3> enum_names(Fp8Recipe)
   return {"delayed", "current", "blockwise"};
 }
 
+/// @brief A GEMM input format as the kernels run it: a precision and, for FP8, its scaling recipe.
+struct GemmFormat {
+  Precision precision = Precision::bf16;
+  Fp8Recipe recipe    = Fp8Recipe::delayed;
+};
+
+/// @brief The quantization kernels a GPU file rates (`efficiency.quantize`), in the order of
+/// GpuSpec::quantize_efficiency: FP8 under delayed and block-wise scaling, FP8 under current scaling, MXFP8, NVFP4.
+enum class QuantizeFormat { fp8, fp8_current, mxfp8, nvfp4 };
+constexpr std::array<std::string_view, 4> enum_names(QuantizeFormat)
+{
+  return {"fp8", "fp8_current", "mxfp8", "nvfp4"};
+}
+
+/// @brief The precision a quantization format writes.
+constexpr Precision precision_of(QuantizeFormat f)
+{
+  return f == QuantizeFormat::mxfp8 ? Precision::mxfp8 : f == QuantizeFormat::nvfp4 ? Precision::nvfp4 : Precision::fp8;
+}
+
+/// @brief The quantization kernels of low-precision format `f` (not BF16).
+constexpr QuantizeFormat quantize_format(GemmFormat f)
+{
+  switch (f.precision) {
+  case Precision::mxfp8:
+    return QuantizeFormat::mxfp8;
+  case Precision::nvfp4:
+    return QuantizeFormat::nvfp4;
+  default:
+    return f.recipe == Fp8Recipe::current ? QuantizeFormat::fp8_current : QuantizeFormat::fp8;
+  }
+}
+
 /// @brief A measured GEMM: op kind "gemm", shape (M x K times K x N), input type, seconds.
 struct MeasuredGemm {
   Precision dtype = Precision::bf16;
@@ -195,7 +228,7 @@ struct GpuSpec {
   double attention_reference_sequence = 8192; ///< the length the reference rates were measured at
   double elementwise_efficiency       = 0;    ///< Achieved fraction of HBM bandwidth in memory-bound kernels.
   /// @brief Achieved fraction of HBM bandwidth in each low precision's quantization kernels (cast, transpose and
-  /// scales): FP8 (delayed and block-wise scaling), FP8 with current scaling, MXFP8, NVFP4; 0: elementwise_efficiency.
+  /// scales), indexed by QuantizeFormat; 0: elementwise_efficiency.
   std::array<double, 4> quantize_efficiency{};
   /// @brief SMs a collective's kernels occupy while it runs (NCCL runs one CTA per channel on an SM of its own):
   /// overlapped compute has the rest. 0: not given (no SM contention).
@@ -203,8 +236,12 @@ struct GpuSpec {
   MeasuredKernels measured; ///< measured kernel times that replace the model's estimates (none by default)
   /// @brief The dense peak for `p` (0 where the GPU lacks it).
   double peak(Precision p) const;
-  /// @brief HBM bytes per second quantizing into `p` (FP8 under recipe `r`) moves (0 in BF16).
+  /// @brief HBM bytes per second quantizing into `p` (FP8 under recipe `r`) moves (0 in BF16), as runs_as() runs it.
   double quantize_rate(Precision p, Fp8Recipe r) const;
+  /// @brief The format the kernels of `p` (FP8 under recipe `r`) run in here: FP8 block-wise scaling runs as MXFP8
+  /// on a GPU with MXFP8 tensor cores and no block-scaled FP8 ceiling of its own (Transformer Engine emulates the
+  /// recipe with MXFP8 on Blackwell); otherwise as given.
+  GemmFormat runs_as(Precision p, Fp8Recipe r) const;
   /// @brief The precisions the GPU has, for messages ("bf16, fp8").
   std::string precisions() const;
 };
