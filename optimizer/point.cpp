@@ -72,6 +72,8 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
                         {"gradient_reduce", spec.base.gradient_reduce_bytes == 4 ? "fp32" : "bf16"}};
     if (spec.base.precision == workload::Precision::fp8)
       job["precision"]["recipe"] = name_of(spec.base.fp8_recipe);
+    if (spec.base.low_precision_param_gather)
+      job["precision"]["param_gather"] = "fp8";
   }
   if (spec.base.model.moe.experts > 0) {
     // The spec's routing as given, the point's dispatcher and node limit.

@@ -24,7 +24,7 @@ struct Structure {
   std::string reason; ///< non-empty: infeasible
   double t_mb = 0, optimizer = 0, lead = 1, m = 1;
   double backward = 0, wgrad = 0, ep_gather_bytes = 0; ///< per micro-batch: of t_mb, the backward and its W
-  double layers = 0, moe_layers = 0, dense = 0, expert = 0;
+  double layers = 0, moe_layers = 0, dense = 0, expert = 0, dense_gather = 0, expert_gather = 0; ///< params, bytes
   double tp_bytes = 0, cp_bytes = 0, cp_a2a_bytes = 0, ep_bytes = 0, pp_bytes = 0, gradient_bytes = 4;
   int hsdp_shard = 1, passes = 2, cp_passes = 2; ///< forward passes of the collectives (recompute repeats them)
   bool tp_overlap          = false;
@@ -205,16 +205,18 @@ struct Screen::Impl {
         const double t_mb = st.forward + st.backward + st.recompute;
         if (s.m * t_mb + st.optimizer <= busiest)
           continue;
-        busiest      = s.m * t_mb + st.optimizer;
-        s.t_mb       = t_mb;
-        s.backward   = st.backward;
-        s.wgrad      = st.wgrad;
-        s.optimizer  = st.optimizer;
-        s.lead       = st.lead_share;
-        s.layers     = st.layers;
-        s.moe_layers = st.moe_layers;
-        s.dense      = st.dense_params;
-        s.expert     = st.expert_params;
+        busiest         = s.m * t_mb + st.optimizer;
+        s.t_mb          = t_mb;
+        s.backward      = st.backward;
+        s.wgrad         = st.wgrad;
+        s.optimizer     = st.optimizer;
+        s.lead          = st.lead_share;
+        s.layers        = st.layers;
+        s.moe_layers    = st.moe_layers;
+        s.dense         = st.dense_params;
+        s.expert        = st.expert_params;
+        s.dense_gather  = st.dense_gather_bytes;
+        s.expert_gather = st.expert_gather_bytes;
       }
       s.tp_bytes        = costs.tp_bytes;
       s.cp_bytes        = costs.cp_bytes;
@@ -523,16 +525,16 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
     add(sh.edp, Pattern::all_reduce, gb * s.expert, 1, Purpose::grad_reduce);
     break;
   case workload::DataParallelMode::fsdp:
-    add(sh.dp, Pattern::gather, 2 * s.dense, gathers, Purpose::param_gather);
+    add(sh.dp, Pattern::gather, s.dense_gather, gathers, Purpose::param_gather);
     add(sh.dp, Pattern::gather, gb * s.dense, reduces, Purpose::grad_reduce);
-    add(sh.edp, Pattern::gather, 2 * s.expert, gathers, Purpose::param_gather);
+    add(sh.edp, Pattern::gather, s.expert_gather, gathers, Purpose::param_gather);
     add(sh.edp, Pattern::gather, gb * s.expert, reduces, Purpose::grad_reduce);
     break;
   case workload::DataParallelMode::hsdp:
-    add(sh.dp_shard, Pattern::gather, 2 * s.dense, gathers, Purpose::param_gather);
+    add(sh.dp_shard, Pattern::gather, s.dense_gather, gathers, Purpose::param_gather);
     add(sh.dp_shard, Pattern::gather, gb * s.dense, reduces, Purpose::grad_reduce);
     add(sh.dp_replicate, Pattern::all_reduce, gb * s.dense / s.hsdp_shard, reduces, Purpose::grad_reduce);
-    add(sh.edp, Pattern::gather, 2 * s.expert, gathers, Purpose::param_gather);
+    add(sh.edp, Pattern::gather, s.expert_gather, gathers, Purpose::param_gather);
     add(sh.edp, Pattern::gather, gb * s.expert, reduces, Purpose::grad_reduce);
     break;
   }

@@ -221,10 +221,11 @@ LayerCost layer_cost(const Context& c, int layer)
   k.moe               = m.is_moe_layer(layer);
   k.matmul_flops      = 2 * t * p.matmul / c.tp;
   // Causal attention: QK^T and PV over half the score matrix; context parallelism balances it over cp ranks.
-  const double s    = c.job.batch.sequence_length;
-  k.attention_flops = double(c.job.batch.micro_batch) * m.heads * s * s * (qk_dim(m) + v_dim(m)) / c.cp / c.tp;
-  k.dense_params    = (p.attention + p.norms + p.mlp_dense) / c.tp;
-  k.params          = k.dense_params + p.experts / (double(c.etp) * c.ep);
+  const double s        = c.job.batch.sequence_length;
+  k.attention_flops     = double(c.job.batch.micro_batch) * m.heads * s * s * (qk_dim(m) + v_dim(m)) / c.cp / c.tp;
+  k.dense_params        = (p.attention + p.norms + p.mlp_dense) / c.tp;
+  k.dense_linear_params = (p.attention + p.mlp_dense - p.router) / c.tp;
+  k.params              = k.dense_params + p.experts / (double(c.etp) * c.ep);
   std::vector<GemmShape> routed;
   add_gemms(c, layer_gemms(c, layer, routed), k);
   if (!routed.empty()) {
@@ -297,6 +298,7 @@ void add(LayerCost& a, const LayerCost& b)
   a.kernels_wgrad += b.kernels_wgrad;
   a.params += b.params;
   a.dense_params += b.dense_params;
+  a.dense_linear_params += b.dense_linear_params;
   a.elementwise_bytes += b.elementwise_bytes;
   a.norm_bytes += b.norm_bytes;
   a.selective_bytes += b.selective_bytes;
@@ -342,7 +344,8 @@ LayerParams layer_params(const ModelSpec& m, int layer)
   if (m.is_moe_layer(layer)) {
     const double expert = g * h * m.moe.expert_ffn;
     p.experts           = m.moe.experts * expert;
-    p.mlp_dense         = m.moe.shared_experts * expert + h * m.moe.experts;
+    p.router            = h * m.moe.experts;
+    p.mlp_dense         = m.moe.shared_experts * expert + p.router;
     mlp_active          = (m.moe.experts_per_token + m.moe.shared_experts) * expert + h * m.moe.experts;
     p.ffn_active        = double(m.moe.experts_per_token + m.moe.shared_experts) * m.moe.expert_ffn;
   } else {

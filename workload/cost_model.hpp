@@ -84,6 +84,7 @@ struct LayerCost {
   double clock_wgrad_seconds = 0; ///< of clock_bwd_seconds: the weight-gradient GEMMs' share
   double params              = 0; ///< parameters held by the rank
   double dense_params        = 0; ///< of which replicated across ep
+  double dense_linear_params = 0; ///< of dense_params: the linear layers' weights (not norms or the router)
   double elementwise_bytes   = 0;
   double norm_bytes          = 0;
   double selective_bytes     = 0; ///< element-wise traffic of the selective recompute
@@ -172,6 +173,7 @@ struct LayerParams {
   double attention  = 0;
   double norms      = 0;
   double mlp_dense  = 0; ///< Dense MLP, or the shared experts and router of a MoE layer: replicated across ep.
+  double router     = 0; ///< Of mlp_dense: the router's weights (kept in BF16 or FP32 in a low-precision run).
   double experts    = 0; ///< Routed experts: split across ep.
   double active     = 0; ///< Parameters a token goes through (attention + norms + active MLP).
   double matmul     = 0; ///< Active parameters used in matrix products.
@@ -225,12 +227,23 @@ double etp_buffer_bytes(const Context& c);
 /// @brief One pipeline message: the sequence-parallel shard of a micro-batch's activation (or its gradient).
 double pp_message_bytes(const Context& c);
 
+/// @brief Bytes of one data-parallel all-gather of parameters, before sharding: those replicated across EP and the
+/// routed experts'.
+struct GatherBytes {
+  double dense  = 0;
+  double expert = 0;
+};
+/// @brief A chunk's parameter all-gather: BF16, or with Megatron's FP8 parameter gather the linear layers' weights
+/// in the compute format (scales beside them) and the rest (norms, router, embedding, output layer) in BF16.
+GatherBytes param_gather_bytes(const Context& c, const ChunkCost& ch);
+
 /// @brief What one pipeline stage holds and does once per step, whatever its schedule: its parameters, the
 /// optimizer step over its local shard, and its memory estimate at the schedule's peak.
 struct StageStatics {
   double dense_params  = 0; ///< per GPU, before data-parallel sharding (embedding and output layer included)
   double expert_params = 0;
-  Op optimizer; ///< the optimizer op (seconds, HBM bytes, effects); no dependencies
+  GatherBytes gather; ///< one all-gather of the stage's parameters, before sharding
+  Op optimizer;       ///< the optimizer op (seconds, HBM bytes, effects); no dependencies
   MemoryEstimate memory;
 };
 StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs, int stage);

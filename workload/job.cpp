@@ -158,6 +158,13 @@ void read_precision(spec::ObjectReader& r, JobSpec& job)
     }
     job.gradient_reduce_bytes =
         (pr->has("gradient_reduce") ? pr->choice("gradient_reduce", {"fp32", "bf16"}) : "fp32") == "fp32" ? 4 : 2;
+    if (pr->has("param_gather") && pr->choice("param_gather", {"bf16", "fp8"}) == "fp8") {
+      if (job.precision != Precision::fp8 && job.precision != Precision::mxfp8)
+        pr->fail("param_gather", "FP8 primary weights (Megatron's fp8_param_gather) need compute \"fp8\" or "
+                                 "\"mxfp8\"; this job computes in " +
+                                     std::string(name_of(job.precision)));
+      job.low_precision_param_gather = true;
+    }
     pr->finish();
   }
 }

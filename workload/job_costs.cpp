@@ -36,11 +36,13 @@ JobCosts job_costs(const JobSpec& job, const BuildOptions& options)
       s.moe_layers += ch.moe_layers;
       s.lead_share = std::max(s.lead_share, detail::lead_share(c, ch));
     }
-    const auto statics = detail::stage_statics(c, costs, p);
-    s.optimizer        = statics.optimizer.seconds;
-    s.dense_params     = statics.dense_params;
-    s.expert_params    = statics.expert_params;
-    s.memory           = statics.memory;
+    const auto statics    = detail::stage_statics(c, costs, p);
+    s.optimizer           = statics.optimizer.seconds;
+    s.dense_params        = statics.dense_params;
+    s.expert_params       = statics.expert_params;
+    s.dense_gather_bytes  = statics.gather.dense;
+    s.expert_gather_bytes = statics.gather.expert;
+    s.memory              = statics.memory;
     if (options.check_memory)
       detail::check_memory(job, p, s.memory);
     out.stages.push_back(s);

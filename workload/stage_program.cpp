@@ -336,9 +336,7 @@ StageBuilder::Gathers StageBuilder::gather_params(int v, int mb)
     return {};
   if (!par.reshard_after_forward && gathered_[v] >= 0)
     return {{gathered_[v]}, {}};
-  const ChunkCost& ch     = cost(v);
-  const double dense      = ch.sum.dense_params + ch.extra_params;
-  const double expert     = ch.sum.params - ch.sum.dense_params;
+  const GatherBytes bytes = param_gather_bytes(c_, cost(v));
   const bool hsdp         = par.dp_mode == DataParallelMode::hsdp;
   const int shard         = hsdp ? c_.cp * par.hsdp_shard : c_.cp * c_.dp;
   const int edp           = c_.job.parallelism.edp();
@@ -349,16 +347,16 @@ StageBuilder::Gathers StageBuilder::gather_params(int v, int mb)
   // The first unit is gathered before the compute starts; the next ones are prefetched while it runs.
   const double lead = lead_share(v);
   Gathers out;
-  auto gather = [&](std::vector<int>& ids, Group g, double params) {
-    if (g.size > 1 && params > 0)
-      ids.push_back(collective({CollectiveOp::all_gather, Dim::dp, Purpose::param_gather, g, kBf16 * params, 1, true},
-                               v, mb_tag, {}));
+  auto gather = [&](std::vector<int>& ids, Group g, double b) {
+    if (g.size > 1 && b > 0)
+      ids.push_back(
+          collective({CollectiveOp::all_gather, Dim::dp, Purpose::param_gather, g, b, 1, true}, v, mb_tag, {}));
   };
-  gather(out.before, dense_group, lead * dense);
-  gather(out.before, expert_group, lead * expert);
+  gather(out.before, dense_group, lead * bytes.dense);
+  gather(out.before, expert_group, lead * bytes.expert);
   if (lead < 1) {
-    gather(out.during, dense_group, (1 - lead) * dense);
-    gather(out.during, expert_group, (1 - lead) * expert);
+    gather(out.during, dense_group, (1 - lead) * bytes.dense);
+    gather(out.during, expert_group, (1 - lead) * bytes.expert);
   }
   if (!par.reshard_after_forward) {
     // The data-parallel stream runs in order: its last gather ending means the chunk is whole.
@@ -844,6 +842,16 @@ double pp_message_bytes(const Context& c)
   return c.tokens * c.m.hidden * kBf16 / c.sp;
 }
 
+GatherBytes param_gather_bytes(const Context& c, const ChunkCost& ch)
+{
+  // Megatron's fp8_param_gather keeps the FP8 layers' weights as FP8 tensors, so the distributed optimizer
+  // all-gathers them in FP8 (Megatron-LM's MoE README: "50% parameter all-gather", "With FP8 primary weights").
+  const double low    = c.job.low_precision_param_gather ? quantized_bytes(c.job.precision, c.job.fp8_recipe) : kBf16;
+  const double linear = ch.sum.dense_linear_params;
+  return {.dense  = kBf16 * (ch.sum.dense_params + ch.extra_params - linear) + low * linear,
+          .expert = low * (ch.sum.params - ch.sum.dense_params)};
+}
+
 StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs, int stage)
 {
   const auto& par = c.job.parallelism;
@@ -854,6 +862,9 @@ StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs
     const ChunkCost& ch = costs[pipe.model_chunk(stage, v)];
     out.dense_params += ch.sum.dense_params + ch.extra_params;
     out.expert_params += ch.sum.params - ch.sum.dense_params;
+    const GatherBytes g = param_gather_bytes(c, ch);
+    out.gather.dense += g.dense;
+    out.gather.expert += g.expert;
     // FSDP unshards one wrapped unit at a time (a transformer layer; the embedding and the output layer are units
     // of their own) and prefetches the next.
     unit_max = std::max({unit_max, ch.params_max_layer, ch.extra_params});

@@ -537,7 +537,10 @@ struct JobSpec {
   Fp8Recipe fp8_recipe         = Fp8Recipe::delayed;      ///< with precision fp8
   AttentionKernel attention    = AttentionKernel::flash2; ///< The GPU's default unless `kernels.attention` is given.
   double gradient_reduce_bytes = 4; ///< Bytes per gradient element on the wire (fp32: 4, bf16: 2).
-  Calibration calibration;          ///< the profile in force (default: the shipped one for the GPU, if any)
+  /// @brief Megatron's fp8_param_gather: the linear layers' weights are all-gathered in the compute format (FP8 or
+  /// MXFP8, with their scales) rather than BF16.
+  bool low_precision_param_gather = false;
+  Calibration calibration; ///< the profile in force (default: the shipped one for the GPU, if any)
   Effects effects;
   /// @brief A recommendation model (`"kind": "dlrm"`): its step graph is built by build_dlrm_graph; batch
   /// counts samples (a sample is one "token"), parallelism is data parallelism over every GPU.
@@ -798,16 +801,18 @@ StepGraph build_dlrm_graph(const JobSpec& job, const BuildOptions& options = {})
 
 /// @brief One pipeline stage's costs, without its program.
 struct StageCosts {
-  double forward       = 0; ///< seconds of one micro-batch's forward passes over the stage's chunks
-  double backward      = 0;
-  double recompute     = 0;
-  double optimizer     = 0; ///< seconds of the optimizer step
-  double wgrad         = 0; ///< of the backward: its weight-gradient GEMMs (a zero-bubble schedule's W)
-  int layers           = 0; ///< transformer layers over the stage's chunks
-  int moe_layers       = 0;
-  double dense_params  = 0; ///< per GPU, before data-parallel sharding
-  double expert_params = 0;
-  double lead_share    = 1; ///< largest share of a chunk's parameters in its first unit (exposed DP)
+  double forward             = 0; ///< seconds of one micro-batch's forward passes over the stage's chunks
+  double backward            = 0;
+  double recompute           = 0;
+  double optimizer           = 0; ///< seconds of the optimizer step
+  double wgrad               = 0; ///< of the backward: its weight-gradient GEMMs (a zero-bubble schedule's W)
+  int layers                 = 0; ///< transformer layers over the stage's chunks
+  int moe_layers             = 0;
+  double dense_params        = 0; ///< per GPU, before data-parallel sharding
+  double expert_params       = 0;
+  double dense_gather_bytes  = 0; ///< one all-gather of the dense parameters (BF16, or FP8 linear weights)
+  double expert_gather_bytes = 0; ///< one all-gather of the routed experts' parameters
+  double lead_share          = 1; ///< largest share of a chunk's parameters in its first unit (exposed DP)
   MemoryEstimate memory;
 };
 

@@ -95,6 +95,45 @@ TEST_CASE("job_costs equals the stage programs' compute, optimizer step and memo
     }
 }
 
+TEST_CASE("job_costs' parameter all-gathers are the stage programs', in BF16 and with FP8 primary weights",
+          "[optimizer][screen]")
+{
+  for (bool fp8 : {false, true}) {
+    auto spec = screened_spec();
+    if (fp8) {
+      spec.base.precision                  = workload::Precision::fp8;
+      spec.base.low_precision_param_gather = true;
+    }
+    optimizer::Point p;
+    p.tp = 2, p.cp = 1, p.pp = 4, p.dp = 256 / 8, p.micro_batch = 1;
+    p.schedule       = workload::ScheduleKind::interleaved_1f1b;
+    p.virtual_stages = 2;
+    const auto job   = optimizer::job_of(spec, p, 2);
+    const auto graph = workload::build_step_graph(job);
+    const auto costs = workload::job_costs(job);
+    for (std::size_t s = 0; s < graph.stages.size(); ++s) {
+      // Without resharding each chunk is gathered once a step (its first unit apart from the rest).
+      double gathered = 0;
+      for (const auto& op : graph.stages[s].ops)
+        if (op.kind == workload::OpKind::collective && op.purpose == workload::Purpose::param_gather)
+          gathered += op.bytes;
+      // BF16: 2 bytes a parameter; FP8 primary weights: between 1 and 2 (norms, embedding, output layer in BF16).
+      const double expected = costs.stages[s].dense_gather_bytes + costs.stages[s].expert_gather_bytes;
+      const double params   = costs.stages[s].dense_params + costs.stages[s].expert_params;
+      INFO("stage " << s << (fp8 ? " fp8" : " bf16") << ": gathered bytes expected " << expected << " actual "
+                    << gathered << ", parameters " << params);
+      CHECK(gathered == Approx(expected).epsilon(1e-12));
+      if (!fp8)
+        CHECK(gathered == Approx(2 * params).epsilon(1e-12));
+      else
+        CHECK((gathered > params && gathered < 1.5 * params));
+    }
+    const auto scenario = optimizer::scenario_json(spec, p);
+    CHECK(scenario["job"].value("precision", nlohmann::json::object()).value("param_gather", "bf16") ==
+          (fp8 ? "fp8" : "bf16"));
+  }
+}
+
 TEST_CASE("a screened search keeps the best fraction and reports the tiers", "[optimizer][screen]")
 {
   auto j            = spansim::test::small_space();

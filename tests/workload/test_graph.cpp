@@ -291,6 +291,21 @@ TEST_CASE("Expert parallelism: all-to-all volumes and expert-data-parallel gradi
   const double edp     = dp / ep;
   check_close("dp bytes, whole job", ((dp - 1) * dense + (edp - 1) * experts) * 8 * m, traffic(sum, wl::Dim::dp, true),
               1e-12);
+  // FP8 primary weights (Megatron's fp8_param_gather) and BF16 gradient reduction: the linear layers' weights (the
+  // routed experts, attention, the shared expert) gathered at 1 byte, the rest (norms, router, embedding, output
+  // layer) at 2; gradients at 2.
+  json fp8            = job({.model     = "llama4-scout",
+                             .tp        = 2,
+                             .pp        = 2,
+                             .dp        = 8,
+                             .sequences = 32,
+                             .extra     = {{"ep", 4}, {"data_parallel", "fsdp"}}});
+  fp8["precision"]    = {{"compute", "fp8"}, {"gradient_reduce", "bf16"}, {"param_gather", "fp8"}};
+  const double linear = 48 * (attn + 3 * h * 8192);
+  const double gather = 1 * linear + 2 * (dense - linear);
+  check_close("dp bytes, FP8 parameter gather, whole job",
+              ((dp - 1) * (2 * gather + 2 * dense) + (edp - 1) * (2 * 1 * experts + 2 * experts)) * m,
+              traffic(summary_of(fp8), wl::Dim::dp, true), 1e-12);
 }
 
 TEST_CASE("Pipeline bubbles match (pp - 1) / (v m)")
