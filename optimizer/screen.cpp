@@ -22,9 +22,8 @@ enum Level { node_level, pod_level, building_level, region_level, world_level };
 // from the cost model.
 struct Structure {
   std::string reason; ///< non-empty: infeasible
-  double t_mb = 0, optimizer = 0, lead = 1, m = 1;
-  double backward = 0, wgrad = 0, ep_gather_bytes = 0; ///< per micro-batch: of t_mb, the backward and its W
-  double layers = 0, moe_layers = 0, dense = 0, expert = 0, dense_gather = 0, expert_gather = 0; ///< params, bytes
+  double t_mb = 0, m = 1, ep_gather_bytes = 0;
+  workload::StageCosts stage; ///< the busiest stage's (per micro-batch: of t_mb, its backward and W)
   double tp_bytes = 0, cp_bytes = 0, cp_a2a_bytes = 0, ep_bytes = 0, pp_bytes = 0, gradient_bytes = 4;
   int hsdp_shard = 1, passes = 2, cp_passes = 2; ///< forward passes of the collectives (recompute repeats them)
   bool tp_overlap          = false;
@@ -205,18 +204,9 @@ struct Screen::Impl {
         const double t_mb = st.forward + st.backward + st.recompute;
         if (s.m * t_mb + st.optimizer <= busiest)
           continue;
-        busiest         = s.m * t_mb + st.optimizer;
-        s.t_mb          = t_mb;
-        s.backward      = st.backward;
-        s.wgrad         = st.wgrad;
-        s.optimizer     = st.optimizer;
-        s.lead          = st.lead_share;
-        s.layers        = st.layers;
-        s.moe_layers    = st.moe_layers;
-        s.dense         = st.dense_params;
-        s.expert        = st.expert_params;
-        s.dense_gather  = st.dense_gather_bytes;
-        s.expert_gather = st.expert_gather_bytes;
+        busiest = s.m * t_mb + st.optimizer;
+        s.t_mb  = t_mb;
+        s.stage = st;
       }
       s.tp_bytes        = costs.tp_bytes;
       s.cp_bytes        = costs.cp_bytes;
@@ -437,7 +427,7 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
   const Point& ex       = space.experts()[at[knob_expert]];
   const auto kind       = sp.schedule[at[knob_schedule]];
   const bool dual       = kind == workload::ScheduleKind::dualpipe || kind == workload::ScheduleKind::dualpipev;
-  const double ep_calls = 2 * s.moe_layers * s.passes;
+  const double ep_calls = 2 * s.stage.moe_layers * s.passes;
   double expert_time    = 0;
   if (ex.dispatcher == workload::Dispatcher::allgather) {
     expert_time = collective(ep, sh.ep.n, Pattern::gather, s.ep_gather_bytes, Algorithm::ring,
@@ -460,18 +450,18 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
   // feed, a ring's K/V passes the attention: optimistic here (under the whole micro-batch's compute); tier 2 times
   // them op by op. a2a+p2p is priced as its ring (its all-to-alls stay inside a node), Ulysses as its two
   // all-to-alls per layer and pass, exposed.
-  const auto hidden  = [&](bool overlapped, double t) { return overlapped ? std::max(0.0, t - s.t_mb) : t; };
-  const bool ulysses = s.cp_comm == workload::CpComm::a2a;
-  expert_time        = hidden(ex.ep_overlap || dual, expert_time);
-  const double tp_time =
-      hidden(s.tp_overlap, collective(tp, sh.tp.n, Pattern::gather, s.tp_bytes, Algorithm::ring,
-                                      rule(Dim::tp, Purpose::tp_activations, tp), 4 * s.layers * s.passes, charge));
+  const auto hidden    = [&](bool overlapped, double t) { return overlapped ? std::max(0.0, t - s.t_mb) : t; };
+  const bool ulysses   = s.cp_comm == workload::CpComm::a2a;
+  expert_time          = hidden(ex.ep_overlap || dual, expert_time);
+  const double tp_time = hidden(s.tp_overlap, collective(tp, sh.tp.n, Pattern::gather, s.tp_bytes, Algorithm::ring,
+                                                         rule(Dim::tp, Purpose::tp_activations, tp),
+                                                         4 * s.stage.layers * s.passes, charge));
   const double cp_time =
       hidden(!ulysses && s.cp_comm != workload::CpComm::allgather,
              ulysses ? collective(cp, sh.cp.n, Pattern::all_to_all, s.cp_a2a_bytes, Algorithm::ring,
-                                  rule(Dim::cp, Purpose::cp_kv, cp), s.layers * s.cp_passes, charge)
+                                  rule(Dim::cp, Purpose::cp_kv, cp), s.stage.layers * s.cp_passes, charge)
                      : collective(cp, sh.cp.n, Pattern::gather, s.cp_bytes, Algorithm::ring,
-                                  rule(Dim::cp, Purpose::cp_kv, cp), s.layers * (s.cp_passes + 1), charge));
+                                  rule(Dim::cp, Purpose::cp_kv, cp), s.stage.layers * (s.cp_passes + 1), charge));
   const double per_mb = s.t_mb + tp_time + cp_time + expert_time;
   // Those charges are per micro-batch: scale them to the step.
   charge.building *= s.m;
@@ -493,7 +483,7 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
   // The bubble by the schedule's formula (workload/README.md): interleaved (pp - 1) / v of a micro-batch; ZB-H1
   // (pp - 1)(F + B - W) with B the input gradients; DualPipe (pp/2 - 1)(F&B + B - 3W) per chunk, DualPipeV the
   // same with 2 pp stages of half a stage each; a DualPipe stage runs each micro-batch through one of its two chunks.
-  const double extra = per_mb - s.t_mb, w = s.wgrad, b = s.backward;
+  const double extra = per_mb - s.t_mb, w = s.stage.wgrad, b = s.stage.backward;
   double core = 0;
   switch (kind) {
   case workload::ScheduleKind::zb_h1:
@@ -508,7 +498,7 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
   default:
     core = (s.m + double(pp - 1) / v) * per_mb;
   }
-  core += 2.0 * (pp - 1) * message + s.optimizer;
+  core += 2.0 * (pp - 1) * message + s.stage.optimizer;
 
   // Data parallelism: hidden under compute but for its first unit.
   const double gathers = reshard ? 2 * s.m : 1, reduces = reshard ? s.m : 1;
@@ -521,25 +511,25 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
   const double gb = s.gradient_bytes;
   switch (dpm) {
   case workload::DataParallelMode::ddp:
-    add(sh.dp, Pattern::all_reduce, gb * s.dense, 1, Purpose::grad_reduce);
-    add(sh.edp, Pattern::all_reduce, gb * s.expert, 1, Purpose::grad_reduce);
+    add(sh.dp, Pattern::all_reduce, gb * s.stage.dense_params, 1, Purpose::grad_reduce);
+    add(sh.edp, Pattern::all_reduce, gb * s.stage.expert_params, 1, Purpose::grad_reduce);
     break;
   case workload::DataParallelMode::fsdp:
-    add(sh.dp, Pattern::gather, s.dense_gather, gathers, Purpose::param_gather);
-    add(sh.dp, Pattern::gather, gb * s.dense, reduces, Purpose::grad_reduce);
-    add(sh.edp, Pattern::gather, s.expert_gather, gathers, Purpose::param_gather);
-    add(sh.edp, Pattern::gather, gb * s.expert, reduces, Purpose::grad_reduce);
+    add(sh.dp, Pattern::gather, s.stage.dense_gather_bytes, gathers, Purpose::param_gather);
+    add(sh.dp, Pattern::gather, gb * s.stage.dense_params, reduces, Purpose::grad_reduce);
+    add(sh.edp, Pattern::gather, s.stage.expert_gather_bytes, gathers, Purpose::param_gather);
+    add(sh.edp, Pattern::gather, gb * s.stage.expert_params, reduces, Purpose::grad_reduce);
     break;
   case workload::DataParallelMode::hsdp:
-    add(sh.dp_shard, Pattern::gather, s.dense_gather, gathers, Purpose::param_gather);
-    add(sh.dp_shard, Pattern::gather, gb * s.dense, reduces, Purpose::grad_reduce);
-    add(sh.dp_replicate, Pattern::all_reduce, gb * s.dense / s.hsdp_shard, reduces, Purpose::grad_reduce);
-    add(sh.edp, Pattern::gather, s.expert_gather, gathers, Purpose::param_gather);
-    add(sh.edp, Pattern::gather, gb * s.expert, reduces, Purpose::grad_reduce);
+    add(sh.dp_shard, Pattern::gather, s.stage.dense_gather_bytes, gathers, Purpose::param_gather);
+    add(sh.dp_shard, Pattern::gather, gb * s.stage.dense_params, reduces, Purpose::grad_reduce);
+    add(sh.dp_replicate, Pattern::all_reduce, gb * s.stage.dense_params / s.hsdp_shard, reduces, Purpose::grad_reduce);
+    add(sh.edp, Pattern::gather, s.stage.expert_gather_bytes, gathers, Purpose::param_gather);
+    add(sh.edp, Pattern::gather, gb * s.stage.expert_params, reduces, Purpose::grad_reduce);
     break;
   }
   const double once = dp_time / (reshard ? s.m : 1);
-  double step       = core + s.lead * once + std::max(0.0, dp_time - core);
+  double step       = core + s.stage.lead_share * once + std::max(0.0, dp_time - core);
   charge.building += dp_charge.building;
   charge.region += dp_charge.region;
   Site& site_facts = site(variant);
@@ -550,7 +540,7 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
     const auto& d    = *net.diloco;
     const int r      = sh.regions_spanned;
     const double per = std::max(1, sh.dp.n / sp.cp[at[knob_cp]]);
-    double shard     = (s.dense + s.expert) * gb / per;
+    double shard     = (s.stage.dense_params + s.stage.expert_params) * gb / per;
     double cost      = 0;
     shard /= d.fragments; // an exchange moves one fragment
     if (d.compression) {
