@@ -346,7 +346,7 @@ LayerParams layer_params(const ModelSpec& m, int layer)
     p.experts           = m.moe.experts * expert;
     p.router            = h * m.moe.experts;
     p.mlp_dense         = m.moe.shared_experts * expert + p.router;
-    mlp_active          = (m.moe.experts_per_token + m.moe.shared_experts) * expert + h * m.moe.experts;
+    mlp_active          = (m.moe.experts_per_token + m.moe.shared_experts) * expert + p.router;
     p.ffn_active        = double(m.moe.experts_per_token + m.moe.shared_experts) * m.moe.expert_ffn;
   } else {
     p.mlp_dense  = g * h * m.ffn;
