@@ -7,7 +7,8 @@ A fenced block preceded by one or more comments
 
 holds, for each comment in order, "$ COMMAND" and the lines of its output (all, or the ranges given, with "..."
 where lines are left out). `golden_docs.py --update FILE...` regenerates the blocks; `golden_docs.py FILE...`
-checks them and prints the difference (a ctest runs it). A mask is a regular expression whose matches are not
+checks them and prints the difference (a ctest runs it). `--match REGEX` checks only the blocks one of whose commands
+the expression finds, `--skip REGEX` all but those: the README's check is three ctests that run side by side. A mask is a regular expression whose matches are not
 compared (wall times). The source tree's absolute path is printed relative, so the output is the same anywhere.
 """
 import difflib
@@ -15,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARKER = re.compile(r"^<!-- output: (?P<cmd>.*?)(?: \[lines (?P<lines>[0-9,\- ]+)\])?(?: \[mask (?P<mask>.+?)\])? -->$")
@@ -75,16 +77,29 @@ def blocks(text):
 
 def main(argv):
     update = "--update" in argv
-    files = [a for a in argv if not a.startswith("--")]
+    match = skip = None
+    files = []
+    args = iter(argv)
+    for a in args:
+        if a in ("--match", "--skip"):
+            expression = re.compile(next(args, None) or sys.exit("golden_docs: %s needs a regular expression" % a))
+            match, skip = (expression, skip) if a == "--match" else (match, expression)
+        elif not a.startswith("--"):
+            files.append(a)
     binary = os.environ.get("SPANSIM_BINARY", "")
     failures = 0
     for name in files:
         path = os.path.join(ROOT, name)
         text = open(path).read()
         lines = text.split("\n")
-        replacements = []
+        replacements, checked = [], 0
         for start, end, specs in blocks(text):
+            commands = [cmd for cmd, _, _ in specs]
+            if (match and not any(match.search(c) for c in commands)) or (skip and any(skip.search(c) for c in commands)):
+                continue
+            checked += 1
             generated, masks = [], []
+            began = time.monotonic()
             for k, (cmd, ranges, mask) in enumerate(specs):
                 if k > 0:
                     generated.append("")
@@ -108,7 +123,10 @@ def main(argv):
                     sys.stdout.writelines(l + "\n" for l in difflib.unified_diff(
                         current, generated, "in " + name, "generated", lineterm="", n=1))
             else:
-                print("%s: block at line %d matches (%s)" % (name, start + 1, "; ".join(s[0] for s in specs)))
+                print("%s: block at line %d matches in %.1f s (%s)" % (name, start + 1, time.monotonic() - began,
+                                                                   "; ".join(s[0] for s in specs)))
+        if not checked:
+            raise SystemExit("golden_docs: %s has no output block that --match/--skip select" % name)
         for start, end, generated in reversed(replacements):
             lines[start:end] = generated
         if replacements:

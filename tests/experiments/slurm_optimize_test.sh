@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # `spansim optimize --slurm` against a real single-node Slurm started here (tests/experiments/local_slurm.sh): the
-# 16K two-buildings example's tiers 2 and 3 as job arrays give the local run's ranked table, bit for bit; a search
+# Llama 3 8B two-regions example's tiers 2 and 3 as job arrays (tasks sized at 2 s, so tier 3's six points run as
+# five tasks) give the local run's ranked table, bit for bit; a search
 # killed with SIGKILL while tier 3's array runs and started again loses no recorded point and ends with the same
 # table. Usage: slurm_optimize_test.sh SPANSIM_BINARY SOURCE_DIR. Exit 0 pass, 1 fail, 77 skip (says why).
 set -uo pipefail
 
 spansim=$1
 src=$2
-spec=$src/examples/optimize/llama3-405b-16k-two-buildings.json
+spec=$src/examples/optimize/llama3-8b-two-regions.json
 
 
 source "$(dirname "$0")/local_slurm.sh"
@@ -37,8 +38,8 @@ PY
 echo "== local run"
 timeout 600 "$spansim" optimize "$spec" --out "$work/local" --json > "$work/local.json" || fail "the local optimize failed"
 
-echo "== Slurm run (tiers 2 and 3 as job arrays, chunks of about 20 s)"
-timeout 900 "$spansim" optimize "$spec" --out "$work/slurm" --slurm --task-time 20s --json > "$work/slurm.json" \
+echo "== Slurm run (tiers 2 and 3 as job arrays, tasks of about 2 s)"
+timeout 900 "$spansim" optimize "$spec" --out "$work/slurm" --slurm --task-time 2s --json > "$work/slurm.json" \
   || { for f in "$work"/slurm/slurm/phase-*/*.log; do echo "--- $f" >&2; tail -n 20 "$f" >&2; done; fail "optimize --slurm failed"; }
 /usr/bin/python3 - "$work/slurm.json" <<'PY' || fail "the Slurm run did not send tiers 2 and 3 to job arrays"
 import json, sys
@@ -56,7 +57,7 @@ PY
 same_tables "$work/local.json" "$work/slurm.json" || fail "optimize --slurm ranked differently from the local run"
 
 echo "== killed with SIGKILL during tier 3, then resumed"
-"$spansim" optimize "$spec" --out "$work/kill" --slurm --task-time 20s --json > "$work/kill-1.json" 2> "$work/kill-1.err" &
+"$spansim" optimize "$spec" --out "$work/kill" --slurm --task-time 2s --json > "$work/kill-1.json" 2> "$work/kill-1.err" &
 coordinator=$!
 records=$work/kill/slurm/records
 for _ in $(seq 600); do
@@ -73,7 +74,7 @@ nbefore=$(echo "$before" | grep -c .)
 [ "$nbefore" -ge 2 ] || fail "no tier-3 point was recorded before the kill"
 stamps=$(cd "$records" && for f in $before; do stat -c '%n %Y.%y' "$f"; done)
 echo "killed with $nbefore tier-3 points recorded (array and merge jobs $(cat "$work/kill/slurm/phase-3-refine/jobs"))"
-timeout 900 "$spansim" optimize "$spec" --out "$work/kill" --slurm --task-time 20s --json > "$work/kill-2.json" \
+timeout 900 "$spansim" optimize "$spec" --out "$work/kill" --slurm --task-time 2s --json > "$work/kill-2.json" \
   || fail "the resumed optimize --slurm failed"
 after=$(cd "$records" && for f in $before; do stat -c '%n %Y.%y' "$f"; done)
 [ "$stamps" = "$after" ] || fail "points recorded before the kill were evaluated again"

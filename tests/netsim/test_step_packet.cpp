@@ -18,14 +18,14 @@ using spansim::test::expect_within;
 namespace {
 
 /// A small dense model, TP 1, DDP.
-json small_job(int pp, int dp)
+json small_job(int pp, int dp, int hidden = 2048)
 {
   return {{"name", "small"},
           {"model",
            {{"name", "small"},
             {"layers", 4},
-            {"hidden", 2048},
-            {"ffn", 8192},
+            {"hidden", hidden},
+            {"ffn", 4 * hidden},
             {"heads", 16},
             {"kv_heads", 16},
             {"vocab", 32000},
@@ -43,9 +43,10 @@ struct SmallStep {
   workload::StepGraph graph;
   std::optional<placement::Placement> place;
 
-  SmallStep(int pp, int dp)
+  SmallStep(int pp, int dp) : SmallStep(small_job(pp, dp)) {}
+  explicit SmallStep(const json& job_json)
   {
-    job   = workload::parse_job(small_job(pp, dp), "small.json");
+    job   = workload::parse_job(job_json, "small.json");
     graph = workload::build_step_graph(job);
     place.emplace(topo, job,
                   placement::PlacementSpec{{workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp},
@@ -93,7 +94,11 @@ TEST_CASE("a two-stage, two-replica step across two buildings runs at packet fid
 TEST_CASE("hybrid fidelity: flow when every correction is 1, moved by each measured factor otherwise",
           "[step][packet][hybrid]")
 {
-  SmallStep step(1, 2); // DP 2 across the two buildings: one DP all-reduce pattern
+  // DP 2 across the two buildings, its gradients reduced in one all-reduce: one pattern. Hidden 1,024 keeps them
+  // small, so the four packet runs (RoCE and DCTCP, each at packet and hybrid fidelity) stay short.
+  auto job_json       = small_job(1, 2, 1024);
+  job_json["effects"] = {{"dp_overlap_by_unit", false}};
+  SmallStep step(job_json);
   auto flow = step.run(netsim::Fidelity::flow);
 
   // Corrections of 1 leave the flow-level step as it is.
