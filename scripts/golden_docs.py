@@ -7,9 +7,10 @@ A fenced block preceded by one or more comments
 
 holds, for each comment in order, "$ COMMAND" and the lines of its output (all, or the ranges given, with "..."
 where lines are left out). `golden_docs.py --update FILE...` regenerates the blocks; `golden_docs.py FILE...`
-checks them and prints the difference (a ctest runs it). `--match REGEX` checks only the blocks one of whose commands
-the expression finds, `--skip REGEX` all but those: the README's check is three ctests that run side by side. A mask is a regular expression whose matches are not
-compared (wall times). The source tree's absolute path is printed relative, so the output is the same anywhere.
+checks them and prints the difference (a ctest runs it). `--match REGEX` checks only the blocks one of whose
+commands the expression finds, `--skip REGEX` all but those: the README's check is three ctests side by side. A
+mask is a regular expression whose matches are not compared (wall times). The source tree's absolute path is
+printed relative, so the output is the same anywhere.
 """
 import difflib
 import os
@@ -84,6 +85,8 @@ def main(argv):
         if a in ("--match", "--skip"):
             expression = re.compile(next(args, None) or sys.exit("golden_docs: %s needs a regular expression" % a))
             match, skip = (expression, skip) if a == "--match" else (match, expression)
+        elif a.startswith("--") and a != "--update":
+            sys.exit("golden_docs: unknown option %s (allowed: --update, --match REGEX, --skip REGEX)" % a)
         elif not a.startswith("--"):
             files.append(a)
     binary = os.environ.get("SPANSIM_BINARY", "")
@@ -95,7 +98,9 @@ def main(argv):
         replacements, checked = [], 0
         for start, end, specs in blocks(text):
             commands = [cmd for cmd, _, _ in specs]
-            if (match and not any(match.search(c) for c in commands)) or (skip and any(skip.search(c) for c in commands)):
+            if match and not any(match.search(c) for c in commands):
+                continue
+            if skip and any(skip.search(c) for c in commands):
                 continue
             checked += 1
             generated, masks = [], []
@@ -126,7 +131,8 @@ def main(argv):
                 print("%s: block at line %d matches in %.1f s (%s)" % (name, start + 1, time.monotonic() - began,
                                                                    "; ".join(s[0] for s in specs)))
         if not checked:
-            raise SystemExit("golden_docs: %s has no output block that --match/--skip select" % name)
+            raise SystemExit("golden_docs: %s has no output block%s" % (
+                name, " that --match/--skip select" if match or skip else ""))
         for start, end, generated in reversed(replacements):
             lines[start:end] = generated
         if replacements:

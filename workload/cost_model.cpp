@@ -93,15 +93,16 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
 }
 
 // Forward GEMM C = A B of shape (M, N, K): the backward computes dA = dC B^T, a GEMM (M, K, N), and
-// dB = A^T dC, a GEMM (N, K, M) whose reduction runs over the tokens and whose C is the fp32 gradient
-// accumulated across micro-batches (Megatron's gradient-accumulation fusion: read and written by the GEMM).
+// dB = A^T dC, a GEMM (N, K, M) whose reduction runs over the tokens and whose C is the gradient buffer
+// accumulated across micro-batches (Megatron's gradient-accumulation fusion: read and written by the GEMM), in the
+// job's gradient dtype (fp32, or bf16 where gradients are reduced in bf16: wgrad_gemm_accum_fp16).
 GemmShape dgrad(const GemmShape& f)
 {
   return {.m = f.m, .n = f.k, .k = f.n, .groups = f.groups};
 }
-GemmShape wgrad(const GemmShape& f)
+GemmShape wgrad(const GemmShape& f, double gradient_bytes)
 {
-  return {.m = f.n, .n = f.k, .k = f.m, .groups = f.groups, .accumulate_fp32 = true};
+  return {.m = f.n, .n = f.k, .k = f.m, .groups = f.groups, .accumulate_bytes = gradient_bytes};
 }
 
 // Adds the forward GEMMs, and their backward ones, to a layer's or chunk's cost; with a sustained clock below 1 the
@@ -113,6 +114,7 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
 {
   const GemmFormat format   = c.job.gpu.runs_as(bf16 ? Precision::bf16 : c.job.precision, c.job.fp8_recipe);
   const Precision precision = format.precision;
+  const double grad_bytes   = c.job.gradient_reduce_bytes;
   // A measured time, where the user's table covers the shape, replaces the model's (at the clocks it was
   // measured at: no sustained-clock term); the model still gives the HBM traffic.
   const auto& measured = c.job.gpu.measured;
@@ -145,7 +147,7 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
   for (const GemmShape& f : gemms) {
     const GemmCost fwd = seconds(f, c.clock);
     const GemmCost dg  = seconds(dgrad(f), c.clock);
-    const GemmCost wg  = seconds(wgrad(f), c.clock);
+    const GemmCost wg  = seconds(wgrad(f, grad_bytes), c.clock);
     k.gemm_fwd_seconds += fwd.seconds;
     k.gemm_fwd_bytes += fwd.bytes;
     k.gemm_bwd_seconds += dg.seconds + wg.seconds;
@@ -154,8 +156,9 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
     k.gemm_wgrad_bytes += wg.bytes;
     if (c.clock < 1) {
       k.clock_fwd_seconds += fwd.seconds - seconds(f, 1).seconds;
-      k.clock_bwd_seconds += dg.seconds + wg.seconds - seconds(dgrad(f), 1).seconds - seconds(wgrad(f), 1).seconds;
-      k.clock_wgrad_seconds += wg.seconds - seconds(wgrad(f), 1).seconds;
+      const double wg_full_clock = seconds(wgrad(f, grad_bytes), 1).seconds;
+      k.clock_bwd_seconds += dg.seconds + wg.seconds - seconds(dgrad(f), 1).seconds - wg_full_clock;
+      k.clock_wgrad_seconds += wg.seconds - wg_full_clock;
     }
     k.kernels_fwd += 1;
     k.kernels_bwd += 2;
@@ -555,7 +558,7 @@ GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& sha
   const double steps       = std::ceil(shape.k / tk);
   const double sms         = gpu.gemm.sms;
   const double mem_rate    = gpu.hbm_bandwidth * gpu.elementwise_efficiency;
-  const double c_out       = shape.accumulate_fp32 ? 2 * kFp32 : kBf16;
+  const double c_out       = shape.accumulate_bytes > 0 ? 2 * shape.accumulate_bytes : kBf16;
   const double plain_bytes = groups * ((shape.m + shape.n) * shape.k * in_bytes + shape.m * shape.n * c_out);
   cost.seconds             = std::numeric_limits<double>::infinity();
   for (const auto& [tm, tn] : gpu.gemm.tiles) {

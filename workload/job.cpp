@@ -163,6 +163,10 @@ void read_precision(spec::ObjectReader& r, JobSpec& job)
         pr->fail("param_gather", "FP8 primary weights (Megatron's fp8_param_gather) need compute \"fp8\" or "
                                  "\"mxfp8\"; this job computes in " +
                                      std::string(name_of(job.precision)));
+      // Megatron gathers FP8 primary weights from the distributed optimizer's or FSDP's shards; DDP gathers nothing.
+      if (job.parallelism.dp_mode == DataParallelMode::ddp)
+        pr->fail("param_gather", "FP8 parameter all-gathers need sharded data parallelism (data_parallel \"fsdp\" "
+                                 "or \"hsdp\"); this job's is \"ddp\", which gathers no parameters");
       job.low_precision_param_gather = true;
     }
     pr->finish();

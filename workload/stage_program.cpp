@@ -852,11 +852,31 @@ GatherBytes param_gather_bytes(const Context& c, const ChunkCost& ch)
           .expert = low * (ch.sum.params - ch.sum.dense_params)};
 }
 
+namespace {
+
+// A chunk's weights as they are held between steps: BF16, or FP8 primary weights as Transformer Engine keeps them,
+// the linear layers' data in both layouts (module/base.py quantizes a primary weight with rowwise and columnwise
+// usage: the forward's copy and the backward's, Hopper's transpose or MXFP8's column-wise blocks), norms, router,
+// embedding and output layer in BF16. BF16 primary weights' cached FP8 copies (the weight workspaces) are not counted.
+GatherBytes resident_weight_bytes(const Context& c, const ChunkCost& ch)
+{
+  GatherBytes held = param_gather_bytes(c, ch);
+  if (c.job.low_precision_param_gather) {
+    const double low = quantized_bytes(c.job.precision, c.job.fp8_recipe);
+    held.dense += low * ch.sum.dense_linear_params;
+    held.expert *= 2;
+  }
+  return held;
+}
+
+} // namespace
+
 StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs, int stage)
 {
   const auto& par = c.job.parallelism;
   StageStatics out;
   double unit_max = 0;
+  GatherBytes held;
   const Pipeline pipe(c.job);
   for (int v = 0; v < c.v; ++v) {
     const ChunkCost& ch = costs[pipe.model_chunk(stage, v)];
@@ -865,6 +885,9 @@ StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs
     const GatherBytes g = param_gather_bytes(c, ch);
     out.gather.dense += g.dense;
     out.gather.expert += g.expert;
+    const GatherBytes r = resident_weight_bytes(c, ch);
+    held.dense += r.dense;
+    held.expert += r.expert;
     // FSDP unshards one wrapped unit at a time (a transformer layer; the embedding and the output layer are units
     // of their own) and prefetches the next.
     unit_max = std::max({unit_max, ch.params_max_layer, ch.extra_params});
@@ -889,16 +912,21 @@ StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs
     opt.seconds += opt.effects.grad_clipping;
   }
 
-  // Memory: weights, gradients (fp32 accumulation) and Adam state, then activations at the schedule's peak.
-  MemoryEstimate& mem = out.memory;
-  mem.optimizer       = kOptimizerBytesPerParam * local;
+  // Memory: weights (resident_weight_bytes), gradients in the buffer's dtype, which is the reduce dtype (Megatron's
+  // param_and_grad_buffer.py), and Adam state; then activations at the schedule's peak.
+  MemoryEstimate& mem     = out.memory;
+  mem.optimizer           = kOptimizerBytesPerParam * local;
+  const double grad_bytes = c.job.gradient_reduce_bytes;
   if (par.dp_mode != DataParallelMode::ddp && par.reshard_after_forward) {
     // Sharded at rest; the unit being computed and the one prefetched are whole, and one unit's gradients.
-    mem.weights   = kBf16 * (local + 2 * unit_max);
-    mem.gradients = kFp32 * (local + unit_max);
+    const double dense_rate  = out.dense_params > 0 ? held.dense / out.dense_params : kBf16;
+    const double expert_rate = out.expert_params > 0 ? held.expert / out.expert_params : kBf16;
+    mem.weights = dense_rate * out.dense_params / dense_shard + expert_rate * out.expert_params / expert_shard +
+                  std::max(dense_rate, expert_rate) * 2 * unit_max;
+    mem.gradients = grad_bytes * (local + unit_max);
   } else {
-    mem.weights   = kBf16 * params;
-    mem.gradients = kFp32 * params;
+    mem.weights   = held.dense + held.expert;
+    mem.gradients = grad_bytes * params;
   }
   // One layer's working set: its activations, and what context parallelism holds around its attention.
   double live = 0, peak = 0, working = 0;

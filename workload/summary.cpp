@@ -18,6 +18,20 @@ std::string group_name(const Group& group)
   return out.empty() ? "none" : out;
 }
 
+std::string precision_line(const JobSpec& job)
+{
+  std::string line(name_of(job.precision));
+  if (job.precision == Precision::fp8)
+    line += " " + std::string(name_of(job.fp8_recipe));
+  const GemmFormat runs = job.gpu.runs_as(job.precision, job.fp8_recipe);
+  if (runs.precision != job.precision)
+    line += ", run as " + std::string(name_of(runs.precision)) + " on " + job.gpu.name;
+  line += std::string("; gradients ") + (job.gradient_reduce_bytes == 2 ? "bf16" : "fp32");
+  line += std::string("; parameters gathered in ") +
+          (job.low_precision_param_gather ? std::string(name_of(job.precision)) : std::string("bf16"));
+  return line;
+}
+
 std::string_view op_name(const Op& op)
 {
   return op.kind == OpKind::collective ? name_of(op.collective) : name_of(op.kind);

@@ -113,7 +113,6 @@ struct AttentionRates {
   double rate(double s, bool backward) const;
 };
 
-/// @brief Precision of the matrix products.
 /// @brief The number format of the linear layers' GEMMs: BF16, FP8 (E4M3 with per-tensor or block scales, by
 /// the job's recipe), MXFP8 (E4M3 in blocks of 32 with E8M0 scales, Blackwell) or NVFP4 (E2M1 in blocks of 16 with
 /// E4M3 scales and a per-tensor FP32 scale, Blackwell). Attention and the output layer stay in BF16.
@@ -322,11 +321,13 @@ constexpr std::array<std::string_view, 3> enum_names(Recompute)
 
 /// @brief One GEMM C[M x N] = A[M x K] B[K x N], or `groups` of them launched together (grouped MoE experts).
 struct GemmShape {
-  double m             = 0;
-  double n             = 0;
-  double k             = 0;
-  int groups           = 1;
-  bool accumulate_fp32 = false; ///< C is an fp32 buffer read and written (gradient-accumulation fusion).
+  double m   = 0;
+  double n   = 0;
+  double k   = 0;
+  int groups = 1;
+  /// @brief Bytes per element of C when C is the gradient buffer, read and written (gradient-accumulation fusion):
+  /// 4 in fp32, 2 where gradients are reduced in bf16; 0 when C is written once in bf16.
+  double accumulate_bytes = 0;
   /// @brief In a low precision: rows of A (per group) the rank quantizes itself, -1 for all m. Sequence parallelism
   /// quantizes its shard before the all-gather; an FP8 dispatch sends tokens already quantized.
   double cast_rows = -1;
@@ -341,8 +342,8 @@ struct GemmCost {
   double seconds    = 0; ///< max(FLOPs at that efficiency, bytes at the element-wise HBM rate).
 };
 
-/// @brief Costs a GEMM on `gpu` with inputs in `precision` (outputs are bf16, or fp32 when accumulating); the
-/// compute-bound part runs at `clock_fraction` of the measured rate (the sustained clock).
+/// @brief Costs a GEMM on `gpu` with inputs in `precision` (outputs are bf16, or the gradient buffer when
+/// accumulating); the compute-bound part runs at `clock_fraction` of the measured rate (the sustained clock).
 GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape, double clock_fraction = 1,
                    Fp8Recipe recipe = Fp8Recipe::delayed);
 
@@ -532,11 +533,14 @@ struct JobSpec {
   ParallelismSpec parallelism;
   BatchSpec batch;
   ScheduleSpec schedule;
-  Recompute recompute          = Recompute::none;
-  Precision precision          = Precision::bf16;
-  Fp8Recipe fp8_recipe         = Fp8Recipe::delayed;      ///< with precision fp8
-  AttentionKernel attention    = AttentionKernel::flash2; ///< The GPU's default unless `kernels.attention` is given.
-  double gradient_reduce_bytes = 4; ///< Bytes per gradient element on the wire (fp32: 4, bf16: 2).
+  Recompute recompute       = Recompute::none;
+  Precision precision       = Precision::bf16;
+  Fp8Recipe fp8_recipe      = Fp8Recipe::delayed;      ///< with precision fp8
+  AttentionKernel attention = AttentionKernel::flash2; ///< The GPU's default unless `kernels.attention` is given.
+  /// @brief Bytes per gradient element on the wire and in the gradient buffer (fp32: 4, bf16: 2): Megatron allocates
+  /// its gradient buffer in the reduce dtype (param_and_grad_buffer.py: "torch.float if grad_reduce_in_fp32, else
+  /// param.dtype"), and the weight-gradient GEMMs accumulate into it.
+  double gradient_reduce_bytes = 4;
   /// @brief Megatron's fp8_param_gather: the linear layers' weights are all-gathered in the compute format (FP8 or
   /// MXFP8, with their scales) rather than BF16.
   bool low_precision_param_gather = false;
@@ -605,6 +609,10 @@ std::string profile_dir();
 /// @brief The calibration profile in force and the effects switched off, as one line ("h100-published: clock
 /// 0.886, kernel gap 3.17 us; effects: all on").
 std::string calibration_line(const JobSpec& job);
+/// @brief The number formats in force, as one line: the GEMMs' (and how the GPU runs them where it differs: block-wise
+/// FP8 on Blackwell runs as MXFP8), the gradients' and the gathered parameters' ("fp8 blockwise, run as mxfp8 on
+/// b200; gradients bf16; parameters gathered in bf16").
+std::string precision_line(const JobSpec& job);
 /// @brief Reads and validates a job spec file. @throws SpecError with the JSON path of the problem.
 JobSpec load_job(const std::string& path);
 
@@ -711,7 +719,7 @@ struct Op {
   double model_flops    = 0; ///< FLOPs that count towards MFU (no recompute).
   double hardware_flops = 0; ///< FLOPs executed, recompute included.
   double seconds        = 0; ///< Compute time under the roofline and efficiency factors.
-  double hbm_bytes      = 0; ///< HBM traffic: weights (and fp32 gradient accumulation) plus element-wise ops.
+  double hbm_bytes      = 0; ///< HBM traffic: GEMMs (gradient accumulation included) plus element-wise ops.
   OpEffects effects{};       ///< the parts of `seconds` the production effects add
   /// @brief A CPU op of an imported trace (Chakra's `is_cpu_op`): it runs on the host's own stream, beside the GPU's
   /// compute and communication, as ASTRA-sim's hardware resource runs it.

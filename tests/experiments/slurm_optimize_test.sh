@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
 # `spansim optimize --slurm` against a real single-node Slurm started here (tests/experiments/local_slurm.sh): the
-# Llama 3 8B two-regions example's tiers 2 and 3 as job arrays (tasks sized at 2 s, so tier 3's six points run as
-# five tasks) give the local run's ranked table, bit for bit; a search
+# Llama 3 8B two-regions example, its top 10 refined (tasks sized at 2 s: tier 3's points run as tasks of one, a
+# window of several seconds to kill it in), gives with tiers 2 and 3 as job arrays the local run's ranked table, bit
+# for bit; a search
 # killed with SIGKILL while tier 3's array runs and started again loses no recorded point and ends with the same
 # table. Usage: slurm_optimize_test.sh SPANSIM_BINARY SOURCE_DIR. Exit 0 pass, 1 fail, 77 skip (says why).
 set -uo pipefail
 
 spansim=$1
 src=$2
-spec=$src/examples/optimize/llama3-8b-two-regions.json
-
-
 source "$(dirname "$0")/local_slurm.sh"
+
+spec=$work/llama3-8b-two-regions-top10.json
+/usr/bin/python3 - "$src/examples/optimize/llama3-8b-two-regions.json" "$spec" <<'PY' || fail "could not write the spec"
+import json, sys
+spec = json.load(open(sys.argv[1]))
+spec["top_k"] = 10
+json.dump(spec, open(sys.argv[2], "w"))
+PY
 
 # The same tables: every ranked point's configuration, scores, step and metrics, the baseline, the single
 # change and the search's counts, compared as JSON values (doubles exactly).

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -126,6 +127,7 @@ TEST_CASE("hybrid fidelity: flow when every correction is 1, moved by each measu
     CHECK(restored == before.size());
   }
 
+  double furthest = 0; // the largest |factor - 1| measured
   for (const char* transport : {"roce", "dctcp"}) {
     auto packet        = step.run(netsim::Fidelity::packet, transport);
     auto hybrid        = step.run(netsim::Fidelity::hybrid, transport);
@@ -138,6 +140,7 @@ TEST_CASE("hybrid fidelity: flow when every correction is 1, moved by each measu
     // One pattern here: the DP all-reduce of the two buildings. Its packet/flow ratio stretches it by as much.
     REQUIRE(report["patterns"] == 1);
     const double factor = report["corrections"][0]["factor"].get<double>();
+    furthest            = std::max(furthest, std::fabs(factor - 1));
     expect_within(std::string(transport) + ": the DP all-reduce at hybrid vs flow x its measured factor",
                   factor * dp_collective_seconds(step.graph, flow), dp_collective_seconds(step.graph, hybrid), 0.02);
     // Hybrid lands nearer packet than flow does (or on it, when they already agree).
@@ -150,6 +153,10 @@ TEST_CASE("hybrid fidelity: flow when every correction is 1, moved by each measu
       differ += hybrid.link_bytes[k] != flow.link_bytes[k];
     CHECK(differ == 0);
   }
+  // RoCE runs near the fluid model (a factor of about 1.006); DCTCP's slow start stretches the all-reduce (about
+  // 1.8), so the corrections above move the step by more than rounding.
+  INFO("largest |factor - 1|: " << furthest);
+  CHECK(furthest > 0.1);
 }
 
 TEST_CASE("hybrid fidelity: a step whose DP flows ECMP forces together moves to sprayed packets' time",

@@ -1,5 +1,5 @@
 // The compute model against closed forms: GEMM efficiency from the measured ceiling, tile and wave quantization and
-// K-depth padding; the byte floor with fp32 gradient accumulation; attention at the kernel library's forward and
+// K-depth padding; the byte floor of gradient accumulation (fp32 or bf16 buffers); attention at the kernel library's forward and
 // backward rates; a layer-by-layer forward and backward assembled from those parts.
 #include "common/error.hpp"
 #include "common/units.hpp"
@@ -86,12 +86,12 @@ TEST_CASE("One tile more than whole waves costs a wave, partial tiles and K padd
   }
 }
 
-TEST_CASE("A weight-gradient GEMM over few tokens is bound by its fp32 accumulation traffic")
+TEST_CASE("A weight-gradient GEMM over few tokens is bound by its gradient buffer traffic, fp32 or bf16")
 {
   // dW (4096 x 4096) = X^T dY over 16 tokens: 0.5 GFLOP against a 64 MiB fp32 gradient read and written.
   const wl::GpuSpec g = wl::load_gpu("h100");
   const double out = 4096, in = 4096, tokens = 16;
-  const wl::GemmShape w{.m = out, .n = in, .k = tokens, .accumulate_fp32 = true};
+  const wl::GemmShape w{.m = out, .n = in, .k = tokens, .accumulate_bytes = 4};
   const double bytes   = (out + in) * tokens * 2 + out * in * 8;
   const wl::GemmCost c = wl::gemm_cost(g, wl::Precision::bf16, w);
   check_close("wgrad bytes (bf16 A, B; fp32 C read + write)", bytes, c.bytes, 1e-12);
@@ -101,6 +101,12 @@ TEST_CASE("A weight-gradient GEMM over few tokens is bound by its fp32 accumulat
   // Without the accumulation C is a bf16 output: 4x fewer C bytes.
   const wl::GemmCost plain = wl::gemm_cost(g, wl::Precision::bf16, {.m = out, .n = in, .k = tokens});
   check_close("bf16 C bytes", (out + in) * tokens * 2 + out * in * 2, plain.bytes, 1e-12);
+  // A bf16 gradient buffer (gradients reduced in bf16: Megatron's wgrad_gemm_accum_fp16) is read and written at 2
+  // bytes an element.
+  const wl::GemmShape w16{.m = out, .n = in, .k = tokens, .accumulate_bytes = 2};
+  const wl::GemmCost c16 = wl::gemm_cost(g, wl::Precision::bf16, w16);
+  check_close("wgrad bytes (bf16 C read + write)", (out + in) * tokens * 2 + out * in * 4, c16.bytes, 1e-12);
+  check_close("wgrad seconds, bf16 buffer", c16.bytes / (kHbm * kElementwise), c16.seconds, 1e-12);
 }
 
 TEST_CASE("FP8 GEMMs run at the FP8 ceiling and read one byte per input element")
@@ -203,6 +209,13 @@ TEST_CASE("Block-wise FP8 runs as MXFP8 where the GPU has MXFP8 and no block-sca
   const wl::GemmFormat hopper = h100.runs_as(wl::Precision::fp8, wl::Fp8Recipe::blockwise);
   CHECK(hopper.precision == wl::Precision::fp8);
   CHECK(hopper.recipe == wl::Fp8Recipe::blockwise);
+  // The job says so where it happens (workload describe's precision line).
+  const auto b200_job = wl::load_job(std::string(SPANSIM_SOURCE_DIR) + "/examples/jobs/deepseek-v3-2048-b200.json");
+  CHECK(wl::precision_line(b200_job) ==
+        "fp8 blockwise, run as mxfp8 on b200; gradients bf16; parameters gathered in bf16");
+  auto h100_job = b200_job;
+  h100_job.gpu  = h100;
+  CHECK(wl::precision_line(h100_job) == "fp8 blockwise; gradients bf16; parameters gathered in bf16");
 }
 
 namespace {
@@ -262,8 +275,7 @@ TEST_CASE("A compute-bound pass is the sum of its GEMMs, attention at the librar
   auto add = [&](const wl::GemmShape& f, double times) {
     const wl::GemmCost c = wl::gemm_cost(g, wl::Precision::bf16, f);
     const wl::GemmCost d = wl::gemm_cost(g, wl::Precision::bf16, {.m = f.m, .n = f.k, .k = f.n});
-    const wl::GemmCost w =
-        wl::gemm_cost(g, wl::Precision::bf16, {.m = f.n, .n = f.k, .k = f.m, .accumulate_fp32 = true});
+    const wl::GemmCost w = wl::gemm_cost(g, wl::Precision::bf16, {.m = f.n, .n = f.k, .k = f.m, .accumulate_bytes = 4});
     fwd += times * c.seconds;
     bwd += times * (d.seconds + w.seconds);
     fwd_bytes += times * c.bytes;

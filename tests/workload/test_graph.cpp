@@ -403,6 +403,24 @@ TEST_CASE("Memory matches hand-computed cases")
     check_close("fsdp reshard stage 0 weights", 2 * (stage0 / 2 + 2 * layer), r.stages[0].memory.weights, 1e-12);
     check_close("fsdp reshard stage 0 gradients", 4 * (stage0 / 2 + layer), r.stages[0].memory.gradients, 1e-12);
   }
+  {
+    // Megatron's buffers as its FP8 recipes set them: gradients in the reduce dtype (bf16: 2 bytes) and FP8 primary
+    // weights (fp8_param_gather), here MXFP8 on a B200: the linear layers' 1 + 1/32 bytes a weight in each of
+    // Transformer Engine's two layouts; norms and embedding stay bf16.
+    json par             = {{"dp", 2}, {"data_parallel", "fsdp"}, {"reshard_after_forward", false}};
+    json j               = job({.model = tiny, .pp = 2, .dp = 2, .seq = 512, .sequences = 8, .extra = par});
+    j["gpu"]             = "b200";
+    j["precision"]       = {{"compute", "mxfp8"}, {"gradient_reduce", "bf16"}};
+    const auto bf16_grad = wl::build_step_graph(wl::parse_job(j, "test.json"));
+    check_close("bf16 gradient buffer, stage 0", 2 * stage0, bf16_grad.stages[0].memory.gradients, 1e-12);
+    check_close("bf16 weights without FP8 primary weights", 2 * stage0, bf16_grad.stages[0].memory.weights, 1e-12);
+    j["precision"]["param_gather"] = "fp8";
+    const auto fp8_params          = wl::build_step_graph(wl::parse_job(j, "test.json"));
+    const double linear            = 2 * (layer - 512); // Q, K, V, O and the MLP of stage 0's two layers
+    check_close("MXFP8 primary weights, stage 0", 2 * (1 + 1.0 / 32) * linear + 2 * (stage0 - linear),
+                fp8_params.stages[0].memory.weights, 1e-12);
+    check_close("MXFP8 primary weights, stage 0 gradients", 2 * stage0, fp8_params.stages[0].memory.gradients, 1e-12);
+  }
 }
 
 TEST_CASE("Memory: context parallelism adds its K/V buffers to a layer's working set")
