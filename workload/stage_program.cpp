@@ -857,7 +857,7 @@ namespace {
 // A chunk's weights as they are held between steps: BF16, or FP8 primary weights as Transformer Engine keeps them,
 // the linear layers' data in both layouts (module/base.py quantizes a primary weight with rowwise and columnwise
 // usage: the forward's copy and the backward's, Hopper's transpose or MXFP8's column-wise blocks), norms, router,
-// embedding and output layer in BF16. BF16 primary weights' cached FP8 copies (the weight workspaces) are not counted.
+// embedding and output layer in BF16.
 GatherBytes resident_weight_bytes(const Context& c, const ChunkCost& ch)
 {
   GatherBytes held = param_gather_bytes(c, ch);
@@ -869,13 +869,24 @@ GatherBytes resident_weight_bytes(const Context& c, const ChunkCost& ch)
   return held;
 }
 
+// The low-precision copies that BF16 primary weights leave cached: Transformer Engine quantizes a weight on the first
+// micro-batch and keeps the copy (both layouts) in the module's weight workspace for the others, as Megatron passes
+// is_first_microbatch; every linear layer holds one between steps. None in BF16 or with FP8 primary weights.
+double weight_cache_bytes(const Context& c, const ChunkCost& ch)
+{
+  if (c.job.precision == Precision::bf16 || c.job.low_precision_param_gather)
+    return 0;
+  const double linear = ch.sum.dense_linear_params + (ch.sum.params - ch.sum.dense_params);
+  return 2 * quantized_bytes(c.job.precision, c.job.fp8_recipe) * linear;
+}
+
 } // namespace
 
 StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs, int stage)
 {
   const auto& par = c.job.parallelism;
   StageStatics out;
-  double unit_max = 0;
+  double unit_max = 0, cached = 0;
   GatherBytes held;
   const Pipeline pipe(c.job);
   for (int v = 0; v < c.v; ++v) {
@@ -888,6 +899,7 @@ StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs
     const GatherBytes r = resident_weight_bytes(c, ch);
     held.dense += r.dense;
     held.expert += r.expert;
+    cached += weight_cache_bytes(c, ch);
     // FSDP unshards one wrapped unit at a time (a transformer layer; the embedding and the output layer are units
     // of their own) and prefetches the next.
     unit_max = std::max({unit_max, ch.params_max_layer, ch.extra_params});
@@ -925,7 +937,8 @@ StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs
                   std::max(dense_rate, expert_rate) * 2 * unit_max;
     mem.gradients = grad_bytes * (local + unit_max);
   } else {
-    mem.weights   = held.dense + held.expert;
+    // Whole weights and their cached low-precision copies (PyTorch FSDP's resharding casts per use instead).
+    mem.weights   = held.dense + held.expert + cached;
     mem.gradients = grad_bytes * params;
   }
   // One layer's working set: its activations, and what context parallelism holds around its attention.
