@@ -200,7 +200,8 @@ TEST_CASE("a Kineto trace's GEMM times replace the model's: the replayed step is
   const std::vector<workload::GemmShape> layer{{128, 768, 256}, {128, 256, 256}, {128, 1024, 256}, {128, 256, 512}};
   const workload::GemmShape head{128, 1000, 256};
   auto passes = [](const workload::GemmShape& f) {
-    return std::vector<workload::GemmShape>{f, {f.m, f.k, f.n}, {f.n, f.k, f.m, 1, true}};
+    return std::vector<workload::GemmShape>{
+        f, {.m = f.m, .n = f.k, .k = f.n}, {.m = f.n, .n = f.k, .k = f.m, .accumulate_bytes = 4}}; // fp32 buffer
   };
   std::vector<Call> calls;
   std::map<std::tuple<double, double, double>, double> measured;
