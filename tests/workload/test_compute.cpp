@@ -1,6 +1,6 @@
 // The compute model against closed forms: GEMM efficiency from the measured ceiling, tile and wave quantization and
-// K-depth padding; the byte floor of gradient accumulation (fp32 or bf16 buffers); attention at the kernel library's forward and
-// backward rates; a layer-by-layer forward and backward assembled from those parts.
+// K-depth padding; the byte floor of gradient accumulation (fp32 or bf16 buffers); attention at the kernel library's
+// forward and backward rates; a layer-by-layer forward and backward assembled from those parts.
 #include "common/error.hpp"
 #include "common/units.hpp"
 #include "roofline.hpp"
