@@ -143,8 +143,22 @@ void calibrate(const CalibrateOptions& o)
     std::cout << "\nWritten: " << o.out << "\n";
 }
 
+// "4.7% (31)", or "- (0)" when no row has the role: a mean over no rows is no figure.
+std::string mape(double value, std::size_t rows)
+{
+  return (rows > 0 ? fixed(100 * value, 1) + "%" : std::string("-")) + " (" + std::to_string(rows) + ")";
+}
+
 void validate(const ValidateOptions& o)
 {
+  const bool role = o.slurm_task > 0 || !o.slurm_merge.empty(); // a batch script's: it passes what its task needs
+  if (!role)
+    o.slurm.check_used();
+  // --out holds Slurm's records: a local run writes nothing there, so a folder given for it would stay empty.
+  if (!o.out.empty() && !o.slurm.any() && !role)
+    throw UsageError("--out \"" + o.out +
+                     "\" is the folder of --slurm's records, scripts and logs; it needs --slurm or "
+                     "--slurm-dry-run (a local validate writes no files: use --json to keep its results)");
   auto dataset = calibration::load_dataset(o.runs.empty() ? calibration::default_dataset_path() : o.runs);
   if (!o.only.empty())
     std::erase_if(dataset.runs, [&](const calibration::PublishedRun& r) {
@@ -299,16 +313,17 @@ void validate(const ValidateOptions& o)
                "same with the profile fitted without the row; FLOPs: the formula of a TFLOP/s or MFU figure, which "
                "the simulated figure follows (the source's count per step over the simulated step time); other "
                "figures are step times and token rates\n";
-  std::cout << "MAPE: fit rows " << fixed(100 * report.mape_fit, 1) << "% (" << report.fit_rows << "), check rows "
-            << fixed(100 * report.mape_check, 1) << "% (" << report.check_rows << ")";
+  std::cout << "MAPE: fit rows " << mape(report.mape_fit, report.fit_rows) << ", check rows "
+            << mape(report.mape_check, report.check_rows);
   if (vo.leave_one_out)
-    std::cout << ", fit rows left out one at a time " << fixed(100 * report.mape_loo, 1) << "%";
+    std::cout << ", fit rows left out one at a time "
+              << (report.fit_rows > 0 ? fixed(100 * report.mape_loo, 1) + "%" : std::string("-"));
   std::cout << "\n";
   for (const auto& [name, part] :
        {std::pair{"dense", &report.dense}, std::pair{"MoE", &report.moe}, std::pair{"cross-site", &report.cross_site}})
     if (part->fit_rows + part->check_rows > 0) {
-      std::cout << "  " << name << " rows: fit " << fixed(100 * part->fit, 1) << "% (" << part->fit_rows << "), check "
-                << fixed(100 * part->check, 1) << "% (" << part->check_rows << ")";
+      std::cout << "  " << name << " rows: fit " << mape(part->fit, part->fit_rows) << ", check "
+                << mape(part->check, part->check_rows);
       if (vo.leave_one_out && part->loo_rows > 0)
         std::cout << ", left out " << fixed(100 * part->loo, 1) << "%";
       std::cout << "\n";

@@ -66,37 +66,53 @@ netsim::NcclSettings nccl_settings(const CollectiveOptions& o)
   return n;
 }
 
+/// @brief Most sizes in one sweep: each is one call in the graph, and a range is refused before it grows past this.
+constexpr std::size_t kMaxSweepSizes = 64;
+
+/// @brief The sizes of --sizes, each checked as it is read: a range stops at kMaxSweepSizes points instead of
+/// building a sweep of billions (a factor just above 1) and counting it afterwards.
 std::vector<double> parse_sizes(const std::string& text, double factor)
 {
-  std::vector<double> out;
-  auto colon = text.find(':');
-  try {
-    if (colon != std::string::npos) {
-      double lo = units::parse_size(text.substr(0, colon));
-      double hi = units::parse_size(text.substr(colon + 1));
-      if (!(lo > 0) || hi < lo)
-        throw UsageError("--sizes: the range must go from a positive size up to a larger one");
-      if (!(factor > 1))
-        throw UsageError("--factor must be greater than 1");
-      for (double s = lo; s <= hi * (1 + 1e-12); s *= factor)
-        out.push_back(s);
-    } else {
-      std::size_t pos = 0;
-      while (pos <= text.size()) {
-        auto comma = text.find(',', pos);
-        out.push_back(
-            units::parse_size(text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos)));
-        if (comma == std::string::npos)
-          break;
-        pos = comma + 1;
-      }
+  auto size = [](const std::string& part) {
+    double s = 0;
+    try {
+      s = units::parse_size(part);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--sizes: ") + e.what());
     }
-  } catch (const UsageError& e) {
-    throw UsageError(std::string("--sizes: ") + e.what());
+    // A call of 0 bytes moves nothing: its bandwidth would be 0/0.
+    if (!(s > 0))
+      throw UsageError("--sizes: \"" + part + "\" is 0 bytes; sizes must be greater than 0 (such as 1B or 1MiB)");
+    return s;
+  };
+  auto too_many = [&] {
+    return UsageError("--sizes \"" + text + "\": more than " + std::to_string(kMaxSweepSizes) +
+                      " sizes per sweep (give a larger --factor or a narrower range)");
+  };
+  std::vector<double> out;
+  if (const auto colon = text.find(':'); colon != std::string::npos) {
+    const double lo = size(text.substr(0, colon));
+    const double hi = size(text.substr(colon + 1));
+    if (hi < lo)
+      throw UsageError("--sizes \"" + text + "\": the range must go from a smaller size up to a larger one");
+    if (!(factor > 1))
+      throw UsageError("--factor must be greater than 1");
+    for (double s = lo; s <= hi * (1 + 1e-12); s *= factor) {
+      if (out.size() == kMaxSweepSizes)
+        throw too_many();
+      out.push_back(s);
+    }
+    return out;
   }
-  if (out.size() > 64)
-    throw UsageError("--sizes: at most 64 sizes per sweep");
-  return out;
+  for (std::size_t pos = 0;;) {
+    const auto comma = text.find(',', pos);
+    if (out.size() == kMaxSweepSizes)
+      throw too_many();
+    out.push_back(size(text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos)));
+    if (comma == std::string::npos)
+      return out;
+    pos = comma + 1;
+  }
 }
 
 std::vector<int> select_gpus(const CollectiveOptions& o, std::int64_t gpu_count)
@@ -277,11 +293,16 @@ void add_collective_command(CLI::App& app)
   c->add_flag("--no-windows", o->no_windows, "Leave NCCL's slot windows out (every transfer at its links' share)");
   c->add_option("--ranks,-r", o->ranks, "Number of GPUs: the first R in node order (see --stride, --first)")
       ->check(integer_in(1, int_max));
-  c->add_option("--stride", o->stride, "Take every N-th GPU (8 = one GPU per HGX node, same rail)")
-      ->check(integer_in(1, int_max));
-  c->add_option("--first", o->first, "Index of the first GPU")->check(integer_in(0, int_max));
-  c->add_option("--gpus", o->gpus, "Explicit GPU list in ring order, e.g. 0,8,16 or 0-7");
-  c->add_option("--sizes,-s", o->sizes, "Sizes per rank: MIN:MAX (multiplied by --factor) or a list A,B,C");
+  auto* stride = c->add_option("--stride", o->stride, "Take every N-th GPU (8 = one GPU per HGX node, same rail)")
+                     ->check(integer_in(1, int_max));
+  auto* first = c->add_option("--first", o->first, "Index of the first GPU")->check(integer_in(0, int_max));
+  // An explicit list has no stride or first GPU: taken with one, the other would be ignored.
+  c->add_option("--gpus", o->gpus, "Explicit GPU list in ring order, e.g. 0,8,16 or 0-7 (not with --stride, --first)")
+      ->excludes(stride)
+      ->excludes(first);
+  c->add_option("--sizes,-s", o->sizes,
+                "Sizes per rank: MIN:MAX (multiplied by --factor) or a list A,B,C; each above 0 bytes, at most " +
+                    std::to_string(kMaxSweepSizes) + " sizes");
   c->add_option("--factor,-f", o->factor, "Size multiplier between sweep points")->check(finite_number(1, true));
   c->add_flag("--json", o->json, "Print one JSON document");
   c->callback([o] { run(*o); });

@@ -137,6 +137,8 @@ void run_dlrm(const OptimizeOptions& o)
 
 void run(const OptimizeOptions& o)
 {
+  if (o.slurm_task.empty() && o.slurm_merge.empty()) // the batch scripts' roles pass the options their task needs
+    o.slurm.check_used();
   {
     // A scenario (it names a job) is a DLRM search; anything else is an optimize spec.
     const auto doc = spec::load_json_file(o.spec);
@@ -321,6 +323,10 @@ void run(const OptimizeOptions& o)
           {"#", "configuration", "step", "analytical", "MFU", "exposed tp", "exposed pp", "exposed dp", "bubble",
            "across buildings"},
           {}};
+  // A MoE search's expert all-to-alls are often its largest exposed communication.
+  const bool moe = spec.base.model.moe.experts > 0;
+  if (moe)
+    t.headers.insert(t.headers.begin() + 8, "exposed ep");
   if (spec.reliability) {
     t.title += spec.time_to_train ? "; ranked by step / ETTR (expected time to train)" : "";
     t.headers.insert(t.headers.begin() + 3, {"ETTR", "step / ETTR"});
@@ -337,6 +343,8 @@ void run(const OptimizeOptions& o)
                                  units::format_time(m.exposed[workload::Dim::dp]),
                                  units::format_time(m.bubble),
                                  units::format_size(m.bytes_across_buildings.value_or(0.0))};
+    if (moe)
+      out.insert(out.begin() + 8, units::format_time(m.exposed[workload::Dim::ep]));
     if (spec.reliability)
       out.insert(out.begin() + 3,
                  {e.ettr ? pct(*e.ettr) + " (" + e.recovery + ")" : "-", units::format_time(e.effective_step())});

@@ -44,6 +44,19 @@ std::string pct(double x)
   return fixed(100 * x, 1) + "%";
 }
 
+// The ETTR with its spread over trials and its closed form: one trial has no spread, and a "+- 0.0%" would read as a
+// certain figure.
+std::string ettr_text(const reliability::RunOutcome& outcome, int trials)
+{
+  std::string text = pct(outcome.ettr);
+  std::string note = trials > 1 ? "" : "one trial: no spread";
+  if (trials > 1)
+    text += " +- " + pct(outcome.ettr_stddev);
+  if (outcome.ettr_closed_form > 0)
+    note += (note.empty() ? "" : "; ") + std::string("closed form ") + pct(outcome.ettr_closed_form);
+  return note.empty() ? text : text + " (" + note + ")";
+}
+
 void run(const ReliabilityOptions& o)
 {
   auto sc = scenario::load_scenario(o.scenario);
@@ -174,9 +187,7 @@ void run(const ReliabilityOptions& o)
       {"interruptions",
        fixed(outcome.interruptions, 1) +
            (outcome.replica_failures > 0 ? " (" + fixed(outcome.replica_failures, 1) + " recovered by replicas)" : "")},
-      {"ETTR (goodput)",
-       pct(outcome.ettr) + " +- " + pct(outcome.ettr_stddev) +
-           (outcome.ettr_closed_form > 0 ? " (closed form " + pct(outcome.ettr_closed_form) + ")" : "")},
+      {"ETTR (goodput)", ettr_text(outcome, o.trials)},
       {"lost: re-computation", units::format_time(outcome.lost_recompute)},
       {"lost: restarts", units::format_time(outcome.lost_restart)},
       {"lost: checkpoint writes", units::format_time(outcome.lost_checkpoint)},

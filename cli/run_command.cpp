@@ -95,7 +95,10 @@ void run(const RunOptions& o)
   if (o.steps > 0 && !scenario.variability)
     throw UsageError("--steps samples steps under the scenario's \"variability\" block, and " + scenario.file +
                      " has none (reliability/README.md)");
-  if (o.seed >= 0 && scenario.variability)
+  if (o.seed >= 0 && !scenario.variability)
+    throw UsageError("--seed sets the seed of the scenario's \"variability\" block, and " + scenario.file +
+                     " has none (reliability/README.md)");
+  if (o.seed >= 0)
     scenario.variability->seed = static_cast<std::uint64_t>(o.seed);
   // A status line on a terminal: large steps take a while at flow and packet fidelity.
   const bool status = !o.json && stderr_is_terminal();
@@ -332,13 +335,15 @@ void add_run_command(CLI::App& app)
   auto* c = app.add_subcommand("run", "Co-simulate one training step of a scenario (default: Llama 3 405B on "
                                       "two-buildings)");
   c->add_option("scenario", o->scenario, "Scenario file (topology + job + placement + fidelity)");
-  c->add_option("--fidelity", o->fidelity, "Override the scenario's fidelity: analytical, flow, packet");
-  c->add_option("--out", o->out, "Directory for summary.json, layers.csv and trace.json (default out/NAME)");
-  c->add_flag("--no-outputs", o->no_outputs, "Write no files");
+  c->add_option("--fidelity", o->fidelity, "Override the scenario's fidelity: " + allowed_names<netsim::Fidelity>());
+  auto* out =
+      c->add_option("--out", o->out, "Directory for summary.json, layers.csv and trace.json (default out/NAME)");
+  c->add_flag("--no-outputs", o->no_outputs, "Write no files")->excludes(out);
   c->add_flag("--json", o->json, "Print one JSON document (the summary)");
   c->add_option("--steps", o->steps, "Sample this many steps under the scenario's variability block")
       ->check(integer_in(1, 1000000));
-  c->add_option("--seed", o->seed, "Override the variability block's seed")->check(integer_in(0, 1LL << 53));
+  c->add_option("--seed", o->seed, "Override the variability block's seed (a scenario without one is refused)")
+      ->check(integer_in(0, 1LL << 53));
   c->callback([o] { run(*o); });
 }
 

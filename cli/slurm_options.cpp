@@ -42,6 +42,15 @@ std::pair<int, int> SlurmFlags::share() const
   return {static_cast<int>(k), static_cast<int>(n)};
 }
 
+void SlurmFlags::check_used() const
+{
+  if (any())
+    return;
+  for (const auto* option : slurm_only)
+    if (option->count() > 0)
+      throw UsageError(option->get_name() + " shapes the Slurm job arrays: it needs --slurm or --slurm-dry-run");
+}
+
 void add_sbatch_flags(CLI::App* c, experiments::SlurmOptions& to, const std::string& when)
 {
   c->add_option("--cpus-per-task", to.cpus_per_task, when + "Worker processes per array task")
@@ -56,9 +65,13 @@ void add_slurm_flags(CLI::App* c, SlurmFlags& f, const std::string& what)
   c->add_flag("--slurm", f.slurm,
               what + " as Slurm job arrays (on a file system the nodes share; run it again to resume)");
   c->add_flag("--slurm-dry-run", f.dry_run, "Write the first job array's batch scripts without submitting them");
-  c->add_option("--task-time", f.task_time, "With --slurm: the time each array task should take (default 10min)");
-  c->add_option("--max-tasks", f.max_tasks, "With --slurm: most array tasks per phase")->check(integer_in(1, 100000));
+  f.slurm_only = {
+      c->add_option("--task-time", f.task_time, "With --slurm: the time each array task should take (default 10min)"),
+      c->add_option("--max-tasks", f.max_tasks, "With --slurm: most array tasks per phase")
+          ->check(integer_in(1, 100000))};
   add_sbatch_flags(c, f.sbatch, "With --slurm: ");
+  for (const char* name : {"--cpus-per-task", "--partition", "--time", "--sbatch-arg"})
+    f.slurm_only.push_back(c->get_option(name));
   c->add_option("--task", f.task)->group(""); // a batch script's role, not for people
 }
 

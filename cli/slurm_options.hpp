@@ -27,6 +27,11 @@ struct SlurmFlags {
   double task_seconds() const;
   /// @brief --task as {K, N}. @throws UsageError unless 0 <= K < N.
   std::pair<int, int> share() const;
+  /// @brief Refuses the options that only shape Slurm's jobs when neither --slurm nor --slurm-dry-run is given:
+  /// unused, they would be ignored without a word. @throws UsageError naming the first such option.
+  void check_used() const;
+  /// @brief The options check_used() looks at (add_slurm_flags fills it).
+  std::vector<const CLI::Option*> slurm_only;
 };
 
 /// @brief A script role of two whole numbers written `form` ("K/N", "P/N"), as a pair.

@@ -23,8 +23,8 @@ namespace {
 struct DescribeOptions {
   std::string topology;
   std::string dot_file;
-  bool json       = false;
-  bool boundaries = true;
+  bool json          = false;
+  bool no_boundaries = false;
 };
 
 struct TierRow {
@@ -68,7 +68,7 @@ void describe(const DescribeOptions& o)
     row.capacity += l.bandwidth;
   }
   std::vector<topology::BoundaryCapacity> boundaries;
-  if (o.boundaries)
+  if (!o.no_boundaries)
     boundaries = topo.boundary_capacities();
   if (!o.dot_file.empty()) {
     std::ofstream dot(o.dot_file);
@@ -251,7 +251,7 @@ struct ZooOptions {
   bool json = false;
 };
 
-// A Topology Zoo graph with GPU buildings at named routers, written as a topology file and read back to check it.
+// A Topology Zoo graph with GPU buildings at named routers, checked as a topology file is and then written.
 void import_zoo(ZooOptions& o)
 {
   auto quantity = [](const std::string& text, const char* option, auto parse) {
@@ -265,6 +265,18 @@ void import_zoo(ZooOptions& o)
   o.options.equipment_latency = quantity(o.equipment, "--equipment-latency", units::parse_time);
   o.options.uplink_bandwidth  = quantity(o.uplink, "--uplink", units::parse_bandwidth);
   const auto imported         = topology::import_zoo(o.file, o.options);
+  // Loaded as any topology file is, before anything is written: a topology that does not load, route and connect
+  // every GPU must not replace what --out held. The importer names the GraphML's nodes and edges for what it can
+  // check; what only the loader finds is reported against the generated document.
+  std::optional<topology::Topology> loaded;
+  try {
+    loaded.emplace(topology::parse_topology_spec(imported.topology, o.out));
+  } catch (const SpecError& e) {
+    throw SpecError(o.file, "",
+                    "imported, the topology is refused at " + e.json_path() + " of the document for --out \"" + o.out +
+                        "\" (nothing written): " + e.detail());
+  }
+  const topology::Topology& t = *loaded;
   if (const auto parent = std::filesystem::path(o.out).parent_path(); !parent.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(parent, ec);
@@ -272,8 +284,6 @@ void import_zoo(ZooOptions& o)
       throw UsageError("--out \"" + o.out + "\": cannot create its folder: " + ec.message());
   }
   write_file_replacing(o.out, imported.topology.dump(1) + "\n");
-  // Read back as any topology file is: what was written must load, route and connect every GPU.
-  const topology::Topology t(topology::load_topology_spec(o.out));
   if (o.json) {
     std::cout << nlohmann::json{{"spansim", provenance()},     {"graphml", o.file},       {"topology", o.out},
                                 {"routers", imported.routers}, {"links", imported.links}, {"sites", imported.sites},
@@ -292,6 +302,11 @@ void import_zoo(ZooOptions& o)
 // The explicit graph of any topology, in the import formats: an imported copy routes and times as the original.
 void export_graph(const ExportOptions& o)
 {
+  const bool to_stdout = o.output.empty() || o.output == "-";
+  // On standard output the graph is the document: a JSON summary beside GraphML would make it neither.
+  if (o.json && to_stdout && o.format == "graphml")
+    throw UsageError("--json with --format graphml needs -o FILE (without it the GraphML itself goes to standard "
+                     "output; --format json prints the graph as one JSON document)");
   topology::Topology t(topology::load_topology_spec(o.topology));
   std::ostringstream text;
   if (o.format == "graphml")
@@ -299,7 +314,7 @@ void export_graph(const ExportOptions& o)
   else
     text << t.to_graph_json().dump(t.links().size() < 10'000 ? 1 : -1) << "\n"; // large graphs compact: spec files
                                                                                 // are limited to 64 MiB
-  if (o.output.empty() || o.output == "-") {
+  if (to_stdout) {
     std::cout << text.str();
     return;
   }
@@ -334,7 +349,7 @@ void add_topology_command(CLI::App& app)
       ->required();
   d->add_option("--dot", options->dot_file, "Write the graph as Graphviz DOT to this file");
   d->add_flag("--json", options->json, "Print one JSON document");
-  d->add_flag("!--no-boundaries", options->boundaries, "Skip the max-flow across building and region boundaries");
+  d->add_flag("--no-boundaries", options->no_boundaries, "Skip the max-flow across building and region boundaries");
   d->callback([options] { describe(*options); });
 
   auto lo = std::make_shared<LinksOptions>();
@@ -355,7 +370,9 @@ void add_topology_command(CLI::App& app)
                 "topology as {\"file\": F, \"rail_optimized\": ...} with the buildings' GPU types)")
       ->check(CLI::IsMember({"json", "graphml"}));
   e->add_option("-o,--output", eo->output, "Write to this file instead of standard output");
-  e->add_flag("--json", eo->json, "With -o: print a JSON summary");
+  e->add_flag("--json", eo->json,
+              "With -o: print a JSON summary (without -o, --format json prints the graph as the one document; "
+              "--format graphml refuses --json)");
   e->callback([eo] { export_graph(*eo); });
 
   auto zo = std::make_shared<ZooOptions>();

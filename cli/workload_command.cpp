@@ -94,7 +94,10 @@ void describe(const DescribeOptions& o)
         {"step_time_lower_bound_seconds", s.step_lower_bound},
         {"busiest_stage_compute_seconds", s.stage_compute_max},
         {"bubble_fraction", s.bubble_fraction},
-        {"bubble_formula", s.bubble_formula},
+        // null for DualPipe and DualPipeV, whose bubble is no fraction of pp, v and m.
+        {"bubble_formula", s.bubble_formula_text.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.bubble_formula)},
+        {"bubble_formula_expression",
+         s.bubble_formula_text.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.bubble_formula_text)},
         {"mfu_upper_bound", mfu_bound},
         {"calibration", workload::calibration_line(job)},
         {"effects_busiest_stage_s",
@@ -151,8 +154,12 @@ void describe(const DescribeOptions& o)
                                             units::format_time(s.effects.kernel_gaps) + ", attention " +
                                             units::format_time(s.effects.attention_by_length) + ", clipping " +
                                             units::format_time(s.effects.grad_clipping)});
-  t.rows.push_back({"bubble", fixed(100 * s.bubble_fraction, 2) +
-                                  "% (formula (pp-1)/(v*m): " + fixed(100 * s.bubble_formula, 2) + "%)"});
+  t.rows.push_back(
+      {"bubble", fixed(100 * s.bubble_fraction, 2) + "% (" +
+                     (s.bubble_formula_text.empty()
+                          ? std::string(name_of(job.schedule.kind)) + ": no formula in pp, v and m"
+                          : "formula " + s.bubble_formula_text + ": " + fixed(100 * s.bubble_formula, 2) + "%") +
+                     ")"});
   t.rows.push_back({"step time lower bound", units::format_time(s.step_lower_bound) + " (compute and bubble only)"});
   t.rows.push_back({"MFU upper bound", fixed(100 * mfu_bound, 1) + "%"});
   print_table(std::cout, t);
@@ -249,21 +256,20 @@ struct KinetoOptions {
 };
 
 // Measured kernel tables from a Kineto trace; with a scenario, its step replayed with them against the trace's
-// own iteration time.
+// own iteration time. Everything is read and checked first: a refused import writes nothing.
 void import_kineto(const KinetoOptions& o)
 {
-  const auto k       = traces::read_kineto(o.trace);
-  const auto written = traces::write_measured_tables(k, o.out);
+  const auto k = traces::read_kineto(o.trace);
   nlohmann::json replay;
   if (!o.scenario.empty()) {
+    auto sc = scenario::load_scenario(o.scenario);
     // A replay with nothing measured in it would only repeat the model: no error figure means anything then.
     if (k.kernels.gemm.empty() && k.kernels.attention.empty())
       throw TraceError(o.trace, "",
                        "no BF16 or FP8 GEMM or attention kernel was attached to its op (" +
                            std::to_string(k.attached_kernels) + " of " + std::to_string(k.gpu_kernels) +
                            " kernels linked to a CPU op), so there is nothing to replay " + o.scenario + " with");
-    auto sc        = scenario::load_scenario(o.scenario);
-    const auto old = scenario::run_scenario(sc).result.step_time;
+    const auto modelled = scenario::run_scenario(sc);
     if (!k.kernels.gemm.empty()) {
       sc.job.gpu.measured.gemm      = k.kernels.gemm;
       sc.job.gpu.measured.gemm_file = k.kernels.gemm_file;
@@ -272,14 +278,20 @@ void import_kineto(const KinetoOptions& o)
       sc.job.gpu.measured.attention      = k.kernels.attention;
       sc.job.gpu.measured.attention_file = k.kernels.attention_file;
     }
-    const double step = scenario::run_scenario(sc).result.step_time;
+    const auto replayed = scenario::run_scenario(sc);
+    const auto covered =
+        traces::replay_coverage(k, o.trace, o.scenario, modelled.placed->graph(), replayed.placed->graph());
+    const double step = replayed.result.step_time;
     const double iter = k.iteration_seconds();
     replay            = {{"scenario", o.scenario},
-                         {"modelled_step_s", old},
+                         {"modelled_step_s", modelled.result.step_time},
                          {"replayed_step_s", step},
+                         {"timed_ops", covered.timed_ops},
+                         {"compute_ops", covered.compute_ops},
                          {"trace_iteration_s", iter},
                          {"error", iter > 0 ? nlohmann::json((step - iter) / iter) : nlohmann::json(nullptr)}};
   }
+  const auto written = traces::write_measured_tables(k, o.out);
   if (o.json) {
     nlohmann::json j = {{"spansim", provenance()},
                         {"trace", o.trace},
@@ -336,6 +348,8 @@ void import_kineto(const KinetoOptions& o)
   if (!replay.is_null()) {
     t.rows.push_back({"modelled step", units::format_time(replay["modelled_step_s"].get<double>())});
     t.rows.push_back({"replayed step (measured kernels)", units::format_time(replay["replayed_step_s"].get<double>())});
+    t.rows.push_back({"compute ops timed from the measured kernels",
+                      replay["timed_ops"].dump() + " of " + replay["compute_ops"].dump()});
     if (!replay["error"].is_null())
       t.rows.push_back(
           {"replay error against the trace's iteration", fixed(100 * replay["error"].get<double>(), 2) + "%"});

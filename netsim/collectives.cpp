@@ -214,6 +214,23 @@ public:
     const double window = call.window * (channels_per_edge > 0 ? channels_per_edge : call.channels);
     for (auto [a, b] : pairs)
       transfer(a, b, wire, deps, ops, window);
+    // A tree's edges share link directions (a GPU's up and down edges, of both trees, on one NVLink or NIC) and split
+    // them: the estimate reported for the call counts them; the chain's delay below keeps the edge alone. A ring's
+    // edges leave each GPU once, so its estimate needs no count.
+    std::map<std::pair<int, bool>, int> sharing;
+    if (channels_per_edge > 0)
+      for (auto [a, b] : pairs)
+        for (const auto& hop : topology_.route(a, b))
+          ++sharing[{hop.link, hop.forward}];
+    double shared_worst = 0;
+    for (std::size_t e = 0; e < (sharing.empty() ? 0 : pairs.size()); ++e) {
+      const auto route = topology_.route(pairs[e].first, pairs[e].second);
+      double bandwidth = std::numeric_limits<double>::infinity();
+      for (const auto& hop : route)
+        bandwidth =
+            std::min(bandwidth, topology_.hop_bandwidth(hop.link, hop.forward) / sharing[{hop.link, hop.forward}]);
+      shared_worst = std::max(shared_worst, topology_.route_latency(route) + wire / bandwidth);
+    }
     // The bottleneck edge alone on its links: latency, then its bytes at the smaller of bandwidth and window rate.
     double worst = -1, latency = 0, stall = 0, at_window = 0, at_bandwidth = 0;
     for (auto [a, b] : pairs) {
@@ -224,19 +241,22 @@ public:
       const double flows = static_cast<double>(channels_) * std::max(1, topology_.spec().multipath.qps);
       const double w     = flows * topology_.effective_window(window / flows);
       const double rtt   = topology_.round_trip(a, b);
+      // A sender's cap (its share of an uplink) limits the rate as a thinner link would; only a window's credit
+      // stall, which waits out round trips, hides the chain.
       const double cap   = rate_of(a, b) > 0 ? rate_of(a, b) : std::numeric_limits<double>::infinity();
-      const double rate  = std::min(w > 0 && rtt > 0 ? w / rtt : std::numeric_limits<double>::infinity(), cap);
-      const double t     = l + wire / std::min(bandwidth, rate);
+      const double plain = std::min(bandwidth, cap);
+      const double rate  = w > 0 && rtt > 0 ? w / rtt : std::numeric_limits<double>::infinity();
+      const double t     = l + wire / std::min(plain, rate);
       if (t > worst) {
         worst        = t;
         latency      = l;
-        at_bandwidth = wire / bandwidth;
+        at_bandwidth = wire / plain;
         at_window    = std::isfinite(rate) ? wire / rate : 0;
         stall        = std::max(0.0, at_window - at_bandwidth);
       }
     }
     const double delay = std::max(0.0, chain - latency - stall);
-    note(call, worst + delay, chain, at_window, at_bandwidth);
+    note(call, std::max(worst, shared_worst) + delay, chain, at_window, at_bandwidth);
     return graph_.add_delay(delay, ops);
   }
 

@@ -14,7 +14,16 @@ namespace spansim::netsim {
 bool contention_applies(const workload::StepGraph& graph)
 {
   const auto& gpu = graph.job.gpu;
-  return graph.job.effects.sm_contention && gpu.comm_sms > 0 && gpu.gemm.sms > gpu.comm_sms;
+  if (!graph.job.effects.sm_contention || gpu.gemm.sms < 2)
+    return false;
+  if (gpu.comm_sms > 0 && gpu.gemm.sms > gpu.comm_sms)
+    return true;
+  // A GPU file without NCCL's share still lets ops that name their own SMs (a MoE dispatcher's) take them.
+  for (const auto& stage : graph.stages)
+    for (const auto& op : stage.ops)
+      if (!workload::is_compute(op.kind) && op.overlappable && op.sms > 0)
+        return true;
+  return false;
 }
 
 std::vector<std::vector<double>> contention_seconds(const workload::StepGraph& graph, const StepResult& first)
@@ -44,9 +53,10 @@ std::vector<std::vector<double>> contention_seconds(const workload::StepGraph& g
       const auto [at, id] = edges[e];
       const auto& op      = ops[static_cast<std::size_t>(std::abs(id) - 1)];
       const double take   = std::min(sms - 1, double(op.sms > 0 ? op.sms : gpu.comm_sms));
-      if (id > 0)
+      // An op with no SMs named (NCCL's share unknown for this GPU) takes none.
+      if (take > 0 && id > 0)
         running.insert(take);
-      else
+      else if (take > 0)
         running.erase(running.find(take));
       const double next = e + 1 < edges.size() ? edges[e + 1].first : at;
       if (next > at && !running.empty())

@@ -13,8 +13,8 @@ namespace spansim::netsim {
 /// gives no comm_sms).
 std::vector<std::vector<double>> contention_seconds(const workload::StepGraph& graph, const StepResult& first);
 
-/// @brief Whether SM contention can lengthen any compute op of `graph` (the effect is on and the GPU file gives
-/// NCCL a share of the SMs): otherwise a step needs no second look.
+/// @brief Whether SM contention can lengthen any compute op of `graph` (the effect is on, and the GPU file gives
+/// NCCL a share of the SMs or an overlapped op names its own): otherwise a step needs no second look.
 bool contention_applies(const workload::StepGraph& graph);
 
 } // namespace spansim::netsim

@@ -50,6 +50,20 @@ std::vector<std::vector<double>> dispatch_matrix(const topology::Topology& topol
   const auto rates   = workload::dispatch_rates(moe.experts, moe.experts_per_token, static_cast<int>(k),
                                                 static_cast<int>(nodes.size()), job.dispatch.node_limit);
   const double token = buffer / moe.experts_per_token; // a member's tokens, one copy each
+  // Where the group's nodes hold different numbers of its members (an EP group across two NVL72 racks, 8 + 56), a
+  // node receives a token as often as its share of the experts makes it: experts / k per member. Equal nodes keep
+  // dispatch_rates' figure.
+  std::vector<double> node_rate(nodes.size(), rates.node);
+  for (std::size_t n = 0; n < nodes.size(); ++n)
+    if (nodes[n].size() * nodes.size() != k) {
+      const int held   = static_cast<int>(double(moe.experts) / double(k) * double(nodes[n].size()));
+      const int limit  = job.dispatch.node_limit;
+      const auto count = static_cast<int>(nodes.size());
+      node_rate[n]     = limit <= 0 || limit >= count
+                             ? workload::hit_probability(moe.experts, moe.experts_per_token, held)
+                             : double(limit) / count *
+                               workload::hit_probability(moe.experts * limit / count, moe.experts_per_token, held);
+    }
   // Over the scale-out network: one copy per token and destination node, to the member of the same local index.
   // Over NVLink: from that member (or the source itself on its own node) to every other GPU the token reaches.
   std::vector<double> sources(k, 1); // tokens' origins each member forwards for: itself and its remote partners
@@ -61,7 +75,7 @@ std::vector<std::vector<double>> dispatch_matrix(const topology::Topology& topol
       double node_load        = 0;
       for (std::size_t g : nodes[n])
         node_load += load[g];
-      put(i, entry, token * rates.node, node_load / double(nodes[n].size()));
+      put(i, entry, token * node_rate[n], node_load / double(nodes[n].size()));
       sources[entry] += 1;
     }
   for (const auto& members : nodes)

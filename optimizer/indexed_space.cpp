@@ -2,6 +2,8 @@
 #include "optimizer/indexed_space.hpp"
 
 #include "common/error.hpp"
+#include "placement/placement.hpp"
+#include "topology/topology.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -194,7 +196,94 @@ bool IndexedSpace::canonical(const Indices& at) const
   for (std::uint32_t j = 0; j < at[knob_order]; ++j)
     if (effective_order(s.order[j], tp, cp, pp, dp) == own)
       return false;
+  // Limits that act alike (every one at or above the nodes an EP group spans acts as none) are one point: the first.
+  if (ex.dispatcher == workload::Dispatcher::deepep && ex.node_limit > 0) {
+    const int acts = node_limit(at, ex.node_limit);
+    for (int v : s.node_limit)
+      if (node_limit(at, v) == acts)
+        return v == ex.node_limit;
+  }
   return true;
+}
+
+int IndexedSpace::node_limit(const Indices& at, int limit) const
+{
+  if (experts_[at[knob_expert]].dispatcher != workload::Dispatcher::deepep || limit <= 0)
+    return 0;
+  const int nodes = ep_nodes(at);
+  return nodes > 0 && limit >= nodes ? 0 : limit;
+}
+
+int IndexedSpace::ep_nodes(const Indices& at) const
+{
+  const auto& s = spec_.space;
+  const int tp = s.tp[at[knob_tp]], cp = s.cp[at[knob_cp]], pp = s.pp[at[knob_pp]], ep = s.ep[at[knob_ep]];
+  const int etp                  = experts_[at[knob_expert]].etp > 0 ? experts_[at[knob_expert]].etp : tp;
+  const std::int64_t model_ranks = std::int64_t(tp) * cp * pp;
+  const std::int64_t stage_ranks = spec_.base.gpus / pp;
+  if (spec_.base.gpus % model_ranks != 0 || stage_ranks % (std::int64_t(etp) * ep) != 0)
+    return 0;
+  if (ep == 1)
+    return 1;
+  const auto key = std::tuple{tp, cp, pp, ep, etp, at[knob_order]};
+  if (auto it = ep_nodes_.find(key); it != ep_nodes_.end())
+    return it->second;
+  const auto& node_of_rank = rank_nodes();
+  int most                 = 0;
+  if (static_cast<std::int64_t>(node_of_rank.size()) == spec_.base.gpus) {
+    workload::ParallelismSpec par;
+    par.tp  = tp;
+    par.cp  = cp;
+    par.pp  = pp;
+    par.dp  = static_cast<int>(spec_.base.gpus / model_ranks);
+    par.ep  = ep;
+    par.etp = etp;
+    const placement::RankLayout layout(par, s.order[at[knob_order]]);
+    // Each rank's EP group (its key, the stage included) with its node; a group's nodes are then its distinct pairs.
+    std::vector<std::pair<std::array<int, 4>, int>> members;
+    members.reserve(node_of_rank.size());
+    for (int r = 0; r < layout.ranks(); ++r)
+      members.emplace_back(layout.group_key(layout.coordinates(r), workload::Axis::ep), node_of_rank[r]);
+    std::sort(members.begin(), members.end());
+    members.erase(std::unique(members.begin(), members.end()), members.end());
+    for (std::size_t i = 0, run = 0; i < members.size(); ++i) {
+      run  = i > 0 && members[i].first == members[i - 1].first ? run + 1 : 1;
+      most = std::max(most, static_cast<int>(run));
+    }
+  }
+  ep_nodes_[key] = most;
+  return most;
+}
+
+const std::vector<int>& IndexedSpace::rank_nodes() const
+{
+  if (nodes_known_)
+    return node_of_rank_;
+  nodes_known_ = true;
+  // Rank i runs on the i-th GPU of the job: each building's first GPUs, as many in each (placement::Placement).
+  const topology::Topology topo(spec_.topology);
+  std::vector<int> buildings;
+  for (const auto& name : spec_.buildings)
+    for (int b = 0; b < topo.building_count(); ++b)
+      if (topo.building_name(b) == name)
+        buildings.push_back(b);
+  if (spec_.buildings.empty())
+    for (int b = 0; b < topo.buildings_needed(spec_.base.gpus) && b < topo.building_count(); ++b)
+      buildings.push_back(b);
+  const auto count = static_cast<std::int64_t>(buildings.size());
+  if (count == 0 || spec_.base.gpus % count != 0 || topo.buildings_needed(spec_.base.gpus) > topo.building_count())
+    return node_of_rank_; // the search refuses such a job; nothing is known
+  const std::int64_t each = spec_.base.gpus / count;
+  for (int b : buildings) {
+    const auto gpus = topo.building_gpus(b);
+    if (static_cast<std::int64_t>(gpus.size()) < each) {
+      node_of_rank_.clear();
+      break;
+    }
+    for (std::int64_t k = 0; k < each; ++k)
+      node_of_rank_.push_back(topo.locate(gpus[static_cast<std::size_t>(k)]).node);
+  }
+  return node_of_rank_;
 }
 
 Point IndexedSpace::point(const Indices& at) const
@@ -222,9 +311,8 @@ Point IndexedSpace::point(const Indices& at) const
   copy_expert(experts_[at[knob_expert]], p);
   if (p.etp == p.tp)
     p.etp = 0;
-  if (p.dispatcher != workload::Dispatcher::deepep)
-    p.node_limit = 0;
-  p.channels = s.channels[at[knob_channels]];
+  p.node_limit = node_limit(at, p.node_limit);
+  p.channels   = s.channels[at[knob_channels]];
   return p;
 }
 

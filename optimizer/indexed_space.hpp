@@ -7,6 +7,8 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <vector>
 
 namespace spansim::optimizer {
@@ -66,9 +68,13 @@ public:
   std::uint64_t size() const { return size_; }
   Indices decode(std::uint64_t i) const;
   /// @brief False when `at` is another combination's duplicate: a knob that does not apply (virtual stages without
-  /// interleaving, resharding under DDP, TP overlap at tp 1, a CP variant at cp 1) is not at its first value, or the
-  /// rank order equals an earlier one once dimensions of degree 1 are dropped.
+  /// interleaving, resharding under DDP, TP overlap at tp 1, a CP variant at cp 1, a node limit without DeepEP) is
+  /// not at its first value, a DeepEP node limit that does nothing (node_limit()) is not the first of the space's
+  /// limits that do the same, or the rank order equals an earlier one once dimensions of degree 1 are dropped.
   bool canonical(const Indices& at) const;
+  /// @brief The node limit `limit` as the point at `at` runs it: 0 (none) without DeepEP, or at or above the most
+  /// nodes an EP group of the point spans (node-limited routing then picks among all of them).
+  int node_limit(const Indices& at, int limit) const;
   /// @brief Whether the GPU budget divides by tp x cp x pp.
   bool divisible(const Indices& at) const;
   Point point(const Indices& at) const;
@@ -79,11 +85,21 @@ public:
   std::uint32_t radix(int k) const { return radix_[k]; }
 
 private:
+  /// @brief The most nodes an EP group of the point at `at` spans, placed as placement::Placement places it; 0 when
+  /// not known (expert layers that do not fold over a stage, a job the site cannot hold).
+  int ep_nodes(const Indices& at) const;
+  /// @brief The node of each of the job's ranks, in rank order; empty when the site cannot hold the job.
+  const std::vector<int>& rank_nodes() const;
+
   const OptimizeSpec& spec_;
   std::vector<Point> networks_;
   std::vector<Point> experts_;
   std::array<std::uint32_t, kKnobCount> radix_{};
   std::uint64_t size_ = 1;
+  // Caches filled on first use, in the process that asks (workers are processes, not threads).
+  mutable std::vector<int> node_of_rank_;
+  mutable bool nodes_known_ = false;
+  mutable std::map<std::tuple<int, int, int, int, int, std::uint32_t>, int> ep_nodes_; // by tp, cp, pp, ep, etp, order
 };
 
 } // namespace spansim::optimizer

@@ -26,6 +26,7 @@ struct Structure {
   workload::StageCosts stage; ///< the busiest stage's (per micro-batch: of t_mb, its backward and W)
   double tp_bytes = 0, cp_bytes = 0, cp_a2a_bytes = 0, ep_bytes = 0, pp_bytes = 0, gradient_bytes = 4;
   int hsdp_shard = 1, passes = 2, cp_passes = 2; ///< forward passes of the collectives (recompute repeats them)
+  int cp_a2a               = 1;                  ///< the CP all-to-all group (Ulysses: cp; a2a+p2p: its inner group)
   bool tp_overlap          = false;
   workload::CpComm cp_comm = workload::CpComm::allgather;
 };
@@ -49,7 +50,8 @@ struct Wire {
 // The groups of every kind under one placement (degrees and rank order; DiLoCo keeps DP inside regions).
 struct Shapes {
   GroupShape tp, cp, pp, ep, dp, dp_shard, dp_replicate, edp;
-  int regions_spanned = 1; ///< by the full data-parallel dimension
+  int regions_spanned    = 1; ///< by the full data-parallel dimension
+  std::int64_t cp_stride = 1; ///< ranks between CP neighbours (a2a+p2p's groups are shaped from it)
 };
 
 // A network variant's site and the facts the estimate reads from it.
@@ -211,6 +213,7 @@ struct Screen::Impl {
       s.tp_bytes        = costs.tp_bytes;
       s.cp_bytes        = costs.cp_bytes;
       s.cp_a2a_bytes    = costs.cp_a2a_bytes;
+      s.cp_a2a          = costs.cp_a2a;
       s.tp_overlap      = job.parallelism.tp_overlap;
       s.cp_comm         = job.parallelism.cp_comm;
       s.ep_bytes        = costs.ep_bytes;
@@ -245,9 +248,10 @@ struct Screen::Impl {
       stride[d] = next;
       next *= d == Dim::tp ? tp : d == Dim::cp ? cp : d == Dim::pp ? pp : dp;
     }
-    s.tp = shape(tp, stride[Dim::tp]);
-    s.cp = shape(cp, stride[Dim::cp]);
-    s.pp = shape(pp, stride[Dim::pp]);
+    s.tp        = shape(tp, stride[Dim::tp]);
+    s.cp        = shape(cp, stride[Dim::cp]);
+    s.cp_stride = stride[Dim::cp];
+    s.pp        = shape(pp, stride[Dim::pp]);
     // Data-parallel groups span cp too when cp > 1 (sharding over cp x dp); their widest hop is data parallelism's.
     int dp_n               = dp;
     const GroupShape whole = shape(dp, stride[Dim::dp]);
@@ -423,7 +427,7 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
   const std::uint32_t variant = at[knob_network];
 
   // Per micro-batch: compute and the exposed per-layer collectives of every pass.
-  const Wire tp = wire(sh.tp, variant), cp = wire(sh.cp, variant), ep = wire(sh.ep, variant);
+  const Wire tp = wire(sh.tp, variant), ep = wire(sh.ep, variant);
   const Point& ex       = space.experts()[at[knob_expert]];
   const auto kind       = sp.schedule[at[knob_schedule]];
   const bool dual       = kind == workload::ScheduleKind::dualpipe || kind == workload::ScheduleKind::dualpipev;
@@ -448,20 +452,30 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
   }
   // Overlapped forward-backward pairs hide the all-to-alls under compute, overlapped TP collectives the GEMMs they
   // feed, a ring's K/V passes the attention: optimistic here (under the whole micro-batch's compute); tier 2 times
-  // them op by op. a2a+p2p is priced as its ring (its all-to-alls stay inside a node), Ulysses as its two
-  // all-to-alls per layer and pass, exposed.
+  // them op by op. Ulysses' two all-to-alls per layer and pass are exposed; a2a+p2p runs them among its inner group
+  // (cp_a2a ranks, CP neighbours) and its ring among the cp / cp_a2a groups that hold one head share.
   const auto hidden    = [&](bool overlapped, double t) { return overlapped ? std::max(0.0, t - s.t_mb) : t; };
-  const bool ulysses   = s.cp_comm == workload::CpComm::a2a;
   expert_time          = hidden(ex.ep_overlap || dual, expert_time);
   const double tp_time = hidden(s.tp_overlap, collective(tp, sh.tp.n, Pattern::gather, s.tp_bytes, Algorithm::ring,
                                                          rule(Dim::tp, Purpose::tp_activations, tp),
                                                          4 * s.stage.layers * s.passes, charge));
-  const double cp_time =
-      hidden(!ulysses && s.cp_comm != workload::CpComm::allgather,
-             ulysses ? collective(cp, sh.cp.n, Pattern::all_to_all, s.cp_a2a_bytes, Algorithm::ring,
-                                  rule(Dim::cp, Purpose::cp_kv, cp), s.stage.layers * s.cp_passes, charge)
-                     : collective(cp, sh.cp.n, Pattern::gather, s.cp_bytes, Algorithm::ring,
-                                  rule(Dim::cp, Purpose::cp_kv, cp), s.stage.layers * (s.cp_passes + 1), charge));
+  double cp_time       = 0;
+  if (sh.cp.n > 1) {
+    const bool pair     = s.cp_comm == workload::CpComm::a2a_p2p;
+    const GroupShape a2 = pair ? shape(s.cp_a2a, sh.cp_stride) : sh.cp;
+    const GroupShape rg = pair ? shape(sh.cp.n / s.cp_a2a, sh.cp_stride * s.cp_a2a) : sh.cp;
+    if (s.cp_a2a > 1) {
+      const Wire w = wire(a2, variant);
+      cp_time += collective(w, a2.n, Pattern::all_to_all, s.cp_a2a_bytes, Algorithm::ring,
+                            rule(Dim::cp, Purpose::cp_kv, w), s.stage.layers * s.cp_passes, charge);
+    }
+    if (s.cp_comm != workload::CpComm::a2a && rg.n > 1) {
+      const Wire w = wire(rg, variant);
+      cp_time += hidden(s.cp_comm != workload::CpComm::allgather,
+                        collective(w, rg.n, Pattern::gather, s.cp_bytes, Algorithm::ring,
+                                   rule(Dim::cp, Purpose::cp_kv, w), s.stage.layers * (s.cp_passes + 1), charge));
+    }
+  }
   const double per_mb = s.t_mb + tp_time + cp_time + expert_time;
   // Those charges are per micro-batch: scale them to the step.
   charge.building *= s.m;

@@ -232,7 +232,7 @@ OptimizeSpec load_optimize_spec(const std::string& path)
       if (m->has(searched))
         m->fail(searched, std::string("searched: give the values to try as search.") + searched);
     spec.moe_ref  = r.raw("moe");
-    base.dispatch = workload::read_dispatch(*m);
+    base.dispatch = workload::read_dispatch(*m, base.gpu);
   }
   spec.batch_ref = r.raw("batch");
   base.batch     = workload::read_batch(r.object("batch"), false);

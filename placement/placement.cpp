@@ -512,6 +512,17 @@ workload::StepGraph build_stage_graph(const workload::JobSpec& job, const topolo
                                   "boundary)");
       gpu_of[s] = type;
     }
+  // A job none of whose stages runs on its own GPU would be costed on the buildings' GPUs and reported against its
+  // own (MFU, the calibration named in results): that cannot mean anything, so the job must name what it runs on.
+  if (std::find(gpu_of.begin(), gpu_of.end(), job.gpu.name) == gpu_of.end()) {
+    std::string placed;
+    for (const auto& type : std::set<std::string>(gpu_of.begin(), gpu_of.end()))
+      placed += (placed.empty() ? "" : " and ") + type;
+    throw InfeasibleError("placement", job.file, job.json_path + ".gpu",
+                          "the job's GPU is " + job.gpu.name + " but the buildings it is placed in have " + placed +
+                              " GPUs (the topology's building_overrides): set \"gpu\" to one of them, or place the "
+                              "job in buildings of its GPU");
+  }
   auto build_all = [&](const workload::JobSpec& base) {
     std::map<std::string, workload::StepGraph> graphs;
     for (const auto& type : gpu_of)

@@ -11,10 +11,12 @@
 
 namespace spansim::test {
 
-/// @brief Checks |actual - expected| / expected <= tolerance, printing both and the error either way.
+/// @brief Checks |actual - expected| / expected <= tolerance, printing both and the error either way (the absolute
+/// error where 0 is expected).
 inline void expect_within(const std::string& what, double expected, double actual, double tolerance)
 {
-  const double rel = std::fabs(actual - expected) / std::fabs(expected);
+  const double error = std::fabs(actual - expected);
+  const double rel   = expected != 0 ? error / std::fabs(expected) : error;
   std::cout << what << ": expected " << expected << ", actual " << actual << " (rel. error " << rel << ", tolerance "
             << tolerance << ")\n";
   INFO(what << ": expected " << expected << ", actual " << actual << ", rel. error " << rel);

@@ -213,7 +213,7 @@ TopologySpec parse_topology_spec(const nlohmann::json& json, const std::string& 
 
 /// @brief How a Topology Zoo graph becomes a topology: where GPU buildings attach and what its links lack.
 struct ZooOptions {
-  std::vector<std::string> sites;              ///< routers (label or id) that host a GPU building each
+  std::vector<std::string> sites;              ///< routers (label or id) that host a GPU building each, in GPU order
   std::string building_template = "zoo-site";  ///< a topology of one building (preset or file), copied at each site
   double default_bandwidth      = 100e9 / 8;   ///< bytes/s of a link without LinkSpeedRaw
   double equipment_latency      = 20e-6;       ///< seconds added to each link's fiber delay
@@ -231,8 +231,11 @@ struct ZooImport {
 /// @brief Reads a Topology Zoo GraphML file as published (keys resolved by name, graph-level data ignored): every
 /// node with a link becomes a router (a switch of no building), every edge a link of LinkSpeedRaw bits/s (or the
 /// default) whose latency is the great-circle distance at 5 us/km plus the equipment's; each site gets a copy of
-/// the template building joined to its router. Isolated nodes and self loops are left out and noted.
-/// @throws SpecError naming the file for what is not a GraphML graph; UsageError for an unknown or isolated site.
+/// the template building joined to its router, in the order of `sites`. Isolated nodes and self loops are left out
+/// and noted; an absent or empty LinkSpeedRaw or coordinate takes the default and is noted.
+/// @throws SpecError naming the file for what is not a GraphML graph, and the node or edge (ids and labels) with the
+/// allowed range for a LinkSpeedRaw, Latitude or Longitude that is present but malformed or out of range;
+/// UsageError for an unknown or isolated site, a site the first cannot reach, and options out of range.
 ZooImport import_zoo(const std::string& path, const ZooOptions& options);
 
 /// @brief The great-circle distance in km between two points given in degrees (haversine, Earth radius 6,371 km).

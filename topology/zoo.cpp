@@ -68,6 +68,36 @@ std::optional<double> number(const std::string& text)
   return std::nullopt;
 }
 
+// `text` without the blanks around it.
+std::string trimmed(const std::string& text)
+{
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos)
+    return "";
+  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+// The number a <data> element holds, in [lo, hi] (above lo when `above`), or an error at `where` naming the key, the
+// text and `allowed`. An absent or empty element is no value: the caller's default applies and is reported; a value
+// that is present but wrong must not pass for a missing one.
+std::optional<double> data_number(const std::map<std::string, std::string>& data, const std::string& key,
+                                  const std::string& path, const std::string& where, double lo, double hi, bool above,
+                                  const std::string& allowed)
+{
+  const auto it = data.find(key);
+  if (it == data.end())
+    return std::nullopt;
+  const std::string text = trimmed(it->second);
+  if (text.empty())
+    return std::nullopt;
+  const auto v = number(text);
+  if (!v || *v < lo || (above && *v <= lo) || *v > hi)
+    throw SpecError(path, where,
+                    key + " \"" + text + "\" is " + (v ? "out of range" : "not a number") + " (allowed: " + allowed +
+                        ")");
+  return v;
+}
+
 // The graph's nodes and edges, the data keys resolved by name through the file's own <key> list (the Zoo numbers
 // them d0, d1, ... differently in every file).
 struct ZooGraph {
@@ -110,6 +140,7 @@ ZooGraph read_zoo(const std::string& path)
     return out;
   };
   ZooGraph g;
+  std::vector<std::map<std::string, std::string>> edge_data; // each edge's <data>, read once the labels are known
   g.network            = data(*graph).count("Network") ? data(*graph).at("Network") : "";
   std::size_t elements = 0;
   for (const auto& [tag, child] : *graph) {
@@ -120,29 +151,38 @@ ZooGraph read_zoo(const std::string& path)
       const auto d = data(child);
       if (n.id.empty())
         throw SpecError(path, "", "a <node> without an id (element " + std::to_string(elements) + ")");
-      n.label = d.count("label") ? d.at("label") : n.id;
-      // Coordinates outside the globe count as missing (the link keeps the equipment's latency).
-      if (d.count("Latitude"))
-        if (auto v = number(d.at("Latitude")); v && std::fabs(*v) <= 90)
-          n.latitude = v;
-      if (d.count("Longitude"))
-        if (auto v = number(d.at("Longitude")); v && std::fabs(*v) <= 180)
-          n.longitude = v;
+      n.label          = d.count("label") ? d.at("label") : n.id;
+      const auto where = "node \"" + n.id + "\" (\"" + n.label + "\")";
+      n.latitude       = data_number(d, "Latitude", path, where, -90, 90, false, "degrees from -90 to 90");
+      n.longitude      = data_number(d, "Longitude", path, where, -180, 180, false, "degrees from -180 to 180");
       if (d.count("Internal"))
         n.internal = d.at("Internal") != "0";
       g.nodes.push_back(n);
     } else if (tag == "edge") {
       ZooEdge e;
-      e.source     = child.get<std::string>("<xmlattr>.source", "");
-      e.target     = child.get<std::string>("<xmlattr>.target", "");
-      const auto d = data(child);
-      if (d.count("LinkSpeedRaw"))
-        e.bits_per_second = number(d.at("LinkSpeedRaw"));
+      e.source = child.get<std::string>("<xmlattr>.source", "");
+      e.target = child.get<std::string>("<xmlattr>.target", "");
       g.edges.push_back(e);
+      edge_data.push_back(data(child));
     }
   }
   if (g.nodes.empty())
     throw SpecError(path, "", "the graph has no <node> elements");
+  // Speeds once every node is read: an edge may come before its ends, and its error names them by label.
+  std::map<std::string, std::string> label_of;
+  for (const auto& n : g.nodes)
+    label_of.emplace(n.id, n.label);
+  auto label = [&](const std::string& id) {
+    const auto it = label_of.find(id);
+    return it == label_of.end() ? id : it->second;
+  };
+  for (std::size_t k = 0; k < g.edges.size(); ++k) {
+    auto& e           = g.edges[k];
+    e.bits_per_second = data_number(edge_data[k], "LinkSpeedRaw", path,
+                                    "edge \"" + e.source + "\" -- \"" + e.target + "\" (\"" + label(e.source) +
+                                        "\" -- \"" + label(e.target) + "\")",
+                                    0, units::kMaxBandwidth * 8, true, "bits/s above 0, at most 1e18 = 1 Ebps");
+  }
   return g;
 }
 
@@ -160,6 +200,15 @@ double great_circle_km(double lat1, double lon1, double lat2, double lon2)
 
 ZooImport import_zoo(const std::string& path, const ZooOptions& options)
 {
+  // The options first: a link of 0 bytes/s would be refused only once the topology is read back.
+  for (const auto& [value, option] :
+       {std::pair{options.default_bandwidth, "--default-speed"}, std::pair{options.uplink_bandwidth, "--uplink"}})
+    if (!(value > 0) || value > units::kMaxBandwidth)
+      throw UsageError(std::string(option) + " " + units::format_bandwidth(value) +
+                       ": allowed a bandwidth above 0, at most 1 Ebps (such as 100Gbps)");
+  if (!(options.equipment_latency >= 0) || options.equipment_latency > units::kMaxTime)
+    throw UsageError("--equipment-latency " + units::format_time(options.equipment_latency) +
+                     ": allowed 0 to 1e10 s (such as 20us)");
   const auto zoo = read_zoo(path);
   ZooImport out;
   std::map<std::string, const ZooNode*> by_id;
@@ -183,8 +232,8 @@ ZooImport import_zoo(const std::string& path, const ZooOptions& options)
     ++degree[e.target];
     edges.push_back(&e);
   }
-  // Sites: by label or id, each once.
-  std::map<std::string, std::string> site_building; // node id -> building name
+  // Sites: by label or id, each once, in the order given: regions, buildings and GPU numbers follow it.
+  std::vector<std::pair<std::string, std::string>> site_building; // node id, building name
   std::vector<std::string> labels;
   for (const auto& n : zoo.nodes)
     labels.push_back(n.label);
@@ -210,10 +259,31 @@ ZooImport import_zoo(const std::string& path, const ZooOptions& options)
       if (b == building || id == hit->id)
         throw UsageError("--site \"" + site + "\" is named twice, or shares its building name \"" + building +
                          "\" with another site");
-    site_building[hit->id] = building;
+    site_building.emplace_back(hit->id, building);
   }
   if (site_building.empty())
     throw UsageError("name at least one router that hosts a GPU building: --site LABEL (repeat for each building)");
+  // Every site must reach the first over the Zoo's links: GPUs do not forward, so the topology would be refused
+  // (and the message would name a vertex of the generated file rather than the sites).
+  std::map<std::string, std::size_t> index; // node id -> its set in `parent` (union-find, path halving)
+  for (const auto& n : zoo.nodes)
+    index.emplace(n.id, index.size());
+  std::vector<std::size_t> parent(index.size());
+  for (std::size_t i = 0; i < parent.size(); ++i)
+    parent[i] = i;
+  auto root = [&](const std::string& id) {
+    std::size_t i = index.at(id);
+    while (parent[i] != i)
+      i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  for (const auto* e : edges)
+    parent[root(e->source)] = root(e->target);
+  for (std::size_t k = 1; k < site_building.size(); ++k)
+    if (root(site_building[k].first) != root(site_building[0].first))
+      throw UsageError("--site \"" + options.sites[k] + "\" cannot reach --site \"" + options.sites[0] +
+                       "\": no path of links of " + path + " joins them (the graph is disconnected; name sites of " +
+                       "one connected part)");
 
   // The one-building template, as an explicit graph.
   const auto templ = load_topology_spec(options.building_template);

@@ -5,6 +5,8 @@
 #include "traces/chakra_io.hpp"
 #include "traces/traces.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -27,6 +29,53 @@ namespace fs = std::filesystem;
 std::string et_path(const std::string& prefix, int rank)
 {
   return prefix + "." + std::to_string(rank) + ".et";
+}
+
+// The ranks whose file PREFIX.<rank>.et exists (rank written in decimal, as et_path writes it), in order.
+std::vector<int> rank_files(const std::string& prefix)
+{
+  const fs::path p(prefix);
+  const std::string stem = p.filename().string() + ".";
+  const fs::path dir     = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::vector<int> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.size() <= stem.size() + 3 || !name.starts_with(stem) || !name.ends_with(".et"))
+      continue;
+    const std::string digits = name.substr(stem.size(), name.size() - stem.size() - 3);
+    if (digits.size() > 9 || (digits.size() > 1 && digits.front() == '0') ||
+        !std::all_of(digits.begin(), digits.end(), [](unsigned char c) { return std::isdigit(c); }))
+      continue;
+    out.push_back(std::stoi(digits));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// "t.0.et to t.7.et", "t.0.et and t.2.et": the rank files an error names, runs of consecutive ranks as ranges (the
+// first few runs, then how many files more).
+std::string file_list(const std::string& prefix, const std::vector<int>& ranks)
+{
+  constexpr std::size_t kRuns = 4;
+  const std::string stem      = fs::path(prefix).filename().string();
+  auto name                   = [&](int r) { return stem + "." + std::to_string(r) + ".et"; };
+  std::vector<std::string> runs;
+  std::size_t shown = 0;
+  for (std::size_t i = 0; i < ranks.size() && runs.size() < kRuns;) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1)
+      ++j;
+    runs.push_back(j == i ? name(ranks[i]) : name(ranks[i]) + " to " + name(ranks[j]));
+    shown += j - i + 1;
+    i = j + 1;
+  }
+  if (shown < ranks.size())
+    runs.push_back(std::to_string(ranks.size() - shown) + " more");
+  std::string out;
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == runs.size() ? " and " : ", ") + runs[i];
+  return out;
 }
 
 // The JSON file PREFIX + SUFFIX that spansim's exporter writes beside the traces, when there is one (its path set).
@@ -603,14 +652,27 @@ workload::JobSpec load_chakra_job(const json& document, const std::string& file,
                           key + "\"");
       if (!rest.contains("gpu"))
         r.fail("gpu", "a foreign trace needs the GPU its ranks run on (a GPU of the zoo, e.g. \"h100\")");
-      int files = 0;
-      while (fs::exists(et_path(trace, files)))
-        ++files;
+      // The ranks are the files, numbered from 0: a gap would silently make a smaller job of the files before it.
+      const auto found = rank_files(trace);
+      for (std::size_t i = 0; i < found.size(); ++i)
+        if (found[i] != static_cast<int>(i))
+          throw TraceError(et_path(trace, static_cast<int>(i)), "",
+                           "no such file, yet the trace has " + file_list(trace, found) +
+                               ": a trace's rank files are numbered 0 to N-1 without gaps (rank " + std::to_string(i) +
+                               "'s file is missing)");
+      const auto files = static_cast<std::int64_t>(found.size());
       if (rest.contains("gpus") && !rest["gpus"].is_number_integer())
         r.fail("gpus", "expected a whole number of ranks (the trace has " + std::to_string(files) + " files)");
       const std::int64_t ranks = rest.contains("gpus") ? rest["gpus"].get<std::int64_t>() : files;
       if (ranks < 1 || ranks > (1 << 20))
         r.fail("gpus", "expected a number of ranks from 1 (the trace has " + std::to_string(files) + " files)");
+      // Fewer ranks than files would drop the other ranks' programs without a word; more run rank 0's program.
+      if (ranks < files)
+        r.fail("gpus",
+               "gpus " + std::to_string(ranks) + " is fewer ranks than files: the trace has " + std::to_string(files) +
+                   " rank files (" + file_list(trace, found) +
+                   "), and gpus must be at least their number (ranks without a file run rank 0's program); leave it "
+                   "out to take one rank per file");
       // Ranks that exchange sends and receives are pipeline stages of their own (each reads its own file); ranks
       // that only run collectives together run one program (rank 0's), as data-parallel replicas.
       bool p2p = false, collectives = false;
@@ -670,6 +732,13 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
   } catch (const std::invalid_argument& e) {
     throw TraceError(prefix, "", e.what());
   }
+  // A rank file beyond the job's ranks would be left out without a word (a job smaller than its trace).
+  if (const auto found = rank_files(prefix); !found.empty() && found.back() >= layout->ranks())
+    throw TraceError(et_path(prefix, found.back()), "",
+                     "rank " + std::to_string(found.back()) + "'s file, but the job has " +
+                         std::to_string(layout->ranks()) + " rank" + (layout->ranks() == 1 ? "" : "s") + " (0 to " +
+                         std::to_string(layout->ranks() - 1) +
+                         "): a trace's rank files must be ranks of the job (its gpus, or its parallelism)");
   const auto groups = comm_groups(prefix);
   StageReader reader(job, *layout, groups, prefix + ".comm_groups.json");
   workload::StepGraph graph;
@@ -703,11 +772,30 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
     check_alike(prefix, layout->ranks(), graph.stages.front());
   for (const auto& [what, count] : reader.notes_)
     graph.notes.push_back(std::to_string(count) + " " + what);
-  // A step in which nothing takes time or moves a byte means nothing (a trace of metadata only).
-  bool work = false;
+  // A step in which nothing takes time or moves a byte means nothing (a trace of metadata only), and neither does
+  // one whose only bytes are collectives over groups of one rank, which move nothing (a trace's files missing, or
+  // a gpus that leaves one rank).
+  bool work = false, lone = false;
   for (const auto& st : graph.stages)
-    for (const auto& op : st.ops)
-      work = work || (workload::is_compute(op.kind) ? op.seconds > 0 : op.bytes > 0);
+    for (const auto& op : st.ops) {
+      if (workload::is_compute(op.kind))
+        work = work || op.seconds > 0;
+      else if (op.kind == OpKind::collective && op.group.size < 2)
+        lone = lone || op.bytes > 0;
+      else
+        work = work || op.bytes > 0;
+    }
+  if (!work && lone) {
+    const auto found = rank_files(prefix);
+    throw TraceError(prefix, "",
+                     "its collectives run over groups of one rank, which move nothing, and no node takes time: its "
+                     "step would be 0 s (the job has " +
+                         std::to_string(layout->ranks()) + " rank" + (layout->ranks() == 1 ? "" : "s") +
+                         "; the trace has " + std::to_string(found.size()) + " rank file" +
+                         (found.size() == 1 ? "" : "s") + (found.empty() ? "" : ": " + file_list(prefix, found)) +
+                         "): a foreign trace's ranks are its files PREFIX.0.et to PREFIX.<N-1>.et, or the job's "
+                         "gpus, and its groups those of PREFIX.comm_groups.json");
+  }
   if (!work)
     throw TraceError(prefix, "",
                      "no node of the trace takes time or moves bytes (metadata or empty nodes only): "

@@ -3,6 +3,7 @@
 #include "traces/chakra_io.hpp"
 
 #include "common/error.hpp"
+#include "traces/traces.hpp"
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/util/delimited_message_util.h>
@@ -37,6 +38,15 @@ EtFile read_et(const std::string& path)
     throw TraceError(path, "",
                      clean_eof ? std::string("empty file: a Chakra ET starts with its global metadata")
                                : std::string("the global metadata is truncated or not a Chakra ET"));
+  // Another schema version may keep its fields elsewhere: reading it with 0.0.4's layout would misread it silently.
+  if (const auto v = declared_schema_version(out.metadata); !v.empty() && v != kChakraSchemaVersion)
+    throw TraceError(path, "global metadata",
+                     "Chakra schema version \"" + v + "\" is not supported: spansim reads schema " +
+                         kChakraSchemaVersion + " (traces/et_def.proto), from files whose version is \"" +
+                         kChakraSchemaVersion +
+                         "\" or empty (Chakra's converters leave it empty); convert the trace with Chakra's tools "
+                         "of schema " +
+                         kChakraSchemaVersion);
   for (;;) {
     chakra::Node node;
     if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&node, &in, &clean_eof)) {
@@ -70,6 +80,20 @@ void write_et(const std::string& path, const chakra::GlobalMetadata& metadata, c
     std::remove(partial.c_str());
     throw UsageError("cannot write \"" + path + "\": " + std::strerror(errno));
   }
+}
+
+std::string declared_schema_version(const chakra::GlobalMetadata& metadata)
+{
+  if (!metadata.version().empty())
+    return metadata.version();
+  // Chakra's PyTorch converter copies the execution trace's own schema ("1.0.1"), which is not Chakra's; its
+  // MSCCL and text converters write "1.0.2-chakra.0.0.4", whose tail is.
+  const auto schema               = as_string(find_attr(metadata, "schema"));
+  constexpr std::string_view kTag = "-chakra.";
+  if (!schema)
+    return "";
+  const auto at = schema->rfind(kTag);
+  return at == std::string::npos ? "" : schema->substr(at + kTag.size());
 }
 
 std::optional<std::int64_t> as_int(const chakra::AttributeProto* a)
@@ -127,8 +151,9 @@ std::optional<std::string> as_string(const chakra::AttributeProto* a)
 
 std::string node_type_name(chakra::NodeType t)
 {
-  return chakra::NodeType_IsValid(t) ? chakra::NodeType_Name(t)
-                                     : std::to_string(int(t)) + " (not a type of Chakra's schema 0.0.4)";
+  return chakra::NodeType_IsValid(t)
+             ? chakra::NodeType_Name(t)
+             : std::to_string(int(t)) + " (not a type of Chakra's schema " + kChakraSchemaVersion + ")";
 }
 
 } // namespace spansim::traces::detail

@@ -31,7 +31,7 @@ struct EtFile {
 };
 
 /// @brief Reads an ET file. @throws TraceError naming the file (and the record) when it is missing, truncated or not
-/// protobuf.
+/// protobuf, or of a schema version other than kChakraSchemaVersion (declared_schema_version).
 EtFile read_et(const std::string& path);
 /// @brief Writes an ET file through a temporary name, renamed when complete. @throws UsageError when it cannot.
 void write_et(const std::string& path, const chakra::GlobalMetadata& metadata, const std::vector<chakra::Node>& nodes);
@@ -72,6 +72,11 @@ std::optional<std::int64_t> as_int(const chakra::AttributeProto* a);
 std::optional<double> as_double(const chakra::AttributeProto* a);
 /// @brief As a string (string member only).
 std::optional<std::string> as_string(const chakra::AttributeProto* a);
+
+/// @brief The Chakra schema version a file declares: its global metadata's `version`, or where that is empty, the
+/// Chakra version a `schema` attribute ends with ("1.0.2-chakra.0.0.4", as Chakra's MSCCL and text converters write
+/// it); empty when it declares none (Chakra's PyTorch converter, whose `schema` is PyTorch's own).
+std::string declared_schema_version(const chakra::GlobalMetadata& metadata);
 
 /// @brief A node type's name in the schema, or "N (not a type of Chakra's schema 0.0.4)" for a number it lacks.
 std::string node_type_name(chakra::NodeType t);

@@ -84,6 +84,12 @@ std::vector<std::vector<double>> dims_of(const json& op)
   return out;
 }
 
+// Where an event is, for errors: its place in the trace's event list.
+std::string event_at(std::size_t index)
+{
+  return "$.traceEvents[" + std::to_string(index) + "]";
+}
+
 // An event's duration in seconds: "dur" must be a finite number of microseconds, not negative; the event is named
 // by its name and start ("ts") when it is not.
 double duration(const json& e, const std::string& path, const char* what)
@@ -99,6 +105,18 @@ double duration(const json& e, const std::string& path, const char* what)
                          (it == e.end() ? std::string("missing") : "found " + it->dump()) + ")");
   }
   return it->get<double>() * 1e-6;
+}
+
+// An event's start in microseconds: "ts" must be a finite number (a string or a missing one would silently move
+// the event to time 0, out of the op that launched its kernel); the event is named by its name and place.
+double start_of(const json& e, const std::string& path, std::size_t index, const char* what)
+{
+  const auto it = e.find("ts");
+  if (it == e.end() || !it->is_number() || !std::isfinite(it->get<double>()))
+    throw TraceError(path, event_at(index),
+                     std::string(what) + " \"" + text(e, "name") + "\": \"ts\" must be a number of microseconds (" +
+                         (it == e.end() ? std::string("missing") : "found " + it->dump()) + ")");
+  return it->get<double>();
 }
 
 // Whether every size an op's shape gives is a whole number of at least one element.
@@ -184,12 +202,6 @@ std::string thread_of(const json& e)
   const auto pid = e.find("pid");
   const auto tid = e.find("tid");
   return (pid != e.end() ? pid->dump() : "") + "/" + (tid != e.end() ? tid->dump() : "");
-}
-
-double number_or(const json& e, const char* key, double fallback)
-{
-  const auto it = e.find(key);
-  return it != e.end() && it->is_number() ? it->get<double>() : fallback;
 }
 
 // For each launch, the innermost CPU op of its thread whose interval encloses the launch's start (null: none):
@@ -282,7 +294,8 @@ KinetoKernels read_kineto(const std::string& path)
   std::vector<Span> ops, launches;
   std::map<std::int64_t, std::size_t> launch_of; // correlation -> its launch
   std::vector<const json*> kernels;
-  for (const auto& e : *events) {
+  for (std::size_t index = 0; index < events->size(); ++index) {
+    const json& e = (*events)[index];
     if (!e.is_object() || text(e, "ph") != "X")
       continue;
     const auto cat  = lower(text(e, "cat"));
@@ -294,18 +307,24 @@ KinetoKernels read_kineto(const std::string& path)
         out.iterations.push_back(duration(e, path, "iteration"));
     } else if (cat == "cpu_op" || cat == "operator") {
       // In the trace's microseconds: a launch at an op's last microsecond is still inside it.
-      const double start = number_or(e, "ts", 0);
+      const double start = start_of(e, path, index, "CPU op");
       duration(e, path, "CPU op");
       ops.push_back({thread_of(e), start, start + e["dur"].get<double>(), &e});
     } else if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "runtime") {
       if (auto corr = int_arg(e, "correlation")) {
         launch_of[*corr] = launches.size();
-        launches.push_back({thread_of(e), number_or(e, "ts", 0), 0, &e});
+        launches.push_back({thread_of(e), start_of(e, path, index, "runtime call"), 0, &e});
       }
     } else if (cat == "kernel") {
       kernels.push_back(&e);
     }
   }
+  // Without kernels there is nothing to measure: a CPU-only profile, or one recorded without the GPU's activity.
+  if (kernels.empty())
+    throw TraceError(path, "",
+                     "no GPU kernel events (\"cat\": \"kernel\"; the trace has " + std::to_string(ops.size()) +
+                         " CPU ops and " + std::to_string(launches.size()) +
+                         " kernel launches): record it with ProfilerActivity.CUDA among torch.profiler's activities");
   const auto owner = enclosing_ops(ops, launches);
   // Kernel seconds per launching op (an op may launch several kernels: their times add up).
   std::map<const json*, double> op_seconds;
@@ -364,19 +383,32 @@ KinetoKernels read_kineto(const std::string& path)
         unmatched("no \"Input type\" of a floating type");
         continue;
       }
-      if (name == "aten::mm" && dims.size() >= 2 && dims[0].size() == 2 && dims[1].size() == 2)
-        g = GemmKey{*dtype, false, 1, dims[0][0], dims[1][1], dims[0][1]};
-      else if (name == "aten::addmm" && dims.size() >= 3 && dims[1].size() == 2 && dims[2].size() == 2)
-        g = GemmKey{*dtype, false, 1, dims[1][0], dims[2][1], dims[1][1]};
-      else if (name == "aten::linear" && dims.size() >= 2 && dims[0].size() >= 2 && dims[1].size() == 2)
-        g = GemmKey{*dtype, false, 1, product(dims[0], dims[0].size() - 1), dims[1][0], dims[0].back()};
-      else if (name == "aten::bmm" && dims.size() >= 2 && dims[0].size() == 3 && dims[1].size() == 3)
-        g = GemmKey{*dtype, true, dims[0][0], dims[0][1], dims[1][2], dims[0][2]};
-      else if (name == "aten::baddbmm" && dims.size() >= 3 && dims[1].size() == 3 && dims[2].size() == 3)
-        g = GemmKey{*dtype, true, dims[1][0], dims[1][1], dims[2][2], dims[1][2]};
+      // The inner (and batch) dimensions of the two operands agree in any product PyTorch ran; where they do not,
+      // the trace is damaged and its shape is no GEMM's.
+      bool agree = true;
+      if (name == "aten::mm" && dims.size() >= 2 && dims[0].size() == 2 && dims[1].size() == 2) {
+        g     = GemmKey{*dtype, false, 1, dims[0][0], dims[1][1], dims[0][1]};
+        agree = dims[0][1] == dims[1][0];
+      } else if (name == "aten::addmm" && dims.size() >= 3 && dims[1].size() == 2 && dims[2].size() == 2) {
+        g     = GemmKey{*dtype, false, 1, dims[1][0], dims[2][1], dims[1][1]};
+        agree = dims[1][1] == dims[2][0];
+      } else if (name == "aten::linear" && dims.size() >= 2 && dims[0].size() >= 2 && dims[1].size() == 2) {
+        g     = GemmKey{*dtype, false, 1, product(dims[0], dims[0].size() - 1), dims[1][0], dims[0].back()};
+        agree = dims[0].back() == dims[1][1];
+      } else if (name == "aten::bmm" && dims.size() >= 2 && dims[0].size() == 3 && dims[1].size() == 3) {
+        g     = GemmKey{*dtype, true, dims[0][0], dims[0][1], dims[1][2], dims[0][2]};
+        agree = dims[0][0] == dims[1][0] && dims[0][2] == dims[1][1];
+      } else if (name == "aten::baddbmm" && dims.size() >= 3 && dims[1].size() == 3 && dims[2].size() == 3) {
+        g     = GemmKey{*dtype, true, dims[1][0], dims[1][1], dims[2][2], dims[1][2]};
+        agree = dims[1][0] == dims[2][0] && dims[1][2] == dims[2][1];
+      }
       // A shape of no whole, positive sizes, or no time at all, gives no table row the reader would take.
       if (!g) {
         unmatched("inputs of another shape than the op's");
+        continue;
+      }
+      if (!agree) {
+        unmatched("operands whose inner or batch dimensions differ (a damaged trace)");
         continue;
       }
       if (!whole_sizes({g->batch, g->m, g->n, g->k}) || !(seconds > 0)) {
@@ -417,6 +449,41 @@ KinetoKernels read_kineto(const std::string& path)
     out.kernels.attention.push_back({key.backward, key.sequence, key.heads, key.head_dim, median(times)});
   out.kernels.gemm_file      = out.kernels.gemm.empty() ? "" : path;
   out.kernels.attention_file = out.kernels.attention.empty() ? "" : path;
+  return out;
+}
+
+ReplayCoverage replay_coverage(const KinetoKernels& k, const std::string& trace, const std::string& scenario,
+                               const workload::StepGraph& modelled, const workload::StepGraph& replayed)
+{
+  ReplayCoverage out;
+  for (std::size_t s = 0; s < replayed.stages.size(); ++s) {
+    const auto& ops = replayed.stages[s].ops;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      if (!workload::is_compute(ops[i].kind) || ops[i].host)
+        continue;
+      ++out.compute_ops;
+      // The graphs are the same but for the covered kernels' times; an op with no counterpart (layers balanced
+      // again by the measured speeds) moved because of them.
+      const workload::Op* before =
+          s < modelled.stages.size() && i < modelled.stages[s].ops.size() ? &modelled.stages[s].ops[i] : nullptr;
+      if (!before || std::fabs(before->seconds - ops[i].seconds) > 1e-12 * std::max(before->seconds, ops[i].seconds))
+        ++out.timed_ops;
+    }
+  }
+  if (out.compute_ops == 0)
+    throw TraceError(trace, "",
+                     "the step of " + scenario +
+                         " has no GPU compute op for the measured kernels to time (a trace of communication only), "
+                         "so the replay would repeat the model");
+  if (out.timed_ops == 0)
+    throw TraceError(trace, "",
+                     "none of the " + std::to_string(out.compute_ops) + " GPU compute ops of " + scenario +
+                         " took a measured time: their GEMM and attention shapes lie outside the trace's " +
+                         std::to_string(k.kernels.gemm.size()) + " BF16/FP8 GEMM and " +
+                         std::to_string(k.kernels.attention.size()) +
+                         " attention shapes (measured times replace the model's only between measured ones), or "
+                         "their times are an execution trace's own, so the replay would repeat the model: profile "
+                         "the scenario's own model and parallelism");
   return out;
 }
 

@@ -51,9 +51,24 @@ struct KinetoKernels {
 /// when the kernel's name says tf32); attention: `aten::_flash_attention_forward` / `_backward` (q as [batch,
 /// sequence, heads, head_dim]) or `aten::_scaled_dot_product_flash_attention` / `_backward` (q as [batch, heads,
 /// sequence, head_dim]), per sequence.
-/// @throws TraceError naming the file for a file that is not a Chrome trace or not whole gzip data, and the event
-/// for a duration that is not a number of microseconds.
+/// An op whose operands' inner (or batch) dimensions differ gives no row: it is counted in `unmatched`.
+/// @throws TraceError naming the file for a file that is not a Chrome trace, not whole gzip data or without GPU
+/// kernel events, and the event for a duration or a CPU op's or launch's start that is not a number of microseconds.
 KinetoKernels read_kineto(const std::string& path);
+
+/// @brief What the measured kernels timed in a step replayed with them.
+struct ReplayCoverage {
+  std::size_t timed_ops   = 0; ///< GPU compute ops whose time differs from the modelled step's
+  std::size_t compute_ops = 0; ///< GPU compute ops of the stage programs (forward, backward, recompute, optimizer)
+};
+
+/// @brief Compares a scenario's step graph as modelled with the same graph built with `k`'s tables: a compute op
+/// (a chunk's pass over one micro-batch) whose time changed ran at least one GEMM or attention kernel of a shape the
+/// tables cover (measured times replace the model's between measured shapes only). @throws TraceError naming
+/// `trace` and `scenario` when none did: the replay would repeat the model, and its error against the trace's
+/// iteration would pass for a validation.
+ReplayCoverage replay_coverage(const KinetoKernels& k, const std::string& trace, const std::string& scenario,
+                               const workload::StepGraph& modelled, const workload::StepGraph& replayed);
 
 /// @brief Writes the tables as DIR/gemm.csv and DIR/attention.csv (BF16 and FP8: what `measured_kernels` reads) and
 /// DIR/gemm_other.csv (the other GEMMs), those with rows; returns the paths written.

@@ -18,7 +18,7 @@
 
 namespace spansim::traces {
 
-/// @brief The Chakra schema version spansim follows and writes.
+/// @brief The Chakra schema version spansim follows and writes, and the one it reads (or a file that declares none).
 inline constexpr const char* kChakraSchemaVersion = "0.0.4";
 
 /// @brief Which ranks an export writes.
@@ -48,13 +48,16 @@ ExportReport export_chakra(const workload::StepGraph& graph, const placement::Ra
 
 /// @brief Reads a job of `"kind": "chakra"`: `{"name", "kind": "chakra", "trace": "DIR/PREFIX"}`, and for a trace
 /// spansim did not write, the job's own keys (model, gpu, gpus, parallelism, batch, ...) for what the trace lacks.
-/// @throws SpecError naming the file and JSON path; TraceError for an unreadable trace.
+/// A foreign trace read without a model has one rank per file, PREFIX.0.et to PREFIX.<N-1>.et, or `gpus` (at least
+/// the files) ranks. @throws SpecError naming the file and JSON path (a `gpus` below the files' count); TraceError for
+/// an unreadable trace, a gap in its rank files or a Chakra schema version other than kChakraSchemaVersion.
 workload::JobSpec load_chakra_job(const nlohmann::json& job, const std::string& file, const std::string& json_path);
 
 /// @brief The step graph of a Chakra job (`job.trace` set): each pipeline stage's program read from one of its
 /// ranks' ETs (the rank map's representative, or its first rank whose file exists), in dependency order.
 /// @throws TraceError naming the file and node for a truncated file, a dangling dependency, a cycle, an unknown
-/// communicator group, a send without its receive or an unsupported node type.
+/// communicator group, a send without its receive or an unsupported node type; the file of a rank the job lacks; a
+/// step that would take 0 s (nothing takes time or moves bytes, collectives over groups of one rank included).
 workload::StepGraph import_chakra(const workload::JobSpec& job);
 
 } // namespace spansim::traces

@@ -6,6 +6,7 @@
 #include "workload/workload.hpp"
 
 #include <filesystem>
+#include <limits>
 
 namespace spansim::workload {
 
@@ -110,7 +111,7 @@ nlohmann::json calibration_and_effects_json(const JobSpec& job)
   return out;
 }
 
-DispatchSpec read_dispatch(spec::ObjectReader e)
+DispatchSpec read_dispatch(spec::ObjectReader e, const GpuSpec& gpu)
 {
   DispatchSpec d;
   d.dispatcher = e.optional_enumeration<Dispatcher>("dispatcher").value_or(Dispatcher::alltoall);
@@ -118,7 +119,17 @@ DispatchSpec read_dispatch(spec::ObjectReader e)
   d.precision  = e.optional_enumeration<Precision>("dispatch_precision").value_or(Precision::bf16);
   if (d.precision != Precision::bf16 && d.precision != Precision::fp8)
     e.fail("dispatch_precision", "tokens are dispatched in \"bf16\" or \"fp8\"");
-  d.sms = static_cast<int>(e.optional_integer("dispatch_sms", 1, 1 << 16).value_or(0));
+  // Any integer is read, so that one out of range is refused naming the GPU whose SMs bound it. The kernels share
+  // the GPU with the compute they overlap: they may take all of its SMs but one, as a GPU file's comm_sms may.
+  const auto sms = e.optional_integer("dispatch_sms", std::numeric_limits<std::int64_t>::min(),
+                                      std::numeric_limits<std::int64_t>::max());
+  if (sms && (*sms < 1 || *sms > gpu.gemm.sms - 1))
+    e.fail("dispatch_sms", "dispatch_sms " + std::to_string(*sms) + ": GPU " + gpu.name + " has " +
+                               std::to_string(gpu.gemm.sms) +
+                               " SMs, and the dispatch and combine kernels leave at least one to the compute they "
+                               "overlap (allowed: 1 to " +
+                               std::to_string(gpu.gemm.sms - 1) + ")");
+  d.sms = static_cast<int>(sms.value_or(0));
   if (auto rt = e.optional_object("routing")) {
     RoutingSpec& rs = d.routing;
     rs.balance      = rt->enumeration<RoutingBalance>("balance");
@@ -150,6 +161,11 @@ void read_precision(spec::ObjectReader& r, JobSpec& job)
 {
   if (auto pr = r.optional_object("precision")) {
     job.precision = pr->optional_enumeration<Precision>("compute").value_or(Precision::bf16);
+    // Refused while reading: a search would otherwise count every point as infeasible for the same reason.
+    if (!(job.gpu.peak(job.precision) > 0))
+      pr->fail("compute", "GPU " + job.gpu.name + " has no " + std::string(name_of(job.precision)) +
+                              " tensor cores (no peak_" + std::string(name_of(job.precision)) +
+                              " in its GPU file; it has: " + job.gpu.precisions() + ")");
     if (pr->has("recipe")) {
       if (job.precision != Precision::fp8)
         pr->fail("recipe", "a scaling recipe is chosen for compute \"fp8\" only (mxfp8 and nvfp4 scale by blocks "
@@ -262,7 +278,7 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
   if (auto e = r.optional_object("moe")) {
     if (job.model.moe.experts == 0)
       r.fail("moe", "model " + job.model.name + " is dense: dispatch and routing are for mixture-of-experts models");
-    job.dispatch = read_dispatch(*e);
+    job.dispatch = read_dispatch(*e, job.gpu);
   }
   r.finish();
   validate_job(job);
@@ -454,7 +470,7 @@ void validate_job(JobSpec& job)
             "GPU " + job.gpu.name + " gives no rates for \"" + std::string(name_of(job.attention)) +
                 "\" (listed: " + detail::listed_kernels(job.gpu) + ")");
   if (!(job.gpu.peak(job.precision) > 0))
-    at.fail(JobIssue::fp8, {"precision", "compute"},
+    at.fail(JobIssue::precision, {"precision", "compute"},
             "GPU " + job.gpu.name + " has no " + std::string(name_of(job.precision)) + " tensor cores (no peak_" +
                 std::string(name_of(job.precision)) + " in its GPU file; it has: " + job.gpu.precisions() + ")");
 }

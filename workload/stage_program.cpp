@@ -914,7 +914,12 @@ StageStatics stage_statics(const Context& c, const std::vector<ChunkCost>& costs
   opt.kind               = OpKind::optimizer;
   const double mem_rate  = c.job.gpu.hbm_bandwidth * c.job.gpu.elementwise_efficiency;
   opt.hbm_bytes          = kOptimizerTrafficPerParam * local;
-  opt.seconds            = opt.hbm_bytes / mem_rate;
+  // Gradients reduced in BF16 are cast up into the fp32 main gradients the step reads (Megatron's optimizer,
+  // _copy_model_grads_to_main_grads: `.float()` of the buffer's shard, a copy where the buffer is BF16 and a view
+  // where it is fp32): one more read of the buffer and a write of fp32.
+  if (c.job.gradient_reduce_bytes < kFp32)
+    opt.hbm_bytes += (c.job.gradient_reduce_bytes + kFp32) * local;
+  opt.seconds = opt.hbm_bytes / mem_rate;
   if (c.job.effects.grad_clipping) {
     // Gradient clipping by global norm (Megatron, FSDP): every local fp32 gradient read once for the norm; the
     // scaling folds into the Adam step that follows. Its reduction across ranks is a few bytes.

@@ -106,10 +106,10 @@ StepSummary summarize(const StepGraph& graph)
   s.programs                   = graph.stages.size();
   s.ranks                      = static_cast<std::size_t>(graph.job.gpus);
   s.tokens                     = graph.job.tokens_per_step();
-  double optimizer_of_busiest  = 0;
+  double optimizer_of_busiest = 0, wgrad_of_busiest = 0;
   for (const auto& st : graph.stages) {
     s.ops += st.ops.size();
-    double compute = 0, optimizer = 0;
+    double compute = 0, optimizer = 0, wgrad = 0;
     OpEffects effects;
     DimArray<double> wire, buffer;
     for (const Op& op : st.ops) {
@@ -117,6 +117,8 @@ StepSummary summarize(const StepGraph& graph)
       s.hardware_flops += op.hardware_flops * ranks_per_stage;
       if (op.kind == OpKind::optimizer)
         optimizer += op.seconds;
+      if (op.kind == OpKind::weight_grad)
+        wgrad += op.seconds;
       compute += op.seconds;
       effects.sustained_clock += op.effects.sustained_clock;
       effects.kernel_gaps += op.effects.kernel_gaps;
@@ -137,6 +139,7 @@ StepSummary summarize(const StepGraph& graph)
     if (compute > s.stage_compute_max) {
       s.stage_compute_max  = compute;
       optimizer_of_busiest = optimizer;
+      wgrad_of_busiest     = wgrad;
       s.effects            = effects;
     }
     if (st.memory.total() > s.peak_memory.total()) {
@@ -148,7 +151,29 @@ StepSummary summarize(const StepGraph& graph)
   // The bubble is measured against the busiest stage's forward and backward work, as the formula counts it.
   const double busy = s.stage_compute_max - optimizer_of_busiest;
   s.bubble_fraction = busy > 0 ? (s.step_lower_bound - s.stage_compute_max) / busy : 0;
-  s.bubble_formula  = double(par.pp - 1) / (double(graph.job.schedule.virtual_stages) * graph.micro_batches);
+  const double pp = par.pp, m = graph.micro_batches;
+  switch (graph.job.schedule.kind) {
+  case ScheduleKind::gpipe:
+  case ScheduleKind::one_f_one_b:
+    s.bubble_formula      = (pp - 1) / m;
+    s.bubble_formula_text = "(pp-1)/m";
+    break;
+  case ScheduleKind::interleaved_1f1b:
+    s.bubble_formula      = (pp - 1) / (graph.job.schedule.virtual_stages * m);
+    s.bubble_formula_text = "(pp-1)/(v*m)";
+    break;
+  case ScheduleKind::zb_h1:
+    // The makespan m (F + B) + (pp - 1)(F + B - 2W) (workload/README.md) over m (F + B): it depends on the weight
+    // gradients' share of the work, taken from the busiest stage (F + B = busy / m, W = its weight passes / m).
+    s.bubble_formula      = busy > 0 ? (pp - 1) * (busy - 2 * wgrad_of_busiest) / (m * busy) : 0;
+    s.bubble_formula_text = "(pp-1)(F+B-2W)/(m(F+B))";
+    break;
+  case ScheduleKind::dualpipe:
+  case ScheduleKind::dualpipev:
+    // Their bubble, (pp/2 - 1)(F&B + B - 3W) (workload/README.md, stated at F = W = B/2), is a time that depends on
+    // the passes' times and does not shrink with m: no fraction of pp, v and m to set beside the measure.
+    break;
+  }
   return s;
 }
 

@@ -629,15 +629,17 @@ enum class JobIssue {
   microbatch_group, ///< interleaved: the group is not between pp and the micro-batches, dividing them
   pipeline_depth,   ///< fewer micro-batches than pipeline stages (1F1B, interleaved)
   layers,           ///< fewer layers than pp x virtual_stages model chunks
-  fp8,              ///< a precision (FP8, MXFP8, NVFP4) the GPU has no peak for
+  precision,        ///< a compute precision (FP8, MXFP8, NVFP4) the GPU has no peak for
   attention,        ///< an attention library the GPU file gives no rates for
   memory,           ///< the memory estimate exceeds HBM (thrown by build_step_graph)
 };
 constexpr std::array<std::string_view, 14> enum_names(JobIssue)
 {
-  return {
-      "gpus",           "tp",     "ep",  "hsdp",      "sequence", "cp-comm", "batch", "schedule", "microbatch-group",
-      "pipeline-depth", "layers", "fp8", "attention", "memory"};
+  return {"gpus",           "tp",       "ep",
+          "hsdp",           "sequence", "cp-comm",
+          "batch",          "schedule", "microbatch-group",
+          "pipeline-depth", "layers",   "precision",
+          "attention",      "memory"};
 }
 
 /// @brief Checks a job's degrees, batch and schedule against its model and GPU, and fills what defaults from
@@ -649,10 +651,12 @@ void validate_job(JobSpec& job);
 ModelSpec read_model_ref(spec::ObjectReader& r, std::string_view key);
 /// @brief Reads a "gpu" reference: a zoo name, a path relative to the reading file, or an inline object.
 GpuSpec read_gpu_ref(spec::ObjectReader& r, std::string_view key);
-/// @brief Reads a job's "moe" object: dispatcher, node limit, dispatch precision and SMs, routing balance.
+/// @brief Reads a job's "moe" object: dispatcher, node limit, dispatch precision and SMs (1 to the SMs of `gpu` less
+/// one), routing balance.
 /// @throws SpecError at the key's JSON path.
-DispatchSpec read_dispatch(spec::ObjectReader r);
-/// @brief Reads the optional `precision` object of a job (or an optimize spec) into `job`.
+DispatchSpec read_dispatch(spec::ObjectReader r, const GpuSpec& gpu);
+/// @brief Reads the optional `precision` object of a job (or an optimize spec) into `job`, whose GPU is read: a compute
+/// precision the GPU has no peak for is refused at `precision.compute`.
 void read_precision(spec::ObjectReader& r, JobSpec& job);
 /// @brief Reads a batch object; with `micro_batch_allowed` false, a micro_batch key is refused (it is searched).
 BatchSpec read_batch(spec::ObjectReader r, bool micro_batch_allowed = true);
@@ -830,9 +834,14 @@ struct JobCosts {
   int micro_batches = 0;
   /// One tensor-parallel collective's buffer, 2 per layer and pass (x2 with SP, where it is the mean of the
   /// all-gather's, quantized in a low precision, and the BF16 reduce-scatter's).
-  double tp_bytes        = 0;
-  double cp_bytes        = 0; ///< one context-parallel K/V all-gather's buffer (1 per layer and pass)
-  double cp_a2a_bytes    = 0; ///< Ulysses over the whole cp group: its two all-to-alls' buffers (per layer and pass)
+  double tp_bytes = 0;
+  /// One context-parallel K/V all-gather's (or ring's) buffer, 1 per layer and pass: over the cp group, or over
+  /// a2a+p2p's ring of cp / cp_a2a ranks (the K/V of the all-to-all group's share of the heads).
+  double cp_bytes = 0;
+  /// Ulysses' two all-to-alls' buffers (per layer and pass) over `cp_a2a` ranks: the cp group (a2a) or a2a+p2p's
+  /// all-to-all group; 0 for the other variants.
+  double cp_a2a_bytes    = 0;
+  int cp_a2a             = 1; ///< the all-to-all group's size (1: no all-to-all)
   double ep_bytes        = 0; ///< one dispatch or combine (1 each per MoE layer and pass)
   double ep_gather_bytes = 0; ///< one all-gather dispatch (the allgather dispatcher's buffer)
   double pp_bytes        = 0; ///< one pipeline message
@@ -861,8 +870,14 @@ struct StepSummary {
   double stage_compute_max = 0; ///< Compute seconds of the busiest stage (no bubble).
   double step_lower_bound  = 0; ///< Makespan of the graph with free communication.
   double bubble_fraction   = 0; ///< (lower bound - busiest stage compute) / busiest stage compute.
-  double bubble_formula    = 0; ///< (pp - 1) / (v * m); GPipe and 1F1B have v = 1.
-  int peak_memory_stage    = 0;
+  /// @brief The schedule's closed-form bubble over the busiest stage's forward and backward work: (pp - 1) / m for
+  /// GPipe and 1F1B, (pp - 1) / (v m) interleaved, (pp - 1)(F + B - 2W) / (m (F + B)) for ZB-H1 with the busiest
+  /// stage's W share; 0 for DualPipe and DualPipeV (see bubble_formula_text).
+  double bubble_formula = 0;
+  /// @brief That formula as printed ("(pp-1)/m"); empty for DualPipe and DualPipeV, whose bubble is a time that
+  /// depends on the passes' times, not a fraction of pp, v and m.
+  std::string bubble_formula_text;
+  int peak_memory_stage = 0;
   MemoryEstimate peak_memory;
   OpEffects effects; ///< of the busiest stage's compute: what each production effect adds (SM contention: netsim)
 };

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -432,6 +433,9 @@ TEST_CASE("share --json: the example's jobs, their slowdowns and the bytes each 
   // The third job sits on the next free GPUs of one building: no bytes over the long haul, and not slowed.
   CHECK(j["jobs"][2]["buildings"] == nlohmann::json::array({"east-b0"}));
   CHECK(j["jobs"][2]["slowdown"].get<double>() == Approx(1).epsilon(1e-9));
+  // The two jobs across the thin long haul contend on it: the example's point.
+  for (int k : {0, 1})
+    CHECK(j["jobs"][k]["slowdown"].get<double>() > 1.01);
   bool long_haul = false;
   for (const auto& b : j["boundaries"])
     if (b["tier"] == "inter_region") {
@@ -470,4 +474,169 @@ TEST_CASE("optimize on a DLRM scenario: sharding and towers ranked by step time"
   CHECK(best["sharding"] == "row-wise");
   CHECK(best["towers"] == 2);
   CHECK(without_towers > best["step_time_s"].get<double>());
+}
+
+namespace {
+
+// A one-line refusal: exit code 2, one "spansim: error: " line saying `says`, nothing on stdout.
+void check_refused(const std::string& args, const std::string& says)
+{
+  const auto r = spansim(args);
+  INFO("spansim " << args << "\nexit code " << r.exit_code << "\nstderr: " << r.err << "\nstdout: " << r.out);
+  CHECK(r.exit_code == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.rfind("spansim: error: ", 0) == 0);
+  CHECK(r.err.find(says) != std::string::npos);
+  CHECK(r.out.empty());
+}
+
+// A Topology Zoo GraphML of two separate pairs of routers, A-B and C-D, with `speed` as the A-B link's LinkSpeedRaw
+// (a file of its own for each speed).
+std::string two_pairs(const std::string& dir, const std::string& speed = "1e10")
+{
+  const std::string path = dir + "/two-pairs-" + speed + ".graphml";
+  std::ofstream(path)
+      << R"(<?xml version="1.0" encoding="utf-8"?><graphml xmlns="http://graphml.graphdrawing.org/xmlns">
+<key attr.name="label" attr.type="string" for="node" id="d1" />
+<key attr.name="LinkSpeedRaw" attr.type="double" for="edge" id="d4" />
+<graph edgedefault="undirected">
+<node id="a"><data key="d1">A</data></node><node id="b"><data key="d1">B</data></node>
+<node id="c"><data key="d1">C</data></node><node id="d"><data key="d1">D</data></node>
+<edge source="a" target="b"><data key="d4">)" +
+             speed +
+             R"(</data></edge>
+<edge source="c" target="d"><data key="d4">1e10</data></edge>
+</graph></graphml>
+)";
+  return path;
+}
+
+} // namespace
+
+TEST_CASE("collective --sizes: a sweep over 64 sizes is refused before it grows, 0 bytes refused", "[cli][options]")
+{
+  // 1B:1TiB at a factor of 1.0000001 is 2.7e8 sizes (GBs): under a 2 GB address space it must still be exit 2.
+  const auto r = cli_test::run_shell("ulimit -v 2000000; timeout 20 " + std::string(SPANSIM_BINARY) +
+                                     " collective -t two-buildings --ranks 8 --sizes 1B:1TiB --factor 1.0000001 "
+                                     "--fidelity analytical");
+  INFO("exit code " << r.exit_code << "\nstderr: " << r.err);
+  CHECK(r.exit_code == 2);
+  CHECK(lines(r.err) == 1);
+  CHECK(r.err.find("--sizes \"1B:1TiB\": more than 64 sizes per sweep") != std::string::npos);
+  check_refused("collective -t two-buildings --ranks 8 --sizes 1MiB:1Gfoo", "--sizes: invalid size \"1Gfoo\"");
+  CHECK(spansim("collective -t two-buildings --ranks 8 --sizes 1MiB:1Gfoo").err.find("--sizes: --sizes") ==
+        std::string::npos);
+  check_refused("collective -t two-buildings --ranks 8 --sizes 2MiB:1MiB", "from a smaller size up to a larger one");
+  // A call of 0 bytes has no bandwidth (0/0): refused rather than printed as NaN.
+  for (const char* sizes : {"0B", "0B:1MiB", "1MiB,0B"})
+    check_refused("collective -t two-buildings --ranks 8 --sizes " + std::string(sizes), "\"0B\" is 0 bytes");
+  check_refused("collective -t two-buildings --ranks 8 --op alltoall --sizes 0B,1MiB", "sizes must be greater than 0");
+  // 64 sizes still run; a list of 65 is refused as a range is.
+  std::string list;
+  for (int i = 1; i <= 64; ++i)
+    list += (list.empty() ? "" : ",") + std::to_string(i) + "KiB";
+  const auto full = spansim("collective -t hgx-h100-pod --ranks 8 --fidelity analytical --json --sizes " + list);
+  INFO(full.err);
+  REQUIRE(full.exit_code == 0);
+  const auto rows = nlohmann::json::parse(full.out)["results"];
+  std::cout << "collective over a list of 64 sizes: expected 64 rows, actual " << rows.size() << "\n";
+  CHECK(rows.size() == 64);
+  check_refused("collective -t hgx-h100-pod --ranks 8 --fidelity analytical --sizes " + list + ",65KiB",
+                "more than 64 sizes per sweep");
+}
+
+TEST_CASE("topology import-zoo: a refused import leaves --out as it was and names the sites, edge or option",
+          "[cli][options][zoo]")
+{
+  const std::string dir = "/tmp/spansim-test-zoo-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string out     = dir + "/out.json";
+  const std::string old     = "{\"old\": 1}\n";
+  const std::string abilene = std::string(SPANSIM_SOURCE_DIR) + "/tests/data/foreign/zoo/Abilene.graphml";
+  struct Case {
+    std::string args, says;
+  };
+  const Case cases[] = {
+      {two_pairs(dir) + " --site A --site C", "--site \"C\" cannot reach --site \"A\""},
+      {two_pairs(dir, "1e300") + " --site A --site B",
+       "at edge \"a\" -- \"b\" (\"A\" -- \"B\"): LinkSpeedRaw \"1e300\" is out of range"},
+      {two_pairs(dir, "fast") + " --site A --site B", "LinkSpeedRaw \"fast\" is not a number"},
+      {abilene + " --site 0 --site 1 --default-speed 0Gbps", "--default-speed 0 bps: allowed a bandwidth above 0"},
+      {abilene + " --site 0 --uplink 0Gbps", "--uplink 0 bps: allowed a bandwidth above 0"},
+  };
+  for (const auto& c : cases) {
+    std::ofstream(out) << old;
+    check_refused("topology import-zoo " + c.args + " --out " + out, c.says);
+    CHECK(slurp(out) == old);
+  }
+  // Accepted: the sites in the order given (Los Angeles has id 5, Chicago 1), one JSON document.
+  const auto r = spansim("topology import-zoo " + abilene + " --out " + out +
+                         " --site 'Los Angeles' --site Indianapolis --site Chicago --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(r.out)["gpus"] == 192);
+  const auto written = nlohmann::json::parse(slurp(out));
+  CHECK(written["regions"][0]["name"] == "los-angeles");
+  CHECK(written["regions"][2]["name"] == "chicago");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("options that cannot apply are refused, not ignored", "[cli][options]")
+{
+  const std::string src = SPANSIM_SOURCE_DIR;
+  // --seed, as --steps, needs the scenario's variability block.
+  check_refused("run " + src + "/examples/scenarios/llama3-8b-two-regions-dp.json --seed 5 --no-outputs",
+                "--seed sets the seed of the scenario's \"variability\" block");
+  check_refused("run " + src + "/examples/scenarios/llama3-8b-two-regions-dp.json --steps 5 --no-outputs",
+                "--steps samples steps under the scenario's \"variability\" block");
+  check_refused("run --no-outputs --out /tmp/spansim-never", "--out excludes --no-outputs");
+  // An explicit GPU list has no stride or first GPU.
+  check_refused("collective -t hgx-h100-pod --gpus 0,1 --stride 2", "--stride excludes --gpus");
+  check_refused("collective -t hgx-h100-pod --gpus 0,1 --first 2", "--first excludes --gpus");
+  // Slurm's options without --slurm.
+  const std::string spec = src + "/examples/optimize/llama3-8b-two-buildings.json";
+  for (const char* option : {"--task-time 5min", "--partition gpu", "--max-tasks 3", "--cpus-per-task 4",
+                             "--time 1:00:00", "--sbatch-arg=--qos=low"}) {
+    const std::string name = std::string(option).substr(0, std::string(option).find_first_of(" ="));
+    check_refused("optimize " + spec + " " + option, name + " shapes the Slurm job arrays: it needs --slurm");
+    check_refused("validate " + std::string(option), name + " shapes the Slurm job arrays: it needs --slurm");
+  }
+  const std::string never = "/tmp/spansim-test-validate-out-" + std::to_string(::getpid());
+  check_refused("validate --out " + never, "it needs --slurm or --slurm-dry-run");
+  CHECK(!std::filesystem::exists(never));
+  // GraphML on standard output is no JSON document: --json needs -o there.
+  check_refused("topology export hgx-h100-pod --format graphml --json", "--json with --format graphml needs -o FILE");
+  const std::string graphml = "/tmp/spansim-test-export-" + std::to_string(::getpid()) + ".graphml";
+  const auto r              = spansim("topology export hgx-h100-pod --format graphml --json -o " + graphml);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["format"] == "graphml");
+  CHECK(j["file"] == graphml);
+  CHECK(slurp(graphml).rfind("<?xml", 0) == 0);
+  std::remove(graphml.c_str());
+}
+
+TEST_CASE("help and text output say what holds: hybrid fidelity, --no-boundaries, no rows, one trial", "[cli][options]")
+{
+  const auto run_help = spansim("run --help");
+  CHECK(run_help.out.find("analytical, flow, packet, hybrid") != std::string::npos);
+  const auto describe_help = spansim("topology describe --help");
+  INFO(describe_help.out);
+  CHECK(describe_help.out.find("--no-boundaries ") != std::string::npos);
+  CHECK(describe_help.out.find("{false}") == std::string::npos);
+  CHECK(spansim("topology describe hgx-h100-pod --no-boundaries").out.find("Capacity out of") == std::string::npos);
+  // One fit row and no check row: the check MAPE is no figure.
+  const auto v = spansim("validate --only mpt-7b-8k-8xa100 --no-loo --workers 1");
+  INFO(v.err);
+  REQUIRE(v.exit_code == 0);
+  CHECK(v.out.find("check rows - (0)") != std::string::npos);
+  CHECK(v.out.find("0.0% (0)") == std::string::npos);
+  // One trial has no spread.
+  const auto one = spansim("reliability " + std::string(SPANSIM_SOURCE_DIR) +
+                           "/examples/scenarios/llama3-405b-24k-reliability.json --days 30 --trials 1");
+  INFO(one.err);
+  REQUIRE(one.exit_code == 0);
+  CHECK(one.out.find("one trial: no spread") != std::string::npos);
+  CHECK(one.out.find("+- ") == std::string::npos);
 }

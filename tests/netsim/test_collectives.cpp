@@ -124,6 +124,25 @@ void check_all_cases(const topology::Topology& t, const std::vector<int>& gpus, 
 
 } // namespace
 
+TEST_CASE("a call's reported estimate is its time alone: a tree's edges split the links they share", "[collective]")
+{
+  // In one NVLink node, 1 GiB: the double binary tree's all-reduce (each GPU's NVLink carries its edges of both
+  // trees: 2 S / B) and the ring's, each estimate against its own simulation and closed form.
+  auto t         = preset("hgx-h100-pod");
+  const double b = t.spec().node.nvlink_rate();
+  const double s = 1073741824.0;
+  for (auto algorithm : {Algorithm::tree, Algorithm::ring}) {
+    FlowGraph g;
+    const auto col     = make(CollectiveOp::all_reduce, algorithm, range(0, 8), s);
+    const auto lowered = add_collective(g, t, col, {});
+    const double time  = run(t, g, Fidelity::analytical, EngineOptions{}).ops[lowered.end_op].end;
+    const double form  = algorithm == Algorithm::tree ? 2 * s / b : 2 * 7.0 / 8 * s / b;
+    const std::string name(name_of(algorithm));
+    expect_within(name + ": estimate against the simulated call", time, lowered.estimate, 0.01);
+    expect_within(name + ": estimate against the closed form (bytes only)", form, lowered.estimate, 0.01);
+  }
+}
+
 TEST_CASE("every algorithm matches its closed form inside one NVLink node", "[collective]")
 {
   auto t = preset("hgx-h100-pod");

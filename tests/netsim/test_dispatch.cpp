@@ -5,6 +5,7 @@
 #include "netsim/collectives.hpp"
 #include "netsim/dispatch.hpp"
 #include "netsim/netsim.hpp"
+#include "tests/support.hpp"
 #include "topology/topology.hpp"
 #include "workload/workload.hpp"
 
@@ -16,16 +17,9 @@
 
 using namespace spansim;
 using nlohmann::json;
+using spansim::test::expect_within;
 
 namespace {
-
-void check_close(const std::string& what, double expected, double actual, double rel)
-{
-  INFO(what << ": expected " << expected << " actual " << actual << " (tolerance " << rel << " relative)");
-  std::cout << what << ": expected " << expected << " actual " << actual << " (" << std::showpos
-            << 100 * (actual / expected - 1) << std::noshowpos << "%)\n";
-  CHECK(std::fabs(actual - expected) <= rel * std::fabs(expected));
-}
 
 // An H800 cluster as DeepSeek-V3 describes it (arXiv 2412.19437 section 3.2.2): 8 GPUs per node on NVLink with
 // 160 GB/s usable (200 GB/s per direction at 0.8), one 400 Gb/s InfiniBand NIC per GPU (DeepEP: ~50 GB/s; 0.94
@@ -114,9 +108,9 @@ TEST_CASE("A flat dispatch sends every token copy once, the busiest member recei
     into5 += m[static_cast<std::size_t>(i)][5];
   }
   const double per_peer = op.bytes / 16;
-  check_close("the busiest member (3) receives 1.5x its even share from each of 15 peers", 15 * per_peer * 1.5, into3,
-              1e-12);
-  check_close("another member receives (16 - 1.5) / 15 of it", 15 * per_peer * (16 - 1.5) / 15, into5, 1e-12);
+  expect_within("the busiest member (3) receives 1.5x its even share from each of 15 peers", 15 * per_peer * 1.5, into3,
+                1e-12);
+  expect_within("another member receives (16 - 1.5) / 15 of it", 15 * per_peer * (16 - 1.5) / 15, into5, 1e-12);
   CHECK(sent0 < op.bytes);
 }
 
@@ -135,16 +129,44 @@ TEST_CASE("DeepEP's hierarchical dispatch: one copy per node over InfiniBand, on
     for (int j = 1; j < ep; ++j)
       (t.locate(j).node == t.locate(0).node ? nvlink : rdma) += m[0][static_cast<std::size_t>(j)];
     const std::string tag = limit > 0 ? " (at most " + std::to_string(limit) + " nodes)" : "";
-    check_close("InfiniBand bytes of one GPU" + tag + ": (nodes - 1) x P(node) x tokens x bytes",
-                (nodes - 1) * rates.node * token, rdma, 1e-12);
-    check_close("NVLink bytes of one GPU" + tag + ": 7 peers x nodes x P(GPU) x tokens x bytes",
-                7 * nodes * rates.gpu * token, nvlink, 1e-12);
+    expect_within("InfiniBand bytes of one GPU" + tag + ": (nodes - 1) x P(node) x tokens x bytes",
+                  (nodes - 1) * rates.node * token, rdma, 1e-12);
+    expect_within("NVLink bytes of one GPU" + tag + ": 7 peers x nodes x P(GPU) x tokens x bytes",
+                  7 * nodes * rates.gpu * token, nvlink, 1e-12);
     for (int j = 1; j < ep; ++j)
       if (t.locate(j).node != t.locate(0).node)
         CHECK((m[0][static_cast<std::size_t>(j)] > 0) == (t.locate(j).local == 0));
   }
   // Limiting a token to 2 of the 4 nodes cuts its InfiniBand bytes.
   CHECK(workload::dispatch_rates(256, 8, ep, nodes, 2).node < workload::dispatch_rates(256, 8, ep, nodes, 0).node);
+}
+
+TEST_CASE("DeepEP on nodes holding unequal parts of the group: each node is hit as often as its experts make it")
+{
+  // EP 16 on GPUs 4-19 of 8-GPU nodes: 4, 8 and 4 members, 16 of DeepSeek-V3's 256 experts each. A token (top 8)
+  // reaches the 4-member nodes with 1 - C(192, 8) / C(256, 8) and the 8-member node with 1 - C(128, 8) / C(256, 8),
+  // not with the even split's 256 / 3 experts a node.
+  const auto t = h800(3);
+  std::vector<int> gpus;
+  for (int g = 4; g < 20; ++g)
+    gpus.push_back(g);
+  const auto job     = deepseek_job(16, "deepep", 0);
+  const auto op      = dispatch_op(4096);
+  const auto m       = netsim::detail::dispatch_matrix(t, gpus, job, op, 0);
+  const double token = op.bytes / 8;
+  auto miss          = [](int held) {
+    double p = 1;
+    for (int i = 0; i < 8; ++i)
+      p *= double(256 - held - i) / double(256 - i);
+    return p;
+  };
+  const double small = 1 - miss(64), large = 1 - miss(128);
+  // Member 0 (GPU 4, node 0, local 0) sends once to node 1 (member 4, GPU 8) and once to node 2 (member 12, GPU 16).
+  expect_within("into the 8-member node", token * large, m[0][4], 1e-12);
+  expect_within("into the other 4-member node", token * small, m[0][12], 1e-12);
+  // Member 4 (GPU 8, node 1, local 0) sends to both 4-member nodes at their rate.
+  expect_within("out of the 8-member node into a 4-member one", token * small, m[4][0], 1e-12);
+  expect_within("and the other", token * small, m[4][12], 1e-12);
 }
 
 TEST_CASE("DeepEP's published bandwidths check the hierarchical dispatch's time (H800, CX7 400 Gb/s)")
@@ -168,8 +190,8 @@ TEST_CASE("DeepEP's published bandwidths check the hierarchical dispatch's time 
     const auto rates     = workload::dispatch_rates(256, 8, c.ep, nodes, limit);
     const double token   = op.bytes / 8;
     const double logical = nodes > 1 ? nodes * rates.node * token : c.ep * rates.gpu * token;
-    check_close("DeepEP dispatch EP " + std::to_string(c.ep) + ", logical " + (nodes > 1 ? "RDMA" : "NVLink") +
-                    " GB/s against the published figure",
-                c.published, logical / sec / 1e9, 0.35);
+    expect_within("DeepEP dispatch EP " + std::to_string(c.ep) + ", logical " + (nodes > 1 ? "RDMA" : "NVLink") +
+                      " GB/s against the published figure",
+                  c.published, logical / sec / 1e9, 0.35);
   }
 }

@@ -1,6 +1,7 @@
 // Co-simulated training steps against closed forms: a two-stage pipeline across two buildings, an exposed
 // data-parallel all-reduce; the breakdown's accounting identity; determinism.
 #include "common/error.hpp"
+#include "netsim/contention.hpp"
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
 #include "scenario/scenario.hpp"
@@ -299,6 +300,36 @@ TEST_CASE("SM contention: compute overlapped by communication loses NCCL's SMs f
     CHECK(second.step_time >= first.step_time);
     check_identity(second);
   }
+}
+
+TEST_CASE("SM contention on a GPU without NCCL's share: only ops that name their SMs take them", "[step][effects]")
+{
+  // The case above on a GPU file with no comm_sms: nothing is taken until the overlapped ops name 16 SMs each (as a
+  // MoE dispatcher's do), and then exactly what NCCL's 16 would take.
+  topology::Topology topo(topology::load_topology_spec("two-buildings"));
+  auto j = job({{"tp", 1}, {"cp", 1}, {"pp", 1}, {"dp", 2}, {"data_parallel", "ddp"}}, {{"kind", "1f1b"}}, 4, 2048);
+  j.effects.dp_overlap_by_unit = true;
+  placement::Placement place(topo, j, {kDpOutermost, {"bldg-a", "bldg-b"}});
+  netsim::StepOptions o;
+  o.fidelity                      = netsim::Fidelity::analytical;
+  o.algorithms[workload::Dim::dp] = netsim::Algorithm::ring;
+  j.effects.sm_contention         = false;
+  const auto first                = netsim::simulate_step(topo, workload::build_step_graph(j), place, o);
+  const double expected           = contention_by_hand(workload::build_step_graph(j), first, j);
+  REQUIRE(expected > 0);
+  j.effects.sm_contention = true;
+  auto graph              = workload::build_step_graph(j);
+  graph.job.gpu.comm_sms  = 0;
+  CHECK_FALSE(netsim::contention_applies(graph));
+  const auto none = netsim::simulate_step(topo, graph, place, o);
+  expect_within("no SMs named: the step without contention", first.step_time, none.step_time, 1e-12);
+  for (auto& op : graph.stages[0].ops)
+    if (!workload::is_compute(op.kind) && op.overlappable)
+      op.sms = 16;
+  CHECK(netsim::contention_applies(graph));
+  const auto named = netsim::simulate_step(topo, graph, place, o);
+  REQUIRE(named.sm_contention.size() == 1);
+  expect_within("16 SMs named by the ops: NCCL's 16 by hand", expected, named.sm_contention[0], 1e-9);
 }
 
 TEST_CASE("flow fidelity: links left out as slack change no op of a step", "[step][slack]")

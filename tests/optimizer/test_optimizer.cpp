@@ -279,3 +279,68 @@ TEST_CASE("refine_multipath: the best points re-simulated under ECMP, the screen
   bad["refine_multipath"] = {{"routing", "ideal"}};
   CHECK_THROWS_WITH(spec_from(bad), Catch::Contains("$.refine_multipath") && Catch::Contains("\"ecmp\""));
 }
+
+TEST_CASE("a DeepEP node limit at or above the nodes an EP group spans is one point with no limit", "[optimizer]")
+{
+  // Qwen3-30B-A3B on 128 H100s (8-GPU nodes) with tp = cp = pp = 1: an EP group is ep consecutive ranks, so it spans
+  // ep / 8 nodes (by hand: 1, 2 and 4 for ep 8, 16 and 32), and a limit of as many or more does nothing.
+  json j         = {{"name", "node-limits"},
+                    {"topology", "two-buildings"},
+                    {"model", "qwen3-30b-a3b"},
+                    {"gpu", "h100"},
+                    {"gpus", 128},
+                    {"buildings", {"bldg-a", "bldg-b"}},
+                    {"batch", {{"global_sequences", 512}, {"sequence_length", 4096}}},
+                    {"search",
+                     {{"tp", {1}},
+                      {"pp", {1}},
+                      {"ep", {8, 16, 32}},
+                      {"data_parallel", {"fsdp"}},
+                      {"schedule", {"1f1b"}},
+                      {"order", {{"tp", "cp", "pp", "dp"}}},
+                      {"recompute", {"selective"}},
+                      {"dispatcher", {"alltoall", "deepep"}},
+                      {"node_limit", {0, 1, 2, 4}}}}};
+  auto limits_of = [](const optimizer::OptimizeSpec& spec) {
+    const optimizer::IndexedSpace space(spec);
+    std::map<int, std::multiset<int>> deepep; // ep -> the node limits of its canonical DeepEP points
+    std::set<std::string> labels;
+    for (const auto& p : spansim::test::canonical_points(space)) {
+      CHECK(labels.insert(p.label()).second); // no two canonical points are one configuration
+      if (p.dispatcher == workload::Dispatcher::deepep)
+        deepep[p.ep].insert(p.node_limit);
+      else
+        CHECK(p.node_limit == 0);
+    }
+    // Every combination runs as one of the canonical points: a no-op limit as none.
+    for (std::uint64_t i = 0; i < space.size(); ++i)
+      if (space.divisible(space.decode(i)))
+        CHECK(labels.count(space.point(space.decode(i)).label()) == 1);
+    return deepep;
+  };
+  auto deepep = limits_of(spec_from(j));
+  CHECK(deepep[8] == std::multiset<int>{0});
+  CHECK(deepep[16] == std::multiset<int>{0, 1});
+  CHECK(deepep[32] == std::multiset<int>{0, 1, 2});
+
+  // Without 0 in the list, the first limit that does nothing stands for them, and runs as none.
+  j["search"]["node_limit"] = {2, 4};
+  deepep                    = limits_of(spec_from(j));
+  CHECK(deepep[8] == std::multiset<int>{0});
+  CHECK(deepep[16] == std::multiset<int>{0});
+  CHECK(deepep[32] == std::multiset<int>{0, 2});
+}
+
+TEST_CASE("an optimize spec whose GPU lacks its precision or SMs is refused while it is read", "[optimizer]")
+{
+  auto j         = small_space();
+  j["precision"] = {{"compute", "nvfp4"}};
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("at $.precision.compute") &&
+                                      Catch::Contains("GPU h100 has no nvfp4 tensor cores") &&
+                                      Catch::Contains("it has: bf16, fp8"));
+  j          = small_space();
+  j["model"] = "qwen3-30b-a3b";
+  j["moe"]   = {{"dispatch_sms", 132}};
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("at $.moe.dispatch_sms") && Catch::Contains("GPU h100 has 132 SMs") &&
+                                      Catch::Contains("allowed: 1 to 131"));
+}

@@ -2,6 +2,7 @@
 // programs equals the programs' own figures, and the three-tier search finds the exhaustive winner.
 #include "optimizer/screen.hpp"
 #include "support_optimizer.hpp"
+#include "tests/support.hpp"
 #include "topology/topology.hpp"
 #include "workload/workload.hpp"
 
@@ -131,6 +132,62 @@ TEST_CASE("job_costs' parameter all-gathers are the stage programs', in BF16 and
     const auto scenario = optimizer::scenario_json(spec, p);
     CHECK(scenario["job"].value("precision", nlohmann::json::object()).value("param_gather", "bf16") ==
           (fp8 ? "fp8" : "bf16"));
+  }
+}
+
+TEST_CASE("job_costs' context-parallel buffers are the stage programs', for every CP variant", "[optimizer][screen]")
+{
+  // Llama 3 8B (8 K/V heads) at TP 4: 2 K/V heads a rank. a2a+p2p with an all-to-all group of 4 replicates them to
+  // 4 (one a rank of the group), and its ring of cp / 4 = 2 passes that group's share: 4 heads / 2 x 1/4 of the
+  // sequence's K/V per head share, so half the gather's buffer. Hand-computed, then compared with the programs.
+  const auto spec = screened_spec();
+  double gather   = 0;
+  for (auto comm :
+       {workload::CpComm::allgather, workload::CpComm::ring, workload::CpComm::a2a, workload::CpComm::a2a_p2p}) {
+    optimizer::Point p;
+    p.tp = 4, p.cp = 8, p.pp = 1, p.dp = 256 / 32, p.micro_batch = 1;
+    p.cp_comm        = comm;
+    p.cp_a2a         = comm == workload::CpComm::a2a_p2p ? 4 : 1;
+    const auto job   = optimizer::job_of(spec, p, 2);
+    const auto graph = workload::build_step_graph(job);
+    const auto costs = workload::job_costs(job);
+    if (comm == workload::CpComm::allgather)
+      gather = costs.cp_bytes;
+    double gathered = 0, exchanged = 0;
+    int gathers = 0, exchanges = 0, a2a_group = 1;
+    for (const auto& op : graph.stages[0].ops) {
+      if (op.kind != workload::OpKind::collective || op.dim != workload::Dim::cp)
+        continue;
+      if (op.collective == CollectiveOp::all_gather) {
+        gathered += op.bytes;
+        ++gathers;
+      } else if (op.collective == CollectiveOp::all_to_all) {
+        exchanged += op.bytes;
+        ++exchanges;
+        a2a_group = op.group.size;
+      }
+    }
+    const std::string name(name_of(comm));
+    INFO(name << ": " << gathers << " gathers, " << exchanges << " all-to-alls");
+    CHECK(costs.cp_a2a == (comm == workload::CpComm::a2a ? 8 : comm == workload::CpComm::a2a_p2p ? 4 : 1));
+    CHECK(a2a_group == costs.cp_a2a);
+    if (comm == workload::CpComm::a2a) {
+      CHECK(gathers == 0);
+    } else {
+      REQUIRE(gathers > 0);
+      spansim::test::expect_within(name + ": K/V gathered a layer and pass", costs.cp_bytes, gathered / gathers, 1e-12);
+    }
+    if (costs.cp_a2a > 1) {
+      REQUIRE(exchanges % 2 == 0);
+      spansim::test::expect_within(name + ": all-to-all pair a layer and pass", costs.cp_a2a_bytes,
+                                   exchanged / (exchanges / 2), 1e-12);
+    } else {
+      CHECK(exchanges == 0);
+      CHECK(costs.cp_a2a_bytes == 0);
+    }
+    if (comm == workload::CpComm::a2a_p2p)
+      spansim::test::expect_within("a2a+p2p's ring buffer over the gather's (4 heads / 2 / 4)", 0.5,
+                                   costs.cp_bytes / gather, 1e-12);
   }
 }
 

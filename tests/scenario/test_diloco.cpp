@@ -132,6 +132,28 @@ TEST_CASE("DiLoCo: inner steps keep DP inside regions, the outer step and its av
                 small.seconds, 0.02);
 }
 
+TEST_CASE("DiLoCo on capped uplinks: the ring pays its bytes at the cap and its chain of long-haul latencies",
+          "[diloco]")
+{
+  // DP 4 over two regions: two rings of 2 ranks across the long haul, each rank sending x = P / 2 once. Each
+  // region's uplink U is shared by its two rings (U / 2 a rank), set so that the bytes take 10 long-haul latencies;
+  // the ring's 2 (K - 1) = 2 dependent steps each cross the long haul once: x / (U / 2) + 2 a. A cap is not a
+  // window's credit stall: it does not hide the chain.
+  const auto placed = dp4_over_two_regions("fsdp");
+  const double x    = placed.graph.stages[0].params * placed.job.gradient_reduce_bytes / 2;
+  const auto route  = placed.topo.route(placed.place.gpu(0), placed.place.gpu(2));
+  const double a    = placed.topo.route_latency(route);
+  sync::DilocoSpec spec;
+  spec.every  = 8;
+  spec.uplink = 2 * x / (10 * a);
+  REQUIRE(spec.uplink / 2 < placed.topo.route_bandwidth(route));
+  for (auto f : {netsim::Fidelity::analytical, netsim::Fidelity::flow}) {
+    const auto outer = sync::simulate_outer_sync(placed.topo, placed.graph, placed.place, spec, at(f));
+    expect_within("outer exchange on capped uplinks at " + std::string(name_of(f)) + ": 10 a + 2 a", 12 * a,
+                  outer.seconds, f == netsim::Fidelity::analytical ? 1e-6 : 0.005);
+  }
+}
+
 TEST_CASE("DiLoCo with DDP: the replicas all-gather the updated shards inside each region", "[diloco]")
 {
   const auto placed = dp4_over_two_regions("ddp");

@@ -116,6 +116,20 @@ TEST_CASE("a stage over two GPU types is refused", "[scenario][heterogeneous]")
                     Catch::Contains("$.placement") && Catch::Contains("pipeline stage 0 runs on h100 and b200"));
 }
 
+TEST_CASE("a job placed only in buildings of another GPU is refused at its gpu", "[scenario][heterogeneous]")
+{
+  // Both buildings B200: the h100 job would be costed on B200 and reported against H100.
+  auto j = scenario(true);
+  j["topology"]["building_overrides"].push_back({{"building", "old"}, {"gpu", "b200"}});
+  CHECK_THROWS_WITH(sc::run_scenario(sc::parse_scenario(j, "test")), Catch::Contains("$.job.gpu") &&
+                                                                         Catch::Contains("the job's GPU is h100") &&
+                                                                         Catch::Contains("have b200 GPUs"));
+  // Named as what it runs on, it runs; and the mixed job (one stage on its own GPU) still does.
+  j["job"]["gpu"] = "b200";
+  CHECK(sc::run_scenario(sc::parse_scenario(j, "test")).result.step_time > 0);
+  CHECK(sc::run_scenario(sc::parse_scenario(scenario(true), "test")).result.step_time > 0);
+}
+
 TEST_CASE("balanced stage layers: the faster GPU's stage takes more layers, and the slowest stage is as fast as it "
           "can be",
           "[scenario][heterogeneous]")

@@ -1,6 +1,7 @@
 // Topology counts, routes and boundary capacities against values computed by hand from the spec.
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
+#include "tests/support.hpp"
 #include "topology/topology.hpp"
 
 #include <catch2/catch.hpp>
@@ -11,6 +12,7 @@
 
 using namespace spansim;
 using namespace spansim::topology;
+using spansim::test::expect_within;
 
 namespace {
 
@@ -22,13 +24,6 @@ TopologySpec tiny_spec()
 std::int64_t tier_count(const Topology& t, Tier tier)
 {
   return std::count_if(t.links().begin(), t.links().end(), [&](const Link& l) { return l.tier == tier; });
-}
-
-void expect_close(const char* what, double expected, double actual, double rel = 1e-9)
-{
-  std::cout << what << ": expected " << expected << ", actual " << actual << "\n";
-  INFO(what << ": expected " << expected << ", actual " << actual);
-  CHECK(std::fabs(actual - expected) <= rel * std::fabs(expected));
 }
 
 // Every route must be a connected walk from the source GPU to the destination GPU.
@@ -80,10 +75,12 @@ TEST_CASE("tiny topology: link bandwidths and latencies follow the spec", "[topo
   Topology t(tiny_spec());
   const auto& s    = t.spec();
   const double nic = 100e9 / 8;
-  expect_close("leaf uplink (2 ports x 12.5 GB/s)", 2 * nic, t.links()[t.leaf_uplink(0)].bandwidth);
-  expect_close("pod uplink (8 leaves x 25 GB/s / 2)", 8 * 2 * nic / 2, t.links()[t.pod_uplink(0)].bandwidth);
-  expect_close("inter-building latency (1 km x 5 us/km + 1 us)", 6e-6, t.links()[t.inter_building_link(0, 1)].latency);
-  expect_close("inter-region latency (100 km x 5 us/km + 10 us)", 510e-6, t.links()[t.inter_region_link(0, 1)].latency);
+  expect_within("leaf uplink (2 ports x 12.5 GB/s)", 2 * nic, t.links()[t.leaf_uplink(0)].bandwidth, 1e-9);
+  expect_within("pod uplink (8 leaves x 25 GB/s / 2)", 8 * 2 * nic / 2, t.links()[t.pod_uplink(0)].bandwidth, 1e-9);
+  expect_within("inter-building latency (1 km x 5 us/km + 1 us)", 6e-6, t.links()[t.inter_building_link(0, 1)].latency,
+                1e-9);
+  expect_within("inter-region latency (100 km x 5 us/km + 10 us)", 510e-6, t.links()[t.inter_region_link(0, 1)].latency,
+                1e-9);
   CHECK(s.inter_region.distance == Approx(100e3));
 }
 
@@ -116,7 +113,7 @@ TEST_CASE("tiny topology: hop counts of routes at every level", "[topology]")
   }
   // Cross-region path latency: 2 NIC + 2 leaf uplinks (1 us each) + 2 pod uplinks (3 us) + 2 building uplinks
   // (2 us) + 510 us of long haul.
-  expect_close("cross-region path latency", 4e-6 + 6e-6 + 4e-6 + 510e-6, t.route_latency(t.route(0, 64)));
+  expect_within("cross-region path latency", 4e-6 + 6e-6 + 4e-6 + 510e-6, t.route_latency(t.route(0, 64)), 1e-9);
   CHECK(t.route_bandwidth(t.route(0, 64)) == Approx(100e9 / 8));
 }
 
@@ -135,10 +132,11 @@ TEST_CASE("a partly filled leaf keeps the oversubscription ratio on its uplinks"
   Topology t(spec);
   const double nic = 100e9 / 8;
   CHECK(t.counts().leaves_per_pod == 8);
-  expect_close("full leaf uplink (2 GPUs x 12.5 GB/s x 2 up / 2 down)", 2 * nic, t.links()[t.leaf_uplink(0)].bandwidth);
-  expect_close("half leaf uplink (1 GPU)", nic, t.links()[t.leaf_uplink(1)].bandwidth);
+  expect_within("full leaf uplink (2 GPUs x 12.5 GB/s x 2 up / 2 down)", 2 * nic, t.links()[t.leaf_uplink(0)].bandwidth,
+                1e-9);
+  expect_within("half leaf uplink (1 GPU)", nic, t.links()[t.leaf_uplink(1)].bandwidth, 1e-9);
   // Pod uplink: 4 rails x (25 + 12.5) GB/s / aggregation oversubscription 2.
-  expect_close("pod uplink", 4 * 3 * nic / 2, t.links()[t.pod_uplink(0)].bandwidth);
+  expect_within("pod uplink", 4 * 3 * nic / 2, t.links()[t.pod_uplink(0)].bandwidth, 1e-9);
 }
 
 TEST_CASE("non-rail-optimized pods put whole nodes under one leaf", "[topology]")
@@ -174,7 +172,7 @@ TEST_CASE("capacity across building and region boundaries: max-flow equals the f
     auto [building, region] = formula(spec);
     for (const auto& b : t.boundary_capacities()) {
       std::cout << label << " " << b.kind << " " << b.name << ": ";
-      expect_close("max-flow vs formula", b.kind == "building" ? building : region, b.max_flow, 1e-9);
+      expect_within("max-flow vs formula", b.kind == "building" ? building : region, b.max_flow, 1e-9);
     }
   };
   auto spec = tiny_spec();
@@ -211,7 +209,7 @@ TEST_CASE("presets load and have the published sizes", "[topology][presets]")
   CHECK(pod.spec().pod.nic_bandwidth == Approx(50e9));
   Topology llama(load_topology_spec("llama3-24k"));
   // Pods join the aggregation layer at 1:7: 3,072 GPUs x 50 GB/s / 7 per pod.
-  expect_close("llama3-24k pod uplink", 3072 * 50e9 / 7, llama.links()[llama.pod_uplink(0)].bandwidth);
+  expect_within("llama3-24k pod uplink", 3072 * 50e9 / 7, llama.links()[llama.pod_uplink(0)].bandwidth, 1e-9);
 }
 
 TEST_CASE("the canonical JSON of a spec reads back into the same topology", "[topology]")
@@ -283,14 +281,15 @@ TEST_CASE("faults: a failed link lowers a boundary's max-flow by exactly its cap
     std::cout << before[i].kind << " " << before[i].name << ": ";
     const bool touched =
         before[i].kind == "building" && (before[i].name == t.building_name(0) || before[i].name == t.building_name(1));
-    expect_close("max-flow with the link failed", before[i].max_flow - (touched ? capacity : 0), after[i].max_flow);
+    expect_within("max-flow with the link failed", before[i].max_flow - (touched ? capacity : 0), after[i].max_flow,
+                  1e-9);
   }
   // Degraded to a quarter: three quarters of it lost.
   f.links[0].bandwidth = 0.25;
   Topology degraded    = t.with_faults(f);
   CHECK(degraded.degraded_links() == 1);
-  expect_close("max-flow with the link at a quarter", before[0].max_flow - 0.75 * capacity,
-               degraded.boundary_capacities()[0].max_flow);
+  expect_within("max-flow with the link at a quarter", before[0].max_flow - 0.75 * capacity,
+                degraded.boundary_capacities()[0].max_flow, 1e-9);
 }
 
 TEST_CASE("faults: what a failed element cuts off, and names that do not exist", "[topology][faults]")

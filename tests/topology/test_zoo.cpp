@@ -11,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -147,4 +148,118 @@ TEST_CASE("Topology Zoo quirks: LinkSpeedRaw as bits/s, isolated and unlocated n
   // Read as a spansim GraphML, the Zoo's file says how to import it.
   CHECK_THROWS_WITH(topology::load_topology_spec(kZoo + "Abilene.graphml"),
                     Catch::Contains("a Topology Zoo graph") && Catch::Contains("spansim topology import-zoo"));
+}
+
+namespace {
+
+// A Zoo-style GraphML of nodes a, b, c, d (labels A-D) and the given edges "x-y" (with LinkSpeedRaw when
+// `speed` is not empty), a's latitude and d's longitude as given; written to a temporary file.
+std::string zoo_file(const std::string& name, const std::vector<std::string>& edges, const std::string& speed,
+                     const std::string& latitude = "0", const std::string& longitude = "1")
+{
+  const auto path =
+      std::filesystem::temp_directory_path() / ("spansim-zoo-" + std::to_string(::getpid()) + "-" + name + ".graphml");
+  std::ofstream g(path);
+  g << R"(<?xml version="1.0" encoding="utf-8"?><graphml xmlns="http://graphml.graphdrawing.org/xmlns">
+  <key attr.name="label" attr.type="string" for="node" id="d1" />
+  <key attr.name="Latitude" attr.type="double" for="node" id="d2" />
+  <key attr.name="Longitude" attr.type="double" for="node" id="d3" />
+  <key attr.name="LinkSpeedRaw" attr.type="double" for="edge" id="d4" />
+  <graph edgedefault="undirected">
+)";
+  for (const char* n : {"a", "b", "c", "d"}) {
+    const std::string id = n;
+    g << "<node id=\"" << id << "\"><data key=\"d1\">" << static_cast<char>(std::toupper(n[0]))
+      << "</data><data key=\"d2\">" << (id == "a" ? latitude : "10") << "</data><data key=\"d3\">"
+      << (id == "d" ? longitude : "1") << "</data></node>\n";
+  }
+  for (const auto& e : edges) {
+    g << "<edge source=\"" << e.substr(0, 1) << "\" target=\"" << e.substr(2) << "\">";
+    if (!speed.empty())
+      g << "<data key=\"d4\">" << speed << "</data>";
+    g << "</edge>\n";
+  }
+  g << "</graph></graphml>\n";
+  return path.string();
+}
+
+} // namespace
+
+TEST_CASE("Topology Zoo values present but malformed or out of range are refused, naming the node or edge",
+          "[topology][zoo]")
+{
+  topology::ZooOptions o;
+  o.sites = {"A", "D"};
+  const std::vector<std::string> chain{"a-b", "b-c", "c-d"};
+  // LinkSpeedRaw: not a number, negative, zero, NaN or above 1 Ebps is no speed, and not a missing one either.
+  for (const char* speed : {"fast", "-1000000000", "0", "nan", "1e300", "inf"}) {
+    const auto file = zoo_file("speed", chain, speed);
+    INFO("LinkSpeedRaw " << speed);
+    CHECK_THROWS_WITH(topology::import_zoo(file, o),
+                      Catch::Contains(file + ": at edge \"a\" -- \"b\" (\"A\" -- \"B\")") &&
+                          Catch::Contains(std::string("LinkSpeedRaw \"") + speed) &&
+                          Catch::Contains("allowed: bits/s above 0, at most 1e18"));
+    std::filesystem::remove(file);
+  }
+  // Coordinates off the globe, or not numbers.
+  const std::pair<const char*, const char*> coordinates[] = {{"forty", "1"}, {"140.7", "1"}, {"0", "200"}};
+  for (const auto& [latitude, longitude] : coordinates) {
+    const auto file = zoo_file("coordinates", chain, "1e10", latitude, longitude);
+    INFO("latitude " << latitude << ", longitude " << longitude);
+    const bool bad_latitude = std::string(latitude) != "0";
+    CHECK_THROWS_WITH(
+        topology::import_zoo(file, o),
+        Catch::Contains(bad_latitude ? "at node \"a\" (\"A\"): Latitude" : "at node \"d\" (\"D\"): Longitude") &&
+            Catch::Contains(bad_latitude ? "allowed: degrees from -90 to 90" : "allowed: degrees from -180 to 180"));
+    std::filesystem::remove(file);
+  }
+  // An empty value is an absent one: the default applies and the note says so.
+  const auto empty      = zoo_file("empty", chain, " ", "");
+  const auto with_empty = topology::import_zoo(empty, o);
+  const auto expected   = std::vector<std::string>{"3 of 3 links have no LinkSpeedRaw: 100 Gbps (--default-speed)",
+                                                   "1 links join a node without coordinates: equipment latency only"};
+  CHECK(with_empty.notes == expected);
+  std::filesystem::remove(empty);
+}
+
+TEST_CASE("Topology Zoo import: options and sites that could only fail once written are refused first",
+          "[topology][zoo]")
+{
+  topology::ZooOptions o;
+  // Two components: A-B and C-D. A site in each could never exchange a byte.
+  const auto two = zoo_file("two", {"a-b", "c-d"}, "1e10");
+  o.sites        = {"A", "C"};
+  CHECK_THROWS_WITH(topology::import_zoo(two, o),
+                    Catch::Contains("--site \"C\" cannot reach --site \"A\"") && Catch::Contains("disconnected"));
+  o.sites = {"B", "A"}; // one component: fine
+  CHECK(topology::import_zoo(two, o).sites == 2);
+  std::filesystem::remove(two);
+
+  const auto chain    = zoo_file("chain", {"a-b", "b-c", "c-d"}, "");
+  o.sites             = {"A", "D"};
+  o.default_bandwidth = 0;
+  CHECK_THROWS_WITH(topology::import_zoo(chain, o), Catch::Contains("--default-speed") && Catch::Contains("above 0"));
+  o.default_bandwidth = 100e9 / 8;
+  o.uplink_bandwidth  = 0;
+  CHECK_THROWS_WITH(topology::import_zoo(chain, o), Catch::Contains("--uplink") && Catch::Contains("above 0"));
+  std::filesystem::remove(chain);
+}
+
+TEST_CASE("Topology Zoo sites keep the order of --site: regions, buildings and GPU numbers", "[topology][zoo]")
+{
+  // Abilene's ids: Chicago 1, Indianapolis 10, Los Angeles 5; as strings they sort Chicago, Indianapolis, LA.
+  topology::ZooOptions o;
+  o.sites           = {"Los Angeles", "Indianapolis", "Chicago"};
+  const auto import = topology::import_zoo(kZoo + "Abilene.graphml", o);
+  std::vector<std::string> regions;
+  for (const auto& r : import.topology["regions"])
+    regions.push_back(r["name"]);
+  CHECK(regions == std::vector<std::string>{"los-angeles", "indianapolis", "chicago"});
+  const topology::Topology t(topology::parse_topology_spec(import.topology, "abilene-order.json"));
+  REQUIRE(t.counts().gpus == 192);
+  // Each building holds 64 GPUs, numbered in the order the sites were given.
+  for (int gpu : {0, 63, 64, 127, 128, 191}) {
+    INFO("GPU " << gpu);
+    CHECK(t.building_name(t.locate(gpu).building) == regions[static_cast<std::size_t>(gpu / 64)]);
+  }
 }

@@ -570,3 +570,128 @@ TEST_CASE("Chakra's own test trace of a PyTorch run: CPU ops beside the GPU, dep
             << " ms\n";
   fs::remove_all(dir);
 }
+
+namespace {
+
+// A folder holding some of a published trace's rank files, as a user who copied only part of it would have it.
+std::string partial_copy(const std::string& name, const std::string& folder, const std::string& prefix,
+                         const std::vector<int>& ranks)
+{
+  const auto dir = scratch(name);
+  for (int r : ranks) {
+    const auto file = prefix + "." + std::to_string(r) + ".et";
+    fs::copy_file(kAstra + folder + "/" + file, dir + "/" + file);
+  }
+  return dir + "/" + prefix;
+}
+
+// A foreign trace-only job of one rank whose global metadata is `meta`: one compute node of 1 ms.
+std::string versioned_trace(const std::string& name, const chakra::GlobalMetadata& meta)
+{
+  const auto dir = scratch(name);
+  write_et(dir + "/t.0.et", meta, {[] {
+             auto n = node(1, chakra::COMP_NODE, {});
+             n.set_duration_micros(1000);
+             return n;
+           }()});
+  return dir + "/t";
+}
+
+} // namespace
+
+TEST_CASE("a foreign trace's ranks are its files, 0 to N-1: missing files, gaps and a short gpus are refused",
+          "[traces][chakra][foreign]")
+{
+  // One file of ASTRA-sim's 16-NPU all-gather, alone: a job of one rank whose all-gather runs over a group of one
+  // and moves nothing. Its step would be 0 s; the error names the trace, its one file and the way out (gpus).
+  const auto one = partial_copy("one-file", "all_gather_16npus_1MB", "all_gather", {0});
+  CHECK_THROWS_AS(scenario::run_scenario(foreign_scenario(one)), TraceError);
+  CHECK_THROWS_WITH(scenario::run_scenario(foreign_scenario(one)),
+                    Catch::Contains(one + ": its collectives run over groups of one rank") &&
+                        Catch::Contains("step would be 0 s") && Catch::Contains("1 rank file: all_gather.0.et") &&
+                        Catch::Contains("gpus"));
+  // With gpus 16 the one file stands for every rank (the others run rank 0's program): the published step.
+  const auto all      = scenario::run_scenario(foreign_scenario(kAstra + "all_gather_16npus_1MB/all_gather"));
+  const auto stand_in = scenario::run_scenario(foreign_scenario(one, {{"gpus", 16}}));
+  test::expect_within("one file and gpus 16 = the 16 published files", all.result.step_time, stand_in.result.step_time,
+                      1e-12);
+  fs::remove_all(fs::path(one).parent_path());
+
+  // gpus 1 on the 8 files of the all-reduce: fewer ranks than files would drop seven programs (and make the
+  // all-reduce a group of one).
+  const auto eight = kAstra + "all_reduce_8npus_1MB/all_reduce";
+  CHECK_THROWS_AS(foreign_scenario(eight, {{"gpus", 1}}), SpecError);
+  CHECK_THROWS_WITH(foreign_scenario(eight, {{"gpus", 1}}),
+                    Catch::Contains("at $.job.gpus: gpus 1 is fewer ranks than files") &&
+                        Catch::Contains("8 rank files (all_reduce.0.et to all_reduce.7.et)"));
+
+  // Files 0 and 2 only: rank 1's file is missing, named, with the files found.
+  const auto gap = partial_copy("gap", "all_reduce_8npus_1MB", "all_reduce", {0, 2});
+  CHECK_THROWS_AS(foreign_scenario(gap), TraceError);
+  CHECK_THROWS_WITH(foreign_scenario(gap), Catch::Contains(gap + ".1.et: no such file") &&
+                                               Catch::Contains("all_reduce.0.et and all_reduce.2.et") &&
+                                               Catch::Contains("numbered 0 to N-1 without gaps"));
+  fs::remove_all(fs::path(gap).parent_path());
+
+  // With a model, files of ranks the job lacks are refused too: the hand-built trace of 4 ranks, and a rank 4.
+  const auto dir = scratch("beyond");
+  write_foreign(dir, stage_nodes(0), stage_nodes(1));
+  {
+    chakra::GlobalMetadata meta;
+    meta.set_version("0.0.4");
+    write_et(dir + "/t.4.et", meta, stage_nodes(0));
+  }
+  CHECK_THROWS_WITH(traces::import_chakra(traces::load_chakra_job(foreign_job(dir + "/t"), dir + "/j", "$")),
+                    Catch::Contains(dir + "/t.4.et: rank 4's file, but the job has 4 ranks (0 to 3)"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("Chakra schema versions: 0.0.4 or none is read, as every published file declares, others are refused",
+          "[traces][chakra][foreign]")
+{
+  using traces::detail::declared_schema_version;
+  using traces::detail::read_et;
+  // What the shipped files declare: ASTRA-sim's generators write version 0.0.4, its MSCCL converter no version and
+  // a schema attribute "1.0.2-chakra.0.0.4", Chakra's PyTorch converter no version and PyTorch's own schema "1.0.1".
+  CHECK(declared_schema_version(read_et(kAstra + "all_gather_16npus_1MB/all_gather.0.et").metadata) == "0.0.4");
+  CHECK(declared_schema_version(read_et(kAstra + "custom_ring_allreduce_8npus_1MB/custom_allreduce.0.et").metadata) ==
+        "0.0.4");
+  {
+    const auto dir = scratch("pytorch-version");
+    const auto cmd = "tar -xzf " + std::string(SPANSIM_SOURCE_DIR) +
+                     "/tests/data/foreign/chakra/feeder_tests_trace.tar.gz -C " + dir;
+    REQUIRE(std::system(cmd.c_str()) == 0);
+    const auto meta = read_et(dir + "/tests/data/chakra.0.et").metadata;
+    CHECK(declared_schema_version(meta) == "");
+    REQUIRE(find_attr(meta, "schema") != nullptr);
+    CHECK(find_attr(meta, "schema")->string_val() == "1.0.1");
+    fs::remove_all(dir);
+  }
+
+  auto import = [](const std::string& prefix) {
+    return traces::import_chakra(traces::load_chakra_job(
+        {{"name", "v"}, {"kind", "chakra"}, {"trace", prefix}, {"gpu", "h100"}}, "job.json", "$"));
+  };
+  struct Case {
+    std::string version, schema; // GlobalMetadata.version, the "schema" attribute ("": none)
+    std::string refused;         // the version named in the error ("": read)
+  };
+  for (const auto& c : {Case{"0.0.4", "", ""}, Case{"", "", ""}, Case{"", "1.0.1", ""},
+                        Case{"", "1.0.2-chakra.0.0.4", ""}, Case{"0.0.3", "", "0.0.3"}, Case{"9.9.9", "", "9.9.9"},
+                        Case{"", "1.0.2-chakra.0.0.3", "0.0.3"}, Case{"0.0.4", "1.0.2-chakra.0.0.3", ""}}) {
+    INFO("version \"" << c.version << "\", schema \"" << c.schema << "\"");
+    chakra::GlobalMetadata meta;
+    meta.set_version(c.version);
+    if (!c.schema.empty())
+      add_attr(meta, "schema").set_string_val(c.schema);
+    const auto prefix = versioned_trace("version", meta);
+    if (c.refused.empty()) {
+      test::expect_within("a 1 ms compute node read", 1e-3, import(prefix).stages.at(0).ops.at(0).seconds, 1e-12);
+    } else {
+      CHECK_THROWS_AS(import(prefix), TraceError);
+      CHECK_THROWS_WITH(import(prefix), Catch::Contains(prefix + ".0.et: global metadata: Chakra schema version \"" +
+                                                        c.refused + "\" is not supported: spansim reads schema 0.0.4"));
+    }
+    fs::remove_all(fs::path(prefix).parent_path());
+  }
+}

@@ -244,6 +244,42 @@ TEST_CASE("a Kineto trace's GEMM times replace the model's: the replayed step is
   const double replayed = simulate(with);
   test::expect_within("replayed step: modelled step + sum of (measured - modelled) GEMMs", plain + delta, replayed,
                       1e-9);
+
+  // Every forward and backward pass runs measured GEMMs, so each is timed from the tables; the optimizer step runs
+  // none.
+  const auto modelled_graph = workload::build_step_graph(spec);
+  const auto replayed_graph = workload::build_step_graph(with);
+  std::size_t compute = 0, with_gemms = 0;
+  for (const auto& op : replayed_graph.stages.at(0).ops)
+    if (workload::is_compute(op.kind) && !op.host) {
+      ++compute;
+      with_gemms += op.kind != workload::OpKind::optimizer ? 1 : 0;
+    }
+  REQUIRE(with_gemms > 0);
+  const auto covered = traces::replay_coverage(k, path, "tiny.json", modelled_graph, replayed_graph);
+  test::expect_within("compute ops timed from the tables: the forward and backward passes",
+                      static_cast<double>(with_gemms), static_cast<double>(covered.timed_ops), 0);
+  test::expect_within("compute ops", static_cast<double>(compute), static_cast<double>(covered.compute_ops), 0);
+  // A table of one 8 x 8 x 8 GEMM covers none of the job's shapes: the replay would repeat the model, and is
+  // refused, naming the trace and the scenario.
+  const auto small_path = write(trace_of({{8, 8, 8, 5}}), "kineto-small");
+  const auto small      = traces::read_kineto(small_path);
+  fs::remove(small_path);
+  REQUIRE(small.kernels.gemm.size() == 1);
+  auto small_job         = spec;
+  small_job.gpu.measured = small.kernels;
+  const auto unchanged   = workload::build_step_graph(small_job);
+  CHECK_THROWS_AS(traces::replay_coverage(small, small_path, "tiny.json", modelled_graph, unchanged), TraceError);
+  CHECK_THROWS_WITH(traces::replay_coverage(small, small_path, "tiny.json", modelled_graph, unchanged),
+                    Catch::Contains(small_path + ": none of the " + std::to_string(compute) +
+                                    " GPU compute ops of tiny.json took a measured time"));
+  // A step of communication only (a trace-only job of collectives) has nothing for them to time.
+  workload::StepGraph comm_only;
+  comm_only.stages.resize(1);
+  comm_only.stages[0].ops.resize(1);
+  comm_only.stages[0].ops[0].kind = workload::OpKind::collective;
+  CHECK_THROWS_WITH(traces::replay_coverage(k, path, "comm.json", comm_only, comm_only),
+                    Catch::Contains(path + ": the step of comm.json has no GPU compute op"));
 }
 
 TEST_CASE("real torch.profiler traces (HTA's A100 test data, .json.gz as published) attach their GEMM kernels",
@@ -279,4 +315,86 @@ TEST_CASE("real torch.profiler traces (HTA's A100 test data, .json.gz as publish
   // A torch.compile Triton kernel launched by cuLaunchKernel (cuda_driver) links too.
   const auto triton = traces::read_kineto(dir + "triton_example.json.gz");
   CHECK(triton.attached_kernels == 1);
+}
+
+TEST_CASE("malformed Kineto events are refused or counted: a string ts, no kernels, operands that do not multiply",
+          "[traces][kineto]")
+{
+  // A CPU op whose "ts" is a string would sit at time 0, its kernel "launched outside any CPU op": refused, the
+  // event named by its place and name, as a kernel's string "dur" is.
+  auto j = trace_of({{128, 768, 256, 100}});
+  REQUIRE(j["traceEvents"][2]["cat"] == "cpu_op");
+  j["traceEvents"][2]["ts"] = "10";
+  auto path                 = write(j, "kineto-ts-string");
+  CHECK_THROWS_AS(traces::read_kineto(path), TraceError);
+  CHECK_THROWS_WITH(traces::read_kineto(path),
+                    Catch::Contains(path + ": $.traceEvents[2]: CPU op \"aten::mm\": \"ts\" must be a number of "
+                                           "microseconds (found \"10\")"));
+  // The same for the runtime call that launches the kernel, and for a CPU op without a "ts".
+  j                         = trace_of({{128, 768, 256, 100}});
+  j["traceEvents"][3]["ts"] = nullptr;
+  path                      = write(j, "kineto-ts-string");
+  CHECK_THROWS_WITH(traces::read_kineto(path), Catch::Contains("$.traceEvents[3]: runtime call \"cudaLaunchKernel\": "
+                                                               "\"ts\" must be a number of microseconds (found null)"));
+  j = trace_of({{128, 768, 256, 100}});
+  j["traceEvents"][2].erase("ts");
+  path = write(j, "kineto-ts-string");
+  CHECK_THROWS_WITH(traces::read_kineto(path),
+                    Catch::Contains("$.traceEvents[2]: CPU op \"aten::mm\": \"ts\" must be a "
+                                    "number of microseconds (missing)"));
+  fs::remove(path);
+
+  // No GPU kernels: an empty trace, and a CPU-only profile (torch.profiler without ProfilerActivity.CUDA).
+  path = write(json{{"traceEvents", json::array()}}, "kineto-empty");
+  CHECK_THROWS_AS(traces::read_kineto(path), TraceError);
+  CHECK_THROWS_WITH(traces::read_kineto(path),
+                    Catch::Contains(path + ": no GPU kernel events") && Catch::Contains("ProfilerActivity.CUDA"));
+  j             = trace_of({{128, 768, 256, 100}, {128, 256, 256, 40}});
+  json cpu_only = json::array();
+  for (const auto& e : j["traceEvents"])
+    if (e["cat"] != "kernel")
+      cpu_only.push_back(e);
+  j["traceEvents"] = cpu_only;
+  path             = write(j, "kineto-cpu-only");
+  CHECK_THROWS_WITH(traces::read_kineto(path),
+                    Catch::Contains(path + ": no GPU kernel events (\"cat\": \"kernel\"; the trace has 2 CPU ops and 2 "
+                                           "kernel launches)"));
+  fs::remove(path);
+
+  // Operands whose inner (or batch) dimensions differ are no product PyTorch ran: the op is left out of the
+  // tables and counted, and the consistent GEMM beside it still gives its row.
+  j                        = trace_of({{128, 768, 256, 100}});
+  std::int64_t correlation = 5000;
+  double ts                = 2000;
+  auto add                 = [&](const std::string& op, json dims) {
+    auto& events = j["traceEvents"];
+    events.push_back(
+                        cpu_event("cpu_op", op, ts, 5.0, {{"Input Dims", std::move(dims)}, {"Input type", {"c10::BFloat16"}}}));
+    events.push_back(launch(ts + 1, correlation));
+    events.push_back(kernel("sm90_gemm_bf16", ts + 5, 80.0, {{"correlation", correlation}}));
+    ++correlation;
+    ts += 100;
+  };
+  add("aten::mm", {{4096, 1024}, {4096, 4096}});
+  add("aten::addmm", {{4096}, {64, 1024}, {512, 4096}});
+  add("aten::linear", {{2, 64, 1024}, {4096, 512}});
+  add("aten::bmm", {{4, 8, 16}, {2, 16, 32}});
+  add("aten::baddbmm", {{4, 8, 32}, {4, 8, 16}, {4, 8, 32}});
+  path         = write(j, "kineto-mismatch");
+  const auto k = traces::read_kineto(path);
+  fs::remove(path);
+  REQUIRE(k.kernels.gemm.size() == 1);
+  CHECK(k.kernels.gemm[0].m == 128);
+  CHECK(k.kernels.gemm[0].n == 768);
+  CHECK(k.kernels.gemm[0].k == 256);
+  CHECK(k.other_gemms.empty());
+  for (const char* op : {"aten::mm", "aten::addmm", "aten::linear", "aten::bmm", "aten::baddbmm"}) {
+    const auto it = k.unmatched.find(std::string(op) + ": operands whose inner or batch dimensions differ (a damaged "
+                                                       "trace)");
+    INFO(op);
+    REQUIRE(it != k.unmatched.end());
+    test::expect_within(std::string(op) + " kernels left out", 1, static_cast<double>(it->second), 0);
+  }
+  test::expect_within("GEMM kernels (the good mm and the five left out)", 6, static_cast<double>(k.gemm_kernels), 0);
+  test::expect_within("kernels in the tables", 1, static_cast<double>(k.matched_kernels), 0);
 }

@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 #include "common/units.hpp"
 #include "roofline.hpp"
+#include "tests/support.hpp"
 #include "workload/cost_model.hpp"
 #include "workload/workload.hpp"
 
@@ -16,15 +17,9 @@
 
 namespace wl = spansim::workload;
 using nlohmann::json;
+using spansim::test::expect_within;
 
 namespace {
-
-void check_close(const std::string& what, double expected, double actual, double rel)
-{
-  INFO(what << ": expected " << expected << " actual " << actual << " (tolerance " << rel * 100 << "%)");
-  std::cout << what << ": expected " << expected << " actual " << actual << " (tolerance " << rel * 100 << "%)\n";
-  CHECK(std::fabs(actual - expected) <= rel * std::fabs(expected));
-}
 
 // H100 SXM's figures (h100.json) with a single 128 x 256 tile, so that the quantization has one closed form.
 wl::GpuSpec one_tile_h100()
@@ -45,8 +40,8 @@ TEST_CASE("A GEMM whose tiles fill whole waves runs at the measured ceiling")
     // 12 x 11 = 132 tiles of 128 x 256 per wave on 132 SMs; K a multiple of the 64-deep main-loop step.
     const wl::GemmShape s{.m = 128.0 * 12 * waves, .n = 256.0 * 11, .k = 8192};
     const wl::GemmCost c = wl::gemm_cost(g, wl::Precision::bf16, s);
-    check_close(std::to_string(waves) + " full wave(s): efficiency", kCeiling / kPeak, c.efficiency, 1e-12);
-    check_close(std::to_string(waves) + " full wave(s): seconds", 2 * s.m * s.n * s.k / kCeiling, c.seconds, 1e-12);
+    expect_within(std::to_string(waves) + " full wave(s): efficiency", kCeiling / kPeak, c.efficiency, 1e-12);
+    expect_within(std::to_string(waves) + " full wave(s): seconds", 2 * s.m * s.n * s.k / kCeiling, c.seconds, 1e-12);
   }
 }
 
@@ -58,31 +53,31 @@ TEST_CASE("One tile more than whole waves costs a wave, partial tiles and K padd
     // 2 full waves (264 tiles) and one tile row more: 25 x 11 = 275 tiles take 3 waves of 132.
     const double m = 128.0 * 25, n = 256.0 * 11;
     const double expected = kCeiling / kPeak * (m * n) / (3 * 132 * 128.0 * 256);
-    check_close("275 tiles in 3 waves: efficiency", expected,
-                wl::gemm_cost(g, wl::Precision::bf16, {.m = m, .n = n, .k = k}).efficiency, 1e-12);
-    check_close("ratio to the ceiling", 275.0 / 396, expected / (kCeiling / kPeak), 1e-12);
+    expect_within("275 tiles in 3 waves: efficiency", expected,
+                  wl::gemm_cost(g, wl::Precision::bf16, {.m = m, .n = n, .k = k}).efficiency, 1e-12);
+    expect_within("ratio to the ceiling", 275.0 / 396, expected / (kCeiling / kPeak), 1e-12);
   }
   {
     // One token past 2 full waves: a partial tile row, and the same 3 waves.
     const double m = 128.0 * 24 + 1, n = 256.0 * 11;
-    check_close("partial tile row: efficiency", kCeiling / kPeak * (m * n) / (3 * 132 * 128.0 * 256),
-                wl::gemm_cost(g, wl::Precision::bf16, {.m = m, .n = n, .k = k}).efficiency, 1e-12);
+    expect_within("partial tile row: efficiency", kCeiling / kPeak * (m * n) / (3 * 132 * 128.0 * 256),
+                  wl::gemm_cost(g, wl::Precision::bf16, {.m = m, .n = n, .k = k}).efficiency, 1e-12);
   }
   {
     // K = 8192 + 32 pads to 129 steps of 64.
     const double kk = 8192 + 32;
-    check_close("K padding: efficiency", kCeiling / kPeak * kk / (129 * 64),
-                wl::gemm_cost(g, wl::Precision::bf16, {.m = 128.0 * 12, .n = 256.0 * 11, .k = kk}).efficiency, 1e-12);
+    expect_within("K padding: efficiency", kCeiling / kPeak * kk / (129 * 64),
+                  wl::gemm_cost(g, wl::Precision::bf16, {.m = 128.0 * 12, .n = 256.0 * 11, .k = kk}).efficiency, 1e-12);
   }
   {
     // With several tile shapes the best tiling counts: 1536 x 1408 fills 12 x 5.5 tiles of 128 x 256 (66 tiles
     // of 132 SMs, 2 partial columns: 1536 x 1408 / (132 x 128 x 256)) but exactly 12 x 11 tiles of 128 x 128.
     wl::GpuSpec h100 = wl::load_gpu("h100");
     const wl::GemmShape s{.m = 1536, .n = 1408, .k = k};
-    check_close("128 x 128 tiles chosen", kCeiling / kPeak, wl::gemm_cost(h100, wl::Precision::bf16, s).efficiency,
-                1e-12);
-    check_close("128 x 256 alone", kCeiling / kPeak * 1536 * 1408 / (132 * 128.0 * 256),
-                wl::gemm_cost(one_tile_h100(), wl::Precision::bf16, s).efficiency, 1e-12);
+    expect_within("128 x 128 tiles chosen", kCeiling / kPeak, wl::gemm_cost(h100, wl::Precision::bf16, s).efficiency,
+                  1e-12);
+    expect_within("128 x 256 alone", kCeiling / kPeak * 1536 * 1408 / (132 * 128.0 * 256),
+                  wl::gemm_cost(one_tile_h100(), wl::Precision::bf16, s).efficiency, 1e-12);
   }
 }
 
@@ -94,19 +89,19 @@ TEST_CASE("A weight-gradient GEMM over few tokens is bound by its gradient buffe
   const wl::GemmShape w{.m = out, .n = in, .k = tokens, .accumulate_bytes = 4};
   const double bytes   = (out + in) * tokens * 2 + out * in * 8;
   const wl::GemmCost c = wl::gemm_cost(g, wl::Precision::bf16, w);
-  check_close("wgrad bytes (bf16 A, B; fp32 C read + write)", bytes, c.bytes, 1e-12);
-  check_close("wgrad seconds at the element-wise HBM rate", bytes / (kHbm * kElementwise), c.seconds, 1e-12);
+  expect_within("wgrad bytes (bf16 A, B; fp32 C read + write)", bytes, c.bytes, 1e-12);
+  expect_within("wgrad seconds at the element-wise HBM rate", bytes / (kHbm * kElementwise), c.seconds, 1e-12);
   INFO("compute time " << c.flops / (kPeak * c.efficiency) << " s must be below the traffic time");
   CHECK(c.flops / (kPeak * c.efficiency) < c.seconds);
   // Without the accumulation C is a bf16 output: 4x fewer C bytes.
   const wl::GemmCost plain = wl::gemm_cost(g, wl::Precision::bf16, {.m = out, .n = in, .k = tokens});
-  check_close("bf16 C bytes", (out + in) * tokens * 2 + out * in * 2, plain.bytes, 1e-12);
+  expect_within("bf16 C bytes", (out + in) * tokens * 2 + out * in * 2, plain.bytes, 1e-12);
   // A bf16 gradient buffer (gradients reduced in bf16: Megatron's wgrad_gemm_accum_fp16) is read and written at 2
   // bytes an element.
   const wl::GemmShape w16{.m = out, .n = in, .k = tokens, .accumulate_bytes = 2};
   const wl::GemmCost c16 = wl::gemm_cost(g, wl::Precision::bf16, w16);
-  check_close("wgrad bytes (bf16 C read + write)", (out + in) * tokens * 2 + out * in * 4, c16.bytes, 1e-12);
-  check_close("wgrad seconds, bf16 buffer", c16.bytes / (kHbm * kElementwise), c16.seconds, 1e-12);
+  expect_within("wgrad bytes (bf16 C read + write)", (out + in) * tokens * 2 + out * in * 4, c16.bytes, 1e-12);
+  expect_within("wgrad seconds, bf16 buffer", c16.bytes / (kHbm * kElementwise), c16.seconds, 1e-12);
 }
 
 TEST_CASE("FP8 GEMMs run at the FP8 ceiling and read one byte per input element")
@@ -114,9 +109,9 @@ TEST_CASE("FP8 GEMMs run at the FP8 ceiling and read one byte per input element"
   const wl::GpuSpec g = one_tile_h100();
   const wl::GemmShape s{.m = 128.0 * 12, .n = 256.0 * 11, .k = 8192};
   const wl::GemmCost c = wl::gemm_cost(g, wl::Precision::fp8, s);
-  check_close("fp8 full wave: efficiency of the fp8 peak", 1402.6e12 / 1979e12, c.efficiency, 1e-12);
-  check_close("fp8 seconds", 2 * s.m * s.n * s.k / 1402.6e12, c.seconds, 1e-12);
-  check_close("fp8 bytes", (s.m + s.n) * s.k + s.m * s.n * 2, c.bytes, 1e-12);
+  expect_within("fp8 full wave: efficiency of the fp8 peak", 1402.6e12 / 1979e12, c.efficiency, 1e-12);
+  expect_within("fp8 seconds", 2 * s.m * s.n * s.k / 1402.6e12, c.seconds, 1e-12);
+  expect_within("fp8 bytes", (s.m + s.n) * s.k + s.m * s.n * 2, c.bytes, 1e-12);
 }
 
 namespace {
@@ -160,16 +155,16 @@ TEST_CASE("Low-precision GEMMs of Transformer Engine's published GEMM profile, f
   // over delayed) were derived from it, so these reproduce a derivation; they are not checks. On B300 (the guide's
   // own part): BF16 12.758 ms, FP8 current 9.147, delayed 7.802, MXFP8 8.984, NVFP4 6.453.
   const double b300 = te_profile_layer_ms("b300", "bf16");
-  check_close("B300 FP8 current speed-up (TE 1.395x)", 12.758 / 9.147, b300 / te_profile_layer_ms("b300", "current"),
-              0.05);
-  check_close("B300 FP8 delayed speed-up (TE 1.635x)", 12.758 / 7.802, b300 / te_profile_layer_ms("b300", "delayed"),
-              0.05);
-  check_close("B300 MXFP8 speed-up (TE 1.420x)", 12.758 / 8.984, b300 / te_profile_layer_ms("b300", "mxfp8"), 0.05);
-  check_close("B300 NVFP4 speed-up (TE 1.977x)", 12.758 / 6.453, b300 / te_profile_layer_ms("b300", "nvfp4"), 0.08);
+  expect_within("B300 FP8 current speed-up (TE 1.395x)", 12.758 / 9.147, b300 / te_profile_layer_ms("b300", "current"),
+                0.05);
+  expect_within("B300 FP8 delayed speed-up (TE 1.635x)", 12.758 / 7.802, b300 / te_profile_layer_ms("b300", "delayed"),
+                0.05);
+  expect_within("B300 MXFP8 speed-up (TE 1.420x)", 12.758 / 8.984, b300 / te_profile_layer_ms("b300", "mxfp8"), 0.05);
+  expect_within("B300 NVFP4 speed-up (TE 1.977x)", 12.758 / 6.453, b300 / te_profile_layer_ms("b300", "nvfp4"), 0.08);
   // H200 NVL: block 22.882 ms against delayed 18.978, what h200.json's ceiling_fp8_blockwise was derived from.
   const double delayed = te_profile_layer_ms("h200", "delayed");
-  check_close("H200 FP8 block over delayed (TE 1.206x)", 22.882 / 18.978,
-              te_profile_layer_ms("h200", "blockwise") / delayed, 1e-3);
+  expect_within("H200 FP8 block over delayed (TE 1.206x)", 22.882 / 18.978,
+                te_profile_layer_ms("h200", "blockwise") / delayed, 1e-3);
   // H100 carries the same block ceiling (0.803 of its FP8 one): block scaling costs more than 1.15x delayed, where
   // its scales' bytes alone would add under 1%.
   CHECK(te_profile_layer_ms("h100", "blockwise") > 1.15 * te_profile_layer_ms("h100", "delayed"));
@@ -193,16 +188,16 @@ TEST_CASE("Quantization runs at the GPU file's cast rate: the casts' bytes by ha
   const double with        = te_profile_layer_ms(g, "current");
   g["efficiency"].erase("quantize");
   const double without = te_profile_layer_ms(g, "current");
-  check_close("cast milliseconds at the file's rate less at the element-wise one",
-              bytes / hbm * (1 / at_file - 1 / at_plain) * 1e3, with - without, 1e-9);
+  expect_within("cast milliseconds at the file's rate less at the element-wise one",
+                bytes / hbm * (1 / at_file - 1 / at_plain) * 1e3, with - without, 1e-9);
 }
 
 TEST_CASE("Block-wise FP8 runs as MXFP8 where the GPU has MXFP8 and no block-scaled FP8 ceiling")
 {
   // Transformer Engine emulates FP8 block scaling with MXFP8 on Blackwell (fp8_blockwise_scaling.rst, "Supported
   // devices"): the same kernels, so the same milliseconds; Hopper keeps its native block ceiling.
-  check_close("B300 block-wise = MXFP8", te_profile_layer_ms("b300", "mxfp8"), te_profile_layer_ms("b300", "blockwise"),
-              1e-12);
+  expect_within("B300 block-wise = MXFP8", te_profile_layer_ms("b300", "mxfp8"),
+                te_profile_layer_ms("b300", "blockwise"), 1e-12);
   const wl::GpuSpec b300 = wl::load_gpu("b300"), h100 = wl::load_gpu("h100");
   CHECK(b300.runs_as(wl::Precision::fp8, wl::Fp8Recipe::blockwise).precision == wl::Precision::mxfp8);
   CHECK(b300.runs_as(wl::Precision::fp8, wl::Fp8Recipe::current).precision == wl::Precision::fp8);
@@ -256,7 +251,7 @@ TEST_CASE("A forward pass over few tokens is bound by reading the weights")
   // On top: the activations the GEMMs read and write, split-K partial tiles and the element-wise ops (< 3%).
   const double weights = 2 * (kL * (2 * kH * kH + 2 * kH * 1024 + 3 * kH * kF) + kVocab * kH);
   const double actual  = llama8b_passes(16).forward.seconds;
-  check_close("weight-bound forward, s", weights / (kHbm * kElementwise), actual, 0.03);
+  expect_within("weight-bound forward, s", weights / (kHbm * kElementwise), actual, 0.03);
   CHECK(actual >= weights / (kHbm * kElementwise));
 }
 
@@ -289,7 +284,7 @@ TEST_CASE("A compute-bound pass is the sum of its GEMMs, attention at the librar
   // TFLOP/s forward; its backward does 2.5 times the forward's FLOPs at 318 TFLOP/s.
   const double attn = kL * 2 * s * s * kH;
   const Passes p    = llama8b_passes(8192);
-  check_close("forward FLOPs: GEMMs plus attention", flops + attn, p.forward.model_flops, 1e-12);
+  expect_within("forward FLOPs: GEMMs plus attention", flops + attn, p.forward.model_flops, 1e-12);
   const double elementwise = p.forward.hbm_bytes - fwd_bytes;
   // The element-wise traffic is the op's own figure, so bound it by shapes: every layer reads and writes its bf16
   // activations at least once (s x hidden), and touches at most a few dozen tensors of s x (hidden + ffn).
@@ -297,15 +292,15 @@ TEST_CASE("A compute-bound pass is the sum of its GEMMs, attention at the librar
   CHECK(elementwise >= kL * 2 * s * kH * 2);
   CHECK(elementwise <= kL * 32 * s * (kH + kF) * 2);
   const double ew = elementwise / (kHbm * kElementwise);
-  check_close("forward seconds", fwd + attn / 333e12 + ew, p.forward.seconds, 1e-9);
-  check_close("backward seconds", bwd + 2.5 * attn / 318e12 + 2 * ew, p.backward.seconds, 1e-9);
-  check_close("backward bytes", bwd_bytes + 2 * elementwise, p.backward.hbm_bytes, 1e-9);
+  expect_within("forward seconds", fwd + attn / 333e12 + ew, p.forward.seconds, 1e-9);
+  expect_within("backward seconds", bwd + 2.5 * attn / 318e12 + 2 * ew, p.backward.seconds, 1e-9);
+  expect_within("backward bytes", bwd_bytes + 2 * elementwise, p.backward.hbm_bytes, 1e-9);
   std::cout << "llama3-8b, 8192 tokens on h100: GEMMs at " << flops / fwd / 1e12 << " TFLOP/s forward\n";
 
   // FlashAttention-3 (selected by the job) changes only the attention terms.
   const Passes p3 = llama8b_passes(8192, {{"attention", "flash3"}});
-  check_close("flash3 forward: attention at 602 TFLOP/s", p.forward.seconds - attn / 333e12 + attn / 602e12,
-              p3.forward.seconds, 1e-9);
-  check_close("flash3 backward: attention at 559 TFLOP/s",
-              p.backward.seconds - 2.5 * attn / 318e12 + 2.5 * attn / 559e12, p3.backward.seconds, 1e-9);
+  expect_within("flash3 forward: attention at 602 TFLOP/s", p.forward.seconds - attn / 333e12 + attn / 602e12,
+                p3.forward.seconds, 1e-9);
+  expect_within("flash3 backward: attention at 559 TFLOP/s",
+                p.backward.seconds - 2.5 * attn / 318e12 + 2.5 * attn / 559e12, p3.backward.seconds, 1e-9);
 }

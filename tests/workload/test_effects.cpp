@@ -2,6 +2,7 @@
 // measured kernel times: exact rows, interpolation between them, the model outside them, bad tables.
 #include "common/error.hpp"
 #include "roofline.hpp"
+#include "tests/support.hpp"
 #include "workload/workload.hpp"
 
 #include <catch2/catch.hpp>
@@ -12,17 +13,11 @@
 
 namespace wl = spansim::workload;
 using nlohmann::json;
+using spansim::test::expect_within;
 
 namespace {
 
 const std::string kData = std::string(SPANSIM_SOURCE_DIR) + "/tests/workload/data";
-
-void check_close(const std::string& what, double expected, double actual, double rel)
-{
-  INFO(what << ": expected " << expected << " actual " << actual << " (tolerance " << rel * 100 << "%)");
-  std::cout << what << ": expected " << expected << " actual " << actual << "\n";
-  CHECK(std::fabs(actual - expected) <= rel * std::fabs(expected));
-}
 
 // Llama 3 8B on one H100, one 4096-token sequence, GPipe (one forward, one backward, the optimizer).
 json llama8b()
@@ -85,9 +80,9 @@ TEST_CASE("Kernel gaps: every kernel launched leaves the GPU idle for the profil
   // Per layer forward: 4 GEMMs, 1 attention kernel, 6 element-wise kernels; the output GEMM and the loss's 2.
   // Backward: 2 GEMMs for each forward one, 2 attention kernels, 12 element-wise; 2 for the output GEMM, 2 loss.
   const double fwd_kernels = 32 * (4 + 1 + 6) + 1 + 2, bwd_kernels = 32 * (8 + 2 + 12) + 2 + 2;
-  check_close("forward: gap x 355 kernels", fwd_kernels * 10e-6, b.forward.seconds - a.forward.seconds, 1e-9);
-  check_close("backward: gap x 708 kernels", bwd_kernels * 10e-6, b.backward.seconds - a.backward.seconds, 1e-9);
-  check_close("forward effect reported", fwd_kernels * 10e-6, b.forward.effects.kernel_gaps, 1e-12);
+  expect_within("forward: gap x 355 kernels", fwd_kernels * 10e-6, b.forward.seconds - a.forward.seconds, 1e-9);
+  expect_within("backward: gap x 708 kernels", bwd_kernels * 10e-6, b.backward.seconds - a.backward.seconds, 1e-9);
+  expect_within("forward effect reported", fwd_kernels * 10e-6, b.forward.effects.kernel_gaps, 1e-12);
   CHECK(a.forward.effects.total() == 0);
 }
 
@@ -111,17 +106,17 @@ TEST_CASE("MoE host floor: a pass whose MoE layers take the host longer to issue
   };
   // Far above the GPU's time: the forward issues a third of each layer's host time, the backward two thirds.
   const Ops slow = with_host(0.1);
-  check_close("host-bound forward: 48 x 0.1 s / 3", 48 * 0.1 / 3, slow.forward.seconds, 1e-12);
-  check_close("host-bound backward: 48 x 0.1 s x 2/3", 48 * 0.1 * 2 / 3, slow.backward.seconds, 1e-12);
-  check_close("what the GPU waits, as the kernel-gaps effect", slow.forward.seconds - a.forward.seconds,
-              slow.forward.effects.kernel_gaps, 1e-12);
+  expect_within("host-bound forward: 48 x 0.1 s / 3", 48 * 0.1 / 3, slow.forward.seconds, 1e-12);
+  expect_within("host-bound backward: 48 x 0.1 s x 2/3", 48 * 0.1 * 2 / 3, slow.backward.seconds, 1e-12);
+  expect_within("what the GPU waits, as the kernel-gaps effect", slow.forward.seconds - a.forward.seconds,
+                slow.forward.effects.kernel_gaps, 1e-12);
   // At one and a half times the forward's compute: the forward takes the host's time, the backward its own when
   // that is longer than twice the forward's host time.
   const double host = 1.5 * a.forward.seconds * 3 / 48;
   const Ops above   = with_host(host);
-  check_close("forward at 1.5x its compute", 1.5 * a.forward.seconds, above.forward.seconds, 1e-12);
-  check_close("backward: the longer of its compute and the host's", std::max(a.backward.seconds, 48 * host * 2 / 3),
-              above.backward.seconds, 1e-12);
+  expect_within("forward at 1.5x its compute", 1.5 * a.forward.seconds, above.forward.seconds, 1e-12);
+  expect_within("backward: the longer of its compute and the host's", std::max(a.backward.seconds, 48 * host * 2 / 3),
+                above.backward.seconds, 1e-12);
   // Below the GPU's time, or with the effect off: nothing changes.
   CHECK(with_host(1e-6).forward.seconds == a.forward.seconds);
   CHECK(with_host(1e-6).backward.seconds == a.backward.seconds);
@@ -150,8 +145,8 @@ TEST_CASE("Sustained clock: compute-bound GEMMs and attention run at the profile
   // Causal flash attention: 32 layers x 32 heads x s^2 x (128 + 128) FLOPs at the library's rate, / 0.8.
   const double attention = 32 * 32 * 4096.0 * 4096 * 256 / on.gpu.attention[0].forward;
   expected += attention * (1 / 0.8 - 1);
-  check_close("forward: what the clock adds", expected, b.forward.seconds - a.forward.seconds, 1e-9);
-  check_close("forward effect reported", expected, b.forward.effects.sustained_clock, 1e-9);
+  expect_within("forward: what the clock adds", expected, b.forward.seconds - a.forward.seconds, 1e-9);
+  expect_within("forward effect reported", expected, b.forward.effects.sustained_clock, 1e-9);
 }
 
 TEST_CASE("Attention by length: the measured curve's rate at the kernel's sequence length")
@@ -167,13 +162,13 @@ TEST_CASE("Attention by length: the measured curve's rate at the kernel's sequen
   std::cout << "flash2 forward at 4096: " << flash2.rate(4096, false) / 1e12 << " TFLOP/s, at the reference "
             << flash2.forward / 1e12 << "\n";
   CHECK(flash2.rate(4096, false) != flash2.forward); // the curve differs from the reference at 4k
-  check_close("forward: attention at 4k instead of the reference", expected, b.forward.seconds - a.forward.seconds,
-              1e-9);
-  check_close("forward effect reported", expected, b.forward.effects.attention_by_length, 1e-9);
+  expect_within("forward: attention at 4k instead of the reference", expected, b.forward.seconds - a.forward.seconds,
+                1e-9);
+  expect_within("forward effect reported", expected, b.forward.effects.attention_by_length, 1e-9);
   // The curve interpolates linearly in log2(s) between its points and is flat beyond its ends.
   const double mid = std::sqrt(flash2.sequences[0] * flash2.sequences[1]);
-  check_close("rate halfway (in log2) between the first two points",
-              (flash2.forward_by_length[0] + flash2.forward_by_length[1]) / 2, flash2.rate(mid, false), 1e-12);
+  expect_within("rate halfway (in log2) between the first two points",
+                (flash2.forward_by_length[0] + flash2.forward_by_length[1]) / 2, flash2.rate(mid, false), 1e-12);
   CHECK(flash2.rate(flash2.sequences.back() * 4, true) == flash2.backward_by_length.back());
 }
 
@@ -206,7 +201,7 @@ TEST_CASE("Attention by length under context parallelism: the length each varian
     for (const auto& op : graph.stages[0].ops)
       if (op.kind == wl::OpKind::forward)
         reported += op.effects.attention_by_length;
-    check_close(std::string(c.comm) + ": forward effect at the kernel's length", expected, reported, 1e-9);
+    expect_within(std::string(c.comm) + ": forward effect at the kernel's length", expected, reported, 1e-9);
   }
   // The three lengths differ in rate, so a variant timed at another's length would fail above.
   const auto& flash2 = parse(llama8b()).gpu.attention[0];
@@ -225,9 +220,25 @@ TEST_CASE("Gradient clipping reads every local fp32 gradient once in the optimiz
   const Ops a = ops_of(off), b = ops_of(on);
   const double params   = wl::count_params(on.model).total;
   const double expected = 4 * params / (on.gpu.hbm_bandwidth * on.gpu.elementwise_efficiency);
-  check_close("optimizer: 4 bytes per parameter at the element-wise rate", expected,
-              b.optimizer.seconds - a.optimizer.seconds, 1e-9);
-  check_close("optimizer effect reported", expected, b.optimizer.effects.grad_clipping, 1e-12);
+  expect_within("optimizer: 4 bytes per parameter at the element-wise rate", expected,
+                b.optimizer.seconds - a.optimizer.seconds, 1e-9);
+  expect_within("optimizer effect reported", expected, b.optimizer.effects.grad_clipping, 1e-12);
+}
+
+TEST_CASE("Gradients reduced in BF16 are cast up to fp32 main gradients in the optimizer step")
+{
+  // Llama 3 8B on one H100 (every parameter local): Adam's 30 bytes a parameter, and with a BF16 gradient buffer
+  // 6 more (its 2-byte read and the fp32 main gradient's 4-byte write), at the element-wise rate.
+  const wl::JobSpec fp32     = parse(llama8b());
+  wl::JobSpec bf16           = fp32;
+  bf16.gradient_reduce_bytes = 2;
+  const Ops a = ops_of(fp32), b = ops_of(bf16);
+  const double params = wl::count_params(fp32.model).total;
+  const double rate   = fp32.gpu.hbm_bandwidth * fp32.gpu.elementwise_efficiency;
+  expect_within("fp32 gradients: Adam's 30 bytes a parameter", 30 * params / rate, a.optimizer.seconds, 1e-9);
+  expect_within("BF16 gradients: 6 bytes a parameter more", 6 * params / rate,
+                b.optimizer.seconds - a.optimizer.seconds, 1e-9);
+  expect_within("the step's HBM bytes", 36 * params, b.optimizer.hbm_bytes, 1e-12);
 }
 
 TEST_CASE("Data parallelism unit by unit: only the first unit's gather waits, the rest overlaps compute")
@@ -254,9 +265,9 @@ TEST_CASE("Data parallelism unit by unit: only the first unit's gather waits, th
   const double layer = 4096.0 * 4096 * 2 + 2 * 4096.0 * 1024 + 3 * 4096.0 * 14336 + 2 * 4096;
   const double extra = 2 * 128256.0 * 4096 + 4096;
   const double total = 32 * layer + extra;
-  check_close("lead gather bytes", 2 * (layer + extra), b[0].bytes, 1e-12);
-  check_close("the rest", 2 * (total - layer - extra), b[1].bytes, 1e-12);
-  check_close("bytes kept", a[0].bytes, b[0].bytes + b[1].bytes, 1e-12);
+  expect_within("lead gather bytes", 2 * (layer + extra), b[0].bytes, 1e-12);
+  expect_within("the rest", 2 * (total - layer - extra), b[1].bytes, 1e-12);
+  expect_within("bytes kept", a[0].bytes, b[0].bytes + b[1].bytes, 1e-12);
 }
 
 TEST_CASE("Measured GEMM times: exact rows, interpolation of the achieved rate, the model outside")
@@ -270,8 +281,8 @@ TEST_CASE("Measured GEMM times: exact rows, interpolation of the achieved rate, 
   CHECK(mk.gemm_seconds(wl::Precision::bf16, 4096, 4096, 4096) == Approx(2e-4).epsilon(1e-12));
   // Halfway in log2(M): equal weights, so the mean of the two achieved rates.
   const double r1 = 2 * 1024.0 * 4096 * 4096 / 1e-4, r2 = 2 * 4096.0 * 4096 * 4096 / 2e-4;
-  check_close("M = 2048 between the rows", 2 * 2048.0 * 4096 * 4096 / ((r1 + r2) / 2),
-              *mk.gemm_seconds(wl::Precision::bf16, 2048, 4096, 4096), 1e-12);
+  expect_within("M = 2048 between the rows", 2 * 2048.0 * 4096 * 4096 / ((r1 + r2) / 2),
+                *mk.gemm_seconds(wl::Precision::bf16, 2048, 4096, 4096), 1e-12);
   CHECK_FALSE(mk.gemm_seconds(wl::Precision::bf16, 8192, 4096, 4096)); // beyond the measured M
   CHECK_FALSE(mk.gemm_seconds(wl::Precision::bf16, 2048, 4096, 8192)); // another K
   CHECK_FALSE(mk.gemm_seconds(wl::Precision::fp8, 1024, 4096, 4096));  // no fp8 rows
@@ -281,8 +292,8 @@ TEST_CASE("Measured GEMM times: exact rows, interpolation of the achieved rate, 
   const double model_o = wl::gemm_cost(plain.gpu, wl::Precision::bf16, {.m = 4096, .n = 4096, .k = 4096}).seconds;
   // Attention: the table's 4096-token forward, per layer.
   const double flash = 32 * 32 * 4096.0 * 4096 * 256 / plain.gpu.attention[0].forward;
-  check_close("forward with the table", a.forward.seconds + 32 * (2e-4 - model_o) + (32 * 1e-3 - flash),
-              b.forward.seconds, 1e-9);
+  expect_within("forward with the table", a.forward.seconds + 32 * (2e-4 - model_o) + (32 * 1e-3 - flash),
+                b.forward.seconds, 1e-9);
 }
 
 TEST_CASE("Measured attention times interpolate over sequence length")
@@ -292,7 +303,7 @@ TEST_CASE("Measured attention times interpolate over sequence length")
   const auto& mk        = parse(j).gpu.measured;
   auto flops            = [](double s) { return 2 * s * s * 128 * 32; };
   const double r1 = flops(4096) / 1e-3, r2 = flops(16384) / 12e-3;
-  check_close("forward at 8192", flops(8192) / ((r1 + r2) / 2), *mk.attention_seconds(false, 8192, 32, 128), 1e-12);
+  expect_within("forward at 8192", flops(8192) / ((r1 + r2) / 2), *mk.attention_seconds(false, 8192, 32, 128), 1e-12);
   CHECK(mk.attention_seconds(true, 4096, 32, 128) == Approx(2.5e-3).epsilon(1e-12));
   CHECK_FALSE(mk.attention_seconds(false, 32768, 32, 128));
   CHECK_FALSE(mk.attention_seconds(false, 8192, 8, 128));
@@ -339,8 +350,8 @@ TEST_CASE("The shipped H100 kernel tables load, and the GPU file's rates lie nea
   for (const auto& g : mk.gemm)
     if (g.dtype == wl::Precision::bf16)
       best = std::max(best, 2 * g.m * g.n * g.k / g.seconds);
-  check_close("BF16 GEMM ceiling", job.gpu.gemm.ceiling_bf16, best, 0.05);
+  expect_within("BF16 GEMM ceiling", job.gpu.gemm.ceiling_bf16, best, 0.05);
   // FlashAttention-2's causal forward at 8K (arXiv 2407.08608 Fig. 5d) against SDPA's flash backend, 16 heads.
   const double fwd = 2 * 8192.0 * 8192 * 128 * 16 / *mk.attention_seconds(false, 8192, 16, 128);
-  check_close("flash forward at 8K", job.gpu.attention[0].forward, fwd, 0.05);
+  expect_within("flash forward at 8K", job.gpu.attention[0].forward, fwd, 0.05);
 }

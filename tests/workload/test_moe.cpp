@@ -2,6 +2,7 @@
 // counting every top-k draw, each dispatcher's bytes against hand sums, the expert load of the busiest GPU against
 // the seeded loads, and the overlap schedules' bubbles and memory against their published formulas.
 #include "roofline.hpp"
+#include "tests/support.hpp"
 #include "workload/schedule.hpp"
 #include "workload/workload.hpp"
 
@@ -9,6 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -16,15 +19,9 @@
 
 namespace wl = spansim::workload;
 using nlohmann::json;
+using spansim::test::expect_within;
 
 namespace {
-
-void check_close(const std::string& what, double expected, double actual, double rel)
-{
-  INFO(what << ": expected " << expected << " actual " << actual << " (tolerance " << rel << " relative)");
-  std::cout << what << ": expected " << expected << " actual " << actual << "\n";
-  CHECK(std::fabs(actual - expected) <= rel * std::fabs(expected) + 1e-300);
-}
 
 // Every way of choosing k of n items, visited in turn.
 void each_choice(int n, int k, const std::function<void(const std::vector<int>&)>& visit)
@@ -98,8 +95,8 @@ TEST_CASE("Routing statistics of a deduplicated dispatch equal counting every to
     gpu_hits += std::any_of(pick.begin(), pick.end(), [](int e) { return e / 2 == 0; }) ? 1 : 0;
   });
   auto r = wl::dispatch_rates(experts, k, gpus, nodes, 0);
-  check_close("chance that a node receives a token", node_hits / draws, r.node, 1e-12);
-  check_close("chance that a GPU receives a token", gpu_hits / draws, r.gpu, 1e-12);
+  expect_within("chance that a node receives a token", node_hits / draws, r.node, 1e-12);
+  expect_within("chance that a GPU receives a token", gpu_hits / draws, r.gpu, 1e-12);
 
   // Node-limited to 2 nodes: every pair of nodes is as likely, then k among their 8 experts.
   node_hits = gpu_hits = draws = 0;
@@ -117,8 +114,8 @@ TEST_CASE("Routing statistics of a deduplicated dispatch equal counting every to
     });
   });
   r = wl::dispatch_rates(experts, k, gpus, nodes, 2);
-  check_close("node-limited (2 of 4): chance that a node receives a token", node_hits / draws, r.node, 1e-12);
-  check_close("node-limited (2 of 4): chance that a GPU receives a token", gpu_hits / draws, r.gpu, 1e-12);
+  expect_within("node-limited (2 of 4): chance that a node receives a token", node_hits / draws, r.node, 1e-12);
+  expect_within("node-limited (2 of 4): chance that a GPU receives a token", gpu_hits / draws, r.gpu, 1e-12);
   CHECK(r.node < wl::dispatch_rates(experts, k, gpus, nodes, 0).node);
 }
 
@@ -130,23 +127,23 @@ TEST_CASE("Each dispatcher's buffer per GPU is the hand sum of the tokens it mov
   const auto flat = wl::build_step_graph(parse(moe_job(par, {{"dispatcher", "alltoall"}})), {false});
   const auto* d   = first_op(flat, wl::Purpose::ep_dispatch, spansim::CollectiveOp::all_to_all);
   REQUIRE(d != nullptr);
-  check_close("alltoall dispatch buffer (t/tp x k x h x 2 bytes)", tokens * k * h * 2, d->bytes, 1e-12);
+  expect_within("alltoall dispatch buffer (t/tp x k x h x 2 bytes)", tokens * k * h * 2, d->bytes, 1e-12);
   CHECK(d->group.size == 4);
 
   const auto fp8 =
       wl::build_step_graph(parse(moe_job(par, {{"dispatcher", "alltoall"}, {"dispatch_precision", "fp8"}})), {false});
   d = first_op(fp8, wl::Purpose::ep_dispatch, spansim::CollectiveOp::all_to_all);
-  check_close("FP8 dispatch buffer (a byte per element and a 4-byte scale per 128)", tokens * k * h * (1 + 4.0 / 128),
-              d->bytes, 1e-12);
+  expect_within("FP8 dispatch buffer (a byte per element and a 4-byte scale per 128)", tokens * k * h * (1 + 4.0 / 128),
+                d->bytes, 1e-12);
   const auto* c = first_op(fp8, wl::Purpose::ep_combine, spansim::CollectiveOp::all_to_all);
-  check_close("its combine stays BF16", tokens * k * h * 2, c->bytes, 1e-12);
+  expect_within("its combine stays BF16", tokens * k * h * 2, c->bytes, 1e-12);
 
   // The all-gather dispatcher gathers every token of the etp x ep group once, whatever k.
   const json par2 = {{"tp", 2}, {"pp", 1}, {"dp", 8}, {"ep", 4}, {"etp", 2}};
   const auto ag   = wl::build_step_graph(parse(moe_job(par2, {{"dispatcher", "allgather"}})), {false});
   d               = first_op(ag, wl::Purpose::ep_dispatch, spansim::CollectiveOp::all_gather);
   REQUIRE(d != nullptr);
-  check_close("allgather dispatch buffer (etp x ep x t/tp x h x 2 bytes)", 2 * 4 * tokens * h * 2, d->bytes, 1e-12);
+  expect_within("allgather dispatch buffer (etp x ep x t/tp x h x 2 bytes)", 2 * 4 * tokens * h * 2, d->bytes, 1e-12);
   CHECK(d->group.size == 8);
   CHECK(first_op(ag, wl::Purpose::ep_combine, spansim::CollectiveOp::reduce_scatter) != nullptr);
 }
@@ -166,8 +163,8 @@ TEST_CASE("A forced-balance job and a dropless one with uniform loads build the 
       CHECK(balanced.stages[s].ops[i].imbalance == uniform.stages[s].ops[i].imbalance);
     }
   }
-  check_close("makespan, forced balance against uniform dropless", wl::compute_makespan(balanced),
-              wl::compute_makespan(uniform), 1e-9);
+  expect_within("makespan, forced balance against uniform dropless", wl::compute_makespan(balanced),
+                wl::compute_makespan(uniform), 1e-9);
 }
 
 TEST_CASE("The busiest expert GPU computes the largest of the seeded loads and the layer waits for it")
@@ -181,10 +178,10 @@ TEST_CASE("The busiest expert GPU computes the largest of the seeded loads and t
     double busiest = 0;
     for (int j = 0; j < 4; ++j)
       busiest = std::max(busiest, std::accumulate(pop.begin() + j * local, pop.begin() + (j + 1) * local, 0.0) / local);
-    check_close("layer " + std::to_string(layer) + ": busiest member's load over the mean", busiest,
-                load.busiest[static_cast<std::size_t>(layer)], 1e-15);
-    check_close("layer " + std::to_string(layer) + ": the loads average 1", 1.0,
-                std::accumulate(pop.begin(), pop.end(), 0.0) / pop.size(), 1e-12);
+    expect_within("layer " + std::to_string(layer) + ": busiest member's load over the mean", busiest,
+                  load.busiest[static_cast<std::size_t>(layer)], 1e-15);
+    expect_within("layer " + std::to_string(layer) + ": the loads average 1", 1.0,
+                  std::accumulate(pop.begin(), pop.end(), 0.0) / pop.size(), 1e-12);
     CHECK(busiest > 1);
   }
 
@@ -210,8 +207,8 @@ TEST_CASE("The busiest expert GPU computes the largest of the seeded loads and t
         return op.seconds;
     return 0.0;
   };
-  check_close("forward: what the busiest GPU's extra tokens cost in the routed GEMMs", expected_diff,
-              forward(wl::build_step_graph(j1, {false})) - forward(wl::build_step_graph(parse(even), {false})), 1e-9);
+  expect_within("forward: what the busiest GPU's extra tokens cost in the routed GEMMs", expected_diff,
+                forward(wl::build_step_graph(j1, {false})) - forward(wl::build_step_graph(parse(even), {false})), 1e-9);
   const auto capped = [&](double cf, bool pad) {
     auto j   = one_layer;
     j["moe"] = {
@@ -219,7 +216,7 @@ TEST_CASE("The busiest expert GPU computes the largest of the seeded loads and t
          {{"balance", "token-drop"}, {"skew", 0.5}, {"seed", 7}, {"capacity_factor", cf}, {"pad_to_capacity", pad}}}};
     return wl::expert_load(parse(j)).busiest[0];
   };
-  check_close("token drop padded to capacity: every expert computes the capacity", 1.25, capped(1.25, true), 1e-15);
+  expect_within("token drop padded to capacity: every expert computes the capacity", 1.25, capped(1.25, true), 1e-15);
   CHECK(capped(1.0, false) <= 1.0);
 }
 
@@ -231,10 +228,9 @@ struct Timed {
   std::vector<double> busy; ///< per stage
 };
 
-// A dense job on `pp` stages with `micro_batches` micro-batches under `schedule`, its compute ops timed: forward F,
-// whole backward B, a split backward's input part B - W and its weight part W; the optimizer free. Communication is
-// free in compute_makespan.
-Timed schedule_run(int pp, int micro_batches, json schedule, double F, double B, double W, int layers = 16)
+// The step graph of a dense job on `pp` stages with `micro_batches` micro-batches under `schedule`, its compute ops
+// timed: forward F, whole backward B, a split backward's input part B - W and its weight part W; the optimizer free.
+wl::StepGraph timed_schedule(int pp, int micro_batches, json schedule, double F, double B, double W, int layers = 16)
 {
   json j = workload_test::roofline({{"name", "sched"},
                                     {"model", moe_model(layers, 16, 4)},
@@ -260,6 +256,13 @@ Timed schedule_run(int pp, int micro_batches, json schedule, double F, double B,
                                                         : 0;
     }
   }
+  return g;
+}
+
+// The same job's step and each stage's busy time (communication is free in compute_makespan).
+Timed schedule_run(int pp, int micro_batches, json schedule, double F, double B, double W, int layers = 16)
+{
+  const auto g = timed_schedule(pp, micro_batches, std::move(schedule), F, B, W, layers);
   Timed t;
   for (const auto& st : g.stages) {
     double busy = 0;
@@ -311,8 +314,8 @@ TEST_CASE("1F1B, ZB-H1, DualPipe and DualPipeV bubbles and memory against their 
   for (int pp : {4, 8}) {
     const auto t = schedule_run(pp, 3 * pp, {{"kind", "1f1b"}}, F, B, W);
     for (std::size_t s = 0; s < t.busy.size(); ++s)
-      check_close("1F1B pp " + std::to_string(pp) + " stage " + std::to_string(s) + " bubble (PP-1)(F+B)",
-                  (pp - 1) * (F + B), t.makespan - t.busy[s], 1e-12);
+      expect_within("1F1B pp " + std::to_string(pp) + " stage " + std::to_string(s) + " bubble (PP-1)(F+B)",
+                    (pp - 1) * (F + B), t.makespan - t.busy[s], 1e-12);
     CHECK(peak_live(dense_schedule_job(pp, 3 * pp, {{"kind", "1f1b"}}), 0) == pp);
   }
   // ZB-H1 (sail-sg/zero-bubble-pipeline-parallelism's asserts): the step lasts m (F + B + W) + (p - 1)(F + B' - W)
@@ -320,9 +323,9 @@ TEST_CASE("1F1B, ZB-H1, DualPipe and DualPipeV bubbles and memory against their 
   for (auto [p, m, f, bi, w] :
        std::vector<std::array<double, 5>>{{4, 8, 1, 1, 1}, {4, 8, 1, 2, 1}, {8, 24, 2, 2, 1}, {4, 8, 1, 1.5, 0.7}}) {
     const auto t = schedule_run(static_cast<int>(p), static_cast<int>(m), {{"kind", "zb-h1"}}, f, bi + w, w);
-    check_close("ZB-H1 p " + std::to_string(int(p)) + " F " + std::to_string(f) + " B " + std::to_string(bi) + " W " +
-                    std::to_string(w) + ": makespan - m(F+B+W) = (p-1)(F+B-W)",
-                (p - 1) * (f + bi - w), t.makespan - m * (f + bi + w), 1e-12);
+    expect_within("ZB-H1 p " + std::to_string(int(p)) + " F " + std::to_string(f) + " B " + std::to_string(bi) + " W " +
+                      std::to_string(w) + ": makespan - m(F+B+W) = (p-1)(F+B-W)",
+                  (p - 1) * (f + bi - w), t.makespan - m * (f + bi + w), 1e-12);
     for (int s = 0; s < int(p); ++s)
       CHECK(peak_live(dense_schedule_job(int(p), int(m), {{"kind", "zb-h1"}}), s) <= int(p));
   }
@@ -334,18 +337,18 @@ TEST_CASE("1F1B, ZB-H1, DualPipe and DualPipeV bubbles and memory against their 
     for (int m : {2 * pp + 4, 4 * pp}) {
       const auto t = schedule_run(pp, m, {{"kind", "dualpipe"}}, F, B, W);
       for (std::size_t s = 0; s < t.busy.size(); ++s)
-        check_close("DualPipe pp " + std::to_string(pp) + " m " + std::to_string(m) + " stage " + std::to_string(s) +
-                        " bubble (PP/2-1)(F&B+B-3W)",
-                    (pp / 2 - 1) * ((F + B) + B - 3 * W), t.makespan - t.busy[s], 1e-12);
+        expect_within("DualPipe pp " + std::to_string(pp) + " m " + std::to_string(m) + " stage " + std::to_string(s) +
+                          " bubble (PP/2-1)(F&B+B-3W)",
+                      (pp / 2 - 1) * ((F + B) + B - 3 * W), t.makespan - t.busy[s], 1e-12);
       CHECK(peak_live(dense_schedule_job(pp, m, {{"kind", "dualpipe"}}), 0) == pp + 1);
     }
   // DualPipeV: the same bubble with PP = 2 x its ranks' stages.
   for (int ranks : {4}) {
     const auto t = schedule_run(ranks, 10, {{"kind", "dualpipev"}}, F, B, W);
     for (std::size_t s = 0; s < t.busy.size(); ++s)
-      check_close("DualPipeV " + std::to_string(ranks) + " ranks stage " + std::to_string(s) +
-                      " bubble (PP/2-1)(F&B+B-3W), PP = 2 x ranks",
-                  (ranks - 1) * ((F + B) + B - 3 * W), t.makespan - t.busy[s], 1e-12);
+      expect_within("DualPipeV " + std::to_string(ranks) + " ranks stage " + std::to_string(s) +
+                        " bubble (PP/2-1)(F&B+B-3W), PP = 2 x ranks",
+                    (ranks - 1) * ((F + B) + B - 3 * W), t.makespan - t.busy[s], 1e-12);
   }
 }
 
@@ -360,8 +363,8 @@ TEST_CASE("DualPipe holds two copies of each stage, DualPipeV one")
     p2 += two.stages[s].params;
     pv += v.stages[s].params;
   }
-  check_close("DualPipe: parameters held over all stages, twice 1F1B's", 2 * p1, p2, 1e-12);
-  check_close("DualPipeV: parameters held over all stages, 1F1B's", p1, pv, 1e-12);
+  expect_within("DualPipe: parameters held over all stages, twice 1F1B's", 2 * p1, p2, 1e-12);
+  expect_within("DualPipeV: parameters held over all stages, 1F1B's", p1, pv, 1e-12);
 }
 
 TEST_CASE("Megatron's combined 1F1B keeps interleaved 1F1B's bubble and holds one more micro-batch's activations")
@@ -394,10 +397,10 @@ TEST_CASE("Megatron's combined 1F1B keeps interleaved 1F1B's bubble and holds on
         for (const auto& op : st.ops)
           if (wl::is_compute(op.kind))
             busy += op.seconds;
-        check_close(std::string(overlap ? "combined 1F1B" : "interleaved 1F1B") + " pp " + std::to_string(pp) + " v " +
-                        std::to_string(v) + " m " + std::to_string(m) + " stage " + std::to_string(st.stage) +
-                        " bubble (PP-1)(F+B) per chunk",
-                    (pp - 1) * (F + B), makespan - busy, 1e-12);
+        expect_within(std::string(overlap ? "combined 1F1B" : "interleaved 1F1B") + " pp " + std::to_string(pp) +
+                          " v " + std::to_string(v) + " m " + std::to_string(m) + " stage " + std::to_string(st.stage) +
+                          " bubble (PP-1)(F+B) per chunk",
+                      (pp - 1) * (F + B), makespan - busy, 1e-12);
       }
     }
     for (int s = 0; s < pp; ++s) {
@@ -411,5 +414,89 @@ TEST_CASE("Megatron's combined 1F1B keeps interleaved 1F1B's bubble and holds on
       };
       CHECK(with(true) == std::min(with(false) + 1, m * v));
     }
+  }
+}
+
+TEST_CASE("moe.dispatch_sms is refused outside 1 to the GPU's SMs less one, on every shipped GPU")
+{
+  // Each GPU file's SM count (gemm.sms) read here, so that a GPU added later is checked too.
+  int gpus = 0;
+  for (const auto& f : std::filesystem::directory_iterator(std::string(SPANSIM_SOURCE_DIR) + "/workload/gpus")) {
+    if (f.path().extension() != ".json")
+      continue;
+    const std::string name = f.path().stem().string();
+    const int sms          = json::parse(std::ifstream(f.path())).at("gemm").at("sms").get<int>();
+    INFO("GPU " << name << " with " << sms << " SMs");
+    ++gpus;
+    auto job = [&](int dispatch_sms) {
+      json j   = moe_job({{"pp", 1}, {"dp", 8}, {"ep", 4}}, {{"dispatcher", "deepep"}, {"dispatch_sms", dispatch_sms}});
+      j["gpu"] = name;
+      return j;
+    };
+    CHECK(parse(job(sms - 1)).dispatch.sms == sms - 1);
+    CHECK(parse(job(1)).dispatch.sms == 1);
+    for (int bad : {sms, 0, -3, 1'000'000}) {
+      try {
+        parse(job(bad));
+        FAIL("dispatch_sms " << bad << " was accepted");
+      } catch (const spansim::SpecError& e) {
+        INFO(e.what());
+        CHECK(e.json_path() == "$.moe.dispatch_sms");
+        CHECK(std::string(e.what()).find("GPU " + name + " has " + std::to_string(sms) + " SMs") != std::string::npos);
+        CHECK(std::string(e.what()).find("allowed: 1 to " + std::to_string(sms - 1)) != std::string::npos);
+      }
+    }
+  }
+  CHECK(gpus >= 8); // a100, a100-40gb, h100, h200, b200, b300, gb200, gb300
+}
+
+TEST_CASE("A compute precision the GPU has no tensor cores for is refused while the job is read")
+{
+  json j         = moe_job({{"pp", 1}, {"dp", 8}, {"ep", 4}}, {{"dispatcher", "alltoall"}});
+  j["precision"] = {{"compute", "nvfp4"}};
+  try {
+    parse(j);
+    FAIL("nvfp4 on h100 was accepted");
+  } catch (const spansim::SpecError& e) {
+    INFO(e.what());
+    CHECK(e.json_path() == "$.precision.compute");
+    CHECK(std::string(e.what()).find("GPU h100 has no nvfp4 tensor cores") != std::string::npos);
+    CHECK(std::string(e.what()).find("it has: bf16, fp8") != std::string::npos);
+  }
+}
+
+TEST_CASE("workload describe's bubble formula is each schedule's own closed form")
+{
+  // Compute ops timed as the formulas name them (F forward, B whole backward, W its weight part): the summary's
+  // formula against the closed form by hand, and against the measured bubble, which the formula gives exactly here.
+  struct Case {
+    json schedule;
+    int pp, m;
+    double F, B, W;
+    std::string text;
+    double closed; ///< the closed form at pp, m (and v, F, B, W), by hand
+  };
+  const std::vector<Case> cases = {
+      {{{"kind", "gpipe"}}, 4, 8, 1, 2, 1, "(pp-1)/m", 3.0 / 8},
+      {{{"kind", "1f1b"}}, 4, 12, 1, 2, 1, "(pp-1)/m", 3.0 / 12},
+      {{{"kind", "interleaved-1f1b"}, {"virtual_stages", 2}}, 4, 8, 1, 2, 1, "(pp-1)/(v*m)", 3.0 / (2 * 8)},
+      // ZB-H1: (pp - 1)(F + B - 2W) / (m (F + B)) = 3 x (1 + 2.2 - 1.4) / (8 x 3.2).
+      {{{"kind", "zb-h1"}}, 4, 8, 1, 2.2, 0.7, "(pp-1)(F+B-2W)/(m(F+B))", 3 * 1.8 / (8 * 3.2)},
+      {{{"kind", "zb-h1"}}, 8, 24, 2, 3, 1, "(pp-1)(F+B-2W)/(m(F+B))", 7 * 3.0 / (24 * 5.0)}};
+  for (const auto& c : cases) {
+    const std::string what = c.schedule.dump() + " pp " + std::to_string(c.pp) + " m " + std::to_string(c.m);
+    const auto g           = timed_schedule(c.pp, c.m, c.schedule, c.F, c.B, c.W);
+    const auto s           = wl::summarize(g);
+    INFO(what);
+    CHECK(s.bubble_formula_text == c.text);
+    expect_within(what + ": describe's formula value against the closed form", c.closed, s.bubble_formula, 1e-12);
+    expect_within(what + ": measured bubble against the closed form", c.closed, s.bubble_fraction, 1e-12);
+  }
+  // DualPipe's and DualPipeV's bubble is a time, (pp/2 - 1)(F&B + B - 3W): no fraction of pp, v and m is set.
+  for (const char* kind : {"dualpipe", "dualpipev"}) {
+    const auto s = wl::summarize(timed_schedule(4, 16, {{"kind", kind}}, 1, 2, 1));
+    INFO(kind);
+    CHECK(s.bubble_formula_text.empty());
+    CHECK(s.bubble_formula == 0);
   }
 }

@@ -1,6 +1,7 @@
 // Job, model and GPU specs: the zoo against the published shapes, units, and every kind of inconsistent job refused
 // with a SpecError at the right JSON path.
 #include "common/error.hpp"
+#include "tests/support.hpp"
 #include "workload/workload.hpp"
 
 #include <catch2/catch.hpp>
@@ -12,6 +13,7 @@
 
 namespace wl = spansim::workload;
 using nlohmann::json;
+using spansim::test::expect_within;
 
 namespace {
 
@@ -23,12 +25,6 @@ double dense_gqa_params(double L, double h, double f, double heads, double kv, d
 {
   const double hd = h / heads;
   return L * (2 * h * h + 2 * h * kv * hd + 3 * h * f + 2 * h) + vocab * h * (tied ? 1 : 2) + h;
-}
-
-void check_close(const std::string& what, double expected, double actual, double rel)
-{
-  INFO(what << ": expected " << expected << " actual " << actual << " (tolerance " << rel * 100 << "%)");
-  CHECK(std::fabs(actual - expected) <= rel * std::fabs(expected));
 }
 
 // A GPU file in the current format, to break one field at a time.
@@ -52,9 +48,9 @@ json inline_gpu()
 
 TEST_CASE("FLOP rates parse with their units")
 {
-  check_close("989TFLOPs", 989e12, wl::parse_flop_rate("989TFLOPs"), 1e-12);
-  check_close("2.25PFLOPs", 2.25e15, wl::parse_flop_rate("2.25PFLOPs"), 1e-12);
-  check_close("500 GFLOP/s", 500e9, wl::parse_flop_rate("500 GFLOP/s"), 1e-12);
+  expect_within("989TFLOPs", 989e12, wl::parse_flop_rate("989TFLOPs"), 1e-12);
+  expect_within("2.25PFLOPs", 2.25e15, wl::parse_flop_rate("2.25PFLOPs"), 1e-12);
+  expect_within("500 GFLOP/s", 500e9, wl::parse_flop_rate("500 GFLOP/s"), 1e-12);
   CHECK_THROWS_AS(wl::parse_flop_rate("989TB/s"), spansim::UsageError);
   CHECK_THROWS_AS(wl::parse_flop_rate("TFLOPs"), spansim::UsageError);
 }
@@ -78,9 +74,9 @@ TEST_CASE("Dense zoo models match their shapes and published sizes")
     double expected         = dense_gqa_params(c.L, c.h, c.f, c.heads, c.kv, c.vocab, c.tied);
     if (m.mlp == wl::MlpKind::plain) // GPT-3: two MLP matrices, not three
       expected -= c.L * c.h * c.f;
-    check_close(std::string(c.name) + " params vs closed form", expected, p.total, 1e-12);
-    check_close(std::string(c.name) + " params vs published", c.published, p.total, 0.01);
-    check_close(std::string(c.name) + " dense: active == total", p.total, p.active, 1e-12);
+    expect_within(std::string(c.name) + " params vs closed form", expected, p.total, 1e-12);
+    expect_within(std::string(c.name) + " params vs published", c.published, p.total, 0.01);
+    expect_within(std::string(c.name) + " dense: active == total", p.total, p.active, 1e-12);
   }
 }
 
@@ -96,21 +92,21 @@ TEST_CASE("MoE zoo models match their published total and active sizes")
       {"llama4-scout", 109e9, 17e9, 0.03}, {"llama4-maverick", 400e9, 17e9, 0.03}, {"deepseek-v3", 671e9, 37e9, 0.03}};
   for (const auto& c : cases) {
     const wl::ModelParams p = wl::count_params(wl::load_model(c.name));
-    check_close(std::string(c.name) + " total", c.total, p.total, c.tolerance);
-    check_close(std::string(c.name) + " active", c.active, p.active, c.tolerance);
+    expect_within(std::string(c.name) + " total", c.total, p.total, c.tolerance);
+    expect_within(std::string(c.name) + " active", c.active, p.active, c.tolerance);
   }
 
   // Scout, exactly: 48 layers of attention (2 h^2 + 2 h 1024) and 17 SwiGLU experts of 3 h 8192 (16 routed +
   // 1 shared) plus the router, norms; untied embeddings.
   const double h = 5120, e = 3 * h * 8192, attn = 2 * h * h + 2 * h * 8 * 128;
   const double scout = 48 * (attn + 17 * e + h * 16 + 2 * h) + 2 * 202048.0 * h + h;
-  check_close("llama4-scout params vs closed form", scout, wl::count_params(wl::load_model("llama4-scout")).total,
-              1e-12);
+  expect_within("llama4-scout params vs closed form", scout, wl::count_params(wl::load_model("llama4-scout")).total,
+                1e-12);
   // Maverick alternates: 24 dense layers (FFN 16384) and 24 MoE layers (128 routed + 1 shared).
   const double mav =
       24 * (attn + 3 * h * 16384 + 2 * h) + 24 * (attn + 129 * e + h * 128 + 2 * h) + 2 * 202048.0 * h + h;
-  check_close("llama4-maverick params vs closed form", mav, wl::count_params(wl::load_model("llama4-maverick")).total,
-              1e-12);
+  expect_within("llama4-maverick params vs closed form", mav, wl::count_params(wl::load_model("llama4-maverick")).total,
+                1e-12);
   const wl::ModelSpec mv = wl::load_model("llama4-maverick");
   CHECK_FALSE(mv.is_moe_layer(0));
   CHECK(mv.is_moe_layer(1));
@@ -122,10 +118,10 @@ TEST_CASE("MoE zoo models match their published total and active sizes")
 TEST_CASE("GPU zoo reads peaks with units")
 {
   const wl::GpuSpec h100 = wl::load_gpu("h100");
-  check_close("h100 bf16", 989e12, h100.peak_bf16_flops, 1e-12);
-  check_close("h100 fp8", 1979e12, h100.peak_fp8_flops, 1e-12);
-  check_close("h100 HBM bandwidth", 3.35e12, h100.hbm_bandwidth, 1e-12);
-  check_close("h100 HBM", 80.0 * 1024 * 1024 * 1024, h100.hbm_capacity, 1e-12);
+  expect_within("h100 bf16", 989e12, h100.peak_bf16_flops, 1e-12);
+  expect_within("h100 fp8", 1979e12, h100.peak_fp8_flops, 1e-12);
+  expect_within("h100 HBM bandwidth", 3.35e12, h100.hbm_bandwidth, 1e-12);
+  expect_within("h100 HBM", 80.0 * 1024 * 1024 * 1024, h100.hbm_capacity, 1e-12);
   for (const char* g : {"h100", "h200", "b200"}) {
     const wl::GpuSpec s = wl::load_gpu(g);
     INFO(g << " must say where its efficiency factors come from");
