@@ -430,7 +430,8 @@ const std::vector<std::string>& metric_columns()
       c.push_back("utilisation_" + std::string(name_of(t)));
     c.push_back("boundary_bytes_out_max");
     for (const char* r : {"sampled_mean_s", "sampled_p99_s", "variability_loss", "ettr", "interruptions_per_day",
-                          "checkpoint_interval_s", "goodput_tokens_per_s"})
+                          "checkpoint_interval_s", "goodput_tokens_per_s", "diloco_outer_s", "diloco_mean_step_s",
+                          "diloco_tokens_per_s"})
       c.push_back(r);
     c.push_back("elapsed_s");
     return c;

@@ -144,6 +144,13 @@ void run_point(const Campaign& campaign, const Point& point, const std::string& 
       record["ranks"] = rank_record(run);
     record["summary"] = report::summary_json(run, {.stages = false, .over_time = false});
     add_reliability_metrics(scenario, run, point.repetition, record["summary"]["metrics"]);
+    if (run.diloco) {
+      // step_time_s stays the inner step (the run's step); DiLoCo's own figures are what its axes move.
+      auto& metrics                  = record["summary"]["metrics"];
+      metrics["diloco_outer_s"]      = run.diloco->outer.seconds;
+      metrics["diloco_mean_step_s"]  = run.diloco->mean_step;
+      metrics["diloco_tokens_per_s"] = run.diloco->tokens_per_second;
+    }
     record["status"] = "ok";
   } catch (const std::exception& e) {
     record["status"] = "error";

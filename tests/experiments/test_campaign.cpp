@@ -335,6 +335,44 @@ TEST_CASE("a campaign run in workers gives each point the result of running its 
   fs::remove_all(dir);
 }
 
+TEST_CASE("a DiLoCo campaign records the outer exchange, the mean step and its tokens/s of each point", "[run]")
+{
+  // The tiny job with DP across the regions synchronized every 8 steps over an uplink swept 1 -> 10 Gb/s: the
+  // inner step is the same, the outer exchange and the mean step shrink, each as running the point directly.
+  json doc                              = base_campaign();
+  doc["scenario"]["diloco"]             = {{"every", 8}, {"uplink", "1Gbps"}};
+  doc["scenario"]["fidelity"]           = "analytical";
+  doc["scenario"]["placement"]["order"] = {"tp", "cp", "pp", "dp"};
+  doc["axes"]   = json::array({{{"name", "uplink"}, {"path", "diloco.uplink"}, {"values", {"1Gbps", "10Gbps"}}}});
+  doc["record"] = {{"links", false}, {"stages", false}, {"ranks", false}};
+  const std::string dir = scratch("diloco");
+  auto c                = experiments::parse_campaign(doc, kTinyCampaign);
+  auto points           = experiments::expand(c);
+  REQUIRE(points.size() == 2);
+  experiments::RunOptions o;
+  o.output       = dir + "/d.h5";
+  o.jobs         = 2;
+  const auto rep = experiments::run_campaign(c, o);
+  REQUIRE(rep.failed == 0);
+  auto t = experiments::read_results_hdf5(rep.hdf5);
+  REQUIRE(t.rows == 2);
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    const auto direct =
+        scenario::run_scenario(scenario::parse_scenario(points[k].scenario, c.scenario_file, c.scenario_json_path));
+    REQUIRE(direct.diloco);
+    std::cout << "point " << k << ": outer " << t.numbers["diloco_outer_s"][k] << " s (direct "
+              << direct.diloco->outer.seconds << "), mean step " << t.numbers["diloco_mean_step_s"][k] << " s (direct "
+              << direct.diloco->mean_step << ")\n";
+    CHECK(t.numbers["diloco_outer_s"][k] == direct.diloco->outer.seconds);
+    CHECK(t.numbers["diloco_mean_step_s"][k] == direct.diloco->mean_step);
+    CHECK(t.numbers["diloco_tokens_per_s"][k] == direct.diloco->tokens_per_second);
+    CHECK(t.numbers["step_time_s"][k] == direct.result.step_time);
+  }
+  CHECK(t.numbers["diloco_outer_s"][0] > t.numbers["diloco_outer_s"][1]);
+  CHECK(t.numbers["step_time_s"][0] == t.numbers["step_time_s"][1]);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("the shipped campaigns parse and expand to the documented points", "[campaign]")
 {
   const std::string dir = std::string(SPANSIM_SOURCE_DIR) + "/experiments/campaigns/";
