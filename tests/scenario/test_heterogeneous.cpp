@@ -130,6 +130,20 @@ TEST_CASE("a job placed only in buildings of another GPU is refused at its gpu",
   CHECK(sc::run_scenario(sc::parse_scenario(scenario(true), "test")).result.step_time > 0);
 }
 
+TEST_CASE("a MoE job's dispatch SMs are checked against every building's GPU", "[scenario][heterogeneous]")
+{
+  // 120 SMs for the dispatch fit H100's 132 but not A100's 108: refused at the job's key, naming the A100.
+  auto j                                        = scenario(true);
+  j["topology"]["building_overrides"][0]["gpu"] = "a100";
+  j["job"]["model"]["moe"] = {{"experts", 4}, {"experts_per_token", 2}, {"expert_ffn", 8192}, {"every", 1}};
+  j["job"]["moe"]          = {{"dispatch_sms", 120}};
+  CHECK_THROWS_WITH(sc::run_scenario(sc::parse_scenario(j, "test")), Catch::Contains("$.job.moe.dispatch_sms") &&
+                                                                         Catch::Contains("GPU a100") &&
+                                                                         Catch::Contains("allowed: 1 to 107"));
+  j["job"]["moe"]["dispatch_sms"] = 100;
+  CHECK(sc::run_scenario(sc::parse_scenario(j, "test")).result.step_time > 0);
+}
+
 TEST_CASE("balanced stage layers: the faster GPU's stage takes more layers, and the slowest stage is as fast as it "
           "can be",
           "[scenario][heterogeneous]")
