@@ -98,18 +98,27 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
   for (int v : s.etp)
     if (v != b.etp && !(v == b.tp && b.etp == 0))
       add(placement, "etp = " + (v > 0 ? std::to_string(v) : std::string("tp")), [&](Point& p) { p.etp = v; });
+  // A node limit at or above the nodes an EP group spans does nothing (the search merges such points): it is no
+  // limit here too, so that a change is named by what it changes.
+  const IndexedSpace space(spec);
   for (auto v : s.dispatcher)
     if (v != b.dispatcher)
       add(network, "dispatcher = " + std::string(name_of(v)), [&](Point& p) {
         p.dispatcher = v;
         p.node_limit = v == workload::Dispatcher::deepep ? s.node_limit.front() : 0;
+        p.node_limit = space.node_limit(p);
       });
-  for (int v : s.node_limit)
-    if (v != b.node_limit && v > 0 && !(b.dispatcher != workload::Dispatcher::deepep && v == s.node_limit.front()))
+  for (int v : s.node_limit) {
+    Point limited      = b;
+    limited.dispatcher = workload::Dispatcher::deepep;
+    limited.node_limit = v;
+    if (v != b.node_limit && v > 0 && space.node_limit(limited) == v &&
+        !(b.dispatcher != workload::Dispatcher::deepep && v == s.node_limit.front()))
       add(network, "dispatcher = deepep, at most " + std::to_string(v) + " nodes per token", [&](Point& p) {
         p.dispatcher = workload::Dispatcher::deepep;
         p.node_limit = v;
       });
+  }
   each(scheduling, "ep_overlap", s.ep_overlap, &Point::ep_overlap,
        [](bool v) { return std::string(v ? "true" : "false"); });
   each(network, "channels", s.channels, &Point::channels, number);

@@ -214,18 +214,31 @@ int IndexedSpace::node_limit(const Indices& at, int limit) const
   return nodes > 0 && limit >= nodes ? 0 : limit;
 }
 
+int IndexedSpace::node_limit(const Point& p) const
+{
+  if (p.dispatcher != workload::Dispatcher::deepep || p.node_limit <= 0)
+    return 0;
+  const int nodes = ep_nodes(p.tp, p.cp, p.pp, p.ep, p.etp > 0 ? p.etp : p.tp, p.order);
+  return nodes > 0 && p.node_limit >= nodes ? 0 : p.node_limit;
+}
+
 int IndexedSpace::ep_nodes(const Indices& at) const
 {
   const auto& s = spec_.space;
-  const int tp = s.tp[at[knob_tp]], cp = s.cp[at[knob_cp]], pp = s.pp[at[knob_pp]], ep = s.ep[at[knob_ep]];
-  const int etp                  = experts_[at[knob_expert]].etp > 0 ? experts_[at[knob_expert]].etp : tp;
+  const int tp  = s.tp[at[knob_tp]];
+  return ep_nodes(tp, s.cp[at[knob_cp]], s.pp[at[knob_pp]], s.ep[at[knob_ep]],
+                  experts_[at[knob_expert]].etp > 0 ? experts_[at[knob_expert]].etp : tp, s.order[at[knob_order]]);
+}
+
+int IndexedSpace::ep_nodes(int tp, int cp, int pp, int ep, int etp, const std::vector<workload::Dim>& order) const
+{
   const std::int64_t model_ranks = std::int64_t(tp) * cp * pp;
   const std::int64_t stage_ranks = spec_.base.gpus / pp;
   if (spec_.base.gpus % model_ranks != 0 || stage_ranks % (std::int64_t(etp) * ep) != 0)
     return 0;
   if (ep == 1)
     return 1;
-  const auto key = std::tuple{tp, cp, pp, ep, etp, at[knob_order]};
+  const auto key = std::tuple{tp, cp, pp, ep, etp, order};
   if (auto it = ep_nodes_.find(key); it != ep_nodes_.end())
     return it->second;
   const auto& node_of_rank = rank_nodes();
@@ -238,7 +251,7 @@ int IndexedSpace::ep_nodes(const Indices& at) const
     par.dp  = static_cast<int>(spec_.base.gpus / model_ranks);
     par.ep  = ep;
     par.etp = etp;
-    const placement::RankLayout layout(par, s.order[at[knob_order]]);
+    const placement::RankLayout layout(par, order);
     // Each rank's EP group (its key, the stage included) with its node; a group's nodes are then its distinct pairs.
     std::vector<std::pair<std::array<int, 4>, int>> members;
     members.reserve(node_of_rank.size());

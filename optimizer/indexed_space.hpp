@@ -75,6 +75,8 @@ public:
   /// @brief The node limit `limit` as the point at `at` runs it: 0 (none) without DeepEP, or at or above the most
   /// nodes an EP group of the point spans (node-limited routing then picks among all of them).
   int node_limit(const Indices& at, int limit) const;
+  /// @brief The same for a point built by hand (the explanation's single changes): its own node limit as it runs.
+  int node_limit(const Point& p) const;
   /// @brief Whether the GPU budget divides by tp x cp x pp.
   bool divisible(const Indices& at) const;
   Point point(const Indices& at) const;
@@ -88,6 +90,8 @@ private:
   /// @brief The most nodes an EP group of the point at `at` spans, placed as placement::Placement places it; 0 when
   /// not known (expert layers that do not fold over a stage, a job the site cannot hold).
   int ep_nodes(const Indices& at) const;
+  /// @brief The same for degrees and a rank order given directly.
+  int ep_nodes(int tp, int cp, int pp, int ep, int etp, const std::vector<workload::Dim>& order) const;
   /// @brief The node of each of the job's ranks, in rank order; empty when the site cannot hold the job.
   const std::vector<int>& rank_nodes() const;
 
@@ -99,7 +103,7 @@ private:
   // Caches filled on first use, in the process that asks (workers are processes, not threads).
   mutable std::vector<int> node_of_rank_;
   mutable bool nodes_known_ = false;
-  mutable std::map<std::tuple<int, int, int, int, int, std::uint32_t>, int> ep_nodes_; // by tp, cp, pp, ep, etp, order
+  mutable std::map<std::tuple<int, int, int, int, int, std::vector<workload::Dim>>, int> ep_nodes_; // by degrees, order
 };
 
 } // namespace spansim::optimizer

@@ -329,6 +329,22 @@ TEST_CASE("a DeepEP node limit at or above the nodes an EP group spans is one po
   CHECK(deepep[8] == std::multiset<int>{0});
   CHECK(deepep[16] == std::multiset<int>{0});
   CHECK(deepep[32] == std::multiset<int>{0, 2});
+
+  // A point built by hand (the explanation's single changes) runs its limit the same way: EP 32 spans 4 nodes.
+  const auto spec = spec_from(j);
+  const optimizer::IndexedSpace space(spec);
+  optimizer::Point p;
+  p.dp         = 128;
+  p.ep         = 32;
+  p.dispatcher = workload::Dispatcher::deepep;
+  for (auto [limit, runs] : std::vector<std::pair<int, int>>{{1, 1}, {2, 2}, {3, 3}, {4, 0}, {8, 0}, {0, 0}}) {
+    p.node_limit = limit;
+    INFO("node limit " << limit);
+    CHECK(space.node_limit(p) == runs);
+  }
+  p.dispatcher = workload::Dispatcher::alltoall;
+  p.node_limit = 2;
+  CHECK(space.node_limit(p) == 0);
 }
 
 TEST_CASE("an optimize spec whose GPU lacks its precision or SMs is refused while it is read", "[optimizer]")
