@@ -260,9 +260,11 @@ void run(const RunOptions& o)
   const auto fx = report::effect_seconds(run);
   std::cout << "  of compute, production effects: sustained clock " << units::format_time(fx.sustained_clock)
             << ", kernel gaps " << units::format_time(fx.kernel_gaps) << ", attention by length "
-            << units::format_time(fx.attention_by_length) << ", gradient clipping "
-            << units::format_time(fx.grad_clipping) << ", SM contention " << units::format_time(fx.sm_contention)
-            << "\n";
+            << units::format_time(fx.attention_by_length)
+            << (fx.attention_by_length < 0 ? " (a saving: the kernel is faster at this length than at the reference)"
+                                           : "")
+            << ", gradient clipping " << units::format_time(fx.grad_clipping) << ", SM contention "
+            << units::format_time(fx.sm_contention) << "\n";
 
   const auto network = report::network_report(run);
   std::cout << "\n";
