@@ -205,6 +205,9 @@ double cp_kv_bytes(const Context& c);
 /// @brief K/V heads per tensor-parallel rank as an all-to-all group of `a2a` ranks splits them (replicated up to
 /// one per rank).
 double cp_kv_heads(const Context& c, int a2a);
+/// @brief The K/V a2a+p2p's ring gathers per layer and pass: the sequence's K/V of one all-to-all group's share of
+/// the heads (`a2a` ranks each, replicated up to one per rank).
+double cp_ring_kv_bytes(const Context& c, int a2a);
 /// @brief Ulysses' all-to-all buffers on one rank, per layer and pass: Q, K and V of its tokens over its
 /// tensor-parallel heads, and the attention output.
 std::pair<double, double> cp_a2a_bytes(const Context& c, int a2a);

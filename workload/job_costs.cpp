@@ -18,11 +18,9 @@ JobCosts job_costs(const JobSpec& job, const BuildOptions& options)
                                                    : detail::tp_activation_bytes(c);
   // Context parallelism as the stage programs lower it (context_collectives): a2a+p2p's ring passes the K/V of its
   // share of the heads among cp / cp_a2a ranks, its all-to-alls run among cp_a2a.
-  const auto cp_comm = job.parallelism.cp_comm;
-  out.cp_a2a         = cp_comm == CpComm::a2a ? c.cp : cp_comm == CpComm::a2a_p2p ? job.parallelism.cp_a2a : 1;
-  out.cp_bytes       = detail::cp_kv_bytes(c);
-  if (cp_comm == CpComm::a2a_p2p)
-    out.cp_bytes *= detail::cp_kv_heads(c, out.cp_a2a) / detail::cp_kv_heads(c, 1) / out.cp_a2a;
+  const auto cp_comm  = job.parallelism.cp_comm;
+  out.cp_a2a          = cp_comm == CpComm::a2a ? c.cp : cp_comm == CpComm::a2a_p2p ? job.parallelism.cp_a2a : 1;
+  out.cp_bytes        = cp_comm == CpComm::a2a_p2p ? detail::cp_ring_kv_bytes(c, out.cp_a2a) : detail::cp_kv_bytes(c);
   const auto ulysses  = detail::cp_a2a_bytes(c, std::max(out.cp_a2a, 1));
   out.cp_a2a_bytes    = out.cp_a2a > 1 ? ulysses.first + ulysses.second : 0;
   out.ep_bytes        = detail::ep_buffer_bytes(c);

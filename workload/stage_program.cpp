@@ -273,7 +273,7 @@ std::vector<int> StageBuilder::context_collectives(int v, int mb, std::vector<in
   case CpComm::a2a_p2p: {
     // The ring first on the CP stream, so that it runs under the attention; the all-to-alls after it.
     const int a = par.cp_a2a;
-    gather(Group{Axis::cp_p2p, c_.cp / a}, cp_kv_bytes(c_) * cp_kv_heads(c_, a) / cp_kv_heads(c_, 1) / a);
+    gather(Group{Axis::cp_p2p, c_.cp / a}, cp_ring_kv_bytes(c_, a));
     ulysses(Group{Axis::cp_a2a, a});
     break;
   }
@@ -768,6 +768,11 @@ std::pair<double, double> cp_a2a_bytes(const Context& c, int a2a)
   return {kBf16 * tokens * (heads * qk_dim(m) + kv * (qk_dim(m) + v_dim(m))), kBf16 * tokens * heads * v_dim(m)};
 }
 
+double cp_ring_kv_bytes(const Context& c, int a2a)
+{
+  return cp_kv_bytes(c) * cp_kv_heads(c, a2a) / cp_kv_heads(c, 1) / a2a;
+}
+
 double cp_kv_bytes(const Context& c)
 {
   // MLA too: Megatron up-projects the latent into per-head K and V before the core attention, which context
@@ -804,7 +809,7 @@ double cp_working_bytes(const Context& c)
   case CpComm::a2a_p2p: {
     // After the all-to-all a rank holds a times the tokens for 1/a of the heads; the ring passes those chunks.
     const int a = par.cp_a2a;
-    return ulysses(a) + ring(cp_kv_bytes(c) * cp_kv_heads(c, a) / cp_kv_heads(c, 1) / c.cp, c.cp / a);
+    return ulysses(a) + ring(cp_ring_kv_bytes(c, a) * a / c.cp, c.cp / a);
   }
   }
   return 0;
