@@ -35,7 +35,9 @@ struct CollectiveOptions {
   std::string protocol      = "auto";
   std::string nccl_channels = "auto";
   std::string buffsize;
-  bool no_windows = false;
+  bool no_windows   = false;
+  bool root_given   = false; ///< --root on the command line: refused where the collective has no root
+  bool factor_given = false; ///< --factor on the command line: refused with a list of sizes
 };
 
 /// @brief NCCL's settings from the command line (as the environment variables NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS
@@ -150,7 +152,12 @@ void run(const CollectiveOptions& o)
   c.root      = o.root;
   c.channels  = o.channels;
   c.nccl      = nccl_settings(o);
-  auto sizes  = parse_sizes(o.sizes, o.factor);
+  // Options that cannot apply are refused rather than ignored.
+  if (o.root_given && c.op != CollectiveOp::broadcast && c.op != CollectiveOp::reduce)
+    throw UsageError("--root: " + o.op + " has no root (it applies to broadcast and reduce)");
+  if (o.factor_given && o.sizes.find(':') == std::string::npos)
+    throw UsageError("--factor spaces the sizes of a MIN:MAX range; --sizes \"" + o.sizes + "\" lists them");
+  auto sizes = parse_sizes(o.sizes, o.factor);
 
   std::vector<netsim::Fidelity> fidelities;
   if (o.compare)
@@ -282,7 +289,7 @@ void add_collective_command(CLI::App& app)
                 "Engine (flow: SimGrid, packet: ns-3): " + allowed_names<netsim::Fidelity>());
   c->add_flag("--compare", o->compare, "Run the three fidelities side by side");
   const int int_max = std::numeric_limits<int>::max();
-  c->add_option("--root", o->root, "Root rank for broadcast and reduce")->check(integer_in(0, int_max));
+  auto* root = c->add_option("--root", o->root, "Root rank for broadcast and reduce")->check(integer_in(0, int_max));
   c->add_option("--channels", o->channels, "Flows per GPU pair that stand for NCCL's channels")
       ->check(integer_in(1, 64));
   c->add_option("--protocol", o->protocol,
@@ -303,9 +310,14 @@ void add_collective_command(CLI::App& app)
   c->add_option("--sizes,-s", o->sizes,
                 "Sizes per rank: MIN:MAX (multiplied by --factor) or a list A,B,C; each above 0 bytes, at most " +
                     std::to_string(kMaxSweepSizes) + " sizes");
-  c->add_option("--factor,-f", o->factor, "Size multiplier between sweep points")->check(finite_number(1, true));
+  auto* factor = c->add_option("--factor,-f", o->factor, "Size multiplier between sweep points of a MIN:MAX range")
+                     ->check(finite_number(1, true));
   c->add_flag("--json", o->json, "Print one JSON document");
-  c->callback([o] { run(*o); });
+  c->callback([o, root, factor] {
+    o->root_given   = root->count() > 0;
+    o->factor_given = factor->count() > 0;
+    run(*o);
+  });
 }
 
 } // namespace spansim::cli

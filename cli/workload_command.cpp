@@ -67,7 +67,11 @@ void describe(const DescribeOptions& o)
     nlohmann::json out{
         {"spansim", provenance()},
         {"job", job.name},
-        {"model", {{"name", job.model.name}, {"params_total", params.total}, {"params_active", params.active}}},
+        {"model",
+         {{"name", job.model.name},
+          {"params_total", params.total},
+          {"params_active", params.active},
+          {"mtp_layers", job.model.mtp_layers}}},
         {"gpu", job.gpu.name},
         {"gpus", job.gpus},
         {"parallelism",
@@ -77,7 +81,9 @@ void describe(const DescribeOptions& o)
           {"dp", par.dp},
           {"ep", par.ep},
           {"etp", par.etp},
-          {"data_parallel", name_of(par.dp_mode)}}},
+          {"data_parallel", name_of(par.dp_mode)},
+          {"pipeline_layout",
+           par.pipeline_layout.empty() ? nlohmann::json(nullptr) : nlohmann::json(par.pipeline_layout)}}},
         {"schedule",
          {{"kind", name_of(job.schedule.kind)},
           {"virtual_stages", job.schedule.virtual_stages},
@@ -130,14 +136,20 @@ void describe(const DescribeOptions& o)
                                                                   std::string(name_of(job.dlrm->tower_level))
                                                             : std::string())});
   } else {
-    t.rows.push_back({"model", job.model.name + " (" + fmt(params.total / 1e9) + "B params, " +
-                                   fmt(params.active / 1e9) + "B active)"});
+    t.rows.push_back(
+        {"model", job.model.name + " (" + fmt(params.total / 1e9) + "B params, " + fmt(params.active / 1e9) +
+                      "B active" +
+                      (job.model.mtp_layers > 0 ? ", with " + std::to_string(job.model.mtp_layers) + " MTP module(s)"
+                                                : std::string()) +
+                      ")"});
   }
   t.rows.push_back({"gpus", std::to_string(job.gpus) + " x " + job.gpu.name});
-  t.rows.push_back({"parallelism", "tp " + std::to_string(par.tp) + ", cp " + std::to_string(par.cp) + ", pp " +
-                                       std::to_string(par.pp) + ", dp " + std::to_string(par.dp) + " (" +
-                                       std::string(name_of(par.dp_mode)) + "), ep " + std::to_string(par.ep) +
-                                       (par.etp != par.tp ? ", etp " + std::to_string(par.etp) : std::string())});
+  t.rows.push_back(
+      {"parallelism", "tp " + std::to_string(par.tp) + ", cp " + std::to_string(par.cp) + ", pp " +
+                          std::to_string(par.pp) + ", dp " + std::to_string(par.dp) + " (" +
+                          std::string(name_of(par.dp_mode)) + "), ep " + std::to_string(par.ep) +
+                          (par.etp != par.tp ? ", etp " + std::to_string(par.etp) : std::string()) +
+                          (par.pipeline_layout.empty() ? std::string() : ", layout \"" + par.pipeline_layout + "\"")});
   t.rows.push_back({"schedule", std::string(name_of(job.schedule.kind)) + ", v " +
                                     std::to_string(job.schedule.virtual_stages) + ", " +
                                     std::to_string(graph.micro_batches) + " micro-batches"});

@@ -247,9 +247,14 @@ workload::JobSpec job_of(const OptimizeSpec& spec, const Point& p, int buildings
   job.schedule.ep_overlap       = p.ep_overlap;
   job.dispatch.dispatcher       = p.dispatcher;
   job.dispatch.node_limit       = p.node_limit;
-  // An explicit layer split holds for the base job's pipeline only; other points split evenly.
-  if (par.pp != spec.base.parallelism.pp || job.schedule.virtual_stages != spec.base.schedule.virtual_stages)
+  // An explicit layer split (or layout) holds for the base job's pipeline only; other points split evenly.
+  const bool dual =
+      job.schedule.kind == workload::ScheduleKind::dualpipe || job.schedule.kind == workload::ScheduleKind::dualpipev;
+  if (par.pp != spec.base.parallelism.pp || job.schedule.virtual_stages != spec.base.schedule.virtual_stages || dual) {
     par.stage_layers.clear();
+    par.pipeline_layout.clear();
+    par.chunk_layers.clear();
+  }
   workload::validate_job(job);
   return job;
 }

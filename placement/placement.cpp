@@ -435,13 +435,10 @@ workload::StepGraph graph_for(const workload::JobSpec& job, const std::string& t
   if (type != job.gpu.name) {
     j.gpu = workload::load_gpu(type);
     // The dispatch kernels' SMs must leave that building's GPU some for the compute they overlap, as on the job's.
-    if (j.dispatch.sms > j.gpu.gemm.sms - 1)
-      throw SpecError(job.file, job.json_path + ".moe.dispatch_sms",
-                      "dispatch_sms " + std::to_string(j.dispatch.sms) + ": GPU " + type +
-                          " (a building of its own) has " + std::to_string(j.gpu.gemm.sms) +
-                          " SMs, and the dispatch and combine kernels leave at least one to the compute they "
-                          "overlap (allowed: 1 to " +
-                          std::to_string(j.gpu.gemm.sms - 1) + ")");
+    if (j.dispatch.sms > 0)
+      if (const auto problem = workload::dispatch_sms_problem(j.dispatch.sms, j.gpu, type + " (a building of its own)");
+          !problem.empty())
+        throw SpecError(job.file, job.json_path + ".moe.dispatch_sms", problem);
     // A building whose GPUs lack the job's number format cannot run its stages so (no silent fallback).
     if (!(j.gpu.peak(j.precision) > 0))
       throw SpecError(job.file, job.json_path + ".precision.compute",

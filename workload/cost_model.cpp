@@ -383,18 +383,49 @@ void add_host_floor(const Context& c, ChunkCost& ch)
   ch.bwd_effects.kernel_gaps += wait_bwd;
 }
 
+// What a multi-token prediction module adds around its transformer layer (Megatron's MultiTokenPredictionLayer):
+// enorm on the embedding of the tokens shifted by one and hnorm on the previous depth's hidden states,
+// concatenated (2h) into eh_proj, a column-parallel linear (2h -> h) in the job's precision, and a final norm
+// before the shared output layer. The last chunk holds the module's parameters and, where pipeline stages split
+// it from the first, a copy of the embedding (Megatron builds one for the module on the last stage).
+void add_mtp_modules(const Context& c, ChunkCost& ch)
+{
+  const double h = c.m.hidden, t = c.tokens, mtp = c.m.mtp_layers;
+  for (int i = 0; i < c.m.mtp_layers; ++i)
+    add_gemms(c, {GemmShape{.m = t, .n = h / c.tp, .k = 2 * h, .cast_rows = t / c.sp}}, ch.sum);
+  ch.sum.matmul_flops += mtp * 2 * t * 2 * h * h / c.tp;
+  // Three norms (read and write) and the concatenation (read and write 2h).
+  ch.sum.elementwise_bytes += mtp * t * kBf16 * (3 * 2 * h + 2 * 2 * h) / c.sp;
+  ch.sum.kernels_fwd += mtp * 4;
+  ch.sum.kernels_bwd += mtp * 4;
+  // Kept for the backward: the concatenated input of eh_proj.
+  ch.sum.act_none += mtp * t * kBf16 * 2 * h / c.sp;
+  ch.sum.act_selective += mtp * t * kBf16 * 2 * h / c.sp;
+  const double module = 2 * h * h / c.tp + 3 * h;
+  ch.sum.params += mtp * module;
+  ch.sum.dense_params += mtp * module;
+  ch.sum.dense_linear_params += mtp * 2 * h * h / c.tp;
+  if (c.job.parallelism.pp > 1)
+    ch.extra_params += double(c.m.vocab) * h / c.tp;
+}
+
 } // namespace
 
 std::vector<ChunkCost> chunk_costs(const Context& c)
 {
   // Layers given per stage are split as evenly as possible over the stage's chunks (chunk g = v x pp + stage).
+  // A pipeline layout gives each chunk's layers itself.
   const auto& given = c.job.parallelism.stage_layers;
-  auto counts       = chunk_layer_counts(c.m.layers, c.chunks);
+  auto counts       = c.job.parallelism.chunk_layers.empty() ? chunk_layer_counts(c.m.layers, c.chunks)
+                                                             : c.job.parallelism.chunk_layers;
   if (!given.empty()) {
     const int pp = static_cast<int>(given.size()), v = c.chunks / pp;
     for (int g = 0; g < c.chunks; ++g)
       counts[g] = given[g % pp] / v + (g / pp < given[g % pp] % v ? 1 : 0);
   }
+  // Megatron places the multi-token prediction modules in the last chunk, after its decoder layers (layer ids
+  // layers, layers + 1, ...).
+  counts.back() += c.m.mtp_layers;
   const GpuSpec& gpu    = c.job.gpu;
   const bool unfused    = c.job.attention == AttentionKernel::unfused;
   const double mem_rate = gpu.hbm_bandwidth * gpu.elementwise_efficiency;
@@ -444,12 +475,17 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
     if (g == 0)
       ch.extra_params += double(c.m.vocab) * h / c.tp;
     if (g == c.chunks - 1) {
+      // The output layer, and again for each multi-token prediction module (its logits, through the shared
+      // weights). The input embedding is a lookup of T rows, not a GEMM.
+      const double heads = 1.0 + c.m.mtp_layers;
       ch.extra_params += double(c.m.vocab) * h / c.tp + h / c.tp;
-      head_flops      = 2 * c.tokens * c.m.vocab * h / c.tp;
-      ch.logits_bytes = c.tokens * double(c.m.vocab) / c.tp * (kBf16 + kFp32);
-      // The output layer: the input embedding is a lookup of T rows, not a GEMM.
+      head_flops      = heads * 2 * c.tokens * c.m.vocab * h / c.tp;
+      ch.logits_bytes = heads * c.tokens * double(c.m.vocab) / c.tp * (kBf16 + kFp32);
       // In BF16 whatever the job's precision: Megatron's output layer is not a Transformer Engine module.
-      add_gemms(c, {GemmShape{.m = c.tokens, .n = double(c.m.vocab) / c.tp, .k = h}}, ch.sum, true);
+      for (int i = 0; i < c.m.mtp_layers + 1; ++i)
+        add_gemms(c, {GemmShape{.m = c.tokens, .n = double(c.m.vocab) / c.tp, .k = h}}, ch.sum, true);
+      if (c.m.mtp_layers > 0)
+        add_mtp_modules(c, ch);
     }
     const double mm_flops = ch.sum.matmul_flops + head_flops;
     // Each GEMM is compute- or traffic-bound on its own; attention runs at the kernel library's measured rate
@@ -477,8 +513,9 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
           attn_bwd - kFlashBackwardFlopRatio * ch.sum.attention_flops / (attn.backward * c.clock);
     }
     if (g == c.chunks - 1) {
-      ch.sum.kernels_fwd += 2; // softmax and cross-entropy of the loss
-      ch.sum.kernels_bwd += 2;
+      // Softmax and cross-entropy of each loss: the model's and its MTP modules'.
+      ch.sum.kernels_fwd += 2 * (1 + c.m.mtp_layers);
+      ch.sum.kernels_bwd += 2 * (1 + c.m.mtp_layers);
     }
     const bool attention_clocked   = !unfused && !measured_attention;
     ch.fwd_effects.sustained_clock = ch.sum.clock_fwd_seconds + (attention_clocked ? attn_fwd * (1 - c.clock) : 0);
@@ -640,7 +677,7 @@ ModelParams count_params(const ModelSpec& model)
 {
   ModelParams p;
   const double emb = double(model.vocab) * model.hidden;
-  for (int l = 0; l < model.layers; ++l) {
+  for (int l = 0; l < model.all_layers(); ++l) {
     detail::LayerParams lp = detail::layer_params(model, l);
     p.total += lp.attention + lp.norms + lp.mlp_dense + lp.experts;
     p.active += lp.active;
@@ -651,6 +688,12 @@ ModelParams count_params(const ModelSpec& model)
   p.total += emb + head + model.hidden;
   p.active += emb + head + model.hidden;
   p.matmul_active += emb; // the output projection, tied or not
+  // Each multi-token prediction module: eh_proj (2h -> h) and three norms of its own; its tokens pass through the
+  // shared output projection again.
+  const double h = model.hidden, mtp = model.mtp_layers;
+  p.total += mtp * (2 * h * h + 3 * h);
+  p.active += mtp * (2 * h * h + 3 * h + emb);
+  p.matmul_active += mtp * (2 * h * h + emb);
   return p;
 }
 

@@ -16,6 +16,18 @@ int optional_dim(spec::ObjectReader& r, std::string_view key, int fallback, int 
 /// @brief The attention libraries a GPU file gives rates for, quoted, for error messages.
 std::string listed_kernels(const GpuSpec& g);
 
+/// @brief One model chunk of a pipeline layout: what it holds, in order.
+struct LayoutChunk {
+  std::string items; ///< its characters, E t m L, unrolled
+  int decoder    = 0;
+  int mtp        = 0;
+  bool embedding = false;
+  bool loss      = false;
+};
+/// @brief Parses Megatron's pipeline_model_parallel_layout syntax into chunks (in chunk id order); throws
+/// std::invalid_argument naming what is wrong. Placement rules are the caller's.
+std::vector<LayoutChunk> parse_pipeline_layout(std::string_view layout);
+
 /// @brief Reads a DLRM model object (a workload/dlrm/ zoo file or an inline object).
 DlrmModel read_dlrm_model(spec::ObjectReader r);
 /// @brief Reads a DLRM job's "model": a name of the DLRM zoo (workload/dlrm/), a path or an inline object.

@@ -10,12 +10,13 @@ namespace {
 // Megatron-LM's num_floating_point_operations (megatron/training/training.py), per token: every GEMM three times
 // (forward, data and weight gradients), attention over the full score matrix (its `seq_length / hidden_size`
 // term), no router, no norms. Later Megatron-Bridge releases halve the attention term; those match `causal` to
-// within the router and norms.
+// within the router and norms. A multi-token prediction module counts as a layer like the last, plus its norms
+// and eh_proj, and its logits.
 double megatron_per_token(const ModelSpec& m, double s)
 {
   const double h = m.hidden, a = m.heads;
-  double per = 0;
-  for (int l = 0; l < m.layers; ++l) {
+  double per = 6 * m.mtp_layers * (3 * h + 2 * h * h);
+  for (int l = 0; l < m.all_layers(); ++l) {
     if (m.attention == AttentionKind::mla) {
       const double qk = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
       const double q  = m.mla.q_lora_rank == 0 ? h * a * qk : m.mla.q_lora_rank * (h + a * qk + 1);
@@ -30,7 +31,7 @@ double megatron_per_token(const ModelSpec& m, double s)
         m.is_moe_layer(l) ? double(m.moe.experts_per_token + m.moe.shared_experts) * m.moe.expert_ffn : double(m.ffn);
     per += 12 * h * ffn * gated;
   }
-  return per + 6 * h * m.vocab;
+  return per + 6 * h * m.vocab * (1.0 + m.mtp_layers);
 }
 
 // torchtitan's get_nparams_and_flops: 6 N + 12 L H Q T per token, N the parameters a token goes through less the
@@ -40,7 +41,7 @@ double torchtitan_per_token(const ModelSpec& m, double s)
 {
   const ModelParams p = count_params(m);
   const double q      = (detail::qk_dim(m) + detail::v_dim(m)) / 2;
-  return 6 * (p.active - p.embedding) + 12.0 * m.layers * m.heads * q * s;
+  return 6 * (p.active - p.embedding) + 12.0 * m.all_layers() * m.heads * q * s;
 }
 
 } // namespace
@@ -65,7 +66,7 @@ FlopCounts model_flop_counts(const JobSpec& job, double causal)
 double causal_flops_per_token(const ModelSpec& m, double s)
 {
   const ModelParams p = count_params(m);
-  return 6 * p.matmul_active + 3.0 * m.layers * m.heads * s * (detail::qk_dim(m) + detail::v_dim(m));
+  return 6 * p.matmul_active + 3.0 * m.all_layers() * m.heads * s * (detail::qk_dim(m) + detail::v_dim(m));
 }
 
 } // namespace spansim::workload

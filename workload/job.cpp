@@ -35,6 +35,54 @@ struct JobLocation {
   }
 };
 
+// Megatron's rules for a layout (PipelineParallelLayerLayout.validate_layer_layout) and spansim's own: the MTP modules
+// sit in the last chunk, with the loss (Megatron also allows them alone on an earlier stage's last chunk).
+void check_pipeline_layout(JobSpec& job, const JobLocation& at)
+{
+  const ParallelismSpec& par = job.parallelism;
+  const ScheduleSpec& sched  = job.schedule;
+  auto n                     = [](std::int64_t v) { return std::to_string(v); };
+  auto fail = [&](const std::string& what) { at.fail(JobIssue::layers, {"parallelism", "pipeline_layout"}, what); };
+  if (sched.kind == ScheduleKind::dualpipe || sched.kind == ScheduleKind::dualpipev)
+    fail(std::string(name_of(sched.kind)) + " places two model chunks per stage by construction; give no layout");
+  const auto chunks = detail::parse_pipeline_layout(par.pipeline_layout);
+  const int v       = sched.kind == ScheduleKind::interleaved_1f1b ? sched.virtual_stages : 1;
+  if (static_cast<std::int64_t>(chunks.size()) != std::int64_t{par.pp} * v)
+    fail(n(std::int64_t(chunks.size())) + " chunks for pp " + n(par.pp) + " x " + n(v) +
+         " virtual stages: one per model chunk, separated by '|'");
+  int decoder = 0, mtp = 0, embedding = 0, loss = 0;
+  for (std::size_t g = 0; g < chunks.size(); ++g) {
+    const auto& c = chunks[g];
+    decoder += c.decoder;
+    mtp += c.mtp;
+    embedding += c.embedding;
+    loss += c.loss;
+    if (c.decoder + c.mtp == 0 && !c.embedding && !c.loss)
+      fail("chunk " + n(std::int64_t(g)) + " is empty: give each chunk an E, t, m or L");
+    // Megatron's overlapped pairs interleave two chunks layer by layer; a chunk without layers has none to pair.
+    if (c.decoder + c.mtp == 0 && sched.ep_overlap)
+      fail("chunk " + n(std::int64_t(g)) + " (\"" + c.items +
+           "\") holds no transformer layer, which ep_overlap's layer-by-layer pairs cannot run; give it a t");
+    if (c.mtp > 0 && g + 1 != chunks.size())
+      fail("chunk " + n(std::int64_t(g)) +
+           " holds an MTP module: spansim places them in the last chunk, with the loss");
+  }
+  if (embedding != 1 || chunks.front().items.front() != 'E')
+    fail("the embedding (E) must come once, first in chunk 0");
+  if (loss != 1 || chunks.back().items.back() != 'L')
+    fail("the loss (L) must come once, last in the last chunk");
+  if (decoder != job.model.layers)
+    fail("the layout holds " + n(decoder) + " decoder layers (t); the model has " + n(job.model.layers));
+  if (mtp != job.model.mtp_layers)
+    fail("the layout holds " + n(mtp) + " MTP modules (m); the job's mtp_layers is " + n(job.model.mtp_layers));
+  const std::string& last = chunks.back().items;
+  if (mtp > 0 && last.find('t', last.find('m')) != std::string::npos)
+    fail("decoder layers (t) must come before the MTP modules (m), as Megatron requires");
+  job.parallelism.chunk_layers.clear();
+  for (const auto& c : chunks)
+    job.parallelism.chunk_layers.push_back(c.decoder);
+}
+
 } // namespace
 
 BatchSpec read_batch(spec::ObjectReader b, bool micro_batch_allowed)
@@ -123,12 +171,9 @@ DispatchSpec read_dispatch(spec::ObjectReader e, const GpuSpec& gpu)
   // the GPU with the compute they overlap: they may take all of its SMs but one, as a GPU file's comm_sms may.
   const auto sms = e.optional_integer("dispatch_sms", std::numeric_limits<std::int64_t>::min(),
                                       std::numeric_limits<std::int64_t>::max());
-  if (sms && (*sms < 1 || *sms > gpu.gemm.sms - 1))
-    e.fail("dispatch_sms", "dispatch_sms " + std::to_string(*sms) + ": GPU " + gpu.name + " has " +
-                               std::to_string(gpu.gemm.sms) +
-                               " SMs, and the dispatch and combine kernels leave at least one to the compute they "
-                               "overlap (allowed: 1 to " +
-                               std::to_string(gpu.gemm.sms - 1) + ")");
+  if (sms)
+    if (const auto problem = dispatch_sms_problem(*sms, gpu, gpu.name); !problem.empty())
+      e.fail("dispatch_sms", problem);
   d.sms = static_cast<int>(sms.value_or(0));
   if (auto rt = e.optional_object("routing")) {
     RoutingSpec& rs = d.routing;
@@ -242,6 +287,16 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
       p.fail("stage_layers", "expected \"balanced\" or a list of layer counts, one per pipeline stage");
     }
   }
+  if (p.has("pipeline_layout")) {
+    par.pipeline_layout = p.string("pipeline_layout");
+    if (par.stage_layers.size() + par.balance_layers > 0)
+      p.fail("pipeline_layout", "give either stage_layers or pipeline_layout, not both");
+    try {
+      detail::parse_pipeline_layout(par.pipeline_layout);
+    } catch (const std::invalid_argument& e) {
+      p.fail("pipeline_layout", e.what());
+    }
+  }
   // Keys valid only for some modes: name them so that the error for a misplaced one says where it belongs.
   if (par.dp_mode == DataParallelMode::ddp && p.has("reshard_after_forward"))
     p.fail("reshard_after_forward", "only meaningful with data_parallel \"fsdp\" or \"hsdp\"");
@@ -269,7 +324,8 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
       job.attention = k->enumeration<AttentionKernel>("attention");
     k->finish({"attention"});
   }
-  job.recompute = r.optional_enumeration<Recompute>("recompute").value_or(Recompute::none);
+  job.recompute        = r.optional_enumeration<Recompute>("recompute").value_or(Recompute::none);
+  job.model.mtp_layers = static_cast<int>(r.optional_integer("mtp_layers", 0, 16).value_or(0));
   read_calibration_and_effects(r, job);
   // A job's own measured kernel times replace the GPU file's.
   if (auto mk = r.optional_object("measured_kernels"))
@@ -457,9 +513,11 @@ void validate_job(JobSpec& job)
       at.fail(JobIssue::layers, {"parallelism", "stage_layers"},
               "the stages hold " + n(sum) + " layers; the model has " + n(m.layers));
   }
+  if (!par.pipeline_layout.empty())
+    check_pipeline_layout(job, at);
   // DualPipe holds each of its pp stages twice; the others split the model into pp x virtual_stages chunks.
   const std::int64_t chunks = std::int64_t{par.pp} * (sched.kind == ScheduleKind::dualpipe ? 1 : sched.virtual_stages);
-  if (m.layers < chunks)
+  if (m.layers < chunks && par.pipeline_layout.empty())
     at.fail(JobIssue::layers, {"schedule", "virtual_stages"},
             "the model's " + n(m.layers) + " layers cannot fill the " + n(chunks) + " model chunks of pp " + n(par.pp) +
                 " with " + kind);

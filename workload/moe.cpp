@@ -88,12 +88,12 @@ ExpertLoad expert_load(const JobSpec& job)
 {
   const ModelSpec& m = job.model;
   ExpertLoad out;
-  out.busiest.assign(static_cast<std::size_t>(m.layers), 0);
+  out.busiest.assign(static_cast<std::size_t>(m.all_layers()), 0);
   if (m.moe.experts == 0)
     return out;
   const int experts = m.moe.experts, ep = std::max(1, job.parallelism.ep), local = experts / ep;
   std::vector<double> member_total(static_cast<std::size_t>(ep), 0);
-  for (int layer = 0; layer < m.layers; ++layer) {
+  for (int layer = 0; layer < m.all_layers(); ++layer) {
     if (!m.is_moe_layer(layer))
       continue;
     const auto load = expert_popularity(job, layer);
@@ -162,6 +162,16 @@ std::string dispatch_line(const JobSpec& job)
   if (job.schedule.overlapped_pairs())
     line += "; all-to-alls overlapped in forward-backward pairs";
   return line;
+}
+
+std::string dispatch_sms_problem(std::int64_t sms, const GpuSpec& gpu, const std::string& gpu_label)
+{
+  if (sms >= 1 && sms <= gpu.gemm.sms - 1)
+    return {};
+  return "dispatch_sms " + std::to_string(sms) + ": GPU " + gpu_label + " has " + std::to_string(gpu.gemm.sms) +
+         " SMs, and the dispatch and combine kernels leave at least one to the compute they overlap (allowed: 1 "
+         "to " +
+         std::to_string(gpu.gemm.sms - 1) + ")";
 }
 
 } // namespace spansim::workload

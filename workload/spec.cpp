@@ -408,6 +408,8 @@ std::string data_dir()
 
 bool ModelSpec::is_moe_layer(int layer) const
 {
+  // Megatron builds a multi-token prediction module's layer with the decoder's last layer's spec.
+  layer = std::min(layer, layers - 1);
   if (moe.experts == 0 || layer < moe.first_dense_layers)
     return false;
   return (layer - moe.first_dense_layers + 1) % moe.every == 0;

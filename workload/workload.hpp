@@ -72,9 +72,16 @@ struct ModelSpec {
   AttentionKind attention = AttentionKind::gqa;
   MlaSpec mla;
   MoeSpec moe;
+  /// @brief Multi-token prediction modules trained with the model (Megatron's mtp_num_layers; DeepSeek-V3 trains
+  /// one): each a transformer layer like the model's last, with its own norms and input projection, sharing the
+  /// embedding and the output layer. Set by the job (`mtp_layers`); layers + i is the i-th module's layer.
+  int mtp_layers = 0;
 
-  /// @brief Whether layer `layer` (0-based) is a mixture-of-experts layer.
+  /// @brief Whether layer `layer` (0-based; from `layers` on, a multi-token prediction module's) is a
+  /// mixture-of-experts layer.
   bool is_moe_layer(int layer) const;
+  /// @brief The transformer layers a micro-batch passes through: the model's and its MTP modules'.
+  int all_layers() const { return layers + mtp_layers; }
 };
 
 /// @brief Parameter counts of a model (exact for the shapes above; biases are not modeled).
@@ -380,6 +387,11 @@ struct ParallelismSpec {
   std::vector<Dim> order{kProductionOrder.begin(), kProductionOrder.end()}; ///< Rank order, innermost first.
   /// @brief Layers of each pipeline stage (pp entries summing to the model's layers). Empty: as even as possible.
   std::vector<int> stage_layers;
+  /// @brief Megatron's pipeline_model_parallel_layout as given (e.g. "Et|(tt|)*30mL"); empty: none.
+  std::string pipeline_layout;
+  /// @brief The decoder layers of each model chunk (chunk g = v x pp + stage) the layout gives; empty: none. The
+  /// multi-token prediction modules sit in the last chunk, with the loss.
+  std::vector<int> chunk_layers;
   /// @brief Expert data parallelism: the ranks of a stage holding the same experts.
   int edp() const { return tp * cp * dp / (etp * ep); }
   /// @brief `"stage_layers": "balanced"`: where stages run on different GPU types, layers in proportion to each
@@ -571,6 +583,10 @@ struct DispatchRates {
 /// @brief The rates for `experts` experts spread evenly over `gpus` GPUs on `nodes` nodes (gpus / nodes each), top-k
 /// routing, at most `node_limit` nodes per token (0 or >= nodes: no limit).
 DispatchRates dispatch_rates(int experts, int top_k, int gpus, int nodes, int node_limit);
+
+/// @brief Why `sms` dispatch SMs cannot run on `gpu` (the kernels leave at least one SM to the compute they
+/// overlap), naming the GPU as `gpu_label`; empty when they can.
+std::string dispatch_sms_problem(std::int64_t sms, const GpuSpec& gpu, const std::string& gpu_label);
 
 /// @brief The expert load a job's routing gives its busiest GPU, per layer.
 struct ExpertLoad {

@@ -110,15 +110,20 @@ def _command(args):
     return json.loads(_spansim.command([str(a) for a in args]))
 
 
-def collective(topology, op="allreduce", ranks=None, gpus=None, sizes="1MiB:1GiB", factor=2, algo="auto",
-               fidelity="flow", stride=1, first=0, root=0, channels=1, compare=False):
+def collective(topology, op="allreduce", ranks=None, gpus=None, sizes="1MiB:1GiB", factor=None, algo="auto",
+               fidelity="flow", stride=1, first=0, root=None, channels=1, compare=False):
     """An nccl-tests-style sweep of one collective (``spansim collective``): one row per message size, with time,
     algorithm and bus bandwidths. ``topology`` is a preset name, a path or a dict; ``ranks`` the first R GPUs (every
     ``stride``-th from ``first``), or ``gpus`` a list ("0-7,64")."""
     # A preset name or a path goes through as given (the command tries a file first, then a preset).
     with _SpecFile(topology, "topology.json") as t:
         args = ["collective", "--topology", t, "--op", op, "--algo", algo, "--fidelity", fidelity, "--sizes",
-                sizes, "--factor", factor, "--root", root, "--channels", channels, "--json"]
+                sizes, "--channels", channels, "--json"]
+        # Given only where they apply (the command refuses them elsewhere): a range's factor, a rooted op's root.
+        if factor is not None:
+            args += ["--factor", factor]
+        if root is not None:
+            args += ["--root", root]
         if ranks is not None:
             args += ["--ranks", ranks, "--stride", stride, "--first", first]
         if gpus is not None:

@@ -1,0 +1,151 @@
+// Megatron's pipeline layouts (which layers each model chunk holds) and multi-token prediction modules: the chunks
+// a layout gives, what an MTP module adds to the parameters, the FLOPs under each convention and the step graph,
+// each against hand counts; and the layouts Megatron (or spansim) refuses, each with its JSON path.
+#include "common/error.hpp"
+#include "workload/workload.hpp"
+
+#include "tests/support.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace wl = spansim::workload;
+using nlohmann::json;
+using spansim::test::expect_within;
+
+namespace {
+
+// DeepSeek-V3 (61 layers) on 64 GPUs: TP 2, PP 8 with 4 virtual stages, DP 4, EP 8 folded over TP x DP.
+json deepseek(const std::string& layout, int mtp)
+{
+  json j = {{"model", "deepseek-v3"},
+            {"gpu", "h100"},
+            {"gpus", 64},
+            {"parallelism", {{"tp", 2}, {"pp", 8}, {"dp", 4}, {"ep", 8}, {"etp", 1}}},
+            {"batch", {{"global_sequences", 32}, {"sequence_length", 4096}}},
+            {"schedule", {{"kind", "interleaved-1f1b"}, {"virtual_stages", 4}}},
+            {"mtp_layers", mtp}};
+  if (!layout.empty())
+    j["parallelism"]["pipeline_layout"] = layout;
+  return j;
+}
+
+json llama405b(int mtp)
+{
+  return {{"model", "llama3-405b"},
+          {"gpu", "h100"},
+          {"gpus", 8},
+          {"parallelism", {{"tp", 8}}},
+          {"batch", {{"global_sequences", 2}, {"sequence_length", 8192}}},
+          {"schedule", {{"kind", "gpipe"}}},
+          {"mtp_layers", mtp}};
+}
+
+} // namespace
+
+TEST_CASE("A pipeline layout gives each chunk its layers and the MTP module sits in the last chunk")
+{
+  // DeepSeek-V3's Megatron-Bridge H100 layout: chunk 0 the embedding and one layer, 30 chunks of two, the last
+  // chunk the MTP module and the loss. Chunk g = v x pp + stage, so stage 0 holds chunks 0, 8, 16, 24 and stage 7
+  // chunks 7, 15, 23, 31.
+  const auto graph =
+      wl::build_step_graph(wl::parse_job(deepseek("Et|(tt|)*30mL", 1), "test.json"), wl::BuildOptions{false});
+  REQUIRE(graph.stages.size() == 8);
+  for (const auto& st : graph.stages) {
+    std::vector<int> expected{2, 2, 2, 2};
+    if (st.stage == 0)
+      expected[0] = 1;
+    if (st.stage == 7)
+      expected[3] = 1; // the MTP module's transformer layer
+    std::cout << "stage " << st.stage << ": chunk layers";
+    for (int n : st.chunk_layers)
+      std::cout << " " << n;
+    std::cout << "\n";
+    CHECK(st.chunk_layers == expected);
+  }
+  // A layout without MTP, with the cosmetic comma of Megatron's examples: the last chunk one layer and the loss.
+  json j                          = deepseek("Etttt|(tttt|)*14,tL", 0);
+  j["schedule"]["virtual_stages"] = 2;
+  const auto g2                   = wl::build_step_graph(wl::parse_job(j, "test.json"), wl::BuildOptions{false});
+  CHECK(g2.stages[7].chunk_layers == std::vector<int>{4, 1});
+  CHECK(g2.stages[0].chunk_layers == std::vector<int>{4, 4});
+  // Megatron's account_for_embedding_in_pipeline_split: the embedding alone in chunk 0. The chunk keeps its
+  // pipeline sends, and the step its FLOPs (the causal closed form, as for any split).
+  const auto j3 = wl::parse_job(deepseek("E|t|(tt|)*29,ttL", 0), "test.json");
+  const auto g3 = wl::build_step_graph(j3, wl::BuildOptions{false});
+  CHECK(g3.stages[0].chunk_layers == std::vector<int>{0, 2, 2, 2});
+  CHECK(g3.stages[1].chunk_layers == std::vector<int>{1, 2, 2, 2});
+  CHECK(g3.stages[7].chunk_layers == std::vector<int>{2, 2, 2, 2});
+  expect_within("graph FLOPs with an embedding-only chunk",
+                j3.tokens_per_step() * wl::causal_flops_per_token(j3.model, 4096), wl::summarize(g3).model_flops, 1e-9);
+}
+
+TEST_CASE("An MTP module adds its layer, eh_proj and norms to the parameters and its logits to the FLOPs")
+{
+  // Llama 3 405B: 126 layers, hidden 16384, 128 heads of 128, 8 KV heads, SwiGLU 53248, vocabulary 128256.
+  const double h = 16384, a = 128, g = 8, d = 128, f = 53248, V = 128256, s = 8192, tokens = 2 * s;
+  const auto without = wl::parse_job(llama405b(0), "test.json");
+  const auto with    = wl::parse_job(llama405b(1), "test.json");
+  const double layer = 2 * h * a * d + 2 * h * g * d + 3 * h * f; // attention and MLP weights
+  const double mtp   = 2 * h * h + 3 * h;                         // eh_proj (2h -> h) and three norms
+  expect_within("MTP parameters", layer + 2 * h + mtp,
+                wl::count_params(with.model).total - wl::count_params(without.model).total, 1e-12);
+  // Causal: six FLOPs per weight of the layer, eh_proj and the output projection again, and the layer's attention.
+  const double causal = 6 * (layer + 2 * h * h + V * h) + 3 * a * s * 2 * d;
+  expect_within("causal FLOPs per token", causal,
+                wl::causal_flops_per_token(with.model, s) - wl::causal_flops_per_token(without.model, s), 1e-12);
+  // Megatron-LM's num_floating_point_operations: one more layer, the MTP norms and eh_proj, the logits again.
+  const double megatron = 12 * h * h * (1 + g / a + s / h) + 12 * h * f * 1.5 + 6 * (3 * h + 2 * h * h) + 6 * h * V;
+  const auto c1         = wl::model_flop_counts(with, tokens * wl::causal_flops_per_token(with.model, s));
+  const auto c0         = wl::model_flop_counts(without, tokens * wl::causal_flops_per_token(without.model, s));
+  expect_within("Megatron FLOPs", tokens * megatron, c1.megatron - c0.megatron, 1e-12);
+  // The step graph costs the module as the closed form counts it.
+  const auto summary = wl::summarize(wl::build_step_graph(with, wl::BuildOptions{false}));
+  expect_within("graph FLOPs with MTP", tokens * wl::causal_flops_per_token(with.model, s), summary.model_flops, 1e-9);
+}
+
+TEST_CASE("Layouts Megatron or spansim cannot run are refused at parallelism.pipeline_layout")
+{
+  struct Case {
+    std::string layout;
+    int mtp;
+    std::string says;
+  };
+  const std::vector<Case> cases{
+      {"Et|(tt|)*29mL", 1, "31 chunks for pp 8 x 4 virtual stages"},
+      {"Et|(tt|)*30tL", 0, "holds 62 decoder layers (t); the model has 61"},
+      {"Et|(tt|)*30mL", 0, "holds 1 MTP modules (m); the job's mtp_layers is 0"},
+      {"Em|(tt|)*30tL", 1, "chunk 0 holds an MTP module"},
+      {"Et|(tt|)*30|L", 0, "33 chunks"},
+      {"Et|(tt|)*28,tt||ttL", 0, "chunk 30 is empty"},
+      {"tE|(tt|)*30tL", 0, "the embedding (E) must come once, first in chunk 0"},
+      {"Et|(tt|)*30Lt", 0, "the loss (L) must come once, last in the last chunk"},
+      {"Et|(tt|)*28,t|t|tmtL", 1, "decoder layers (t) must come before the MTP modules (m)"},
+      {"Et|(tx|)*30mL", 1, "unknown layer character 'x'"},
+      {"Et|(tt|*30mL", 1, "'(' without ')'"},
+      {"Et|(tt|)30mL", 1, "followed by '*n'"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.layout);
+    const json j = deepseek(c.layout, c.mtp);
+    CHECK_THROWS_WITH(wl::parse_job(j, "test.json"), Catch::Contains("pipeline_layout") && Catch::Contains(c.says));
+  }
+  json paired                      = deepseek("E|t|(tt|)*29,ttL", 0);
+  paired["schedule"]["ep_overlap"] = true;
+  CHECK_THROWS_WITH(wl::parse_job(paired, "test.json"),
+                    Catch::Contains("pipeline_layout") &&
+                        Catch::Contains("chunk 0 (\"E\") holds no transformer layer"));
+  json both                           = deepseek("Et|(tt|)*30mL", 1);
+  both["parallelism"]["stage_layers"] = json::array({8, 8, 8, 8, 8, 8, 8, 5});
+  CHECK_THROWS_WITH(wl::parse_job(both, "test.json"), Catch::Contains("either stage_layers or pipeline_layout"));
+  json dual                                    = deepseek("Et|(tt|)*30mL", 1);
+  dual["schedule"]                             = {{"kind", "dualpipev"}};
+  dual["parallelism"]["reshard_after_forward"] = false;
+  dual["batch"]["global_sequences"]            = 64;
+  CHECK_THROWS_WITH(wl::parse_job(dual, "test.json"), Catch::Contains("pipeline_layout"));
+  json many = llama405b(17);
+  CHECK_THROWS_WITH(wl::parse_job(many, "test.json"), Catch::Contains("mtp_layers"));
+}
