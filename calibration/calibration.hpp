@@ -139,6 +139,9 @@ struct FitOptions {
   Bounds bounds;
   int workers = 0; ///< worker processes (0: one per core)
   Progress progress;
+  /// @brief Where the GPUs have no MoE fit rows: the profile (a shipped name or a path) whose NCCL all-to-all share
+  /// and MoE host seconds to carry over; empty: 1 and 0. Both are the software's and the host CPU's, not the GPU's.
+  std::string moe_from;
 };
 
 /// @brief A row's published and simulated step.

@@ -405,8 +405,20 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
 
   // The MoE parameters on the MoE fit rows with the compute parameters fixed; checked by real simulations.
   const MoeFit moe_fit{dataset, options.gpus, b, clock, gap, options.fidelity, map, options.progress};
-  const MoePoint moe_p = fit_moe(moe_fit);
-  const auto moe       = moe_fit.rows();
+  MoePoint moe_p         = fit_moe(moe_fit);
+  const auto moe         = moe_fit.rows();
+  std::string moe_source = ", then NCCL all-to-all's share and the host seconds per MoE layer on " +
+                           std::to_string(moe.size()) + " MoE fit rows";
+  if (!options.moe_from.empty()) {
+    if (!moe.empty())
+      throw UsageError("--moe-from carries MoE parameters to GPUs without MoE fit rows; " + joined(options.gpus) +
+                       " has " + std::to_string(moe.size()));
+    const auto from = workload::load_calibration(options.moe_from);
+    moe_p           = {.alltoall = from.alltoall_efficiency, .host = from.moe_host};
+    moe_source      = "; no MoE fit rows: NCCL all-to-all's share and the host seconds per MoE layer carried from "
+                      "profile " +
+                 options.moe_from + " (--moe-from; both are the software's and the host CPU's, not the GPU's)";
+  }
   std::vector<double> moe_at;
   if (!moe.empty()) {
     auto out = process::parallel_map(moe.size(), options.workers, [&](std::size_t i) {
@@ -422,13 +434,13 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   std::string flags;
   for (const auto& g : options.gpus)
     flags += " --gpu " + g;
+  if (!options.moe_from.empty())
+    flags += " --moe-from " + options.moe_from;
   p.calibration.source = "spansim calibrate " + recorded_path(dataset.file) + flags +
                          ": bounded least squares on "
                          "the log of simulated over published step time, " +
-                         std::to_string(rows.size()) +
-                         " dense fit rows, then NCCL all-to-all's share and the host seconds per MoE layer on " +
-                         std::to_string(moe.size()) + " MoE fit rows, " + std::string(name_of(options.fidelity)) +
-                         " fidelity";
+                         std::to_string(rows.size()) + " dense fit rows" + moe_source + ", " +
+                         std::string(name_of(options.fidelity)) + " fidelity";
   p.bounds  = b;
   p.dataset = recorded_path(dataset.file);
   for (std::size_t i = 0; i < rows.size(); ++i)

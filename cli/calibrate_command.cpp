@@ -28,6 +28,7 @@ struct CalibrateOptions {
   std::string fidelity = "analytical";
   int workers          = 0;
   bool json            = false;
+  std::string moe_from;
 };
 
 struct ValidateOptions {
@@ -110,6 +111,7 @@ void calibrate(const CalibrateOptions& o)
     throw UsageError("--name: " + unsafe_name_reason(o.name));
   fo.fidelity        = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
   fo.workers         = o.workers;
+  fo.moe_from        = o.moe_from;
   fo.progress        = progress_bar(!o.json && stderr_is_terminal());
   const auto profile = calibration::fit_profile(dataset, fo);
   const auto doc     = profile.to_json();
@@ -130,10 +132,10 @@ void calibrate(const CalibrateOptions& o)
             << ")\n";
   std::cout << "  alltoall_efficiency " << fixed(profile.calibration.alltoall_efficiency, 4) << " (bounds "
             << fixed(profile.bounds.alltoall_min, 2) << " to " << fixed(profile.bounds.alltoall_max, 2)
-            << "; 1 without MoE fit rows)\n";
+            << "; 1 without MoE fit rows or --moe-from)\n";
   std::cout << "  moe_host       " << units::format_time(profile.calibration.moe_host) << " per MoE layer (bounds "
             << units::format_time(profile.bounds.moe_host_min) << " to "
-            << units::format_time(profile.bounds.moe_host_max) << "; 0 without MoE fit rows)\n\n";
+            << units::format_time(profile.bounds.moe_host_max) << "; 0 without MoE fit rows or --moe-from)\n\n";
   Table t{"", {"run", "published step", "simulated step", "throughput error"}, {}};
   for (const auto& r : profile.residuals)
     t.rows.push_back({r.name, units::format_time(r.published_step), units::format_time(r.simulated_step),
@@ -349,6 +351,9 @@ void add_calibration_commands(CLI::App& app)
   c->add_option("--out", co->out, "Write the profile here (validation/profiles/NAME.json format)");
   c->add_option("--fidelity", co->fidelity, "Engine of the simulations: " + allowed_names<netsim::Fidelity>());
   c->add_option("--workers", co->workers, "Worker processes (0: one per core)")->check(integer_in(0, 256));
+  c->add_option("--moe-from", co->moe_from,
+                "Profile (shipped name or path) whose NCCL all-to-all share and MoE host seconds to carry over where "
+                "the GPUs have no MoE fit rows");
   c->add_flag("--json", co->json, "Print one JSON document (the profile)");
   c->callback([co] { calibrate(*co); });
 

@@ -207,3 +207,45 @@ TEST_CASE("calibrate recovers the MoE parameters (all-to-all share, host floor) 
   CHECK(back.alltoall_efficiency == c.alltoall_efficiency);
   CHECK(back.clock_fraction == c.clock_fraction);
 }
+
+TEST_CASE("calibrate --moe-from carries a profile's MoE parameters to GPUs without MoE fit rows", "[calibration]")
+{
+  // The donor: a profile file whose all-to-all share and host seconds differ from the neutral 1 and 0.
+  spansim::workload::Calibration donor;
+  donor.name                = "donor";
+  donor.gpus                = {"h100"};
+  donor.clock_fraction      = 0.9;
+  donor.alltoall_efficiency = 0.61;
+  donor.moe_host            = 3.3e-3;
+  cal::Profile donor_profile;
+  donor_profile.calibration = donor;
+  const std::string path    = "/tmp/spansim-calibration-donor-" + std::to_string(::getpid()) + ".json";
+  std::ofstream(path) << donor_profile.to_json().dump(1);
+
+  spansim::workload::Calibration truth;
+  truth.name           = "truth";
+  truth.gpus           = {"h100"};
+  truth.clock_fraction = 0.85;
+  truth.kernel_gap     = 5e-6;
+  std::vector<json> dense{row("deep-narrow", 24, 1024, 1, 8, 4, 1.0), row("wide", 4, 8192, 8, 1, 1, 1.0)};
+  const auto dataset = dataset_of(generated(dense, truth, "carried"), "carried");
+  cal::FitOptions options;
+  options.gpus       = {"h100"};
+  options.workers    = 1;
+  options.moe_from   = path;
+  const auto profile = cal::fit_profile(dataset, options);
+  std::cout << "carried all-to-all share " << profile.calibration.alltoall_efficiency << " (donor 0.61), host "
+            << profile.calibration.moe_host * 1e3 << " ms (donor 3.3 ms)\n";
+  CHECK(std::fabs(profile.calibration.alltoall_efficiency / 0.61 - 1) <= 1e-12);
+  CHECK(std::fabs(profile.calibration.moe_host / 3.3e-3 - 1) <= 1e-5); // written in microseconds
+  CHECK_THAT(profile.calibration.source, Catch::Contains("carried from profile " + path));
+  // The clock and gap are the dense rows' own fit, whatever the donor's.
+  CHECK(std::fabs(profile.calibration.clock_fraction / truth.clock_fraction - 1) <= 0.01);
+
+  // A GPU with MoE fit rows of its own fits its own: carrying over is refused.
+  std::vector<json> with_moe = dense;
+  with_moe.push_back(moe_row("moe-narrow-8", 12, 1024, 32, 512, 8));
+  const auto moe_dataset = dataset_of(generated(with_moe, truth, "carried-moe"), "carried-moe");
+  CHECK_THROWS_WITH(cal::fit_profile(moe_dataset, options), Catch::Contains("--moe-from") && Catch::Contains("has 1"));
+  std::remove(path.c_str());
+}
