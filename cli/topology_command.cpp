@@ -71,10 +71,10 @@ void describe(const DescribeOptions& o)
   if (!o.no_boundaries)
     boundaries = topo.boundary_capacities();
   if (!o.dot_file.empty()) {
-    std::ofstream dot(o.dot_file);
-    if (!dot)
-      throw UsageError("cannot write the DOT file \"" + o.dot_file + "\"");
+    // Whole or not at all: a failed write leaves an earlier file as it was.
+    std::ostringstream dot;
     topo.write_dot(dot);
+    write_file_replacing(o.dot_file, dot.str());
   }
 
   if (o.json) {

@@ -396,6 +396,7 @@ RunOutcome simulate_run(const ReliabilitySpec& spec, const RunShape& shape, cons
   for (double e : ettrs)
     var += (e - o.ettr) * (e - o.ettr);
   o.ettr_stddev = trials > 1 ? std::sqrt(var / (trials - 1)) : 0;
+  o.trials      = trials;
   // The closed form knows no waits for a repaired node.
   if (spec.recovery == Recovery::synchronous && costs.failure_rate > 0 && !spec.spares_modelled)
     o.ettr_closed_form = ettr_exact(costs.interval, costs.checkpoint_write, costs.restart, 1 / costs.failure_rate);
@@ -410,7 +411,9 @@ json RunOutcome::to_json() const
           {"interruptions", interruptions},
           {"replica_failures", replica_failures},
           {"ettr", ettr},
-          {"ettr_stddev", ettr_stddev},
+          // One trial has no spread: a 0 would read as a certain figure.
+          {"ettr_stddev", trials > 1 ? json(ettr_stddev) : json(nullptr)},
+          {"trials", trials},
           {"ettr_closed_form", ettr_closed_form > 0 ? json(ettr_closed_form) : json(nullptr)},
           {"lost_s",
            {{"recompute", lost_recompute},

@@ -249,7 +249,8 @@ struct RunOutcome {
   double lost_recompute = 0, lost_restart = 0, lost_checkpoint = 0, lost_degraded = 0, lost_stall = 0; ///< seconds
   double lost_spare_wait = 0; ///< seconds waiting for a repaired node when the spare pool was empty
   double spares_used     = 0; ///< failures a hot spare covered
-  double ettr_stddev     = 0; ///< over trials
+  double ettr_stddev     = 0; ///< over trials (sample standard deviation)
+  int trials             = 0; ///< the Monte Carlo trials averaged (one: no spread, stddev null in JSON)
   nlohmann::json to_json() const;
 };
 RunOutcome simulate_run(const ReliabilitySpec& spec, const RunShape& shape, const Costs& costs, const Horizon& horizon);

@@ -639,4 +639,11 @@ TEST_CASE("help and text output say what holds: hybrid fidelity, --no-boundaries
   REQUIRE(one.exit_code == 0);
   CHECK(one.out.find("one trial: no spread") != std::string::npos);
   CHECK(one.out.find("+- ") == std::string::npos);
+  // In JSON too: no standard deviation rather than a 0 that reads as a certain figure.
+  const auto one_json = spansim("reliability " + std::string(SPANSIM_SOURCE_DIR) +
+                                "/examples/scenarios/llama3-405b-24k-reliability.json --days 30 --trials 1 --json");
+  REQUIRE(one_json.exit_code == 0);
+  const auto outcome = nlohmann::json::parse(one_json.out)["outcome"];
+  CHECK(outcome["ettr_stddev"].is_null());
+  CHECK(outcome["trials"] == 1);
 }
