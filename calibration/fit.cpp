@@ -342,6 +342,19 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   const auto& b = options.bounds;
   if (options.gpus.empty())
     throw UsageError("name the GPU (--gpu) whose fit rows to use");
+  // The donor of the MoE parameters is read, and its use checked, before minutes of fitting.
+  std::optional<workload::Calibration> donor;
+  if (!options.moe_from.empty()) {
+    std::size_t own = 0;
+    for (const auto& run : dataset.runs)
+      if (run.role == Role::fit && is_moe(run) &&
+          std::find(options.gpus.begin(), options.gpus.end(), run.job->gpu.name) != options.gpus.end())
+        ++own;
+    if (own > 0)
+      throw UsageError("--moe-from carries MoE parameters to GPUs without MoE fit rows; " + joined(options.gpus) +
+                       " has " + std::to_string(own));
+    donor = workload::load_calibration(options.moe_from);
+  }
   const auto map = process::local_mapper(options.workers);
   auto rows      = surfaces(dataset, options.gpus, b, options.fidelity, map, options.progress);
   if (rows.empty())
@@ -409,14 +422,10 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   const auto moe         = moe_fit.rows();
   std::string moe_source = ", then NCCL all-to-all's share and the host seconds per MoE layer on " +
                            std::to_string(moe.size()) + " MoE fit rows";
-  if (!options.moe_from.empty()) {
-    if (!moe.empty())
-      throw UsageError("--moe-from carries MoE parameters to GPUs without MoE fit rows; " + joined(options.gpus) +
-                       " has " + std::to_string(moe.size()));
-    const auto from = workload::load_calibration(options.moe_from);
-    moe_p           = {.alltoall = from.alltoall_efficiency, .host = from.moe_host};
-    moe_source      = "; no MoE fit rows: NCCL all-to-all's share and the host seconds per MoE layer carried from "
-                      "profile " +
+  if (donor) {
+    moe_p      = {.alltoall = donor->alltoall_efficiency, .host = donor->moe_host};
+    moe_source = "; no MoE fit rows: NCCL all-to-all's share and the host seconds per MoE layer carried from "
+                 "profile " +
                  options.moe_from + " (--moe-from; both are the software's and the host CPU's, not the GPU's)";
   }
   std::vector<double> moe_at;

@@ -386,8 +386,9 @@ void add_host_floor(const Context& c, ChunkCost& ch)
 // What a multi-token prediction module adds around its transformer layer (Megatron's MultiTokenPredictionLayer):
 // enorm on the embedding of the tokens shifted by one and hnorm on the previous depth's hidden states,
 // concatenated (2h) into eh_proj, a column-parallel linear (2h -> h) in the job's precision, and a final norm
-// before the shared output layer. The last chunk holds the module's parameters and, where pipeline stages split
-// it from the first, a copy of the embedding (Megatron builds one for the module on the last stage).
+// before the shared output layer. The last chunk holds the module's parameters and, where it sits on another
+// stage than the first chunk, a copy of the embedding (Megatron builds one per rank holding the embedding or an MTP
+// module; DualPipe's first stage holds both chunks, so shares it, as DeepSeek-V3 says).
 void add_mtp_modules(const Context& c, ChunkCost& ch)
 {
   const double h = c.m.hidden, t = c.tokens, mtp = c.m.mtp_layers;
@@ -405,7 +406,8 @@ void add_mtp_modules(const Context& c, ChunkCost& ch)
   ch.sum.params += mtp * module;
   ch.sum.dense_params += mtp * module;
   ch.sum.dense_linear_params += mtp * 2 * h * h / c.tp;
-  if (c.job.parallelism.pp > 1)
+  const auto kind = c.job.schedule.kind;
+  if (c.job.parallelism.pp > 1 && kind != ScheduleKind::dualpipe && kind != ScheduleKind::dualpipev)
     ch.extra_params += double(c.m.vocab) * h / c.tp;
 }
 

@@ -19,10 +19,10 @@ std::string listed_kernels(const GpuSpec& g);
 /// @brief One model chunk of a pipeline layout: what it holds, in order.
 struct LayoutChunk {
   std::string items; ///< its characters, E t m L, unrolled
-  int decoder    = 0;
-  int mtp        = 0;
-  bool embedding = false;
-  bool loss      = false;
+  int decoder   = 0;
+  int mtp       = 0;
+  int embedding = 0; ///< E characters
+  int loss      = 0; ///< L characters
 };
 /// @brief Parses Megatron's pipeline_model_parallel_layout syntax into chunks (in chunk id order); throws
 /// std::invalid_argument naming what is wrong. Placement rules are the caller's.

@@ -57,7 +57,7 @@ void check_pipeline_layout(JobSpec& job, const JobLocation& at)
     mtp += c.mtp;
     embedding += c.embedding;
     loss += c.loss;
-    if (c.decoder + c.mtp == 0 && !c.embedding && !c.loss)
+    if (c.decoder + c.mtp + c.embedding + c.loss == 0)
       fail("chunk " + n(std::int64_t(g)) + " is empty: give each chunk an E, t, m or L");
     // Megatron's overlapped pairs interleave two chunks layer by layer; a chunk without layers has none to pair.
     if (c.decoder + c.mtp == 0 && sched.ep_overlap)
@@ -67,9 +67,9 @@ void check_pipeline_layout(JobSpec& job, const JobLocation& at)
       fail("chunk " + n(std::int64_t(g)) +
            " holds an MTP module: spansim places them in the last chunk, with the loss");
   }
-  if (embedding != 1 || chunks.front().items.front() != 'E')
+  if (embedding != 1 || chunks.front().items.empty() || chunks.front().items.front() != 'E')
     fail("the embedding (E) must come once, first in chunk 0");
-  if (loss != 1 || chunks.back().items.back() != 'L')
+  if (loss != 1 || chunks.back().items.empty() || chunks.back().items.back() != 'L')
     fail("the loss (L) must come once, last in the last chunk");
   if (decoder != job.model.layers)
     fail("the layout holds " + n(decoder) + " decoder layers (t); the model has " + n(job.model.layers));

@@ -11,50 +11,68 @@ namespace spansim::workload::detail {
 
 namespace {
 
-// Repeats a group or one character followed by "*n" n times, innermost (a group without parentheses inside)
-// first, as Megatron's two regular expressions do.
-std::string unroll(std::string s)
+// Above this an unrolled layout is no pipeline anyone runs (and building it would exhaust memory).
+constexpr std::size_t kMaxUnrolled = 10'000'000;
+
+// The repeat count of "*n" at `star` ('*'); `end` is set past its digits. nullopt: no digits follow.
+std::optional<std::size_t> count_at(const std::string& s, std::size_t star, std::size_t& end)
 {
-  auto count_at = [&](std::size_t star, std::size_t& end) {
-    end = star + 1;
-    while (end < s.size() && std::isdigit(static_cast<unsigned char>(s[end])))
-      ++end;
-    if (end == star + 1)
-      throw std::invalid_argument("'*' must be followed by a repeat count");
-    if (end - star - 1 > 6)
-      throw std::invalid_argument("a repeat count above 999999");
-    return std::stoi(s.substr(star + 1, end - star - 1));
-  };
-  for (std::size_t close; (close = s.find(')')) != std::string::npos;) {
-    const std::size_t open = s.rfind('(', close);
-    if (open == std::string::npos)
-      throw std::invalid_argument("')' without '('");
-    if (close + 1 >= s.size() || s[close + 1] != '*')
-      throw std::invalid_argument("a parenthesised group must be followed by '*n'");
-    std::size_t end;
-    const int n             = count_at(close + 1, end);
-    const std::string group = s.substr(open + 1, close - open - 1);
-    if (group.empty())
-      throw std::invalid_argument("an empty parenthesised group");
-    std::string rep;
-    for (int i = 0; i < n; ++i)
-      rep += group;
-    s = s.substr(0, open) + rep + s.substr(end);
-    if (s.size() > 10'000'000)
-      throw std::invalid_argument("the layout unrolls to more than 10M characters");
+  end           = star + 1;
+  std::size_t n = 0;
+  while (end < s.size() && std::isdigit(static_cast<unsigned char>(s[end]))) {
+    n = std::min<std::size_t>(n * 10 + static_cast<std::size_t>(s[end] - '0'), kMaxUnrolled + 1);
+    ++end;
   }
-  if (s.find('(') != std::string::npos)
-    throw std::invalid_argument("'(' without ')'");
-  for (std::size_t star; (star = s.find('*')) != std::string::npos;) {
-    if (star == 0)
-      throw std::invalid_argument("'*' repeats nothing");
-    std::size_t end;
-    const int n = count_at(star, end);
-    s           = s.substr(0, star - 1) + std::string(static_cast<std::size_t>(n), s[star - 1]) + s.substr(end);
-    if (s.size() > 10'000'000)
-      throw std::invalid_argument("the layout unrolls to more than 10M characters");
+  if (end == star + 1)
+    return std::nullopt;
+  return n;
+}
+
+void append_repeated(std::string& out, std::string_view what, std::size_t n)
+{
+  if (n > 0 && what.size() > (kMaxUnrolled - out.size()) / n)
+    throw std::invalid_argument("the layout unrolls to more than 10M characters");
+  for (std::size_t i = 0; i < n; ++i)
+    out += what;
+}
+
+// One left-to-right pass of Megatron's first expression, r'\(([^)]+)\)\*(\d+)': a '(' and what follows up to the
+// first ')' (not empty), then '*n', repeated n times. A '(' that starts no such match stays (and is refused later
+// as a character).
+std::string unroll_groups(const std::string& s)
+{
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t close = s[i] == '(' ? s.find(')', i + 1) : std::string::npos;
+    std::size_t end         = 0;
+    const auto n            = close != std::string::npos && close > i + 1 && close + 1 < s.size() && s[close + 1] == '*'
+                                  ? count_at(s, close + 1, end)
+                                  : std::nullopt;
+    if (!n) {
+      out += s[i++];
+      continue;
+    }
+    append_repeated(out, std::string_view(s).substr(i + 1, close - i - 1), *n);
+    i = end;
   }
-  return s;
+  return out;
+}
+
+// One left-to-right pass of Megatron's second expression, r'(.)\*(\d+)': a character followed by '*n', n times.
+std::string unroll_characters(const std::string& s)
+{
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    std::size_t end = 0;
+    const auto n    = i + 1 < s.size() && s[i + 1] == '*' ? count_at(s, i + 1, end) : std::nullopt;
+    if (!n) {
+      out += s[i++];
+      continue;
+    }
+    append_repeated(out, std::string_view(s).substr(i, 1), *n);
+    i = end;
+  }
+  return out;
 }
 
 } // namespace
@@ -65,7 +83,9 @@ std::vector<LayoutChunk> parse_pipeline_layout(std::string_view layout)
   for (char ch : layout)
     if (ch != ',' && !std::isspace(static_cast<unsigned char>(ch)))
       s += ch;
-  s = unroll(s);
+  if (s.empty())
+    throw std::invalid_argument("an empty layout (give one chunk per pipeline stage and virtual stage)");
+  s = unroll_characters(unroll_groups(s));
   std::vector<LayoutChunk> out(1);
   for (char ch : s) {
     LayoutChunk& c = out.back();
@@ -74,11 +94,11 @@ std::vector<LayoutChunk> parse_pipeline_layout(std::string_view layout)
       out.emplace_back();
       break;
     case 'E':
-      c.embedding = true;
+      ++c.embedding;
       c.items += ch;
       break;
     case 'L':
-      c.loss = true;
+      ++c.loss;
       c.items += ch;
       break;
     case 't':
@@ -92,7 +112,8 @@ std::vector<LayoutChunk> parse_pipeline_layout(std::string_view layout)
     default:
       throw std::invalid_argument(std::string("unknown layer character '") + ch +
                                   "' (allowed: E embedding, t decoder layer, m MTP module, L loss, | between "
-                                  "chunks, (...)*n and x*n to repeat)");
+                                  "chunks, (...)*n and x*n to repeat, as Megatron unrolls them: one pass each, "
+                                  "groups without nested parentheses)");
     }
   }
   return out;

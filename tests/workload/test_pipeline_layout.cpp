@@ -125,8 +125,15 @@ TEST_CASE("Layouts Megatron or spansim cannot run are refused at parallelism.pip
       {"Et|(tt|)*30Lt", 0, "the loss (L) must come once, last in the last chunk"},
       {"Et|(tt|)*28,t|t|tmtL", 1, "decoder layers (t) must come before the MTP modules (m)"},
       {"Et|(tx|)*30mL", 1, "unknown layer character 'x'"},
-      {"Et|(tt|*30mL", 1, "'(' without ')'"},
-      {"Et|(tt|)30mL", 1, "followed by '*n'"},
+      {"Et|(tt|*30mL", 1, "unknown layer character '('"},
+      {"Et|(tt|)30mL", 1, "unknown layer character '('"}, // a group without its *n stays, as in Megatron
+      {"EEt|(tt|)*30mL", 1, "the embedding (E) must come once"},
+      {"Et|(tt|)*30mLL", 1, "the loss (L) must come once"},
+      // Megatron unrolls x*n in one pass: the second '*' of t*2*1 is left over, as it is there.
+      {"Et|(tt|)*29,t*2*1|mL", 1, "unknown layer character '*'"},
+      // Unrolled without building what exceeds the limit, and in linear time.
+      {"E|((t*9)*999999)*999999|L", 0, "10M characters"},
+      {"E|(t*1)*999999|L", 0, "3 chunks for pp 8"},
   };
   for (const auto& c : cases) {
     INFO(c.layout);
@@ -146,6 +153,44 @@ TEST_CASE("Layouts Megatron or spansim cannot run are refused at parallelism.pip
   dual["parallelism"]["reshard_after_forward"] = false;
   dual["batch"]["global_sequences"]            = 64;
   CHECK_THROWS_WITH(wl::parse_job(dual, "test.json"), Catch::Contains("pipeline_layout"));
+  json empty                              = deepseek("", 0);
+  empty["parallelism"]["pipeline_layout"] = "";
+  CHECK_THROWS_WITH(wl::parse_job(empty, "test.json"), Catch::Contains("an empty layout"));
+  // Leading zeros are a count like any other.
+  CHECK_NOTHROW(wl::parse_job(deepseek("Et|(tt|)*0030mL", 1), "test.json"));
   json many = llama405b(17);
   CHECK_THROWS_WITH(wl::parse_job(many, "test.json"), Catch::Contains("mtp_layers"));
+}
+
+TEST_CASE("The MTP module's embedding copy is held where the last chunk is not on the first chunk's stage")
+{
+  // Llama 3 8B on pp 4: 1F1B puts the last chunk on stage 3, which builds an embedding of its own for the module;
+  // DualPipeV's stage 0 holds the first and last chunks and shares one.
+  const double h = 4096, V = 128256;
+  auto stage_params = [](const std::string& kind, int mtp, int stage) {
+    json j         = {{"model", "llama3-8b"},
+                      {"gpu", "h100"},
+                      {"gpus", 8},
+                      {"parallelism", {{"tp", 1}, {"pp", 4}, {"dp", 2}, {"data_parallel", "ddp"}}},
+                      {"batch", {{"global_sequences", 16}, {"sequence_length", 4096}}},
+                      {"schedule", {{"kind", kind}}},
+                      {"mtp_layers", mtp}};
+    const auto job = wl::parse_job(j, "test.json");
+    return wl::build_step_graph(job, wl::BuildOptions{false}).stages[static_cast<std::size_t>(stage)].params;
+  };
+  // What the module adds to the model's parameters (its layer, eh_proj and norms; tested by hand above).
+  json without        = {{"model", "llama3-8b"},
+                         {"gpu", "h100"},
+                         {"gpus", 1},
+                         {"batch", {{"global_sequences", 1}, {"sequence_length", 4096}}},
+                         {"schedule", {{"kind", "gpipe"}}},
+                         {"parallelism", json::object()}};
+  json with           = without;
+  with["mtp_layers"]  = 1;
+  const double module = wl::count_params(wl::parse_job(with, "test.json").model).total -
+                        wl::count_params(wl::parse_job(without, "test.json").model).total;
+  expect_within("1f1b last stage: the module and an embedding copy", module + V * h,
+                stage_params("1f1b", 1, 3) - stage_params("1f1b", 0, 3), 1e-12);
+  expect_within("dualpipev first stage: the module alone", module,
+                stage_params("dualpipev", 1, 0) - stage_params("dualpipev", 0, 0), 1e-12);
 }
