@@ -45,8 +45,13 @@ void check_pipeline_layout(JobSpec& job, const JobLocation& at)
   auto fail = [&](const std::string& what) { at.fail(JobIssue::layers, {"parallelism", "pipeline_layout"}, what); };
   if (sched.kind == ScheduleKind::dualpipe || sched.kind == ScheduleKind::dualpipev)
     fail(std::string(name_of(sched.kind)) + " places two model chunks per stage by construction; give no layout");
-  const auto chunks = detail::parse_pipeline_layout(par.pipeline_layout);
-  const int v       = sched.kind == ScheduleKind::interleaved_1f1b ? sched.virtual_stages : 1;
+  std::vector<detail::LayoutChunk> chunks;
+  try {
+    chunks = detail::parse_pipeline_layout(par.pipeline_layout);
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  const int v = sched.kind == ScheduleKind::interleaved_1f1b ? sched.virtual_stages : 1;
   if (static_cast<std::int64_t>(chunks.size()) != std::int64_t{par.pp} * v)
     fail(n(std::int64_t(chunks.size())) + " chunks for pp " + n(par.pp) + " x " + n(v) +
          " virtual stages: one per model chunk, separated by '|'");
@@ -289,13 +294,11 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
   }
   if (p.has("pipeline_layout")) {
     par.pipeline_layout = p.string("pipeline_layout");
-    if (par.stage_layers.size() + par.balance_layers > 0)
+    if (!par.stage_layers.empty() || par.balance_layers)
       p.fail("pipeline_layout", "give either stage_layers or pipeline_layout, not both");
-    try {
-      detail::parse_pipeline_layout(par.pipeline_layout);
-    } catch (const std::invalid_argument& e) {
-      p.fail("pipeline_layout", e.what());
-    }
+    // Parsed and checked with the schedule (validate_job); an empty one would read there as none.
+    if (par.pipeline_layout.empty())
+      p.fail("pipeline_layout", "an empty layout (give one chunk per pipeline stage and virtual stage)");
   }
   // Keys valid only for some modes: name them so that the error for a misplaced one says where it belongs.
   if (par.dp_mode == DataParallelMode::ddp && p.has("reshard_after_forward"))

@@ -632,16 +632,16 @@ TEST_CASE("help and text output say what holds: hybrid fidelity, --no-boundaries
   REQUIRE(v.exit_code == 0);
   CHECK(v.out.find("check rows - (0)") != std::string::npos);
   CHECK(v.out.find("0.0% (0)") == std::string::npos);
-  // One trial has no spread.
-  const auto one = spansim("reliability " + std::string(SPANSIM_SOURCE_DIR) +
-                           "/examples/scenarios/llama3-405b-24k-reliability.json --days 30 --trials 1");
+  // One trial has no spread, in the table and in JSON (no standard deviation rather than a 0 that reads as a
+  // certain figure).
+  const std::string one_trial = "reliability " + std::string(SPANSIM_SOURCE_DIR) +
+                                "/examples/scenarios/llama3-405b-24k-reliability.json --days 30 --trials 1";
+  const auto one = spansim(one_trial);
   INFO(one.err);
   REQUIRE(one.exit_code == 0);
   CHECK(one.out.find("one trial: no spread") != std::string::npos);
   CHECK(one.out.find("+- ") == std::string::npos);
-  // In JSON too: no standard deviation rather than a 0 that reads as a certain figure.
-  const auto one_json = spansim("reliability " + std::string(SPANSIM_SOURCE_DIR) +
-                                "/examples/scenarios/llama3-405b-24k-reliability.json --days 30 --trials 1 --json");
+  const auto one_json = spansim(one_trial + " --json");
   REQUIRE(one_json.exit_code == 0);
   const auto outcome = nlohmann::json::parse(one_json.out)["outcome"];
   CHECK(outcome["ettr_stddev"].is_null());
