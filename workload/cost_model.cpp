@@ -392,9 +392,11 @@ void add_host_floor(const Context& c, ChunkCost& ch)
 void add_mtp_modules(const Context& c, ChunkCost& ch)
 {
   const double h = c.m.hidden, t = c.tokens, mtp = c.m.mtp_layers;
-  for (int i = 0; i < c.m.mtp_layers; ++i)
-    add_gemms(c, {GemmShape{.m = t, .n = h / c.tp, .k = 2 * h, .cast_rows = t / c.sp}}, ch.sum);
-  ch.sum.matmul_flops += mtp * 2 * t * 2 * h * h / c.tp;
+  const auto own = detail::mtp_module_params(c.m);
+  add_gemms(c,
+            std::vector<GemmShape>(c.m.mtp_layers, GemmShape{.m = t, .n = h / c.tp, .k = 2 * h, .cast_rows = t / c.sp}),
+            ch.sum);
+  ch.sum.matmul_flops += mtp * 2 * t * own.eh_proj / c.tp;
   // Three norms (read and write) and the concatenation (read and write 2h).
   ch.sum.elementwise_bytes += mtp * t * kBf16 * (3 * 2 * h + 2 * 2 * h) / c.sp;
   ch.sum.kernels_fwd += mtp * 4;
@@ -402,10 +404,10 @@ void add_mtp_modules(const Context& c, ChunkCost& ch)
   // Kept for the backward: the concatenated input of eh_proj.
   ch.sum.act_none += mtp * t * kBf16 * 2 * h / c.sp;
   ch.sum.act_selective += mtp * t * kBf16 * 2 * h / c.sp;
-  const double module = 2 * h * h / c.tp + 3 * h;
+  const double module = own.eh_proj / c.tp + own.norms;
   ch.sum.params += mtp * module;
   ch.sum.dense_params += mtp * module;
-  ch.sum.dense_linear_params += mtp * 2 * h * h / c.tp;
+  ch.sum.dense_linear_params += mtp * own.eh_proj / c.tp;
   const auto kind = c.job.schedule.kind;
   if (c.job.parallelism.pp > 1 && kind != ScheduleKind::dualpipe && kind != ScheduleKind::dualpipev)
     ch.extra_params += double(c.m.vocab) * h / c.tp;
@@ -692,10 +694,11 @@ ModelParams count_params(const ModelSpec& model)
   p.matmul_active += emb; // the output projection, tied or not
   // Each multi-token prediction module: eh_proj (2h -> h) and three norms of its own; its tokens pass through the
   // shared output projection again.
-  const double h = model.hidden, mtp = model.mtp_layers;
-  p.total += mtp * (2 * h * h + 3 * h);
-  p.active += mtp * (2 * h * h + 3 * h + emb);
-  p.matmul_active += mtp * (2 * h * h + emb);
+  const double mtp = model.mtp_layers;
+  const auto own   = detail::mtp_module_params(model);
+  p.total += mtp * (own.eh_proj + own.norms);
+  p.active += mtp * (own.eh_proj + own.norms + emb);
+  p.matmul_active += mtp * (own.eh_proj + emb);
   return p;
 }
 

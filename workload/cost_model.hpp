@@ -182,6 +182,17 @@ struct LayerParams {
 };
 /// @brief Parameters of layer `layer` (0-based) of `m`.
 LayerParams layer_params(const ModelSpec& m, int layer);
+/// @brief What one multi-token prediction module holds beyond its transformer layer (Megatron's
+/// MultiTokenPredictionLayer): eh_proj, a 2h -> h linear, and three norms (enorm, hnorm and the final one).
+struct MtpModuleParams {
+  double eh_proj = 0;
+  double norms   = 0;
+};
+inline MtpModuleParams mtp_module_params(const ModelSpec& m)
+{
+  const double h = m.hidden;
+  return {2 * h * h, 3 * h};
+}
 /// @brief Attention score (query-key) and value head widths.
 double qk_dim(const ModelSpec& m);
 double v_dim(const ModelSpec& m);

@@ -15,7 +15,8 @@ namespace {
 double megatron_per_token(const ModelSpec& m, double s)
 {
   const double h = m.hidden, a = m.heads;
-  double per = 6 * m.mtp_layers * (3 * h + 2 * h * h);
+  const auto own = detail::mtp_module_params(m);
+  double per     = 6 * m.mtp_layers * (own.norms + own.eh_proj);
   for (int l = 0; l < m.all_layers(); ++l) {
     if (m.attention == AttentionKind::mla) {
       const double qk = m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim;
