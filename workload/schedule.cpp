@@ -39,6 +39,18 @@ ChunkPlace Pipeline::place(int g, int direction) const
   }
 }
 
+std::vector<int> Pipeline::embedding_group(const ModelSpec& model) const
+{
+  if (!model.tied_embeddings && model.mtp_layers == 0)
+    return {};
+  if (kind_ == ScheduleKind::dualpipe)
+    return {};
+  const int first = place(0, 0).stage, last = place(chunks_ - 1, 0).stage;
+  if (first == last)
+    return {};
+  return {first, last};
+}
+
 std::optional<ChunkPlace> Pipeline::next(int stage, int local) const
 {
   const int g = model_chunk(stage, local);

@@ -49,6 +49,10 @@ public:
   std::optional<ChunkPlace> previous(int stage, int local) const;
   /// @brief DualPipe: the stage holding the other copy of a stage's local chunk (its gradients are summed with it).
   int twin_stage(int stage) const { return pp_ - 1 - stage; }
+  /// @brief Megatron's embedding group: the stages holding the input embedding (the first model chunk's) and the
+  /// copy of it that the last chunk holds (tied output layer, multi-token prediction), when those differ: {first,
+  /// last}, else empty. DualPipe sums its twin copies' gradients anyway, and DualPipeV holds both on stage 0.
+  std::vector<int> embedding_group(const ModelSpec& model) const;
 
 private:
   /// @brief The stage and local index of model chunk g in `direction`.

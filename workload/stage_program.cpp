@@ -6,6 +6,7 @@
 #include "workload/schedule.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <optional>
 #include <tuple>
@@ -22,6 +23,10 @@ std::vector<int> with(std::vector<int> deps, const std::vector<int>& more)
   deps.insert(deps.end(), more.begin(), more.end());
   return deps;
 }
+
+/// @brief The tags of the embedding-gradient exchange (kEmbeddingGradTag - sending stage), clear of the pipeline's
+/// and DualPipe's.
+constexpr std::int64_t kEmbeddingGradTag = std::numeric_limits<std::int32_t>::min();
 
 class StageBuilder {
 public:
@@ -110,6 +115,9 @@ private:
   void output(const Unit& u, const std::vector<int>& after);
   /// A send or receive of unit u's activations or gradients with `peer_stage`, paired by `tag`.
   int transfer(const Unit& u, OpKind kind, int peer_stage, std::int64_t tag, std::vector<int> deps);
+  /// On the stages of the embedding group (Pipeline::embedding_group), the exchange of the embedding's gradients
+  /// after `after`; returns its receive (-1 elsewhere).
+  int sync_embedding_grads(const std::vector<int>& after);
 
   /// Runs one unit after `chain`: its compute, then its collectives; returns the end of both.
   std::vector<int> run(const Unit& u, const std::vector<int>& chain);
@@ -441,6 +449,32 @@ void StageBuilder::reduce_grads(int v, int mb, const std::vector<int>& start, co
   reduce_share(lead, ready_after);
 }
 
+int StageBuilder::sync_embedding_grads(const std::vector<int>& after)
+{
+  const auto group = pipe_.embedding_group(c_.job.model);
+  if (group.empty() || (stage_ != group[0] && stage_ != group[1]))
+    return -1;
+  // Megatron's finalize_model_grads: once the data-parallel reductions are done, the embedding's gradient (its rank's
+  // vocab / tp rows, in the gradient buffer's type) is all-reduced over the group, before the optimizer step and
+  // with nothing to hide it. Between two ranks that is each sending the other its whole gradient (a ring's two
+  // halves, one after the other, take as long).
+  const int peer      = stage_ == group[0] ? group[1] : group[0];
+  const double bytes  = c_.job.gradient_reduce_bytes * double(c_.m.vocab) * c_.m.hidden / c_.tp;
+  const auto exchange = [&](OpKind kind, int from, std::vector<int> deps) {
+    return push(Op{.kind       = kind,
+                   .dim        = Dim::pp,
+                   .purpose    = Purpose::grad_reduce,
+                   .group      = Group{Axis::pp, 2},
+                   .bytes      = bytes,
+                   .count      = 1,
+                   .peer_stage = peer,
+                   .tag        = kEmbeddingGradTag - from,
+                   .deps       = std::move(deps)});
+  };
+  exchange(OpKind::send, stage_, after);
+  return exchange(OpKind::recv, peer, {});
+}
+
 int StageBuilder::transfer(const Unit& u, OpKind kind, int peer_stage, std::int64_t tag, std::vector<int> deps)
 {
   const bool forward = u.pass == Pass::forward;
@@ -723,6 +757,8 @@ StageProgram StageBuilder::build()
     prog_.chunk_layers.push_back(cost(v).layers);
   statics.optimizer.deps = reductions_;
   statics.optimizer.deps.insert(statics.optimizer.deps.end(), chain.begin(), chain.end());
+  if (const int received = sync_embedding_grads(statics.optimizer.deps); received >= 0)
+    statics.optimizer.deps.push_back(received);
   push(std::move(statics.optimizer));
   return std::move(prog_);
 }

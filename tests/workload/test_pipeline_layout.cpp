@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -193,4 +194,66 @@ TEST_CASE("The MTP module's embedding copy is held where the last chunk is not o
                 stage_params("1f1b", 1, 3) - stage_params("1f1b", 0, 3), 1e-12);
   expect_within("dualpipev first stage: the module alone", module,
                 stage_params("dualpipev", 1, 0) - stage_params("dualpipev", 0, 0), 1e-12);
+}
+
+TEST_CASE("The embedding group's gradients are exchanged between the first and last stages before the optimizer")
+{
+  // Megatron's _allreduce_word_embedding_grads: where the last chunk holds a copy of the embedding (an MTP module's,
+  // or a tied output layer) on another stage than the first chunk, the two stages all-reduce its gradient (vocab / tp
+  // x hidden, in the gradient type) after the data-parallel reductions and before the optimizer step.
+  auto job = [](const std::string& model, const std::string& kind, int mtp, const std::string& reduce) {
+    json j = {{"model", model},
+              {"gpu", "h100"},
+              {"gpus", 16},
+              {"parallelism", {{"tp", 2}, {"pp", 4}, {"dp", 2}, {"data_parallel", "ddp"}}},
+              {"batch", {{"global_sequences", 16}, {"sequence_length", 2048}}},
+              {"schedule", {{"kind", kind}}},
+              {"precision", {{"compute", "bf16"}, {"gradient_reduce", reduce}}},
+              {"mtp_layers", mtp}};
+    return wl::build_step_graph(wl::parse_job(j, "test.json"), wl::BuildOptions{false});
+  };
+  struct Exchange {
+    int sends = 0, recvs = 0, peer = -1;
+    double bytes          = 0;
+    bool before_optimizer = false;
+  };
+  auto exchanges = [](const wl::StepGraph& g, int stage) {
+    Exchange e;
+    const auto& ops = g.stages[static_cast<std::size_t>(stage)].ops;
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const auto& op = ops[i];
+      if ((op.kind != wl::OpKind::send && op.kind != wl::OpKind::recv) || op.purpose != wl::Purpose::grad_reduce)
+        continue;
+      (op.kind == wl::OpKind::send ? e.sends : e.recvs) += 1;
+      e.peer  = op.peer_stage;
+      e.bytes = op.bytes;
+      if (op.kind == wl::OpKind::recv)
+        for (const auto& o : ops)
+          if (o.kind == wl::OpKind::optimizer)
+            e.before_optimizer = std::find(o.deps.begin(), o.deps.end(), int(i)) != o.deps.end();
+    }
+    return e;
+  };
+  // Llama 3 8B (untied) with one MTP module, gradients reduced in FP32: stages 0 and 3 exchange 128256 / 2 x 4096 x 4
+  // bytes; stages 1 and 2 take no part.
+  const auto mtp = job("llama3-8b", "1f1b", 1, "fp32");
+  for (int s : {0, 3}) {
+    const auto e = exchanges(mtp, s);
+    INFO("stage " << s);
+    CHECK(e.sends == 1);
+    CHECK(e.recvs == 1);
+    CHECK(e.peer == 3 - s);
+    CHECK(e.before_optimizer);
+    expect_within("MTP, stage " + std::to_string(s) + ": the embedding's gradient", 128256.0 / 2 * 4096 * 4, e.bytes,
+                  1e-12);
+  }
+  for (int s : {1, 2})
+    CHECK(exchanges(mtp, s).sends == 0);
+  // The same model without MTP has no copy to keep in step; DualPipeV holds both ends on stage 0.
+  CHECK(exchanges(job("llama3-8b", "1f1b", 0, "fp32"), 0).sends == 0);
+  CHECK(exchanges(job("llama3-8b", "dualpipev", 1, "fp32"), 0).sends == 0);
+  // GPT-3 175B's tied embeddings (vocab 50257 in BF16 gradients), interleaved: chunk 0 on stage 0, the last on 3.
+  const auto tied = exchanges(job("gpt3-175b", "1f1b", 0, "bf16"), 3);
+  CHECK(tied.sends == 1);
+  expect_within("tied output layer: the embedding's gradient", 50257.0 / 2 * 12288 * 2, tied.bytes, 1e-12);
 }
