@@ -2,6 +2,7 @@
 // a kernel library's measured rates, element-wise work at HBM speed; per layer, per model chunk, and the memory a
 // chunk keeps.
 #include "workload/cost_model.hpp"
+#include "workload/schedule.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -388,7 +389,7 @@ void add_host_floor(const Context& c, ChunkCost& ch)
 // concatenated (2h) into eh_proj, a column-parallel linear (2h -> h) in the job's precision, and a final norm
 // before the shared output layer. The last chunk holds the module's parameters and, where it sits on another
 // stage than the first chunk, a copy of the embedding (Megatron builds one per rank holding the embedding or an MTP
-// module; DualPipe's first stage holds both chunks, so shares it, as DeepSeek-V3 says).
+// module; DualPipe's first stage holds both chunks, so shares it, as DeepSeek-V3 says): Pipeline::embedding_group.
 void add_mtp_modules(const Context& c, ChunkCost& ch)
 {
   const double h = c.m.hidden, t = c.tokens, mtp = c.m.mtp_layers;
@@ -408,8 +409,7 @@ void add_mtp_modules(const Context& c, ChunkCost& ch)
   ch.sum.params += mtp * module;
   ch.sum.dense_params += mtp * module;
   ch.sum.dense_linear_params += mtp * own.eh_proj / c.tp;
-  const auto kind = c.job.schedule.kind;
-  if (c.job.parallelism.pp > 1 && kind != ScheduleKind::dualpipe && kind != ScheduleKind::dualpipev)
+  if (!Pipeline(c.job).embedding_group(c.m).empty())
     ch.extra_params += double(c.m.vocab) * h / c.tp;
 }
 

@@ -188,6 +188,7 @@ struct MtpModuleParams {
   double eh_proj = 0;
   double norms   = 0;
 };
+/// @brief The parameters of one MTP module of `m` beyond its transformer layer.
 inline MtpModuleParams mtp_module_params(const ModelSpec& m)
 {
   const double h = m.hidden;

@@ -28,6 +28,20 @@ std::vector<int> with(std::vector<int> deps, const std::vector<int>& more)
 /// and DualPipe's.
 constexpr std::int64_t kEmbeddingGradTag = std::numeric_limits<std::int32_t>::min();
 
+/// @brief One side (a send or a receive) of a gradient exchange between two stages of a pipeline group, paired by
+/// `tag`; callers set what else differs (its dimension, chunk, overlap).
+Op gradient_exchange(OpKind kind, int peer, std::int64_t tag, double bytes, std::vector<int> deps)
+{
+  return Op{.kind       = kind,
+            .purpose    = Purpose::grad_reduce,
+            .group      = Group{Axis::pp, 2},
+            .bytes      = bytes,
+            .count      = 1,
+            .peer_stage = peer,
+            .tag        = tag,
+            .deps       = std::move(deps)};
+}
+
 class StageBuilder {
 public:
   StageBuilder(const Context& c, const std::vector<ChunkCost>& costs, int stage)
@@ -395,17 +409,11 @@ void StageBuilder::reduce_grads(int v, int mb, const std::vector<int>& start, co
     const int twin = pipe_.twin_stage(stage_), g = pipe_.model_chunk(stage_, v);
     const double bytes   = gb * (dense + expert);
     const auto grad_sync = [&](OpKind kind, int from, std::vector<int> deps) {
-      return push(Op{.kind         = kind,
-                     .dim          = Dim::dp,
-                     .purpose      = Purpose::grad_reduce,
-                     .chunk        = v,
-                     .group        = Group{Axis::pp, 2},
-                     .bytes        = bytes,
-                     .count        = 1,
-                     .peer_stage   = twin,
-                     .tag          = -1 - (std::int64_t(from) * c_.chunks + g),
-                     .overlappable = true,
-                     .deps         = std::move(deps)});
+      Op op    = gradient_exchange(kind, twin, -1 - (std::int64_t(from) * c_.chunks + g), bytes, std::move(deps));
+      op.dim   = Dim::dp;
+      op.chunk = v;
+      op.overlappable = true;
+      return push(std::move(op));
     };
     grad_sync(OpKind::send, stage_, after);
     const int received = grad_sync(OpKind::recv, twin, {});
@@ -461,15 +469,9 @@ int StageBuilder::sync_embedding_grads(const std::vector<int>& after)
   const int peer      = stage_ == group[0] ? group[1] : group[0];
   const double bytes  = c_.job.gradient_reduce_bytes * double(c_.m.vocab) * c_.m.hidden / c_.tp;
   const auto exchange = [&](OpKind kind, int from, std::vector<int> deps) {
-    return push(Op{.kind       = kind,
-                   .dim        = Dim::pp,
-                   .purpose    = Purpose::grad_reduce,
-                   .group      = Group{Axis::pp, 2},
-                   .bytes      = bytes,
-                   .count      = 1,
-                   .peer_stage = peer,
-                   .tag        = kEmbeddingGradTag - from,
-                   .deps       = std::move(deps)});
+    Op op  = gradient_exchange(kind, peer, kEmbeddingGradTag - from, bytes, std::move(deps));
+    op.dim = Dim::pp;
+    return push(std::move(op));
   };
   exchange(OpKind::send, stage_, after);
   return exchange(OpKind::recv, peer, {});
