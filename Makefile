@@ -21,11 +21,14 @@ configure: $(BUILD_DIR)/build.ninja
 build: deps configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-run: build
+# The binary and the Python module only: a first run does not wait for the test suite's objects.
+run: deps configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target spansim spansim_python
 	@./scripts/default-scenario.sh $(BUILD_DIR)/spansim
 
-test: build fuzz-build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+# Install, Release build, the clang tree's libFuzzer targets, ctest; prints the phase times (scripts/test.sh).
+test:
+	@BUILD_DIR=$(BUILD_DIR) SANITIZE_DIR=$(SANITIZE_DIR) JOBS=$(JOBS) ./scripts/test.sh
 
 test-quick: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -L quick
@@ -39,7 +42,7 @@ $(SANITIZE_DIR)/build.ninja:
 	  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -gline-tables-only -DNDEBUG" -DSPANSIM_FUZZ=ON > /dev/null
 
 fuzz-build: $(SANITIZE_DIR)/build.ninja
-	cmake --build $(SANITIZE_DIR) --target fuzz_targets -j $(JOBS)
+	cmake --build $(SANITIZE_DIR) --target fuzz_libfuzzer_targets -j $(JOBS)
 
 # Every parser's fuzz target for FUZZ_SECONDS each; prints executions and corpus size per target.
 fuzz: fuzz-build

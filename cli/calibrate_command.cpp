@@ -79,11 +79,6 @@ std::string validate_fingerprint(const ValidateOptions& o, const std::string& da
   return std::to_string(h);
 }
 
-std::string pct(double x)
-{
-  return (x >= 0 ? "+" : "") + fixed(100 * x, 1) + "%";
-}
-
 std::string figure(calibration::Metric m, double v)
 {
   switch (m) {
@@ -139,7 +134,7 @@ void calibrate(const CalibrateOptions& o)
   Table t{"", {"run", "published step", "simulated step", "throughput error"}, {}};
   for (const auto& r : profile.residuals)
     t.rows.push_back({r.name, units::format_time(r.published_step), units::format_time(r.simulated_step),
-                      pct(r.published_step / r.simulated_step - 1)});
+                      percent(r.published_step / r.simulated_step - 1, true)});
   print_table(std::cout, t);
   if (!o.out.empty())
     std::cout << "\nWritten: " << o.out << "\n";
@@ -293,7 +288,8 @@ void validate(const ValidateOptions& o)
       continue;
     }
     t.rows.push_back({r.name, r.gpu, std::string(name_of(r.role)), figure(r.metric, r.published),
-                      figure(r.metric, r.simulated), pct(r.error), r.loo_error ? pct(*r.loo_error) : "-",
+                      figure(r.metric, r.simulated), percent(r.error, true),
+                      r.loo_error ? percent(*r.loo_error, true) : "-",
                       r.flop_convention == "none" ? "-" : r.flop_convention});
     if (o.breakdown) {
       // Shares of the stages' mean step: compute, communication the compute waited for, pipeline bubble.

@@ -131,6 +131,11 @@ std::string fixed(double value, int decimals)
   return format_fixed(value, decimals);
 }
 
+std::string percent(double fraction, bool sign)
+{
+  return (sign && fraction >= 0 ? "+" : "") + fixed(100 * fraction, 1) + "%";
+}
+
 bool stderr_is_terminal()
 {
   return isatty(STDERR_FILENO) != 0;

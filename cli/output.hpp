@@ -30,6 +30,8 @@ using spansim::provenance;
 std::string fmt(double value, int digits = 4);
 /// @brief Formats a double with `decimals` digits after the point.
 std::string fixed(double value, int decimals);
+/// @brief A fraction as a percentage with one decimal ("12.5%"); `sign`: a leading "+" on positive values.
+std::string percent(double fraction, bool sign = false);
 
 /// @brief A flag check: an integer in [min, max]; the message names the range as a spec error would.
 CLI::Validator integer_in(long long min, long long max);

@@ -39,21 +39,16 @@ void plot(const ReliabilityOptions& o, const nlohmann::json& doc)
   run_plot_script({o.python, script, data, "--out", o.plot});
 }
 
-std::string pct(double x)
-{
-  return fixed(100 * x, 1) + "%";
-}
-
 // The ETTR with its spread over trials and its closed form: one trial has no spread, and a "+- 0.0%" would read as a
 // certain figure.
 std::string ettr_text(const reliability::RunOutcome& outcome, int trials)
 {
-  std::string text = pct(outcome.ettr);
+  std::string text = percent(outcome.ettr);
   std::string note = trials > 1 ? "" : "one trial: no spread";
   if (trials > 1)
-    text += " +- " + pct(outcome.ettr_stddev);
+    text += " +- " + percent(outcome.ettr_stddev);
   if (outcome.ettr_closed_form > 0)
-    note += (note.empty() ? "" : "; ") + std::string("closed form ") + pct(outcome.ettr_closed_form);
+    note += (note.empty() ? "" : "; ") + std::string("closed form ") + percent(outcome.ettr_closed_form);
   return note.empty() ? text : text + " (" + note + ")";
 }
 

@@ -20,7 +20,7 @@ namespace spansim::cli {
 
 namespace {
 
-struct DescribeOptions {
+struct TopologyDescribeOptions {
   std::string topology;
   std::string dot_file;
   bool json          = false;
@@ -50,7 +50,7 @@ std::string with_commas(std::int64_t v)
   return s;
 }
 
-void describe(const DescribeOptions& o)
+void describe_topology(const TopologyDescribeOptions& o)
 {
   topology::Topology topo(topology::load_topology_spec(o.topology));
   const auto& c = topo.counts();
@@ -237,7 +237,7 @@ void links(const LinksOptions& o)
   print_table(std::cout, table);
 }
 
-struct ExportOptions {
+struct GraphExportOptions {
   std::string topology;
   std::string format = "json";
   std::string output;
@@ -300,7 +300,7 @@ void import_zoo(ZooOptions& o)
 }
 
 // The explicit graph of any topology, in the import formats: an imported copy routes and times as the original.
-void export_graph(const ExportOptions& o)
+void export_graph(const GraphExportOptions& o)
 {
   const bool to_stdout = o.output.empty() || o.output == "-";
   // On standard output the graph is the document: a JSON summary beside GraphML would make it neither.
@@ -334,7 +334,7 @@ void add_topology_command(CLI::App& app)
 {
   auto* topo = app.add_subcommand("topology", "Inspect topologies");
   topo->require_subcommand(1);
-  auto options = std::make_shared<DescribeOptions>();
+  auto options = std::make_shared<TopologyDescribeOptions>();
   auto* d = topo->add_subcommand("describe", "GPU, switch and link counts, capacity per tier and across boundaries");
   d->add_option(
        "topology", options->topology,
@@ -350,7 +350,7 @@ void add_topology_command(CLI::App& app)
   d->add_option("--dot", options->dot_file, "Write the graph as Graphviz DOT to this file");
   d->add_flag("--json", options->json, "Print one JSON document");
   d->add_flag("--no-boundaries", options->no_boundaries, "Skip the max-flow across building and region boundaries");
-  d->callback([options] { describe(*options); });
+  d->callback([options] { describe_topology(*options); });
 
   auto lo = std::make_shared<LinksOptions>();
   auto* l = topo->add_subcommand("links", "Every link by name (as a scenario's faults block names them)");
@@ -362,7 +362,7 @@ void add_topology_command(CLI::App& app)
   l->add_flag("--json", lo->json, "Print one JSON document");
   l->callback([lo] { links(*lo); });
 
-  auto eo = std::make_shared<ExportOptions>();
+  auto eo = std::make_shared<GraphExportOptions>();
   auto* e = topo->add_subcommand("export", "The explicit graph of a topology, to edit and import (JSON or GraphML)");
   e->add_option("topology", eo->topology, "Topology file or preset name")->required();
   e->add_option("--format", eo->format,

@@ -21,7 +21,7 @@ namespace spansim::cli {
 
 namespace {
 
-struct DescribeOptions {
+struct WorkloadDescribeOptions {
   std::string job;
   bool json  = false;
   bool graph = false;
@@ -36,7 +36,7 @@ nlohmann::json memory_json(const workload::MemoryEstimate& m)
           {"total_bytes", m.total()}};
 }
 
-void describe(const DescribeOptions& o)
+void describe_workload(const WorkloadDescribeOptions& o)
 {
   if (o.graph && !o.json)
     throw UsageError("--graph lists every op as JSON: use it with --json");
@@ -196,7 +196,7 @@ void describe(const DescribeOptions& o)
   print_table(std::cout, mt);
 }
 
-struct ExportOptions {
+struct ChakraExportOptions {
   std::string input;
   std::string out;
   std::string prefix = "et";
@@ -206,7 +206,7 @@ struct ExportOptions {
 };
 
 // A job file, or a scenario (its placed step graph, rank order and job).
-void export_chakra(const ExportOptions& o)
+void export_chakra(const ChakraExportOptions& o)
 {
   if (!is_safe_name(o.prefix))
     throw UsageError("--prefix: \"" + o.prefix + "\": " + unsafe_name_reason(o.prefix));
@@ -382,13 +382,13 @@ void add_workload_command(CLI::App& app)
 {
   CLI::App* wl = app.add_subcommand("workload", "Training jobs and their training-step graphs");
   wl->require_subcommand(1);
-  auto opts   = std::make_shared<DescribeOptions>();
+  auto opts   = std::make_shared<WorkloadDescribeOptions>();
   CLI::App* d = wl->add_subcommand("describe", "Graph size, FLOPs, bytes per dimension, memory, step-time bound");
   d->add_option("job", opts->job, "Job spec (JSON), e.g. examples/jobs/llama3-405b-8k-h100.json")->required();
   d->add_flag("--json", opts->json, "Print one JSON document");
   d->add_flag("--graph", opts->graph, "With --json, include every op of every stage program");
-  d->callback([opts]() { describe(*opts); });
-  auto eo = std::make_shared<ExportOptions>();
+  d->callback([opts]() { describe_workload(*opts); });
+  auto eo = std::make_shared<ChakraExportOptions>();
   CLI::App* e =
       wl->add_subcommand("export-chakra", "Write a job's or scenario's step graph as Chakra ETs, one per rank");
   e->add_option("input", eo->input, "Job or scenario (JSON)")->required();
