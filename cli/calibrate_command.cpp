@@ -1,6 +1,7 @@
 // `spansim calibrate` and `spansim validate`: the compute model fitted on published runs, and every run compared
 // with its simulation.
 #include "calibration/calibration.hpp"
+#include "calibration/network.hpp"
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/slurm_options.hpp"
@@ -29,6 +30,8 @@ struct CalibrateOptions {
   int workers          = 0;
   bool json            = false;
   std::string moe_from;
+  bool network = false; ///< fit the network section's fabric parameters instead
+  std::string network_runs;
 };
 
 struct ValidateOptions {
@@ -39,6 +42,8 @@ struct ValidateOptions {
   bool breakdown       = false;
   bool json            = false;
   std::vector<std::string> only;
+  std::string network_runs; ///< the network section's dataset (default validation/network-runs.json)
+  bool no_network = false;
   std::string out;         ///< with --slurm: records, scripts and logs
   SlurmFlags slurm;        ///< the simulations as Slurm job arrays (experiments/slurm_map.hpp)
   int slurm_task = 0;      ///< a batch script's role: an array task of this map (1-based)
@@ -96,8 +101,51 @@ std::string figure(calibration::Metric m, double v)
   return fmt(v);
 }
 
+std::string network_dataset_path(const std::string& given)
+{
+  return given.empty() ? calibration::default_network_dataset_path() : given;
+}
+
+// `calibrate --network`: each fabric's NCCL efficiency and net latency on the network section's fit rows.
+void calibrate_network(const CalibrateOptions& o)
+{
+  if (!o.gpus.empty() || !o.moe_from.empty() || !o.name.empty() || !o.runs.empty())
+    throw UsageError("--network fits the fabrics on the network dataset (--network-runs); --gpu, --name, --moe-from "
+                     "and a runs file are the compute fit's");
+  const auto dataset = calibration::load_network_dataset(network_dataset_path(o.network_runs));
+  const auto fits    = calibration::fit_network(dataset, parse_enum<netsim::Fidelity>(o.fidelity, "fidelity"),
+                                                progress_bar(!o.json && stderr_is_terminal()));
+  if (fits.empty())
+    throw UsageError(dataset.file + " has no fit rows: nothing to fit");
+  const auto doc = calibration::fabrics_document(fits, dataset.file);
+  if (!o.out.empty())
+    write_file_replacing(o.out, doc.dump(2) + "\n");
+  if (o.json) {
+    nlohmann::json j = doc;
+    j["written"]     = o.out;
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  Table t{
+      "Fitted on " + calibration::recorded_path(dataset.file),
+      {"fabric or NVLink", "fit rows", "NCCL efficiency", "net latency", "step latency", "MAPE before", "MAPE after"},
+      {}};
+  for (const auto& f : fits)
+    t.rows.push_back(
+        {std::string(f.fabric ? name_of(*f.fabric) : name_of(*f.nvlink)), std::to_string(f.rows.size()),
+         f.fabric ? fixed(f.value.nccl_efficiency, 4) : "-", f.fabric ? units::format_time(f.value.net_latency) : "-",
+         f.fabric ? "-" : units::format_time(f.step_latency), percent(f.mape_before), percent(f.mape_after)});
+  print_table(std::cout, t);
+  if (!o.out.empty())
+    std::cout << "written to " << o.out << "\n";
+}
+
 void calibrate(const CalibrateOptions& o)
 {
+  if (o.network)
+    return calibrate_network(o);
+  if (o.gpus.empty())
+    throw UsageError("name the GPU (--gpu) whose fit rows to use, or --network to fit the fabrics");
   const auto dataset = calibration::load_dataset(o.runs.empty() ? calibration::default_dataset_path() : o.runs);
   calibration::FitOptions fo;
   fo.gpus = o.gpus;
@@ -146,6 +194,93 @@ std::string mape(double value, std::size_t rows)
   return (rows > 0 ? fixed(100 * value, 1) + "%" : std::string("-")) + " (" + std::to_string(rows) + ")";
 }
 
+void print_step_rows(const ValidateOptions& o, const calibration::ValidationReport& report, bool leave_one_out);
+
+std::string size_text(double bytes)
+{
+  return units::format_size(bytes);
+}
+
+nlohmann::json network_json(const calibration::NetworkDataset& d, const calibration::NetworkReport& r)
+{
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : r.rows) {
+    const auto& run  = *row.run;
+    nlohmann::json j = {
+        {"run", run.name}, {"role", name_of(run.role)}, {"cluster", run.cluster}, {"source", run.source}};
+    if (run.role == calibration::Role::excluded) {
+      j["excluded_because"] = run.excluded_because;
+    } else {
+      j["op"]              = name_of(run.op);
+      j["ranks"]           = run.gpus.size();
+      j["bytes"]           = run.bytes;
+      j["nccl"]            = run.nccl.to_json();
+      j["algorithm"]       = name_of(row.simulated.call.algorithm);
+      j["protocol"]        = name_of(row.simulated.call.nccl.protocol);
+      j["channels"]        = row.simulated.call.nccl.channels;
+      j["published_busbw"] = run.published_busbw;
+      j["simulated_busbw"] = row.simulated.busbw;
+      j["busbw_error"]     = row.error;
+      if (!run.note.empty())
+        j["note"] = run.note;
+    }
+    rows.push_back(j);
+  }
+  auto mape = [](const calibration::NetworkReport::Mape& m) {
+    return nlohmann::json{{"all", m.all},
+                          {"rows", m.rows},
+                          {"128MiB_and_above", m.large},
+                          {"large_rows", m.large_rows},
+                          {"16MiB_and_below", m.small},
+                          {"small_rows", m.small_rows},
+                          {"worst", m.worst}};
+  };
+  return {{"dataset", calibration::recorded_path(d.file)},
+          {"fabrics", topology::fabrics_file()},
+          {"rows", rows},
+          {"mape", {{"fit", mape(r.fit)}, {"check", mape(r.check)}}}};
+}
+
+void print_network(const calibration::NetworkDataset& d, const calibration::NetworkReport& r, bool after_steps)
+{
+  if (after_steps)
+    std::cout << "\n";
+  Table t{"Network: nccl-tests as published against spansim collective on the same cluster (" +
+              calibration::recorded_path(d.file) + ")",
+          {"run", "role", "op", "GPUs", "size", "NCCL", "published", "simulated", "error"},
+          {}};
+  std::vector<const calibration::NetworkRun*> excluded;
+  for (const auto& row : r.rows) {
+    const auto& run = *row.run;
+    if (run.role == calibration::Role::excluded) {
+      excluded.push_back(&run);
+      continue;
+    }
+    t.rows.push_back({run.name, std::string(name_of(run.role)), std::string(name_of(run.op)),
+                      std::to_string(run.gpus.size()), size_text(run.bytes),
+                      std::string(name_of(row.simulated.call.algorithm)) + "/" +
+                          std::string(name_of(row.simulated.call.nccl.protocol)),
+                      fixed(run.published_busbw / 1e9, 1), fixed(row.simulated.busbw / 1e9, 1),
+                      percent(row.error, true)});
+  }
+  print_table(std::cout, t);
+  std::cout << "\nbus bandwidth in GB/s as nccl-tests reports it; NCCL: the algorithm and protocol NCCL's tuner picks "
+               "(spansim's simulation of them); error: simulated over published, minus 1\n";
+  auto line = [](const char* role, const calibration::NetworkReport::Mape& m) {
+    std::cout << "  " << role << " rows: " << mape(m.all, m.rows) << "; 128 MiB and above "
+              << mape(m.large, m.large_rows) << "; 16 MiB and below " << mape(m.small, m.small_rows) << "; worst "
+              << (m.rows > 0 ? fixed(100 * m.worst, 1) + "%" : std::string("-")) << "\n";
+  };
+  std::cout << "MAPE of bus bandwidth:\n";
+  line("fit", r.fit);
+  line("check", r.check);
+  if (!excluded.empty()) {
+    std::cout << "\nNot simulated (" << excluded.size() << "):\n";
+    for (const auto* x : excluded)
+      std::cout << "  " << x->name << ": " << x->excluded_because << "\n";
+  }
+}
+
 void validate(const ValidateOptions& o)
 {
   const bool role = o.slurm_task > 0 || !o.slurm_merge.empty(); // a batch script's: it passes what its task needs
@@ -162,13 +297,25 @@ void validate(const ValidateOptions& o)
       return std::none_of(o.only.begin(), o.only.end(),
                           [&](const std::string& s) { return r.name.find(s) != std::string::npos; });
     });
-  if (!o.only.empty() && dataset.runs.empty()) {
+  // The network section (nccl-tests as published): simulated here, whatever runs the step rows.
+  std::optional<calibration::NetworkDataset> network;
+  if (!o.no_network && !role) {
+    network = calibration::load_network_dataset(network_dataset_path(o.network_runs));
+    if (!o.only.empty())
+      std::erase_if(network->runs, [&](const calibration::NetworkRun& r) {
+        return std::none_of(o.only.begin(), o.only.end(),
+                            [&](const std::string& s) { return r.name.find(s) != std::string::npos; });
+      });
+  }
+  if (!o.only.empty() && dataset.runs.empty() && (!network || network->runs.empty())) {
     std::string list;
     for (const auto& s : o.only)
       list += (list.empty() ? "\"" : ", \"") + s + "\"";
     throw UsageError("--only " + list + " matches no run of " + dataset.file +
+                     (network ? " or " + network->file : std::string()) +
                      " (a run matches when its name contains the text)");
   }
+  const bool steps = !dataset.runs.empty();
   calibration::ValidateOptions vo;
   vo.fidelity           = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");
   vo.leave_one_out      = !o.no_loo;
@@ -201,7 +348,8 @@ void validate(const ValidateOptions& o)
   }
   calibration::ValidationReport report;
   try {
-    report = calibration::validate(dataset, vo);
+    if (steps)
+      report = calibration::validate(dataset, vo);
   } catch (const experiments::SlurmMapTaskDone&) {
     std::cout << "task " << o.slurm.task << " of map " << o.slurm_task << " recorded\n";
     return;
@@ -220,6 +368,9 @@ void validate(const ValidateOptions& o)
               << "\n";
     return;
   }
+  std::optional<calibration::NetworkReport> net;
+  if (network && !network->runs.empty())
+    net = calibration::validate_network(*network, vo.fidelity);
   if (o.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& r : report.rows) {
@@ -267,6 +418,8 @@ void validate(const ValidateOptions& o)
     }
     if (vo.leave_one_out)
       j["mape"]["leave_one_out"] = report.mape_loo;
+    if (net)
+      j["network"] = network_json(*network, *net);
     for (const auto& [key, part] : {std::pair{"dense", &report.dense}, std::pair{"moe", &report.moe},
                                     std::pair{"cross_site", &report.cross_site}}) {
       j["mape"][key] = {
@@ -277,6 +430,14 @@ void validate(const ValidateOptions& o)
     std::cout << j.dump(2) << "\n";
     return;
   }
+  if (steps)
+    print_step_rows(o, report, vo.leave_one_out);
+  if (net)
+    print_network(*network, *net, steps);
+}
+
+void print_step_rows(const ValidateOptions& o, const calibration::ValidationReport& report, bool leave_one_out)
+{
   Table t{"", {"run", "gpu", "role", "published", "simulated", "error", "left out", "FLOPs"}, {}};
   if (o.breakdown)
     for (const char* part : {"compute", "exposed", "bubble"})
@@ -313,7 +474,7 @@ void validate(const ValidateOptions& o)
                "figures are step times and token rates\n";
   std::cout << "MAPE: fit rows " << mape(report.mape_fit, report.fit_rows) << ", check rows "
             << mape(report.mape_check, report.check_rows);
-  if (vo.leave_one_out)
+  if (leave_one_out)
     std::cout << ", fit rows left out one at a time "
               << (report.fit_rows > 0 ? fixed(100 * report.mape_loo, 1) + "%" : std::string("-"));
   std::cout << "\n";
@@ -322,7 +483,7 @@ void validate(const ValidateOptions& o)
     if (part->fit_rows + part->check_rows > 0) {
       std::cout << "  " << name << " rows: fit " << mape(part->fit, part->fit_rows) << ", check "
                 << mape(part->check, part->check_rows);
-      if (vo.leave_one_out && part->loo_rows > 0)
+      if (leave_one_out && part->loo_rows > 0)
         std::cout << ", left out " << fixed(100 * part->loo, 1) << "%";
       std::cout << "\n";
     }
@@ -341,8 +502,12 @@ void add_calibration_commands(CLI::App& app)
   auto* c = app.add_subcommand("calibrate", "Fit the compute model's free parameters on published (or your own) runs");
   c->add_option("runs", co->runs, "Dataset of runs (default: validation/published-runs.json)");
   c->add_option("--gpu", co->gpus,
-                "Fit the rows of this GPU (its name in the GPU file, e.g. h100); repeat it for GPU files of one chip")
-      ->required();
+                "Fit the rows of this GPU (its name in the GPU file, e.g. h100); repeat it for GPU files of one chip");
+  c->add_flag("--network", co->network,
+              "Fit each fabric's NCCL efficiency and net latency on the network dataset's fit rows instead "
+              "(topology/fabrics.json format)");
+  c->add_option("--network-runs", co->network_runs,
+                "With --network: the dataset (default validation/network-runs.json)");
   c->add_option("--name", co->name, "The profile's name (default: the first GPU's, \"-published\")");
   c->add_option("--out", co->out, "Write the profile here (validation/profiles/NAME.json format)");
   c->add_option("--fidelity", co->fidelity, "Engine of the simulations: " + allowed_names<netsim::Fidelity>());
@@ -360,7 +525,10 @@ void add_calibration_commands(CLI::App& app)
   v->add_option("--workers", vo->workers, "Worker processes (0: one per core)")->check(integer_in(0, 256));
   v->add_flag("--no-loo", vo->no_loo, "Skip the leave-one-out refits");
   v->add_flag("--breakdown", vo->breakdown, "Add each row's compute, exposed communication and bubble shares");
-  v->add_option("--only", vo->only, "Only the runs whose name contains this (repeatable)");
+  v->add_option("--only", vo->only, "Only the runs whose name contains this (repeatable; both sections)");
+  v->add_option("--network-runs", vo->network_runs,
+                "The network section's measured nccl-tests points (default validation/network-runs.json)");
+  v->add_flag("--no-network", vo->no_network, "Leave the network section out");
   v->add_flag("--json", vo->json, "Print one JSON document");
   v->add_option("--out", vo->out, "With --slurm: the folder of its records, scripts and logs (default out/validate)");
   add_slurm_flags(v, vo->slurm, "The simulations");

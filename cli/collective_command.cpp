@@ -24,7 +24,7 @@ struct CollectiveOptions {
   std::string fidelity = "flow";
   bool compare         = false;
   int root             = 0;
-  int channels         = 1;
+  int flows_per_pair   = 1;
   int ranks            = 0;
   int stride           = 1;
   int first            = 0;
@@ -35,13 +35,18 @@ struct CollectiveOptions {
   std::string protocol      = "auto";
   std::string nccl_channels = "auto";
   std::string buffsize;
-  bool no_windows   = false;
-  bool root_given   = false; ///< --root on the command line: refused where the collective has no root
-  bool factor_given = false; ///< --factor on the command line: refused with a list of sizes
+  std::string nccl_version = "2.27";
+  std::string nccl_algo    = "all";
+  std::string nvls         = "on";
+  std::string collnet      = "off";
+  bool no_pxn              = false;
+  bool no_windows          = false;
+  bool root_given          = false; ///< --root on the command line: refused where the collective has no root
+  bool factor_given        = false; ///< --factor on the command line: refused with a list of sizes
 };
 
-/// @brief NCCL's settings from the command line (as the environment variables NCCL_PROTO, NCCL_MIN/MAX_NCHANNELS
-/// and NCCL_BUFFSIZE would set them).
+/// @brief NCCL's settings from the command line (as the environment variables NCCL_ALGO, NCCL_PROTO,
+/// NCCL_MIN/MAX_NCHANNELS, NCCL_BUFFSIZE, NCCL_NVLS_ENABLE, NCCL_COLLNET_ENABLE and NCCL_PXN_DISABLE would set them).
 netsim::NcclSettings nccl_settings(const CollectiveOptions& o)
 {
   netsim::NcclSettings n;
@@ -65,6 +70,26 @@ netsim::NcclSettings nccl_settings(const CollectiveOptions& o)
       throw UsageError("--buffsize: expected at least 4KiB, such as 4MiB (NCCL's default) or 64MiB");
   }
   n.windows = !o.no_windows;
+  try {
+    n.version = netsim::NcclVersion::parse(o.nccl_version);
+  } catch (const UsageError& e) {
+    throw UsageError(std::string("--nccl-version: ") + e.what());
+  }
+  if (o.nccl_algo != "all") {
+    try {
+      n.algorithms = netsim::NcclAlgorithmSet::parse(o.nccl_algo);
+    } catch (const UsageError& e) {
+      throw UsageError(std::string("--nccl-algo: ") + e.what());
+    }
+  }
+  auto on_off = [](const std::string& flag, const std::string& v) {
+    if (v != "on" && v != "off")
+      throw UsageError(flag + ": expected \"on\" or \"off\", got \"" + v.substr(0, 40) + "\"");
+    return v == "on";
+  };
+  n.nvls    = on_off("--nvls", o.nvls);
+  n.collnet = on_off("--collnet", o.collnet);
+  n.pxn     = !o.no_pxn;
   return n;
 }
 
@@ -146,12 +171,12 @@ void run(const CollectiveOptions& o)
 {
   topology::Topology topo(topology::load_topology_spec(o.topology));
   netsim::Collective c;
-  c.op        = parse_enum<CollectiveOp>(o.op, "collective");
-  c.algorithm = parse_enum<netsim::Algorithm>(o.algo, "algorithm");
-  c.gpus      = select_gpus(o, topo.counts().gpus);
-  c.root      = o.root;
-  c.channels  = o.channels;
-  c.nccl      = nccl_settings(o);
+  c.op             = parse_enum<CollectiveOp>(o.op, "collective");
+  c.algorithm      = parse_enum<netsim::Algorithm>(o.algo, "algorithm");
+  c.gpus           = select_gpus(o, topo.counts().gpus);
+  c.root           = o.root;
+  c.flows_per_pair = o.flows_per_pair;
+  c.nccl           = nccl_settings(o);
   // Options that cannot apply are refused rather than ignored.
   if (o.root_given && c.op != CollectiveOp::broadcast && c.op != CollectiveOp::reduce)
     throw UsageError("--root: " + o.op + " has no root (it applies to broadcast and reduce)");
@@ -204,12 +229,16 @@ void run(const CollectiveOptions& o)
                             {"algorithm", algorithms[i]},
                             {"protocol", name_of(calls[i].nccl.protocol)},
                             {"nccl_channels", calls[i].nccl.channels},
+                            {"nodes", calls[i].nodes},
+                            {"nics_per_node", calls[i].nics},
+                            {"nccl_latency_s", calls[i].nccl.latency},
                             {"window_bytes_per_channel", calls[i].nccl.window},
                             {"bound", name_of(calls[i].bound)},
                             {"estimate_s", calls[i].estimate}};
       if (calls[i].estimate <= 0) { // send/recv lowerings: their windows are the p2p slots, no pipelined call
         row["protocol"]                 = "p2p";
         row["nccl_channels"]            = nullptr;
+        row["nccl_latency_s"]           = nullptr;
         row["window_bytes_per_channel"] = nullptr;
         row["bound"]                    = nullptr;
       }
@@ -229,7 +258,7 @@ void run(const CollectiveOptions& o)
                        {"ranks", k},
                        {"gpus", c.gpus},
                        {"root", c.root},
-                       {"channels", c.channels},
+                       {"flows_per_pair", c.flows_per_pair},
                        {"max_flows_per_call", flows},
                        {"nccl", c.nccl.to_json()}};
     j["engines"]    = engines;
@@ -238,7 +267,7 @@ void run(const CollectiveOptions& o)
     return;
   }
   Table table;
-  table.headers = {"size", "bytes", "algorithm", "protocol", "channels", "bound"};
+  table.headers = {"size", "bytes", "algorithm", "protocol", "channels", "NICs", "bound"};
   for (auto f : fidelities) {
     const std::string name(name_of(f));
     if (fidelities.size() == 1) {
@@ -254,6 +283,7 @@ void run(const CollectiveOptions& o)
                                  // Send/recv lowerings (direct, halving-doubling) have no pipelined call to name.
                                  calls[i].estimate > 0 ? std::string(name_of(calls[i].nccl.protocol)) : "p2p",
                                  calls[i].estimate > 0 ? std::to_string(calls[i].nccl.channels) : "-",
+                                 calls[i].nodes > 1 ? std::to_string(calls[i].nics) : "-",
                                  calls[i].estimate > 0 ? std::string(name_of(calls[i].bound)) : "-"};
     for (std::size_t f = 0; f < fidelities.size(); ++f) {
       double t = points[i].time[f];
@@ -271,7 +301,9 @@ void run(const CollectiveOptions& o)
   for (auto f : fidelities)
     fids += (fids.empty() ? "" : ", ") + std::string(name_of(f));
   table.title = std::string(name_of(c.op)) + " over " + std::to_string(k) + " GPUs of " + topo.spec().name + " (" +
-                fids + " fidelity; up to " + std::to_string(flows) + " flows per call, " + std::to_string(c.channels) +
+                fids + " fidelity; NCCL " + c.nccl.version.name() +
+                (c.algorithm == netsim::Algorithm::automatic ? ", its tuner's pick" : "") + "; up to " +
+                std::to_string(flows) + " flows per call, " + std::to_string(c.flows_per_pair) +
                 " flow(s) per GPU pair)";
   print_table(std::cout, table);
 }
@@ -284,18 +316,25 @@ void add_collective_command(CLI::App& app)
   auto* c = app.add_subcommand("collective", "Sweep a collective's time over message sizes (nccl-tests style)");
   c->add_option("--topology,-t", o->topology, "Topology file or preset name")->required();
   c->add_option("--op", o->op, "Collective: " + allowed_names<CollectiveOp>());
-  c->add_option("--algo", o->algo, "Algorithm (auto: the NCCL-like policy): " + allowed_names<netsim::Algorithm>());
+  c->add_option("--algo", o->algo,
+                "Algorithm (auto: as NCCL's tuner picks, laid out as NCCL lays it out): " +
+                    allowed_names<netsim::Algorithm>());
   c->add_option("--fidelity", o->fidelity,
                 "Engine (flow: SimGrid, packet: ns-3): " + allowed_names<netsim::Fidelity>());
   c->add_flag("--compare", o->compare, "Run the three fidelities side by side");
   const int int_max = std::numeric_limits<int>::max();
   auto* root = c->add_option("--root", o->root, "Root rank for broadcast and reduce")->check(integer_in(0, int_max));
-  c->add_option("--channels", o->channels, "Flows per GPU pair that stand for NCCL's channels")
+  c->add_option("--flows-per-pair", o->flows_per_pair, "Flows per GPU pair (spread over ECMP's paths)")
       ->check(integer_in(1, 64));
+  c->add_option("--nccl-version", o->nccl_version, "NCCL release whose tuner and channel rules apply (2.18-2.30)");
+  c->add_option("--nccl-algo", o->nccl_algo, "NCCL_ALGO: the algorithms auto may pick (e.g. Ring,Tree or ^NVLS)");
+  c->add_option("--nvls", o->nvls, "NCCL_NVLS_ENABLE: on (where the NVSwitch reduces) or off");
+  c->add_option("--collnet", o->collnet, "NCCL_COLLNET_ENABLE: on (where the fabric has SHARP) or off");
+  c->add_flag("--no-pxn", o->no_pxn, "NCCL_PXN_DISABLE=1: a send leaves by its own NIC, not the destination's rail");
   c->add_option("--protocol", o->protocol,
                 "NCCL protocol (auto: as NCCL's tuner picks): " + allowed_names<netsim::Protocol>());
   c->add_option("--nccl-channels", o->nccl_channels,
-                "NCCL channels per call (auto: 16, fewer for small messages as NCCL's tuner drops them)");
+                "NCCL channels per call (auto: NCCL's graph search, fewer for small messages as NCCL drops them)");
   c->add_option("--buffsize", o->buffsize, "NCCL_BUFFSIZE: Simple's buffer per connection (default 4MiB)");
   c->add_flag("--no-windows", o->no_windows, "Leave NCCL's slot windows out (every transfer at its links' share)");
   c->add_option("--ranks,-r", o->ranks, "Number of GPUs: the first R in node order (see --stride, --first)")

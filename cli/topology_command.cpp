@@ -141,7 +141,8 @@ void describe_topology(const TopologyDescribeOptions& o)
                 << (s.graph ? std::string()
                             : ", " + std::to_string(o.node.gpus) + " per node, " + std::to_string(o.pod.nodes) +
                                   " nodes per pod, " + std::to_string(o.building_spec.pods) + " pods, NVLink " +
-                                  units::format_bandwidth(o.node.nvlink_bandwidth) + ", " + o.pod.fabric + " " +
+                                  units::format_bandwidth(o.node.nvlink_bandwidth) + ", " +
+                                  std::string(name_of(o.pod.fabric)) + " " +
                                   units::format_bandwidth(o.pod.nic_bandwidth) + " per GPU")
                 << "\n";
     std::cout << "\n";
@@ -151,7 +152,7 @@ void describe_topology(const TopologyDescribeOptions& o)
     print_table(std::cout, switches);
     std::cout << "\n";
   } else {
-    std::cout << "Scale-out: " << (s.pod.rail_optimized ? "rail-optimized " : "") << s.pod.fabric << ", "
+    std::cout << "Scale-out: " << (s.pod.rail_optimized ? "rail-optimized " : "") << name_of(s.pod.fabric) << ", "
               << units::format_bandwidth(s.pod.nic_bandwidth) << " per GPU, leaf radix " << s.pod.leaf_radix << " ("
               << c.leaf_down_ports << " down / " << c.leaf_up_ports << " up)\n";
     std::cout << "NCCL efficiency: NVLink " << fmt(s.node.nccl_efficiency) << ", NIC " << fmt(s.pod.nccl_efficiency)
@@ -159,7 +160,7 @@ void describe_topology(const TopologyDescribeOptions& o)
     for (const auto& o : s.building_overrides)
       std::cout << "Building " << o.building << ": " << (o.gpu.empty() ? std::string("the job's") : o.gpu)
                 << " GPUs, NVLink " << units::format_bandwidth(o.node.nvlink_bandwidth) << " (NCCL "
-                << fmt(o.node.nccl_efficiency) << "), " << o.pod.fabric << " "
+                << fmt(o.node.nccl_efficiency) << "), " << name_of(o.pod.fabric) << " "
                 << units::format_bandwidth(o.pod.nic_bandwidth) << " per GPU (NCCL " << fmt(o.pod.nccl_efficiency)
                 << ")\n";
     std::cout << "\n";

@@ -168,10 +168,9 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     if (p.work == work && p.measured > 0)
       earlier = &p;
   auto evaluate_here = [&](const std::string& line) {
-    const auto choices = std::make_shared<netsim::AlgorithmCache>();
     const topology::Topology topo(spec_.topology);
     const auto point = optimizer::decode_point(spec_, line);
-    return optimizer::evaluate_point(spec_, topo, work, point, choices);
+    return optimizer::evaluate_point(spec_, topo, work, point);
   };
   const std::string beside_seconds = dir + "/beside.seconds", beside_error = dir + "/beside.error";
   std::string beside_line;
@@ -304,13 +303,12 @@ std::size_t run_farm_task(const optimizer::OptimizeSpec& spec, const std::string
     if (!read_record(record_path(records, list.work, list.lines[i]), list.lines[i]))
       mine.push_back(list.lines[i]);
   const topology::Topology topo(spec.topology);
-  const auto choices = std::make_shared<netsim::AlgorithmCache>();
   // Each record is written as its point finishes: a task killed mid-way keeps what it did.
   process::parallel_map(
       mine.size(), jobs,
       [&](std::size_t i) {
         const auto point = optimizer::decode_point(spec, mine[i]);
-        return mine[i] + "\n" + optimizer::evaluate_point(spec, topo, list.work, point, choices);
+        return mine[i] + "\n" + optimizer::evaluate_point(spec, topo, list.work, point);
       },
       [&](std::size_t, const std::string& out) {
         const auto eol = out.find('\n');

@@ -9,28 +9,47 @@
 #include "netsim/nccl.hpp"
 #include "netsim/netsim.hpp"
 
+#include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace spansim::netsim {
 
-/// @brief How a collective is lowered to flows; `automatic` lets the policy choose (names: "auto", "ring", ...).
-enum class Algorithm { automatic, ring, tree, halving_doubling, direct, hierarchical };
-constexpr std::array<std::string_view, 6> enum_names(Algorithm)
+/// @brief How a collective is lowered to flows. `automatic`: as NCCL's tuner picks among its algorithms (ring, tree,
+/// nvls, nvls-tree, collnet-direct, collnet-chain, pat), each laid out as NCCL lays it out; halving-doubling, direct
+/// and hierarchical are spansim's own, only when asked for (names: "auto", "ring", ...).
+enum class Algorithm {
+  automatic,
+  ring,
+  tree,
+  halving_doubling,
+  direct,
+  hierarchical,
+  nvls,
+  nvls_tree,
+  collnet_direct,
+  collnet_chain,
+  pat
+};
+constexpr std::array<std::string_view, 11> enum_names(Algorithm)
 {
-  return {"auto", "ring", "tree", "halving-doubling", "direct", "hierarchical"};
+  return {"auto", "ring",      "tree",           "halving-doubling", "direct", "hierarchical",
+          "nvls", "nvls-tree", "collnet-direct", "collnet-chain",    "pat"};
 }
+/// @brief NCCL's name for an algorithm of its own (nullopt for spansim's: halving-doubling, direct, hierarchical).
+std::optional<NcclAlgorithm> nccl_algorithm(Algorithm a);
+/// @brief spansim's name for an algorithm of NCCL's.
+Algorithm spansim_algorithm(NcclAlgorithm a);
 
 /// @brief One collective call on a group of GPUs.
 struct Collective {
   CollectiveOp op     = CollectiveOp::all_reduce;
   Algorithm algorithm = Algorithm::automatic;
-  std::vector<int> gpus; ///< the group, in rank order
-  double bytes = 0;      ///< nccl-tests size (see the file comment)
-  int root     = 0;      ///< rank of the root for broadcast and reduce
-  int channels = 1;      ///< flows per GPU pair (NCCL channels / ECMP spreading)
+  std::vector<int> gpus;  ///< the group, in rank order
+  double bytes       = 0; ///< nccl-tests size (see the file comment)
+  int root           = 0; ///< rank of the root for broadcast and reduce
+  int flows_per_pair = 1; ///< flows per GPU pair (ECMP spreading); NCCL's channels are `nccl`'s
   /// @brief All-to-all with a size matrix: bytes from rank i to rank j (MoE dispatch/combine). Empty: uniform.
   std::vector<std::vector<double>> matrix;
   double stretch = 1; ///< every transfer moves its bytes as if this many times as many (netsim::Op::stretch)
@@ -50,12 +69,14 @@ constexpr std::array<std::string_view, 3> enum_names(Bound)
 
 /// @brief What a lowering produced.
 struct Lowered {
-  int end_op;                         ///< the op that ends when the collective has ended
-  Algorithm algorithm;                ///< the algorithm used (resolved when `automatic`)
-  std::size_t flows;                  ///< transfers added
-  NcclCall nccl;                      ///< the protocol, channels and window of its slowest part
-  Bound bound     = Bound::bandwidth; ///< what bounds that part
-  double estimate = 0;                ///< that part's time alone on its links, seconds
+  int end_op          = 0;                    ///< the op that ends when the collective has ended
+  Algorithm algorithm = Algorithm::automatic; ///< the algorithm used (resolved when `automatic`)
+  std::size_t flows   = 0;                    ///< transfers added
+  NcclCall nccl;                              ///< the protocol, channels and window of its slowest part
+  Bound bound     = Bound::bandwidth;         ///< what bounds that part
+  double estimate = 0;                        ///< that part's time alone on its links, seconds
+  int nodes       = 0;                        ///< nodes the group spans (0: not laid out by NCCL's rules)
+  int nics        = 1;                        ///< NICs per node its rings and trees leave by
 };
 
 /// @brief Adds a collective to `graph`, starting after `deps`.
@@ -73,31 +94,9 @@ bool applicable(const topology::Topology& topology, const Collective& collective
 /// @brief The algorithm the default policy picks for one call: see choose_algorithm.
 Algorithm default_algorithm(const topology::Topology& topology, const Collective& collective);
 
-/// @brief The algorithm under which `concurrent` collectives (the same op on different groups, issued together)
-/// end first, each candidate's flows run together in the analytical engine, so links the groups share count.
-/// Candidates: ring, double binary tree, halving-doubling (powers of two), hierarchical (regular groups over
-/// several nodes or buildings); all-to-all and send/recv are direct. Like NCCL's tuning by size and shape, but
-/// measured on the topology rather than read from a table.
+/// @brief The algorithm NCCL's tuner picks for `concurrent` collectives (the same op on different groups, issued
+/// together, laid out alike): the first group as NCCL lays it out, under the collectives' NCCL settings (release,
+/// NCCL_ALGO, NCCL_PROTO, NVLS, CollNet); all-to-all and send/recv are direct.
 Algorithm choose_algorithm(const topology::Topology& topology, const std::vector<Collective>& concurrent);
-
-/// @brief A fingerprint of what choose_algorithm reads of a site: every link (ends, bandwidth, latency, tier) and
-/// the routing settings (multipath, window), as two independent 64-bit hashes.
-std::string site_fingerprint(const topology::Topology& topology);
-
-/// @brief A memo of choose_algorithm, which is a function of the site and the collectives alone: a search that
-/// simulates many points on one site times each set of candidates once. Keyed by the site's fingerprint, so one
-/// memo may serve several sites. One per process (the optimizer's workers each fill their own).
-class AlgorithmCache {
-public:
-  /// @brief choose_algorithm(topology, concurrent), remembered; `site` is site_fingerprint(topology).
-  Algorithm choose(const topology::Topology& topology, const std::string& site,
-                   const std::vector<Collective>& concurrent);
-  std::size_t hits() const { return hits_; }
-  std::size_t misses() const { return misses_; }
-
-private:
-  std::unordered_map<std::string, Algorithm> choices_;
-  std::size_t hits_ = 0, misses_ = 0;
-};
 
 } // namespace spansim::netsim

@@ -99,13 +99,6 @@ RunResult run(const topology::Topology& topology, const FlowGraph& graph, Fideli
   throw UsageError("unknown fidelity");
 }
 
-double ring_allreduce_time(int ranks, double bytes, double bandwidth, double alpha)
-{
-  if (ranks < 2)
-    return 0;
-  return wire_bytes_per_rank(CollectiveOp::all_reduce, ranks, bytes) / bandwidth + 2.0 * (ranks - 1) * alpha;
-}
-
 std::array<double, topology::kTierCount> tier_bytes(const topology::Topology& topology,
                                                     const std::vector<double>& link_bytes)
 {

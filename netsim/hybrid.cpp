@@ -67,7 +67,7 @@ Pattern pattern_of(const topology::Topology& topology, const FlowGraph& graph, c
   h.add(static_cast<int>(span.collective.op));
   h.add(static_cast<int>(span.collective.algorithm));
   h.add(std::llround(span.collective.bytes * p.scale));
-  h.add(span.collective.channels);
+  h.add(span.collective.flows_per_pair);
   h.add(span.collective.gpus.size());
   h.add(span.end - span.begin);
   // Links by their first appearance in the span: groups alike up to which links they use share a pattern, but

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <string>
 #include <string_view>
 
 namespace spansim::spec {
@@ -25,13 +26,48 @@ constexpr std::array<std::string_view, 4> enum_names(Protocol)
   return {"auto", "LL", "LL128", "Simple"};
 }
 
+/// @brief NCCL's algorithms, in NCCL's order (names as NCCL_ALGO spells them).
+enum class NcclAlgorithm { tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat };
+constexpr std::array<std::string_view, 7> enum_names(NcclAlgorithm)
+{
+  return {"Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT"};
+}
+inline constexpr int kNcclAlgorithms = 7;
+
+/// @brief An NCCL release series whose tuner tables spansim has: 2.18 to 2.30 ("2.27", or a release "2.27.7").
+struct NcclVersion {
+  int minor = 27; ///< 2.minor
+  /// @brief Reads "2.M" or "2.M.P". @throws UsageError for another form or an unknown series, naming the allowed.
+  static NcclVersion parse(std::string_view text);
+  std::string name() const { return "2." + std::to_string(minor); }
+  bool at_least(int m) const { return minor >= m; }
+  bool operator==(const NcclVersion&) const = default;
+  static constexpr int kOldest = 18, kNewest = 30;
+};
+
+/// @brief The algorithms NCCL may pick, as NCCL_ALGO sets them ("Ring,Tree", "^NVLS,NVLSTree"; names as NCCL
+/// spells them, any case).
+struct NcclAlgorithmSet {
+  unsigned bits = (1u << kNcclAlgorithms) - 1;
+  bool has(NcclAlgorithm a) const { return (bits >> static_cast<unsigned>(a)) & 1u; }
+  /// @brief Reads an NCCL_ALGO value. @throws UsageError naming an unknown algorithm and the allowed ones.
+  static NcclAlgorithmSet parse(std::string_view text);
+  /// @brief The value NCCL_ALGO would hold ("all" for every algorithm).
+  std::string name() const;
+  bool operator==(const NcclAlgorithmSet&) const = default;
+};
+
 /// @brief NCCL's settings for a scenario's collectives, as the environment variables set them; defaults are NCCL's
 /// own on a DGX H100 (8 NICs per node).
 struct NcclSettings {
+  NcclVersion version;                     ///< the release whose tuner and channel rules apply
+  NcclAlgorithmSet algorithms;             ///< NCCL_ALGO
+  bool nvls         = true;                ///< NCCL_NVLS_ENABLE: NVLS where the node's NVSwitch reduces
+  bool collnet      = false;               ///< NCCL_COLLNET_ENABLE: CollNet where the fabric has SHARP
+  bool pxn          = true;                ///< PXN (NCCL_PXN_DISABLE unset): sends leave by the destination's rail
   Protocol protocol = Protocol::automatic; ///< NCCL_PROTO
-  /// @brief Channels of a collective whose group spans nodes (NCCL_MIN/MAX_NCHANNELS): 16 on DGX H100, 8 rings from
-  /// the topology search, doubled (NCCL issues #1041, #1453). 0: that default. The tuner still drops channels for
-  /// small messages unless `fixed_channels`.
+  /// @brief Channels pinned by NCCL_MIN/MAX_NCHANNELS (with `fixed_channels`); 0: NCCL's own (its graph search's,
+  /// netsim/nccl_layout.hpp), fewer for small messages.
   int channels              = 0;
   bool fixed_channels       = false;   ///< channels were pinned (NCCL_MIN_NCHANNELS = NCCL_MAX_NCHANNELS)
   double buffsize           = 4194304; ///< NCCL_BUFFSIZE: Simple's buffer per connection, 8 slots
@@ -44,8 +80,6 @@ struct NcclSettings {
   /// @brief Model the slot windows at all (false: every transfer runs at its links' share, as before wave 3).
   bool windows = true;
 
-  int effective_channels() const { return channels > 0 ? channels : kDefaultChannels; }
-  static constexpr int kDefaultChannels = 16;
   nlohmann::json to_json() const;
   bool operator==(const NcclSettings&) const = default;
 };
@@ -53,40 +87,30 @@ struct NcclSettings {
 /// @brief Reads a scenario's `nccl` block. @throws SpecError naming the key and the allowed values.
 NcclSettings read_nccl(spec::ObjectReader& r);
 
-/// @brief What the lowering of one collective call runs under.
+/// @brief What the lowering of one collective call (or one part of it) runs under: NCCL's pick and its plan.
 struct NcclCall {
-  Protocol protocol = Protocol::simple;
-  int channels      = 1; ///< NCCL channels the call runs on
-  double step_bytes = 0; ///< payload of one pipeline step (unit) of one channel
-  double wire       = 1; ///< wire bytes per payload byte (LL 2, LL128 128/120)
+  NcclAlgorithm algorithm = NcclAlgorithm::ring;
+  Protocol protocol       = Protocol::simple;
+  int channels            = 1; ///< NCCL channels the call runs on
+  double step_bytes       = 0; ///< payload of one pipeline step (unit) of one channel
+  double wire             = 1; ///< wire bytes per payload byte (LL 2, LL128 128/120)
   /// @brief Wire bytes one connection (one channel's edge) may have in flight: the slots it may fill ahead of the
   /// receiver, each holding what one step carries (a small message leaves slots mostly empty). 0: no window.
-  double window = 0;
+  double window  = 0;
+  double latency = 0; ///< seconds: the tuner's latency for the pick, the least the call takes
+  /// @brief bytes/s: the algorithm bandwidth the pick's kernels reach at most (NCCL's per-channel tables); 0: none.
+  double kernel_algbw = 0;
 };
 
-/// @brief The shape of a call the tuner reads: the group's ranks and nodes, and the narrowest bandwidth between
-/// consecutive ranks (what NCCL's topology search would find).
-struct CallShape {
-  CollectiveOp op      = CollectiveOp::all_reduce;
-  bool tree            = false; ///< a tree (double binary tree) rather than a ring or chain
-  int ranks            = 2;
-  int nodes            = 1;
-  double bytes         = 0; ///< nccl-tests size
-  double bus_bandwidth = 0; ///< bytes/s of the narrowest edge
-};
+struct NcclComm;
+struct NcclPick;
 
-/// @brief The protocol NCCL's tuner (src/graph/tuning.cc, enqueue.cc) picks for a ring or tree call, from its
-/// latency and bandwidth tables for Hopper and the call's shape; it never sees the links' real latency.
-Protocol tuner_protocol(const CallShape& shape, int channels);
-
-/// @brief Channels NCCL runs a call on: the configured ones, fewer for small messages (enqueue.cc's thread
-/// thresholds: 32 KiB per channel for Simple, 4 KiB x ranks for ring LL, 5 KiB for LL128).
-int tuner_channels(const CallShape& shape, Protocol protocol, const NcclSettings& settings);
-
-/// @brief The protocol, channels, step and window of a ring, chain or tree call (ring AllReduce, AllGather,
-/// ReduceScatter: Simple steps of up to 2 MiB taking 4 slots each, so 2 steps in flight; LL and LL128 one slot a
-/// step, 8 in flight; tree and chain steps one slot each).
-NcclCall plan_collective(const CallShape& shape, const NcclSettings& settings);
+/// @brief The plan of a call NCCL's tuner picked (`pick` on `comm`): its runtime channels (fewer for small messages
+/// unless pinned), its step and slot window (ring AllReduce, AllGather, ReduceScatter: Simple steps of up to 2 MiB
+/// taking 4 slots each, so 2 steps in flight; LL and LL128 one slot a step, 8 in flight; everything else one slot a
+/// step), its latency and kernel cap.
+NcclCall nccl_call(const NcclComm& comm, const NcclPick& pick, CollectiveOp op, double bytes,
+                   const NcclSettings& settings);
 
 /// @brief The window of a send/recv between two GPUs over the network (Simple, slots of the p2p chunk, at most
 /// min(8, 16 / peers sharing the channel) per peer and channel): the wire bytes one transfer may have in flight,

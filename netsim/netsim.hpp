@@ -253,8 +253,4 @@ std::vector<std::vector<std::string>> simgrid_routes(const topology::Topology& t
 /// @brief The same names for a topology route, for comparison with simgrid_routes.
 std::vector<std::string> route_link_names(const topology::Topology& topology, const std::vector<topology::Hop>& route);
 
-/// @brief Alpha-beta time of a ring all-reduce: 2(K-1)/K * S / B + 2(K-1) * alpha (the wire bytes of
-/// common/collective.hpp over the bandwidth, plus a latency per step).
-double ring_allreduce_time(int ranks, double bytes, double bandwidth, double alpha);
-
 } // namespace spansim::netsim

@@ -76,8 +76,8 @@ namespace detail {
 PreparedStep prepare_step(const topology::Topology& topology, const workload::StepGraph& graph,
                           const placement::Placement& placement, const StepOptions& options)
 {
-  if (options.channels < 1 || options.channels > 64)
-    throw UsageError("channels must be between 1 and 64");
+  if (options.flows_per_pair < 1 || options.flows_per_pair > 64)
+    throw UsageError("flows per pair must be between 1 and 64");
   PreparedStep p;
   const bool rail_only = options.rail_symmetry && rails_symmetric(topology, graph, placement);
   p.rails              = rail_only ? topology.node_gpus() : 1;

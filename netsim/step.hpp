@@ -41,7 +41,7 @@ struct StepOptions {
   EngineOptions engine;
   /// @brief Algorithm per dimension; automatic picks per call (or per step, see choose_per_step).
   workload::DimArray<Algorithm> algorithms{};
-  int channels = 1; ///< flows per GPU pair that stand for a call's NCCL channels
+  int flows_per_pair = 1; ///< flows per GPU pair (spread over ECMP's paths); NCCL's channels are `nccl`'s
   /// @brief NCCL's protocol, channels and buffers: the slot windows of every transfer (netsim/nccl.hpp).
   NcclSettings nccl;
   /// @brief Optimizer's fast mode: each communication op becomes one delay lasting what the op takes alone
@@ -69,11 +69,11 @@ struct StepOptions {
   /// @brief When a symmetry of the site moving whole regions or buildings maps the lowered step onto itself,
   /// simulate the base building's transfers alone (netsim/symmetry.hpp): exact, at analytical and flow fidelity.
   bool building_symmetry = true;
-  /// @brief For each dimension left `automatic` whose groups span nodes, run the step analytically under each
-  /// algorithm (for all of that dimension's calls) and under the per-call policy, and keep the fastest: other
-  /// stages' collectives on the same links can make the per-call pick the slowest for the step. Costs up to
-  /// five analytical runs per such dimension; not used with collapse_communication.
-  bool choose_per_step = true;
+  /// @brief `automatic` is NCCL's tuner per call (false, the default); true: for each dimension left `automatic` whose
+  /// groups span nodes, also run the step analytically under each of spansim's algorithms for all of that
+  /// dimension's calls, and keep the fastest (what the whole step would gain from forcing one; up to five
+  /// analytical runs per such dimension; not with collapse_communication).
+  bool choose_per_step = false;
   /// @brief Boundary-crossing communication compressed (netsim/compression.hpp).
   CompressionSpec compression;
   /// @brief Inner steps of infrequent cross-region synchronization (DiLoCo): every data-parallel collective runs on
@@ -83,9 +83,6 @@ struct StepOptions {
   /// data-parallel collective runs on its group's members in each worker apart. Empty: regions, if
   /// dp_within_regions.
   std::vector<int> dp_workers;
-  /// @brief A memo of `auto`'s choices that outlives this simulation (a search's worker shares one across the
-  /// points it simulates); none: each lowering decides afresh. Results are the same either way.
-  std::shared_ptr<AlgorithmCache> algorithm_cache;
 };
 
 /// @brief The parts of a stage's step time, in the order of every report (summary, CSV, campaigns, plots).

@@ -41,7 +41,7 @@ public:
         for (const auto& op : st.ops)
           if (op.kind == OpKind::collective && op.collective == CollectiveOp::all_to_all && op.group.size > 1) {
             const double k = op.group.size, ranks = double(placement.ranks()) / double(stages.size());
-            transfers += ranks / k * k * (k - 1) * options.channels;
+            transfers += ranks / k * k * (k - 1) * options.flows_per_pair;
           }
       isolate_all_to_all_ = transfers > kAllToAllFlowBudget;
     }
@@ -404,6 +404,10 @@ private:
                         (op.purpose == workload::Purpose::ep_dispatch || op.purpose == workload::Purpose::ep_combine);
     if (expert && (op.imbalance != 1 || step_.job.dispatch.dispatcher == workload::Dispatcher::deepep))
       c.matrix = dispatch_matrix(topology_, gpus, step_.job, op, hot_member_);
+    c.nccl = options_.nccl;
+    // DeepEP is not NCCL: its matrix already forwards over the network, then NVLink (no PXN).
+    if (expert && step_.job.dispatch.dispatcher == workload::Dispatcher::deepep)
+      c.nccl.pxn = false;
     // NCCL's all-to-all over the scale-out network gets less than its rings (the calibration profile's share).
     const double a2a = step_.job.calibration.alltoall_efficiency;
     if (expert && step_.job.dispatch.dispatcher == workload::Dispatcher::alltoall && a2a < 1 && spans_nodes(gpus))
@@ -414,8 +418,7 @@ private:
         for (double& b : row)
           b /= rule->ratio;
     }
-    c.channels = options_.channels;
-    c.nccl     = options_.nccl;
+    c.flows_per_pair = options_.flows_per_pair;
     return c;
   }
 
@@ -508,10 +511,10 @@ private:
     const std::vector<int> ready = compress > 0 ? std::vector<int>{graph_.add_delay(compress, starts)} : starts;
     std::size_t k                = 0;
     for (int gpu : bytes > 0 ? senders(from) : std::vector<int>{}) {
-      const double window = p2p_window(sizes[k]) / options_.channels;
-      for (int c = 0; c < options_.channels; ++c)
-        flows.push_back(
-            graph_.add_transfer(gpu, placement_.peer_gpu(gpu, to), sizes[k] / options_.channels, ready, {1, window}));
+      const double window = p2p_window(sizes[k]) / options_.flows_per_pair;
+      for (int c = 0; c < options_.flows_per_pair; ++c)
+        flows.push_back(graph_.add_transfer(gpu, placement_.peer_gpu(gpu, to), sizes[k] / options_.flows_per_pair,
+                                            ready, {1, window}));
       ++k;
     }
     into.end = flows.empty() ? graph_.add_delay(0, starts) : graph_.add_delay(decompress, flows);
@@ -562,17 +565,9 @@ private:
   std::map<std::tuple<int, std::uint16_t, int, double, int, int>, Algorithm> per_call_;
   workload::DimArray<unsigned> auto_picks_{};
   int hot_member_ = 0; ///< the busiest member of each EP group under the job's routing
-  std::string site_;   ///< site_fingerprint(topology_) when options_.algorithm_cache is set
 
-  /// @brief `auto`'s choice for collectives run together: from the options' memo when there is one.
-  Algorithm choose(const std::vector<Collective>& concurrent)
-  {
-    if (!options_.algorithm_cache)
-      return choose_algorithm(topology_, concurrent);
-    if (site_.empty())
-      site_ = site_fingerprint(topology_);
-    return options_.algorithm_cache->choose(topology_, site_, concurrent);
-  }
+  /// @brief `auto`'s choice for collectives run together: NCCL's tuner.
+  Algorithm choose(const std::vector<Collective>& concurrent) { return choose_algorithm(topology_, concurrent); }
   std::vector<double> compression_;   ///< [stage]: GPU seconds of (de)compression
   std::vector<CollectiveSpan> spans_; ///< hybrid fidelity: every collective lowered into graph_
 };

@@ -34,13 +34,12 @@ const topology::Topology& site_of(const OptimizeSpec& spec, const topology::Topo
   return *own;
 }
 
-netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool collapse, const Choices& choices)
+netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool collapse)
 {
   netsim::StepOptions o;
-  o.algorithm_cache        = choices;
   o.fidelity               = fidelity;
   o.collapse_communication = collapse;
-  o.channels               = p.channels;
+  o.flows_per_pair         = p.flows_per_pair;
   o.algorithms[Dim::dp]    = p.dp_algorithm;
   o.compression            = p.compression;
   o.dp_within_regions      = p.diloco.has_value();
@@ -126,7 +125,7 @@ Outcome bound_point(const OptimizeSpec& spec, const topology::Topology& topo, co
 }
 
 // Scores a point with the collapsed analytical step, or names why it cannot run.
-Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p, const Choices& choices)
+Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
 {
   try {
     std::optional<topology::Topology> own;
@@ -134,10 +133,9 @@ Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, co
     auto b           = build(spec, site, p);
     Outcome o;
     o.lower_bound = workload::compute_makespan(b.graph);
-    auto r =
-        netsim::simulate_step(site, b.graph, *b.place, step_options(p, netsim::Fidelity::analytical, true, choices));
-    o.score   = r.step_time;
-    o.metrics = metrics_of(r, site, false);
+    auto r        = netsim::simulate_step(site, b.graph, *b.place, step_options(p, netsim::Fidelity::analytical, true));
+    o.score       = r.step_time;
+    o.metrics     = metrics_of(r, site, false);
     add_outer_sync(p, site, b.graph, *b.place, netsim::Fidelity::analytical, o.metrics, o.score);
     return o;
   } catch (const InfeasibleError& e) {
@@ -164,14 +162,14 @@ void goodput(const OptimizeSpec& spec, const topology::Topology& topo, Evaluatio
   e.recovery = std::string(name_of(r.recovery));
 }
 
-Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p, const Choices& choices)
+Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
 {
   std::optional<topology::Topology> own;
   if (spec.refine_multipath)
     own.emplace(topology_of(spec, p, true));
   const auto& site = own ? *own : site_of(spec, topo, p, own);
   auto b           = build(spec, site, p);
-  auto r           = netsim::simulate_step(site, b.graph, *b.place, step_options(p, spec.refine, false, choices));
+  auto r           = netsim::simulate_step(site, b.graph, *b.place, step_options(p, spec.refine, false));
   Outcome o;
   o.score   = r.step_time;
   o.metrics = metrics_of(r, site, true);
@@ -179,11 +177,9 @@ Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, c
   return o;
 }
 
-std::string evaluate_point(const OptimizeSpec& spec, const topology::Topology& topo, Work work, const Point& point,
-                           const std::shared_ptr<netsim::AlgorithmCache>& choices)
+std::string evaluate_point(const OptimizeSpec& spec, const topology::Topology& topo, Work work, const Point& point)
 {
-  return encode(work == Work::score ? score_point(spec, topo, point, choices)
-                                    : refine_point(spec, topo, point, choices));
+  return encode(work == Work::score ? score_point(spec, topo, point) : refine_point(spec, topo, point));
 }
 
 } // namespace spansim::optimizer

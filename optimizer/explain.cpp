@@ -121,7 +121,7 @@ std::vector<Change> single_changes(const OptimizeSpec& spec, const Point& b)
   }
   each(scheduling, "ep_overlap", s.ep_overlap, &Point::ep_overlap,
        [](bool v) { return std::string(v ? "true" : "false"); });
-  each(network, "channels", s.channels, &Point::channels, number);
+  each(network, "flows_per_pair", s.flows_per_pair, &Point::flows_per_pair, number);
   each(network, "window", s.window, &Point::window,
        [](double v) { return v > 0 ? units::format_size(v) : std::string("none"); });
   each(network, "qps", s.qps, &Point::qps, number);
@@ -200,7 +200,7 @@ std::vector<Evaluation> Explanation::to_refine() const
 }
 
 Explanation plan_explanation(const OptimizeSpec& spec, const topology::Topology& topo,
-                             const std::vector<Evaluation>& scored, const Choices& choices, const RunWork& run)
+                             const std::vector<Evaluation>& scored, const RunWork& run)
 {
   Explanation x;
   // The production default: order [tp, cp, pp, dp] (DP across the boundary), 1F1B, the network as built (no
@@ -237,11 +237,11 @@ Explanation plan_explanation(const OptimizeSpec& spec, const topology::Topology&
     settle_model_comm(spec, p);
     copy_network(network, p);
     copy_expert(network, p);
-    auto o = score_point(spec, topo, p, choices);
+    auto o = score_point(spec, topo, p);
     if (!o.reason.empty()) {
       // DP across the boundary may be impossible (a site of two GPU generations): 1F1B on the best point's order.
       p.order = scored.front().point.order;
-      o       = score_point(spec, topo, p, choices);
+      o       = score_point(spec, topo, p);
     }
     if (!o.reason.empty())
       throw UsageError("the production default (1F1B, order [tp, cp, pp, dp] or the best point's) of the best "

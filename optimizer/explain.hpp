@@ -33,7 +33,7 @@ struct Explanation {
 /// @brief Finds the baseline among the scored points (or scores it), scores the single changes from it and lists the
 /// capacity runs. `scored` is sorted by score.
 Explanation plan_explanation(const OptimizeSpec& spec, const topology::Topology& topo,
-                             const std::vector<Evaluation>& scored, const Choices& choices, const RunWork& run);
+                             const std::vector<Evaluation>& scored, const RunWork& run);
 
 /// @brief Fills the result's baseline, single changes and capacity front from the re-simulated points: the best K
 /// first (`ranked` of them), then Explanation::to_refine()'s.

@@ -145,7 +145,7 @@ IndexedSpace::IndexedSpace(const OptimizeSpec& spec)
                                  s.cp_comm.size(),
                                  s.dp_algorithm.size(),
                                  experts_.size(),
-                                 s.channels.size(),
+                                 s.flows_per_pair.size(),
                                  networks_.size()};
   static_assert(std::size(lengths) == kKnobCount, "a length per knob, in the Knob enum's order");
   for (int k = 0; k < kKnobCount; ++k)
@@ -324,8 +324,8 @@ Point IndexedSpace::point(const Indices& at) const
   copy_expert(experts_[at[knob_expert]], p);
   if (p.etp == p.tp)
     p.etp = 0;
-  p.node_limit = node_limit(at, p.node_limit);
-  p.channels   = s.channels[at[knob_channels]];
+  p.node_limit     = node_limit(at, p.node_limit);
+  p.flows_per_pair = s.flows_per_pair[at[knob_flows_per_pair]];
   return p;
 }
 

@@ -31,7 +31,7 @@ enum Knob {
   knob_cp_comm,
   knob_dp_algorithm,
   knob_expert,
-  knob_channels,
+  knob_flows_per_pair,
   knob_network,
   kKnobCount
 };

@@ -57,7 +57,7 @@ struct SearchSpace {
   std::vector<workload::Dispatcher> dispatcher{workload::Dispatcher::alltoall};
   std::vector<int> node_limit{0};
   std::vector<bool> ep_overlap{false};
-  std::vector<int> channels{1};
+  std::vector<int> flows_per_pair{1};
   /// @brief Bytes a queue pair may have in flight (the scenario's transport.window); 0: no limit.
   std::vector<double> window{0};
   /// @brief Queue pairs per GPU pair (the scenario's multipath.qps); above 1 needs ECMP routing.
@@ -159,7 +159,7 @@ struct Point {
   workload::Dispatcher dispatcher = workload::Dispatcher::alltoall;
   int node_limit                  = 0; ///< at most this many nodes per token (deepep); 0: none
   bool ep_overlap                 = false;
-  int channels                    = 1;
+  int flows_per_pair              = 1;
   double window                   = 0; ///< bytes; 0: no limit
   int qps                         = 1;
   netsim::CompressionSpec compression;
@@ -263,10 +263,8 @@ using Farm = std::function<std::vector<std::string>(Work, const std::vector<Poin
 /// @brief Runs the search; with a farm, tiers 2 and 3 evaluate their points there (the ranking is the same).
 OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress = {}, const Farm& farm = {});
 
-/// @brief One point evaluated as tier 2 or 3 does (what a farm's task runs): the worker's record. `choices` keeps
-/// `auto`'s collective choices across the points a process evaluates.
-std::string evaluate_point(const OptimizeSpec& spec, const topology::Topology& topo, Work work, const Point& point,
-                           const std::shared_ptr<netsim::AlgorithmCache>& choices);
+/// @brief One point evaluated as tier 2 or 3 does (what a farm's task runs): the worker's record.
+std::string evaluate_point(const OptimizeSpec& spec, const topology::Topology& topo, Work work, const Point& point);
 
 /// @brief A point as one line of hex digits, for a farm's work lists; decode_point reads back the same point.
 std::string encode_point(const OptimizeSpec& spec, const Point& point);

@@ -114,8 +114,8 @@ std::string Point::label() const
     s += " nodes<=" + std::to_string(node_limit);
   if (ep_overlap)
     s += " a2a-overlap";
-  if (channels > 1)
-    s += " ch" + std::to_string(channels);
+  if (flows_per_pair > 1)
+    s += " fpp" + std::to_string(flows_per_pair);
   if (window > 0)
     s += " w" + units::format_size(window);
   if (qps > 1)
@@ -153,7 +153,7 @@ json Point::to_json() const
           {"dispatcher", name_of(dispatcher)},
           {"node_limit", node_limit},
           {"ep_overlap", ep_overlap},
-          {"channels", channels},
+          {"flows_per_pair", flows_per_pair},
           {"window_bytes", window},
           {"qps", qps},
           {"compression", compression.to_json()},
@@ -312,7 +312,7 @@ json scenario_json(const OptimizeSpec& spec, const Point& p)
               {"job", job_json(spec, p, buildings)},
               {"placement", placement},
               {"fidelity", name_of(spec.refine)},
-              {"collectives", {{"dp", name_of(p.dp_algorithm)}, {"channels", p.channels}}}};
+              {"collectives", {{"dp", name_of(p.dp_algorithm)}, {"flows_per_pair", p.flows_per_pair}}}};
   if (p.window > 0)
     out["transport"] = {{"window", std::to_string(static_cast<std::int64_t>(std::llround(p.window))) + "B"}};
   if (!p.compression.empty())

@@ -131,15 +131,15 @@ Point read_point(const OptimizeSpec& spec, const std::string& bytes)
   p.cp_a2a     = static_cast<int>(bounded(r.number(), kCount, "cp_a2a"));
   p.dp_algorithm =
       static_cast<netsim::Algorithm>(bounded(r.number(), enum_names(p.dp_algorithm).size(), "dp_algorithm"));
-  p.etp         = static_cast<int>(bounded(r.number(), kCount, "etp"));
-  p.dispatcher  = static_cast<workload::Dispatcher>(bounded(r.number(), enum_names(p.dispatcher).size(), "dispatcher"));
-  p.node_limit  = static_cast<int>(bounded(r.number(), kCount, "node_limit"));
-  p.ep_overlap  = bounded(r.number(), 2, "ep_overlap") == 1;
-  p.channels    = static_cast<int>(bounded(r.number(), kCount, "channels"));
-  p.window      = r.number();
-  p.qps         = static_cast<int>(bounded(r.number(), kCount, "qps"));
-  p.compression = spec.space.compression[bounded(r.number(), spec.space.compression.size(), "compression")];
-  p.diloco      = spec.space.diloco[bounded(r.number(), spec.space.diloco.size(), "diloco")];
+  p.etp        = static_cast<int>(bounded(r.number(), kCount, "etp"));
+  p.dispatcher = static_cast<workload::Dispatcher>(bounded(r.number(), enum_names(p.dispatcher).size(), "dispatcher"));
+  p.node_limit = static_cast<int>(bounded(r.number(), kCount, "node_limit"));
+  p.ep_overlap = bounded(r.number(), 2, "ep_overlap") == 1;
+  p.flows_per_pair = static_cast<int>(bounded(r.number(), kCount, "flows_per_pair"));
+  p.window         = r.number();
+  p.qps            = static_cast<int>(bounded(r.number(), kCount, "qps"));
+  p.compression    = spec.space.compression[bounded(r.number(), spec.space.compression.size(), "compression")];
+  p.diloco         = spec.space.diloco[bounded(r.number(), spec.space.diloco.size(), "diloco")];
   p.inter_building = r.number();
   p.inter_region   = r.number();
   if (!r.done())
@@ -160,10 +160,11 @@ std::string encode_point(const OptimizeSpec& spec, const Point& p)
     b.put(v);
   for (auto d : p.order)
     b.put(static_cast<double>(d));
-  for (double v : {double(p.recompute), flag(p.tp_overlap), double(p.cp_comm), double(p.cp_a2a), double(p.dp_algorithm),
-                   double(p.etp), double(p.dispatcher), double(p.node_limit), flag(p.ep_overlap), double(p.channels),
-                   p.window, double(p.qps), position(spec.space.compression, p.compression, "compression"),
-                   position(spec.space.diloco, p.diloco, "DiLoCo block"), p.inter_building, p.inter_region})
+  for (double v :
+       {double(p.recompute), flag(p.tp_overlap), double(p.cp_comm), double(p.cp_a2a), double(p.dp_algorithm),
+        double(p.etp), double(p.dispatcher), double(p.node_limit), flag(p.ep_overlap), double(p.flows_per_pair),
+        p.window, double(p.qps), position(spec.space.compression, p.compression, "compression"),
+        position(spec.space.diloco, p.diloco, "DiLoCo block"), p.inter_building, p.inter_region})
     b.put(v);
   const std::string bytes = b.take();
   std::string line;

@@ -173,13 +173,12 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress, cons
 {
   const auto started = std::chrono::steady_clock::now();
   topology::Topology topo(spec.topology);
-  const int workers  = spec.workers > 0 ? spec.workers : process::available_cores();
-  const auto choices = std::make_shared<netsim::AlgorithmCache>(); // each worker process fills its own copy
-  const RunWork run  = [&](Work work, const std::vector<Point>& points) {
+  const int workers = spec.workers > 0 ? spec.workers : process::available_cores();
+  const RunWork run = [&](Work work, const std::vector<Point>& points) {
     if (farm)
       return farm(work, points);
     return process::parallel_map(points.size(), workers,
-                                  [&](std::size_t i) { return evaluate_point(spec, topo, work, points[i], choices); });
+                                 [&](std::size_t i) { return evaluate_point(spec, topo, work, points[i]); });
   };
   OptimizeResult result;
   const bool tiered = IndexedSpace(spec).size() > spec.screen.above;
@@ -278,7 +277,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress, cons
 
   // The explanation's points (baseline, single changes, capacity runs) scored, then tier 3: the best K and those
   // re-simulated at the refine fidelity.
-  const auto plan = plan_explanation(spec, topo, scored, choices, run);
+  const auto plan = plan_explanation(spec, topo, scored, run);
   std::vector<Evaluation> refine(scored.begin(), scored.begin() + std::min<std::size_t>(scored.size(), spec.top_k));
   const std::size_t ranked_count = refine.size();
   const auto rest                = plan.to_refine();

@@ -181,7 +181,7 @@ json OptimizeSpec::to_json() const
             {"dispatcher", names_of(s.dispatcher)},
             {"node_limit", s.node_limit},
             {"ep_overlap", s.ep_overlap},
-            {"channels", s.channels},
+            {"flows_per_pair", s.flows_per_pair},
             {"window_bytes", s.window},
             {"qps", s.qps},
             {"compression", compression_json(s.compression)},
@@ -302,7 +302,7 @@ OptimizeSpec load_optimize_spec(const std::string& path)
     read_ints(*s, "ep", sp.ep, 1, 1024);
     read_ints(*s, "micro_batch", sp.micro_batch, 1, 1024);
     read_ints(*s, "virtual_stages", sp.virtual_stages, 2, 64);
-    read_ints(*s, "channels", sp.channels, 1, 64);
+    read_ints(*s, "flows_per_pair", sp.flows_per_pair, 1, 64);
     if (s->has("window")) {
       // Sizes such as "16MiB", or "none" for no limit.
       const auto values = s->strings("window");
@@ -421,7 +421,7 @@ OptimizeSpec load_optimize_spec(const std::string& path)
                                    l.dispatcher.size(),
                                    l.node_limit.size(),
                                    l.ep_overlap.size(),
-                                   l.channels.size(),
+                                   l.flows_per_pair.size(),
                                    l.window.size(),
                                    l.qps.size(),
                                    l.compression.size(),

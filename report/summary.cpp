@@ -101,7 +101,7 @@ json configuration(const scenario::ScenarioRun& run)
        {{"algorithms", algorithms},
         {"auto", sc.options.choose_per_step ? "per-step" : "per-call"},
         {"alltoall", name_of(sc.options.all_to_all)},
-        {"channels", sc.options.channels},
+        {"flows_per_pair", sc.options.flows_per_pair},
         {"nccl", sc.options.nccl.to_json()}}},
       {"engine", run.result.engine}};
   if (sc.faults) {

@@ -114,7 +114,7 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
     for (workload::Dim d : workload::kDims)
       if (auto a = c->optional_enumeration<netsim::Algorithm>(name_of(d)))
         sc.options.algorithms[d] = *a;
-    sc.options.channels = static_cast<int>(c->optional_integer("channels", 1, 64).value_or(1));
+    sc.options.flows_per_pair = static_cast<int>(c->optional_integer("flows_per_pair", 1, 64).value_or(1));
     if (c->has("auto"))
       sc.options.choose_per_step = c->choice("auto", {"per-step", "per-call"}) == "per-step";
     if (auto a = c->optional_enumeration<netsim::AllToAllTiming>("alltoall"))

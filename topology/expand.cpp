@@ -27,6 +27,13 @@ struct Expander {
 
 } // namespace
 
+double pcie_bandwidth(NvLink generation)
+{
+  // NCCL's topology (src/graph/topo.cc): a PCIe link carries width x speed / 80 GB/s, Gen4 x16 24 GB/s (A100
+  // systems), Gen5 x16 48 GB/s (H100 and Blackwell systems).
+  return generation == NvLink::nvlink3 ? 24e9 : 48e9;
+}
+
 GraphSpec expand_template(const TopologySpec& s)
 {
   Expander x;
@@ -40,27 +47,35 @@ GraphSpec expand_template(const TopologySpec& s)
       const NodeSpec* node    = site.node;
       const PodSpec* pod      = site.pod;
       const BuildingSpec* bld = site.building;
-      x.graph.rail_optimized  = x.graph.rail_optimized && pod->rail_optimized;
-      // The template's rules (topology.cpp), with this building's counts.
-      const int gpn = node->gpus;
-      const int down =
+      // Rails are NICs: where GPUs share them, GPU i of a node is not on rail i.
+      x.graph.rail_optimized = x.graph.rail_optimized && pod->rail_optimized && !node->shared_nics();
+      // The template's rules (topology.cpp), with this building's counts. A node reaches its leaves by its NICs (its
+      // GPUs' own, or shared ones with NIC vertices of their own); a GPU with several ports takes as many leaf ports.
+      const int gpn       = node->gpus;
+      const bool shared   = node->shared_nics();
+      const int endpoints = shared ? node->nics : gpn; // per node, each on a rail of its own
+      const int ports     = node->ports_per_gpu();
+      const int down_ports =
           static_cast<int>(std::lround(pod->leaf_radix * pod->oversubscription / (1 + pod->oversubscription)));
-      const int up              = pod->leaf_radix - down;
+      const int down            = std::max(1, down_ports / ports); // endpoints a leaf takes
+      const int up              = pod->leaf_radix - down_ports;
       const int leaves_per_rail = (pod->nodes + down - 1) / down;
-      const int nodes_per_leaf  = pod->rail_optimized ? 0 : down / gpn;
+      const int nodes_per_leaf  = pod->rail_optimized ? 0 : std::max(1, down / endpoints);
       const int leaves =
-          pod->rail_optimized ? gpn * leaves_per_rail : (pod->nodes + nodes_per_leaf - 1) / nodes_per_leaf;
-      auto leaf_gpus = [&](int l) {
+          pod->rail_optimized ? endpoints * leaves_per_rail : (pod->nodes + nodes_per_leaf - 1) / nodes_per_leaf;
+      auto leaf_gpus = [&](int l) { // endpoints under leaf l
         if (pod->rail_optimized)
           return std::min(down, pod->nodes - (l % leaves_per_rail) * down);
-        return std::min(nodes_per_leaf, pod->nodes - l * nodes_per_leaf) * gpn;
+        return std::min(nodes_per_leaf, pod->nodes - l * nodes_per_leaf) * endpoints;
       };
-      auto leaf_of = [&](int n, int local) {
-        return pod->rail_optimized ? local * leaves_per_rail + n / down : n / nodes_per_leaf;
+      auto leaf_of = [&](int n, int rail) {
+        return pod->rail_optimized ? rail * leaves_per_rail + n / down : n / nodes_per_leaf;
       };
-      double pod_leaf_capacity = 0;
+      // An endpoint's share of its leaf's uplinks: its ports at the leaf's up:down ratio.
+      const double endpoint_uplink = pod->nic_bandwidth * ports * up / std::max(1, down_ports);
+      double pod_leaf_capacity     = 0;
       for (int l = 0; l < leaves; ++l)
-        pod_leaf_capacity += leaf_gpus(l) * pod->nic_bandwidth * up / down;
+        pod_leaf_capacity += leaf_gpus(l) * endpoint_uplink;
       const std::string aggregation = name + "/aggregation";
       for (int p = 0; p < bld->pods; ++p) {
         const std::string pod_label = "pod" + std::to_string(p);
@@ -84,13 +99,25 @@ GraphSpec expand_template(const TopologySpec& s)
         for (int n = 0; n < pod->nodes; ++n)
           for (int g = 0; g < gpn; ++g)
             x.link(gpu_name(n, g), node_name(n) + "/nvswitch", Tier::nvlink, node->nvlink_rate(), node->nvlink_latency);
-        for (int n = 0; n < pod->nodes; ++n)
-          for (int g = 0; g < gpn; ++g)
-            x.link(gpu_name(n, g), leaf_name(leaf_of(n, g)), Tier::nic, pod->nic_rate(), pod->link_latency);
+        if (shared) {
+          // NICs behind PCIe switches, each serving its GPUs at the PCIe rate NCCL's topology gives the path.
+          auto nic_name = [&](int n, int k) { return node_name(n) + "/nic" + std::to_string(k); };
+          for (int n = 0; n < pod->nodes; ++n)
+            for (int k = 0; k < node->nics; ++k) {
+              x.vertex(nic_name(n, k), VertexKind::nic, name);
+              for (int g : node->nic_gpus[k])
+                x.link(gpu_name(n, g), nic_name(n, k), Tier::pcie, pcie_bandwidth(node->nvlink), 0);
+              x.link(nic_name(n, k), leaf_name(leaf_of(n, k)), Tier::nic, pod->nic_rate(), pod->link_latency);
+            }
+        } else {
+          for (int n = 0; n < pod->nodes; ++n)
+            for (int g = 0; g < gpn; ++g)
+              x.link(gpu_name(n, g), leaf_name(leaf_of(n, g)), Tier::nic, pod->nic_rate() * ports, pod->link_latency);
+        }
         // A leaf's up ports spread over the spines, round robin when it has fewer ports than there are spines;
         // each spine takes its share of the pod's uplink.
         for (int l = 0; l < leaves; ++l) {
-          const double uplink = leaf_gpus(l) * pod->nic_bandwidth * up / down;
+          const double uplink = leaf_gpus(l) * endpoint_uplink;
           const int fanout    = std::min(up, spines);
           for (int i = 0; i < fanout; ++i)
             x.link(leaf_name(l), spine_name((l * fanout + i) % spines), Tier::leaf_spine, uplink / fanout,

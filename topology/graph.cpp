@@ -180,9 +180,15 @@ void Topology::build_from_graph()
   // The template's fields stand for the graph where other stages read them: node size, rails, first speeds.
   spec_.node                  = NodeSpec{};
   spec_.node.gpus             = gpn;
+  spec_.node.nvlink           = g.nvlink;
+  spec_.node.nvls             = g.nvls;
+  spec_.node.step_latency     = g.step_latency >= 0 ? g.step_latency : nvlink_step_latency(g.nvlink);
   spec_.node.nvlink_bandwidth = gpu_nvlink_[0] >= 0 ? links_[gpu_nvlink_[0]].bandwidth : 0;
   spec_.node.nvlink_latency   = gpu_nvlink_[0] >= 0 ? links_[gpu_nvlink_[0]].latency : 0;
   spec_.pod                   = PodSpec{};
+  spec_.pod.fabric            = g.fabric;
+  spec_.pod.sharp             = g.sharp;
+  spec_.pod.net_latency       = g.net_latency >= 0 ? g.net_latency : fabric_defaults(g.fabric).net_latency;
   spec_.pod.rail_optimized    = g.rail_optimized;
   spec_.pod.nic_bandwidth     = gpu_nic_[0] >= 0 ? links_[gpu_nic_[0]].bandwidth : 0;
   spec_.pod.link_latency      = gpu_nic_[0] >= 0 ? links_[gpu_nic_[0]].latency : 0;

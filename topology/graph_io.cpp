@@ -133,11 +133,31 @@ void finish_graph(RawGraph& raw, const std::vector<RegionSpec>& regions)
   }
 }
 
+// A graph's "nccl" block: what NCCL sees of its nodes and fabric beyond the links.
+void read_nccl_block(ObjectReader& r, GraphSpec& g)
+{
+  auto n = r.optional_object("nccl");
+  if (!n)
+    return;
+  g.nvlink       = n->optional_enumeration<NvLink>("nvlink").value_or(g.nvlink);
+  g.nvls         = n->optional_boolean("nvls").value_or(g.nvls);
+  g.step_latency = n->optional_time("step_latency").value_or(g.step_latency);
+  g.fabric       = n->optional_enumeration<Fabric>("fabric").value_or(g.fabric);
+  g.sharp        = n->optional_boolean("sharp").value_or(g.sharp);
+  g.net_latency  = n->optional_time("net_latency").value_or(g.net_latency);
+  if (g.nvls && g.nvlink == NvLink::nvlink3)
+    n->fail("nvls", "NVLS (NVLink SHARP) needs an NVSwitch that reduces: nvlink4 or nvlink5");
+  if (g.sharp && g.fabric != Fabric::ib)
+    n->fail("sharp", "SHARP needs InfiniBand switches that reduce (fabric \"ib\")");
+  n->finish();
+}
+
 RawGraph read_json_graph(ObjectReader& r, const std::string& file)
 {
   RawGraph raw;
   raw.graph.file           = file;
   raw.graph.rail_optimized = r.optional_boolean("rail_optimized").value_or(false);
+  read_nccl_block(r, raw.graph);
   for (const auto& [key, limit] : {std::pair{"vertices", kMaxGraphVertices}, std::pair{"links", kMaxGraphLinks}})
     if (r.has(key) && r.raw(key).is_array() && r.raw(key).size() > limit)
       r.fail(key, std::to_string(r.raw(key).size()) + " entries; imported graphs are limited to " +
@@ -373,6 +393,7 @@ void parse_graph_topology(ObjectReader& root, TopologySpec& s)
     const auto where         = r.where().member("file");
     raw                      = read_graph_file(spec::referenced_path(r.string("file"), where), where);
     raw.graph.rail_optimized = r.optional_boolean("rail_optimized").value_or(raw.graph.rail_optimized);
+    read_nccl_block(r, raw.graph);
     r.finish();
   } else {
     auto r              = root.object("graph");
@@ -507,7 +528,18 @@ nlohmann::json Topology::to_graph_json() const
       overrides.push_back({{"building", building_names_[b]}, {"gpu", building_gpu_[b]}});
   if (!overrides.empty())
     doc["building_overrides"] = overrides;
-  doc["graph"] = {{"rail_optimized", rail_optimized()}, {"vertices", vertices}, {"links", links}};
+  const auto& n = spec_.node;
+  const auto& p = spec_.pod;
+  doc["graph"]  = {{"rail_optimized", rail_optimized()},
+                   {"nccl",
+                    {{"nvlink", name_of(n.nvlink)},
+                     {"nvls", n.nvls},
+                     {"step_latency", exact(n.step_latency, "s")},
+                     {"fabric", name_of(p.fabric)},
+                     {"sharp", p.sharp},
+                     {"net_latency", exact(p.net_latency, "s")}}},
+                   {"vertices", vertices},
+                   {"links", links}};
   return doc;
 }
 

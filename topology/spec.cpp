@@ -5,6 +5,7 @@
 #include "common/paths.hpp"
 #include "common/units.hpp"
 #include "topology/graph_io.hpp"
+#include "topology/site_spec.hpp"
 #include "topology/topology.hpp"
 
 #include <algorithm>
@@ -89,32 +90,17 @@ std::vector<LinkOverride> read_overrides(ObjectReader& r, const LongLinkSpec& fa
   return out;
 }
 
-// Exact enough to read back: %.15g drops the float noise but keeps every digit a user wrote.
-std::string num(double v)
-{
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.15g", v);
-  return buf;
-}
-std::string bw(double bytes_per_second)
-{
-  return num(bytes_per_second * 8 / 1e9) + "Gbps";
-}
-std::string tm(double seconds)
-{
-  return num(seconds * 1e6) + "us";
-}
-std::string dist(double meters)
-{
-  return num(meters / 1e3) + "km";
-}
+using detail::config_bandwidth;
+using detail::config_distance;
+using detail::config_number;
+using detail::config_time;
 
 json long_link_json(const LongLinkSpec& l)
 {
-  json j = {{"bandwidth", bw(l.bandwidth)}, {"effective_latency", tm(l.latency)}};
+  json j = {{"bandwidth", config_bandwidth(l.bandwidth)}, {"effective_latency", config_time(l.latency)}};
   if (l.distance > 0) {
-    j["distance"]          = dist(l.distance);
-    j["equipment_latency"] = tm(l.equipment_latency);
+    j["distance"]          = config_distance(l.distance);
+    j["equipment_latency"] = config_time(l.equipment_latency);
   }
   return j;
 }
@@ -126,7 +112,7 @@ void check_leaf_ports(ObjectReader& r, const NodeSpec& node, const PodSpec& pod,
   int up   = pod.leaf_radix - down;
   if (up < 1 || down < 1)
     r.fail(key, "a leaf of radix " + std::to_string(pod.leaf_radix) + " at oversubscription " +
-                    num(pod.oversubscription) + " leaves no uplink or downlink port");
+                    config_number(pod.oversubscription) + " leaves no uplink or downlink port");
   if (!pod.rail_optimized && down < node.gpus)
     r.fail(key, "a leaf has " + std::to_string(down) + " downlink ports, fewer than the " + std::to_string(node.gpus) +
                     " GPUs of a node: without rails a whole node must sit under one leaf");
@@ -152,26 +138,10 @@ void read_site_fields(ObjectReader& o, BuildingOverride& b)
       o.fail("gpu", "unknown GPU \"" + b.gpu + "\" (zoo: " + list + "; or a path to a GPU file)");
     }
   }
-  if (auto n = o.optional_object("node")) {
-    b.node.gpus             = static_cast<int>(n->optional_integer("gpus", 1, 1024).value_or(b.node.gpus));
-    b.node.nvlink_bandwidth = n->optional_bandwidth("nvlink_bandwidth").value_or(b.node.nvlink_bandwidth);
-    b.node.nvlink_latency   = n->optional_time("nvlink_latency").value_or(b.node.nvlink_latency);
-    b.node.nccl_efficiency  = n->optional_number("nccl_efficiency", 0.05, 1).value_or(b.node.nccl_efficiency);
-    n->finish();
-  }
-  if (auto p = o.optional_object("pod")) {
-    b.pod.nodes            = static_cast<int>(p->optional_integer("nodes", 1, 1'000'000).value_or(b.pod.nodes));
-    b.pod.rail_optimized   = p->optional_boolean("rail_optimized").value_or(b.pod.rail_optimized);
-    b.pod.leaf_radix       = static_cast<int>(p->optional_integer("leaf_radix", 2, 4096).value_or(b.pod.leaf_radix));
-    b.pod.spine_radix      = static_cast<int>(p->optional_integer("spine_radix", 2, 4096).value_or(b.pod.spine_radix));
-    b.pod.oversubscription = p->optional_number("oversubscription", 1, 64).value_or(b.pod.oversubscription);
-    b.pod.nic_bandwidth    = p->optional_bandwidth("nic_bandwidth").value_or(b.pod.nic_bandwidth);
-    b.pod.link_latency     = p->optional_time("link_latency").value_or(b.pod.link_latency);
-    b.pod.nccl_efficiency  = p->optional_number("nccl_efficiency", 0.05, 1).value_or(b.pod.nccl_efficiency);
-    if (p->has("fabric"))
-      b.pod.fabric = p->choice("fabric", {"roce", "ib"});
-    p->finish();
-  }
+  if (auto n = o.optional_object("node"))
+    detail::read_node(*n, b.node, false);
+  if (auto p = o.optional_object("pod"))
+    detail::read_pod(*p, b.pod, false);
   // Node size and leaf ports may come from different blocks (or from a region's override): check them together,
   // at the block that was given.
   if (auto p = o.optional_object("pod"))
@@ -243,9 +213,10 @@ TopologySpec::Site TopologySpec::site_of(const std::string& name) const
 
 bool BuildingOverride::changes_counts(const TopologySpec& t) const
 {
-  return node.gpus != t.node.gpus || pod.nodes != t.pod.nodes || pod.rail_optimized != t.pod.rail_optimized ||
-         pod.leaf_radix != t.pod.leaf_radix || pod.spine_radix != t.pod.spine_radix ||
-         pod.oversubscription != t.pod.oversubscription || building_spec.pods != t.building.pods ||
+  return node.gpus != t.node.gpus || node.nic_count() != t.node.nic_count() || node.nic_gpus != t.node.nic_gpus ||
+         pod.nodes != t.pod.nodes || pod.rail_optimized != t.pod.rail_optimized || pod.leaf_radix != t.pod.leaf_radix ||
+         pod.spine_radix != t.pod.spine_radix || pod.oversubscription != t.pod.oversubscription ||
+         building_spec.pods != t.building.pods ||
          building_spec.aggregation_oversubscription != t.building.aggregation_oversubscription ||
          building_spec.aggregation_latency != t.building.aggregation_latency;
 }
@@ -294,26 +265,12 @@ TopologySpec parse_topology_spec(const json& document, const std::string& file, 
   // An explicit graph has no template: its elements and link speeds are its own.
   const bool explicit_graph = root.has("graph");
   if (!explicit_graph) {
-    auto r                  = root.object("node");
-    s.node.gpus             = static_cast<int>(r.integer("gpus", 1, 1024));
-    s.node.nvlink_bandwidth = r.bandwidth("nvlink_bandwidth");
-    s.node.nvlink_latency   = r.time("nvlink_latency");
-    s.node.nccl_efficiency  = r.optional_number("nccl_efficiency", 0.05, 1).value_or(1);
-    r.finish();
+    auto r = root.object("node");
+    detail::read_node(r, s.node, true);
   }
   if (!explicit_graph) {
-    auto r                 = root.object("pod");
-    s.pod.nodes            = static_cast<int>(r.integer("nodes", 1, 1'000'000));
-    s.pod.rail_optimized   = r.boolean("rail_optimized");
-    s.pod.nic_bandwidth    = r.bandwidth("nic_bandwidth");
-    s.pod.leaf_radix       = static_cast<int>(r.integer("leaf_radix", 2, 4096));
-    s.pod.spine_radix      = static_cast<int>(r.integer("spine_radix", 2, 4096));
-    s.pod.oversubscription = r.number("oversubscription", 1, 64);
-    s.pod.link_latency     = r.time("link_latency");
-    if (r.has("fabric"))
-      s.pod.fabric = r.choice("fabric", {"roce", "ib"});
-    s.pod.nccl_efficiency = r.optional_number("nccl_efficiency", 0.05, 1).value_or(1);
-    r.finish();
+    auto r = root.object("pod");
+    detail::read_pod(r, s.pod, true);
     check_leaf_ports(r, s.node, s.pod);
   }
   if (!explicit_graph) {
@@ -514,25 +471,12 @@ json TopologySpec::to_json() const
     return j;
   }
   json j              = {{"name", name},
-                         {"node",
-                          {{"gpus", node.gpus},
-                           {"nvlink_bandwidth", bw(node.nvlink_bandwidth)},
-                           {"nvlink_latency", tm(node.nvlink_latency)},
-                           {"nccl_efficiency", node.nccl_efficiency}}},
-                         {"pod",
-                          {{"nodes", pod.nodes},
-                           {"rail_optimized", pod.rail_optimized},
-                           {"nic_bandwidth", bw(pod.nic_bandwidth)},
-                           {"leaf_radix", pod.leaf_radix},
-                           {"spine_radix", pod.spine_radix},
-                           {"oversubscription", pod.oversubscription},
-                           {"link_latency", tm(pod.link_latency)},
-                           {"fabric", pod.fabric},
-                           {"nccl_efficiency", pod.nccl_efficiency}}},
+                         {"node", detail::node_json(node)},
+                         {"pod", detail::pod_json(pod)},
                          {"building",
                           {{"pods", building.pods},
                            {"aggregation_oversubscription", building.aggregation_oversubscription},
-                           {"aggregation_latency", tm(building.aggregation_latency)}}},
+                           {"aggregation_latency", config_time(building.aggregation_latency)}}},
                          {"regions", regions_json}};
   auto overrides_json = [](const std::vector<LinkOverride>& ovs) {
     json a = json::array();
@@ -549,8 +493,8 @@ json TopologySpec::to_json() const
   }
   if (inter_region.bandwidth > 0) {
     j["inter_region"]                            = long_link_json(inter_region);
-    j["inter_region"]["building_uplink"]         = bw(building_uplink_bandwidth);
-    j["inter_region"]["building_uplink_latency"] = tm(building_uplink_latency);
+    j["inter_region"]["building_uplink"]         = config_bandwidth(building_uplink_bandwidth);
+    j["inter_region"]["building_uplink_latency"] = config_time(building_uplink_latency);
     j["inter_region"]["overrides"]               = overrides_json(inter_region_overrides);
   }
   if (!building_overrides.empty()) {
@@ -558,24 +502,11 @@ json TopologySpec::to_json() const
     for (const auto& o : building_overrides)
       a.push_back({{"building", o.building},
                    {"gpu", o.gpu},
-                   {"node",
-                    {{"gpus", o.node.gpus},
-                     {"nvlink_bandwidth", bw(o.node.nvlink_bandwidth)},
-                     {"nvlink_latency", tm(o.node.nvlink_latency)},
-                     {"nccl_efficiency", o.node.nccl_efficiency}}},
-                   {"pod",
-                    {{"nodes", o.pod.nodes},
-                     {"rail_optimized", o.pod.rail_optimized},
-                     {"nic_bandwidth", bw(o.pod.nic_bandwidth)},
-                     {"leaf_radix", o.pod.leaf_radix},
-                     {"spine_radix", o.pod.spine_radix},
-                     {"oversubscription", o.pod.oversubscription},
-                     {"link_latency", tm(o.pod.link_latency)},
-                     {"fabric", o.pod.fabric},
-                     {"nccl_efficiency", o.pod.nccl_efficiency}}},
+                   {"node", detail::node_json(o.node)},
+                   {"pod", detail::pod_json(o.pod)},
                    {"pods", o.building_spec.pods},
                    {"aggregation_oversubscription", o.building_spec.aggregation_oversubscription},
-                   {"aggregation_latency", tm(o.building_spec.aggregation_latency)}});
+                   {"aggregation_latency", config_time(o.building_spec.aggregation_latency)}});
     j["building_overrides"] = a;
   }
   if (!file.empty())

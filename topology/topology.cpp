@@ -37,8 +37,11 @@ Topology::Topology(TopologySpec spec) : spec_(std::move(spec))
 {
   graph_ = spec_.graph;
   for (const auto& o : spec_.building_overrides)
-    if (!graph_ && o.changes_counts(spec_))
+    if (!graph_ && (o.changes_counts(spec_) || o.node.nic_count() != o.node.gpus))
       graph_ = std::make_shared<const GraphSpec>(expand_template(spec_));
+  // NICs other than one per GPU (shared ones, or several ports per GPU) have no arithmetic layout: expanded.
+  if (!graph_ && !spec_.graph && spec_.node.nic_count() != spec_.node.gpus)
+    graph_ = std::make_shared<const GraphSpec>(expand_template(spec_));
   // ECMP hashes over a graph's ties; a template's tree has none, so it is expanded (spines, wavelengths).
   if (!graph_ && spec_.multipath.ecmp) // long_links and explicit spines come with ecmp only
     graph_ = std::make_shared<const GraphSpec>(expand_template(spec_));

@@ -19,23 +19,43 @@
 
 namespace spansim::topology {
 
-enum class VertexKind { gpu, nvswitch, leaf, spine, aggregation, region_gateway };
-constexpr std::array<std::string_view, 6> enum_names(VertexKind)
+enum class VertexKind { gpu, nvswitch, leaf, spine, aggregation, region_gateway, nic };
+constexpr std::array<std::string_view, 7> enum_names(VertexKind)
 {
-  return {"gpu", "nvswitch", "leaf", "spine", "aggregation", "region_gateway"};
+  return {"gpu", "nvswitch", "leaf", "spine", "aggregation", "region_gateway", "nic"};
 }
 /// @brief The tiers of links, from the scale-up domain outwards.
-enum class Tier { nvlink, nic, leaf_spine, pod_aggregation, inter_building, building_uplink, inter_region };
-constexpr std::array<std::string_view, 7> enum_names(Tier)
+/// The PCIe tier joins GPUs to NICs they share (a node with fewer NICs than GPUs).
+enum class Tier { nvlink, nic, leaf_spine, pod_aggregation, inter_building, building_uplink, inter_region, pcie };
+constexpr std::array<std::string_view, 8> enum_names(Tier)
 {
-  return {"nvlink", "nic", "leaf_spine", "pod_aggregation", "inter_building", "building_uplink", "inter_region"};
+  return {"nvlink",          "nic",          "leaf_spine", "pod_aggregation", "inter_building",
+          "building_uplink", "inter_region", "pcie"};
 }
-inline constexpr int kTierCount = 7;
+inline constexpr int kTierCount = 8;
 
 /// @brief Largest imported graph (JSON or GraphML): vertices and links. Larger graphs are refused before they are
 /// parsed, with the limits named (GraphML's XML reading costs about 3.5 KB of memory per element).
 inline constexpr std::size_t kMaxGraphVertices = 262'144;
 inline constexpr std::size_t kMaxGraphLinks    = 1'048'576;
+
+/// @brief The NVLink generation of a scale-up domain: NCCL's architecture row (Ampere, Hopper, Blackwell) and
+/// whether its NVSwitch reduces in the switch (NVLink SHARP: NVLink 4 and 5 switches do, NVLink 3's do not).
+/// Names: "nvlink3" (A100), "nvlink4" (H100, H200), "nvlink5" (B200, B300, GB200, GB300).
+enum class NvLink { nvlink3, nvlink4, nvlink5 };
+constexpr std::array<std::string_view, 3> enum_names(NvLink)
+{
+  return {"nvlink3", "nvlink4", "nvlink5"};
+}
+
+/// @brief The scale-out transport NCCL runs over (names: "ib", "roce", "efa", "tcpx", "tcpxo"): InfiniBand and
+/// RoCE through NCCL's IB verbs transport, AWS EFA (SRD) through aws-ofi-nccl, Google's GPUDirect-TCPX and TCPXO
+/// through their net plugins (which unpack received data on the GPU). Properties: topology/fabrics.json.
+enum class Fabric { ib, roce, efa, tcpx, tcpxo };
+constexpr std::array<std::string_view, 5> enum_names(Fabric)
+{
+  return {"ib", "roce", "efa", "tcpx", "tcpxo"};
+}
 
 /// @brief An explicit graph of GPUs and switches, imported from JSON or GraphML (format: topology/README.md).
 /// Vertices and links keep the file's order, which breaks ties between equal routes.
@@ -59,11 +79,19 @@ struct GraphSpec {
   std::vector<Vertex> vertices;
   std::vector<Edge> edges;
   bool rail_optimized = false; ///< GPU i of every node reaches its leaves only through rail i (checked)
-  std::string file;            ///< where the graph was read from
-  std::string json_path;       ///< where it sits in `file` ("$.topology.graph"); empty: the whole file
+  /// @brief What NCCL sees of the nodes and fabric that the links do not say (a JSON graph's "nccl" block; NVLS
+  /// off, the fabric's and generation's fitted latencies where not given: negative).
+  NvLink nvlink       = NvLink::nvlink4;
+  bool nvls           = false;
+  double step_latency = -1;
+  Fabric fabric       = Fabric::roce;
+  bool sharp          = false;
+  double net_latency  = -1;
+  std::string file;      ///< where the graph was read from
+  std::string json_path; ///< where it sits in `file` ("$.topology.graph"); empty: the whole file
 };
 
-/// @brief Scale-up domain: GPUs of one node joined through an NVSwitch.
+/// @brief Scale-up domain: GPUs of one node joined through an NVSwitch, and the NICs they reach the fabric by.
 struct NodeSpec {
   int gpus                = 8;
   double nvlink_bandwidth = 0; ///< bytes/s per GPU per direction
@@ -71,26 +99,64 @@ struct NodeSpec {
   /// @brief Share of the NVLink rate NCCL's collectives reach (nccl-tests bus bandwidth over the link rate):
   /// the NVLink links carry this share. 1: the link rate.
   double nccl_efficiency = 1;
+  NvLink nvlink          = NvLink::nvlink4;
+  /// @brief NCCL may reduce in the NVSwitch (NVLS; needs nvlink4 or nvlink5 and the fabric manager's multicast).
+  bool nvls = false;
+  /// @brief NICs per node (0: one per GPU). Fewer than the GPUs: each NIC serves the GPUs `nic_gpus` gives it;
+  /// more: each GPU has nics / gpus ports, which NCCL fuses into one device (the pod's `nic_bandwidth` is per port).
+  int nics = 0;
+  /// @brief Per NIC, the local GPUs behind its PCIe switch (empty: consecutive blocks of gpus / nics).
+  std::vector<std::vector<int>> nic_gpus;
+  /// @brief Seconds NCCL's kernels add to each step inside the node beyond its tuner's NVLink latency. Not given:
+  /// the NVLink generation's (topology/fabrics.json).
+  double step_latency = 0;
   /// @brief The rate the NVLink links carry (bytes/s): the link rate times nccl_efficiency.
   double nvlink_rate() const { return nvlink_bandwidth * nccl_efficiency; }
+  int nic_count() const { return nics > 0 ? nics : gpus; }
+  /// @brief Ports per GPU (1 unless a GPU has several).
+  int ports_per_gpu() const { return nics > gpus ? nics / gpus : 1; }
+  /// @brief Whether NICs are shared (fewer NICs than GPUs): the node has NIC vertices of its own.
+  bool shared_nics() const { return nics > 0 && nics < gpus; }
+  /// @brief The NIC a local GPU reaches the fabric by (its own when each GPU has one).
+  int nic_of(int local) const;
+  bool operator==(const NodeSpec&) const = default;
 };
 
 /// @brief Scale-out fabric of one pod (or "AI zone"): leaf/spine, rail-optimized or not.
 struct PodSpec {
   int nodes               = 1;
   bool rail_optimized     = true;
-  double nic_bandwidth    = 0; ///< bytes/s per GPU per direction; also the switch port speed
+  double nic_bandwidth    = 0; ///< bytes/s per NIC port per direction; also the switch port speed
   int leaf_radix          = 64;
   int spine_radix         = 64;
-  double oversubscription = 1;      ///< leaf downlink : uplink ports
-  double link_latency     = 0;      ///< seconds per link (GPU <-> leaf, leaf <-> spine)
-  std::string fabric      = "roce"; ///< "roce" or "ib": a label for reports
+  double oversubscription = 1; ///< leaf downlink : uplink ports
+  double link_latency     = 0; ///< seconds per link (GPU <-> leaf, leaf <-> spine)
+  Fabric fabric           = Fabric::roce;
+  /// @brief The switches reduce in the network (InfiniBand SHARP, NCCL's CollNet through its plugin).
+  bool sharp = false;
   /// @brief Share of the NIC rate NCCL reaches across nodes (nccl-tests bus bandwidth over the port rate): the
-  /// GPU-to-leaf links carry this share. 1: the port rate.
+  /// GPU-to-leaf links carry this share. Not given: the fabric's (topology/fabrics.json).
   double nccl_efficiency = 1;
+  /// @brief Seconds the net transport adds to each of NCCL's network steps (graph.latencyInter). Not given: the
+  /// fabric's (topology/fabrics.json).
+  double net_latency = 0;
   /// @brief The rate the GPU-to-leaf links carry (bytes/s): the port rate times nccl_efficiency.
   double nic_rate() const { return nic_bandwidth * nccl_efficiency; }
+  bool operator==(const PodSpec&) const = default;
 };
+
+/// @brief What a fabric gives NCCL where a pod does not say (topology/fabrics.json, fitted by `spansim calibrate
+/// --network`).
+struct FabricDefaults {
+  double nccl_efficiency = 0.94;
+  double net_latency     = 0; ///< seconds
+};
+/// @brief The shipped defaults of a fabric. @throws SpecError naming topology/fabrics.json if it is malformed.
+FabricDefaults fabric_defaults(Fabric fabric);
+/// @brief The shipped step latency of an NVLink generation (seconds; topology/fabrics.json).
+double nvlink_step_latency(NvLink generation);
+/// @brief The file the defaults are read from.
+std::string fabrics_file();
 
 /// @brief A building: pods joined by an aggregation layer.
 struct BuildingSpec {
@@ -314,6 +380,8 @@ struct FaultSpec {
 };
 /// @brief The template with per-building counts as an explicit graph: vertices named as a template names them.
 GraphSpec expand_template(const TopologySpec& spec);
+/// @brief The GPU-to-NIC PCIe rate NCCL's topology gives a node of this NVLink generation (bytes/s).
+double pcie_bandwidth(NvLink generation);
 /// @brief Reads a `multipath` block. @throws SpecError at its JSON path.
 MultipathSpec read_multipath(spec::ObjectReader r);
 /// @brief A multipath block as read_multipath reads it (what is not the default, and routing and queue pairs).

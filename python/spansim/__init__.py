@@ -111,14 +111,14 @@ def _command(args):
 
 
 def collective(topology, op="allreduce", ranks=None, gpus=None, sizes="1MiB:1GiB", factor=None, algo="auto",
-               fidelity="flow", stride=1, first=0, root=None, channels=1, compare=False):
+               fidelity="flow", stride=1, first=0, root=None, flows_per_pair=1, compare=False):
     """An nccl-tests-style sweep of one collective (``spansim collective``): one row per message size, with time,
     algorithm and bus bandwidths. ``topology`` is a preset name, a path or a dict; ``ranks`` the first R GPUs (every
     ``stride``-th from ``first``), or ``gpus`` a list ("0-7,64")."""
     # A preset name or a path goes through as given (the command tries a file first, then a preset).
     with _SpecFile(topology, "topology.json") as t:
         args = ["collective", "--topology", t, "--op", op, "--algo", algo, "--fidelity", fidelity, "--sizes",
-                sizes, "--channels", channels, "--json"]
+                sizes, "--flows-per-pair", flows_per_pair, "--json"]
         # Given only where they apply (the command refuses them elsewhere): a range's factor, a rooted op's root.
         if factor is not None:
             args += ["--factor", factor]

@@ -51,7 +51,7 @@ TEST_CASE("bad topology files: one line on stderr naming file and JSON path, exi
       {"syntax_error.json", "", "invalid JSON"},
       {"not_an_object.json", "at $:", "expected an object"},
       {"unknown_key.json",
-       "at $.node:", "unknown key \"nvlink_lanes\" (allowed here: gpus, nccl_efficiency, nvlink_bandwidth"},
+       "at $.node:", "unknown key \"nvlink_lanes\" (allowed here: gpus, nccl_efficiency, nic_gpus, nics, nvlink"},
       {"misspelt_key.json",
        "at $.node:", "missing required key \"nvlink_latency\" (is \"nvlink_latnecy\" a misspelling"},
       {"missing_key.json", "at $.pod:", "missing required key \"nic_bandwidth\""},
@@ -69,7 +69,7 @@ TEST_CASE("bad topology files: one line on stderr naming file and JSON path, exi
       {"distance_and_latency.json", "at $.inter_building:", "either \"distance\""},
       {"override_unknown_building.json", "at $.inter_building.overrides[0].between:", "unknown building \"r-b7\""},
       {"missing_inter_region.json", "at $:", "missing \"inter_region\""},
-      {"bad_fabric.json", "at $.pod.fabric:", "allowed: \"roce\", \"ib\""},
+      {"bad_fabric.json", "at $.pod.fabric:", "allowed: \"ib\", \"roce\", \"efa\", \"tcpx\", \"tcpxo\""},
       {"too_many_gpus.json", "at $:", "at most 4000000"},
   };
   for (const auto& c : cases) {
@@ -142,7 +142,7 @@ TEST_CASE("topology describe --dot writes Graphviz with every vertex and link", 
   CHECK(edges == j["counts"]["links"].get<std::size_t>());
 }
 
-TEST_CASE("collective --json: an NVLink ring all-reduce equals its alpha-beta time", "[cli]")
+TEST_CASE("collective --json: an NVLink ring all-reduce equals its alpha-beta time after NCCL's latency", "[cli]")
 {
   auto r = spansim("collective -t hgx-h100-pod --ranks 8 --algo ring --protocol Simple --sizes 1MiB:64MiB --json");
   REQUIRE(r.exit_code == 0);
@@ -151,9 +151,17 @@ TEST_CASE("collective --json: an NVLink ring all-reduce equals its alpha-beta ti
   REQUIRE(j["results"].size() == 7);
   for (const auto& row : j["results"]) {
     double s = row["bytes"];
-    // B = 450 GB/s at the preset's NCCL efficiency 0.82 (nccl-tests' ~370 GB/s), alpha = 2 x 0.5 us
-    double expected = 2.0 * 7 / 8 * s / (450e9 * 0.82) + 2 * 7 * 1e-6;
-    double t        = row["flow"]["time_s"];
+    // B = 450 GB/s at the preset's NCCL efficiency 0.82 (nccl-tests' ~370 GB/s), alpha = 2 x 0.5 us, and NCCL's
+    // latency for a ring all-reduce on one node under Simple, which is larger than the chain's 14 x 1 us:
+    // baseLat 8.4 + (2(8-1) = 14 steps) x NVLink's hwLat 3.4 = 56.0 us (tuning.cc, 2.27).
+    // Then each of the ring's 14 steps (one loop: a step carries S / (24 channels x 8 ranks), at most 2 MiB, up
+    // to 384 MiB) pays the node's fitted step latency (topology/fabrics.json, in the effective configuration).
+    const double nccl = (8.4 + 14 * 3.4) * 1e-6;
+    CHECK(row["nccl_latency_s"].get<double>() == Approx(nccl).epsilon(1e-12));
+    CHECK(row["nccl_channels"] == 24);
+    const double step = std::stod(j["topology"]["node"]["step_latency"].get<std::string>()) * 1e-6; // "1.8us"
+    double expected   = 2.0 * 7 / 8 * s / (450e9 * 0.82) + std::max(2 * 7 * 1e-6, nccl) + 14 * step;
+    double t          = row["flow"]["time_s"];
     std::cout << "cli ring all-reduce of " << s << " B: expected " << expected << " s, actual " << t << " s\n";
     CHECK(t == Approx(expected).epsilon(0.01));
     CHECK(row["flow"]["busbw_Bps"].get<double>() == Approx(s / t * 2 * 7 / 8));

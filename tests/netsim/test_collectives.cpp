@@ -2,10 +2,12 @@
 // fabric, two buildings over one link), at analytical and flow fidelity; contention on a shared link;
 // flow counts; channels; size matrices.
 #include "netsim/collectives.hpp"
+#include "netsim/nccl_layout.hpp"
 #include "netsim/netsim.hpp"
 #include "topology/topology.hpp"
 
 #include "tests/support.hpp"
+#include "tests/support_flow.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -18,9 +20,11 @@ using namespace spansim::netsim;
 
 namespace {
 
+// The closed forms below are those of NCCL's algorithms with NCCL's own latency: the fitted per-step latencies
+// (test "every step pays the step latency of its path") are left out.
 topology::Topology preset(const char* name)
 {
-  return topology::Topology(topology::load_topology_spec(name));
+  return test::without_step_latencies(name);
 }
 
 // tiny.json reshaped into one region of two buildings, so that one inter-building link joins them.
@@ -68,8 +72,11 @@ std::vector<int> range(int first, int count, int stride = 1)
 struct Case {
   CollectiveOp op;
   Algorithm algorithm;
-  // Closed form for K ranks, size S, bandwidth B, per-hop latency alpha.
-  double (*time)(double k, double s, double b, double alpha);
+  // Closed form for K ranks, size S, bandwidth B, per-hop latency alpha: the bytes' time and the chain's latency.
+  double (*bytes)(double k, double s, double b);
+  double (*chain)(double k, double a);
+  // A pipelined call (ring, chain, tree) takes at least NCCL's own latency for it: max(chain, tuner latency).
+  bool nccl_floor = true;
 };
 
 double log2k(double k)
@@ -78,33 +85,39 @@ double log2k(double k)
 }
 
 const Case kCases[] = {
-    {CollectiveOp::all_reduce, Algorithm::ring,
-     [](double k, double s, double b, double a) { return 2 * (k - 1) / k * s / b + 2 * (k - 1) * a; }},
-    {CollectiveOp::reduce_scatter, Algorithm::ring,
-     [](double k, double s, double b, double a) { return (k - 1) / k * s / b + (k - 1) * a; }},
-    {CollectiveOp::all_gather, Algorithm::ring,
-     [](double k, double s, double b, double a) { return (k - 1) / k * s / b + (k - 1) * a; }},
-    {CollectiveOp::broadcast, Algorithm::ring,
-     [](double k, double s, double b, double a) { return s / b + (k - 1) * a; }},
-    {CollectiveOp::reduce, Algorithm::ring, [](double k, double s, double b, double a) { return s / b + (k - 1) * a; }},
-    // Double binary tree: each rank is interior in one tree (3 half-buffers out) and a leaf in the other (1).
-    {CollectiveOp::all_reduce, Algorithm::tree,
-     [](double k, double s, double b, double a) { return 2 * s / b + 2 * std::floor(log2k(k)) * a; }},
+    {CollectiveOp::all_reduce, Algorithm::ring, [](double k, double s, double b) { return 2 * (k - 1) / k * s / b; },
+     [](double k, double a) { return 2 * (k - 1) * a; }},
+    {CollectiveOp::reduce_scatter, Algorithm::ring, [](double k, double s, double b) { return (k - 1) / k * s / b; },
+     [](double k, double a) { return (k - 1) * a; }},
+    {CollectiveOp::all_gather, Algorithm::ring, [](double k, double s, double b) { return (k - 1) / k * s / b; },
+     [](double k, double a) { return (k - 1) * a; }},
+    {CollectiveOp::broadcast, Algorithm::ring, [](double, double s, double b) { return s / b; },
+     [](double k, double a) { return (k - 1) * a; }},
+    {CollectiveOp::reduce, Algorithm::ring, [](double, double s, double b) { return s / b; },
+     [](double k, double a) { return (k - 1) * a; }},
+    // NCCL's tree: over the nodes a double binary tree per NIC (each rank interior in one tree, 3 half-buffers out,
+    // a leaf in the other, 1); inside one node a chain per NIC, each carrying its share up and down: 2 S / B either
+    // way. The chain's latency is the floor's, which is larger.
+    {CollectiveOp::all_reduce, Algorithm::tree, [](double, double s, double b) { return 2 * s / b; },
+     [](double k, double a) { return 2 * std::floor(log2k(k)) * a; }},
     // One tree: an interior rank sends the whole buffer to its two children.
-    {CollectiveOp::broadcast, Algorithm::tree,
-     [](double k, double s, double b, double a) { return 2 * s / b + std::floor(log2k(k)) * a; }},
+    {CollectiveOp::broadcast, Algorithm::tree, [](double, double s, double b) { return 2 * s / b; },
+     [](double k, double a) { return std::floor(log2k(k)) * a; }},
     {CollectiveOp::all_reduce, Algorithm::halving_doubling,
-     [](double k, double s, double b, double a) { return 2 * (k - 1) / k * s / b + 2 * log2k(k) * a; }},
+     [](double k, double s, double b) { return 2 * (k - 1) / k * s / b; },
+     [](double k, double a) { return 2 * log2k(k) * a; }, false},
     {CollectiveOp::reduce_scatter, Algorithm::halving_doubling,
-     [](double k, double s, double b, double a) { return (k - 1) / k * s / b + log2k(k) * a; }},
+     [](double k, double s, double b) { return (k - 1) / k * s / b; }, [](double k, double a) { return log2k(k) * a; },
+     false},
     {CollectiveOp::all_gather, Algorithm::halving_doubling,
-     [](double k, double s, double b, double a) { return (k - 1) / k * s / b + log2k(k) * a; }},
-    {CollectiveOp::all_to_all, Algorithm::direct,
-     [](double k, double s, double b, double a) { return (k - 1) / k * s / b + a; }},
-    {CollectiveOp::all_reduce, Algorithm::direct,
-     [](double k, double s, double b, double a) { return 2 * (k - 1) / k * s / b + 2 * a; }},
-    {CollectiveOp::broadcast, Algorithm::direct,
-     [](double k, double s, double b, double a) { return (k - 1) * s / b + a; }},
+     [](double k, double s, double b) { return (k - 1) / k * s / b; }, [](double k, double a) { return log2k(k) * a; },
+     false},
+    {CollectiveOp::all_to_all, Algorithm::direct, [](double k, double s, double b) { return (k - 1) / k * s / b; },
+     [](double, double a) { return a; }, false},
+    {CollectiveOp::all_reduce, Algorithm::direct, [](double k, double s, double b) { return 2 * (k - 1) / k * s / b; },
+     [](double, double a) { return 2 * a; }, false},
+    {CollectiveOp::broadcast, Algorithm::direct, [](double k, double s, double b) { return (k - 1) * s / b; },
+     [](double, double a) { return a; }, false},
 };
 
 void check_all_cases(const topology::Topology& t, const std::vector<int>& gpus, double bandwidth, double alpha,
@@ -114,11 +127,21 @@ void check_all_cases(const topology::Topology& t, const std::vector<int>& gpus, 
   for (const auto& c : kCases)
     for (double s : {1048576.0, 268435456.0})
       for (auto f : {Fidelity::analytical, Fidelity::flow}) {
-        Collective col   = make(c.op, c.algorithm, gpus, s);
+        Collective col      = make(c.op, c.algorithm, gpus, s);
+        const auto floor_as = c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce
+                                  ? NcclAlgorithm::ring
+                                  : *nccl_algorithm(c.algorithm);
+        const double chain =
+            c.nccl_floor ? std::max(c.chain(k, alpha), test::nccl_floor(t, col, floor_as)) : c.chain(k, alpha);
         std::string what = std::string(where) + ": " + std::string(name_of(c.op)) + "/" +
                            std::string(name_of(c.algorithm)) + " of " + std::to_string(static_cast<long>(s)) +
                            " B at " + std::string(name_of(f)) + " fidelity";
-        expect_within(what, c.time(k, s, bandwidth, alpha), simulate(t, col, f), 0.01);
+        // Inside one node NCCL's tree is a chain per NIC, each from its own head: a GPU heads one chain (sends no
+        // share up) and ends another (none down), so each moves 2 (K-1)/K S rather than 2 S.
+        const bool chains = c.op == CollectiveOp::all_reduce && c.algorithm == Algorithm::tree &&
+                            t.locate(gpus.front()).node == t.locate(gpus.back()).node;
+        const double bytes = c.bytes(k, s, bandwidth) * (chains ? (k - 1) / k : 1);
+        expect_within(what, bytes + chain, simulate(t, col, f), 0.01);
       }
 }
 
@@ -136,10 +159,12 @@ TEST_CASE("a call's reported estimate is its time alone: a tree's edges split th
     const auto col     = make(CollectiveOp::all_reduce, algorithm, range(0, 8), s);
     const auto lowered = add_collective(g, t, col, {});
     const double time  = run(t, g, Fidelity::analytical, EngineOptions{}).ops[lowered.end_op].end;
-    const double form  = algorithm == Algorithm::tree ? 2 * s / b : 2 * 7.0 / 8 * s / b;
+    // The tree inside one node is a chain per NIC, each from its own head (test "every algorithm ...").
+    const double form = 2 * 7.0 / 8 * s / b + test::nccl_floor(t, col, *nccl_algorithm(algorithm));
     const std::string name(name_of(algorithm));
     expect_within(name + ": estimate against the simulated call", time, lowered.estimate, 0.01);
-    expect_within(name + ": estimate against the closed form (bytes only)", form, lowered.estimate, 0.01);
+    expect_within(name + ": estimate against the closed form (bytes, then NCCL's latency)", form, lowered.estimate,
+                  0.01);
   }
 }
 
@@ -180,7 +205,13 @@ TEST_CASE("hierarchical all-reduce: intra-node, rails, intra-node phases add up"
   const double b1 = s.node.nvlink_rate(), a1 = 2 * s.node.nvlink_latency;
   const double b2 = s.pod.nic_rate(), a2 = 2 * s.pod.link_latency; // GPU i of both nodes: one leaf
   for (double size : {1048576.0, 268435456.0}) {
-    double expected = 2 * (7.0 / 8 * size / b1 + 7 * a1) + (2 * 1.0 / 2 * (size / 8) / b2 + 2 * a2);
+    // Each phase a ring: its bytes after the larger of its chain and NCCL's latency for it.
+    auto in_node        = make(CollectiveOp::reduce_scatter, Algorithm::ring, range(0, 8), size);
+    auto rail           = make(CollectiveOp::all_reduce, Algorithm::ring, {0, 8}, size / 8);
+    const double phase1 = 7.0 / 8 * size / b1 + std::max(7 * a1, test::nccl_floor(t, in_node));
+    in_node.op          = CollectiveOp::all_gather;
+    const double phase3 = 7.0 / 8 * size / b1 + std::max(7 * a1, test::nccl_floor(t, in_node));
+    double expected = phase1 + phase3 + (2 * 1.0 / 2 * (size / 8) / b2 + std::max(2 * a2, test::nccl_floor(t, rail)));
     for (auto f : {Fidelity::analytical, Fidelity::flow}) {
       Collective c = make(CollectiveOp::all_reduce, Algorithm::hierarchical, gpus, size);
       expect_within(std::string("hierarchical 2 x 8 at ") + std::string(name_of(f)), expected, simulate(t, c, f), 0.01);
@@ -278,9 +309,9 @@ TEST_CASE("channels split flows without changing uncontended times", "[collectiv
   auto t       = preset("hgx-h100-pod");
   Collective c = make(CollectiveOp::all_reduce, Algorithm::ring, range(0, 16, 8), 268435456.0);
   FlowGraph one, four;
-  auto l1    = add_collective(one, t, c, {});
-  c.channels = 4;
-  auto l4    = add_collective(four, t, c, {});
+  auto l1          = add_collective(one, t, c, {});
+  c.flows_per_pair = 4;
+  auto l4          = add_collective(four, t, c, {});
   CHECK(l1.flows == 16);
   CHECK(l4.flows == 64);
   double t1 = run_flow(t, one).ops[l1.end_op].end;
@@ -302,45 +333,36 @@ TEST_CASE("flow counts grow as O(K log K), O(K^2) only for all-to-all", "[collec
     }
     FlowGraph g;
     auto l = add_collective(g, t, make(CollectiveOp::all_to_all, Algorithm::direct, gpus, 1e6), {});
-    CHECK(l.flows == static_cast<std::size_t>(k) * (k - 1));
+    // PXN: a pair across nodes whose GPUs sit on different rails goes over NVLink to the destination's rail first.
+    std::size_t pairs = 0;
+    for (int a : gpus)
+      for (int b : gpus)
+        if (a != b)
+          pairs += t.locate(a).node != t.locate(b).node && t.locate(a).local != t.locate(b).local ? 2 : 1;
+    CHECK(l.flows == pairs);
   }
 }
 
-TEST_CASE("the default policy: latency-bound small messages pick few steps, big ones the rails", "[collective]")
+TEST_CASE("the default policy is NCCL's tuner: a tree for small messages over many nodes, rings for large ones",
+          "[collective]")
 {
   auto t = preset("hgx-h100-pod");
-  // 64 GPUs on one rail: a flat ring chains 126 steps; halving-doubling 12, and so does the double binary tree
-  // (6 levels up, 6 down): either log-depth one.
-  Collective small  = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 64, 8), 4096);
-  const auto chosen = default_algorithm(t, small);
-  CHECK((chosen == Algorithm::halving_doubling || chosen == Algorithm::tree));
-  // 4 full nodes: hierarchical moves the inter-node part over all 8 rails at once.
+  // 64 GPUs on one rail: NCCL's ring chains 126 steps of 14 us over the network, its tree 2 log2(64) = 12.
+  Collective small    = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 64, 8), 4096);
+  small.nccl.protocol = Protocol::automatic;
+  CHECK(default_algorithm(t, small) == Algorithm::tree);
+  // 4 full nodes, 1 GiB: the rings, one per NIC, at the NICs' bound (NVLS would need SHARP across nodes).
   Collective big = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 32), 1073741824.0);
-  CHECK(default_algorithm(t, big) == Algorithm::hierarchical);
+  CHECK(default_algorithm(t, big) == Algorithm::ring);
+  // Spansim's own algorithms are never NCCL's pick.
+  for (double bytes : {1024.0, 1048576.0, 1073741824.0})
+    for (int ranks : {8, 16, 64}) {
+      Collective c = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, ranks), bytes);
+      const auto a = default_algorithm(t, c);
+      CHECK(nccl_algorithm(a).has_value());
+    }
   Collective a2a = make(CollectiveOp::all_to_all, Algorithm::automatic, range(0, 8), 1e6);
   CHECK(default_algorithm(t, a2a) == Algorithm::direct);
-}
-
-TEST_CASE("the memo of auto's choices answers as choose_algorithm does, once per site and collective", "[collective]")
-{
-  auto t          = preset("hgx-h100-pod");
-  const auto site = site_fingerprint(t);
-  AlgorithmCache memo;
-  Collective small = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 64, 8), 4096);
-  Collective big   = make(CollectiveOp::all_reduce, Algorithm::automatic, range(0, 32), 1073741824.0);
-  for (int round = 0; round < 2; ++round)
-    for (const auto& c : {small, big})
-      CHECK(memo.choose(t, site, {c}) == choose_algorithm(t, {c}));
-  CHECK(memo.misses() == 2);
-  CHECK(memo.hits() == 2);
-  // Another site (links halved) is another key; so is another size on the same group.
-  const auto halved = t.with_shared_links_divided(2);
-  CHECK(site_fingerprint(halved) != site);
-  CHECK(site_fingerprint(t.with_window(16.0 * 1024 * 1024)) != site);
-  memo.choose(halved, site_fingerprint(halved), {big});
-  small.bytes = 8192;
-  memo.choose(t, site, {small});
-  CHECK(memo.misses() == 4);
 }
 
 TEST_CASE("algorithms that do not apply are refused with the allowed ones", "[collective]")

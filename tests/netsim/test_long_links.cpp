@@ -6,11 +6,13 @@
 #include "common/json_reader.hpp"
 #include "netsim/collectives.hpp"
 #include "netsim/nccl.hpp"
+#include "netsim/nccl_tuner.hpp"
 #include "netsim/netsim.hpp"
 #include "topology/topology.hpp"
 
 #include "tests/netsim/long_link_forms.hpp"
 #include "tests/support.hpp"
+#include "tests/support_flow.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -124,16 +126,16 @@ TEST_CASE("a large send over one long link is bound by the window of its channel
 
 TEST_CASE("a ring over equal links is unchanged by the slot windows", "[collective][nccl]")
 {
-  topology::Topology t(topology::load_topology_spec("hgx-h100-pod"));
+  topology::Topology t = test::without_step_latencies("hgx-h100-pod");
   std::vector<int> gpus; // GPU 0 of 16 nodes: one rail, one leaf
   for (int n = 0; n < 16; ++n)
     gpus.push_back(8 * n);
-  const double b = t.spec().pod.nic_rate(), a = 2 * t.spec().pod.link_latency, k = 16;
+  const double b = t.spec().pod.nic_rate(), a = 2 * t.spec().pod.link_latency;
   for (double s : {kMiB, 256 * kMiB})
     for (auto f : {Fidelity::analytical, Fidelity::flow})
       expect_within("16-rank ring of " + std::to_string(static_cast<long>(s)) + " B at " + std::string(name_of(f)),
-                    2 * (k - 1) / k * s / b + 2 * (k - 1) * a, simulate(t, ring(gpus, s, Protocol::simple, 0), f),
-                    0.01);
+                    test::ring_allreduce_time(t, ring(gpus, s, Protocol::simple, 0), b, a),
+                    simulate(t, ring(gpus, s, Protocol::simple, 0), f), 0.01);
 }
 
 TEST_CASE("1 MiB ring all-reduce over 1,024 GPUs of two-regions: LL, one channel, window-bound", "[collective][nccl]")
@@ -162,24 +164,30 @@ TEST_CASE("1 MiB ring all-reduce over 1,024 GPUs of two-regions: LL, one channel
   CHECK(form.total() < 2046 * longest / 3);
 }
 
-TEST_CASE("NCCL's tuner: LL for small multi-node rings, Simple for large ones, fewer channels for small messages",
+TEST_CASE("NCCL's tuner: LL for small multi-node calls, Simple for large ones, fewer channels for small messages",
           "[collective][nccl]")
 {
-  CallShape s;
-  s.ranks         = 64;
-  s.nodes         = 8;
-  s.bus_bandwidth = 50e9;
-  s.bytes         = 4096;
-  CHECK(tuner_protocol(s, 16) == Protocol::ll);
-  s.bytes = 1024 * kMiB;
-  CHECK(tuner_protocol(s, 16) == Protocol::simple);
+  // 64 ranks on 8 DGX H100 nodes as NCCL 2.27's search finds them: 8 ring channels of 48 GB/s, 16 at run time.
+  NcclComm comm;
+  comm.ranks                                         = 64;
+  comm.nodes                                         = 8;
+  comm.local_ranks_most                              = 8;
+  comm.graphs[static_cast<int>(NcclAlgorithm::ring)] = {.channels = 8, .bw_intra = 48, .bw_inter = 48};
+  comm.graphs[static_cast<int>(NcclAlgorithm::tree)] = {
+      .channels = 8, .bw_intra = 48, .bw_inter = 48, .tree_pattern = true};
+  comm.channels = 16;
+  const NcclAlgorithmSet all;
+  CHECK(nccl_pick(comm, CollectiveOp::all_reduce, 4096, all, Protocol::automatic).protocol == Protocol::ll);
+  const auto big = nccl_pick(comm, CollectiveOp::all_reduce, 1024 * kMiB, all, Protocol::automatic);
+  CHECK(big.protocol == Protocol::simple);
+  CHECK(big.algorithm == NcclAlgorithm::ring);
   NcclSettings settings;
-  CHECK(tuner_channels(s, Protocol::simple, settings) == 16);
-  s.bytes = 64 * 1024; // Simple keeps a channel per 32 KiB (512 threads x 64 B)
-  CHECK(tuner_channels(s, Protocol::simple, settings) == 2);
+  CHECK(nccl_call_channels(comm, big, 1024 * kMiB, settings) == 16);
+  // Simple keeps a channel per 32 KiB (512 threads x 64 B).
+  CHECK(nccl_call_channels(comm, big, 64 * 1024, settings) == 2);
   settings.channels       = 4;
   settings.fixed_channels = true;
-  CHECK(tuner_channels(s, Protocol::simple, settings) == 4);
+  CHECK(nccl_call_channels(comm, big, 64 * 1024, settings) == 4);
 }
 
 TEST_CASE("the nccl block refuses what NCCL would not run", "[collective][nccl][bad-input]")
@@ -191,6 +199,11 @@ TEST_CASE("the nccl block refuses what NCCL would not run", "[collective][nccl][
     return read_nccl(r);
   };
   CHECK(read(R"({"nccl": {"protocol": "LL128", "channels": 4}})").channels == 4);
+  CHECK(read(R"({"nccl": {"version": "2.21.5", "algorithms": "^NVLS,NVLSTree"}})").version.minor == 21);
+  CHECK_THROWS_WITH(read(R"({"nccl": {"version": "2.17"}})"),
+                    Catch::Contains("nccl.version") && Catch::Contains("2.18 to 2.30"));
+  CHECK_THROWS_WITH(read(R"({"nccl": {"algorithms": "Ring,Butterfly"}})"),
+                    Catch::Contains("nccl.algorithms") && Catch::Contains("Butterfly") && Catch::Contains("NVLSTree"));
   CHECK_THROWS_WITH(read(R"({"nccl": {"channels": 0}})"),
                     Catch::Contains("scenario.json") && Catch::Contains("nccl.channels") && Catch::Contains("64"));
   CHECK_THROWS_WITH(read(R"({"nccl": {"protocol": "LL256"}})"),

@@ -196,10 +196,11 @@ TEST_CASE("ring all-reduce over one rail of 64 HGX nodes: packet and flow fideli
     ring.gpus.push_back(8 * n);
   ring.bytes = 16.0 * 1048576;
   FlowGraph g;
-  int end                 = add_collective(g, t, ring, {}).end_op;
-  auto packet             = timed_run("64-node rail ring all-reduce of 16 MiB", t, g);
-  auto flow               = run_flow(t, g);
-  const double alpha_beta = ring_allreduce_time(64, ring.bytes, t.spec().pod.nic_rate(), 2 * t.spec().pod.link_latency);
+  int end     = add_collective(g, t, ring, {}).end_op;
+  auto packet = timed_run("64-node rail ring all-reduce of 16 MiB", t, g);
+  auto flow   = run_flow(t, g);
+  const double alpha_beta =
+      test::ring_allreduce_time(64, ring.bytes, t.spec().pod.nic_rate(), 2 * t.spec().pod.link_latency);
   std::cout << "alpha-beta " << alpha_beta << " s; queues: " << packet.settings["statistics"].dump() << "\n";
   CHECK(packet.ops[end].end >= flow.ops[end].end);
   expect_within("64-node rail ring all-reduce: packet vs flow", flow.ops[end].end, packet.ops[end].end, 0.10);

@@ -259,7 +259,7 @@ TEST_CASE("auto picks, per step, the fastest of the per-call policy and each alg
   std::cout << "  per-call policy " << per_call << " s, per-step choice " << r.step_time << " s ("
             << r.engine["collectives_chosen_per_step"].dump() << ")\n";
   expect_within("step with auto chosen per step against the fastest candidate", best, r.step_time, 1e-9);
-  CHECK(r.step_time < per_call); // the per-call policy loses here: the reason for choosing per step
+  CHECK(r.step_time <= per_call); // never slower than NCCL's per-call pick, which is one of the candidates
 }
 
 TEST_CASE("SM contention: compute overlapped by communication loses NCCL's SMs for the overlap", "[step][effects]")

@@ -9,6 +9,7 @@
 
 #include "et_def.pb.h"
 #include "tests/support.hpp"
+#include "tests/support_flow.hpp"
 #include "tests/support_job.hpp"
 
 #include <catch2/catch.hpp>
@@ -351,14 +352,19 @@ TEST_CASE("a hand-built foreign trace: every node kind and dependency kind, impo
 
   // Simulated: stage 0 computes 1 ms, all-reduces 64 MiB over NVLink, computes 0.5 ms, sends 16 MiB to stage 1,
   // which then computes 2 ms. The step is their chain.
-  topology::Topology topo(topology::load_topology_spec("two-buildings"));
+  topology::Topology topo = test::without_step_latencies("two-buildings");
   placement::Placement place(topo, job, {});
   netsim::StepOptions o;
   o.fidelity                      = netsim::Fidelity::analytical;
   o.algorithms[workload::Dim::tp] = netsim::Algorithm::ring;
+  o.nccl.protocol                 = netsim::Protocol::simple;
   const auto r                    = netsim::simulate_step(topo, graph, place, o);
   const auto nv                   = topo.route(place.gpu(0), place.gpu(1));
-  const double ar   = netsim::ring_allreduce_time(2, 64 << 20, topo.route_bandwidth(nv), topo.route_latency(nv));
+  netsim::Collective tp;
+  tp.gpus           = {place.gpu(0), place.gpu(1)};
+  tp.bytes          = 64 << 20;
+  tp.nccl.protocol  = netsim::Protocol::simple;
+  const double ar   = test::ring_allreduce_time(topo, tp, topo.route_bandwidth(nv), topo.route_latency(nv));
   const auto p2p    = topo.route(place.gpu(0), place.gpu(2));
   const double send = topo.route_latency(p2p) + double(16 << 20) / topo.route_bandwidth(p2p);
   test::expect_within("foreign trace's step", 1e-3 + ar + 5e-4 + send + 2e-3, r.step_time, 1e-6);

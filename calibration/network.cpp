@@ -1,0 +1,315 @@
+// The network section: nccl-tests as published against `spansim collective` on the same cluster, and the fit of each
+// fabric's two free parameters on the fit rows.
+#include "calibration/network.hpp"
+
+#include "common/error.hpp"
+#include "common/json_reader.hpp"
+#include "common/units.hpp"
+#include "netsim/netsim.hpp"
+#include "topology/site_spec.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+
+namespace spansim::calibration {
+
+using nlohmann::json;
+using spec::ObjectReader;
+using topology::Fabric;
+
+namespace {
+
+// The cluster: a preset (or topology file) with the row's node and pod keys over its own.
+topology::TopologySpec row_topology(ObjectReader& r, const std::string& file)
+{
+  const std::string name = r.string("topology");
+  std::string path       = topology::preset_directory() + "/" + name + ".json";
+  if (!std::filesystem::exists(path))
+    path = spec::referenced_path(name, r.where().member("topology"));
+  json doc = spec::load_referenced_json(path, r.where().member("topology"));
+  for (const char* block : {"node", "pod"})
+    if (r.has(block)) {
+      const auto& over = r.raw(block);
+      if (!over.is_object())
+        r.where().member(block).fail("expected an object of the preset's " + std::string(block) + " keys");
+      for (const auto& [k, v] : over.items())
+        doc[block][k] = v;
+      // A building of its own copies the template's blocks: the row's keys reach it too.
+      if (doc.contains("building_overrides"))
+        for (auto& b : doc["building_overrides"])
+          if (b.contains(block))
+            for (const auto& [k, v] : over.items())
+              b[block][k] = v;
+    }
+  return topology::parse_topology_spec(doc, file, r.where().path);
+}
+
+double bus_factor(CollectiveOp op, int k)
+{
+  return op == CollectiveOp::send_recv ? 1.0 : bus_bandwidth_factor(op, k);
+}
+
+// Every pod and node of the site takes its fabric's and NVLink's parameters: the shipped ones, or the candidate's.
+void set_parameters(topology::TopologySpec& spec, const Candidate& candidate)
+{
+  auto pod = [&](topology::PodSpec& p) {
+    const auto v      = candidate.fabric == p.fabric ? candidate.value : topology::fabric_defaults(p.fabric);
+    p.nccl_efficiency = v.nccl_efficiency;
+    p.net_latency     = v.net_latency;
+  };
+  auto node = [&](topology::NodeSpec& n) {
+    n.step_latency = candidate.nvlink == n.nvlink ? candidate.step_latency : topology::nvlink_step_latency(n.nvlink);
+  };
+  pod(spec.pod);
+  node(spec.node);
+  for (auto& b : spec.building_overrides) {
+    pod(b.pod);
+    node(b.node);
+  }
+}
+
+bool simulated(const NetworkRun& r)
+{
+  return r.role != Role::excluded;
+}
+
+Fabric fabric_of(const NetworkRun& r)
+{
+  return r.topology.pod.fabric;
+}
+
+// A row leans on the NICs (and so on its fabric's parameters) when its group spans nodes.
+bool spans_nodes(const NetworkRun& r)
+{
+  topology::Topology t(r.topology);
+  for (int g : r.gpus)
+    if (t.locate(g).node != t.locate(r.gpus.front()).node)
+      return true;
+  return false;
+}
+
+} // namespace
+
+std::string default_network_dataset_path()
+{
+  return std::string(SPANSIM_DATA_DIR) + "/validation/network-runs.json";
+}
+
+NetworkDataset load_network_dataset(const std::string& path)
+{
+  NetworkDataset d;
+  d.file         = path;
+  const auto doc = spec::load_json_file(path);
+  ObjectReader root(doc, spec::Location{path});
+  root.string("about");
+  auto runs = root.objects("runs", true);
+  std::map<std::string, int> seen;
+  for (auto& r : runs) {
+    NetworkRun run;
+    run.name = r.name("name");
+    if (!seen.emplace(run.name, 0).second)
+      r.fail("name", "duplicate run name \"" + run.name + "\"");
+    run.role    = r.enumeration<Role>("role");
+    run.source  = r.string("source");
+    run.cluster = r.string("cluster");
+    run.note    = r.optional_string("note").value_or("");
+    if (run.role == Role::excluded) {
+      run.excluded_because = r.string("excluded_because");
+      r.finish();
+      d.runs.push_back(std::move(run));
+      continue;
+    }
+    run.topology      = row_topology(r, path);
+    const auto ranks  = r.integer("ranks", 2, 1 << 20);
+    const auto stride = r.optional_integer("stride", 1, 1 << 20).value_or(1);
+    topology::Topology site(run.topology);
+    if ((ranks - 1) * stride >= site.gpu_count())
+      r.fail("ranks", std::to_string(ranks) + " ranks every " + std::to_string(stride) + " GPU(s) do not fit the " +
+                          std::to_string(site.gpu_count()) + " GPUs of " + run.topology.name);
+    for (std::int64_t i = 0; i < ranks; ++i)
+      run.gpus.push_back(static_cast<int>(i * stride));
+    run.op = parse_enum<CollectiveOp>(
+        r.choice("op", {"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast", "reduce"}),
+        "collective");
+    if (run.op == CollectiveOp::send_recv && ranks != 2)
+      r.fail("ranks", "sendrecv takes 2 ranks (a sender and a receiver)");
+    const auto& b = r.raw("bytes");
+    run.bytes     = b.is_number() ? r.number("bytes", 1, 1e15) : r.size("bytes");
+    if (!(run.bytes > 0))
+      r.fail("bytes", "expected a size above 0 bytes");
+    if (auto n = r.optional_object("nccl"))
+      run.nccl = netsim::read_nccl(*n);
+    run.published_busbw = r.bandwidth("busbw");
+    r.optional_string("published_row");
+    r.optional_string("column");
+    r.finish();
+    d.runs.push_back(std::move(run));
+  }
+  root.finish();
+  return d;
+}
+
+NetworkSimulation simulate_network_run(const NetworkRun& run, netsim::Fidelity fidelity, const Candidate& candidate)
+{
+  auto spec = run.topology;
+  set_parameters(spec, candidate);
+  topology::Topology t(std::move(spec));
+  netsim::Collective c;
+  c.op    = run.op;
+  c.gpus  = run.gpus;
+  c.bytes = run.bytes;
+  c.nccl  = run.nccl;
+  netsim::FlowGraph g(t.spec().multipath.qps);
+  NetworkSimulation out;
+  out.call        = netsim::add_collective(g, t, c, {});
+  const auto done = netsim::run(t, g, fidelity, netsim::EngineOptions{});
+  out.time        = done.ops[out.call.end_op].end;
+  if (!(out.time > 0))
+    throw UsageError("network run " + run.name + " took no time in the simulation");
+  out.busbw = run.bytes / out.time * bus_factor(run.op, static_cast<int>(run.gpus.size()));
+  return out;
+}
+
+NetworkReport validate_network(const NetworkDataset& dataset, netsim::Fidelity fidelity)
+{
+  NetworkReport report;
+  constexpr double kLarge = 128.0 * 1024 * 1024, kSmall = 16.0 * 1024 * 1024;
+  for (const auto& run : dataset.runs) {
+    NetworkRow row;
+    row.run = &run;
+    if (simulated(run)) {
+      row.simulated  = simulate_network_run(run, fidelity);
+      row.error      = row.simulated.busbw / run.published_busbw - 1;
+      auto& m        = run.role == Role::fit ? report.fit : report.check;
+      const double e = std::abs(row.error);
+      m.all += e;
+      ++m.rows;
+      m.worst = std::max(m.worst, e);
+      if (run.bytes >= kLarge) {
+        m.large += e;
+        ++m.large_rows;
+      }
+      if (run.bytes <= kSmall) {
+        m.small += e;
+        ++m.small_rows;
+      }
+    }
+    report.rows.push_back(row);
+  }
+  for (auto* m : {&report.fit, &report.check}) {
+    m->all /= std::max<std::size_t>(1, m->rows);
+    m->large /= std::max<std::size_t>(1, m->large_rows);
+    m->small /= std::max<std::size_t>(1, m->small_rows);
+  }
+  return report;
+}
+
+std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidelity fidelity, const Progress& progress)
+{
+  std::map<topology::NvLink, std::vector<const NetworkRun*>> inside;
+  std::map<Fabric, std::vector<const NetworkRun*>> across;
+  for (const auto& run : dataset.runs)
+    if (run.role == Role::fit) {
+      if (spans_nodes(run))
+        across[fabric_of(run)].push_back(&run);
+      else
+        inside[run.topology.node.nvlink].push_back(&run);
+    }
+  std::vector<NetworkFit> out;
+  Candidate fitted; // what is fitted so far stays in force for what follows
+  auto fit_group = [&](NetworkFit f, const std::vector<const NetworkRun*>& rows) {
+    for (const auto* r : rows)
+      f.rows.push_back(r->name);
+    auto with = [&](const NetworkFit& x) {
+      Candidate c = fitted;
+      if (x.fabric) {
+        c.fabric = x.fabric;
+        c.value  = x.value;
+      } else {
+        c.nvlink       = x.nvlink;
+        c.step_latency = x.step_latency;
+      }
+      return c;
+    };
+    auto loss = [&](const NetworkFit& x, double* mape) {
+      double sum = 0, abs_sum = 0;
+      for (const auto* r : rows) {
+        const double e = simulate_network_run(*r, fidelity, with(x)).busbw / r->published_busbw;
+        sum += std::log(e) * std::log(e);
+        abs_sum += std::abs(e - 1);
+      }
+      if (mape)
+        *mape = abs_sum / static_cast<double>(rows.size());
+      return sum;
+    };
+    loss(f, &f.mape_before);
+    const std::string what = "fitting " + std::string(f.fabric ? name_of(*f.fabric) : name_of(*f.nvlink)) + " on " +
+                             std::to_string(rows.size()) + " fit rows";
+    auto improve = [&](NetworkFit& best, double& best_loss, auto set, int steps) {
+      for (int i = 0; i <= steps; ++i) {
+        auto x = best;
+        set(x, i);
+        if (const double l = loss(x, nullptr); l < best_loss - 1e-15) {
+          best_loss = l;
+          best      = x;
+        }
+      }
+    };
+    for (int round = 0; round < (f.fabric ? 3 : 1); ++round) {
+      if (progress)
+        progress(what, static_cast<std::size_t>(round), 3);
+      double best_loss = loss(f, nullptr);
+      if (f.fabric) {
+        // Efficiency moves the bandwidth-bound rows, latency the latency-bound ones: in turns, on grids.
+        improve(
+            f, best_loss, [](NetworkFit& x, int i) { x.value.nccl_efficiency = 0.30 + 0.005 * i; }, 140);
+        improve(
+            f, best_loss, [](NetworkFit& x, int i) { x.value.net_latency = 0.5e-6 * i; }, 100);
+      } else {
+        improve(
+            f, best_loss, [](NetworkFit& x, int i) { x.step_latency = 0.1e-6 * i; }, 100);
+      }
+    }
+    if (progress)
+      progress(what, 3, 3);
+    loss(f, &f.mape_after);
+    fitted = with(f);
+    out.push_back(std::move(f));
+  };
+  for (const auto& [generation, rows] : inside) {
+    NetworkFit f;
+    f.nvlink       = generation;
+    f.step_latency = topology::nvlink_step_latency(generation);
+    fit_group(f, rows);
+  }
+  for (const auto& [fabric, rows] : across) {
+    NetworkFit f;
+    f.fabric = fabric;
+    f.value  = topology::fabric_defaults(fabric);
+    fit_group(f, rows);
+  }
+  return out;
+}
+
+json fabrics_document(const std::vector<NetworkFit>& fits, const std::string& dataset)
+{
+  json doc = spec::load_json_file(topology::fabrics_file());
+  for (const auto& f : fits) {
+    if (f.fabric) {
+      auto& j              = doc["fabrics"][std::string(name_of(*f.fabric))];
+      j["nccl_efficiency"] = std::round(f.value.nccl_efficiency * 1e4) / 1e4;
+      j["net_latency"]     = topology::detail::config_time(f.value.net_latency);
+      j["fitted_on"]       = f.rows;
+    } else {
+      auto& j           = doc["nvlink"][std::string(name_of(*f.nvlink))];
+      j["step_latency"] = topology::detail::config_time(f.step_latency);
+      j["fitted_on"]    = f.rows;
+    }
+  }
+  doc["fitted_by"] = "spansim calibrate --network " + recorded_path(dataset);
+  return doc;
+}
+
+} // namespace spansim::calibration

@@ -1,0 +1,256 @@
+// NCCL's algorithms as NCCL lays them out on the site (src/graph/connect.cc, trees.cc, search.cc, paths.cc;
+// netsim/README.md, "Collectives as NCCL lays them out"):
+//   rings    one per NIC a node's group GPUs leave by, each carrying its share; on even nodes a ring sweeps its GPUs
+//            one way, on odd ones the other (Postset's channel swap), so every hop between nodes joins one rail
+//   trees    a double binary tree over the nodes per NIC, between that NIC's head GPUs, chains inside each node
+//   NVLS     the NVSwitch reduces and multicasts: each GPU moves S (k+1)/k over its NVLink each way at NCCL's NVLS
+//            efficiency; between nodes NVLSTree's trees or, with SHARP, one in-network reduction per NIC
+//   CollNet  the node reduces to one head per NIC, the switches reduce across nodes, the heads spread the result
+//   PXN      a send to another node leaves by the NIC on the destination's rail, reached over NVLink
+// An in-switch reduction moves, on every link, the bytes a ring over the same GPUs moving the reduction's per-link
+// volume moves: it is lowered as such flows, which every engine carries (packet level too; the reduction's own
+// arithmetic in the switch is not simulated, and results say so).
+#include "netsim/lowering.hpp"
+
+#include <algorithm>
+
+namespace spansim::netsim::detail {
+
+namespace {
+
+// The node's group GPUs from `start` (inclusive) round the node in local order, one way or the other.
+std::vector<int> sweep(const std::vector<int>& members, int start, bool ascending)
+{
+  const int k = static_cast<int>(members.size());
+  const int s = static_cast<int>(std::find(members.begin(), members.end(), start) - members.begin());
+  std::vector<int> out;
+  for (int i = 0; i < k; ++i)
+    out.push_back(members[((ascending ? s + i : s - i) % k + k) % k]);
+  return out;
+}
+
+std::vector<int> sorted_members(const std::vector<std::vector<int>>& by_nic)
+{
+  std::vector<int> all;
+  for (const auto& nic : by_nic)
+    all.insert(all.end(), nic.begin(), nic.end());
+  return all;
+}
+
+// A node's order for the ring that enters and leaves by shared NIC `r`: its first GPU, the GPUs of the other NICs,
+// its other GPUs last (crossNic 0: in and out by the same NIC).
+std::vector<int> shared_nic_order(const std::vector<std::vector<int>>& by_nic, int r)
+{
+  std::vector<int> order{by_nic[r].front()};
+  const int nics = static_cast<int>(by_nic.size());
+  for (int k = 1; k < nics; ++k)
+    for (int g : by_nic[(r + k) % nics])
+      order.push_back(g);
+  for (std::size_t i = 1; i < by_nic[r].size(); ++i)
+    order.push_back(by_nic[r][i]);
+  return order;
+}
+
+} // namespace
+
+int Lowering::nccl_ring(CollectiveOp op, const NcclLayout& L, double bytes, const NcclCall& call,
+                        const std::vector<int>& deps)
+{
+  const int k = L.comm.ranks;
+  if (k < 2)
+    return barrier(deps);
+  const double steps = op == CollectiveOp::all_reduce ? 2.0 * (k - 1) : k - 1.0;
+  // One ring per NIC, as far as the call's channels go (NCCL_MAX_NCHANNELS below the NICs leaves some unused).
+  const int rails = std::min(static_cast<int>(L.nic_members.front().size()), std::max(1, call.channels));
+  std::vector<std::vector<int>> rings;
+  if (L.comm.nodes == 1 || rails <= 1 || !L.regular) {
+    std::vector<int> order;
+    for (const auto& node : L.by_node)
+      order.insert(order.end(), node.begin(), node.end());
+    rings.push_back(std::move(order));
+  } else {
+    for (int r = 0; r < rails; ++r) {
+      std::vector<int> order;
+      int enter_local = -1; // the local index of the previous node's exit GPU: this node enters on its rail
+      for (std::size_t n = 0; n < L.by_node.size(); ++n) {
+        const auto& by_nic = L.nic_members[n];
+        std::vector<int> part;
+        if (L.nics_shared) {
+          part = shared_nic_order(by_nic, r);
+        } else {
+          const auto members = sorted_members(by_nic);
+          int start          = by_nic[r].front();
+          if (enter_local >= 0)
+            for (int g : members)
+              if (topology_.locate(g).local == enter_local)
+                start = g;
+          part = sweep(members, start, n % 2 == 0);
+        }
+        enter_local = topology_.locate(part.back()).local;
+        order.insert(order.end(), part.begin(), part.end());
+      }
+      rings.push_back(std::move(order));
+    }
+  }
+  std::vector<std::pair<int, int>> pairs;
+  for (const auto& ring : rings)
+    for (auto p : ring_pairs(ring))
+      pairs.push_back(p);
+  const double volume = wire_bytes_per_rank(op, k, bytes) / static_cast<double>(rings.size());
+  const int per_ring  = std::max(1, call.channels / static_cast<int>(rings.size()));
+  return pipelined(pairs, volume, chain_latency(latencies(ring_pairs(rings.front())), steps, true), call, deps,
+                   per_ring, bytes);
+}
+
+int Lowering::nccl_tree(const NcclLayout& L, double bytes, const NcclCall& call, const std::vector<int>& deps)
+{
+  const int nodes = L.comm.nodes;
+  // A tree and its mirror per NIC, as far as the call's channels go.
+  const int rails =
+      L.regular ? std::min(static_cast<int>(L.nic_members.front().size()), std::max(1, call.channels / 2)) : 1;
+  // Per NIC: its head on every node and the chain from the head through the node's other group GPUs.
+  std::vector<std::pair<int, int>> across, inside;
+  double deepest_across = 0, longest_chain = 0;
+  for (int r = 0; r < rails; ++r) {
+    std::vector<int> heads;
+    for (std::size_t n = 0; n < L.by_node.size(); ++n) {
+      const int head = L.regular ? L.nic_members[n][r].front() : L.by_node[n].front();
+      heads.push_back(head);
+      const auto chain = sweep(L.nics_shared ? shared_nic_order(L.nic_members[n], r) : L.by_node[n], head, true);
+      std::vector<std::pair<int, int>> up;
+      for (std::size_t i = 1; i < chain.size(); ++i) {
+        up.emplace_back(chain[i], chain[i - 1]);
+        inside.emplace_back(chain[i], chain[i - 1]);
+        inside.emplace_back(chain[i - 1], chain[i]);
+      }
+      double l = 0;
+      for (double x : latencies(up))
+        l += x;
+      longest_chain = std::max(longest_chain, l);
+    }
+    for (bool mirrored : {false, true}) {
+      const auto edges = tree_edges(nodes, mirrored);
+      std::vector<std::pair<int, int>> up, down;
+      for (auto [child, parent] : edges) {
+        up.emplace_back(heads[child], heads[parent]);
+        down.emplace_back(heads[parent], heads[child]);
+        across.push_back(up.back());
+        across.push_back(down.back());
+      }
+      deepest_across = std::max(deepest_across, deepest(edges, up, nodes) + deepest(edges, down, nodes));
+    }
+  }
+  const double chain = deepest_across + 2 * longest_chain;
+  // Each NIC's trees carry its share, half each; its chains carry both halves.
+  const int per_tree = std::max(1, call.channels / (2 * rails));
+  const int a        = pipelined(across, bytes / (2.0 * rails), chain, call, deps, per_tree, bytes);
+  if (inside.empty())
+    return a;
+  const int b = pipelined(inside, bytes / rails, 0, call, deps, 2 * per_tree, bytes);
+  return barrier({a, b});
+}
+
+int Lowering::nvls(CollectiveOp op, const NcclLayout& L, double bytes, const NcclCall& call, bool across_by_tree,
+                   const std::vector<int>& deps)
+{
+  // Inside each node: the multimem reduction and multicast move S (k+1)/k over each GPU's NVLink each way for an
+  // all-reduce; an all-gather or reduce-scatter moves what a ring moves. At NCCL's NVLS efficiency of the NVLink.
+  std::vector<std::pair<int, int>> inside;
+  int k = 1;
+  for (const auto& node : L.by_node) {
+    k = std::max(k, static_cast<int>(node.size()));
+    if (node.size() > 1)
+      for (auto p : ring_pairs(node))
+        inside.push_back(p);
+  }
+  const double volume = op == CollectiveOp::all_reduce ? bytes * (k + 1) / k : bytes * (k - 1) / k;
+  const double saved  = stretch_;
+  stretch_            = saved / L.nvls_efficiency;
+  const int a         = pipelined(inside, volume, 0, call, deps, call.channels, bytes);
+  stretch_            = saved;
+  if (L.comm.nodes == 1)
+    return a;
+  // Between nodes, per NIC between its heads: NVLSTree's double binary trees, or the switches' reduction (SHARP),
+  // which moves on every link what a ring moving each head's share once moves.
+  const int rails =
+      L.regular ? std::min(static_cast<int>(L.nic_members.front().size()), std::max(1, call.channels)) : 1;
+  std::vector<std::pair<int, int>> across;
+  double chain = 0;
+  for (int r = 0; r < rails; ++r) {
+    std::vector<int> heads;
+    for (std::size_t n = 0; n < L.by_node.size(); ++n)
+      heads.push_back(L.regular ? L.nic_members[n][r].front() : L.by_node[n].front());
+    if (across_by_tree) {
+      for (bool mirrored : {false, true}) {
+        const auto edges = tree_edges(L.comm.nodes, mirrored);
+        std::vector<std::pair<int, int>> up, down;
+        for (auto [child, parent] : edges) {
+          up.emplace_back(heads[child], heads[parent]);
+          down.emplace_back(heads[parent], heads[child]);
+          across.push_back(up.back());
+          across.push_back(down.back());
+        }
+        chain = std::max(chain, deepest(edges, up, L.comm.nodes) + deepest(edges, down, L.comm.nodes));
+      }
+    } else {
+      for (auto p : ring_pairs(heads))
+        across.push_back(p);
+    }
+  }
+  const double share = across_by_tree ? bytes / (2.0 * rails) : bytes / rails;
+  const int b        = pipelined(across, share, chain, call, deps, std::max(1, call.channels / rails), bytes);
+  return barrier({a, b});
+}
+
+int Lowering::collnet(const NcclLayout& L, double bytes, const NcclCall& call, const std::vector<int>& deps)
+{
+  // Inside each node the GPUs reduce to the heads and take the result back: a ring's NVLink volume.
+  std::vector<std::pair<int, int>> inside;
+  int k = 1;
+  for (const auto& node : L.by_node) {
+    k = std::max(k, static_cast<int>(node.size()));
+    if (node.size() > 1)
+      for (auto p : ring_pairs(node))
+        inside.push_back(p);
+  }
+  std::vector<int> ends;
+  if (!inside.empty())
+    ends.push_back(pipelined(inside, 2.0 * bytes * (k - 1) / k, 0, call, deps, call.channels, bytes));
+  const int rails =
+      L.regular ? std::min(static_cast<int>(L.nic_members.front().size()), std::max(1, call.channels)) : 1;
+  std::vector<std::pair<int, int>> across;
+  for (int r = 0; r < rails; ++r) {
+    std::vector<int> heads;
+    for (std::size_t n = 0; n < L.by_node.size(); ++n)
+      heads.push_back(L.regular ? L.nic_members[n][r].front() : L.by_node[n].front());
+    for (auto p : ring_pairs(heads))
+      across.push_back(p);
+  }
+  ends.push_back(pipelined(across, bytes / rails, 0, call, deps, std::max(1, call.channels / rails), bytes));
+  return barrier(ends);
+}
+
+void Lowering::p2p(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out, double window)
+{
+  const auto s = topology_.locate(src), d = topology_.locate(dst);
+  if (!nccl_.pxn || s.node == d.node) {
+    transfer(src, dst, bytes, deps, out, window);
+    return;
+  }
+  // The NIC on the destination's rail, and the GPU behind it on the sender's node.
+  const auto& node = *topology_.spec().site_of(topology_.building_name(s.building)).node;
+  const int rail   = node.nic_of(d.local);
+  int proxy        = src;
+  if (node.nic_of(s.local) != rail && d.local < topology_.node_gpus_of(src)) {
+    const int local = node.shared_nics() ? node.nic_gpus[rail].front() : d.local;
+    proxy           = src - s.local + local;
+  }
+  if (proxy == src) {
+    transfer(src, dst, bytes, deps, out, window);
+    return;
+  }
+  transfer(src, proxy, bytes, deps, out, window);
+  transfer(proxy, dst, bytes, deps, out, window);
+}
+
+} // namespace spansim::netsim::detail
