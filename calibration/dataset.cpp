@@ -200,24 +200,29 @@ topology::TopologySpec cluster_topology(const PublishedRun& run)
   // A leaf of radix 64 at 1:1 has 32 downlinks: rails need one leaf port per node and rail; without rails a whole
   // node sits under a leaf, so the radix grows to fit it.
   const int radix = std::max(64, 2 * c.gpus_per_node);
-  json spec       = {{"name", run.name + "-cluster"},
-                     {"node",
-                      {{"gpus", c.gpus_per_node},
-                       {"nvlink_bandwidth", exact(c.nvlink_bandwidth)},
-                       {"nvlink_latency", "0.5us"},
-                       {"nccl_efficiency", c.nvlink_efficiency}}},
-                     {"pod",
-                      {{"nodes", nodes},
-                       {"rail_optimized", c.rail_optimized},
-                       {"fabric", c.fabric},
-                       {"nic_bandwidth", exact(c.nic_bandwidth)},
-                       {"nccl_efficiency", c.nic_efficiency},
-                       {"leaf_radix", radix},
-                       {"spine_radix", radix},
-                       {"oversubscription", 1},
-                       {"link_latency", "1us"}}},
-                     {"building", {{"pods", 1}, {"aggregation_oversubscription", 1}, {"aggregation_latency", "1us"}}},
-                     {"regions", json::array({{{"name", "cluster"}, {"buildings", json::array({"b0"})}}})}};
+  // The NVLink generation is the GPU's (A100: 3, Hopper: 4, Blackwell: 5); NCCL uses NVLS where the switch reduces.
+  const std::string& gpu   = run.job->gpu.name;
+  const std::string nvlink = gpu.rfind("a100", 0) == 0 ? "nvlink3" : gpu.rfind("h", 0) == 0 ? "nvlink4" : "nvlink5";
+  json spec                = {{"name", run.name + "-cluster"},
+                              {"node",
+                               {{"gpus", c.gpus_per_node},
+                                {"nvlink_bandwidth", exact(c.nvlink_bandwidth)},
+                                {"nvlink_latency", "0.5us"},
+                                {"nccl_efficiency", c.nvlink_efficiency},
+                                {"nvlink", nvlink},
+                                {"nvls", nvlink != "nvlink3"}}},
+                              {"pod",
+                               {{"nodes", nodes},
+                                {"rail_optimized", c.rail_optimized},
+                                {"fabric", c.fabric},
+                                {"nic_bandwidth", exact(c.nic_bandwidth)},
+                                {"nccl_efficiency", c.nic_efficiency},
+                                {"leaf_radix", radix},
+                                {"spine_radix", radix},
+                                {"oversubscription", 1},
+                                {"link_latency", "1us"}}},
+                              {"building", {{"pods", 1}, {"aggregation_oversubscription", 1}, {"aggregation_latency", "1us"}}},
+                              {"regions", json::array({{{"name", "cluster"}, {"buildings", json::array({"b0"})}}})}};
   return topology::parse_topology_spec(spec, run.name + " (cluster)");
 }
 

@@ -178,9 +178,13 @@ int Lowering::pipelined(const std::vector<std::pair<int, int>>& pairs, double vo
   const double window = call.window * (channels_per_edge > 0 ? channels_per_edge : call.channels);
   // The call's kernels move its bytes no faster than their per-channel limit: each edge carries its volume in at
   // least that time.
+  // A cap that cannot bind (above the edge's own links) is left off: it would change nothing, and TCP's packet
+  // transports pace no flow.
   const double kernel_rate = call.kernel_algbw > 0 && bytes > 0 ? wire * call.kernel_algbw / bytes : 0;
-  for (auto [a, b] : pairs)
-    transfer(a, b, wire, deps, ops, window, kernel_rate);
+  for (auto [a, b] : pairs) {
+    const double bound = topology_.route_bandwidth(topology_.route(a, b));
+    transfer(a, b, wire, deps, ops, window, kernel_rate < bound ? kernel_rate : 0);
+  }
   // NCCL's own latency for the call is the least its chain of steps takes; beyond it, every step an edge takes
   // (its volume in steps of the call's step size, one loop after another) pays the step latency of its path
   // (the node's inside a node, the fabric's between nodes: topology/fabrics.json's fitted values).

@@ -287,3 +287,36 @@ TEST_CASE("NewReno over drop-tail queues also carries a flow at line rate", "[pa
   CHECK(r.settings["socket_type"] == "ns3::TcpNewReno");
   expect_within("64 MiB over the pod spine with NewReno", tcp_transfer_time(t, 0, 5, bytes, s), r.ops[0].end, 0.03);
 }
+
+TEST_CASE("NCCL's layouts at packet level: rings per NIC, the 2-node tree, NVLS and CollNet as flow level has them",
+          "[packet][collective][nccl]")
+{
+  // The closed forms of tests/netsim/test_nccl.cpp hold at flow level; packets add headers and store-and-forward.
+  // NVLS and CollNet reduce in the switch: packet level carries them as their link loads (the switches' arithmetic
+  // is not simulated), as flow level does.
+  const auto t = test::without_step_latencies("dgx-h100");
+  std::vector<int> sixteen, eight;
+  for (int i = 0; i < 16; ++i)
+    (i < 8 ? eight : sixteen).push_back(i);
+  sixteen.insert(sixteen.begin(), eight.begin(), eight.end());
+  struct Case {
+    const char* what;
+    Algorithm algorithm;
+    std::vector<int> gpus;
+  };
+  for (const auto& c :
+       {Case{"16-rank rings, one per NIC", Algorithm::ring, sixteen}, Case{"2-node tree", Algorithm::tree, sixteen},
+        Case{"8-GPU NVLS", Algorithm::nvls, eight}, Case{"2-node CollNet", Algorithm::collnet_direct, sixteen}}) {
+    Collective col;
+    col.algorithm     = c.algorithm;
+    col.gpus          = c.gpus;
+    col.bytes         = 64.0 * 1048576;
+    col.nccl.protocol = Protocol::simple;
+    col.nccl.collnet  = true;
+    FlowGraph g;
+    const int end = add_collective(g, t, col, {}).end_op;
+    auto packet   = timed_run(c.what, t, g);
+    expect_within(std::string(c.what) + " of 64 MiB: packet vs flow", run_flow(t, g).ops[end].end, packet.ops[end].end,
+                  0.03);
+  }
+}

@@ -1,0 +1,265 @@
+// NCCL's tuner, graph search and layouts against hand counts from NCCL's own tables and rules, and the collectives
+// NCCL lays out against their closed forms at analytical and flow fidelity (packet level: test_packet.cpp).
+#include "netsim/collectives.hpp"
+#include "netsim/nccl_layout.hpp"
+#include "netsim/netsim.hpp"
+#include "topology/topology.hpp"
+
+#include "tests/support.hpp"
+#include "tests/support_flow.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <iostream>
+
+using namespace spansim;
+using namespace spansim::netsim;
+using spansim::test::expect_within;
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+std::vector<int> first(int n)
+{
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i)
+    v.push_back(i);
+  return v;
+}
+
+const NcclGraph& graph(const NcclLayout& l, NcclAlgorithm a)
+{
+  return l.comm.graphs[static_cast<int>(a)];
+}
+
+double simulate(const topology::Topology& t, const Collective& c, Fidelity f, Lowered* lowered = nullptr)
+{
+  FlowGraph g;
+  const auto l = add_collective(g, t, c, {});
+  if (lowered)
+    *lowered = l;
+  return run(t, g, f, EngineOptions{}).ops[l.end_op].end;
+}
+
+Collective make(Algorithm a, std::vector<int> gpus, double bytes, Protocol p = Protocol::simple)
+{
+  Collective c;
+  c.algorithm     = a;
+  c.gpus          = std::move(gpus);
+  c.bytes         = bytes;
+  c.nccl.protocol = p;
+  return c;
+}
+
+} // namespace
+
+TEST_CASE("NCCL's graph search: channels and speeds of the systems NCCL's logs and rules give", "[nccl]")
+{
+  NcclSettings s; // 2.27
+  // DGX H100, two nodes: 8 search channels at 48 GB/s (PCIe Gen5 x16 below the 50 GB/s NIC), each NIC in and out once
+  // ("Pattern 4, crossNic 2, nChannels 8, bw 48/48" in public logs); not duplicated (48 < 50 on Hopper with more
+  // than 4 channels); Postset doubles them to 16 ("Channel xx/16", NVIDIA/nccl #1453).
+  const auto dgx = topology::Topology(topology::load_topology_spec("dgx-h100"));
+  auto two       = nccl_layout(dgx, first(16), s);
+  CHECK(graph(two, NcclAlgorithm::ring).channels == 8);
+  CHECK(graph(two, NcclAlgorithm::ring).bw_inter == 48);
+  CHECK(two.comm.channels == 16);
+  CHECK(two.nic_members.front().size() == 8);
+  // One node: the intra-node ladder from 60 GB/s: 6 channels x 60 over 370.8 GB/s of NVLink (18 x 20.6), doubled to
+  // 12 x 30, then 24 ("24 coll channels" in public logs); NVLS 16 channels, 8 heads of 40 GB/s ((8 + 1) x 40 <= 370.8).
+  auto one = nccl_layout(dgx, first(8), s);
+  CHECK(graph(one, NcclAlgorithm::ring).channels == 12);
+  CHECK(graph(one, NcclAlgorithm::ring).bw_intra == 30);
+  CHECK(one.comm.channels == 24);
+  CHECK(graph(one, NcclAlgorithm::nvls).channels == 8);
+  CHECK(graph(one, NcclAlgorithm::nvls).bw_intra == 40);
+  CHECK(one.comm.nvls_channels == 16);
+  // p4de-like: 4 NICs of 100 Gb/s, two A100 behind each: 4 channels of 12 GB/s (12.5 GB/s a NIC), not duplicated
+  // (below 25 GB/s), 8 at run time.
+  const auto p4 = topology::Topology(topology::load_topology_spec("p4de"));
+  auto a100     = nccl_layout(p4, first(16), s);
+  CHECK(graph(a100, NcclAlgorithm::ring).channels == 4);
+  CHECK(graph(a100, NcclAlgorithm::ring).bw_inter == 12);
+  CHECK(a100.comm.channels == 8);
+  CHECK(a100.nics_shared);
+  // One GPU per node: one NIC, 1 x 48 duplicated to 2 x 24, 4 at run time; PAT from 2.23.
+  std::vector<int> rail;
+  for (int n = 0; n < 4; ++n)
+    rail.push_back(8 * n);
+  auto single = nccl_layout(dgx, rail, s);
+  CHECK(graph(single, NcclAlgorithm::ring).channels == 2);
+  CHECK(single.comm.channels == 4);
+  CHECK(single.comm.pat);
+  // GB200 NVL72 racks: 16 x 45.1 (NVLink-bound: 71/72 of a channel's 45.1 GB/s on each of 721.8 GB/s), 32 at run
+  // time; NVLS 32 channels across racks.
+  const auto nvl = topology::Topology(topology::load_topology_spec("gb200-nvl72"));
+  auto racks     = nccl_layout(nvl, first(144), s);
+  CHECK(graph(racks, NcclAlgorithm::ring).channels == 16);
+  CHECK(graph(racks, NcclAlgorithm::ring).bw_inter == 45.1);
+  CHECK(racks.comm.channels == 32);
+  CHECK(racks.comm.nvls_channels == 32);
+  // NCCL 2.19 duplicated Hopper's multi-node channels to 32 (2n <= MAXCHANNELS).
+  s.version = NcclVersion::parse("2.19");
+  CHECK(nccl_layout(dgx, first(16), s).comm.channels == 32);
+}
+
+TEST_CASE("NCCL's tuner: latencies and bandwidths by hand from its tables", "[nccl]")
+{
+  const auto dgx = topology::Topology(topology::load_topology_spec("dgx-h100"));
+  NcclSettings s;
+  NcclPick p;
+  // Ring all-reduce on one node, Simple: baseLat 8.4 + 14 steps x NVLink's 3.4 us.
+  const auto one = nccl_layout(dgx, first(8), s);
+  REQUIRE(nccl_time(one.comm, CollectiveOp::all_reduce, kGiB, NcclAlgorithm::ring, Protocol::simple, &p) > 0);
+  expect_within("ring, one node, Simple: latency (us)", 8.4 + 14 * 3.4, p.latency_us, 1e-12);
+  // ... and its bandwidth: 12 channels x 30 GB/s, algBw = busBw x 8 / 14.
+  expect_within("ring, one node, Simple: algBw (GB/s)", 12 * 30.0 * 8 / 14, p.algbw, 1e-12);
+  // NVLS (2.27): latency = NVLink's hwLat 25 us; bandwidth = 8 heads x min(40, 60) x 5/6.
+  REQUIRE(nccl_time(one.comm, CollectiveOp::all_reduce, kGiB, NcclAlgorithm::nvls, Protocol::simple, &p) > 0);
+  expect_within("NVLS latency (us)", 25, p.latency_us, 1e-12);
+  expect_within("NVLS algBw (GB/s)", 8 * 40.0 * 5 / 6, p.algbw, 1e-12);
+  // Tree on two nodes, LL128: baseLat 14 + 2 x ((8 - 1) x 1.25 + log2(2) x 8.5).
+  const auto two = nccl_layout(dgx, first(16), s);
+  REQUIRE(nccl_time(two.comm, CollectiveOp::all_reduce, 1 << 20, NcclAlgorithm::tree, Protocol::ll128, &p) > 0);
+  expect_within("tree, two nodes, LL128: latency (us)", 14 + 2 * (7 * 1.25 + 8.5), p.latency_us, 1e-12);
+  // Its bandwidth: min(8 x 50 x 120/128 ... the per-channel LL128 cap 8 x 36.7) x 0.85 (TREE pattern) x 0.5, x the
+  // tree correction of 1 MiB (log2(2^20 >> 6) = 14: LL128's 0.6).
+  const double tree_bw = std::min(std::min(8 * 50.0 * 0.92, 8 * 41.4) * 120 / 128, 8 * 36.7) * 0.85 * 0.5 * 0.6;
+  expect_within("tree, two nodes, LL128: algBw at 1 MiB (GB/s)", tree_bw, p.algbw, 1e-12);
+  // PAT (2.27), 4 ranks on 4 nodes: 8 + log2(4) x 14/3.5 + 4 x 2.8 us.
+  std::vector<int> rail{0, 8, 16, 24};
+  const auto pat = nccl_layout(dgx, rail, s);
+  REQUIRE(nccl_time(pat.comm, CollectiveOp::all_gather, kGiB, NcclAlgorithm::pat, Protocol::simple, &p) > 0);
+  expect_within("PAT latency (us)", 8 + 2 * 14 / 3.5 + 4 * 2.8, p.latency_us, 1e-12);
+  // Picks: NVLS for a large all-reduce on one node; NVLSTree across two; a ring over many nodes of one GPU each.
+  CHECK(nccl_pick(one.comm, CollectiveOp::all_reduce, kGiB, {}, Protocol::automatic).algorithm == NcclAlgorithm::nvls);
+  CHECK(nccl_pick(two.comm, CollectiveOp::all_reduce, kGiB, {}, Protocol::automatic).algorithm ==
+        NcclAlgorithm::nvls_tree);
+  // NCCL_ALGO leaves NVLS out: the ring.
+  CHECK(nccl_pick(one.comm, CollectiveOp::all_reduce, kGiB, NcclAlgorithmSet::parse("^NVLS,NVLSTree"),
+                  Protocol::automatic)
+            .algorithm == NcclAlgorithm::ring);
+  CHECK_THROWS_WITH(nccl_pick(one.comm, CollectiveOp::all_reduce, kGiB, NcclAlgorithmSet::parse("CollNetDirect"),
+                              Protocol::automatic),
+                    Catch::Contains("no algorithm") && Catch::Contains("CollNetDirect"));
+}
+
+TEST_CASE("rings over whole nodes leave each node by every NIC: 16 ranks reach the 8-NIC bound", "[nccl][collective]")
+{
+  // hgx-h100-pod (8 x 400G a node, RoCE at 0.94): rings one per NIC, each carrying S/8, rail-local between nodes. Bus
+  // bandwidth 8 x 47 GB/s where one ring through one NIC gave 47 (issue 61's figure); NVLink carries 7/8 of it.
+  const auto t   = test::without_step_latencies("hgx-h100-pod");
+  const double b = t.spec().pod.nic_rate();
+  for (double s : {1 * kGiB, 8 * kGiB})
+    for (auto f : {Fidelity::analytical, Fidelity::flow}) {
+      Lowered l;
+      const auto c       = make(Algorithm::ring, first(16), s);
+      const double time  = simulate(t, c, f, &l);
+      const double chain = std::max(30 * 2 * t.spec().pod.link_latency, test::nccl_floor(t, c));
+      const double form  = 2.0 * 15 / 16 * s / (8 * b) + chain;
+      expect_within("16-rank ring of " + std::to_string(static_cast<long>(s)) + " B at " + std::string(name_of(f)) +
+                        " against 2(K-1)/K S / (8 NICs x " + std::to_string(b / 1e9) + " GB/s)",
+                    form, time, 0.01);
+      CHECK(l.nics == 8);
+      std::cout << "  bus bandwidth " << 2.0 * 15 / 16 * s / time / 1e9 << " GB/s\n";
+    }
+}
+
+TEST_CASE("NCCL's tree on two nodes: chains inside bound it, or its kernels' per-channel cap", "[nccl][collective]")
+{
+  // Each NIC's tree and mirror carry S/8 between the nodes (S/8 a NIC each way: S / (8 x 47 GB/s)); inside, each of
+  // the 8 chains (one per NIC, from its own head) moves 2 x 7/8 S over every GPU's NVLink (1.75 S / 369 GB/s); the
+  // tree kernels reach at most 8 channels x 41.4 GB/s (Hopper, 2 nodes) x 0.85 (TREE pattern) x 0.5 of algBw.
+  const auto t     = test::without_step_latencies("hgx-h100-pod");
+  const double nic = 8 * t.spec().pod.nic_rate(), nv = t.spec().node.nvlink_rate();
+  const double cap = 8 * 41.4e9 * 0.85 * 0.5;
+  for (auto f : {Fidelity::analytical, Fidelity::flow}) {
+    const double s    = 4 * kGiB;
+    const auto c      = make(Algorithm::tree, first(16), s);
+    const double form = std::max({s / nic, 1.75 * s / nv, s / cap}) + test::nccl_floor(t, c, NcclAlgorithm::tree);
+    expect_within("2-node tree all-reduce at " + std::string(name_of(f)), form, simulate(t, c, f), 0.01);
+  }
+}
+
+TEST_CASE("NVLS: the NVSwitch reduces, each GPU moves S (k+1)/k each way at NCCL's NVLS efficiency",
+          "[nccl][collective]")
+{
+  const auto t      = test::without_step_latencies("dgx-h100");
+  const double rate = t.spec().node.nvlink_rate() * 0.85; // tuning.cc 2.28+: nvlsEfficiency, Hopper
+  for (auto f : {Fidelity::analytical, Fidelity::flow}) {
+    const double s    = 8 * kGiB;
+    const auto c      = make(Algorithm::nvls, first(8), s);
+    const double form = s * 9 / 8 / rate + test::nccl_floor(t, c, NcclAlgorithm::nvls);
+    Lowered l;
+    const double time = simulate(t, c, f, &l);
+    expect_within("8-GPU NVLS all-reduce at " + std::string(name_of(f)), form, time, 0.01);
+    std::cout << "  bus bandwidth " << 1.75 * s / time / 1e9 << " GB/s (ring: " << t.spec().node.nvlink_rate() / 1e9
+              << ")\n";
+    CHECK(l.algorithm == Algorithm::nvls);
+  }
+  // NVLS where the switch does not reduce: refused.
+  const auto a100 = test::without_step_latencies("p4de");
+  FlowGraph g;
+  CHECK_THROWS_WITH(add_collective(g, a100, make(Algorithm::nvls, first(8), kGiB), {}),
+                    Catch::Contains("nvls does not apply") && Catch::Contains("NVSwitch that reduces"));
+}
+
+TEST_CASE("CollNet: the switches reduce, each node puts S on the network once", "[nccl][collective]")
+{
+  // dgx-h100 has SHARP switches; with CollNet enabled each NIC's head sends S/8 once, the nodes' GPUs reduce to their
+  // heads and spread the result (a ring's NVLink volume, 2 (k-1)/k S).
+  const auto t = test::without_step_latencies("dgx-h100");
+  for (auto f : {Fidelity::analytical, Fidelity::flow}) {
+    const double s    = 4 * kGiB;
+    auto c            = make(Algorithm::collnet_direct, first(16), s);
+    c.nccl.collnet    = true;
+    const double form = std::max(1.75 * s / t.spec().node.nvlink_rate(), s / (8 * t.spec().pod.nic_rate())) +
+                        test::nccl_floor(t, c, NcclAlgorithm::collnet_direct);
+    expect_within("2-node CollNet all-reduce at " + std::string(name_of(f)), form, simulate(t, c, f), 0.01);
+  }
+  // Without CollNet enabled, or on a fabric without SHARP: refused.
+  FlowGraph g;
+  CHECK_THROWS_WITH(add_collective(g, t, make(Algorithm::collnet_direct, first(16), kGiB), {}),
+                    Catch::Contains("CollNet needs SHARP, CollNet enabled"));
+}
+
+TEST_CASE("PXN: a send to another node leaves by the destination's rail", "[nccl][collective]")
+{
+  const auto t = test::without_step_latencies("hgx-h100-pod");
+  Collective c;
+  c.op    = CollectiveOp::send_recv;
+  c.gpus  = {1, 10}; // GPU 1 of node 0 to GPU 2 of node 1
+  c.bytes = kGiB;
+  FlowGraph g;
+  add_collective(g, t, c, {});
+  REQUIRE(g.ops().size() >= 2);
+  std::vector<std::pair<int, int>> hops;
+  for (const auto& op : g.ops())
+    if (op.kind == Op::Kind::transfer)
+      hops.emplace_back(op.src, op.dst);
+  // Over NVLink to GPU 2 of node 0, then out of its NIC on rail 2.
+  CHECK(hops == std::vector<std::pair<int, int>>{{1, 2}, {2, 10}});
+  c.nccl.pxn = false;
+  FlowGraph direct;
+  add_collective(direct, t, c, {});
+  std::size_t transfers = 0;
+  for (const auto& op : direct.ops())
+    transfers += op.kind == Op::Kind::transfer;
+  CHECK(transfers == 1);
+}
+
+TEST_CASE("every step pays the step latency of its path: NVLink's inside a node, the fabric's between nodes",
+          "[nccl][collective]")
+{
+  // The 8-GPU ring all-reduce of 1 MiB on one node: one loop of 14 steps (24 channels, a step of 1 MiB / 192), each
+  // paying the node's step latency on top of NCCL's own latency for the call.
+  const auto with    = topology::Topology(topology::load_topology_spec("hgx-h100-pod"));
+  const auto without = test::without_step_latencies("hgx-h100-pod");
+  const auto c       = make(Algorithm::ring, first(8), 1 << 20);
+  const double step  = with.spec().node.step_latency;
+  REQUIRE(step > 0);
+  for (auto f : {Fidelity::analytical, Fidelity::flow})
+    expect_within("14 steps x " + std::to_string(step * 1e6) + " us at " + std::string(name_of(f)),
+                  simulate(without, c, f) + 14 * step, simulate(with, c, f), 1e-9);
+}
