@@ -25,6 +25,12 @@ struct NetworkRun {
   std::string excluded_because; ///< excluded rows: why
   // What it ran on and what it ran (not for excluded rows).
   topology::TopologySpec topology;
+  /// @brief Which of the fitted parameters the preset or the row states (kept as stated, not fitted values).
+  struct Stated {
+    bool nccl_efficiency = false; ///< pod
+    bool net_latency     = false; ///< pod
+    bool step_latency    = false; ///< node
+  } stated;
   std::vector<int> gpus;
   CollectiveOp op = CollectiveOp::all_reduce;
   double bytes    = 0;

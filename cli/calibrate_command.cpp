@@ -101,6 +101,19 @@ std::string figure(calibration::Metric m, double v)
   return fmt(v);
 }
 
+// Writes a fitted document to --out, and with --json prints it (true: printed, nothing more to say).
+bool write_and_print(const CalibrateOptions& o, const nlohmann::json& doc)
+{
+  if (!o.out.empty())
+    write_file_replacing(o.out, doc.dump(2) + "\n");
+  if (!o.json)
+    return false;
+  nlohmann::json j = doc;
+  j["written"]     = o.out;
+  std::cout << j.dump(2) << "\n";
+  return true;
+}
+
 std::string network_dataset_path(const std::string& given)
 {
   return given.empty() ? calibration::default_network_dataset_path() : given;
@@ -117,15 +130,8 @@ void calibrate_network(const CalibrateOptions& o)
                                                 progress_bar(!o.json && stderr_is_terminal()));
   if (fits.empty())
     throw UsageError(dataset.file + " has no fit rows: nothing to fit");
-  const auto doc = calibration::fabrics_document(fits, dataset.file);
-  if (!o.out.empty())
-    write_file_replacing(o.out, doc.dump(2) + "\n");
-  if (o.json) {
-    nlohmann::json j = doc;
-    j["written"]     = o.out;
-    std::cout << j.dump(2) << "\n";
+  if (write_and_print(o, calibration::fabrics_document(fits, dataset.file)))
     return;
-  }
   Table t{
       "Fitted on " + calibration::recorded_path(dataset.file),
       {"fabric or NVLink", "fit rows", "NCCL efficiency", "net latency", "step latency", "MAPE before", "MAPE after"},
@@ -157,15 +163,8 @@ void calibrate(const CalibrateOptions& o)
   fo.moe_from        = o.moe_from;
   fo.progress        = progress_bar(!o.json && stderr_is_terminal());
   const auto profile = calibration::fit_profile(dataset, fo);
-  const auto doc     = profile.to_json();
-  if (!o.out.empty())
-    write_file_replacing(o.out, doc.dump(2) + "\n");
-  if (o.json) {
-    nlohmann::json j = doc;
-    j["written"]     = o.out;
-    std::cout << j.dump(2) << "\n";
+  if (write_and_print(o, profile.to_json()))
     return;
-  }
   std::cout << "Calibration profile " << profile.calibration.name << " (" << profile.residuals.size() << " fit rows, "
             << o.fidelity << " fidelity)\n";
   std::cout << "  clock_fraction " << fixed(profile.calibration.clock_fraction, 4) << " (bounds "

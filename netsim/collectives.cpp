@@ -192,7 +192,8 @@ Lowered add_collective(FlowGraph& graph, const Topology& topology, const Collect
     throw UsageError("algorithm " + std::string(name_of(a)) + " does not apply to this " + std::string(name_of(c.op)) +
                      " of " + std::to_string(c.gpus.size()) + " GPUs over " + std::to_string(layout->comm.nodes) +
                      " node(s) (NVLS needs an NVSwitch that reduces and NCCL's NVLS enabled, with more than 2 GPUs "
-                     "per node and, across nodes, SHARP or NVLSTree; CollNet needs SHARP, CollNet enabled and 2 "
+                     "per node (2 or more from NCCL 2.28) and, across nodes, SHARP or NVLSTree; CollNet needs SHARP, "
+                     "CollNet enabled and 2 "
                      "nodes or more; PAT one GPU per node from NCCL 2.23)");
   }
   const auto nccl_of = nccl_algorithm(a);

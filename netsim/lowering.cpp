@@ -132,7 +132,8 @@ double chain_latency(const std::vector<double>& latency, double steps, bool cycl
 }
 
 Lowering::Lowering(FlowGraph& graph, const Topology& topology, const Collective& c)
-    : graph_(graph), topology_(topology), flows_per_pair_(c.flows_per_pair), stretch_(c.stretch), nccl_(c.nccl)
+    : graph_(graph), topology_(topology), flows_per_pair_(c.flows_per_pair), stretch_(c.stretch), nccl_(c.nccl),
+      members_(c.gpus.begin(), c.gpus.end())
 {
   for (std::size_t i = 0; i < c.send_rate.size() && i < c.gpus.size(); ++i)
     if (c.send_rate[i] > 0)

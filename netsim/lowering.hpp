@@ -7,6 +7,7 @@
 #include "netsim/nccl_layout.hpp"
 
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -76,7 +77,8 @@ public:
   /// @brief CollNet: the node's data reduced to its heads, the switches reduce across nodes, the heads spread it.
   int collnet(const NcclLayout& layout, double bytes, const NcclCall& call, const std::vector<int>& deps);
   /// @brief A point-to-point transfer over the network as NCCL's PXN sends it: over NVLink to the local GPU on the
-  /// destination's rail, then out of that GPU's NIC.
+  /// destination's rail, then out of that GPU's NIC; direct when that GPU is not in the group (NCCL relays only
+  /// through ranks of the communicator).
   void p2p(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out, double window);
 
 private:
@@ -88,6 +90,9 @@ private:
   double deepest(const std::vector<std::pair<int, int>>& edges, const std::vector<std::pair<int, int>>& pairs,
                  int k) const;
   void note(const NcclCall& call, double estimate, double chain, double at_window, double at_bandwidth);
+  /// @brief NCCL's double binary tree over `heads` (one per node) and its mirror: their up and down edges appended
+  /// to `pairs`; returns the slowest path up and down.
+  double double_tree(const std::vector<int>& heads, std::vector<std::pair<int, int>>& pairs) const;
 
   FlowGraph& graph_;
   const topology::Topology& topology_;
@@ -95,6 +100,7 @@ private:
   double stretch_ = 1;
   NcclSettings nccl_;
   std::unordered_map<int, double> send_rate_; ///< GPU -> bytes/s of all its sends in this collective
+  std::unordered_set<int> members_;           ///< the group: PXN relays only through ranks of the communicator
   std::size_t flows_ = 0;
   NcclCall call_;
   Bound bound_     = Bound::bandwidth;

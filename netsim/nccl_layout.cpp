@@ -95,12 +95,15 @@ Found search(const std::vector<double>& speeds, double max_bw, double total_bw, 
 
 NcclLayout nccl_layout(const topology::Topology& topology, const std::vector<int>& gpus, const NcclSettings& settings)
 {
+  if (gpus.empty())
+    throw UsageError("NCCL's layout needs a group of at least one GPU");
   NcclLayout L;
   auto& c   = L.comm;
   c.version = settings.version;
   c.ranks   = static_cast<int>(gpus.size());
   std::map<int, int> node_index;
-  int arch          = 3;
+  int arch = 3, arch_most = 1;
+  std::vector<topology::TopologySpec::Site> sites; // of the group's nodes
   bool nvls_capable = true, sharp = true;
   const topology::NodeSpec* node0 = nullptr;
   const topology::PodSpec* pod0   = nullptr;
@@ -111,7 +114,9 @@ NcclLayout nccl_layout(const topology::Topology& topology, const std::vector<int
     if (fresh) {
       L.by_node.emplace_back();
       L.nic_members.emplace_back();
-      arch         = std::min(arch, arch_of(site.node->nvlink));
+      arch      = std::min(arch, arch_of(site.node->nvlink));
+      arch_most = std::max(arch_most, arch_of(site.node->nvlink));
+      sites.push_back(site);
       nvls_capable = nvls_capable && site.node->nvls;
       sharp        = sharp && site.pod->sharp;
       if (!node0) {
@@ -151,11 +156,14 @@ NcclLayout nccl_layout(const topology::Topology& topology, const std::vector<int
   const int rails = static_cast<int>(L.nic_members[0].size());
   L.nic_ports     = node0->ports_per_gpu();
 
-  // NCCL's figures for the paths (GB/s).
-  const NcclVersion v    = c.version;
-  const double total_bw  = nccl_nvlink(*node0, v);
-  const double pcie      = topology::pcie_bandwidth(node0->nvlink) / 1e9;
-  const double nic       = pod0->nic_bandwidth * L.nic_ports / 1e9;
+  // NCCL's figures for the paths (GB/s): the narrowest of the group's nodes (NCCL takes the minimum over ranks).
+  const NcclVersion v = c.version;
+  double total_bw = 1e30, pcie = 1e30, nic = 1e30;
+  for (const auto& site : sites) {
+    total_bw = std::min(total_bw, nccl_nvlink(*site.node, v));
+    pcie     = std::min(pcie, topology::pcie_bandwidth(site.node->nvlink) / 1e9);
+    nic      = std::min(nic, site.pod->nic_bandwidth * site.node->ports_per_gpu() / 1e9);
+  }
   const double max_inter = std::min(pcie, nic);
   const int max_channels = (v.at_least(25) ? 64 : 32) / 2;
 
@@ -175,10 +183,11 @@ NcclLayout nccl_layout(const topology::Topology& topology, const std::vector<int
     ring = search(ladder(arch, v, false), total_bw, total_bw, max_channels,
                   [&](double s) { return static_cast<int>(std::floor(total_bw / s + 1e-9)); });
   }
-  // DupChannels.
+  // DupChannels: min(2n, maxChannels) channels, the speed divided by how many copies each channel got.
   if (!(ring.speed < 25) && !(arch >= 2 && ring.speed < 50 && ring.channels > 4)) {
-    ring.channels = std::min(2 * ring.channels, max_channels);
-    ring.speed /= 2;
+    const int dup = std::min(2 * ring.channels, max_channels);
+    ring.speed /= (dup + ring.channels - 1) / ring.channels;
+    ring.channels = dup;
   }
   auto& rg    = c.graphs[static_cast<int>(NcclAlgorithm::ring)];
   rg.channels = ring.channels;
@@ -190,12 +199,11 @@ NcclLayout nccl_layout(const topology::Topology& topology, const std::vector<int
   tg              = rg;
   tg.tree_pattern = c.nodes > 1 && (arch >= 2 || ppn == 1);
   if (c.nodes == 2 && ppn > 1) {
+    // Pass 2 walks the same ladder as the search (the inter-node one: the nodes have NICs), one step up at a time.
     const double budget = total_bw * ppn / (ppn - 1) / ring.channels;
-    for (double s : ladder(arch, v, false))
-      if (s <= std::min(budget, 2 * ring.speed) + 1e-9 && s > tg.bw_intra) {
+    for (double s : ladder(arch, v, true))
+      if (s <= std::min(budget, 2 * ring.speed) + 1e-9 && s > tg.bw_intra)
         tg.bw_intra = s;
-        break;
-      }
   }
   c.graphs[static_cast<int>(NcclAlgorithm::pat)] = tg;
 
@@ -208,10 +216,10 @@ NcclLayout nccl_layout(const topology::Topology& topology, const std::vector<int
     const int arity   = v.at_least(21) ? 32 : 8;
     const int heads   = std::min(arity, c.nodes == 1 ? ppn : rails);
     ng.channels       = heads;
-    const auto speeds = ladder(arch, v, false);
+    const auto speeds = ladder(arch, v, c.nodes > 1); // the search's ladder: the inter-node one where NICs exist
     ng.bw_intra       = speeds.back();
     for (double s : speeds)
-      if ((ppn + 1) * s <= total_bw + 1e-9) {
+      if ((heads + 1) * s <= total_bw + 1e-9) {
         ng.bw_intra = s;
         break;
       }
@@ -246,6 +254,12 @@ NcclLayout nccl_layout(const topology::Topology& topology, const std::vector<int
     n *= 2;
   c.channels      = n;
   c.nvls_channels = arch >= 3 ? (v.at_least(27) ? (c.nodes == 1 ? 24 : 32) : v.at_least(25) ? 32 : 16) : 16;
+  if (v.at_least(28) && c.nodes > 1)
+    c.nvls_channels = std::min(c.nvls_channels, c.channels);
+  // LL128 is off by default where the group's GPUs differ in architecture (until 2.30).
+  if (arch != arch_most && !v.at_least(30))
+    for (auto& g : c.graphs)
+      g.ll128 = false;
 
   return L;
 }

@@ -51,6 +51,36 @@ std::vector<int> shared_nic_order(const std::vector<std::vector<int>>& by_nic, i
   return order;
 }
 
+// The pairs of a ring over each node's group GPUs (inside nodes), and the most GPUs a node holds.
+std::pair<std::vector<std::pair<int, int>>, int> node_rings(const NcclLayout& L)
+{
+  std::vector<std::pair<int, int>> inside;
+  int k = 1;
+  for (const auto& node : L.by_node) {
+    k = std::max(k, static_cast<int>(node.size()));
+    if (node.size() > 1)
+      for (auto p : ring_pairs(node))
+        inside.push_back(p);
+  }
+  return {inside, k};
+}
+
+// The NICs a call's rings or trees leave each node by: one each, as far as its channels go (NCCL_MAX_NCHANNELS below
+// the NICs leaves some unused); one for an irregular group.
+int rails_used(const NcclLayout& L, int channels)
+{
+  return L.regular ? std::min(static_cast<int>(L.nic_members.front().size()), std::max(1, channels)) : 1;
+}
+
+// The head GPU of NIC `r` on every node: the first of the group's GPUs behind it.
+std::vector<int> heads_of(const NcclLayout& L, int r)
+{
+  std::vector<int> heads;
+  for (std::size_t n = 0; n < L.by_node.size(); ++n)
+    heads.push_back(L.regular ? L.nic_members[n][r].front() : L.by_node[n].front());
+  return heads;
+}
+
 } // namespace
 
 int Lowering::nccl_ring(CollectiveOp op, const NcclLayout& L, double bytes, const NcclCall& call,
@@ -60,8 +90,7 @@ int Lowering::nccl_ring(CollectiveOp op, const NcclLayout& L, double bytes, cons
   if (k < 2)
     return barrier(deps);
   const double steps = op == CollectiveOp::all_reduce ? 2.0 * (k - 1) : k - 1.0;
-  // One ring per NIC, as far as the call's channels go (NCCL_MAX_NCHANNELS below the NICs leaves some unused).
-  const int rails = std::min(static_cast<int>(L.nic_members.front().size()), std::max(1, call.channels));
+  const int rails    = rails_used(L, call.channels);
   std::vector<std::vector<int>> rings;
   if (L.comm.nodes == 1 || rails <= 1 || !L.regular) {
     std::vector<int> order;
@@ -104,18 +133,15 @@ int Lowering::nccl_ring(CollectiveOp op, const NcclLayout& L, double bytes, cons
 
 int Lowering::nccl_tree(const NcclLayout& L, double bytes, const NcclCall& call, const std::vector<int>& deps)
 {
-  const int nodes = L.comm.nodes;
-  // A tree and its mirror per NIC, as far as the call's channels go.
-  const int rails =
-      L.regular ? std::min(static_cast<int>(L.nic_members.front().size()), std::max(1, call.channels / 2)) : 1;
+  // A tree and its mirror per NIC, two channels each.
+  const int rails = rails_used(L, call.channels / 2);
   // Per NIC: its head on every node and the chain from the head through the node's other group GPUs.
   std::vector<std::pair<int, int>> across, inside;
   double deepest_across = 0, longest_chain = 0;
   for (int r = 0; r < rails; ++r) {
-    std::vector<int> heads;
+    const auto heads = heads_of(L, r);
     for (std::size_t n = 0; n < L.by_node.size(); ++n) {
-      const int head = L.regular ? L.nic_members[n][r].front() : L.by_node[n].front();
-      heads.push_back(head);
+      const int head   = heads[n];
       const auto chain = sweep(L.nics_shared ? shared_nic_order(L.nic_members[n], r) : L.by_node[n], head, true);
       std::vector<std::pair<int, int>> up;
       for (std::size_t i = 1; i < chain.size(); ++i) {
@@ -128,17 +154,7 @@ int Lowering::nccl_tree(const NcclLayout& L, double bytes, const NcclCall& call,
         l += x;
       longest_chain = std::max(longest_chain, l);
     }
-    for (bool mirrored : {false, true}) {
-      const auto edges = tree_edges(nodes, mirrored);
-      std::vector<std::pair<int, int>> up, down;
-      for (auto [child, parent] : edges) {
-        up.emplace_back(heads[child], heads[parent]);
-        down.emplace_back(heads[parent], heads[child]);
-        across.push_back(up.back());
-        across.push_back(down.back());
-      }
-      deepest_across = std::max(deepest_across, deepest(edges, up, nodes) + deepest(edges, down, nodes));
-    }
+    deepest_across = std::max(deepest_across, double_tree(heads, across));
   }
   const double chain = deepest_across + 2 * longest_chain;
   // Each NIC's trees carry its share, half each; its chains carry both halves.
@@ -155,43 +171,23 @@ int Lowering::nvls(CollectiveOp op, const NcclLayout& L, double bytes, const Ncc
 {
   // Inside each node: the multimem reduction and multicast move S (k+1)/k over each GPU's NVLink each way for an
   // all-reduce; an all-gather or reduce-scatter moves what a ring moves. At NCCL's NVLS efficiency of the NVLink.
-  std::vector<std::pair<int, int>> inside;
-  int k = 1;
-  for (const auto& node : L.by_node) {
-    k = std::max(k, static_cast<int>(node.size()));
-    if (node.size() > 1)
-      for (auto p : ring_pairs(node))
-        inside.push_back(p);
-  }
-  const double volume = op == CollectiveOp::all_reduce ? bytes * (k + 1) / k : bytes * (k - 1) / k;
-  const double saved  = stretch_;
-  stretch_            = saved / L.nvls_efficiency;
-  const int a         = pipelined(inside, volume, 0, call, deps, call.channels, bytes);
-  stretch_            = saved;
+  const auto [inside, k] = node_rings(L);
+  const double volume    = op == CollectiveOp::all_reduce ? bytes * (k + 1) / k : bytes * (k - 1) / k;
+  const double saved     = stretch_;
+  stretch_               = saved / L.nvls_efficiency;
+  const int a            = pipelined(inside, volume, 0, call, deps, call.channels, bytes);
+  stretch_               = saved;
   if (L.comm.nodes == 1)
     return a;
   // Between nodes, per NIC between its heads: NVLSTree's double binary trees, or the switches' reduction (SHARP),
   // which moves on every link what a ring moving each head's share once moves.
-  const int rails =
-      L.regular ? std::min(static_cast<int>(L.nic_members.front().size()), std::max(1, call.channels)) : 1;
+  const int rails = rails_used(L, call.channels);
   std::vector<std::pair<int, int>> across;
   double chain = 0;
   for (int r = 0; r < rails; ++r) {
-    std::vector<int> heads;
-    for (std::size_t n = 0; n < L.by_node.size(); ++n)
-      heads.push_back(L.regular ? L.nic_members[n][r].front() : L.by_node[n].front());
+    const auto heads = heads_of(L, r);
     if (across_by_tree) {
-      for (bool mirrored : {false, true}) {
-        const auto edges = tree_edges(L.comm.nodes, mirrored);
-        std::vector<std::pair<int, int>> up, down;
-        for (auto [child, parent] : edges) {
-          up.emplace_back(heads[child], heads[parent]);
-          down.emplace_back(heads[parent], heads[child]);
-          across.push_back(up.back());
-          across.push_back(down.back());
-        }
-        chain = std::max(chain, deepest(edges, up, L.comm.nodes) + deepest(edges, down, L.comm.nodes));
-      }
+      chain = std::max(chain, double_tree(heads, across));
     } else {
       for (auto p : ring_pairs(heads))
         across.push_back(p);
@@ -205,29 +201,35 @@ int Lowering::nvls(CollectiveOp op, const NcclLayout& L, double bytes, const Ncc
 int Lowering::collnet(const NcclLayout& L, double bytes, const NcclCall& call, const std::vector<int>& deps)
 {
   // Inside each node the GPUs reduce to the heads and take the result back: a ring's NVLink volume.
-  std::vector<std::pair<int, int>> inside;
-  int k = 1;
-  for (const auto& node : L.by_node) {
-    k = std::max(k, static_cast<int>(node.size()));
-    if (node.size() > 1)
-      for (auto p : ring_pairs(node))
-        inside.push_back(p);
-  }
+  const auto [inside, k] = node_rings(L);
   std::vector<int> ends;
   if (!inside.empty())
     ends.push_back(pipelined(inside, 2.0 * bytes * (k - 1) / k, 0, call, deps, call.channels, bytes));
-  const int rails =
-      L.regular ? std::min(static_cast<int>(L.nic_members.front().size()), std::max(1, call.channels)) : 1;
+  const int rails = rails_used(L, call.channels);
   std::vector<std::pair<int, int>> across;
-  for (int r = 0; r < rails; ++r) {
-    std::vector<int> heads;
-    for (std::size_t n = 0; n < L.by_node.size(); ++n)
-      heads.push_back(L.regular ? L.nic_members[n][r].front() : L.by_node[n].front());
-    for (auto p : ring_pairs(heads))
+  for (int r = 0; r < rails; ++r)
+    for (auto p : ring_pairs(heads_of(L, r)))
       across.push_back(p);
-  }
   ends.push_back(pipelined(across, bytes / rails, 0, call, deps, std::max(1, call.channels / rails), bytes));
   return barrier(ends);
+}
+
+double Lowering::double_tree(const std::vector<int>& heads, std::vector<std::pair<int, int>>& pairs) const
+{
+  const int n  = static_cast<int>(heads.size());
+  double chain = 0;
+  for (bool mirrored : {false, true}) {
+    const auto edges = tree_edges(n, mirrored);
+    std::vector<std::pair<int, int>> up, down;
+    for (auto [child, parent] : edges) {
+      up.emplace_back(heads[child], heads[parent]);
+      down.emplace_back(heads[parent], heads[child]);
+      pairs.push_back(up.back());
+      pairs.push_back(down.back());
+    }
+    chain = std::max(chain, deepest(edges, up, n) + deepest(edges, down, n));
+  }
+  return chain;
 }
 
 void Lowering::p2p(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out, double window)
@@ -243,7 +245,8 @@ void Lowering::p2p(int src, int dst, double bytes, const std::vector<int>& deps,
   int proxy        = src;
   if (node.nic_of(s.local) != rail && d.local < topology_.node_gpus_of(src)) {
     const int local = node.shared_nics() ? node.nic_gpus[rail].front() : d.local;
-    proxy           = src - s.local + local;
+    if (members_.count(src - s.local + local) > 0)
+      proxy = src - s.local + local;
   }
   if (proxy == src) {
     transfer(src, dst, bytes, deps, out, window);

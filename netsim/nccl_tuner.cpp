@@ -185,9 +185,9 @@ double nccl_time(const NcclComm& comm, CollectiveOp op, double bytes, NcclAlgori
   double cap          = 0; // the kernels' own limit, from the per-channel tables
   const double ll_max = t.ll_max[nodes == 1 ? cc : 0][index2] > 0 ? t.ll_max[nodes == 1 ? cc : 0][index2] : 1e30;
   if (algorithm == A::ring && p == kLL) {
-    busbw = std::min(ll_max,
-                     busbw * (v.at_least(21) ? 0.5 : ((nodes > 1 || op == CollectiveOp::all_reduce) ? 0.25 : 1.0 / 3)));
-    cap   = ll_max;
+    const bool quarter = nodes > 1 || op == CollectiveOp::all_reduce || op == CollectiveOp::reduce;
+    busbw              = std::min(ll_max, busbw * (v.at_least(21) ? 0.5 : quarter ? 0.25 : 1.0 / 3));
+    cap                = ll_max;
   }
   if (algorithm == A::ring && p == kLL128) {
     const double factor = (!v.at_least(23) && ppn < 2) ? 0.7 : 0.92;
@@ -239,6 +239,8 @@ double nccl_time(const NcclComm& comm, CollectiveOp op, double bytes, NcclAlgori
   case A::nvls:
   case A::nvls_tree:
     ratio = is_ag_rs(op) && v.at_least(23) ? 1 : v.at_least(28) ? ranks / nsteps : 5.0 / 6.0;
+    if (algorithm == A::nvls_tree && !v.at_least(19))
+      ratio = 0.70 * nodes / (2.0 * (nodes - 1)); // 2.18
     break;
   case A::tree:
   case A::collnet_chain:
@@ -284,11 +286,11 @@ double nccl_time(const NcclComm& comm, CollectiveOp op, double bytes, NcclAlgori
   case A::collnet_chain:
     lat += 2 * (ppn_int - 1) * intra_lat + inter_lat;
     break;
-  case A::nvls:
-    lat = intra_lat + (nodes > 1 ? inter_lat : 0);
+  case A::nvls: // 2.18: baseLat (23 us), plus the network's 18 across nodes; from 2.19 the NVLink latency replaces it
+    lat = v.at_least(19) ? intra_lat + (nodes > 1 ? inter_lat : 0) : lat + (nodes > 1 ? t.hw[kNetHw][a][p] : 0);
     break;
   case A::nvls_tree:
-    lat = intra_lat + 2 * log2i(nodes) * inter_lat;
+    lat = v.at_least(19) ? intra_lat + 2 * log2i(nodes) * inter_lat : lat + 2.0 * (nodes - 1) * t.hw[kNetHw][a][p];
     break;
   case A::pat:
     lat = (v.at_least(28) ? t.base[a][p] : 8) + log2i(nodes) * (inter_lat / 3.5) + ranks * 2.8;
@@ -296,11 +298,11 @@ double nccl_time(const NcclComm& comm, CollectiveOp op, double bytes, NcclAlgori
   }
 
   // ncclTopoGetAlgoTime.
-  const int log_size = log2i(static_cast<long long>(bytes) >> 6);
-  if (algorithm == A::tree && (op == CollectiveOp::all_reduce || !v.at_least(23)) &&
-      log_size < static_cast<int>(t.tree_correction[p].size()))
+  // logSize of nBytes >> 6: NCCL corrects trees below 23 (every release) and NVLSTree below 24 (2.29+).
+  const int log_size = log2i(static_cast<long long>(std::min(bytes, 1e18)) >> 6);
+  if (algorithm == A::tree && (op == CollectiveOp::all_reduce || !v.at_least(23)) && log_size < 23)
     algbw *= t.tree_correction[p][log_size];
-  if (algorithm == A::nvls_tree && op == CollectiveOp::all_reduce && v.at_least(29) && cc >= 3 &&
+  if (algorithm == A::nvls_tree && op == CollectiveOp::all_reduce && v.at_least(29) && cc >= 3 && log_size < 24 &&
       log_size < static_cast<int>(t.tree_correction[p].size()))
     algbw *= t.tree_correction[p][log_size];
   if (algorithm == A::ring && p == kSimple && nodes > 1 && op == CollectiveOp::all_reduce &&

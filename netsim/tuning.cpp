@@ -42,9 +42,10 @@ workload::DimArray<bool> dimensions_across_nodes(const topology::Topology& topol
   return across;
 }
 
-// Whether `algorithm` applies to every collective of dimension `d`, on every group it runs on.
+// Whether `algorithm` applies to every collective of dimension `d`, on every group it runs on, under the step's
+// NCCL settings.
 bool applies_to_dimension(const topology::Topology& topology, const workload::StepGraph& graph,
-                          const placement::Placement& placement, Dim d, Algorithm algorithm)
+                          const placement::Placement& placement, Dim d, Algorithm algorithm, const NcclSettings& nccl)
 {
   std::set<std::tuple<std::size_t, std::uint16_t, int>> seen;
   for (std::size_t s = 0; s < graph.stages.size(); ++s)
@@ -53,7 +54,8 @@ bool applies_to_dimension(const topology::Topology& topology, const workload::St
           !seen.insert({s, op.group.axes.bits(), static_cast<int>(op.collective)}).second)
         continue;
       Collective c;
-      c.op = op.collective;
+      c.op   = op.collective;
+      c.nccl = nccl;
       for (const auto& gpus : placement.groups(static_cast<int>(s), op.group)) {
         c.gpus = gpus;
         if (!applicable(topology, c, algorithm))
@@ -187,7 +189,7 @@ StepResult simulate_step(const topology::Topology& topology, const workload::Ste
     unsigned per_call = 0; // what the per-call policy picked in its trial
     for (auto a : {Algorithm::automatic, Algorithm::ring, Algorithm::hierarchical, Algorithm::halving_doubling,
                    Algorithm::tree}) {
-      if (!applies_to_dimension(topology, graph, placement, d, a))
+      if (!applies_to_dimension(topology, graph, placement, d, a, options.nccl))
         continue; // e.g. tree for FSDP's all-gathers
       // One algorithm for every call is the per-call trial again when the per-call policy picked only it: the same
       // run, and a tie keeps the per-call policy.

@@ -192,8 +192,59 @@ void Topology::build_from_graph()
   spec_.pod.rail_optimized    = g.rail_optimized;
   spec_.pod.nic_bandwidth     = gpu_nic_[0] >= 0 ? links_[gpu_nic_[0]].bandwidth : 0;
   spec_.pod.link_latency      = gpu_nic_[0] >= 0 ? links_[gpu_nic_[0]].latency : 0;
-  spec_.pod.nodes             = static_cast<int>(counts_.nodes / std::max<std::int64_t>(1, counts_.pods));
-  spec_.building.pods         = static_cast<int>(counts_.pods / std::max<std::int64_t>(1, counts_.buildings));
+  read_graph_nics(node_members.front().size());
+  spec_.pod.nodes     = static_cast<int>(counts_.nodes / std::max<std::int64_t>(1, counts_.pods));
+  spec_.building.pods = static_cast<int>(counts_.pods / std::max<std::int64_t>(1, counts_.buildings));
+}
+
+void Topology::read_graph_nics(std::size_t first_node_gpus)
+{
+  // The first node's NICs as its links give them: NIC vertices its GPUs share (their local GPUs, the NIC's own
+  // port to the fabric), or one port per GPU; several ports per GPU only the "nccl" block can say (they are one
+  // fused link).
+  const auto& g = *graph_;
+  auto fail     = [&](const std::string& what) { throw SpecError(g.file, g.json_path, what); };
+  const int gpn = static_cast<int>(first_node_gpus);
+  std::map<int, int> nic_index;
+  for (int local = 0; local < gpn; ++local) {
+    const int k = gpu_nic_[local];
+    if (k < 0)
+      continue;
+    const int nic = links_[k].a == local ? links_[k].b : links_[k].a;
+    if (vertex_kind_[nic] != VertexKind::nic)
+      continue;
+    auto [it, fresh] = nic_index.emplace(nic, static_cast<int>(spec_.node.nic_gpus.size()));
+    if (fresh) {
+      spec_.node.nic_gpus.emplace_back();
+      for (auto [up, u] : adjacency_[nic])
+        if (u >= counts_.gpus)
+          spec_.pod.nic_bandwidth = links_[up].bandwidth;
+    }
+    spec_.node.nic_gpus[it->second].push_back(local);
+  }
+  const int shared = static_cast<int>(spec_.node.nic_gpus.size());
+  int behind       = 0;
+  for (const auto& list : spec_.node.nic_gpus)
+    behind += static_cast<int>(list.size());
+  if (shared > 0 && behind < gpn)
+    fail("some GPUs of node \"" + node_names_.front() +
+         "\" reach the fabric through NIC vertices and others not: give every GPU of a node a NIC vertex or none");
+  if (shared > 0 && shared < gpn) {
+    spec_.node.nics = shared;
+    if (g.nics > 0 && g.nics != shared)
+      fail("the \"nccl\" block says " + std::to_string(g.nics) + " NICs per node, but the first node's GPUs share " +
+           std::to_string(shared) + " NIC vertices");
+    return;
+  }
+  spec_.node.nic_gpus.clear();
+  if (g.nics == 0 || g.nics == gpn)
+    return;
+  if (g.nics < gpn || g.nics % gpn != 0)
+    fail("the \"nccl\" block says " + std::to_string(g.nics) + " NICs per node for " + std::to_string(gpn) +
+         "-GPU nodes: fewer NICs than GPUs are NIC vertices the GPUs link to; more must be a whole number of ports "
+         "per GPU");
+  spec_.node.nics = g.nics;
+  spec_.pod.nic_bandwidth /= g.nics / gpn;
 }
 
 void Topology::finish_graph_build()

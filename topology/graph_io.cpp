@@ -145,6 +145,7 @@ void read_nccl_block(ObjectReader& r, GraphSpec& g)
   g.fabric       = n->optional_enumeration<Fabric>("fabric").value_or(g.fabric);
   g.sharp        = n->optional_boolean("sharp").value_or(g.sharp);
   g.net_latency  = n->optional_time("net_latency").value_or(g.net_latency);
+  g.nics         = static_cast<int>(n->optional_integer("nics", 1, 4096).value_or(0));
   if (g.nvls && g.nvlink == NvLink::nvlink3)
     n->fail("nvls", "NVLS (NVLink SHARP) needs an NVSwitch that reduces: nvlink4 or nvlink5");
   if (g.sharp && g.fabric != Fabric::ib)
@@ -537,7 +538,8 @@ nlohmann::json Topology::to_graph_json() const
                      {"step_latency", exact(n.step_latency, "s")},
                      {"fabric", name_of(p.fabric)},
                      {"sharp", p.sharp},
-                     {"net_latency", exact(p.net_latency, "s")}}},
+                     {"net_latency", exact(p.net_latency, "s")},
+                     {"nics", n.nic_count()}}},
                    {"vertices", vertices},
                    {"links", links}};
   return doc;

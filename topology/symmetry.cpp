@@ -105,6 +105,8 @@ std::optional<BuildingSymmetry> BuildingSymmetry::find(const Topology& topology,
         vertex[v] = gateway0 + (c < 0 ? r : s.moving_regions_[(c + dr) % s.moving_]);
         break;
       }
+      case VertexKind::nic: // shared NICs are an expanded graph's, never a template's blocks
+        return std::nullopt;
       }
     }
     for (std::size_t l = 0; l < links.size(); ++l) {

@@ -417,6 +417,8 @@ std::string Topology::vertex_name(int v) const
     return building_names_[v - aggregation_base_] + "/aggregation";
   case VertexKind::region_gateway:
     return spec_.regions[v - gateway_base_].name + "/gateway";
+  case VertexKind::nic: // shared NICs are an expanded graph's (named by the graph), never a template's
+    break;
   }
   return "?";
 }
@@ -487,6 +489,7 @@ int Topology::vertex_building(int v) const
   case VertexKind::aggregation:
     return v - aggregation_base_;
   case VertexKind::region_gateway:
+  case VertexKind::nic: // an expanded graph's (vertex_building_), never a template's
     return -1;
   }
   return -1;

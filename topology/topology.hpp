@@ -87,6 +87,9 @@ struct GraphSpec {
   Fabric fabric       = Fabric::roce;
   bool sharp          = false;
   double net_latency  = -1;
+  /// @brief NIC ports per node when each GPU has several (fused into one device by NCCL); 0: what the links say
+  /// (one per GPU, or the NIC vertices that GPUs share).
+  int nics = 0;
   std::string file;      ///< where the graph was read from
   std::string json_path; ///< where it sits in `file` ("$.topology.graph"); empty: the whole file
 };
@@ -535,6 +538,8 @@ private:
   /// @brief GPUs attached to leaf `leaf_in_pod` of a pod (fewer than its down ports on a partly filled leaf).
   int leaf_gpus(int leaf_in_pod) const;
   void build_from_graph();
+  /// @brief The node's NICs (NodeSpec::nics, nic_gpus, the pod's per-port NIC rate) from an imported graph.
+  void read_graph_nics(std::size_t first_node_gpus);
   /// @brief Routes, and the check that every GPU reaches every other.
   void finish_graph_build();
   std::shared_ptr<const GraphSpec> graph_; ///< the imported graph, or the template expanded per building

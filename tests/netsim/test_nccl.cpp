@@ -66,6 +66,8 @@ TEST_CASE("NCCL's graph search: channels and speeds of the systems NCCL's logs a
   CHECK(graph(two, NcclAlgorithm::ring).bw_inter == 48);
   CHECK(two.comm.channels == 16);
   CHECK(two.nic_members.front().size() == 8);
+  // The tree's pass 2 steps bwIntra up NCCL's inter-node ladder (48 is its top on Hopper): it stays at 48.
+  CHECK(graph(two, NcclAlgorithm::tree).bw_intra == 48);
   // One node: the intra-node ladder from 60 GB/s: 6 channels x 60 over 370.8 GB/s of NVLink (18 x 20.6), doubled to
   // 12 x 30, then 24 ("24 coll channels" in public logs); NVLS 16 channels, 8 heads of 40 GB/s ((8 + 1) x 40 <= 370.8).
   auto one = nccl_layout(dgx, first(8), s);
@@ -123,15 +125,25 @@ TEST_CASE("NCCL's tuner: latencies and bandwidths by hand from its tables", "[nc
   const auto two = nccl_layout(dgx, first(16), s);
   REQUIRE(nccl_time(two.comm, CollectiveOp::all_reduce, 1 << 20, NcclAlgorithm::tree, Protocol::ll128, &p) > 0);
   expect_within("tree, two nodes, LL128: latency (us)", 14 + 2 * (7 * 1.25 + 8.5), p.latency_us, 1e-12);
-  // Its bandwidth: min(8 x 50 x 120/128 ... the per-channel LL128 cap 8 x 36.7) x 0.85 (TREE pattern) x 0.5, x the
-  // tree correction of 1 MiB (log2(2^20 >> 6) = 14: LL128's 0.6).
-  const double tree_bw = std::min(std::min(8 * 50.0 * 0.92, 8 * 41.4) * 120 / 128, 8 * 36.7) * 0.85 * 0.5 * 0.6;
+  // Its bandwidth: min(min(8 x 48 x 0.92, Hopper's 2-node tree cap 8 x 41.4) x LL128's 120/128, the per-channel
+  // LL128 cap 8 x 36.7) x 0.85 (TREE pattern) x 0.5, x the tree correction of 1 MiB (log2(2^20 >> 6) = 14: 0.6).
+  const double tree_bw = std::min(std::min(8 * 48.0 * 0.92, 8 * 41.4) * 120 / 128, 8 * 36.7) * 0.85 * 0.5 * 0.6;
   expect_within("tree, two nodes, LL128: algBw at 1 MiB (GB/s)", tree_bw, p.algbw, 1e-12);
   // PAT (2.27), 4 ranks on 4 nodes: 8 + log2(4) x 14/3.5 + 4 x 2.8 us.
   std::vector<int> rail{0, 8, 16, 24};
   const auto pat = nccl_layout(dgx, rail, s);
   REQUIRE(nccl_time(pat.comm, CollectiveOp::all_gather, kGiB, NcclAlgorithm::pat, Protocol::simple, &p) > 0);
   expect_within("PAT latency (us)", 8 + 2 * 14 / 3.5 + 4 * 2.8, p.latency_us, 1e-12);
+  // NCCL 2.18 (v2.18.6-1's tables): NVLS's latency is its baseLat, 23 us, on one node; NVLSTree on two adds
+  // 2 x (nodes - 1) x the network's NVLSTree hwLat of 19 us.
+  NcclSettings old;
+  old.version = NcclVersion::parse("2.18");
+  REQUIRE(nccl_time(nccl_layout(dgx, first(8), old).comm, CollectiveOp::all_reduce, kGiB, NcclAlgorithm::nvls,
+                    Protocol::simple, &p) > 0);
+  expect_within("NVLS latency, 2.18 (us)", 23, p.latency_us, 1e-12);
+  REQUIRE(nccl_time(nccl_layout(dgx, first(16), old).comm, CollectiveOp::all_reduce, kGiB, NcclAlgorithm::nvls_tree,
+                    Protocol::simple, &p) > 0);
+  expect_within("NVLSTree latency, 2.18, two nodes (us)", 23 + 2 * 1 * 19, p.latency_us, 1e-12);
   // Picks: NVLS for a large all-reduce on one node; NVLSTree across two; a ring over many nodes of one GPU each.
   CHECK(nccl_pick(one.comm, CollectiveOp::all_reduce, kGiB, {}, Protocol::automatic).algorithm == NcclAlgorithm::nvls);
   CHECK(nccl_pick(two.comm, CollectiveOp::all_reduce, kGiB, {}, Protocol::automatic).algorithm ==
@@ -224,29 +236,38 @@ TEST_CASE("CollNet: the switches reduce, each node puts S on the network once", 
                     Catch::Contains("CollNet needs SHARP, CollNet enabled"));
 }
 
-TEST_CASE("PXN: a send to another node leaves by the destination's rail", "[nccl][collective]")
+TEST_CASE("PXN: a send to another node leaves by the destination's rail, relayed by a rank of the group",
+          "[nccl][collective]")
 {
-  const auto t = test::without_step_latencies("hgx-h100-pod");
+  const auto t   = test::without_step_latencies("hgx-h100-pod");
+  auto transfers = [&](const Collective& c) {
+    FlowGraph g;
+    add_collective(g, t, c, {});
+    std::vector<std::pair<int, int>> hops;
+    for (const auto& op : g.ops())
+      if (op.kind == Op::Kind::transfer)
+        hops.emplace_back(op.src, op.dst);
+    return hops;
+  };
+  // An all-to-all over GPUs 1 and 2 of node 0 and GPU 2 of node 1 (GPU 10) where only GPU 1 sends, to GPU 10:
+  // over NVLink to GPU 2 of node 0, a rank of the group on rail 2, then out of its NIC.
   Collective c;
-  c.op    = CollectiveOp::send_recv;
-  c.gpus  = {1, 10}; // GPU 1 of node 0 to GPU 2 of node 1
-  c.bytes = kGiB;
-  FlowGraph g;
-  add_collective(g, t, c, {});
-  REQUIRE(g.ops().size() >= 2);
-  std::vector<std::pair<int, int>> hops;
-  for (const auto& op : g.ops())
-    if (op.kind == Op::Kind::transfer)
-      hops.emplace_back(op.src, op.dst);
-  // Over NVLink to GPU 2 of node 0, then out of its NIC on rail 2.
-  CHECK(hops == std::vector<std::pair<int, int>>{{1, 2}, {2, 10}});
+  c.op        = CollectiveOp::all_to_all;
+  c.algorithm = Algorithm::direct;
+  c.gpus      = {1, 2, 10};
+  c.bytes     = kGiB;
+  c.matrix    = {{0, 0, kGiB}, {0, 0, 0}, {0, 0, 0}};
+  CHECK(transfers(c) == std::vector<std::pair<int, int>>{{1, 2}, {2, 10}});
+  // A send between two ranks only (a pipeline's communicator): GPU 2 of node 0 is not a rank, so NCCL sends
+  // directly from GPU 1's own NIC.
+  Collective p;
+  p.op    = CollectiveOp::send_recv;
+  p.gpus  = {1, 10};
+  p.bytes = kGiB;
+  CHECK(transfers(p) == std::vector<std::pair<int, int>>{{1, 10}});
+  // PXN off: directly, whoever is in the group.
   c.nccl.pxn = false;
-  FlowGraph direct;
-  add_collective(direct, t, c, {});
-  std::size_t transfers = 0;
-  for (const auto& op : direct.ops())
-    transfers += op.kind == Op::Kind::transfer;
-  CHECK(transfers == 1);
+  CHECK(transfers(c) == std::vector<std::pair<int, int>>{{1, 10}});
 }
 
 TEST_CASE("every step pays the step latency of its path: NVLink's inside a node, the fabric's between nodes",
@@ -254,11 +275,12 @@ TEST_CASE("every step pays the step latency of its path: NVLink's inside a node,
 {
   // The 8-GPU ring all-reduce of 1 MiB on one node: one loop of 14 steps (24 channels, a step of 1 MiB / 192), each
   // paying the node's step latency on top of NCCL's own latency for the call.
-  const auto with    = topology::Topology(topology::load_topology_spec("hgx-h100-pod"));
-  const auto without = test::without_step_latencies("hgx-h100-pod");
-  const auto c       = make(Algorithm::ring, first(8), 1 << 20);
-  const double step  = with.spec().node.step_latency;
-  REQUIRE(step > 0);
+  auto spec              = topology::load_topology_spec("hgx-h100-pod");
+  const double step      = 2e-6;
+  spec.node.step_latency = step;
+  const auto with        = topology::Topology(spec);
+  const auto without     = test::without_step_latencies("hgx-h100-pod");
+  const auto c           = make(Algorithm::ring, first(8), 1 << 20);
   for (auto f : {Fidelity::analytical, Fidelity::flow})
     expect_within("14 steps x " + std::to_string(step * 1e6) + " us at " + std::string(name_of(f)),
                   simulate(without, c, f) + 14 * step, simulate(with, c, f), 1e-9);

@@ -195,6 +195,32 @@ TEST_CASE("graph: an exported template imports as the same graph with the same r
   }
 }
 
+TEST_CASE("graph: an exported template keeps its NICs: shared NIC vertices and fused ports per GPU",
+          "[topology][graph][nccl]")
+{
+  // 4-GPU nodes with 2 NICs (GPUs 0-1 and 2-3 behind one each), and with 8 ports (two fused per GPU).
+  for (int nics : {2, 8}) {
+    auto doc            = template_topology();
+    doc["node"]["nics"] = nics;
+    const tp::Topology original(tp::parse_topology_spec(doc, "small.json"));
+    const auto copy = load(original.to_graph_json());
+    const auto &a = original.spec().node, &b = copy.spec().node;
+    INFO("nics " << nics);
+    std::cout << "nics " << nics << ": original " << a.nic_count() << " NICs at " << original.spec().pod.nic_rate()
+              << " B/s per port, imported " << b.nic_count() << " at " << copy.spec().pod.nic_bandwidth << "\n";
+    CHECK(b.nic_count() == a.nic_count());
+    CHECK(b.nic_gpus == a.nic_gpus);
+    CHECK(b.ports_per_gpu() == a.ports_per_gpu());
+    for (int local = 0; local < a.gpus; ++local)
+      CHECK(b.nic_of(local) == a.nic_of(local));
+    CHECK(copy.spec().pod.nic_bandwidth == Approx(original.spec().pod.nic_rate()).epsilon(1e-12));
+  }
+  // A block that says fewer NICs than GPUs where the links give every GPU its own port: refused.
+  auto doc                     = load(template_topology()).to_graph_json();
+  doc["graph"]["nccl"]["nics"] = 2;
+  CHECK_THROWS_WITH(load(doc), Catch::Contains("graph.json") && Catch::Contains("NIC vertices"));
+}
+
 TEST_CASE("graph: a failed torus link is routed around, a GPU whose links all fail is cut off",
           "[topology][graph][faults]")
 {
