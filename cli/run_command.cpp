@@ -43,6 +43,35 @@ std::string flop_line(const netsim::StepResult& r, Format format)
   return out;
 }
 
+// One micro-batch's compute by kernel class, mean and max over the stages (nothing for an imported program).
+void print_kernel_classes(const workload::StepGraph& graph)
+{
+  if (graph.stages.empty() || !(graph.stages.front().kernels.total() > 0))
+    return;
+  const double n = static_cast<double>(graph.stages.size());
+  Table t{"Compute of one micro-batch by kernel class, per GPU (mean and max over stages)",
+          {"kernel class", "mean", "max", "mean share"},
+          {}};
+  double total = 0;
+  for (const auto& st : graph.stages)
+    total += st.kernels.total() / n;
+  const auto names = graph.stages.front().kernels.named();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    double mean = 0, max = 0;
+    for (const auto& st : graph.stages) {
+      const double v = st.kernels.named()[i].second;
+      mean += v / n;
+      max = std::max(max, v);
+    }
+    if (max > 0)
+      t.rows.push_back(
+          {std::string(names[i].first), units::format_time(mean), units::format_time(max), pct(mean, total)});
+  }
+  t.rows.push_back({"total", units::format_time(total), "", "100.0%"});
+  std::cout << "\n";
+  print_table(std::cout, t);
+}
+
 // Sampled steps: the distribution, and where the time lost to variability went.
 void print_sampled(const reliability::SampledSteps& s, std::uint64_t seed)
 {
@@ -265,6 +294,7 @@ void run(const RunOptions& o)
                                            : "")
             << ", gradient clipping " << units::format_time(fx.grad_clipping) << ", SM contention "
             << units::format_time(fx.sm_contention) << "\n";
+  print_kernel_classes(run.placed->graph());
 
   const auto network = report::network_report(run);
   std::cout << "\n";

@@ -63,6 +63,9 @@ std::vector<std::vector<double>> contention_seconds(const workload::StepGraph& g
         taken.emplace_back(at, next, *running.rbegin());
     }
     extra[s].assign(ops.size(), 0);
+    // Compute that already runs on fewer SMs (DeepGEMM beside DeepEP) loses only what communication takes beyond
+    // the SMs it leaves.
+    const double reserved = workload::reserved_sms(graph.job);
     for (std::size_t i = 0; i < ops.size(); ++i)
       if (workload::is_compute(ops[i].kind) && !ops[i].host) {
         // Work done during the overlap at full rate takes sms / (sms - taken) as long on the SMs left.
@@ -71,7 +74,9 @@ std::vector<std::vector<double>> contention_seconds(const workload::StepGraph& g
                                          [](const auto& seg, double x) { return std::get<1>(seg) <= x; });
         for (; it != taken.end() && std::get<0>(*it) < t.end; ++it) {
           const auto [from, to, take] = *it;
-          extra[s][i] += std::max(0.0, std::min(t.end, to) - std::max(t.start, from)) * take / (sms - take);
+          const double held           = std::max(take, reserved);
+          extra[s][i] +=
+              std::max(0.0, std::min(t.end, to) - std::max(t.start, from)) * (held - reserved) / (sms - held);
         }
       }
   }

@@ -158,12 +158,40 @@ json breakdown(const scenario::ScenarioRun& run, bool with_stages)
                       {"sm_contention", fx.sm_contention}};
   for (auto p : netsim::kParts)
     out["parts"].push_back(name_of(p));
+  // One micro-batch's compute by kernel class (absent for imported programs, which carry no classes).
+  const auto& programs = run.placed->graph().stages;
+  if (!programs.empty() && programs.front().kernels.total() > 0) {
+    json kernels;
+    const double n = static_cast<double>(programs.size());
+    for (std::size_t i = 0; i < programs.front().kernels.named().size(); ++i) {
+      double mean = 0, max = 0;
+      for (const auto& st : programs) {
+        const double v = st.kernels.named()[i].second;
+        mean += v / n;
+        max = std::max(max, v);
+      }
+      kernels[std::string(programs.front().kernels.named()[i].first)] = {{"mean", mean}, {"max", max}};
+    }
+    out["kernels_per_micro_batch_s"] = kernels;
+  }
   if (with_stages) {
     json stages = json::array();
     for (const auto& b : r.stages) {
       json e = {{"stage", b.stage}};
       for (auto p : netsim::kParts)
         e[std::string(name_of(p)) + "_s"] = b.part(p);
+      if (b.stage >= 0 && static_cast<std::size_t>(b.stage) < programs.size() &&
+          programs[static_cast<std::size_t>(b.stage)].kernels.total() > 0) {
+        const auto& program = programs[static_cast<std::size_t>(b.stage)];
+        json k;
+        for (const auto& [name, seconds] : program.kernels.named())
+          k[std::string(name)] = seconds;
+        e["kernels_per_micro_batch_s"] = k;
+        int layers                     = 0;
+        for (int l : program.chunk_layers)
+          layers += l;
+        e["layers"] = layers;
+      }
       if (!run.scenario.options.compression.empty())
         e["compression_gpu_s"] = b.compression;
       stages.push_back(e);

@@ -7,33 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 namespace spansim::workload {
 
 namespace detail {
 
 namespace {
-
-double gated_factor(MlpKind kind)
-{
-  return kind == MlpKind::gated ? 3 : 2;
-}
-
-double attention_params(const ModelSpec& m)
-{
-  const double h = m.hidden;
-  if (m.attention == AttentionKind::mla) {
-    const auto& a   = m.mla;
-    const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
-    double q        = a.q_lora_rank > 0 ? h * a.q_lora_rank + double(a.q_lora_rank) * m.heads * qk : h * m.heads * qk;
-    double kv       = h * (a.kv_lora_rank + a.qk_rope_head_dim) +
-                double(a.kv_lora_rank) * m.heads * (a.qk_nope_head_dim + a.v_head_dim);
-    return q + kv + double(m.heads) * a.v_head_dim * h;
-  }
-  const double q  = double(m.heads) * m.head_dim;
-  const double kv = double(m.kv_heads) * m.head_dim;
-  return h * q + 2 * h * kv + q * h;
-}
 
 // Attention score and value head widths.
 
@@ -119,7 +99,24 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
   // A measured time, where the user's table covers the shape, replaces the model's (at the clocks it was
   // measured at: no sustained-clock term); the model still gives the HBM traffic.
   const auto& measured = c.job.gpu.measured;
-  auto seconds         = [&](const GemmShape& s, double clock) {
+  // DeepGEMM runs FP8 block-scaled GEMMs at its published rates, each group's rows padded to its block, on the SMs
+  // the dispatch kernels leave it (DeepSeek gives DeepEP 20 of 132: every GEMM of its trace runs 112 blocks).
+  // Its published rate, at the GEMM's rows per group and depth, is the full-wave rate the tile and wave model then
+  // quantizes over those SMs (a narrow projection fills fewer of them).
+  const bool deepgemm = c.job.gemm_library == GemmLibrary::deepgemm && precision == Precision::fp8;
+  const auto& dg      = c.job.gpu.gemm.deepgemm;
+  std::optional<GpuSpec> library;
+  if (deepgemm) {
+    library           = c.job.gpu;
+    library->gemm.sms = static_cast<int>(std::lround(c.job.gpu.gemm.sms * c.gemm_sm_share));
+  }
+  auto seconds = [&](const GemmShape& s, double clock, double rows, double k, double fraction) {
+    if (library) {
+      library->gemm.ceiling_fp8 = library->gemm.ceiling_fp8_blockwise = dg.rate(rows, k) * fraction * c.gemm_sm_share;
+      GemmShape padded                                                = s;
+      (s.m == rows ? padded.m : s.k == rows ? padded.k : padded.n)    = dg.padded(rows);
+      return gemm_cost(*library, precision, padded, clock, format.recipe);
+    }
     GemmCost cost = gemm_cost(c.job.gpu, precision, s, clock, format.recipe);
     if (auto t = measured.gemm_seconds(precision, s.m, s.n, s.k))
       cost.seconds = *t * s.groups;
@@ -139,26 +136,33 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
       const double fwd  = f.groups * ((f.cast_fused ? fused_q : q) * rows * f.k + q * f.n * f.k / c.mbs);
       const double bwd  = q * f.groups * f.m * f.n;
       k.gemm_fwd_seconds += fwd / mem_rate;
+      k.quantize_fwd_seconds += fwd / mem_rate;
       k.gemm_fwd_bytes += fwd;
       k.gemm_bwd_seconds += bwd / mem_rate;
+      k.quantize_bwd_seconds += bwd / mem_rate;
       k.gemm_bwd_bytes += bwd;
       k.kernels_fwd += f.cast_fused ? casts - 1 : casts;
       k.kernels_bwd += casts;
     }
   for (const GemmShape& f : gemms) {
-    const GemmCost fwd = seconds(f, c.clock);
-    const GemmCost dg  = seconds(dgrad(f), c.clock);
-    const GemmCost wg  = seconds(wgrad(f, grad_bytes), c.clock);
+    // A library's table is read at the forward's rows per group: the input gradient's depth is the forward's N,
+    // and the weight gradient runs at its own fraction of the forward's rate.
+    auto fwd_at   = [&](double clock) { return seconds(f, clock, f.m, f.k, 1); };
+    auto dgrad_at = [&](double clock) { return seconds(dgrad(f), clock, f.m, f.n, 1); };
+    auto wgrad_at = [&](double clock) { return seconds(wgrad(f, grad_bytes), clock, f.m, f.k, dg.wgrad_fraction); };
+    const GemmCost fwd = fwd_at(c.clock);
+    const GemmCost dgc = dgrad_at(c.clock);
+    const GemmCost wg  = wgrad_at(c.clock);
     k.gemm_fwd_seconds += fwd.seconds;
     k.gemm_fwd_bytes += fwd.bytes;
-    k.gemm_bwd_seconds += dg.seconds + wg.seconds;
-    k.gemm_bwd_bytes += dg.bytes + wg.bytes;
+    k.gemm_bwd_seconds += dgc.seconds + wg.seconds;
+    k.gemm_bwd_bytes += dgc.bytes + wg.bytes;
     k.gemm_wgrad_seconds += wg.seconds;
     k.gemm_wgrad_bytes += wg.bytes;
     if (c.clock < 1) {
-      k.clock_fwd_seconds += fwd.seconds - seconds(f, 1).seconds;
-      const double wg_full_clock = seconds(wgrad(f, grad_bytes), 1).seconds;
-      k.clock_bwd_seconds += dg.seconds + wg.seconds - seconds(dgrad(f), 1).seconds - wg_full_clock;
+      k.clock_fwd_seconds += fwd.seconds - fwd_at(1).seconds;
+      const double wg_full_clock = wgrad_at(1).seconds;
+      k.clock_bwd_seconds += dgc.seconds + wg.seconds - dgrad_at(1).seconds - wg_full_clock;
       k.clock_wgrad_seconds += wg.seconds - wg_full_clock;
     }
     k.kernels_fwd += 1;
@@ -239,7 +243,15 @@ LayerCost layer_cost(const Context& c, int layer)
     k.routed_fwd_seconds   = r.gemm_fwd_seconds + r.kernels_fwd * c.gap;
     k.routed_wgrad_seconds = r.gemm_wgrad_seconds + r.kernels_wgrad * c.gap;
     k.routed_dgrad_seconds = r.gemm_bwd_seconds + r.kernels_bwd * c.gap - k.routed_wgrad_seconds;
+    r.routed_wgrad_gemm    = r.gemm_wgrad_seconds;
+    r.routed_gemm_seconds  = r.gemm_fwd_seconds + r.gemm_bwd_seconds - r.gemm_wgrad_seconds - r.quantize_fwd_seconds -
+                            r.quantize_bwd_seconds;
     add(k, r);
+    // Token permute and unpermute (Megatron's moe_utils permute/unpermute, DeepSeek's kernels alike): each reads and
+    // writes the rank's top-k token copies, the permute at the dispatch's precision and the unpermute in BF16; the
+    // backward moves the gradients, in BF16 both ways.
+    k.permute_fwd_bytes = 2 * (ep_buffer_bytes(c, true) + ep_buffer_bytes(c, false));
+    k.permute_bwd_bytes = 4 * ep_buffer_bytes(c, false);
   }
   const bool unfused = c.job.attention == AttentionKernel::unfused;
   if (unfused)
@@ -322,45 +334,16 @@ void add(LayerCost& a, const LayerCost& b)
   a.routed_fwd_seconds += b.routed_fwd_seconds;
   a.routed_dgrad_seconds += b.routed_dgrad_seconds;
   a.routed_wgrad_seconds += b.routed_wgrad_seconds;
+  a.quantize_fwd_seconds += b.quantize_fwd_seconds;
+  a.quantize_bwd_seconds += b.quantize_bwd_seconds;
+  a.routed_gemm_seconds += b.routed_gemm_seconds;
+  a.routed_wgrad_gemm += b.routed_wgrad_gemm;
+  a.permute_fwd_bytes += b.permute_fwd_bytes;
+  a.permute_bwd_bytes += b.permute_bwd_bytes;
   a.kernels_bwd += b.kernels_bwd;
 }
 
 } // namespace
-
-double v_dim(const ModelSpec& m)
-{
-  return m.attention == AttentionKind::mla ? m.mla.v_head_dim : m.head_dim;
-}
-
-double qk_dim(const ModelSpec& m)
-{
-  return m.attention == AttentionKind::mla ? m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim : m.head_dim;
-}
-
-LayerParams layer_params(const ModelSpec& m, int layer)
-{
-  LayerParams p;
-  const double h    = m.hidden;
-  p.attention       = attention_params(m);
-  p.norms           = 2 * h;
-  const double g    = gated_factor(m.mlp);
-  double mlp_active = 0;
-  if (m.is_moe_layer(layer)) {
-    const double expert = g * h * m.moe.expert_ffn;
-    p.experts           = m.moe.experts * expert;
-    p.router            = h * m.moe.experts;
-    p.mlp_dense         = m.moe.shared_experts * expert + p.router;
-    mlp_active          = (m.moe.experts_per_token + m.moe.shared_experts) * expert + p.router;
-    p.ffn_active        = double(m.moe.experts_per_token + m.moe.shared_experts) * m.moe.expert_ffn;
-  } else {
-    p.mlp_dense  = g * h * m.ffn;
-    mlp_active   = p.mlp_dense;
-    p.ffn_active = m.ffn;
-  }
-  p.active = p.attention + p.norms + mlp_active;
-  p.matmul = p.attention + mlp_active;
-  return p;
-}
 
 namespace {
 
@@ -528,11 +511,14 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
     ch.bwd_effects.kernel_gaps     = ch.sum.kernels_bwd * c.gap;
     ch.attention_fwd_seconds       = attn_fwd;
     ch.attention_bwd_seconds       = attn_bwd;
-    ch.fwd_seconds                 = ch.sum.gemm_fwd_seconds + attn_fwd + ew_fwd + ch.fwd_effects.kernel_gaps;
-    ch.bwd_seconds                 = ch.sum.gemm_bwd_seconds + attn_bwd + 2 * ew_fwd + ch.bwd_effects.kernel_gaps;
+    const double permute_fwd       = ch.sum.permute_fwd_bytes / mem_rate;
+    const double permute_bwd       = ch.sum.permute_bwd_bytes / mem_rate;
+    ch.fwd_seconds = ch.sum.gemm_fwd_seconds + attn_fwd + ew_fwd + permute_fwd + ch.fwd_effects.kernel_gaps;
+    ch.bwd_seconds = ch.sum.gemm_bwd_seconds + attn_bwd + 2 * ew_fwd + permute_bwd + ch.bwd_effects.kernel_gaps;
     add_host_floor(c, ch);
-    ch.fwd_hbm   = ch.sum.gemm_fwd_bytes + ch.sum.elementwise_bytes + ch.sum.unfused_fwd_bytes;
-    ch.bwd_hbm   = ch.sum.gemm_bwd_bytes + 2 * ch.sum.elementwise_bytes + ch.sum.unfused_bwd_bytes;
+    ch.fwd_hbm = ch.sum.gemm_fwd_bytes + ch.sum.elementwise_bytes + ch.sum.unfused_fwd_bytes + ch.sum.permute_fwd_bytes;
+    ch.bwd_hbm =
+        ch.sum.gemm_bwd_bytes + 2 * ch.sum.elementwise_bytes + ch.sum.unfused_bwd_bytes + ch.sum.permute_bwd_bytes;
     ch.fwd_flops = mm_flops + ch.sum.attention_flops;
     // A weight-gradient GEMM does as many FLOPs as its forward GEMM.
     ch.wgrad_effects.sustained_clock = ch.sum.clock_wgrad_seconds;
@@ -562,6 +548,19 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
       ch.recompute_effects = ch.fwd_effects;
       break;
     }
+    KernelTimes& kt = ch.kernels;
+    const auto& sum = ch.sum;
+    kt.quantize     = sum.quantize_fwd_seconds + sum.quantize_bwd_seconds;
+    kt.grouped_gemm = sum.routed_gemm_seconds;
+    kt.expert_wgrad = sum.routed_wgrad_gemm;
+    kt.wgrad        = sum.gemm_wgrad_seconds - sum.routed_wgrad_gemm;
+    kt.gemm      = sum.gemm_fwd_seconds + sum.gemm_bwd_seconds - kt.quantize - kt.grouped_gemm - sum.gemm_wgrad_seconds;
+    kt.attention = attn_fwd + attn_bwd;
+    kt.permute   = permute_fwd + permute_bwd;
+    kt.norms     = 3 * sum.norm_bytes / mem_rate;
+    kt.elementwise = 3 * ew_fwd - kt.norms;
+    kt.recompute   = ch.recompute_seconds;
+    kt.kernel_gaps = ch.fwd_effects.kernel_gaps + ch.bwd_effects.kernel_gaps;
   }
   return out;
 }
@@ -575,131 +574,5 @@ double stored_activations(const Context& c, const ChunkCost& ch)
 }
 
 } // namespace detail
-
-using detail::kBf16;
-using detail::kFp32;
-
-GemmCost gemm_cost(const GpuSpec& gpu, Precision precision, const GemmShape& shape, double clock_fraction,
-                   Fp8Recipe recipe)
-{
-  const GemmFormat format = gpu.runs_as(precision, recipe);
-  const double peak       = gpu.peak(format.precision);
-  const double ceiling    = gpu.gemm.ceiling(format.precision, format.recipe);
-  const double in_bytes   = detail::input_bytes(format.precision);
-  const double groups     = shape.groups;
-  GemmCost cost;
-  cost.flops = 2 * shape.m * shape.n * shape.k * groups;
-  if (!(cost.flops > 0))
-    return cost;
-  // One output tile per SM per wave: a partial tile or a partly filled last wave costs a whole one, and K advances
-  // tile_k at a time. When the output tiles cannot fill the SMs the library may split K across them (split-K):
-  // each slice writes a partial fp32 tile that a reduction reads back. The library picks the kernel per GEMM, so
-  // the fastest tiling and split count.
-  const double tk          = gpu.gemm.tile_k;
-  const double steps       = std::ceil(shape.k / tk);
-  const double sms         = gpu.gemm.sms;
-  const double mem_rate    = gpu.hbm_bandwidth * gpu.elementwise_efficiency;
-  const double c_out       = shape.accumulate_bytes > 0 ? 2 * shape.accumulate_bytes : kBf16;
-  const double plain_bytes = groups * ((shape.m + shape.n) * shape.k * in_bytes + shape.m * shape.n * c_out);
-  cost.seconds             = std::numeric_limits<double>::infinity();
-  for (const auto& [tm, tn] : gpu.gemm.tiles) {
-    const double tiles = groups * std::ceil(shape.m / tm) * std::ceil(shape.n / tn);
-    for (double split : {1.0, tiles < sms ? std::min(std::floor(sms / tiles), steps) : 1.0}) {
-      const double waves        = std::ceil(tiles * split / sms);
-      const double quantization = cost.flops / (2 * waves * sms * tm * tn * std::ceil(steps / split) * tk);
-      const double efficiency   = ceiling / peak * quantization;
-      const double bytes        = plain_bytes + (split > 1 ? split * 2 * kFp32 * shape.m * shape.n * groups : 0);
-      const double seconds      = std::max(cost.flops / (peak * efficiency * clock_fraction), bytes / mem_rate);
-      if (seconds < cost.seconds) {
-        cost.seconds    = seconds;
-        cost.efficiency = efficiency;
-        cost.bytes      = bytes;
-      }
-    }
-  }
-  return cost;
-}
-
-double GemmSpec::ceiling(Precision p, Fp8Recipe r) const
-{
-  if (p == Precision::fp8 && r == Fp8Recipe::blockwise && ceiling_fp8_blockwise > 0)
-    return ceiling_fp8_blockwise;
-  return detail::PerPrecision{.bf16 = ceiling_bf16, .fp8 = ceiling_fp8, .mxfp8 = ceiling_mxfp8, .nvfp4 = ceiling_nvfp4}
-      .of(p);
-}
-
-double GpuSpec::quantize_rate(Precision p, Fp8Recipe r) const
-{
-  if (p == Precision::bf16)
-    return 0;
-  const double given = quantize_efficiency[static_cast<std::size_t>(quantize_format(runs_as(p, r)))];
-  return hbm_bandwidth * (given > 0 ? given : elementwise_efficiency);
-}
-
-GemmFormat GpuSpec::runs_as(Precision p, Fp8Recipe r) const
-{
-  // TE's fp8_blockwise_scaling.rst, "Supported devices": on SM 10.0 and later "the recipe is emulated with MXFP8".
-  if (p == Precision::fp8 && r == Fp8Recipe::blockwise && peak_mxfp8_flops > 0 && !(gemm.ceiling_fp8_blockwise > 0))
-    return {.precision = Precision::mxfp8};
-  return {.precision = p, .recipe = r};
-}
-
-double GpuSpec::peak(Precision p) const
-{
-  return detail::PerPrecision{
-      .bf16 = peak_bf16_flops, .fp8 = peak_fp8_flops, .mxfp8 = peak_mxfp8_flops, .nvfp4 = peak_nvfp4_flops}
-      .of(p);
-}
-
-std::string GpuSpec::precisions() const
-{
-  std::string out;
-  for (auto p : enum_values<Precision>())
-    if (peak(p) > 0)
-      out += (out.empty() ? "" : ", ") + std::string(name_of(p));
-  return out;
-}
-
-double AttentionRates::rate(double s, bool backward) const
-{
-  const auto& curve = backward ? backward_by_length : forward_by_length;
-  if (sequences.empty())
-    return backward ? this->backward : forward;
-  if (s <= sequences.front())
-    return curve.front();
-  if (s >= sequences.back())
-    return curve.back();
-  std::size_t i = 1;
-  while (sequences[i] < s)
-    ++i;
-  const double x =
-      (std::log2(s) - std::log2(sequences[i - 1])) / (std::log2(sequences[i]) - std::log2(sequences[i - 1]));
-  return curve[i - 1] + x * (curve[i] - curve[i - 1]);
-}
-
-ModelParams count_params(const ModelSpec& model)
-{
-  ModelParams p;
-  const double emb = double(model.vocab) * model.hidden;
-  for (int l = 0; l < model.all_layers(); ++l) {
-    detail::LayerParams lp = detail::layer_params(model, l);
-    p.total += lp.attention + lp.norms + lp.mlp_dense + lp.experts;
-    p.active += lp.active;
-    p.matmul_active += lp.matmul;
-  }
-  const double head = model.tied_embeddings ? 0 : emb;
-  p.embedding       = emb;
-  p.total += emb + head + model.hidden;
-  p.active += emb + head + model.hidden;
-  p.matmul_active += emb; // the output projection, tied or not
-  // Each multi-token prediction module: eh_proj (2h -> h) and three norms of its own; its tokens pass through the
-  // shared output projection again.
-  const double mtp = model.mtp_layers;
-  const auto own   = detail::mtp_module_params(model);
-  p.total += mtp * (own.eh_proj + own.norms);
-  p.active += mtp * (own.eh_proj + own.norms + emb);
-  p.matmul_active += mtp * (own.eh_proj + emb);
-  return p;
-}
 
 } // namespace spansim::workload

@@ -109,7 +109,16 @@ struct LayerCost {
   double routed_fwd_seconds   = 0;
   double routed_dgrad_seconds = 0;
   double routed_wgrad_seconds = 0;
-  bool moe                    = false;
+  /// @brief Of the GEMM seconds above, the kernel classes: quantization (forward, backward), the routed experts'
+  /// forward and input-gradient GEMM kernels, and their weight-gradient ones (no quantization, no gaps).
+  double quantize_fwd_seconds = 0;
+  double quantize_bwd_seconds = 0;
+  double routed_gemm_seconds  = 0;
+  double routed_wgrad_gemm    = 0;
+  /// @brief MoE token permute and unpermute, HBM bytes per pass (memory-bound, their own kernels).
+  double permute_fwd_bytes = 0;
+  double permute_bwd_bytes = 0;
+  bool moe                 = false;
 };
 
 struct Context {
@@ -125,6 +134,9 @@ struct Context {
   double gap;      ///< seconds of GPU idle per kernel launched (0: off)
   double moe_host; ///< host seconds per MoE layer and micro-batch, forward and backward (0: off)
   ExpertLoad load; ///< what the busiest expert GPU computes per layer (empty for a dense model)
+  /// @brief Of the GPU's SMs, the share a GEMM library that partitions them statically runs on: DeepGEMM beside a
+  /// dispatcher that names its SMs (DeepEP's) leaves them those; 1 otherwise.
+  double gemm_sm_share = 1;
 
   explicit Context(const JobSpec& j)
       : job(j), m(j.model), tp(j.parallelism.tp), cp(j.parallelism.cp), pp(j.parallelism.pp), dp(j.parallelism.dp),
@@ -134,7 +146,8 @@ struct Context {
         tokens(double(j.batch.micro_batch) * j.batch.sequence_length / j.parallelism.cp),
         clock(j.effects.sustained_clock ? j.calibration.clock_fraction : 1.0),
         gap(j.effects.kernel_gaps ? j.calibration.kernel_gap : 0.0),
-        moe_host(j.effects.kernel_gaps ? j.calibration.moe_host : 0.0), load(expert_load(j))
+        moe_host(j.effects.kernel_gaps ? j.calibration.moe_host : 0.0), load(expert_load(j)),
+        gemm_sm_share(reserved_sms(j) > 0 ? 1 - double(reserved_sms(j)) / j.gpu.gemm.sms : 1.0)
   {
   }
 };
@@ -162,6 +175,7 @@ struct ChunkCost {
   double fwd_hbm = 0, bwd_hbm = 0, recompute_hbm = 0;
   double fwd_flops = 0, recompute_flops = 0;
   OpEffects fwd_effects, bwd_effects, recompute_effects; ///< of the seconds above: what each effect adds
+  KernelTimes kernels;                                   ///< fwd, bwd and recompute seconds by kernel class
   /// @brief Of the backward: the weight-gradient GEMMs alone (a zero-bubble schedule's W), their HBM bytes, FLOPs and
   /// effects; the rest is the input-gradient pass (B).
   double wgrad_seconds = 0, wgrad_hbm = 0, wgrad_flops = 0;

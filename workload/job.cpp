@@ -325,7 +325,9 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
   if (auto k = r.optional_object("kernels")) {
     if (k->has("attention"))
       job.attention = k->enumeration<AttentionKernel>("attention");
-    k->finish({"attention"});
+    if (k->has("gemm"))
+      job.gemm_library = k->enumeration<GemmLibrary>("gemm");
+    k->finish({"attention", "gemm"});
   }
   job.recompute        = r.optional_enumeration<Recompute>("recompute").value_or(Recompute::none);
   job.model.mtp_layers = static_cast<int>(r.optional_integer("mtp_layers", 0, 16).value_or(0));
@@ -530,10 +532,26 @@ void validate_job(JobSpec& job)
     at.fail(JobIssue::attention, {"kernels", "attention"},
             "GPU " + job.gpu.name + " gives no rates for \"" + std::string(name_of(job.attention)) +
                 "\" (listed: " + detail::listed_kernels(job.gpu) + ")");
+  if (job.gemm_library == GemmLibrary::deepgemm) {
+    if (job.gpu.gemm.deepgemm.points.empty())
+      at.fail(JobIssue::gemm, {"kernels", "gemm"}, "GPU " + job.gpu.name + " gives no DeepGEMM rates (gemm.deepgemm)");
+    if (job.precision != Precision::fp8 || job.fp8_recipe != Fp8Recipe::blockwise)
+      at.fail(JobIssue::gemm, {"kernels", "gemm"},
+              "DeepGEMM runs FP8 with block-wise scaling only: give precision {\"compute\": \"fp8\", \"recipe\": "
+              "\"blockwise\"}");
+  }
   if (!(job.gpu.peak(job.precision) > 0))
     at.fail(JobIssue::precision, {"precision", "compute"},
             "GPU " + job.gpu.name + " has no " + std::string(name_of(job.precision)) + " tensor cores (no peak_" +
                 std::string(name_of(job.precision)) + " in its GPU file; it has: " + job.gpu.precisions() + ")");
+}
+
+int reserved_sms(const JobSpec& job)
+{
+  const auto& d = job.dispatch;
+  if (job.gemm_library != GemmLibrary::deepgemm || job.model.moe.experts == 0 || d.dispatcher != Dispatcher::deepep)
+    return 0;
+  return d.sms > 0 ? d.sms : kDeepEpSms;
 }
 
 } // namespace spansim::workload

@@ -138,6 +138,31 @@ double read_measured_rate(spec::ObjectReader& r, std::string_view key, double pe
   return rate;
 }
 
+// A library's published grouped-GEMM rates: {"block_m": 128, "wgrad_fraction": 0.72, "grouped": [{"rows": 4096,
+// "n": 4096, "k": 7168, "rate": "1346TFLOPs"}, ...]}.
+GroupedGemmRates read_grouped_rates(spec::ObjectReader r, const GpuSpec& g)
+{
+  GroupedGemmRates out;
+  out.block_m        = static_cast<int>(r.optional_integer("block_m", 1, 4096).value_or(128));
+  out.wgrad_fraction = r.number("wgrad_fraction", 0.05, 1);
+  const auto& rows   = r.raw("grouped");
+  const auto at      = r.where().member("grouped");
+  if (!rows.is_array() || rows.empty())
+    at.fail("expected a non-empty array of {\"rows\", \"n\", \"k\", \"rate\"} objects");
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    spec::ObjectReader p(rows[i], at.element(i));
+    GroupedGemmRates::Point point;
+    point.rows = static_cast<double>(p.integer("rows", 1, 1 << 24));
+    point.n    = static_cast<double>(p.integer("n", 1, 1 << 24));
+    point.k    = static_cast<double>(p.integer("k", 1, 1 << 24));
+    point.rate = read_measured_rate(p, "rate", g.peak_fp8_flops, "peak_fp8");
+    p.finish();
+    out.points.push_back(point);
+  }
+  r.finish();
+  return out;
+}
+
 GemmSpec read_gemm(spec::ObjectReader r, const GpuSpec& g)
 {
   GemmSpec m;
@@ -174,6 +199,11 @@ GemmSpec read_gemm(spec::ObjectReader r, const GpuSpec& g)
         t[1].get<std::int64_t>() > 4096)
       at.element(i).fail("expected [M, N] with two integers from 1 to 4096");
     m.tiles.push_back({t[0].get<int>(), t[1].get<int>()});
+  }
+  if (auto d = r.optional_object("deepgemm")) {
+    if (!(g.peak_fp8_flops > 0))
+      r.fail("deepgemm", "DeepGEMM runs FP8: the GPU has no peak_fp8 rate");
+    m.deepgemm = read_grouped_rates(*d, g);
   }
   r.finish();
   return m;
@@ -241,7 +271,8 @@ void read_attention(spec::ObjectReader r, GpuSpec& g)
     lib->finish();
   }
   if (listed_kernels(g).empty())
-    r.where().fail("give the rates of at least one attention kernel library: \"flash2\", \"flash3\" or \"cudnn\"");
+    r.where().fail("give the rates of at least one attention kernel library: \"flash2\", \"flash3\", \"cudnn\", "
+                   "\"flash4\" or \"triton\"");
   g.attention_default = r.enumeration<AttentionKernel>("default");
   if (g.attention_default == AttentionKernel::unfused)
     r.fail("default", "the default must be a fused library the file gives rates for (listed: " + listed_kernels(g) +

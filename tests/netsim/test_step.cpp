@@ -330,6 +330,24 @@ TEST_CASE("SM contention on a GPU without NCCL's share: only ops that name their
   const auto named = netsim::simulate_step(topo, graph, place, o);
   REQUIRE(named.sm_contention.size() == 1);
   expect_within("16 SMs named by the ops: NCCL's 16 by hand", expected, named.sm_contention[0], 1e-9);
+
+  // DeepGEMM beside DeepEP already runs on the SMs the dispatch leaves (20 of them): communication that takes 16
+  // costs nothing more, and 24 costs the 4 beyond the 20, out of the sms - 24 left.
+  graph.job.gemm_library        = workload::GemmLibrary::deepgemm;
+  graph.job.model.moe.experts   = 8;
+  graph.job.dispatch.dispatcher = workload::Dispatcher::deepep;
+  graph.job.dispatch.sms        = 20;
+  REQUIRE(workload::reserved_sms(graph.job) == 20);
+  const auto within = netsim::simulate_step(topo, graph, place, o);
+  CHECK((within.sm_contention.empty() || within.sm_contention[0] == 0));
+  expect_within("16 SMs beside 20 reserved: the step without contention", first.step_time, within.step_time, 1e-12);
+  for (auto& op : graph.stages[0].ops)
+    if (!workload::is_compute(op.kind) && op.overlappable)
+      op.sms = 24;
+  const double sms    = graph.job.gpu.gemm.sms;
+  const auto beyond   = netsim::simulate_step(topo, graph, place, o);
+  const double scaled = expected / (16 / (sms - 16)) * (4 / (sms - 24));
+  expect_within("24 SMs beside 20 reserved: 4 / (sms - 24) of the overlap", scaled, beyond.sm_contention[0], 1e-9);
 }
 
 TEST_CASE("flow fidelity: links left out as slack change no op of a step", "[step][slack]")

@@ -303,4 +303,12 @@ TEST_CASE("A compute-bound pass is the sum of its GEMMs, attention at the librar
                 p3.forward.seconds, 1e-9);
   expect_within("flash3 backward: attention at 559 TFLOP/s",
                 p.backward.seconds - 2.5 * attn / 318e12 + 2.5 * attn / 559e12, p3.backward.seconds, 1e-9);
+
+  // llm-foundry's Triton kernel on H100: its A100 ratio to FlashAttention-2 at 8K (78 / 182, the FlashAttention-2
+  // paper's Fig. 4) times FlashAttention-2's H100 rates (333 / 318), as h100.json derives it (to 0.1 TFLOP/s).
+  const Passes pt = llama8b_passes(8192, {{"attention", "triton"}});
+  expect_within("triton forward: attention at 333 x 78/182 TFLOP/s",
+                p.forward.seconds - attn / 333e12 + attn / (333e12 * 78 / 182), pt.forward.seconds, 1e-3);
+  expect_within("triton backward: attention at 318 x 78/182 TFLOP/s",
+                p.backward.seconds - 2.5 * attn / 318e12 + 2.5 * attn / (318e12 * 78 / 182), pt.backward.seconds, 1e-3);
 }

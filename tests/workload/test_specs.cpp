@@ -301,10 +301,10 @@ TEST_CASE("Inconsistent jobs are refused at the offending JSON path")
        "$.gpu.gemm.tiles[1]", "expected [M, N]"},
       {json::json_pointer("/attention/default"), "flash3", "$.gpu.attention.default",
        "\"flash3\" has no rates here (listed: \"flash2\")"},
-      {json::json_pointer("/attention/flash4"),
+      {json::json_pointer("/attention/flash5"),
        {{"forward", "600TFLOPs"}, {"backward", "500TFLOPs"}},
        "$.gpu.attention",
-       "unknown key \"flash4\""},
+       "unknown key \"flash5\""},
   };
   for (const auto& bad : bad_gpu_entries) {
     j                   = good_job();
@@ -314,18 +314,28 @@ TEST_CASE("Inconsistent jobs are refused at the offending JSON path")
   }
 
   j            = good_job();
-  j["kernels"] = {{"attention", "flash4"}};
+  j["kernels"] = {{"attention", "xformers"}};
   expect_spec_error(j, "$.kernels.attention",
-                    "unknown value \"flash4\" (allowed: \"flash2\", \"flash3\", \"cudnn\", \"unfused\")");
+                    "unknown value \"xformers\" (allowed: \"flash2\", \"flash3\", \"cudnn\", \"flash4\", "
+                    "\"triton\", \"unfused\")");
 
   j            = good_job();
   j["gpu"]     = "b200";
   j["kernels"] = {{"attention", "flash3"}};
   expect_spec_error(j, "$.kernels.attention", "GPU b200 gives no rates for \"flash3\" (listed: \"cudnn\")");
+  j["kernels"] = {{"attention", "triton"}};
+  expect_spec_error(j, "$.kernels.attention", "GPU b200 gives no rates for \"triton\" (listed: \"cudnn\")");
+  j["kernels"] = {{"gemm", "cutlass"}};
+  expect_spec_error(j, "$.kernels.gemm", "unknown value \"cutlass\" (allowed: \"cublas\", \"deepgemm\")");
+  j["kernels"] = {{"gemm", "deepgemm"}};
+  expect_spec_error(j, "$.kernels.gemm", "GPU b200 gives no DeepGEMM rates (gemm.deepgemm)");
+  j            = good_job();
+  j["kernels"] = {{"gemm", "deepgemm"}};
+  expect_spec_error(j, "$.kernels.gemm", "DeepGEMM runs FP8 with block-wise scaling only");
 
   j            = good_job();
-  j["kernels"] = {{"gemm", "cublas"}};
-  expect_spec_error(j, "$.kernels", "unknown key \"gemm\"");
+  j["kernels"] = {{"matmul", "cublas"}};
+  expect_spec_error(j, "$.kernels", "unknown key \"matmul\"");
   expect_spec_error(j, "$.kernels", "attention");
 
   j          = good_job();

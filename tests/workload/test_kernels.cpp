@@ -1,0 +1,100 @@
+// Compute by kernel class: the classes add up to the stage's compute, and DeepGEMM's grouped GEMMs run at its
+// published rates on the SMs DeepEP leaves.
+#include "common/json_reader.hpp"
+#include "roofline.hpp"
+#include "tests/support.hpp"
+#include "workload/cost_model.hpp"
+#include "workload/workload.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <iostream>
+#include <string>
+
+namespace wl = spansim::workload;
+using nlohmann::json;
+using spansim::test::expect_within;
+
+namespace {
+
+const std::string kSource = SPANSIM_SOURCE_DIR;
+
+json job_file(const std::string& name)
+{
+  return spansim::spec::load_json_file(kSource + "/examples/jobs/" + name);
+}
+
+} // namespace
+
+TEST_CASE("Kernel classes add up to each stage's forward, backward and recompute")
+{
+  for (const std::string name : {"deepseek-v3-h800-profile.json", "llama3-8b-64-h100.json", "gpt3-175b-1024-h100.json",
+                                 "llama4-maverick-512-h200.json", "deepseek-v3-2048-b200.json"}) {
+    const wl::JobSpec job = wl::load_job(kSource + "/examples/jobs/" + name);
+    const auto graph      = wl::build_step_graph(job, wl::BuildOptions{false});
+    const auto costs      = wl::job_costs(job, wl::BuildOptions{false});
+    REQUIRE(graph.stages.size() == costs.stages.size());
+    for (std::size_t s = 0; s < costs.stages.size(); ++s) {
+      const auto& c = costs.stages[s];
+      expect_within(name + " stage " + std::to_string(s) + ": classes against forward + backward + recompute",
+                    c.forward + c.backward + c.recompute, graph.stages[s].kernels.total(), 1e-9);
+    }
+    const auto& k  = graph.stages[graph.stages.size() > 1 ? 1 : 0].kernels;
+    const bool moe = job.model.moe.experts > 0;
+    INFO(name);
+    CHECK((k.grouped_gemm > 0) == moe);
+    CHECK((k.expert_wgrad > 0) == moe);
+    CHECK((k.permute > 0) == moe);
+    CHECK((k.quantize > 0) == (job.precision != wl::Precision::bf16));
+    CHECK(k.gemm > 0);
+    CHECK(k.attention > 0);
+  }
+}
+
+TEST_CASE("DeepGEMM's table is read at its published points and between them as documented")
+{
+  const auto& dg = wl::load_gpu("h100").gemm.deepgemm;
+  REQUIRE(!dg.points.empty());
+  for (const auto& p : dg.points)
+    expect_within("rate at " + std::to_string(int(p.rows)) + " rows, k " + std::to_string(int(p.k)), p.rate,
+                  dg.rate(p.rows, p.k), 1e-12);
+  // Rows padded to 128: 4,000 rows read as 4,096; beyond the published rows held flat.
+  expect_within("4000 rows pad to 4096", 1346e12, dg.rate(4000, 7168), 1e-12);
+  expect_within("16K rows held at 8K's", 1214e12, dg.rate(16384, 2048), 1e-12);
+  // Between the shapes, linearly in log2(k): k 4096 lies 1 / log2(7168 / 2048) of the way from 2048 to 7168.
+  const double x = 1 / std::log2(7168.0 / 2048);
+  expect_within("k 4096 at 8K rows", 1214e12 + x * (1346e12 - 1214e12), dg.rate(8192, 4096), 1e-12);
+  // Between rows, linearly in log2(rows): 2048 rows halfway (in log2) between 1024 and 4096.
+  expect_within("2048 rows, k 7168", (1233e12 + 1346e12) / 2, dg.rate(2048, 7168), 1e-12);
+}
+
+TEST_CASE("A DeepSeek-V3 MoE layer's grouped GEMMs run at DeepGEMM's rates on the 112 SMs DeepEP leaves")
+{
+  // The profile's layout without calibration or effects: 4,096 tokens a GPU, top-8 of 256 experts over EP 64, so 4
+  // local experts of 8,192 rows each (a multiple of 128: no padding).
+  json j                = workload_test::roofline(job_file("deepseek-v3-h800-profile.json"));
+  const wl::JobSpec job = wl::parse_job(j, "deepseek-v3-h800-profile.json");
+  const wl::detail::Context c(job);
+  const auto costs = wl::detail::chunk_costs(c);
+  const auto& ch   = costs[2];
+  REQUIRE(ch.moe_layers == ch.layers);
+  const double share = (132.0 - 20) / 132;
+  expect_within("SM share", share, c.gemm_sm_share, 1e-12);
+  const double rows = 8192, experts = 4, h = 7168, f = 2048;
+  const double k4096 = 1214e12 + (1346e12 - 1214e12) / std::log2(7168.0 / 2048);
+  // Forward: gate and up (n 4096, k 7168) and down (n 7168, k 2048); input gradients: (n 7168, k 4096) and
+  // (n 2048, k 7168).
+  const double fwd   = 2 * experts * rows * (2 * f * h / 1346e12 + h * f / 1214e12) / share;
+  const double dgrad = 2 * experts * rows * (h * 2 * f / k4096 + f * h / 1346e12) / share;
+  // Tiles of 128 x 256 over 112 SMs lose at most 1.2% to a partial last wave at these shapes.
+  const double per_layer = ch.kernels.grouped_gemm / ch.layers;
+  expect_within("grouped GEMMs of a layer, forward and input gradient (s)", fwd + dgrad, per_layer, 0.02);
+  CHECK(per_layer >= fwd + dgrad);
+  // Weight gradients at 0.72 of the forward's rate (the forward's rows and depth).
+  const double wgrad = 2 * experts * rows * (2 * f * h / 1346e12 + h * f / 1214e12) / share / 0.72;
+  expect_within("the experts' weight gradients of a layer (s)", wgrad, ch.kernels.expert_wgrad / ch.layers, 0.02);
+  std::cout << "DeepSeek-V3 layer on H800 under DeepGEMM: grouped " << per_layer * 1e6 << " us (closed form "
+            << (fwd + dgrad) * 1e6 << "), expert weight gradients " << ch.kernels.expert_wgrad / ch.layers * 1e6
+            << " us (closed form " << wgrad * 1e6 << ")\n";
+}
