@@ -52,6 +52,8 @@ nlohmann::json PlacementSpec::to_json() const
   nlohmann::json j = {{"order", names(order)}, {"buildings", buildings}};
   if (first_gpu >= 0)
     j["first_gpu"] = first_gpu;
+  if (gpus_per_node > 0)
+    j["gpus_per_node"] = gpus_per_node;
   return j;
 }
 
@@ -69,6 +71,8 @@ PlacementSpec parse_placement(const nlohmann::json& json, const std::string& fil
   }
   if (r.has("first_gpu"))
     spec.first_gpu = r.integer("first_gpu", 0, 1LL << 40);
+  if (r.has("gpus_per_node"))
+    spec.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", 1, 1 << 20));
   if (spec.first_gpu >= 0 && !spec.buildings.empty())
     throw SpecError(file, json_path + ".first_gpu",
                     "give either a GPU range (first_gpu) or buildings, not both: a range decides its buildings");
@@ -94,14 +98,30 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
   const bool shared  = !spec.taken.empty();
   if (shared && spec.taken.size() != static_cast<std::size_t>(counts.gpus))
     throw std::invalid_argument("placement: `taken` must be sized to the topology's GPUs");
-  auto held = [&](int gpu) { return shared && spec.taken[static_cast<std::size_t>(gpu)] != 0; };
+  // A node's GPUs beyond gpus_per_node are spares: never given a rank, like GPUs another job holds.
+  if (spec.gpus_per_node > 0)
+    for (int gpu = 0; gpu < counts.gpus; ++gpu)
+      if (spec.gpus_per_node > topology.node_gpus_of(gpu)) {
+        fail("gpus_per_node " + std::to_string(spec.gpus_per_node) + " is above the " +
+             std::to_string(topology.node_gpus_of(gpu)) + " GPUs of node " +
+             topology.vertex_name(gpu).substr(0, topology.vertex_name(gpu).rfind('/')));
+      }
+  gpus_per_node_ = spec.gpus_per_node;
+  auto spare     = [&](int gpu) { return spec.gpus_per_node > 0 && topology.locate(gpu).local >= spec.gpus_per_node; };
+  auto held      = [&](int gpu) { return (shared && spec.taken[static_cast<std::size_t>(gpu)] != 0) || spare(gpu); };
   if (spec.first_gpu >= 0) {
     // A contiguous range of GPUs: its buildings are those it touches, in order.
-    if (spec.first_gpu + job.gpus > counts.gpus)
+    // With spares the range runs on until it has the job's GPUs in use.
+    std::int64_t last = spec.first_gpu, in_use = 0;
+    for (; last < counts.gpus && in_use < job.gpus; ++last)
+      in_use += spare(static_cast<int>(last)) ? 0 : 1;
+    if (in_use < job.gpus)
       fail("GPUs " + std::to_string(spec.first_gpu) + " to " + std::to_string(spec.first_gpu + job.gpus - 1) +
            " are outside topology \"" + topology.spec().name + "\" of " + std::to_string(counts.gpus) + " GPUs");
-    for (std::int64_t g = spec.first_gpu; g < spec.first_gpu + job.gpus; ++g) {
+    for (std::int64_t g = spec.first_gpu; g < last; ++g) {
       const int gpu = static_cast<int>(g);
+      if (spare(gpu))
+        continue;
       if (held(gpu))
         fail("GPU " + std::to_string(gpu) + " (" + topology.vertex_name(gpu) + ") of the range is already held by " +
              "another job on this network");
@@ -111,7 +131,7 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
         buildings_.push_back(b);
     }
   } else if (spec.buildings.empty()) {
-    const int needed = topology.buildings_needed(job.gpus);
+    const int needed = topology.buildings_needed(job.gpus, spec.gpus_per_node);
     if (needed > counts.buildings)
       fail("the job needs " + std::to_string(job.gpus) + " GPUs; topology \"" + topology.spec().name + "\" has " +
            std::to_string(counts.gpus) +
@@ -150,7 +170,12 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
       free += held(gpu) ? 0 : 1;
     if (in_each > free)
       fail(std::to_string(in_each) + " GPUs per building are needed, building " + topology.building_name(b) + " has " +
-           std::to_string(mine.size()) + (shared ? ", " + std::to_string(free) + " of them free" : std::string()));
+           std::to_string(mine.size()) +
+           (shared || spec.gpus_per_node > 0
+                ? ", " + std::to_string(free) + " of them free" +
+                      (spec.gpus_per_node > 0 ? " with " + std::to_string(spec.gpus_per_node) + " GPUs per node in use"
+                                              : "")
+                : std::string()));
     std::int64_t took = 0;
     for (auto it = mine.begin(); it != mine.end() && took < in_each; ++it)
       if (!held(*it)) {
@@ -185,7 +210,9 @@ Placement::Placement(const topology::Topology& topology, const workload::JobSpec
   // laid out alike, so stage 0's groups tell.
   for (int s = 0; s < (topology.imported() ? par_.pp : 1); ++s) // a template's stages are all laid out alike
     for (const auto& g : groups(s, workload::Group{Axis::tp, par_.tp})) {
-      const int gpn = topology.node_gpus_of(g.front()); // nodes may differ in size between buildings
+      // Nodes may differ in size between buildings; with spares a node holds gpus_per_node of the job's.
+      const int gpn = spec.gpus_per_node > 0 ? std::min(spec.gpus_per_node, topology.node_gpus_of(g.front()))
+                                             : topology.node_gpus_of(g.front());
       if (par_.tp <= gpn)
         for (int gpu : g)
           if (topology.locate(gpu).node != topology.locate(g.front()).node) {

@@ -32,6 +32,9 @@ struct PlacementSpec {
   /// @brief First GPU (global index, node order) of a contiguous range the job runs on, instead of each
   /// building's first GPUs; -1: per building.
   std::int64_t first_gpu = -1;
+  /// @brief Of each node (NVLink domain), the job uses its first this many GPUs and leaves the others idle as spares
+  /// (NVL72 racks with 64 GPUs in the job and 8 standing by); 0: every GPU.
+  int gpus_per_node = 0;
   /// @brief GPUs other jobs on the same network hold (sized to the topology, or empty). Per building, the job
   /// takes the first GPUs not held; a range that overlaps them is refused. Set by the caller, not read from JSON.
   std::vector<char> taken{};
@@ -121,6 +124,8 @@ public:
   const std::vector<workload::Dim>& order() const { return order_; }
   const RankLayout& layout() const { return layout_; }
   const std::vector<int>& buildings() const { return buildings_; }
+  /// @brief Of each node, the GPUs the job uses (0: all of them; the others stand by as spares).
+  int gpus_per_node() const { return gpus_per_node_; }
 
   /// @brief The groups of kind `group` among the ranks of pipeline stage `stage` (every group when the group
   /// spans pp), each as GPU indices in rank order.
@@ -139,6 +144,7 @@ private:
   std::vector<workload::Dim> order_;
   RankLayout layout_;
   std::vector<int> gpus_;        ///< rank -> GPU
+  int gpus_per_node_ = 0;        ///< of each node, the GPUs in use (0: all; the others are spares)
   std::vector<int> rank_of_gpu_; ///< GPU -> rank, -1 when unused (sized to the topology)
   std::vector<int> buildings_;
 };

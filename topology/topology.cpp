@@ -510,11 +510,12 @@ std::vector<int> Topology::building_gpus(int b) const
   return out;
 }
 
-int Topology::buildings_needed(std::int64_t gpus) const
+int Topology::buildings_needed(std::int64_t gpus, int gpus_per_node) const
 {
   std::vector<std::int64_t> size(building_count(), 0);
   for (int g = 0; g < counts_.gpus; ++g)
-    ++size[locate(g).building];
+    if (gpus_per_node <= 0 || locate(g).local < gpus_per_node)
+      ++size[locate(g).building];
   std::int64_t smallest = std::numeric_limits<std::int64_t>::max();
   for (int n = 1; n <= building_count(); ++n) {
     smallest = std::min(smallest, size[n - 1]);

@@ -479,8 +479,9 @@ public:
   /// @brief The GPUs of building `b`, in index order (buildings may differ in size).
   std::vector<int> building_gpus(int b) const;
   /// @brief How many buildings, from the first, a job of `gpus` GPUs needs when it splits evenly over them
-  /// (a building holds at most its own GPUs); more than building_count() when it does not fit.
-  int buildings_needed(std::int64_t gpus) const;
+  /// (a building holds at most its own GPUs, or `gpus_per_node` of each node's when given); more than
+  /// building_count() when it does not fit.
+  int buildings_needed(std::int64_t gpus, int gpus_per_node = 0) const;
   /// @brief The building a vertex belongs to (-1: a switch of no building).
   int vertex_building(int vertex) const;
   /// @brief The region a vertex belongs to: its building's, or a gateway's own (-1: none).

@@ -184,3 +184,50 @@ TEST_CASE("impossible placements are refused with the reason", "[placement]")
   auto odd = job(1, 1, 1, 3); // 3 GPUs cannot split over 2 buildings
   CHECK_THROWS_WITH(placement::Placement(t, odd, {{}, {"bldg-a", "bldg-b"}}), Catch::Contains("split evenly"));
 }
+
+TEST_CASE("Racks with spares: a job on 64 of each NVL72 rack's 72 GPUs keeps EP 64 inside each rack", "[placement]")
+{
+  topology::Topology t(topology::load_topology_spec("gb200-nvl72"));
+  // Qwen3-30B-A3B (128 experts) with EP 64 over DP 128, PP 2: 256 GPUs, four racks' worth of 64.
+  json j         = {{"name", "spares"},
+                    {"model", "qwen3-30b-a3b"},
+                    {"gpu", "gb200"},
+                    {"gpus", 256},
+                    {"parallelism", {{"tp", 1}, {"pp", 2}, {"dp", 128}, {"ep", 64}}},
+                    {"batch", {{"global_sequences", 1024}, {"sequence_length", 4096}}},
+                    {"schedule", {{"kind", "1f1b"}}}};
+  const auto moe = workload::parse_job(j, "spares.json");
+  placement::PlacementSpec spec;
+  spec.gpus_per_node = 64;
+  placement::Placement p(t, moe, spec);
+  CHECK(p.gpus_per_node() == 64);
+  std::set<int> racks;
+  for (int r = 0; r < p.ranks(); ++r) {
+    const auto at = t.locate(p.gpu(r));
+    INFO("rank " << r << " on " << t.vertex_name(p.gpu(r)));
+    CHECK(at.local < 64); // the last 8 GPUs of a rack stand by
+    racks.insert(at.node);
+  }
+  CHECK(racks.size() == 4);
+  for (int s = 0; s < 2; ++s)
+    for (const auto& g : p.groups(s, {workload::Axis::ep, 64}))
+      CHECK(nodes_of(t, g).size() == 1);
+  const auto report = p.report(workload::build_step_graph(moe, {false}));
+  bool reported     = false;
+  for (const auto& row : report.groups)
+    if (row.group == "ep") {
+      reported = true;
+      INFO("EP groups across racks: " << row.across_nodes);
+      CHECK(row.across_nodes == 0); // no EP byte leaves a rack
+    }
+  CHECK(reported);
+  // Without spares the same job packs 72 to a rack: EP groups of 64 straddle two racks.
+  placement::Placement packed(t, moe, {});
+  int straddling = 0;
+  for (const auto& g : packed.groups(0, {workload::Axis::ep, 64}))
+    straddling += nodes_of(t, g).size() > 1 ? 1 : 0;
+  CHECK(straddling > 0);
+  // Refused: more GPUs per node than the rack has.
+  spec.gpus_per_node = 73;
+  CHECK_THROWS_WITH(placement::Placement(t, moe, spec), Catch::Contains("gpus_per_node 73 is above the 72 GPUs"));
+}
