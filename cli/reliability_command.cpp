@@ -192,6 +192,9 @@ void run(const ReliabilityOptions& o)
     r.rows.push_back(
         {"hot spares used (pool of " + std::to_string(spec.spare_nodes) + " nodes)", fixed(outcome.spares_used, 1)});
     r.rows.push_back({"waiting for a repaired node (spare pool empty)", units::format_time(outcome.lost_spare_wait)});
+    if (shape.spare_gpus_per_node > 0)
+      r.rows.push_back({"of which a spare GPU of the node (" + fixed(shape.spare_gpus_per_node, 0) + " per node)",
+                        fixed(outcome.gpu_spares_used, 1)});
   }
   print_table(std::cout, r);
   if (!o.plot.empty())

@@ -76,6 +76,9 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
       nodes.insert(topology.locate(placement.gpu(r)).node);
     s.nodes = static_cast<double>(nodes.size());
   }
+  if (placement.gpus_per_node() > 0 && placement.ranks() > 0)
+    s.spare_gpus_per_node =
+        std::max(0, topology.node_gpus_of(placement.gpu(0)) - placement.gpus_per_node()); // nodes alike in a building
   s.parameters     = workload::count_params(job.model).total;
   const auto& used = placement.buildings();
   s.buildings      = static_cast<double>(std::max<std::size_t>(1, used.size()));
@@ -156,6 +159,8 @@ Costs costs(const ReliabilitySpec& spec, const RunShape& shape)
       c.replica_rate += rate;
     if (comp.hardware)
       (comp.replica_scoped ? c.hardware_replica_rate : c.hardware_job_rate) += rate;
+    if (comp.hardware && comp.per == Component::Per::gpu)
+      (comp.replica_scoped ? c.hardware_gpu_replica_rate : c.hardware_gpu_job_rate) += rate;
   }
   c.checkpoint_bytes = spec.bytes_per_parameter * shape.parameters;
   const double io    = c.checkpoint_bytes * std::max(1 / spec.storage_bandwidth, shape.cross_building_seconds_per_byte);
@@ -198,15 +203,50 @@ namespace {
 struct Trial {
   double wall = 0, work = 0, interruptions = 0, replica_failures = 0;
   double recompute = 0, restart = 0, checkpoint = 0, degraded = 0, stall = 0, spare_wait = 0, spares_used = 0;
+  double gpu_spares_used = 0;
 };
 
-// Hot spares: a pool of healthy nodes; a failed node goes to repair and comes back to the pool.
+/// @brief What a hardware failure needs: nothing (software), a node, or a GPU (which a spare GPU of its node
+/// replaces while the node has one).
+enum class Needs { nothing, node, gpu };
+
+// Hot spares: a pool of healthy nodes; a failed node goes to repair and comes back to the pool. With idle GPUs in
+// the job's nodes, a failed GPU is first replaced by one of its own node's (the node drawn uniformly: the job's
+// nodes hold equal shares of its GPUs), and goes to repair there.
 class SparePool {
 public:
-  SparePool(const ReliabilitySpec& spec)
+  SparePool(const ReliabilitySpec& spec, const RunShape& shape)
       : modelled_(spec.spares_modelled), pool_(spec.spare_nodes), repair_(spec.repair)
   {
+    if (shape.spare_gpus_per_node > 0)
+      in_node_.assign(static_cast<std::size_t>(std::max(1.0, shape.nodes)),
+                      static_cast<int>(shape.spare_gpus_per_node));
+    node_repairs_.resize(in_node_.size());
   }
+  bool gpu_spares() const { return !in_node_.empty(); }
+  /// @brief A GPU of node `node` failed at `t`: 0 when a spare GPU of that node takes its place, else a node's wait.
+  double replace_gpu(double t, std::size_t node, Trial& out)
+  {
+    if (!modelled_)
+      return 0;
+    auto& back = node_repairs_[node];
+    for (auto it = back.begin(); it != back.end();)
+      if (*it <= t) {
+        ++in_node_[node];
+        it = back.erase(it);
+      } else {
+        ++it;
+      }
+    if (in_node_[node] > 0) {
+      --in_node_[node];
+      back.push_back(t + repair_);
+      ++out.spares_used;
+      ++out.gpu_spares_used;
+      return 0;
+    }
+    return replace(t, out);
+  }
+  std::size_t nodes() const { return in_node_.size(); }
   /// @brief A node failed at `t`: seconds until a healthy node takes its place.
   double replace(double t, Trial& out)
   {
@@ -239,6 +279,8 @@ private:
   int pool_;
   double repair_;
   std::vector<double> repairs_;
+  std::vector<int> in_node_;                      ///< spare GPUs at hand in each of the job's nodes
+  std::vector<std::vector<double>> node_repairs_; ///< when each node's failed GPUs are back
 };
 
 Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs& c, double horizon_wall,
@@ -253,16 +295,34 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
   const double replica_restart = spec.launch + spec.nccl_init * (shape.gpus / replicas) / spec.nccl_init_gpus +
                                  spec.data_loader + c.checkpoint_write;
   auto next = [&](double rate) { return rate > 0 ? random.exponential(1 / rate) : INFINITY; };
-  SparePool spares(spec);
-  // Whether a failure of a process of this rate needs a replacement node (drawn in proportion to the rates).
-  // (Drawn only with spares modelled, so that runs without them keep their random sequence.)
-  auto hardware = [&](double hardware_rate, double rate) {
-    return spec.spares_modelled && rate > 0 && random.uniform() < hardware_rate / rate;
+  SparePool spares(spec, shape);
+  // What a failure of a process of this rate needs (drawn in proportion to the rates): a node, or a GPU when spare
+  // GPUs stand in the nodes. (Drawn only with spares modelled, and the GPU's share only with spare GPUs, so that runs
+  // without them keep their random sequence.)
+  auto hardware = [&](double hardware_rate, double gpu_rate, double rate) {
+    if (!(spec.spares_modelled && rate > 0))
+      return Needs::nothing;
+    const double x = random.uniform();
+    if (!(x < hardware_rate / rate))
+      return Needs::nothing;
+    return spares.gpu_spares() && x < gpu_rate / rate ? Needs::gpu : Needs::node;
+  };
+  // Seconds from `at` until a replacement is at hand.
+  auto replace = [&](Needs needs, double at) {
+    if (needs == Needs::nothing)
+      return 0.0;
+    if (needs == Needs::gpu) {
+      const auto node = std::min(spares.nodes() - 1, static_cast<std::size_t>(random.uniform() * spares.nodes()));
+      return spares.replace_gpu(at, node, out);
+    }
+    return spares.replace(at, out);
   };
   const double any_rate     = job_rate + rep_rate;
   const double any_hardware = c.hardware_job_rate + c.hardware_replica_rate;
+  const double any_gpu      = c.hardware_gpu_job_rate + c.hardware_gpu_replica_rate;
   // Under synchronous recovery every failure restarts the job, replica-scoped hardware ones included.
   const double job_hardware = replica ? c.hardware_job_rate : any_hardware;
+  const double job_gpu      = replica ? c.hardware_gpu_job_rate : any_gpu;
   double t = 0, work = 0, saved = 0;
   double checkpoint_at = c.interval;
   std::vector<double> returns; // when out replicas rejoin
@@ -271,12 +331,12 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
   // hand (a repaired one, when the pool is empty) and is exposed: a failure during it starts it again. A failure
   // while the job waits for a node does not shorten the wait (a hardware one may lengthen it: another node to
   // replace).
-  auto restart_job = [&](bool needs_node) {
+  auto restart_job = [&](Needs needs) {
     ++out.interruptions;
     out.recompute += work - saved;
     work = saved;
     returns.clear();
-    double ready = t + (needs_node ? spares.replace(t, out) : 0);
+    double ready = t + replace(needs, t);
     double end   = ready + c.restart;
     while (!(horizon_wall > 0 && t >= horizon_wall)) {
       const double f = next(any_rate);
@@ -288,9 +348,9 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
       t += f;
       out.restart += f;
       ++out.interruptions;
-      if (hardware(any_hardware, any_rate)) {
+      if (const Needs needs = hardware(any_hardware, any_gpu, any_rate); needs != Needs::nothing) {
         // Only the part of the new wait beyond what is already running is lost to it.
-        const double wait     = spares.replace(t, out);
+        const double wait     = replace(needs, t);
         const double extended = std::max(ready, t + wait);
         out.spare_wait -= wait - (extended - std::max(ready, t));
         ready = extended;
@@ -332,11 +392,11 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
     if (event == Event::horizon)
       break;
     if (event == Event::failure) {
-      restart_job(hardware(job_hardware, job_rate));
+      restart_job(hardware(job_hardware, job_gpu, job_rate));
     } else if (event == Event::replica_failure) {
       ++out.interruptions;
       ++out.replica_failures;
-      const double wait = hardware(c.hardware_replica_rate, rep_rate) ? spares.replace(t, out) : 0;
+      const double wait = replace(hardware(c.hardware_replica_rate, c.hardware_gpu_replica_rate, rep_rate), t);
       returns.push_back(t + wait + replica_restart);
       t += spec.replica_stall;
       out.stall += spec.replica_stall;
@@ -347,7 +407,7 @@ Trial one_trial(const ReliabilitySpec& spec, const RunShape& shape, const Costs&
       if (f < c.checkpoint_write) {
         t += f;
         out.checkpoint += f;
-        restart_job(hardware(job_hardware, job_rate));
+        restart_job(hardware(job_hardware, job_gpu, job_rate));
       } else {
         t += c.checkpoint_write;
         out.checkpoint += c.checkpoint_write;
@@ -385,11 +445,12 @@ RunOutcome simulate_run(const ReliabilitySpec& spec, const RunShape& shape, cons
     o.lost_stall += t.stall;
     o.lost_spare_wait += t.spare_wait;
     o.spares_used += t.spares_used;
+    o.gpu_spares_used += t.gpu_spares_used;
     ettrs.push_back(t.wall > 0 ? t.work / t.wall : 0);
   }
   for (double* x :
        {&o.wall_seconds, &o.tokens, &o.interruptions, &o.replica_failures, &o.lost_recompute, &o.lost_restart,
-        &o.lost_checkpoint, &o.lost_degraded, &o.lost_stall, &o.lost_spare_wait, &o.spares_used})
+        &o.lost_checkpoint, &o.lost_degraded, &o.lost_stall, &o.lost_spare_wait, &o.spares_used, &o.gpu_spares_used})
     *x /= trials;
   o.ettr     = std::accumulate(ettrs.begin(), ettrs.end(), 0.0) / trials;
   double var = 0;
@@ -422,7 +483,8 @@ json RunOutcome::to_json() const
             {"degraded", lost_degraded},
             {"stall", lost_stall}}},
           {"spare_wait_s", lost_spare_wait},
-          {"spares_used", spares_used}};
+          {"spares_used", spares_used},
+          {"gpu_spares_used", gpu_spares_used}};
 }
 
 } // namespace spansim::reliability

@@ -195,6 +195,9 @@ struct RunShape {
   double buildings       = 1;
   double replicas        = 1; ///< data-parallel replicas (the unit of replica recovery)
   double parameters      = 0; ///< model parameters (checkpoint size)
+  /// @brief Idle GPUs of each node the job uses (placement.gpus_per_node: NVL72 racks with 64 in the job keep 8), hot
+  /// spares that replace a failed GPU inside its node; 0: none.
+  double spare_gpus_per_node = 0;
   /// @brief Seconds per checkpoint byte on the busiest link between the job's buildings and the storage building
   /// (0: storage in every building).
   double cross_building_seconds_per_byte = 0;
@@ -205,16 +208,18 @@ RunShape run_shape(const workload::JobSpec& job, const topology::Topology& topol
 
 /// @brief Costs derived from the spec and the run's shape.
 struct Costs {
-  double failure_rate          = 0; ///< job-wide failures per second (every component)
-  double replica_rate          = 0; ///< of which replica-scoped
-  double hardware_job_rate     = 0; ///< job-scoped failures that need a replacement node
-  double hardware_replica_rate = 0; ///< replica-scoped failures that need a replacement node
-  double checkpoint_bytes      = 0;
-  double checkpoint_write      = 0; ///< seconds, blocking
-  double restart               = 0; ///< launch + NCCL init + data loader + checkpoint read
-  double interval              = 0; ///< the checkpoint interval in force
-  double young                 = 0; ///< sqrt(2 delta M)
-  double daly                  = 0; ///< Daly's higher-order optimum
+  double failure_rate              = 0; ///< job-wide failures per second (every component)
+  double replica_rate              = 0; ///< of which replica-scoped
+  double hardware_job_rate         = 0; ///< job-scoped failures that need a replacement node
+  double hardware_replica_rate     = 0; ///< replica-scoped failures that need a replacement node
+  double hardware_gpu_job_rate     = 0; ///< of hardware_job_rate: a GPU's (a spare GPU of its node can replace it)
+  double hardware_gpu_replica_rate = 0; ///< of hardware_replica_rate: a GPU's
+  double checkpoint_bytes          = 0;
+  double checkpoint_write          = 0; ///< seconds, blocking
+  double restart                   = 0; ///< launch + NCCL init + data loader + checkpoint read
+  double interval                  = 0; ///< the checkpoint interval in force
+  double young                     = 0; ///< sqrt(2 delta M)
+  double daly                      = 0; ///< Daly's higher-order optimum
   nlohmann::json to_json() const;
 };
 /// @brief Failure rates, checkpoint and restart costs and the checkpoint interval of a run.
@@ -248,7 +253,8 @@ struct RunOutcome {
   double ettr_closed_form = 0; ///< synchronous: ettr_exact at the interval in force
   double lost_recompute = 0, lost_restart = 0, lost_checkpoint = 0, lost_degraded = 0, lost_stall = 0; ///< seconds
   double lost_spare_wait = 0; ///< seconds waiting for a repaired node when the spare pool was empty
-  double spares_used     = 0; ///< failures a hot spare covered
+  double spares_used     = 0; ///< failures a hot spare covered (a spare node, or a spare GPU of the node)
+  double gpu_spares_used = 0; ///< of spares_used: failed GPUs replaced by a spare GPU of their own node
   double ettr_stddev     = 0; ///< over trials (sample standard deviation)
   int trials             = 0; ///< the Monte Carlo trials averaged (one: no spread, stddev null in JSON)
   nlohmann::json to_json() const;

@@ -371,6 +371,49 @@ TEST_CASE("hot spares: with an empty pool a repair wait holds through other fail
   CHECK(o.ettr < 0.05);
 }
 
+TEST_CASE("spare GPUs in the job's nodes replace a failed GPU inside its node: an empty node pool waits for nothing",
+          "[reliability]")
+{
+  // NVL72 racks with 64 GPUs in the job and 8 standing by: GPU failures only (hardware), an empty pool of spare
+  // nodes and a week's repair. Without the rack's spares every failure waits for a repair (the closed form with
+  // R + repair, as the pool case above); with them, 8 per rack over 16 racks outlast the failures a repair window
+  // sees (a GPU MTTF of 2 years over 1,024 GPUs: one failure in 17 h, about 10 a week over 16 racks), so the run
+  // is the closed form with R alone and every failure is covered by a spare GPU of its rack.
+  const double minute = 60, hour = 3600;
+  const double gpus = 1024, mttf = 2 * 8760 * hour;
+  auto s     = spec_with({{"gpu", rel::Component::Per::gpu, mttf, false, true, "test"}}, rel::Recovery::synchronous);
+  s.interval = 60 * minute;
+  s.spares_modelled = true;
+  s.spare_nodes     = 0;
+  s.repair          = 168 * hour;
+  rel::RunShape shape;
+  shape.step_time = 1, shape.tokens_per_step = 1, shape.gpus = gpus, shape.nodes = 16;
+  rel::Costs c;
+  c.failure_rate          = gpus / mttf;
+  c.hardware_job_rate     = c.failure_rate;
+  c.hardware_gpu_job_rate = c.failure_rate;
+  c.checkpoint_write      = 0.5 * minute;
+  c.restart               = 10 * minute;
+  c.interval              = 60 * minute;
+  rel::Horizon h;
+  h.days                    = 30;
+  h.trials                  = 40;
+  shape.spare_gpus_per_node = 8;
+  const auto spared         = rel::simulate_run(s, shape, c, h);
+  std::cout << "8 spare GPUs a rack: " << spared.interruptions << " failures, " << spared.gpu_spares_used
+            << " covered in the rack, ETTR " << spared.ettr << "\n";
+  CHECK(spared.lost_spare_wait == 0);
+  CHECK(spared.gpu_spares_used == Approx(spared.interruptions));
+  expect_near("ETTR with the racks' spares (closed form with R)",
+              rel::ettr_exact(c.interval, c.checkpoint_write, c.restart, 1 / c.failure_rate), spared.ettr, 0.005);
+  // The same run with no spare GPUs: the first failure waits a week for its repair, the next for the next.
+  shape.spare_gpus_per_node = 0;
+  const auto bare           = rel::simulate_run(s, shape, c, h);
+  CHECK(bare.gpu_spares_used == 0);
+  CHECK(bare.lost_spare_wait > 0);
+  CHECK(bare.ettr < spared.ettr - 0.1);
+}
+
 TEST_CASE("a token budget: each trial stops at it, wall time is the work over the closed-form ETTR, and every "
           "second of wall time is accounted for",
           "[reliability]")
