@@ -94,13 +94,13 @@ std::string write_capacity_csv(const std::string& dir, const optimizer::Optimize
                                const optimizer::OptimizeResult& result)
 {
   const std::string path = path_in(dir, "capacity.csv");
-  std::ofstream f(path);
-  if (!f)
-    throw UsageError("cannot write \"" + path + "\"");
+  ReplacingFile out(path);
+  auto& f = out.stream();
   f << "inter_building_Bps,inter_region_Bps,cost,cost_unit,step_s,on_front,configuration\n";
   for (const auto& c : result.capacity)
     f << c.inter_building << "," << c.inter_region << "," << c.cost << ",\"" << spec.capacity.unit << "\","
       << c.best.effective_step() << "," << (c.on_front ? 1 : 0) << ",\"" << c.best.point.label() << "\"\n";
+  out.commit();
   return path;
 }
 
@@ -220,10 +220,7 @@ void run(const OptimizeOptions& o)
     throw UsageError("cannot create \"" + dir + "\": " + ec.message());
   auto write = [&](const std::string& name, const optimizer::Point& p) {
     std::string path = path_in(dir, name + ".json");
-    std::ofstream f(path);
-    if (!f)
-      throw UsageError("cannot write \"" + path + "\"");
-    f << optimizer::scenario_json(spec, p).dump(2) << "\n";
+    write_file_replacing(path, optimizer::scenario_json(spec, p).dump(2) + "\n");
     return path;
   };
   std::vector<std::string> ranked_files;

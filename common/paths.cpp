@@ -3,9 +3,12 @@
 #include "common/error.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace spansim {
@@ -58,23 +61,68 @@ std::string path_in(const std::string& directory, std::string_view name)
 
 namespace spansim {
 
-void write_file_replacing(const std::string& path, std::string_view contents)
+TemporaryFile create_temporary(const std::string& path, unsigned mode)
 {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f || !f.write(contents.data(), static_cast<std::streamsize>(contents.size())) || !f.flush()) {
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw UsageError("cannot write \"" + path + "\"");
-    }
+  // The PID first, so that a later run can tell a killed writer's leftovers (experiments' stale-temporary sweep).
+  std::string name = path + ".tmp-" + std::to_string(::getpid()) + "-XXXXXX";
+  const int fd     = ::mkstemp(name.data());
+  if (fd < 0)
+    throw UsageError("cannot write \"" + path + "\": " + std::strerror(errno));
+  const mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, static_cast<mode_t>(mode) & ~mask);
+  return {name, fd};
+}
+
+void replace_with(const std::string& tmp, const std::string& path)
+{
+  // rename() replaces what `path` names, a planted symlink included, without following it.
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    ::unlink(tmp.c_str());
+    throw UsageError("cannot write \"" + path + "\": " + why);
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw UsageError("cannot write \"" + path + "\": " + ec.message());
+}
+
+ReplacingFile::ReplacingFile(std::string path, unsigned mode) : path_(std::move(path))
+{
+  auto [tmp, fd] = create_temporary(path_, mode);
+  tmp_           = std::move(tmp);
+  ::close(fd);
+  stream_.open(tmp_, std::ios::binary | std::ios::trunc);
+  if (!stream_) {
+    ::unlink(tmp_.c_str());
+    throw UsageError("cannot write \"" + path_ + "\"");
   }
+}
+
+ReplacingFile::~ReplacingFile()
+{
+  if (!committed_) {
+    stream_.close();
+    ::unlink(tmp_.c_str());
+  }
+}
+
+void ReplacingFile::commit()
+{
+  stream_.flush();
+  const bool ok = static_cast<bool>(stream_);
+  stream_.close();
+  if (!ok || stream_.fail()) {
+    ::unlink(tmp_.c_str());
+    committed_ = true;
+    throw UsageError("cannot write \"" + path_ + "\"");
+  }
+  committed_ = true;
+  replace_with(tmp_, path_);
+}
+
+void write_file_replacing(const std::string& path, std::string_view contents, unsigned mode)
+{
+  ReplacingFile f(path, mode);
+  f.stream().write(contents.data(), static_cast<std::streamsize>(contents.size()));
+  f.commit();
 }
 
 } // namespace spansim

@@ -3,6 +3,7 @@
 #include "experiments/results.hpp"
 
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "common/version.hpp"
 
 #include <hdf5.h>
@@ -209,9 +210,12 @@ void commit(const std::string& tmp, const std::string& path)
   sync_path(dir.empty() ? "." : dir.string(), true);
 }
 
+// A fresh temporary beside `path`, created exclusively under an unpredictable name (never a planted symlink).
 std::string temp_name(const std::string& path)
 {
-  return path + ".tmp-" + std::to_string(::getpid());
+  const auto tmp = create_temporary(path);
+  ::close(tmp.fd);
+  return tmp.name;
 }
 
 void prepare_directory(const std::string& path)

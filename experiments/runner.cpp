@@ -2,6 +2,7 @@
 #include "experiments/runner.hpp"
 
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "common/process.hpp"
 #include "common/version.hpp"
 #include "report/report.hpp"
@@ -200,14 +201,17 @@ void remove_stale_temporaries(const std::string& directory)
 
 bool write_record(const std::string& path, const std::string& text)
 {
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
-  int fd                = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0)
+  // Created exclusively under an unpredictable name: a symlink planted at a guessable temporary is never followed.
+  TemporaryFile tmp;
+  try {
+    tmp = create_temporary(path);
+  } catch (const UsageError&) {
     return false;
-  bool ok = process::write_all(fd, text) && ::fsync(fd) == 0;
-  ok      = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
+  }
+  bool ok = process::write_all(tmp.fd, text) && ::fsync(tmp.fd) == 0;
+  ok      = ::close(tmp.fd) == 0 && ok;
+  if (!ok || ::rename(tmp.name.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.name.c_str());
     return false;
   }
   return true;

@@ -2,6 +2,7 @@
 #include "experiments/slurm.hpp"
 
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "common/process.hpp"
 #include "experiments/runner.hpp"
 
@@ -50,13 +51,11 @@ std::string trim(std::string s)
   return s;
 }
 
+// Under a temporary name, executable, renamed into place: a symlink planted at the script's name is replaced, never
+// written through or made executable.
 void write_script(const std::string& path, const std::string& text)
 {
-  std::ofstream f(path);
-  if (!f || !(f << text) || !f.flush())
-    throw UsageError("cannot write \"" + path + "\"");
-  f.close();
-  ::chmod(path.c_str(), 0755);
+  write_file_replacing(path, text, 0755);
 }
 
 } // namespace

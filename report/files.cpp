@@ -2,6 +2,8 @@
 // Chrome trace: one process per stage, one thread per stream, boundary links as counters).
 #include "report/report.hpp"
 
+#include "common/paths.hpp"
+
 #include "common/error.hpp"
 
 #include <filesystem>
@@ -129,29 +131,20 @@ std::vector<std::string> write_outputs(const scenario::ScenarioRun& run, const s
   if (ec)
     throw UsageError("cannot create the output directory \"" + directory + "\": " + ec.message());
   std::vector<std::string> written;
-  auto open = [&](const std::string& name) {
-    std::string path = (fs::path(directory) / name).string();
-    std::ofstream f(path);
-    if (!f)
-      throw UsageError("cannot write \"" + path + "\"");
-    written.push_back(path);
-    return f;
+  // Each file under a temporary name, renamed into place: a symlink planted at its name is replaced, never written
+  // through, and a failure leaves the earlier run's file.
+  auto write = [&](const std::string& name, const auto& fill) {
+    ReplacingFile f((fs::path(directory) / name).string());
+    fill(f.stream());
+    f.commit();
+    written.push_back(f.path());
   };
   const auto network = network_report(run);
   json summary       = summary_json(run);
   summary["outputs"] = {{"summary", "summary.json"}, {"layers_csv", "layers.csv"}, {"trace", "trace.json"}};
-  {
-    auto f = open("summary.json");
-    f << summary.dump(2) << "\n";
-  }
-  {
-    auto f = open("layers.csv");
-    write_layers_csv(run, f);
-  }
-  {
-    auto f = open("trace.json");
-    f << trace(run, network).dump() << "\n";
-  }
+  write("summary.json", [&](std::ostream& f) { f << summary.dump(2) << "\n"; });
+  write("layers.csv", [&](std::ostream& f) { write_layers_csv(run, f); });
+  write("trace.json", [&](std::ostream& f) { f << trace(run, network).dump() << "\n"; });
   return written;
 }
 

@@ -1,6 +1,7 @@
 // Export: a step graph as one Chakra ET per rank, with the communicator groups ASTRA-sim reads.
 #include "common/error.hpp"
 #include "common/names.hpp"
+#include "common/paths.hpp"
 #include "traces/chakra_io.hpp"
 #include "traces/traces.hpp"
 
@@ -225,17 +226,8 @@ ExportReport export_chakra(const workload::StepGraph& graph, const placement::Ra
         groups.id(static_cast<int>(s), op.group, layout.rank_of(first));
   }
   auto write_json = [&](const std::string& name, const json& j) {
-    const std::string path    = (fs::path(dir) / (options.prefix + "." + name + ".json")).string();
-    const std::string partial = path + ".partial";
-    {
-      std::ofstream f(partial);
-      f << j.dump() << "\n";
-      if (!f)
-        throw UsageError("cannot write \"" + partial + "\"");
-    }
-    fs::rename(partial, path, ec);
-    if (ec)
-      throw UsageError("cannot write \"" + path + "\": " + ec.message());
+    const std::string path = (fs::path(dir) / (options.prefix + "." + name + ".json")).string();
+    write_file_replacing(path, j.dump() + "\n");
     return path;
   };
   report.comm_groups = write_json("comm_groups", groups.to_json());

@@ -3,6 +3,7 @@
 #include "traces/chakra_io.hpp"
 
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "traces/traces.hpp"
 
 #include <google/protobuf/io/zero_copy_stream_impl.h>
@@ -64,11 +65,11 @@ EtFile read_et(const std::string& path)
 
 void write_et(const std::string& path, const chakra::GlobalMetadata& metadata, const std::vector<chakra::Node>& nodes)
 {
-  const std::string partial = path + ".partial";
-  const int fd              = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0)
-    throw UsageError("cannot write \"" + partial + "\": " + std::strerror(errno));
-  bool ok = true;
+  // Created exclusively under an unpredictable name and renamed into place: never written through a planted symlink.
+  const auto tmp            = create_temporary(path);
+  const std::string partial = tmp.name;
+  const int fd              = tmp.fd;
+  bool ok                   = true;
   {
     google::protobuf::io::FileOutputStream out(fd);
     ok = google::protobuf::util::SerializeDelimitedToZeroCopyStream(metadata, &out);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -227,6 +228,30 @@ TEST_CASE("run: the scenario format doc's example runs and writes summary, CSV a
   CHECK(csv.rfind("stage,chunk,layers,forward_s", 0) == 0);
   CHECK(lines(csv) == 1 + 2); // header + one chunk per stage (1F1B, two stages)
   std::system(("rm -rf " + out).c_str());
+}
+
+TEST_CASE("run --out: symlinks planted at the output names are replaced, never written through", "[cli][run]")
+{
+  std::string scenario  = doc_example("netsim/README.md");
+  const std::string dir = "/tmp/spansim-symlinks-" + std::to_string(::getpid());
+  std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/out").c_str());
+  for (const char* name : {"summary.json", "layers.csv", "trace.json"}) {
+    std::ofstream(dir + "/victim-" + name) << "keep\n";
+    REQUIRE(::symlink((dir + "/victim-" + name).c_str(), (dir + "/out/" + name).c_str()) == 0);
+  }
+  auto r = spansim("run " + scenario + " --out " + dir + "/out");
+  std::remove(scenario.c_str());
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  for (const char* name : {"summary.json", "layers.csv", "trace.json"}) {
+    INFO(name);
+    CHECK(slurp(dir + "/victim-" + name) == "keep\n");
+    struct stat st {};
+    REQUIRE(::lstat((dir + "/out/" + name).c_str(), &st) == 0);
+    CHECK(S_ISREG(st.st_mode));
+  }
+  CHECK(nlohmann::json::parse(slurp(dir + "/out/summary.json"))["metrics"]["step_time_s"].get<double>() > 0);
+  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST_CASE("run: bad scenarios give one line and exit code 2", "[cli][run]")
