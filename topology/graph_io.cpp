@@ -228,6 +228,39 @@ void check_graphml_size(const std::string& text, const std::string& path)
     throw SpecError(path, "",
                     "the file has " + std::to_string(elements) + " XML elements; GraphML files are limited to " +
                         std::to_string(kMaxGraphmlElements) + " (nodes, edges and their data: about 3.5 GB to read)");
+  // Boost's XML reader recurses once per level: tens of thousands of nested elements overflow the stack. Count the
+  // depth first (start tags not closed by "/>" open a level, end tags close one; comments, declarations and
+  // processing instructions do neither), with the limit of JSON specs.
+  int depth = 0, line = 1;
+  for (std::size_t i = 0; i + 1 < text.size(); ++i) {
+    line += text[i] == '\n' ? 1 : 0;
+    if (text[i] != '<')
+      continue;
+    const char next = text[i + 1];
+    if (next == '/') {
+      depth = std::max(0, depth - 1);
+      continue;
+    }
+    if (!(std::isalpha(static_cast<unsigned char>(next)) || next == '_'))
+      continue;
+    // The end of the start tag, quotes respected.
+    char quote    = 0;
+    std::size_t j = i + 1;
+    for (; j < text.size(); ++j) {
+      if (quote)
+        quote = text[j] == quote ? 0 : quote;
+      else if (text[j] == '"' || text[j] == '\'')
+        quote = text[j];
+      else if (text[j] == '>')
+        break;
+    }
+    if (j < text.size() && text[j - 1] == '/')
+      continue;
+    if (++depth > spec::kMaxJsonDepth)
+      throw SpecError(path, "line " + std::to_string(line),
+                      "XML elements nest deeper than " + std::to_string(spec::kMaxJsonDepth) +
+                          " levels; GraphML files are limited to " + std::to_string(spec::kMaxJsonDepth));
+  }
 }
 
 namespace {

@@ -20,7 +20,8 @@ namespace spansim::traces::detail {
 
 EtFile read_et(const std::string& path)
 {
-  const int fd = ::open(path.c_str(), O_RDONLY);
+  // Non-blocking, so that a FIFO (or a device) is refused below rather than waited on in open().
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY);
   if (fd < 0)
     throw TraceError(path, "", std::string("cannot open the trace: ") + std::strerror(errno));
   google::protobuf::io::FileInputStream in(fd);
@@ -28,7 +29,10 @@ EtFile read_et(const std::string& path)
   // Decoded nodes take several times their bytes: a trace over the limit is refused before it is read.
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-    throw TraceError(path, "", "not a regular file");
+    throw TraceError(path, "",
+                     std::string("not a regular file") + (S_ISFIFO(st.st_mode) ? " (a FIFO)" : "") +
+                         ": a Chakra ET is read from a file");
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   if (static_cast<std::uint64_t>(st.st_size) > kMaxEtFileBytes)
     throw TraceError(path, "",
                      "the trace has " + std::to_string(st.st_size) + " bytes; ET files are limited to " +

@@ -38,6 +38,19 @@ struct Scratch {
     fs::remove_all(dir);
     fs::create_directories(dir);
     REQUIRE(::mkfifo((dir / "fifo.json").c_str(), 0600) == 0);
+    // A Chakra rank file that is a FIFO, with its job: open() must not wait on it.
+    REQUIRE(::mkfifo((dir / "fifo-trace.0.et").c_str(), 0600) == 0);
+    std::ofstream(dir / "fifo-trace-job.json") << R"({"name": "fifo", "kind": "chakra", "trace": "fifo-trace"})";
+    {
+      // 30,000 nested elements in 211 KB: Boost's XML reader recurses once per level.
+      std::ofstream g(dir / "deep.graphml");
+      g << "<?xml version=\"1.0\"?>\n<graphml xmlns=\"http://graphml.graphdrawing.org/xmlns\">\n<graph>\n";
+      for (int i = 0; i < 30'000; ++i)
+        g << "<a>";
+      for (int i = 0; i < 30'000; ++i)
+        g << "</a>";
+      g << "\n</graph>\n</graphml>\n";
+    }
     std::ofstream(dir / "huge.json").close();
     fs::resize_file(dir / "huge.json", 70ULL * 1024 * 1024);
     std::ofstream(dir / "ten-gib.0.et").close();
