@@ -107,12 +107,35 @@ std::map<int, int> rank_map(const std::string& prefix)
   return out;
 }
 
-// The ranks of each communicator group of PREFIX.comm_groups.json (empty when there is none).
-std::map<std::string, std::vector<int>> comm_groups(const std::string& prefix)
+// The integer ASTRA-sim's std::stoi reads at the start of `text` (blanks, a sign, digits: "4", "0.0", " 8x"), or
+// nothing when it reads none.
+std::optional<long long> stoi_like(const std::string& text)
+{
+  std::size_t i = 0;
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])))
+    ++i;
+  const std::size_t sign = i;
+  if (i < text.size() && (text[i] == '+' || text[i] == '-'))
+    ++i;
+  const std::size_t digits = i;
+  while (i < text.size() && i - digits < 18 && std::isdigit(static_cast<unsigned char>(text[i])))
+    ++i;
+  if (i == digits)
+    return std::nullopt;
+  return std::stoll(text.substr(sign, i - sign));
+}
+
+// The ranks of each communicator group of the trace's group file: `path` when the job names one (it must exist),
+// else PREFIX.comm_groups.json when there is one (empty when there is none).
+std::map<std::string, std::vector<int>> comm_groups(const std::string& prefix, const std::string& named)
 {
   std::map<std::string, std::vector<int>> out;
-  std::string path;
-  const auto found = side_file(prefix, ".comm_groups.json", path);
+  std::string path = named;
+  std::optional<json> found;
+  if (!named.empty())
+    found = spec::load_json_file(named);
+  else
+    found = side_file(prefix, ".comm_groups.json", path);
   if (!found)
     return out;
   const auto& doc = *found;
@@ -445,8 +468,18 @@ private:
       else
         op.collective = collective_of(as_int(find_attr(n, "comm_type")).value_or(-1), path, n.id());
       auto pg = detail::as_string(find_attr(n, "pg_name"));
-      // ASTRA-sim reads a missing, empty or "0" pg_name as every rank of the job.
-      if (pg && (pg->empty() || *pg == "0"))
+      // ASTRA-sim reads pg_name with std::stoi: "0.0" is group 0, "4.0" group 4. A missing or empty name, or group 0,
+      // is every rank of the job.
+      if (pg && !groups_.contains(*pg))
+        if (const auto id = stoi_like(*pg)) {
+          if (*id == 0)
+            pg = std::string();
+          else
+            for (const auto& [name, ranks] : groups_)
+              if (stoi_like(name) == id)
+                pg = name;
+        }
+      if (pg && pg->empty())
         pg.reset();
       // spansim's own traces carry their group's axes: the group file is for other readers then.
       if (pg && !groups_.contains(*pg) && (!groups_.empty() || !as_int(find_attr(n, "spansim_axes"))))
@@ -615,6 +648,12 @@ workload::JobSpec load_chakra_job(const json& document, const std::string& file,
   r.choice("kind", {"chakra"});
   const std::string trace = spec::referenced_path(r.string("trace"), r.where().member("trace"));
   r.optional_string("description");
+  // ASTRA-sim takes the group file from any path (--comm-group-configuration); published artifacts keep theirs apart.
+  std::string groups_file;
+  if (r.has("comm_groups")) {
+    groups_file = spec::referenced_path(r.string("comm_groups"), r.where().member("comm_groups"));
+    spec::check_referenced_file(groups_file, r.where().member("comm_groups"));
+  }
   // The first trace file: the rank map's first representative, else rank 0's.
   auto reps              = rank_map(trace);
   const std::string path = et_path(trace, reps.empty() ? 0 : reps.begin()->second);
@@ -642,12 +681,14 @@ workload::JobSpec load_chakra_job(const json& document, const std::string& file,
     rest.erase("kind");
     rest.erase("trace");
     rest.erase("sizes");
+    rest.erase("comm_groups");
     if (rest.contains("model")) {
       job = workload::parse_job(rest, file, json_path);
     } else {
       for (const auto& [key, value] : rest.items())
         if (key != "name" && key != "description" && key != "gpu" && key != "gpus")
-          r.fail(key, "a trace read without a model takes only name, description, gpu, gpus and sizes; give "
+          r.fail(key, "a trace read without a model takes only name, description, gpu, gpus, sizes and comm_groups; "
+                      "give "
                       "\"model\" (and the job's parallelism and batch) to use \"" +
                           key + "\"");
       if (!rest.contains("gpu"))
@@ -707,8 +748,9 @@ workload::JobSpec load_chakra_job(const json& document, const std::string& file,
     }
     job.trace_sizes_per_rank = sizes == "astra-sim";
   }
-  job.name  = name;
-  job.trace = trace;
+  job.name              = name;
+  job.trace             = trace;
+  job.trace_comm_groups = groups_file;
   return job;
 }
 
@@ -739,8 +781,9 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
                          std::to_string(layout->ranks()) + " rank" + (layout->ranks() == 1 ? "" : "s") + " (0 to " +
                          std::to_string(layout->ranks() - 1) +
                          "): a trace's rank files must be ranks of the job (its gpus, or its parallelism)");
-  const auto groups = comm_groups(prefix);
-  StageReader reader(job, *layout, groups, prefix + ".comm_groups.json");
+  const auto groups = comm_groups(prefix, job.trace_comm_groups);
+  StageReader reader(job, *layout, groups,
+                     job.trace_comm_groups.empty() ? prefix + ".comm_groups.json" : job.trace_comm_groups);
   workload::StepGraph graph;
   graph.job           = job;
   graph.micro_batches = job.micro_batches();

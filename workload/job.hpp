@@ -118,6 +118,9 @@ struct JobSpec {
   std::string file; ///< Where it was read from, for error messages.
   /// @brief A Chakra trace prefix (DIR/PREFIX) the step graph is read from instead of built (traces/); empty: built.
   std::string trace;
+  /// @brief The trace's communicator-group file (ASTRA-sim's --comm-group-configuration); empty:
+  /// PREFIX.comm_groups.json when there is one.
+  std::string trace_comm_groups;
   /// @brief A foreign trace read without a model and batch: its step has no tokens and no model FLOP counts (the
   /// model, layers and batch of the job are placeholders that size nothing).
   bool trace_only = false;

@@ -701,3 +701,40 @@ TEST_CASE("Chakra schema versions: 0.0.4 or none is read, as every published fil
     fs::remove_all(fs::path(prefix).parent_path());
   }
 }
+
+TEST_CASE("ASTRA-sim's group names and group file as it reads them: pg_name by std::stoi, the file at any path",
+          "[traces][chakra]")
+{
+  const auto dir = scratch("astra-groups");
+  // The group's name as the artifacts spell it ("1.0": std::stoi reads 1), the group file where they keep it.
+  auto stage0 = stage_nodes(0);
+  for (auto& n : stage0)
+    for (auto& a : *n.mutable_attr())
+      if (a.name() == "pg_name")
+        a.set_string_val("1.0");
+  write_foreign(dir, stage0, stage_nodes(1), json::object());
+  fs::create_directories(dir + "/inputs");
+  std::ofstream(dir + "/inputs/comm_group.json") << json{{"1", {0, 1}}, {"2", {2, 3}}}.dump();
+  auto spec           = foreign_job(dir + "/t");
+  spec["comm_groups"] = "inputs/comm_group.json";
+  const auto job      = traces::load_chakra_job(spec, dir + "/job.json", "$");
+  CHECK(job.trace_comm_groups == dir + "/inputs/comm_group.json");
+  const auto graph = traces::import_chakra(job);
+  const auto& ar   = graph.stages[0].ops[1];
+  REQUIRE(ar.kind == workload::OpKind::collective);
+  CHECK(ar.group.size == 2); // group 1: ranks 0 and 1, the stage's TP pair
+  CHECK(ar.dim == workload::Dim::tp);
+
+  // "0.0" is group 0: every rank of the job (4 ranks over TP and PP).
+  for (auto& n : stage0)
+    for (auto& a : *n.mutable_attr())
+      if (a.name() == "pg_name")
+        a.set_string_val("0.0");
+  write_foreign(dir, stage0, stage_nodes(1), json::object());
+  const auto every = traces::import_chakra(traces::load_chakra_job(spec, dir + "/job.json", "$"));
+  CHECK(every.stages[0].ops[1].group.size == 4);
+
+  // A group file named but missing: one error naming the key and the file.
+  spec["comm_groups"] = "inputs/missing.json";
+  CHECK_THROWS_WITH(traces::load_chakra_job(spec, dir + "/job.json", "$"), Catch::Contains("missing.json"));
+}
