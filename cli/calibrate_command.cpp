@@ -314,6 +314,10 @@ void validate(const ValidateOptions& o)
                      (network ? " or " + network->file : std::string()) +
                      " (a run matches when its name contains the text)");
   }
+  // An empty dataset would print a MAPE of nothing.
+  if (dataset.runs.empty() && (!network || network->runs.empty()))
+    throw UsageError(dataset.file + ": no runs to simulate (\"runs\" is empty" +
+                     (network ? std::string(", and so is ") + network->file : std::string(", and --no-network")) + ")");
   const bool steps = !dataset.runs.empty();
   calibration::ValidateOptions vo;
   vo.fidelity           = parse_enum<netsim::Fidelity>(o.fidelity, "fidelity");

@@ -107,9 +107,10 @@ std::vector<double> parse_sizes(const std::string& text, double factor)
     } catch (const UsageError& e) {
       throw UsageError(std::string("--sizes: ") + e.what());
     }
-    // A call of 0 bytes moves nothing: its bandwidth would be 0/0.
-    if (!(s > 0))
-      throw UsageError("--sizes: \"" + part + "\" is 0 bytes; sizes must be greater than 0 (such as 1B or 1MiB)");
+    // A call of 0 bytes moves nothing: its bandwidth would be 0/0; a fraction of a byte prints as a 0-byte row.
+    if (!(s >= 1))
+      throw UsageError("--sizes: \"" + part + "\" is " + (s > 0 ? "less than a byte" : "0 bytes") +
+                       "; sizes are at least 1 byte (such as 1B or 1MiB)");
     return s;
   };
   auto too_many = [&] {

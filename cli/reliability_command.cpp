@@ -97,6 +97,13 @@ void run(const ReliabilityOptions& o)
     throw UsageError("--tokens " + fmt(o.tokens, 6) + " takes " + fmt(o.tokens / shape.tokens_per_step * step, 4) +
                      " s at " + fmt(shape.tokens_per_step / step, 4) +
                      " tokens/s even without failures, past the cap on times, 1e10 s");
+  // A horizon or budget shorter than a step trains nothing: its ETTR would mean nothing.
+  if (o.days > 0 && o.days * 86400 < step)
+    throw UsageError("--days " + fmt(o.days, 6) + " is shorter than one step (" + units::format_time(step) +
+                     "): the run would train nothing");
+  if (o.tokens > 0 && o.tokens < shape.tokens_per_step)
+    throw UsageError("--tokens " + fmt(o.tokens, 6) + " is fewer than one step's " + fmt(shape.tokens_per_step, 6) +
+                     ": the run would train nothing");
   reliability::Horizon h;
   h.days   = o.days > 0 || o.tokens > 0 ? o.days : spec.horizon_days;
   h.tokens = o.tokens;

@@ -2,6 +2,7 @@
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
 #include "common/names.hpp"
+#include "common/units.hpp"
 #include "traces/chakra_io.hpp"
 #include "traces/traces.hpp"
 
@@ -105,6 +106,17 @@ std::map<int, int> rank_map(const std::string& prefix)
     out[e["stage"].get<int>()] = e["rank"].get<int>();
   }
   return out;
+}
+
+// A node's duration_micros in seconds, at most the cap on times (1e10 s): 2^64 - 1 us would swamp the step.
+double node_seconds(const chakra::Node& n, const std::string& path)
+{
+  const double seconds = static_cast<double>(n.duration_micros()) * 1e-6;
+  if (seconds > units::kMaxTime)
+    throw TraceError(path, "node " + std::to_string(n.id()),
+                     "duration_micros " + std::to_string(n.duration_micros()) +
+                         " is past the cap on times, 1e16 us (1e10 s)");
+  return seconds;
 }
 
 // The integer ASTRA-sim's std::stoi reads at the start of `text` (blanks, a sign, digits: "4", "0.0", " 8x"), or
@@ -412,7 +424,7 @@ private:
       workload::Op op;
       op.kind    = OpKind::forward;
       op.host    = true;
-      op.seconds = static_cast<double>(n.duration_micros()) * 1e-6;
+      op.seconds = node_seconds(n, path);
       ++notes_["CPU-side collective calls (is_cpu_op) read as host time"];
       return op;
     }
@@ -429,7 +441,7 @@ private:
       if (auto s = as_double(find_attr(n, "spansim_seconds")))
         op.seconds = *s;
       else if (n.duration_micros() > 0)
-        op.seconds = static_cast<double>(n.duration_micros()) * 1e-6;
+        op.seconds = node_seconds(n, path);
       else {
         // No recorded time: the roofline of the job's GPU at its precision.
         const auto& gpu   = job_.gpu;
@@ -451,13 +463,13 @@ private:
     op.count = static_cast<int>(as_int(find_attr(n, "spansim_count")).value_or(1));
     op.bytes = as_double(find_attr(n, "spansim_bytes")).value_or(size.value_or(0) / std::max(1, op.count));
     // A negative or non-finite size would vanish from the step: refuse it, naming the node.
-    if (!(op.bytes >= 0) || !std::isfinite(op.bytes) || op.count < 1) {
+    if (!(op.bytes >= 0) || !std::isfinite(op.bytes) || op.bytes * op.count > units::kMaxSize || op.count < 1) {
       char found[96];
       std::snprintf(found, sizeof found, "%s %.17g per call, count %d",
                     find_attr(n, "spansim_bytes") ? "spansim_bytes" : "comm_size", op.bytes, op.count);
       throw TraceError(path, at,
-                       std::string("a communication node's size must be a number of bytes, at least 0, and its "
-                                   "count at least 1 (found ") +
+                       std::string("a communication node's size must be a number of bytes, at least 0 and at most "
+                                   "1 EiB over its count, and its count at least 1 (found ") +
                            found + ")");
     }
     op.overlappable = as_int(find_attr(n, "spansim_overlappable")).value_or(0) != 0;

@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
 #include "common/paths.hpp"
+#include "common/units.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -95,13 +96,15 @@ std::string event_at(std::size_t index)
 double duration(const json& e, const std::string& path, const char* what)
 {
   const auto it = e.find("dur");
-  const bool ok = it != e.end() && it->is_number() && std::isfinite(it->get<double>()) && it->get<double>() >= 0;
+  // At most the cap on times, 1e10 s: a larger one would make every figure derived from the trace meaningless.
+  const bool ok = it != e.end() && it->is_number() && std::isfinite(it->get<double>()) && it->get<double>() >= 0 &&
+                  it->get<double>() * 1e-6 <= units::kMaxTime;
   if (!ok) {
     const auto ts = e.find("ts");
     throw TraceError(path, "",
                      std::string(what) + " \"" + text(e, "name") + "\"" +
                          (ts != e.end() && ts->is_number() ? " at ts " + ts->dump() : "") +
-                         ": \"dur\" must be a number of microseconds, at least 0 (" +
+                         ": \"dur\" must be a number of microseconds, at least 0 and at most 1e16 (1e10 s) (" +
                          (it == e.end() ? std::string("missing") : "found " + it->dump()) + ")");
   }
   return it->get<double>() * 1e-6;
