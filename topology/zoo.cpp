@@ -53,6 +53,9 @@ std::string safe_name(const std::string& label)
     out += std::isalnum(c) || c == '-' || c == '_' || c == '.' ? static_cast<char>(std::tolower(c)) : '-';
   while (!out.empty() && (out.front() == '-' || out.front() == '.'))
     out.erase(out.begin());
+  // Nor ending in one ("Kentucky Datalink " gave "kentucky-datalink-").
+  while (!out.empty() && (out.back() == '-' || out.back() == '.'))
+    out.pop_back();
   return out.empty() ? "site" : out;
 }
 
@@ -238,14 +241,25 @@ ZooImport import_zoo(const std::string& path, const ZooOptions& options)
   for (const auto& n : zoo.nodes)
     labels.push_back(n.label);
   for (const auto& site : options.sites) {
+    // An id names one node; a label may name several (Cogentco has 11 labelled "None"): then every id is listed.
     const ZooNode* hit = nullptr;
+    std::vector<std::string> same;
     for (const auto& n : zoo.nodes)
-      if (n.label == site || n.id == site) {
-        if (hit && hit != &n)
-          throw UsageError("--site \"" + site + "\": two nodes of " + path + " have that label; name it by id (" +
-                           hit->id + " or " + n.id + ")");
+      if (n.id == site)
         hit = &n;
-      }
+    if (!hit)
+      for (const auto& n : zoo.nodes)
+        if (n.label == site) {
+          same.push_back(n.id);
+          hit = &n;
+        }
+    if (same.size() > 1) {
+      std::string ids;
+      for (std::size_t i = 0; i < same.size(); ++i)
+        ids += (i == 0 ? "" : i + 1 == same.size() ? " or " : ", ") + same[i];
+      throw UsageError("--site \"" + site + "\": " + std::to_string(same.size()) + " nodes of " + path +
+                       " have that label; name one by id (" + ids + ")");
+    }
     if (!hit) {
       std::string list;
       for (const auto& l : labels)

@@ -263,3 +263,30 @@ TEST_CASE("Topology Zoo sites keep the order of --site: regions, buildings and G
     CHECK(t.building_name(t.locate(gpu).building) == regions[static_cast<std::size_t>(gpu / 64)]);
   }
 }
+
+TEST_CASE("Topology Zoo labels several nodes share name them all, and a network name keeps no trailing hyphen",
+          "[topology][zoo]")
+{
+  const auto path =
+      std::filesystem::temp_directory_path() / ("spansim-zoo-" + std::to_string(::getpid()) + "-labels.graphml");
+  {
+    std::ofstream g(path);
+    g << R"(<?xml version="1.0" encoding="utf-8"?><graphml xmlns="http://graphml.graphdrawing.org/xmlns">
+  <key attr.name="label" attr.type="string" for="node" id="d1" />
+  <key attr.name="Network" attr.type="string" for="graph" id="d0" />
+  <graph edgedefault="undirected"><data key="d0">Kentucky Datalink </data>
+  <node id="a"><data key="d1">None</data></node><node id="b"><data key="d1">None</data></node>
+  <node id="c"><data key="d1">None</data></node><node id="d"><data key="d1">Hub</data></node>
+  <edge source="a" target="d"/><edge source="b" target="d"/><edge source="c" target="d"/>
+  </graph></graphml>
+)";
+  }
+  topology::ZooOptions o;
+  o.sites = {"None", "Hub"};
+  CHECK_THROWS_WITH(topology::import_zoo(path.string(), o),
+                    Catch::Contains("--site \"None\": 3 nodes of") && Catch::Contains("name one by id (a, b or c)"));
+  o.sites             = {"b", "Hub"}; // an id names one node, whatever the labels
+  const auto imported = topology::import_zoo(path.string(), o);
+  CHECK(imported.topology["name"] == "kentucky-datalink");
+  std::filesystem::remove(path);
+}
