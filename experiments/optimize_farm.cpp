@@ -3,6 +3,7 @@
 
 #include "common/error.hpp"
 #include "common/process.hpp"
+#include "common/version.hpp"
 #include "experiments/runner.hpp"
 #include "experiments/slurm_phase.hpp"
 
@@ -116,6 +117,26 @@ SlurmFarm::SlurmFarm(const optimizer::OptimizeSpec& spec, FarmOptions options)
   fs::create_directories(records_, ec);
   if (ec)
     throw UsageError("cannot create \"" + records_ + "\": " + ec.message());
+  // Records are named by the point alone: they answer for this search only if its spec (model, GPU, topology,
+  // search space, fidelities) and this build are the same. Another search in the same --out is refused, never
+  // answered from the earlier one's records.
+  std::string text =
+      spec_.to_json().dump() + "\n" + spec_.topology.to_json().dump() + "\n" + provenance()["git_hash"].dump();
+  std::uint64_t h = 14695981039346656037ull;
+  for (char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  const std::string fingerprint = std::to_string(h);
+  const std::string path        = options_.directory + "/slurm/fingerprint";
+  if (auto old = read_tagged(path, "spansim optimize fingerprint")) {
+    if (*old != fingerprint)
+      throw UsageError("\"" + options_.directory +
+                       "/slurm\" holds the records of another search (its spec, topology or spansim build differ): "
+                       "give another --out or remove that folder");
+  } else {
+    write_tagged(path, "spansim optimize fingerprint", fingerprint);
+  }
 }
 
 std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<optimizer::Point>& points)

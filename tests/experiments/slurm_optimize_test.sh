@@ -93,4 +93,16 @@ assert refine["found"] >= int(sys.argv[2]), refine
 print(f"resumed: tier 2 all {phases['phase-1-score']['items']} found; tier 3 {refine['found']} of {refine['items']} found")
 PY
 same_tables "$work/local.json" "$work/kill-2.json" || fail "the resumed search ranked differently from the local run"
-echo "PASS: optimize --slurm ranks as the local run does, and a SIGKILL during tier 3 loses no recorded point"
+# Another search (the same spec on H200) into the same --out: refused before a task runs, never answered from the
+# first search's records, whose names are the points' alone.
+/usr/bin/python3 - "$spec" "$work/other.json" <<'PY' || fail "could not write the other spec"
+import json, sys
+spec = json.load(open(sys.argv[1]))
+spec["gpu"] = "h200"
+json.dump(spec, open(sys.argv[2], "w"))
+PY
+"$spansim" optimize "$work/other.json" --out "$work/kill" --slurm --task-time 2s > "$work/other.out" 2> "$work/other.err"
+code=$?
+[ "$code" = 2 ] || fail "another search into the same --out exited $code (expected 2): $(cat "$work/other.err")"
+grep -q "holds the records of another search" "$work/other.err" || fail "unexpected refusal: $(cat "$work/other.err")"
+echo "PASS: optimize --slurm ranks as the local run does, a SIGKILL during tier 3 loses no recorded point, and another search's records are refused"
