@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -26,12 +27,24 @@ constexpr std::array kBandwidthUnits{Unit{"Pbps", 1e15 / 8},      Unit{"Tbps", 1
                                      Unit{"TBps", 1e12},          Unit{"GBps", 1e9},       Unit{"MBps", 1e6},
                                      Unit{"KBps", 1e3},           Unit{"kBps", 1e3},       Unit{"Bps", 1.0},
                                      Unit{"GiB/s", 1073741824.0}, Unit{"MiB/s", 1048576.0}};
-constexpr std::array kTimeUnits{Unit{"ns", 1e-9},  Unit{"us", 1e-6},  Unit{"ms", 1e-3},  Unit{"s", 1.0},
-                                Unit{"min", 60.0}, Unit{"h", 3600.0}, Unit{"d", 86400.0}};
-constexpr std::array kSizeUnits{
-    Unit{"KiB", 1024.0}, Unit{"MiB", 1048576.0}, Unit{"GiB", 1073741824.0}, Unit{"TiB", 1099511627776.0},
-    Unit{"kB", 1e3},     Unit{"KB", 1e3},        Unit{"MB", 1e6},           Unit{"GB", 1e9},
-    Unit{"TB", 1e12},    Unit{"B", 1.0}};
+// Microseconds also as the micro sign's "µs" and Greek mu's "μs" (UTF-8), as tools print them.
+constexpr std::array kTimeUnits{Unit{"ns", 1e-9},      Unit{"us", 1e-6},  Unit{"\u00b5s", 1e-6},
+                                Unit{"\u03bcs", 1e-6}, Unit{"ms", 1e-3},  Unit{"s", 1.0},
+                                Unit{"min", 60.0},     Unit{"h", 3600.0}, Unit{"d", 86400.0}};
+constexpr std::array kSizeUnits{Unit{"KiB", 1024.0},
+                                Unit{"MiB", 1048576.0},
+                                Unit{"GiB", 1073741824.0},
+                                Unit{"TiB", 1099511627776.0},
+                                Unit{"PiB", 1125899906842624.0},
+                                Unit{"EiB", 1152921504606846976.0},
+                                Unit{"kB", 1e3},
+                                Unit{"KB", 1e3},
+                                Unit{"MB", 1e6},
+                                Unit{"GB", 1e9},
+                                Unit{"TB", 1e12},
+                                Unit{"PB", 1e15},
+                                Unit{"EB", 1e18},
+                                Unit{"B", 1.0}};
 constexpr std::array kDistanceUnits{Unit{"km", 1e3}, Unit{"m", 1.0}};
 constexpr std::array kFlopRateUnits{Unit{"PFLOPs", 1e15},  Unit{"TFLOPs", 1e12},  Unit{"GFLOPs", 1e9},
                                     Unit{"PFLOP/s", 1e15}, Unit{"TFLOP/s", 1e12}, Unit{"GFLOP/s", 1e9},
@@ -91,8 +104,13 @@ double parse_with(std::string_view text, const std::array<Unit, N>& units, const
   auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
   if (ec == std::errc::result_out_of_range)
     return fail(std::string("out of range (at most ") + kind.max_text + ")");
-  if (ec != std::errc() || ptr != number.data() + number.size())
+  if (ec != std::errc() || ptr != number.data() + number.size()) {
+    // A number followed by letters the unit did not take ("1Xs"): the unit is what is wrong.
+    if (ec == std::errc() && ptr != number.data() && std::isalpha(static_cast<unsigned char>(*ptr)))
+      return fail("unknown unit \"" + std::string(trimmed.substr(static_cast<std::size_t>(ptr - number.data()))) +
+                  "\"");
     return fail("not a number");
+  }
   if (!std::isfinite(value) || value < 0)
     return fail("must be a finite, non-negative number");
   const double scaled = value * best->factor;
