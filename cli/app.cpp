@@ -25,6 +25,29 @@ void add_commands(CLI::App& app)
   add_calibration_commands(app);
 }
 
+void check_commands(CLI::App& app, int argc, char** argv)
+{
+  // CLI11 answers a mistyped command ("topolgy") with "A subcommand is required": name it and the commands there.
+  CLI::App* at       = &app;
+  std::string prefix = "spansim";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.empty() || arg.front() == '-' || at->get_require_subcommand_min() == 0)
+      return;
+    CLI::App* next = nullptr;
+    std::string names;
+    for (CLI::App* sub : at->get_subcommands({})) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      if (sub->check_name(arg))
+        next = sub;
+    }
+    if (!next)
+      throw UsageError("unknown command \"" + arg.substr(0, 64) + "\" for " + prefix + " (commands: " + names + ")");
+    at = next;
+    prefix += " " + next->get_name();
+  }
+}
+
 std::string one_line(const CLI::ParseError& e)
 {
   // CLI11 prints two lines ("... / Run with --help"); spansim's errors are one line with one prefix.

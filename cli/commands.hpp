@@ -36,6 +36,9 @@ void add_optimize_command(CLI::App& app);
 
 /// @brief Registers every subcommand and the version flag on `app`.
 void add_commands(CLI::App& app);
+/// @brief Refuses a command line whose command or subcommand is not one of `app`'s, naming it and the commands
+/// there (CLI11 alone says "A subcommand is required"). @throws UsageError.
+void check_commands(CLI::App& app, int argc, char** argv);
 /// @brief A CLI11 parse error as spansim's one line (without the "spansim: error: " prefix).
 std::string one_line(const CLI::ParseError& e);
 /// @brief Runs one command line (without the program name) in this process and returns what it printed on

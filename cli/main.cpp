@@ -15,6 +15,7 @@ int main(int argc, char** argv)
   spansim::cli::add_commands(app);
 
   try {
+    spansim::cli::check_commands(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);
