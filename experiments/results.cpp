@@ -204,8 +204,16 @@ void commit(const std::string& tmp, const std::string& path)
   sync_path(tmp, false);
   std::error_code ec;
   fs::rename(tmp, path, ec);
-  if (ec)
-    throw Error("cannot move \"" + tmp + "\" to \"" + path + "\": " + ec.message());
+  if (ec) {
+    // Nothing left behind: an --out that names a directory, say, fails here after every point has run.
+    std::error_code ignored;
+    fs::remove(tmp, ignored);
+    throw Error("cannot write \"" + path + "\": " +
+                (fs::is_directory(path, ignored)
+                     ? std::string("it is a directory (--out names the results file, such as "
+                                   "out/R.h5)")
+                     : ec.message()));
+  }
   auto dir = fs::path(path).parent_path();
   sync_path(dir.empty() ? "." : dir.string(), true);
 }

@@ -38,6 +38,7 @@ struct Scratch {
     fs::remove_all(dir);
     fs::create_directories(dir);
     REQUIRE(::mkfifo((dir / "fifo.json").c_str(), 0600) == 0);
+    fs::create_directories(dir / "a-directory.h5");
     // A Chakra rank file that is a FIFO, with its job: open() must not wait on it.
     REQUIRE(::mkfifo((dir / "fifo-trace.0.et").c_str(), 0600) == 0);
     std::ofstream(dir / "fifo-trace-job.json") << R"({"name": "fifo", "kind": "chakra", "trace": "fifo-trace"})";
@@ -127,6 +128,11 @@ TEST_CASE("every case of the bad-input corpus: one stderr line with file and JSO
     ++checked;
   }
   std::cout << checked << " bad-input cases checked\n";
+  // A refused command leaves no temporary behind (a results file over a directory failed after its points ran).
+  for (const auto& e : fs::recursive_directory_iterator(scratch.dir)) {
+    INFO(e.path());
+    CHECK(e.path().filename().string().find(".tmp-") == std::string::npos);
+  }
   // The corpus the hardening issue asks for: at least 100 bad files over every format spansim reads.
   std::size_t files = 0;
   std::set<std::string> formats;
