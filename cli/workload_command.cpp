@@ -13,6 +13,7 @@
 #include "workload/workload.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -89,7 +90,7 @@ void describe_workload(const WorkloadDescribeOptions& o)
           {"virtual_stages", job.schedule.virtual_stages},
           {"micro_batches", graph.micro_batches}}},
         {"graph", {{"programs", s.programs}, {"ops", s.ops}, {"ranks", s.ranks}}},
-        {"tokens_per_step", s.tokens},
+        {"tokens_per_step", job.trace_only ? nlohmann::json(nullptr) : nlohmann::json(s.tokens)},
         {"model_flops_per_step", s.model_flops},
         {"hardware_flops_per_step", s.hardware_flops},
         {"traffic", traffic},
@@ -135,6 +136,9 @@ void describe_workload(const WorkloadDescribeOptions& o)
                                       (job.dlrm->towers > 0 ? ", " + std::to_string(job.dlrm->towers) + " towers per " +
                                                                   std::string(name_of(job.dlrm->tower_level))
                                                             : std::string())});
+  } else if (job.trace_only) {
+    // A foreign trace read without a model: its placeholder model sizes nothing, as run prints it.
+    t.rows.push_back({"model", "- (a foreign trace read without a model)"});
   } else {
     t.rows.push_back(
         {"model", job.model.name + " (" + fmt(params.total / 1e9) + "B params, " + fmt(params.active / 1e9) +
@@ -155,7 +159,7 @@ void describe_workload(const WorkloadDescribeOptions& o)
                                     std::to_string(graph.micro_batches) + " micro-batches"});
   t.rows.push_back({"graph", std::to_string(s.programs) + " stage programs, " + std::to_string(s.ops) + " ops, for " +
                                  std::to_string(s.ranks) + " ranks"});
-  t.rows.push_back({"tokens per step", fmt(s.tokens, 6)});
+  t.rows.push_back({"tokens per step", job.trace_only ? std::string("-") : fmt(s.tokens, 6)});
   t.rows.push_back({"model FLOPs per step", fmt(s.model_flops)});
   t.rows.push_back({"hardware FLOPs per step", fmt(s.hardware_flops) + " (with recompute)"});
   t.rows.push_back({"busiest stage compute", units::format_time(s.stage_compute_max)});
@@ -173,7 +177,8 @@ void describe_workload(const WorkloadDescribeOptions& o)
                           : "formula " + s.bubble_formula_text + ": " + fixed(100 * s.bubble_formula, 2) + "%") +
                      ")"});
   t.rows.push_back({"step time lower bound", units::format_time(s.step_lower_bound) + " (compute and bubble only)"});
-  t.rows.push_back({"MFU upper bound", fixed(100 * mfu_bound, 1) + "%"});
+  t.rows.push_back({"MFU upper bound",
+                    std::isfinite(mfu_bound) && !job.trace_only ? fixed(100 * mfu_bound, 1) + "%" : std::string("-")});
   print_table(std::cout, t);
   std::cout << "\n";
 

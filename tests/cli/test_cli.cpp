@@ -680,3 +680,26 @@ TEST_CASE("help and text output say what holds: hybrid fidelity, --no-boundaries
   CHECK(outcome["ettr_stddev"].is_null());
   CHECK(outcome["trials"] == 1);
 }
+
+TEST_CASE("workload describe on a trace read without a model prints no model, tokens or MFU, as run does",
+          "[cli][traces]")
+{
+  const std::string dir = "/tmp/spansim-trace-only-" + std::to_string(::getpid());
+  std::system(("mkdir -p " + dir).c_str());
+  std::ofstream(dir + "/job.json") << nlohmann::json{
+      {"name", "astra-sim-all-gather"},
+      {"kind", "chakra"},
+      {"trace", std::string(SPANSIM_SOURCE_DIR) + "/tests/data/foreign/astra-sim/all_gather_16npus_1MB/"
+                                                  "all_gather"},
+      {"gpu", "h100"}}.dump();
+  const auto r = spansim("workload describe " + dir + "/job.json");
+  INFO(r.err << r.out);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("trace-only") == std::string::npos); // the placeholder model's name and size stay out
+  CHECK(r.out.find("B params") == std::string::npos);
+  CHECK(r.out.find("nan") == std::string::npos);
+  const auto json = spansim("workload describe " + dir + "/job.json --json");
+  REQUIRE(json.exit_code == 0);
+  CHECK(nlohmann::json::parse(json.out)["tokens_per_step"].is_null());
+  std::system(("rm -rf " + dir).c_str());
+}
