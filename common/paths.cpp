@@ -129,6 +129,12 @@ void write_file_replacing(const std::string& path, std::string_view contents, un
 
 namespace spansim {
 
+bool path_exists(const std::string& path)
+{
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
 std::vector<std::string> json_names_in(const std::string& directory)
 {
   std::vector<std::string> names;

@@ -72,6 +72,10 @@ private:
 /// it cannot.
 void write_file_replacing(const std::string& path, std::string_view contents, unsigned mode = 0644);
 
+/// @brief Whether `path` names something that exists; never throws (a name too long for the file system, or one
+/// that cannot be looked at, is no file).
+bool path_exists(const std::string& path);
+
 /// @brief The stems of the `.json` files in `directory`, sorted (shipped presets, profiles, failure models); empty
 /// when the directory cannot be read.
 std::vector<std::string> json_names_in(const std::string& directory);

@@ -26,7 +26,8 @@ namespace {
 std::string resolve(const std::string& name, const std::string& anchor_file)
 {
   const std::string found = scenario::resolve_path(name, anchor_file);
-  return fs::exists(found) ? fs::absolute(found).lexically_normal().string() : name;
+  std::error_code ec;
+  return fs::exists(found, ec) ? fs::absolute(found).lexically_normal().string() : name;
 }
 
 using scenario::looks_like_path;
@@ -262,7 +263,8 @@ void inline_member(json& base, const std::string& member, const std::string& anc
   std::string path;
   if (member == "topology" && !looks_like_path(name)) {
     path = topology::preset_directory() + "/" + name + ".json";
-    if (!fs::exists(path))
+    std::error_code ec;
+    if (!fs::exists(path, ec))
       where.member(member).fail("\"" + name + "\" is not a topology preset, so its fields cannot be swept");
   } else {
     path = resolve(name, anchor);

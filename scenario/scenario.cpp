@@ -19,9 +19,11 @@ using nlohmann::json;
 
 std::string resolve_path(const std::string& name, const std::string& anchor_file)
 {
+  // With an error code: a name too long for the file system is no file, not an exception.
+  std::error_code ec;
   for (const fs::path& candidate :
        {fs::path(name), fs::path(anchor_file).parent_path() / name, fs::path(SPANSIM_DATA_DIR) / name})
-    if (fs::exists(candidate))
+    if (fs::exists(candidate, ec))
       return candidate.string();
   return name;
 }

@@ -2,6 +2,7 @@
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
 #include "common/names.hpp"
+#include "common/paths.hpp"
 #include "common/units.hpp"
 #include "traces/chakra_io.hpp"
 #include "traces/traces.hpp"
@@ -83,7 +84,7 @@ std::string file_list(const std::string& prefix, const std::vector<int>& ranks)
 std::optional<json> side_file(const std::string& prefix, const char* suffix, std::string& path)
 {
   path = prefix + suffix;
-  if (!fs::exists(path))
+  if (!path_exists(path))
     return std::nullopt;
   return spec::load_json_file(path);
 }
@@ -632,7 +633,7 @@ void check_alike(const std::string& prefix, int ranks, const workload::StageProg
 {
   const auto reference = detail::read_et(et_path(prefix, first.trace_rank));
   for (int r = 0; r < ranks; ++r) {
-    if (r == first.trace_rank || !fs::exists(et_path(prefix, r)))
+    if (r == first.trace_rank || !path_exists(et_path(prefix, r)))
       continue;
     const auto other = detail::read_et(et_path(prefix, r));
     const auto n     = std::min(reference.nodes.size(), other.nodes.size());
@@ -669,7 +670,7 @@ workload::JobSpec load_chakra_job(const json& document, const std::string& file,
   // The first trace file: the rank map's first representative, else rank 0's.
   auto reps              = rank_map(trace);
   const std::string path = et_path(trace, reps.empty() ? 0 : reps.begin()->second);
-  if (!fs::exists(path))
+  if (!path_exists(path))
     r.fail("trace", "no trace file \"" + path + "\" (a trace is DIR/PREFIX, with files PREFIX.<rank>.et)");
   // Only the metadata is needed here.
   const auto et      = detail::read_et(path);
@@ -774,7 +775,7 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
   std::vector<Dim> order = job.parallelism.order;
   {
     const std::string first = et_path(prefix, reps.empty() ? 0 : reps.begin()->second);
-    if (!fs::exists(first))
+    if (!path_exists(first))
       throw TraceError(first, "", "no such trace file");
     const auto et = detail::read_et(first);
     if (auto o = detail::as_string(detail::find_attr(et.metadata, "spansim_order")))
@@ -810,7 +811,7 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
       rank = it->second;
     else
       for (int r = 0; r < layout->ranks() && rank < 0; ++r)
-        if (layout->coordinates(r).pp == s && fs::exists(et_path(prefix, r)))
+        if (layout->coordinates(r).pp == s && path_exists(et_path(prefix, r)))
           rank = r;
     if (rank < 0)
       throw TraceError(prefix, "",

@@ -63,7 +63,7 @@ Calibration load_calibration(const std::string& name_or_path, const spec::Locati
                                    : (fs::path(name_or_path).is_relative() && !referrer.file.empty()
                                           ? (fs::path(referrer.file).parent_path() / name_or_path).string()
                                           : name_or_path);
-  if (shipped && !fs::exists(path)) {
+  if (shipped && !path_exists(path)) {
     const std::string what = "unknown calibration profile \"" + name_or_path +
                              "\" (shipped: " + json_names_list(profile_dir()) + "; or a path, or \"none\")";
     if (referrer.file.empty())
@@ -80,7 +80,7 @@ Calibration load_calibration(const std::string& name_or_path, const spec::Locati
 Calibration default_calibration(const GpuSpec& gpu)
 {
   const std::string name = gpu.name + "-published";
-  if (fs::exists(profile_dir() + "/" + name + ".json"))
+  if (path_exists(profile_dir() + "/" + name + ".json"))
     return load_calibration(name);
   for (const auto& s : json_names_in(profile_dir()))
     if (auto c = load_calibration(s); c.covers(gpu.name))
