@@ -2,10 +2,14 @@
 #include "optimizer/screen.hpp"
 
 #include "common/error.hpp"
+#include "netsim/collectives.hpp"
+#include "netsim/nccl_layout.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <optional>
 
 namespace spansim::optimizer {
 
@@ -36,6 +40,55 @@ struct Structure {
 struct GroupShape {
   int n = 1, groups = 1, level = node_level, buildings = 1;
   int src = 0, dst = 0;
+  /// @brief Its members as ranks: `stride` apart from rank 0, or `ranks` where they are listed.
+  std::int64_t stride = 1;
+  std::vector<std::int64_t> ranks;
+  std::uint64_t members = 0; ///< a hash of n and the members (kept sets it)
+};
+
+// Hashes a group's members once, when its shape is made (FNV-1a): the screen looks its communicator up per point.
+GroupShape kept(GroupShape g)
+{
+  std::uint64_t key = 1469598103934665603ull;
+  auto mix          = [&](std::uint64_t x) { key = (key ^ x) * 1099511628211ull; };
+  mix(static_cast<std::uint64_t>(g.n));
+  if (g.ranks.empty())
+    mix(static_cast<std::uint64_t>(g.stride));
+  for (auto r : g.ranks)
+    mix(static_cast<std::uint64_t>(r));
+  g.members = key;
+  return g;
+}
+
+// A group's communicator as NCCL lays it out on one variant's site, and its tuner's times by call (memoized: a
+// screen asks the same call of many points).
+struct Tuned {
+  netsim::NcclComm comm;
+  std::unordered_map<std::uint64_t, double> seconds;
+
+  /// @brief Seconds of the call under `algorithm` (none: NCCL's own pick among all); an algorithm NCCL has no model
+  /// for here (a tree for a gather) runs as the lowering runs it, as NCCL's ring.
+  double time(CollectiveOp op, double bytes, std::optional<netsim::NcclAlgorithm> algorithm)
+  {
+    using netsim::NcclAlgorithm;
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, &bytes, sizeof bits);
+    const std::uint64_t key = (bits * 31 + static_cast<std::uint64_t>(op)) * 17 +
+                              (algorithm ? static_cast<std::uint64_t>(*algorithm) + 1 : 0);
+    auto [it, fresh] = seconds.try_emplace(key);
+    if (!fresh)
+      return it->second;
+    const auto only = [](NcclAlgorithm a) { return netsim::NcclAlgorithmSet{1u << static_cast<unsigned>(a)}; };
+    netsim::NcclAlgorithmSet allowed;
+    if (algorithm) {
+      bool modelled = false;
+      for (auto p : {netsim::Protocol::ll, netsim::Protocol::ll128, netsim::Protocol::simple})
+        modelled = modelled || netsim::nccl_time(comm, op, bytes, *algorithm, p) >= 0;
+      allowed = only(modelled ? *algorithm : NcclAlgorithm::ring);
+    }
+    it->second = 1e-6 * netsim::nccl_pick(comm, op, bytes, allowed, netsim::Protocol::automatic).time_us;
+    return it->second;
+  }
 };
 
 // A group's alpha-beta terms on one network variant.
@@ -45,6 +98,9 @@ struct Wire {
   int level        = node_level;
   int groups       = 1;
   double hier      = 1; ///< members per building (hierarchical algorithms cross with 1/hier of the bytes)
+  /// @brief The group's communicator as NCCL lays it out on the variant's site (its tuner times gathers and
+  /// all-reduces); null for a group of one.
+  Tuned* nccl = nullptr;
 };
 
 // The groups of every kind under one placement (degrees and rank order; DiLoCo keeps DP inside regions).
@@ -74,6 +130,7 @@ struct Screen::Impl {
   std::unordered_map<std::uint64_t, Shapes> shapes;
   std::vector<std::unique_ptr<Site>> sites;
   std::unordered_map<std::uint64_t, Wire> wires;
+  std::unordered_map<std::uint64_t, Tuned> comms; ///< by members and variant
 
   Impl(const IndexedSpace& s, const topology::Topology& t) : space(s), spec(s.spec()), topo(t)
   {
@@ -114,6 +171,7 @@ struct Screen::Impl {
     GroupShape g;
     g.n                     = std::max(1, n);
     g.groups                = static_cast<int>(spec.base.gpus / g.n);
+    g.stride                = stride;
     const std::int64_t span = stride * g.n;
     g.level                 = span <= node           ? node_level
                               : span <= pod          ? pod_level
@@ -125,7 +183,7 @@ struct Screen::Impl {
             ? static_cast<int>(std::min<std::int64_t>(buildings.size(), (span + per_building - 1) / per_building))
             : 1;
     if (g.n <= 1)
-      return g;
+      return kept(std::move(g));
     // The hop across the widest boundary: from the last member before it to the first after it.
     const std::int64_t boundary = g.level == node_level       ? 0
                                   : g.level == pod_level      ? node
@@ -135,7 +193,7 @@ struct Screen::Impl {
     const std::int64_t after    = boundary > 0 ? std::min<std::int64_t>(g.n - 1, (boundary + stride - 1) / stride) : 1;
     g.src                       = gpu_of((after - 1) * stride);
     g.dst                       = gpu_of(after * stride);
-    return g;
+    return kept(std::move(g));
   }
 
   // The widest boundary a group of member ranks spans, and a hop across it (members in rank order).
@@ -144,8 +202,9 @@ struct Screen::Impl {
     GroupShape g;
     g.n      = std::max<int>(1, static_cast<int>(ranks.size()));
     g.groups = static_cast<int>(spec.base.gpus / g.n);
+    g.ranks  = ranks;
     if (g.n <= 1)
-      return g;
+      return kept(std::move(g));
     const std::int64_t units[] = {node, pod, per_building, region > 0 ? region : per_building};
     for (int level = world_level; level > node_level; --level) {
       const std::int64_t unit = units[level - 1];
@@ -158,12 +217,12 @@ struct Screen::Impl {
                             ? static_cast<int>(std::min<std::int64_t>(
                                   buildings.size(), (ranks.back() - ranks.front()) / per_building + 1))
                             : 1;
-          return g;
+          return kept(std::move(g));
         }
     }
     g.src = gpu_of(ranks[0]);
     g.dst = gpu_of(ranks[1]);
-    return g;
+    return kept(std::move(g));
   }
 
   // Expert groups fold over a stage's ranks in rank order (placement::RankLayout): the first group of `n` members
@@ -261,9 +320,16 @@ struct Screen::Impl {
     std::int64_t dp_stride = stride[Dim::dp];
     if (within_regions && s.regions_spanned > 1)
       dp_n = std::max(1, dp / s.regions_spanned);
-    s.dp            = shape(dp_n, dp_stride);
-    s.dp.n          = dp_n * cp;
-    s.dp.groups     = static_cast<int>(spec.base.gpus / s.dp.n);
+    s.dp        = shape(dp_n, dp_stride);
+    s.dp.n      = dp_n * cp;
+    s.dp.groups = static_cast<int>(spec.base.gpus / s.dp.n);
+    if (cp > 1) {
+      for (int c = 0; c < cp; ++c)
+        for (int d = 0; d < dp_n; ++d)
+          s.dp.ranks.push_back(c * stride[Dim::cp] + d * dp_stride);
+      std::sort(s.dp.ranks.begin(), s.dp.ranks.end());
+    }
+    s.dp            = kept(std::move(s.dp));
     const Point& ex = space.experts()[at[knob_expert]];
     const int etp   = ex.etp > 0 ? ex.etp : tp;
     workload::DimArray<int> degree{};
@@ -311,11 +377,11 @@ struct Screen::Impl {
 
   Wire wire(const GroupShape& g, std::uint32_t variant)
   {
-    // GPUs below 2^20 (a million), variants below 2^24.
-    const std::uint64_t key = (std::uint64_t(g.src) << 44) | (std::uint64_t(g.dst) << 24) | variant;
-    auto [it, fresh]        = wires.try_emplace(key);
+    // By members (which fix the widest hop) and variant: one lookup per group and point.
+    auto [it, fresh] = wires.try_emplace((g.members ^ variant) * 1099511628211ull);
     if (fresh && g.n > 1) {
       Wire& w          = it->second;
+      w.nccl           = &comm(g, variant);
       Site& s          = site(variant);
       const auto route = s.topo->route(g.src, g.dst);
       w.bandwidth      = s.topo->route_bandwidth(route);
@@ -333,6 +399,19 @@ struct Screen::Impl {
     if (g.level == world_level)
       w.bandwidth = std::min(w.bandwidth, site(variant).region_link / g.groups);
     return w;
+  }
+
+  // The group's communicator as NCCL's graph search lays it out on the variant's site, cached by members.
+  Tuned& comm(const GroupShape& g, std::uint32_t variant)
+  {
+    auto [it, fresh] = comms.try_emplace((g.members ^ variant) * 1099511628211ull);
+    if (fresh) {
+      std::vector<int> gpus;
+      for (int j = 0; j < g.n; ++j)
+        gpus.push_back(gpu_of(g.ranks.empty() ? j * g.stride : g.ranks[static_cast<std::size_t>(j)]));
+      it->second.comm = netsim::nccl_layout(*site(variant).topo, gpus, netsim::NcclSettings{}).comm;
+    }
+    return it->second;
   }
 
   double estimate(const Indices& at, std::string& reason);
@@ -395,8 +474,19 @@ double collective(const Wire& w, int n, Pattern pattern, double bytes, netsim::A
     break;
   }
   charge.add(w, calls * crossing);
-  const double bw = crossing < volume ? w.bandwidth * volume / crossing : w.bandwidth;
-  return calls * (steps * w.latency + volume / bw + extra);
+  const double bw         = crossing < volume ? w.bandwidth * volume / crossing : w.bandwidth;
+  const double alpha_beta = steps * w.latency + volume / bw;
+  const auto nccl         = netsim::nccl_algorithm(algorithm);
+  const bool tuned        = w.nccl && pattern != Pattern::all_to_all && (algorithm == Algorithm::automatic || nccl);
+  if (!tuned)
+    return calls * (alpha_beta + extra);
+  // NCCL's tuner for the call on the group as NCCL lays it out (its rings and trees per NIC, NVLS, its latencies);
+  // a group across buildings or regions also moves its bytes over the long link's share, which the tuner never sees.
+  const auto op = pattern == Pattern::all_reduce ? CollectiveOp::all_reduce : CollectiveOp::all_gather;
+  double t      = w.nccl->time(op, bytes, nccl);
+  if (w.level >= region_level)
+    t = std::max(t, alpha_beta);
+  return calls * (t + extra);
 }
 
 } // namespace
@@ -434,7 +524,7 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
   const double ep_calls = 2 * s.stage.moe_layers * s.passes;
   double expert_time    = 0;
   if (ex.dispatcher == workload::Dispatcher::allgather) {
-    expert_time = collective(ep, sh.ep.n, Pattern::gather, s.ep_gather_bytes, Algorithm::ring,
+    expert_time = collective(ep, sh.ep.n, Pattern::gather, s.ep_gather_bytes, Algorithm::automatic,
                              rule(Dim::ep, Purpose::ep_dispatch, ep), ep_calls, charge);
   } else {
     double bytes = s.ep_bytes;
@@ -456,7 +546,7 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
   // (cp_a2a ranks, CP neighbours) and its ring among the cp / cp_a2a groups that hold one head share.
   const auto hidden    = [&](bool overlapped, double t) { return overlapped ? std::max(0.0, t - s.t_mb) : t; };
   expert_time          = hidden(ex.ep_overlap || dual, expert_time);
-  const double tp_time = hidden(s.tp_overlap, collective(tp, sh.tp.n, Pattern::gather, s.tp_bytes, Algorithm::ring,
+  const double tp_time = hidden(s.tp_overlap, collective(tp, sh.tp.n, Pattern::gather, s.tp_bytes, Algorithm::automatic,
                                                          rule(Dim::tp, Purpose::tp_activations, tp),
                                                          4 * s.stage.layers * s.passes, charge));
   double cp_time       = 0;

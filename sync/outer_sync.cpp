@@ -114,6 +114,25 @@ Workers resolve_workers(const topology::Topology& topology, const workload::Step
               "\"): a worker holds whole replicas, so tensor and expert shards stay together");
     }
   }
+  // An outer step averages what two or more workers trained apart; each trains whole replicas, every stage of them.
+  // Both are the placement's doing: a search reads them as an infeasible layout.
+  const auto at = where.member("workers");
+  auto refuse   = [&](const std::string& what) { throw InfeasibleError("diloco_workers", at.file, at.path, what); };
+  if (w.names.size() < 2)
+    refuse("the job's GPUs make " + std::to_string(w.names.size()) + " worker at level \"" +
+           std::string(name_of(spec.workers)) + "\" (\"" + (w.names.empty() ? std::string() : w.names.front()) +
+           "\"): DiLoCo needs at least 2 workers (allowed: a level the job spans twice or more, or a list of GPU "
+           "ranges)");
+  for (std::size_t s = 0; s < graph.stages.size(); ++s) {
+    std::set<int> held;
+    for (int g : placement.stage_gpus(static_cast<int>(s)))
+      held.insert(w.of_gpu[static_cast<std::size_t>(g)]);
+    for (std::size_t k = 0; k < w.names.size(); ++k)
+      if (!held.count(static_cast<int>(k)))
+        refuse("worker \"" + w.names[k] + "\" holds no GPU of pipeline stage " + std::to_string(s) +
+               ": each worker trains whole replicas, every stage of them (data parallelism " +
+               std::to_string(graph.job.parallelism.dp) + ")");
+  }
   return w;
 }
 
