@@ -322,6 +322,22 @@ Campaign parse_campaign(const json& document, const std::string& file)
   for (std::size_t k = 0; k < c.axes.size(); ++k)
     if (names[c.axes[k].name]++ > 0)
       r.where().member("axes").element(k).fail("two axes are named \"" + c.axes[k].name + "\"");
+  // Two fields that set the same value (or one inside the other) would leave a point labelled by one and run with
+  // the other's value.
+  std::vector<const AxisField*> fields;
+  for (const auto& a : c.axes)
+    for (const auto& f : a.fields)
+      fields.push_back(&f);
+  for (std::size_t i = 0; i < fields.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j) {
+      const std::string x = fields[j]->pointer.to_string(), y = fields[i]->pointer.to_string();
+      const bool inside = x == y || y.rfind(x + "/", 0) == 0 || x.rfind(y + "/", 0) == 0;
+      if (inside)
+        spec::Location{r.where().file, fields[i]->json_path}.fail(
+            "\"" + fields[i]->path + "\" " + (x == y ? "is the field" : "overlaps the field") + " \"" +
+            fields[j]->path + "\" that " + fields[j]->json_path +
+            " already sweeps: each field is set by one axis only (zip fields that move together)");
+    }
 
   c.repetitions = static_cast<int>(r.optional_integer("repetitions", 1, 10000).value_or(1));
   // Repetition k runs with seed + k as a 32-bit RNG seed: the last one must not wrap around to 0 or to the seeds

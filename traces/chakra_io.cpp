@@ -37,12 +37,22 @@ EtFile read_et(const std::string& path)
     throw TraceError(path, "",
                      "the trace has " + std::to_string(st.st_size) + " bytes; ET files are limited to " +
                          std::to_string(kMaxEtFileBytes >> 20) + " MiB each");
+  // Protobuf reports a "clean end" whenever the length's varint did not advance, which a malformed varint (ten
+  // bytes of 0xff) does too: an end is only an end when no byte is left.
+  const auto at_end = [&in] {
+    const void* data = nullptr;
+    int size         = 0;
+    while (in.Next(&data, &size))
+      if (size > 0)
+        return false;
+    return true;
+  };
   EtFile out;
   bool clean_eof = false;
   if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&out.metadata, &in, &clean_eof))
     throw TraceError(path, "",
-                     clean_eof ? std::string("empty file: a Chakra ET starts with its global metadata")
-                               : std::string("the global metadata is truncated or not a Chakra ET"));
+                     clean_eof && at_end() ? std::string("empty file: a Chakra ET starts with its global metadata")
+                                           : std::string("the global metadata is truncated or not a Chakra ET"));
   // Another schema version may keep its fields elsewhere: reading it with 0.0.4's layout would misread it silently.
   if (const auto v = declared_schema_version(out.metadata); !v.empty() && v != kChakraSchemaVersion)
     throw TraceError(path, "global metadata",
@@ -55,7 +65,7 @@ EtFile read_et(const std::string& path)
   for (;;) {
     chakra::Node node;
     if (!google::protobuf::util::ParseDelimitedFromZeroCopyStream(&node, &in, &clean_eof)) {
-      if (clean_eof)
+      if (clean_eof && at_end())
         break;
       throw TraceError(path, "",
                        "record " + std::to_string(out.nodes.size() + 1) + " (after node " +
@@ -74,6 +84,7 @@ void write_et(const std::string& path, const chakra::GlobalMetadata& metadata, c
   const std::string partial = tmp.name;
   const int fd              = tmp.fd;
   bool ok                   = true;
+  errno                     = 0; // a failed write that sets none is named as such, not as "Success"
   {
     google::protobuf::io::FileOutputStream out(fd);
     ok = google::protobuf::util::SerializeDelimitedToZeroCopyStream(metadata, &out);
@@ -81,10 +92,15 @@ void write_et(const std::string& path, const chakra::GlobalMetadata& metadata, c
       ok = google::protobuf::util::SerializeDelimitedToZeroCopyStream(nodes[i], &out);
     ok = out.Close() && ok;
   }
-  if (!ok || std::rename(partial.c_str(), path.c_str()) != 0) {
+  if (!ok) {
+    const int e = errno;
     std::remove(partial.c_str());
-    throw UsageError("cannot write \"" + path + "\": " + std::strerror(errno));
+    throw UsageError("cannot write \"" + path + "\": " +
+                     (e != 0
+                          ? std::string(std::strerror(e))
+                          : std::string("the write did not complete (no space left, or the file system refused it)")));
   }
+  replace_with(partial, path);
 }
 
 std::string declared_schema_version(const chakra::GlobalMetadata& metadata)
