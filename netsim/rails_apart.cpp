@@ -41,10 +41,10 @@ std::string static_refusal(const topology::Topology& topology, const workload::S
              " is not on rail " + std::to_string(placement.coordinates(r).tp);
   // Every group that leaves a node stays on one rail (an expert group over TP x DP would not; the lowered transfers
   // are checked too, but all-to-alls timed in isolation are not among them).
-  std::set<std::pair<std::size_t, std::uint16_t>> seen;
+  std::set<std::pair<std::size_t, std::uint32_t>> seen;
   for (std::size_t s = 0; s < graph.stages.size(); ++s)
     for (const auto& op : graph.stages[s].ops)
-      if (op.kind == workload::OpKind::collective && op.group.size > 1 && seen.insert({s, op.group.axes.bits()}).second)
+      if (op.kind == workload::OpKind::collective && op.group.size > 1 && seen.insert({s, op.group.key()}).second)
         for (const auto& g : placement.groups(static_cast<int>(s), op.group)) {
           const auto first = topology.locate(g.front());
           bool spans = false, one_rail = true;
@@ -74,11 +74,11 @@ std::string refusal(bool asked, const std::string& why)
 bool all_to_all_between_nodes(const topology::Topology& topology, const workload::StepGraph& graph,
                               const placement::Placement& placement)
 {
-  std::set<std::pair<std::size_t, std::uint16_t>> seen; // (stage, group axes): the same groups
+  std::set<std::pair<std::size_t, std::uint32_t>> seen; // (stage, group key): the same groups
   for (std::size_t s = 0; s < graph.stages.size(); ++s)
     for (const auto& op : graph.stages[s].ops)
       if (op.kind == workload::OpKind::collective && op.collective == CollectiveOp::all_to_all && op.group.size > 1 &&
-          seen.insert({s, op.group.axes.bits()}).second)
+          seen.insert({s, op.group.key()}).second)
         for (const auto& g : placement.groups(static_cast<int>(s), op.group))
           for (int gpu : g)
             if (topology.locate(gpu).node != topology.locate(g.front()).node)

@@ -68,6 +68,11 @@ bool detail::rails_symmetric(const topology::Topology& topology, const workload:
   for (int r = 0; r < placement.ranks(); ++r)
     if (topology.locate(placement.gpu(r)).local != placement.coordinates(r).tp)
       return false;
+  // A trace's own sub-groups need not repeat from rail to rail.
+  for (const auto& stage : graph.stages)
+    for (const auto& op : stage.ops)
+      if (op.group.members)
+        return false;
   return true;
 }
 
@@ -159,10 +164,6 @@ StepResult read_back(const topology::Topology& topology, const PreparedStep& pre
   r.link_bytes = std::move(run_result.link_bytes);
   for (std::size_t k = 0; k < lowered.isolated_link_bytes.size() && k < r.link_bytes.size(); ++k)
     r.link_bytes[k] += lowered.isolated_link_bytes[k];
-  // The groups a representative stood for moved the same bytes over their own NVLinks.
-  for (auto [from, to] : lowered.mirrors)
-    for (int dir = 0; dir < 2 && topology.nvlink_link(from) >= 0 && topology.nvlink_link(to) >= 0; ++dir)
-      r.link_bytes[2 * topology.nvlink_link(to) + dir] += r.link_bytes[2 * topology.nvlink_link(from) + dir];
   if (rail_only) {
     // Rails 1.. moved what rail 0 moved over their own NICs and leaves; the shared links carried every rail.
     std::set<std::pair<int, int>> leaves;

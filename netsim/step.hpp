@@ -153,8 +153,8 @@ struct StepResult {
   std::vector<std::vector<StepOpTiming>> ops; ///< [stage][op of the stage program]
   std::vector<Wait> waits;                    ///< every gap of every stage's compute stream, by cause
   std::vector<TransferRecord> transfers;
-  /// @brief Per link and direction, as RunResult::link_bytes; NVLinks of groups a representative stood for
-  /// carry the representative's bytes.
+  /// @brief Per link and direction, as RunResult::link_bytes; the routes of groups a representative stood for
+  /// carry the representative's transfers, member for member.
   std::vector<double> link_bytes;
   std::size_t flow_ops = 0; ///< ops of the lowered flow graph
   /// @brief Identical rails one simulated rail stood for (1 without rail symmetry); each TransferRecord stands

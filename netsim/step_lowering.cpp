@@ -139,7 +139,6 @@ public:
 
   FlowGraph& graph() { return graph_; }
   /// @brief (GPU of a lowered representative group, GPU of a group it stands for), member by member.
-  const std::set<std::pair<int, int>>& mirrors() const { return mirrors_; }
   const std::vector<double>& isolated_bytes() const { return isolated_bytes_; }
   bool isolate_all_to_all() const { return isolate_all_to_all_; }
   std::vector<CollectiveSpan>& spans() { return spans_; }
@@ -176,7 +175,7 @@ private:
 
   const std::vector<std::vector<int>>& groups(int s, const workload::Group& g)
   {
-    auto key = std::pair{s, g.axes.bits()};
+    auto key = std::pair{s, g.key()};
     auto it  = groups_.find(key);
     if (it == groups_.end()) {
       auto all = placement_.groups(s, g);
@@ -186,7 +185,11 @@ private:
       // (their members share a rail).
       if (rail_ >= 0 && !node_local(all))
         std::erase_if(all, [&](const std::vector<int>& members) { return !on_rail(members.front()); });
-      local_[key] = node_local(all);
+      // Node-local groups are lowered once and mirrored: a trace's own sub-groups only when they are all alike.
+      bool alike = true;
+      for (const auto& members : all)
+        alike = alike && members.size() == all.front().size();
+      local_[key] = node_local(all) && alike;
       it          = groups_.emplace(key, std::move(all)).first;
     }
     return it->second;
@@ -195,7 +198,7 @@ private:
   bool local_groups(int s, const workload::Group& g)
   {
     groups(s, g);
-    return local_.at(std::pair{s, g.axes.bits()});
+    return local_.at(std::pair{s, g.key()});
   }
 
   static bool is_data_parallel(workload::AxisSet axes)
@@ -295,8 +298,6 @@ private:
     const bool isolate = options_.collapse_communication ||
                          (isolate_all_to_all_ && op.collective == CollectiveOp::all_to_all) ||
                          (local && nvlink_owner_ && *op.dim == *nvlink_owner_);
-    if (local && mirrored_.insert({s, op.group.axes.bits()}).second)
-      mirror(all); // once per stage and group kind: the pairs are the same for every op of that kind
     const std::size_t lowered         = std::min(local ? std::size_t{1} : all.size(), all.size());
     const bool active                 = op.group.size > 1 && op.bytes > 0 && op.count > 0 && lowered > 0;
     const auto [compress, decompress] = active ? compression_cost(s, op, all, lowered) : std::pair{0.0, 0.0};
@@ -314,6 +315,8 @@ private:
         if (!ends.empty()) {
           auto run      = run_analytical(topology_, alone);
           timed.seconds = run.makespan;
+          if (local)
+            mirror_bytes(alone, 0, static_cast<int>(alone.ops().size()), all, run.link_bytes);
           for (std::size_t k = 0; k < run.link_bytes.size(); ++k)
             if (run.link_bytes[k] != 0)
               timed.bytes.emplace_back(k, run.link_bytes[k]);
@@ -330,6 +333,7 @@ private:
       return;
     }
     std::vector<int> ends;
+    const int first = static_cast<int>(graph_.ops().size());
     if (active) {
       // Groups confined to single nodes only use their own NVLink: one stands for all.
       for (std::size_t g = 0; g < lowered; ++g) {
@@ -338,8 +342,12 @@ private:
         if (c.algorithm == Algorithm::automatic) {
           // The per-call choice depends only on the collective (kind, group, size): each group's choice is made
           // once and reused by its later micro-batches and chunks (each choice times the candidates on its own).
-          auto key = std::tuple{s,       op.group.axes.bits(),         static_cast<int>(op.collective),
-                                c.bytes, static_cast<int>(op.purpose), static_cast<int>(g)};
+          auto key = std::tuple{s,
+                                op.group.key(),
+                                static_cast<int>(op.collective),
+                                c.bytes,
+                                static_cast<int>(op.purpose),
+                                static_cast<int>(g)};
           auto it  = per_call_.find(key);
           if (it == per_call_.end())
             it = per_call_.emplace(key, choose({c})).first;
@@ -353,16 +361,34 @@ private:
           spans_.push_back({std::move(c), begin, static_cast<int>(graph_.ops().size())});
         }
       }
+      if (local)
+        mirror_bytes(graph_, first, static_cast<int>(graph_.ops().size()), all, isolated_bytes_);
     }
     n.end = ends.empty() ? begin_op : graph_.add_delay(decompress, ends);
   }
 
-  // Node-local groups are lowered once: the first stands for the others, whose NVLinks move the same bytes.
-  void mirror(const std::vector<std::vector<int>>& all)
+  // Node-local groups are lowered once: the first stands for the others, whose members move the same bytes
+  // between them. Each transfer of the representative's (ops [from, to) of `g`) is carried, member for member, over
+  // the routes of every other group, into `out` (per link and direction). Transfer by transfer, so that groups of
+  // another kind over the same GPUs (TP [0,1] beside CP [0,2], a trace's sub-groups) are not counted twice.
+  void mirror_bytes(const FlowGraph& g, int from, int to, const std::vector<std::vector<int>>& all,
+                    std::vector<double>& out) const
   {
-    for (std::size_t g = 1; g < all.size(); ++g)
-      for (std::size_t k = 0; k < all[g].size() && k < all[0].size(); ++k)
-        mirrors_.insert({all[0][k], all[g][k]});
+    if (all.size() < 2)
+      return;
+    out.resize(2 * topology_.links().size(), 0);
+    std::map<int, std::size_t> index; // representative GPU -> member position
+    for (std::size_t k = 0; k < all[0].size(); ++k)
+      index.emplace(all[0][k], k);
+    for (int i = from; i < to; ++i) {
+      const auto& op = g.ops()[static_cast<std::size_t>(i)];
+      const auto a = index.find(op.src), b = index.find(op.dst);
+      if (op.kind != Op::Kind::transfer || a == index.end() || b == index.end())
+        continue;
+      for (std::size_t m = 1; m < all.size(); ++m)
+        for (const auto& hop : topology_.route(all[m][a->second], all[m][b->second]))
+          out[2 * static_cast<std::size_t>(hop.link) + (hop.forward ? 0 : 1)] += op.bytes;
+    }
   }
 
   // At analytical fidelity, when a single dimension's collectives are the only traffic on the NVLinks (inter-node
@@ -535,34 +561,31 @@ private:
   std::set<std::pair<int, int>> p2p_ended_;                 ///< sends and receives whose end has been passed on
   std::map<std::tuple<int, int, std::int64_t>, int> sends_; // (from, to, tag) -> op in from's program
   std::map<std::tuple<int, int, std::int64_t>, int> recvs_; // (from, to, tag) -> op in to's program
-  std::map<std::pair<int, std::uint16_t>, std::vector<std::vector<int>>> groups_;
-  std::map<std::pair<int, std::uint16_t>, bool> local_; ///< whether each of groups_ stays in its nodes
-  std::set<std::pair<int, int>> mirrors_;
-  std::set<std::pair<int, std::uint16_t>> mirrored_; ///< (stage, group axes) whose groups are in mirrors_
+  std::map<std::pair<int, std::uint32_t>, std::vector<std::vector<int>>> groups_;
+  std::map<std::pair<int, std::uint32_t>, bool> local_; ///< whether each of groups_ stays in its nodes
   struct Isolated {
     double seconds = 0;
     std::vector<std::pair<std::size_t, double>> bytes; ///< (link and direction, bytes) where bytes moved
   };
   /// @brief Stage, axes, kind, bytes, purpose, imbalance.
-  using PatternKey = std::tuple<int, std::uint16_t, int, double, int, double>;
+  using PatternKey = std::tuple<int, std::uint32_t, int, double, int, double>;
   /// @brief The pattern of stage `s`'s op: collectives of one pattern are timed and tuned once.
   static PatternKey pattern_key(int s, const workload::Op& op)
   {
-    return {s,
-            op.group.axes.bits(),
-            static_cast<int>(op.collective),
-            op.bytes * op.count,
-            static_cast<int>(op.purpose),
-            op.imbalance};
+    return {
+        s,           op.group.key(), static_cast<int>(op.collective), op.bytes * op.count, static_cast<int>(op.purpose),
+        op.imbalance};
   }
   std::map<PatternKey, Isolated> isolated_; ///< collectives timed alone
-  std::vector<double> isolated_bytes_;      ///< every isolated occurrence's bytes, per link and direction
+  /// @brief Bytes per link and direction that no flow of graph_ carries: every isolated occurrence's, and those of
+  /// the groups a node-local representative stands for.
+  std::vector<double> isolated_bytes_;
   bool isolate_all_to_all_ = false;
   std::optional<workload::Dim> nvlink_owner_; ///< the one dimension using NVLink, when there is one
   std::map<std::tuple<int, int, double, int>, double> isolated_p2p_; ///< collapsed pipeline transfers
   std::map<PatternKey, Algorithm> chosen_;                           ///< `auto` resolved per op pattern
   /// @brief `auto` resolved per call: stage, axes, kind, bytes, purpose and group index.
-  std::map<std::tuple<int, std::uint16_t, int, double, int, int>, Algorithm> per_call_;
+  std::map<std::tuple<int, std::uint32_t, int, double, int, int>, Algorithm> per_call_;
   workload::DimArray<unsigned> auto_picks_{};
   int hot_member_ = 0; ///< the busiest member of each EP group under the job's routing
 
@@ -586,7 +609,6 @@ LoweredStep lower_step(const topology::Topology& topology, const workload::StepG
   LoweredStep out;
   out.nodes               = lowering.nodes();
   out.stream_prev         = lowering.stream_prev();
-  out.mirrors             = lowering.mirrors();
   out.isolated_link_bytes = lowering.isolated_bytes();
   out.all_to_all_isolated = lowering.isolate_all_to_all();
   out.spans               = std::move(lowering.spans());

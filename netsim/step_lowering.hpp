@@ -31,9 +31,8 @@ struct LoweredStep {
   std::vector<std::vector<Node>> nodes;               ///< [stage][op]
   std::vector<std::vector<int>> stream_prev;          ///< [stage][op]: the previous op of its stream, -1 for none
   std::vector<std::vector<std::pair<int, int>>> peer; ///< [stage][op]: a send's or receive's peer (stage, op)
-  /// @brief (GPU of a lowered representative group, GPU of a group it stands for), member by member.
-  std::set<std::pair<int, int>> mirrors;
-  /// @brief Bytes per link and direction of the collectives timed in isolation (not in `graph`).
+  /// @brief Bytes per link and direction that `graph` does not carry: the collectives timed in isolation, and the
+  /// groups a node-local representative stands for (its transfers over their routes).
   std::vector<double> isolated_link_bytes;
   bool all_to_all_isolated = false;          ///< whether all-to-alls were timed in isolation
   std::vector<CollectiveSpan> spans;         ///< at hybrid fidelity: every collective lowered as flows

@@ -29,10 +29,10 @@ workload::DimArray<bool> dimensions_across_nodes(const topology::Topology& topol
                                                  const placement::Placement& placement)
 {
   workload::DimArray<bool> across{};
-  std::set<std::pair<std::size_t, std::uint16_t>> seen;
+  std::set<std::pair<std::size_t, std::uint32_t>> seen;
   for (std::size_t s = 0; s < graph.stages.size(); ++s)
     for (const auto& op : graph.stages[s].ops) {
-      if (!op.dim || across[*op.dim] || !reduces_or_gathers(op) || !seen.insert({s, op.group.axes.bits()}).second)
+      if (!op.dim || across[*op.dim] || !reduces_or_gathers(op) || !seen.insert({s, op.group.key()}).second)
         continue;
       for (const auto& g : placement.groups(static_cast<int>(s), op.group))
         for (int gpu : g)
@@ -47,11 +47,11 @@ workload::DimArray<bool> dimensions_across_nodes(const topology::Topology& topol
 bool applies_to_dimension(const topology::Topology& topology, const workload::StepGraph& graph,
                           const placement::Placement& placement, Dim d, Algorithm algorithm, const NcclSettings& nccl)
 {
-  std::set<std::tuple<std::size_t, std::uint16_t, int>> seen;
+  std::set<std::tuple<std::size_t, std::uint32_t, int>> seen;
   for (std::size_t s = 0; s < graph.stages.size(); ++s)
     for (const auto& op : graph.stages[s].ops) {
       if (op.kind != OpKind::collective || op.dim != d || op.group.size < 2 ||
-          !seen.insert({s, op.group.axes.bits(), static_cast<int>(op.collective)}).second)
+          !seen.insert({s, op.group.key(), static_cast<int>(op.collective)}).second)
         continue;
       Collective c;
       c.op   = op.collective;

@@ -309,6 +309,19 @@ std::array<int, 4> RankLayout::group_key(const Coordinates& c, workload::AxisSet
 
 std::vector<std::vector<int>> RankLayout::groups(int stage, const workload::Group& group) const
 {
+  if (group.members) {
+    // A trace's own sub-groups: each as listed, of the stage's ranks.
+    std::vector<std::vector<int>> out;
+    for (const auto& listed : *group.members) {
+      std::vector<int> members;
+      for (int r : listed)
+        if (r >= 0 && r < ranks() && (group.axes.contains(Axis::pp) || coordinates(r).pp == stage))
+          members.push_back(r);
+      if (!members.empty())
+        out.push_back(std::move(members));
+    }
+    return out;
+  }
   std::map<std::array<int, 4>, std::vector<int>> by_key;
   for (int r = 0; r < ranks(); ++r) {
     auto c = coordinates(r);
@@ -362,7 +375,7 @@ PlacementReport Placement::report(const workload::StepGraph& graph) const
   };
   std::map<std::string, GroupCrossing> rows;
   // A group kind: its axes, or for pipeline pairs the peer stage as well.
-  using Kind = std::pair<std::uint16_t, int>;
+  using Kind = std::pair<std::uint32_t, int>;
   std::set<std::pair<int, Kind>> counted; // (stage or -1 for groups spanning pp, kind)
   // Ring edges of a stage's groups (or pipeline pairs) that cross a building / region boundary, per group kind.
   std::map<Kind, std::pair<double, double>> crossing_edges;
@@ -376,7 +389,7 @@ PlacementReport Placement::report(const workload::StepGraph& graph) const
         continue;
       const std::vector<std::vector<int>>* members = nullptr;
       std::string name;
-      Kind dims{op.group.axes.bits(), -1};
+      Kind dims{op.group.key(), -1};
       if (send) {
         dims = Kind{workload::AxisSet(Axis::pp).bits(), op.peer_stage};
         if (crossing_edges.find(dims) == crossing_edges.end()) { // else counted and costed already

@@ -45,7 +45,7 @@ public:
   /// @brief The id of the group of kind `g` on stage `stage` that holds `rank`.
   int id(int stage, const workload::Group& g, int rank)
   {
-    auto key = std::pair{g.axes.contains(workload::Axis::pp) ? -1 : stage, g.axes.bits()};
+    auto key = std::pair{g.axes.contains(workload::Axis::pp) ? -1 : stage, g.key()};
     auto it  = of_rank_.find(key);
     if (it == of_rank_.end()) {
       std::vector<int> ids(static_cast<std::size_t>(layout_.ranks()), 0);
@@ -72,7 +72,7 @@ private:
   const placement::RankLayout& layout_;
   std::map<std::vector<int>, int> ids_;
   std::vector<const std::vector<int>*> order_;
-  std::map<std::pair<int, std::uint16_t>, std::vector<int>> of_rank_;
+  std::map<std::pair<int, std::uint32_t>, std::vector<int>> of_rank_;
 };
 
 std::string order_text(const std::vector<workload::Dim>& order)
@@ -195,8 +195,11 @@ ExportReport export_chakra(const workload::StepGraph& graph, const placement::Ra
           detail::add_attr(n, "comm_type").set_int64_val(comm_type(op.collective));
           detail::add_attr(n, "pg_name").set_string_val(std::to_string(groups.id(c.pp, op.group, rank)));
           detail::add_attr(n, "spansim_collective").set_string_val(std::string(name_of(op.collective)));
-          detail::add_attr(n, "spansim_axes").set_int64_val(op.group.axes.bits());
-          detail::add_attr(n, "spansim_group_size").set_int64_val(op.group.size);
+          // A trace's own sub-groups are their members, which pg_name and the group file carry; axes would widen them.
+          if (!op.group.members) {
+            detail::add_attr(n, "spansim_axes").set_int64_val(op.group.axes.bits());
+            detail::add_attr(n, "spansim_group_size").set_int64_val(op.group.size);
+          }
         } else {
           auto peer_c     = c;
           peer_c.pp       = op.peer_stage;

@@ -217,6 +217,25 @@ CollectiveOp collective_of(std::int64_t type, const std::string& where, std::uin
                        "REDUCE_SCATTER)");
 }
 
+// The communicator group a collective node names; none when it names every rank. ASTRA-sim reads pg_name with
+// std::stoi: "0.0" is group 0, "4.0" group 4; a missing or empty name, or group 0, is every rank of the job.
+std::optional<std::string> named_group(const chakra::Node& n, const std::map<std::string, std::vector<int>>& groups)
+{
+  auto pg = detail::as_string(detail::find_attr(n, "pg_name"));
+  if (pg && !groups.contains(*pg))
+    if (const auto id = stoi_like(*pg)) {
+      if (*id == 0)
+        pg = std::string();
+      else
+        for (const auto& [name, ranks] : groups)
+          if (stoi_like(name) == id)
+            pg = name;
+    }
+  if (pg && pg->empty())
+    pg.reset();
+  return pg;
+}
+
 // A group of a foreign trace from its ranks: the dimensions along which its members' coordinates differ.
 workload::Group group_of(const std::vector<int>& ranks, const placement::RankLayout& layout, const std::string& file,
                          const std::string& where)
@@ -480,20 +499,7 @@ private:
         op.collective = enum_attr(n, "spansim_collective", CollectiveOp::all_reduce, path);
       else
         op.collective = collective_of(as_int(find_attr(n, "comm_type")).value_or(-1), path, n.id());
-      auto pg = detail::as_string(find_attr(n, "pg_name"));
-      // ASTRA-sim reads pg_name with std::stoi: "0.0" is group 0, "4.0" group 4. A missing or empty name, or group 0,
-      // is every rank of the job.
-      if (pg && !groups_.contains(*pg))
-        if (const auto id = stoi_like(*pg)) {
-          if (*id == 0)
-            pg = std::string();
-          else
-            for (const auto& [name, ranks] : groups_)
-              if (stoi_like(name) == id)
-                pg = name;
-        }
-      if (pg && pg->empty())
-        pg.reset();
+      auto pg = named_group(n, groups_);
       // spansim's own traces carry their group's axes: the group file is for other readers then.
       if (pg && !groups_.contains(*pg) && (!groups_.empty() || !as_int(find_attr(n, "spansim_axes"))))
         throw TraceError(path, at,
@@ -626,12 +632,25 @@ std::string signature(const chakra::Node& n)
   return out;
 }
 
+// Per collective node of the reference rank's file (by id), the communicator group each rank's file names there
+// ("" for every rank), for the ranks that have a file.
+using NamedGroups = std::map<std::uint64_t, std::map<int, std::string>>;
+
 // A trace read without a model runs rank 0's program on every rank, as data-parallel replicas: every other rank's
 // file must hold the same nodes (types, collectives and their sizes; durations may differ, as between the ranks of a
-// real run: rank 0's stand for all), or its ranks need a parallelism.
-void check_alike(const std::string& prefix, int ranks, const workload::StageProgram& first)
+// real run: rank 0's stand for all), or its ranks need a parallelism. Where the trace has a group file, the groups
+// each rank's collectives name are collected on the way.
+NamedGroups check_alike(const std::string& prefix, int ranks, const workload::StageProgram& first,
+                        const std::map<std::string, std::vector<int>>& groups)
 {
   const auto reference = detail::read_et(et_path(prefix, first.trace_rank));
+  NamedGroups named;
+  auto note = [&](int rank, const chakra::Node& mine, const chakra::Node& reference_node) {
+    if (!groups.empty() && mine.type() == chakra::COMM_COLL_NODE)
+      named[reference_node.id()][rank] = named_group(mine, groups).value_or("");
+  };
+  for (const auto& n : reference.nodes)
+    note(first.trace_rank, n, n);
   for (int r = 0; r < ranks; ++r) {
     if (r == first.trace_rank || !path_exists(et_path(prefix, r)))
       continue;
@@ -648,7 +667,77 @@ void check_alike(const std::string& prefix, int ranks, const workload::StageProg
                          "this node is " + b + " where rank " + std::to_string(first.trace_rank) + "'s is " + a +
                              ": ranks that run different programs need the job's model, parallelism (whose order "
                              "numbers the ranks, one program per pipeline stage) and batch");
+      if (i < n)
+        note(r, other.nodes[i], reference.nodes[i]);
     }
+  }
+  return named;
+}
+
+// The ranks of a group, sorted, as a list in messages: "\"4\" (ranks 0, 2)", or "every rank".
+std::string group_text(const std::string& name, const std::vector<int>& ranks)
+{
+  if (name.empty())
+    return "every rank (no pg_name)";
+  std::string list;
+  for (std::size_t k = 0; k < ranks.size() && k < 16; ++k)
+    list += (k ? ", " : "") + std::to_string(ranks[k]);
+  return "\"" + name + "\" (ranks " + list + (ranks.size() > 16 ? ", ..." : "") + ")";
+}
+
+// Each collective of a trace read without a model runs over the groups its ranks' files name: every rank is in its
+// group, and ranks name one group together or disjoint ones. Where those groups are not the groups along the axes
+// the reference rank's group spans (ASTRA-sim's [0,2] and [1,3] of eight ranks, which span dp), the op carries them.
+void apply_sub_groups(workload::StageProgram& st, const NamedGroups& named,
+                      const std::map<std::string, std::vector<int>>& groups, const std::string& prefix,
+                      const placement::RankLayout& layout)
+{
+  std::map<std::string, std::vector<int>> sorted;
+  for (const auto& [name, ranks] : groups) {
+    auto& s = sorted[name] = ranks;
+    std::sort(s.begin(), s.end());
+  }
+  auto& every = sorted[""];
+  for (int r = 0; r < layout.ranks(); ++r)
+    every.push_back(r);
+  std::map<std::vector<std::vector<int>>, std::uint32_t> ids;
+  for (std::size_t i = 0; i < st.ops.size() && i < st.trace_nodes.size(); ++i) {
+    auto& op      = st.ops[i];
+    const auto it = named.find(st.trace_nodes[i]);
+    if (op.kind != OpKind::collective || it == named.end())
+      continue;
+    const std::string where = "node " + std::to_string(st.trace_nodes[i]);
+    std::set<std::vector<int>> parts;
+    for (const auto& [rank, name] : it->second) {
+      const auto found = sorted.find(name);
+      if (found == sorted.end())
+        throw TraceError(et_path(prefix, rank), where, "communicator group \"" + name + "\" is not in the group file");
+      const auto& mine = found->second;
+      if (!std::binary_search(mine.begin(), mine.end(), rank))
+        throw TraceError(et_path(prefix, rank), where,
+                         "rank " + std::to_string(rank) + " is not in its communicator group " +
+                             group_text(name, mine));
+      for (int m : mine) {
+        const auto other = it->second.find(m);
+        if (other != it->second.end() && sorted.at(other->second) != mine)
+          throw TraceError(et_path(prefix, m), where,
+                           "names communicator group " + group_text(other->second, sorted.at(other->second)) +
+                               " where rank " + std::to_string(rank) + "'s file names " + group_text(name, mine) +
+                               ", which holds rank " + std::to_string(m) +
+                               ": the ranks of one collective name one group, or groups apart");
+      }
+      parts.insert(mine);
+    }
+    std::vector<std::vector<int>> partition(parts.begin(), parts.end());
+    auto along = layout.groups(st.stage, op.group);
+    for (auto& g : along)
+      std::sort(g.begin(), g.end());
+    std::sort(along.begin(), along.end());
+    if (partition == along)
+      continue;
+    const auto [pos, fresh] = ids.emplace(partition, static_cast<std::uint32_t>(ids.size()) + 1);
+    op.group.members        = std::make_shared<const std::vector<std::vector<int>>>(partition);
+    op.group.partition      = pos->second;
   }
 }
 
@@ -824,8 +913,10 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
     graph.stages.push_back(reader.read(s, et_path(prefix, rank), rank));
   }
   // A trace read without a model runs rank 0's program on every rank: the others must be alike.
-  if (job.trace_only && job.parallelism.pp == 1)
-    check_alike(prefix, layout->ranks(), graph.stages.front());
+  if (job.trace_only && job.parallelism.pp == 1) {
+    const auto named = check_alike(prefix, layout->ranks(), graph.stages.front(), groups);
+    apply_sub_groups(graph.stages.front(), named, groups, prefix, *layout);
+  }
   for (const auto& [what, count] : reader.notes_)
     graph.notes.push_back(std::to_string(count) + " " + what);
   // A step in which nothing takes time or moves a byte means nothing (a trace of metadata only), and neither does

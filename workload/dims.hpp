@@ -7,8 +7,10 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace spansim::workload {
 
@@ -81,8 +83,17 @@ constexpr AxisSet operator|(Axis a, Axis b)
 
 /// @brief A communication group: the axes it spans, and its size.
 struct Group {
+  Group() = default;
+  Group(AxisSet a, int s) : axes(a), size(s) {}
   AxisSet axes;
   int size = 1;
+  /// @brief A foreign trace's sub-groups: the ranks of each group the collective runs over, where they are not every
+  /// rank along `axes` (ASTRA-sim's groups [0,2] and [1,3] of eight ranks); null for groups along whole axes.
+  std::shared_ptr<const std::vector<std::vector<int>>> members;
+  /// @brief Numbers the distinct `members` partitions of a step (0: none), so that caches tell them apart.
+  std::uint32_t partition = 0;
+  /// @brief What tells groups apart in caches and symmetry: the axes and the partition.
+  std::uint32_t key() const { return axes.bits() | (partition << 16); }
 };
 /// @brief Names a group by its axes, e.g. "cp+dp" ("none" for the empty set).
 std::string group_name(const Group& group);

@@ -738,3 +738,81 @@ TEST_CASE("ASTRA-sim's group names and group file as it reads them: pg_name by s
   spec["comm_groups"] = "inputs/missing.json";
   CHECK_THROWS_WITH(traces::load_chakra_job(spec, dir + "/job.json", "$"), Catch::Contains("missing.json"));
 }
+
+TEST_CASE("ASTRA-sim's 3-D artifact: collectives over named sub-groups run over their own ranks, and every rank's "
+          "file must name the same groups",
+          "[traces][chakra][foreign]")
+{
+  // shuoshuc/astra-sim-artifacts examples/T3D-analytical: 8 ranks of a 2 x 2 x 2 torus, each running three 1 MiB
+  // all-reduces, over groups [0,1] (pg "0"), [0,2] ("4") and [0,4] ("8") from rank 0's view, with its group file at
+  // inputs/comm_group.json. Each is a 2-rank all-reduce, not one over all 8 ranks.
+  const std::string dir = std::string(SPANSIM_SOURCE_DIR) + "/tests/data/foreign/astra-sim-artifacts/T3D-analytical";
+  auto scenario_of      = [](const std::string& trace, const std::string& groups) {
+    return scenario::parse_scenario(
+             {{"name", "t3d"},
+         {"topology", "dgx-h100"},
+         {"fidelity", "analytical"},
+         {"collectives", {{"nccl", {{"protocol", "Simple"}}}}},
+         {"job", {{"name", "t3d"}, {"kind", "chakra"}, {"trace", trace}, {"comm_groups", groups}, {"gpu", "h100"}}}},
+             "t3d.json");
+  };
+  auto run        = scenario::run_scenario(scenario_of(dir + "/trace/trace", dir + "/inputs/comm_group.json"));
+  const auto& ops = run.placed->graph().stages.at(0).ops;
+  const std::vector<std::vector<std::vector<int>>> expected = {
+      {{0, 1}, {2, 3}, {4, 5}, {6, 7}}, {{0, 2}, {1, 3}, {4, 6}, {5, 7}}, {{0, 4}, {1, 5}, {2, 6}, {3, 7}}};
+  std::vector<const workload::Op*> reduces;
+  for (const auto& op : ops)
+    if (op.kind == workload::OpKind::collective)
+      reduces.push_back(&op);
+  REQUIRE(reduces.size() == 3);
+  double expected_step = 0;
+  for (const auto& op : ops)
+    if (workload::is_compute(op.kind))
+      expected_step += op.seconds;
+  for (std::size_t k = 0; k < 3; ++k) {
+    INFO("all-reduce " << k);
+    CHECK(reduces[k]->group.size == 2);
+    REQUIRE(reduces[k]->group.members != nullptr);
+    CHECK(*reduces[k]->group.members == expected[k]);
+    CHECK(run.placed->placement().groups(0, reduces[k]->group).size() == 4);
+    // spansim collective on rank 0's two GPUs, with the scenario's NCCL settings.
+    netsim::Collective c;
+    c.op             = CollectiveOp::all_reduce;
+    c.bytes          = reduces[k]->bytes;
+    c.nccl           = run.scenario.options.nccl;
+    c.gpus           = {run.placed->placement().gpu(expected[k][0][0]), run.placed->placement().gpu(expected[k][0][1])};
+    const auto& topo = run.placed->topology();
+    netsim::FlowGraph graph(topo.spec().multipath.qps);
+    const int begin = graph.add_delay(0, {});
+    const auto l    = netsim::add_collective(graph, topo, c, {begin});
+    const auto r    = netsim::run(topo, graph, netsim::Fidelity::analytical, netsim::EngineOptions{});
+    expected_step += r.ops[l.end_op].end - r.ops[begin].start;
+  }
+  test::expect_within("the compute nodes and three 2-rank all-reduces in trace order", expected_step,
+                      run.result.step_time, 0.01);
+  // NVLink bytes by hand: a 2-rank ring all-reduce of S sends S from each rank (Simple: no wire overhead), over the
+  // GPU's link to the NVSwitch and the switch's link to the peer; 4 groups per all-reduce, 3 all-reduces.
+  double nvlink     = 0;
+  const auto& links = run.placed->topology().links();
+  for (std::size_t l = 0; l < links.size(); ++l)
+    if (links[l].tier == topology::Tier::nvlink)
+      nvlink += run.result.link_bytes[2 * l] + run.result.link_bytes[2 * l + 1];
+  test::expect_within("NVLink bytes: 3 all-reduces x 4 groups x 2 ranks x 1 MiB x 2 links", 3.0 * 4 * 2 * 2 * (1 << 20),
+                      nvlink, 1e-9);
+
+  // A group file in which rank 0's second group is [0,3]: rank 3's file names "5" = [1,3], which overlaps it.
+  const auto bad = scratch("t3d-overlap");
+  for (int r = 0; r < 8; ++r)
+    fs::copy_file(dir + "/trace/trace." + std::to_string(r) + ".et", bad + "/trace." + std::to_string(r) + ".et");
+  {
+    auto groups = json::parse(std::ifstream(dir + "/inputs/comm_group.json"));
+    groups["4"] = {0, 3};
+    std::ofstream(bad + "/groups.json") << groups.dump();
+  }
+  CHECK_THROWS_AS(scenario::run_scenario(scenario_of(bad + "/trace", bad + "/groups.json")), TraceError);
+  CHECK_THROWS_WITH(scenario::run_scenario(scenario_of(bad + "/trace", bad + "/groups.json")),
+                    Catch::Contains(bad + "/trace.3.et: node") &&
+                        Catch::Contains("names communicator group \"5\" (ranks 1, 3) where rank 0's file names "
+                                        "\"4\" (ranks 0, 3), which holds rank 3"));
+  fs::remove_all(bad);
+}
