@@ -385,7 +385,8 @@ void add_topology_command(CLI::App& app)
       ->required();
   z->add_option("--template", zo->options.building_template,
                 "Topology of one building copied at each site (default zoo-site: 64 H100 GPUs)");
-  z->add_option("--default-speed", zo->default_speed, "Bandwidth of links without LinkSpeedRaw (default 100Gbps)");
+  z->add_option("--default-speed", zo->default_speed,
+                "Bandwidth of links without LinkSpeedRaw or LinkSpeed (default 100Gbps)");
   z->add_option("--equipment-latency", zo->equipment, "Latency added to each link's fiber delay (default 20us)");
   z->add_option("--uplink", zo->uplink, "Bandwidth from a building to its router (default 12.8Tbps)");
   z->add_flag("--json", zo->json, "Print one JSON document");

@@ -298,12 +298,14 @@ struct ZooImport {
 };
 
 /// @brief Reads a Topology Zoo GraphML file as published (keys resolved by name, graph-level data ignored): every
-/// node with a link becomes a router (a switch of no building), every edge a link of LinkSpeedRaw bits/s (or the
-/// default) whose latency is the great-circle distance at 5 us/km plus the equipment's; each site gets a copy of
-/// the template building joined to its router, in the order of `sites`. Isolated nodes and self loops are left out
-/// and noted; an absent or empty LinkSpeedRaw or coordinate takes the default and is noted.
+/// node with a link becomes a router (a switch of no building), every edge a link of LinkSpeedRaw bits/s (else
+/// LinkSpeed in LinkSpeedUnits K, M, G or T, else the default) whose latency is the great-circle distance at 5 us/km
+/// plus the equipment's; each site gets a copy of the template building joined to its router, in the order of `sites`.
+/// Isolated nodes and self loops are left out and noted; an absent or empty LinkSpeedRaw or coordinate takes the
+/// default and is noted.
 /// @throws SpecError naming the file for what is not a GraphML graph, and the node or edge (ids and labels) with the
-/// allowed range for a LinkSpeedRaw, Latitude or Longitude that is present but malformed or out of range;
+/// allowed range for a LinkSpeedRaw, LinkSpeed (or its units), Latitude or Longitude that is present but malformed or
+/// out of range;
 /// UsageError for an unknown or isolated site, a site the first cannot reach, and options out of range.
 ZooImport import_zoo(const std::string& path, const ZooOptions& options);
 

@@ -11,6 +11,7 @@
 #include <boost/property_tree/xml_parser.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -35,6 +36,7 @@ struct ZooNode {
 struct ZooEdge {
   std::string source, target;
   std::optional<double> bits_per_second;
+  bool from_units = false; ///< the speed is LinkSpeed x LinkSpeedUnits (the file has no LinkSpeedRaw)
 };
 
 // "%.17g" with a unit: exact in the output file.
@@ -180,11 +182,38 @@ ZooGraph read_zoo(const std::string& path)
     return it == label_of.end() ? id : it->second;
   };
   for (std::size_t k = 0; k < g.edges.size(); ++k) {
-    auto& e           = g.edges[k];
-    e.bits_per_second = data_number(edge_data[k], "LinkSpeedRaw", path,
-                                    "edge \"" + e.source + "\" -- \"" + e.target + "\" (\"" + label(e.source) +
-                                        "\" -- \"" + label(e.target) + "\")",
-                                    0, units::kMaxBandwidth * 8, true, "bits/s above 0, at most 1e18 = 1 Ebps");
+    auto& e          = g.edges[k];
+    const auto where = "edge \"" + e.source + "\" -- \"" + e.target + "\" (\"" + label(e.source) + "\" -- \"" +
+                       label(e.target) + "\")";
+    const auto& d     = edge_data[k];
+    e.bits_per_second = data_number(d, "LinkSpeedRaw", path, where, 0, units::kMaxBandwidth * 8, true,
+                                    "bits/s above 0, at most 1e18 = 1 Ebps");
+    if (e.bits_per_second)
+      continue;
+    // Without LinkSpeedRaw (Garr), the speed as the Zoo states it: LinkSpeed in LinkSpeedUnits, from which the
+    // Zoo's own tools derive LinkSpeedRaw.
+    const auto speed = data_number(d, "LinkSpeed", path, where, 0, units::kMaxBandwidth * 8, true,
+                                   "a number above 0, in LinkSpeedUnits");
+    if (!speed)
+      continue;
+    static const std::map<std::string, double> kScale = {{"K", 1e3}, {"M", 1e6}, {"G", 1e9}, {"T", 1e12}};
+    const auto u                                      = d.find("LinkSpeedUnits");
+    std::string unit                                  = u == d.end() ? std::string() : trimmed(u->second);
+    if (unit.size() == 1)
+      unit[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(unit[0])));
+    const auto scale = kScale.find(unit);
+    if (scale == kScale.end())
+      throw SpecError(path, where,
+                      "LinkSpeed \"" + trimmed(d.at("LinkSpeed")) + "\" has " +
+                          (u == d.end() ? std::string("no LinkSpeedUnits")
+                                        : "LinkSpeedUnits \"" + trimmed(u->second).substr(0, 40) + "\"") +
+                          " (allowed: K, M, G or T bits/s, as the Zoo writes them; or a LinkSpeedRaw in bits/s)");
+    if (*speed * scale->second > units::kMaxBandwidth * 8)
+      throw SpecError(path, where,
+                      "LinkSpeed \"" + trimmed(d.at("LinkSpeed")) + "\" " + unit +
+                          " is out of range (allowed: above 0, at most 1e18 bits/s = 1 Ebps)");
+    e.bits_per_second = *speed * scale->second;
+    e.from_units      = true;
   }
   return g;
 }
@@ -367,7 +396,7 @@ ZooImport import_zoo(const std::string& path, const ZooOptions& options)
   }
   // Links: LinkSpeedRaw (bits/s) or the stated default; latency from the great-circle distance at 5 us/km plus
   // the equipment's, or the equipment's alone where an end has no coordinates.
-  std::size_t without_speed = 0, without_length = 0;
+  std::size_t without_speed = 0, without_length = 0, from_units = 0;
   for (const auto* e : edges) {
     const auto& a    = *by_id.at(e->source);
     const auto& b    = *by_id.at(e->target);
@@ -376,6 +405,7 @@ ZooImport import_zoo(const std::string& path, const ZooOptions& options)
       bandwidth = *e->bits_per_second / 8;
     else
       ++without_speed;
+    from_units += e->from_units ? 1 : 0;
     double latency = options.equipment_latency;
     if (a.latitude && a.longitude && b.latitude && b.longitude)
       latency +=
@@ -389,10 +419,13 @@ ZooImport import_zoo(const std::string& path, const ZooOptions& options)
                      {"tier", "inter_region"}});
     ++out.links;
   }
+  if (from_units > 0)
+    out.notes.push_back(std::to_string(from_units) + " of " + std::to_string(edges.size()) +
+                        " links at the speed their LinkSpeed and LinkSpeedUnits state (no LinkSpeedRaw)");
   if (without_speed > 0)
     out.notes.push_back(std::to_string(without_speed) + " of " + std::to_string(edges.size()) +
-                        " links have no LinkSpeedRaw: " + units::format_bandwidth(options.default_bandwidth) +
-                        " (--default-speed)");
+                        " links have no LinkSpeedRaw or LinkSpeed: " +
+                        units::format_bandwidth(options.default_bandwidth) + " (--default-speed)");
   if (without_length > 0)
     out.notes.push_back(std::to_string(without_length) +
                         " links join a node without coordinates: equipment latency only");

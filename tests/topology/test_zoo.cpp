@@ -15,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 #include <unistd.h>
@@ -74,7 +75,8 @@ TEST_CASE("a Topology Zoo graph imports as published: latencies from great-circl
   CHECK(abilene.routers == 11);
   CHECK(abilene.links == 14);
   // Abilene's links are "OC-192" labels without LinkSpeedRaw: the stated default.
-  CHECK(abilene.notes == std::vector<std::string>{"14 of 14 links have no LinkSpeedRaw: 100 Gbps (--default-speed)"});
+  CHECK(abilene.notes ==
+        std::vector<std::string>{"14 of 14 links have no LinkSpeedRaw or LinkSpeed: 100 Gbps (--default-speed)"});
   const auto edges = csv_edges("Abilene");
   const auto links = zoo_links(abilene.topology);
   REQUIRE(links.size() == edges.size());
@@ -130,15 +132,39 @@ TEST_CASE("Topology Zoo quirks: LinkSpeedRaw as bits/s, isolated and unlocated n
     ++checked;
   }
   CHECK(checked == 12);
+  // Garr: no LinkSpeedRaw anywhere; 55 of its 74 edges state LinkSpeed with LinkSpeedUnits (34 Mb/s to 10 Gb/s),
+  // which the CSV's research script turned into bits/s on its own; the other 19 state nothing.
+  o.sites         = {"0", "1"};
+  const auto garr = topology::import_zoo(kZoo + "Garr.graphml", o);
+  CHECK(garr.notes == std::vector<std::string>{
+                          "55 of 74 links at the speed their LinkSpeed and LinkSpeedUnits state (no LinkSpeedRaw)",
+                          "19 of 74 links have no LinkSpeedRaw or LinkSpeed: 100 Gbps (--default-speed)",
+                          "74 links join a node without coordinates: equipment latency only"});
+  const auto garr_links = zoo_links(garr.topology);
+  std::map<std::pair<std::string, std::string>, int> seen;
+  int stated = 0;
+  for (const auto& e : csv_edges("Garr")) {
+    // Parallel edges between the same ends come out in file order, as the CSV lists them.
+    const std::pair ends{e.source, e.target};
+    auto it = garr_links.lower_bound(ends);
+    std::advance(it, seen[ends]++);
+    REQUIRE(it != garr_links.end());
+    REQUIRE(it->first == ends);
+    const double expected = std::isnan(e.bits_per_second) ? o.default_bandwidth : e.bits_per_second / 8;
+    test::expect_within("Garr link " + e.source + "-" + e.target + " bandwidth", expected, it->second.second, 1e-9);
+    stated += std::isnan(e.bits_per_second) ? 0 : 1;
+  }
+  CHECK(stated == 55);
   // KentmanApr2007: an isolated node is left out, a link to an external node without coordinates keeps only the
   // equipment's latency, one link lacks LinkSpeedRaw, and a parallel pair stays two links.
   o.sites            = {"0", "5"};
   const auto kentman = topology::import_zoo(kZoo + "KentmanApr2007.graphml", o);
   CHECK(kentman.routers == 22);
   CHECK(kentman.links == 24);
-  CHECK(kentman.notes == std::vector<std::string>{"isolated node \"CCCU-C\" left out",
-                                                  "1 of 24 links have no LinkSpeedRaw: 100 Gbps (--default-speed)",
-                                                  "2 links join a node without coordinates: equipment latency only"});
+  CHECK(kentman.notes ==
+        std::vector<std::string>{"isolated node \"CCCU-C\" left out",
+                                 "1 of 24 links have no LinkSpeedRaw or LinkSpeed: 100 Gbps (--default-speed)",
+                                 "2 links join a node without coordinates: equipment latency only"});
   // An unknown site names the nodes; an isolated one is refused.
   o.sites = {"Atlantis"};
   CHECK_THROWS_WITH(topology::import_zoo(kZoo + "KentmanApr2007.graphml", o),
@@ -216,8 +242,9 @@ TEST_CASE("Topology Zoo values present but malformed or out of range are refused
   // An empty value is an absent one: the default applies and the note says so.
   const auto empty      = zoo_file("empty", chain, " ", "");
   const auto with_empty = topology::import_zoo(empty, o);
-  const auto expected   = std::vector<std::string>{"3 of 3 links have no LinkSpeedRaw: 100 Gbps (--default-speed)",
-                                                   "1 links join a node without coordinates: equipment latency only"};
+  const auto expected =
+      std::vector<std::string>{"3 of 3 links have no LinkSpeedRaw or LinkSpeed: 100 Gbps (--default-speed)",
+                               "1 links join a node without coordinates: equipment latency only"};
   CHECK(with_empty.notes == expected);
   std::filesystem::remove(empty);
 }
