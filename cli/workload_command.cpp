@@ -324,7 +324,9 @@ void import_kineto(const KinetoOptions& o)
                         {"matched_seconds", k.matched_seconds},
                         {"unmatched", k.unmatched},
                         {"iterations_s", k.iterations},
-                        {"iteration_s", k.iteration_seconds()}};
+                        {"iteration_s", k.iteration_seconds()},
+                        {"truncated_iteration_s",
+                         k.truncated_iteration > 0 ? nlohmann::json(k.truncated_iteration) : nlohmann::json(nullptr)}};
     if (!replay.is_null())
       j["replay"] = replay;
     std::cout << j.dump(2) << "\n";
@@ -359,7 +361,10 @@ void import_kineto(const KinetoOptions& o)
             {"other GEMM shapes (FP32, TF32, FP16, batched)", std::to_string(k.other_gemms.size())},
             {"attention shapes", std::to_string(k.kernels.attention.size())},
             {"iterations (ProfilerStep)",
-             std::to_string(k.iterations.size()) + ", median " + units::format_time(k.iteration_seconds())}};
+             std::to_string(k.iterations.size()) + ", median " + units::format_time(k.iteration_seconds()) +
+                 (k.truncated_iteration > 0 ? "; a last one of " + units::format_time(k.truncated_iteration) +
+                                                  " left out (cut by the profiler's stop: under half the median)"
+                                            : "")}};
   for (const auto& w : written)
     t.rows.push_back({"written", w});
   if (!replay.is_null()) {

@@ -294,6 +294,8 @@ KinetoKernels read_kineto(const std::string& path)
                      "not a Chrome trace (expected an object with a \"traceEvents\" list, as torch.profiler "
                      "writes)");
   KinetoKernels out;
+  std::vector<std::pair<double, double>> steps; // ProfilerStep#N: start (trace us) and seconds
+  std::size_t runtime_calls = 0, launch_calls = 0, ranges = 0;
   std::vector<Span> ops, launches;
   std::map<std::int64_t, std::size_t> launch_of; // correlation -> its launch
   std::vector<const json*> kernels;
@@ -307,27 +309,52 @@ KinetoKernels read_kineto(const std::string& path)
     // kernel; ProfilerStep#N is an annotation (or an Operator), never a kernel's launching op.
     if (name.rfind("ProfilerStep#", 0) == 0) {
       if (cat == "user_annotation" || cat == "cpu_op" || cat == "operator")
-        out.iterations.push_back(duration(e, path, "iteration"));
+        steps.emplace_back(start_of(e, path, index, "iteration"), duration(e, path, "iteration"));
     } else if (cat == "cpu_op" || cat == "operator") {
       // In the trace's microseconds: a launch at an op's last microsecond is still inside it.
       const double start = start_of(e, path, index, "CPU op");
       duration(e, path, "CPU op");
       ops.push_back({thread_of(e), start, start + e["dur"].get<double>(), &e});
     } else if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "runtime") {
+      ++runtime_calls;
+      launch_calls += name.find("Launch") != std::string::npos ? 1 : 0;
       if (auto corr = int_arg(e, "correlation")) {
         launch_of[*corr] = launches.size();
         launches.push_back({thread_of(e), start_of(e, path, index, "runtime call"), 0, &e});
       }
     } else if (cat == "kernel") {
       kernels.push_back(&e);
+    } else if (cat == "cuda_profiler_range") {
+      ++ranges;
     }
   }
   // Without kernels there is nothing to measure: a CPU-only profile, or one recorded without the GPU's activity.
+  // Iterations in trace order. torch.profiler's stop can cut the last ProfilerStep short (a step() just before it
+  // opened one): a last step under half the median of the others is that fragment, not an iteration.
+  std::sort(steps.begin(), steps.end());
+  for (const auto& [start, seconds] : steps)
+    out.iterations.push_back(seconds);
+  if (out.iterations.size() >= 2) {
+    const double last = out.iterations.back();
+    if (last < 0.5 * median(std::vector<double>(out.iterations.begin(), out.iterations.end() - 1))) {
+      out.truncated_iteration = last;
+      out.iterations.pop_back();
+    }
+  }
+  if (kernels.empty() && ranges > 0)
+    throw TraceError(path, "",
+                     "no GPU kernel events: it was recorded with CUPTI's range profiler (" + std::to_string(ranges) +
+                         " cuda_profiler_range events: hardware counters over replayed ranges, not kernel times; " +
+                         std::to_string(launch_calls) +
+                         " kernel launches): record it with torch.profiler's activities=[ProfilerActivity.CUDA] and "
+                         "no profiler_metrics in its experimental_config");
   if (kernels.empty())
     throw TraceError(path, "",
                      "no GPU kernel events (\"cat\": \"kernel\"; the trace has " + std::to_string(ops.size()) +
-                         " CPU ops and " + std::to_string(launches.size()) +
-                         " kernel launches): record it with ProfilerActivity.CUDA among torch.profiler's activities");
+                         " CPU ops and " + std::to_string(runtime_calls) + " runtime calls, " +
+                         std::to_string(launch_calls) +
+                         " of them kernel launches): record it with ProfilerActivity.CUDA among torch.profiler's "
+                         "activities");
   const auto owner = enclosing_ops(ops, launches);
   // Kernel seconds per launching op (an op may launch several kernels: their times add up).
   std::map<const json*, double> op_seconds;

@@ -29,12 +29,15 @@ struct OtherGemm {
 struct KinetoKernels {
   workload::MeasuredKernels kernels;  ///< BF16 and FP8 rows, one per distinct shape: the median of its calls
   std::vector<OtherGemm> other_gemms; ///< FP32/TF32/FP16 GEMMs and batched GEMMs, in tables of their own
-  std::vector<double> iterations;     ///< seconds of each ProfilerStep#N annotation
-  std::size_t gpu_kernels      = 0;   ///< kernel events in the trace
-  std::size_t attached_kernels = 0;   ///< of which linked to the CPU op that launched them
-  std::size_t gemm_kernels     = 0;   ///< of which launched by a GEMM op (aten::mm, addmm, linear, bmm, baddbmm)
-  std::size_t matched_kernels  = 0;   ///< of which in a table row (GEMM or attention of a readable shape)
-  double gpu_seconds           = 0;   ///< their total time
+  std::vector<double> iterations;     ///< seconds of each complete ProfilerStep#N annotation, in trace order
+  /// @brief Seconds of a last ProfilerStep left out as cut short by the profiler's stop (under half the median of
+  /// the others); 0 when none was.
+  double truncated_iteration   = 0;
+  std::size_t gpu_kernels      = 0; ///< kernel events in the trace
+  std::size_t attached_kernels = 0; ///< of which linked to the CPU op that launched them
+  std::size_t gemm_kernels     = 0; ///< of which launched by a GEMM op (aten::mm, addmm, linear, bmm, baddbmm)
+  std::size_t matched_kernels  = 0; ///< of which in a table row (GEMM or attention of a readable shape)
+  double gpu_seconds           = 0; ///< their total time
   double matched_seconds       = 0;
   /// @brief Why kernels stayed out of the tables -> how many: no launch event with their correlation id, a launch
   /// outside any CPU op, or the launching op's name and what it lacked.

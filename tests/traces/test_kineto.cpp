@@ -358,7 +358,7 @@ TEST_CASE("malformed Kineto events are refused or counted: a string ts, no kerne
   path             = write(j, "kineto-cpu-only");
   CHECK_THROWS_WITH(traces::read_kineto(path),
                     Catch::Contains(path + ": no GPU kernel events (\"cat\": \"kernel\"; the trace has 2 CPU ops and 2 "
-                                           "kernel launches)"));
+                                           "runtime calls, 2 of them kernel launches)"));
   fs::remove(path);
 
   // Operands whose inner (or batch) dimensions differ are no product PyTorch ran: the op is left out of the
@@ -397,4 +397,44 @@ TEST_CASE("malformed Kineto events are refused or counted: a string ts, no kerne
   }
   test::expect_within("GEMM kernels (the good mm and the five left out)", 6, static_cast<double>(k.gemm_kernels), 0);
   test::expect_within("kernels in the tables", 1, static_cast<double>(k.matched_kernels), 0);
+}
+
+TEST_CASE("a Kineto trace's last ProfilerStep cut short by the profiler's stop is left out of the iteration time",
+          "[traces][kineto]")
+{
+  // The audit's AMD trace: a 9.288 ms step and a 0.049 ms fragment after it, whose mean (4.669 ms) was reported.
+  auto j                     = trace_of({{128, 768, 256, 100}});
+  j["traceEvents"][0]["dur"] = 9288.0;
+  j["traceEvents"][1]["ts"]  = 9300.0;
+  j["traceEvents"][1]["dur"] = 49.0;
+  auto path                  = write(j, "kineto-truncated");
+  auto k                     = traces::read_kineto(path);
+  test::expect_within("the one complete step", 9.288e-3, k.iteration_seconds(), 1e-12);
+  test::expect_within("the fragment, named apart", 49e-6, k.truncated_iteration, 1e-12);
+  CHECK(k.iterations.size() == 1);
+  // A last step of half the median or more is an iteration: both count (median of 9.288 and 4.644 ms).
+  j["traceEvents"][1]["dur"] = 4644.0;
+  path                       = write(j, "kineto-truncated");
+  k                          = traces::read_kineto(path);
+  CHECK(k.truncated_iteration == 0);
+  test::expect_within("two steps' median", (9.288e-3 + 4.644e-3) / 2, k.iteration_seconds(), 1e-12);
+  // Only the last one can be the stop's fragment: a short first step stays (a warm-up is the recording's choice).
+  j["traceEvents"][0]["dur"] = 49.0;
+  j["traceEvents"][1]["dur"] = 9288.0;
+  path                       = write(j, "kineto-truncated");
+  k                          = traces::read_kineto(path);
+  CHECK(k.truncated_iteration == 0);
+  CHECK(k.iterations.size() == 2);
+  fs::remove(path);
+}
+
+TEST_CASE("a CUPTI range-profiler trace (HTA's test data, as published) is refused as what it is", "[traces][kineto]")
+{
+  // 77 cuda_profiler_range events with hardware counters, no kernel events; 1,862 runtime calls of which 77 launch
+  // kernels.
+  const std::string path = std::string(SPANSIM_SOURCE_DIR) + "/tests/data/foreign/kineto/cupti_range_profiler.json.gz";
+  CHECK_THROWS_AS(traces::read_kineto(path), TraceError);
+  CHECK_THROWS_WITH(traces::read_kineto(path),
+                    Catch::Contains("recorded with CUPTI's range profiler (77 cuda_profiler_range events") &&
+                        Catch::Contains("77 kernel launches") && Catch::Contains("no profiler_metrics"));
 }
