@@ -7,6 +7,8 @@
 
 #include <filesystem>
 #include <map>
+#include <set>
+#include <tuple>
 
 #ifndef SPANSIM_DATA_DIR
 #error "SPANSIM_DATA_DIR must point at the source tree"
@@ -180,6 +182,42 @@ topology::Topology site(const Scenario& scenario)
   topology::Topology t(scenario.topology);
   return scenario.faults ? t.with_faults(*scenario.faults) : t;
 }
+
+// An algorithm the scenario names for a dimension must apply to that dimension's collectives (ring is no all-to-all,
+// halving-doubling needs a power-of-two group): refused at its key, with what the dimension runs and what applies.
+void check_algorithms(const Scenario& scenario, const PlacedStep& placed)
+{
+  std::set<std::tuple<std::size_t, int, int, std::uint32_t>> seen;
+  const auto& stages = placed.graph().stages;
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    for (const auto& op : stages[s].ops) {
+      if (op.kind != workload::OpKind::collective || !op.dim || op.group.size < 2)
+        continue;
+      const auto a = scenario.options.algorithms[*op.dim];
+      if (a == netsim::Algorithm::automatic ||
+          !seen.insert({s, static_cast<int>(*op.dim), static_cast<int>(op.collective), op.group.key()}).second)
+        continue;
+      const auto groups = placed.placement().groups(static_cast<int>(s), op.group);
+      if (groups.empty())
+        continue;
+      netsim::Collective c;
+      c.op        = op.collective;
+      c.algorithm = a;
+      c.gpus      = groups.front();
+      c.bytes     = op.bytes * op.count;
+      c.nccl      = scenario.options.nccl;
+      if (netsim::applicable(placed.topology(), c, a))
+        continue;
+      std::string allowed;
+      for (auto x : netsim::algorithms_for(op.collective))
+        if (x == netsim::Algorithm::automatic || netsim::applicable(placed.topology(), c, x))
+          allowed += (allowed.empty() ? "" : ", ") + std::string(name_of(x));
+      throw SpecError(scenario.file, scenario.json_path + ".collectives." + std::string(name_of(*op.dim)),
+                      "algorithm " + std::string(name_of(a)) + " does not apply to the " +
+                          std::string(name_of(*op.dim)) + " dimension's " + std::string(name_of(op.collective)) +
+                          " over " + std::to_string(c.gpus.size()) + " GPUs (allowed here: " + allowed + ", auto)");
+    }
+}
 } // namespace
 
 PlacedStep::PlacedStep(const Scenario& scenario, const PhaseCallback& phase)
@@ -210,6 +248,7 @@ ScenarioRun simulate(const Scenario& scenario, std::shared_ptr<const PlacedStep>
     options.dp_workers = sync::resolve_workers(placed->topology(), placed->graph(), placed->placement(),
                                                *scenario.diloco, spec::Location{outer_params.file, outer_params.path})
                              .of_gpu;
+  check_algorithms(scenario, *placed);
   try {
     run.result = netsim::simulate_step(placed->topology(), placed->graph(), placed->placement(), options);
   } catch (const UsageError& e) {

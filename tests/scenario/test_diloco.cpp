@@ -5,6 +5,7 @@
 // are test_long_links' subject: the closed forms here switch them off (plain DiLoCo's figures as before them).
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
+#include "scenario/scenario.hpp"
 #include "sync/sync.hpp"
 #include "topology/topology.hpp"
 
@@ -291,4 +292,27 @@ TEST_CASE("DiLoCo's block refuses overlapping or missing workers, 0 fragments, 0
                     Catch::Contains("$.diloco.workers") && Catch::Contains("node"));
   CHECK_THROWS_WITH(read(R"({"diloco": {"every": 8, "fragments": 4, "overlap_steps": 2}})"),
                     Catch::Contains("$.diloco.overlap_steps"));
+}
+
+TEST_CASE("DiLoCo workers of unequal sizes run under the default auto collectives: each worker's inner group as "
+          "NCCL picks for it",
+          "[diloco]")
+{
+  // Llama 3 8B on 48 H100 (TP 8, DP 6) with workers of 3, 2 and 1 replicas: the inner data-parallel groups are 3, 2
+  // and 1 GPUs wide. auto once tried halving-doubling on them and refused the documented input.
+  const auto sc = scenario::parse_scenario(
+      nlohmann::json::parse(R"({"name": "diloco-unequal", "topology": "two-regions", "fidelity": "analytical",
+        "job": {"name": "j", "model": "llama3-8b", "gpu": "h100", "gpus": 48,
+                "parallelism": {"tp": 8, "pp": 1, "dp": 6, "data_parallel": "fsdp"},
+                "batch": {"global_tokens": 196608, "sequence_length": 8192, "micro_batch": 1},
+                "schedule": {"kind": "1f1b"}, "recompute": "none"},
+        "collectives": {"dp": "auto"},
+        "diloco": {"every": 8, "workers": [{"name": "a", "gpus": "0-23"}, {"name": "b", "gpus": "24-39"},
+                                           {"name": "c", "gpus": "40-47"}]}})"),
+      "diloco-unequal.json");
+  const auto run = scenario::run_scenario(sc);
+  REQUIRE(run.diloco.has_value());
+  CHECK(run.diloco->outer.workers == 3);
+  CHECK(run.diloco->inner_step > 0);
+  CHECK(run.diloco->mean_step >= run.diloco->inner_step);
 }
