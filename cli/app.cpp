@@ -55,7 +55,8 @@ std::string one_line(const CLI::ParseError& e)
   for (auto& c : what)
     if (c == '\n')
       c = ' ';
-  return what + " (see --help)";
+  // CLI11 echoes the argument as given: its control characters are escaped as every spansim message's are.
+  return escape_controls(what) + " (see --help)";
 }
 
 std::string run_captured(std::vector<std::string> args)

@@ -106,8 +106,8 @@ void print_report(const ex::Campaign& c, const ex::RunReport& r, bool json_outpu
     std::cout << "Campaign " << c.name << ": merged " << r.found << " of " << r.points << " points (" << r.failed
               << " failed, " << r.missing << " missing)\n";
     for (const auto& e : r.errors)
-      std::cout << "  " << e << "\n";
-    std::cout << "Results: " << r.hdf5 << " and " << r.csv << "\n";
+      std::cout << "  " << escape_controls(e) << "\n";
+    std::cout << "Results: " << escape_controls(r.hdf5) << " and " << escape_controls(r.csv) << "\n";
   } else {
     std::cout << "Campaign " << c.name << ": " << r.points << " points";
     if (r.shard_points != r.points)
@@ -115,8 +115,9 @@ void print_report(const ex::Campaign& c, const ex::RunReport& r, bool json_outpu
     std::cout << "; " << r.found << " already recorded, " << r.ran << " run now in " << units::format_time(r.elapsed_s)
               << ", " << r.failed << " failed, " << r.missing << " missing\n";
     for (const auto& e : r.errors)
-      std::cout << "  " << e << "\n";
-    std::cout << "Results: " << r.hdf5 << (r.csv.empty() ? "" : " and " + r.csv) << "\n";
+      std::cout << "  " << escape_controls(e) << "\n";
+    std::cout << "Results: " << escape_controls(r.hdf5) << (r.csv.empty() ? "" : " and " + escape_controls(r.csv))
+              << "\n";
   }
 }
 
@@ -173,13 +174,13 @@ void slurm(const CampaignSlurmOptions& o)
                      .dump(2)
               << "\n";
   } else {
-    std::cout << "Campaign " << campaign.name << ": " << s.tasks << " array tasks\n  " << s.array_script << "\n  "
-              << s.merge_script << "\n";
+    std::cout << "Campaign " << campaign.name << ": " << s.tasks << " array tasks\n  "
+              << escape_controls(s.array_script) << "\n  " << escape_controls(s.merge_script) << "\n";
     if (!s.array_job.empty())
       std::cout << "Submitted array job " << s.array_job << " and merge job " << s.merge_job << " (after the array)\n";
     if (options.wait)
       std::cout << "Merge job ended with exit status " << s.merge_exit << "\n";
-    std::cout << "Results: " << s.hdf5 << "\n";
+    std::cout << "Results: " << escape_controls(s.hdf5) << "\n";
   }
   if (options.wait && s.merge_exit != 0)
     throw SimulationError("the merge job " + s.merge_job + " failed (exit " + std::to_string(s.merge_exit) + "); see " +

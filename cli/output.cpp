@@ -63,8 +63,18 @@ std::vector<int> parse_index_list(const std::string& flag, const std::string& no
   return out;
 }
 
-void print_table(std::ostream& out, const Table& table)
+void print_table(std::ostream& out, const Table& raw)
 {
+  // Cells echo names from input files (worker, region and op names): a control character is shown escaped, never
+  // sent to the terminal.
+  Table table{escape_controls(raw.title), {}, {}};
+  for (const auto& h : raw.headers)
+    table.headers.push_back(escape_controls(h));
+  for (const auto& row : raw.rows) {
+    table.rows.emplace_back();
+    for (const auto& cell : row)
+      table.rows.back().push_back(escape_controls(cell));
+  }
   std::vector<std::size_t> width(table.headers.size(), 0);
   for (std::size_t c = 0; c < table.headers.size(); ++c)
     width[c] = table.headers[c].size();

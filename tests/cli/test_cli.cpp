@@ -703,3 +703,18 @@ TEST_CASE("workload describe on a trace read without a model prints no model, to
   CHECK(nlohmann::json::parse(json.out)["tokens_per_step"].is_null());
   std::system(("rm -rf " + dir).c_str());
 }
+
+TEST_CASE("tables escape control characters of names from input files, as error messages do", "[cli]")
+{
+  // A region named with a terminal escape: topology describe shows it escaped, never the raw byte.
+  auto topo = nlohmann::json::parse(std::ifstream(std::string(SPANSIM_SOURCE_DIR) + "/tests/data/tiny.json"));
+  topo["regions"][0]["name"] = "r\x1b[31m0";
+  const auto path =
+      (std::filesystem::temp_directory_path() / ("ctrl-" + std::to_string(::getpid()) + ".json")).string();
+  std::ofstream(path) << topo.dump();
+  const auto r = spansim("topology describe " + path);
+  std::filesystem::remove(path);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find('\x1b') == std::string::npos);
+  CHECK(r.out.find("region r\\u001b[31m0") != std::string::npos);
+}
