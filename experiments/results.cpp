@@ -4,6 +4,7 @@
 
 #include "common/error.hpp"
 #include "common/paths.hpp"
+#include "common/units.hpp"
 #include "common/version.hpp"
 
 #include <hdf5.h>
@@ -475,8 +476,16 @@ bool usable_record(const json& record, const std::string& key)
     summary.at("configuration");
     summary.at("spansim").at("version").get<std::string>();
     summary.at("spansim").at("git_hash").get<std::string>();
-    for (const auto& column : metric_columns())
-      metric_value(record, column);
+    // A record's figures are read as any input's: a step of -1 s or 1e308 s (an edited or damaged record) is no
+    // result, and the point runs again.
+    for (const auto& column : metric_columns()) {
+      const double v = metric_value(record, column);
+      if (std::isnan(v))
+        continue;
+      const bool time = column.size() > 2 && column.compare(column.size() - 2, 2, "_s") == 0;
+      if (!std::isfinite(v) || v < 0 || (time && v > units::kMaxTime) || (column == "step_time_s" && !(v > 0)))
+        return false;
+    }
     if (record.contains("stages"))
       for (const auto& s : record.at("stages")) {
         s.at("stage").get<long long>();

@@ -258,6 +258,15 @@ TEST_CASE("point records of the wrong shape count as missing and the result file
   REQUIRE(t.rows == 3);
   CHECK(t.numbers["step_time_s"][0] == 0.25);
   CHECK(std::isnan(t.numbers["mfu"][2]));
+  // Figures no step can have, in an otherwise well-formed record: a negative step, one of 1e308 s, negative tokens/s.
+  for (const auto& [metric, value] :
+       {std::pair{"step_time_s", -1.0}, std::pair{"step_time_s", 1e308}, std::pair{"tokens_per_s", -5.0}}) {
+    json edited                          = ok_record(points[0].key);
+    edited["summary"]["metrics"][metric] = value;
+    put(0, edited);
+    INFO(metric << " = " << value);
+    CHECK(experiments::load_results(points, dir).count(points[0].key) == 0);
+  }
   fs::remove_all(dir);
 }
 
