@@ -48,10 +48,48 @@ std::string record_path(const std::string& records, Work work, const std::string
   return records + "/" + key_of(work, line) + ".rec";
 }
 
-// A record: the point's line (its tag), a newline, then the worker's bytes.
-std::optional<std::string> read_record(const std::string& path, const std::string& line)
+// A record's identity, its first line: the search's fingerprint (spec, topology, build) and the point's line. A
+// record of another search or of another point (a file swapped or copied in) does not answer.
+std::string identity(const std::string& fingerprint, const std::string& line)
 {
-  return read_tagged(path, line);
+  return fingerprint + " " + line;
+}
+
+// A record: its identity, a newline, then the worker's bytes.
+std::optional<std::string> read_record(const std::string& path, const std::string& fingerprint, const std::string& line)
+{
+  return read_tagged(path, identity(fingerprint, line));
+}
+
+void write_point_record(const std::string& path, const std::string& fingerprint, const std::string& line,
+                        const std::string& bytes)
+{
+  write_tagged(path, identity(fingerprint, line), bytes);
+}
+
+// What a search's records answer for: its spec (model, GPU, topology, search space, fidelities) and this build.
+std::string search_fingerprint(const optimizer::OptimizeSpec& spec)
+{
+  const std::string text =
+      spec.to_json().dump() + "\n" + spec.topology.to_json().dump() + "\n" + provenance()["git_hash"].dump();
+  std::uint64_t h = 14695981039346656037ull;
+  for (char c : text) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  return std::to_string(h);
+}
+
+constexpr const char* kFingerprintTag = "spansim optimize fingerprint";
+
+// The fingerprint a records folder's search wrote beside it (records/../fingerprint).
+std::string recorded_fingerprint(const std::string& records)
+{
+  const auto path = (fs::path(records).parent_path() / "fingerprint").string();
+  const auto fp   = read_tagged(path, kFingerprintTag);
+  if (!fp)
+    throw UsageError("\"" + path + "\" is missing or not a search's fingerprint: the records beside it cannot be read");
+  return *fp;
 }
 
 struct WorkList {
@@ -120,22 +158,15 @@ SlurmFarm::SlurmFarm(const optimizer::OptimizeSpec& spec, FarmOptions options)
   // Records are named by the point alone: they answer for this search only if its spec (model, GPU, topology,
   // search space, fidelities) and this build are the same. Another search in the same --out is refused, never
   // answered from the earlier one's records.
-  std::string text =
-      spec_.to_json().dump() + "\n" + spec_.topology.to_json().dump() + "\n" + provenance()["git_hash"].dump();
-  std::uint64_t h = 14695981039346656037ull;
-  for (char c : text) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ull;
-  }
-  const std::string fingerprint = std::to_string(h);
-  const std::string path        = options_.directory + "/slurm/fingerprint";
-  if (auto old = read_tagged(path, "spansim optimize fingerprint")) {
-    if (*old != fingerprint)
+  fingerprint_           = search_fingerprint(spec_);
+  const std::string path = options_.directory + "/slurm/fingerprint";
+  if (auto old = read_tagged(path, kFingerprintTag)) {
+    if (*old != fingerprint_)
       throw UsageError("\"" + options_.directory +
                        "/slurm\" holds the records of another search (its spec, topology or spansim build differ): "
                        "give another --out or remove that folder");
   } else {
-    write_tagged(path, "spansim optimize fingerprint", fingerprint);
+    write_tagged(path, kFingerprintTag, fingerprint_);
   }
 }
 
@@ -153,7 +184,7 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     std::vector<std::string> out;
     for (const auto& line : lines)
       if (!recorded.count(line)) {
-        if (auto r = read_record(record_path(records_, work, line), line))
+        if (auto r = read_record(record_path(records_, work, line), fingerprint_, line))
           recorded[line] = *r;
         else if (std::find(out.begin(), out.end(), line) == out.end())
           out.push_back(line);
@@ -220,7 +251,7 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
   } else if (!todo.empty() && work == Work::score) {
     const auto t0     = std::chrono::steady_clock::now();
     const auto record = process::run_in_child([&] { return evaluate_here(todo.front()); });
-    write_tagged(record_path(records_, work, todo.front()), todo.front(), record);
+    write_point_record(record_path(records_, work, todo.front()), fingerprint_, todo.front(), record);
     recorded[todo.front()] = record;
     phase.measured         = 1;
     phase.item_seconds     = seconds_since(t0);
@@ -238,7 +269,8 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
         [&] {
           const auto t0 = std::chrono::steady_clock::now();
           try {
-            write_tagged(record_path(records_, work, beside_line), beside_line, evaluate_here(beside_line));
+            write_point_record(record_path(records_, work, beside_line), fingerprint_, beside_line,
+                               evaluate_here(beside_line));
           } catch (const std::exception& e) {
             write_record(beside_error, encode_error(e));
             throw;
@@ -288,7 +320,7 @@ std::vector<std::string> SlurmFarm::operator()(Work work, const std::vector<opti
     std::ifstream timed(beside_seconds);
     if (timed >> seconds)
       phase.item_seconds = seconds;
-    if (!read_record(record_path(records_, work, beside_line), beside_line)) {
+    if (!read_record(record_path(records_, work, beside_line), fingerprint_, beside_line)) {
       std::ifstream thrown(beside_error, std::ios::binary);
       std::ostringstream encoded;
       encoded << thrown.rdbuf();
@@ -317,11 +349,13 @@ std::size_t run_farm_task(const optimizer::OptimizeSpec& spec, const std::string
   const auto list = read_work_list(work_list);
   if (tasks < 1 || task < 0 || task >= tasks)
     throw UsageError("--task " + std::to_string(task) + "/" + std::to_string(tasks) + ": allowed K/N with 0 <= K < N");
-  const std::string records = records_of(work_list);
-  const std::size_t per     = (list.lines.size() + tasks - 1) / tasks;
+  // The coordinator checked the folder's fingerprint against its search; the task tags with what it wrote.
+  const std::string records     = records_of(work_list);
+  const std::string fingerprint = recorded_fingerprint(records);
+  const std::size_t per         = (list.lines.size() + tasks - 1) / tasks;
   std::vector<std::string> mine;
   for (std::size_t i = per * task; i < std::min(list.lines.size(), per * (task + 1)); ++i)
-    if (!read_record(record_path(records, list.work, list.lines[i]), list.lines[i]))
+    if (!read_record(record_path(records, list.work, list.lines[i]), fingerprint, list.lines[i]))
       mine.push_back(list.lines[i]);
   const topology::Topology topo(spec.topology);
   // Each record is written as its point finishes: a task killed mid-way keeps what it did.
@@ -333,18 +367,20 @@ std::size_t run_farm_task(const optimizer::OptimizeSpec& spec, const std::string
       },
       [&](std::size_t, const std::string& out) {
         const auto eol = out.find('\n');
-        write_tagged(record_path(records, list.work, out.substr(0, eol)), out.substr(0, eol), out.substr(eol + 1));
+        write_point_record(record_path(records, list.work, out.substr(0, eol)), fingerprint, out.substr(0, eol),
+                           out.substr(eol + 1));
       });
   return mine.size();
 }
 
 json merge_farm_phase(const std::string& work_list)
 {
-  const auto list           = read_work_list(work_list);
-  const std::string records = records_of(work_list);
-  std::size_t recorded      = 0;
+  const auto list               = read_work_list(work_list);
+  const std::string records     = records_of(work_list);
+  const std::string fingerprint = recorded_fingerprint(records);
+  std::size_t recorded          = 0;
   for (const auto& line : list.lines)
-    recorded += read_record(record_path(records, list.work, line), line).has_value();
+    recorded += read_record(record_path(records, list.work, line), fingerprint, line).has_value();
   json j = {{"points", list.lines.size()}, {"recorded", recorded}, {"missing", list.lines.size() - recorded}};
   const std::string path = (fs::path(work_list).parent_path() / "merged.json").string();
   if (!write_record(path, j.dump(2) + "\n"))

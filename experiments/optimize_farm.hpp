@@ -59,6 +59,7 @@ private:
   const optimizer::OptimizeSpec& spec_;
   FarmOptions options_;
   std::string records_;
+  std::string fingerprint_; ///< of the spec, topology and build: every record carries it
   std::vector<FarmPhase> phases_;
 };
 

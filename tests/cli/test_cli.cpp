@@ -718,3 +718,38 @@ TEST_CASE("tables escape control characters of names from input files, as error 
   CHECK(r.out.find('\x1b') == std::string::npos);
   CHECK(r.out.find("region r\\u001b[31m0") != std::string::npos);
 }
+
+TEST_CASE("optimize --slurm records carry their search's identity: another search's record of the same point is "
+          "not trusted",
+          "[cli]")
+{
+  // Two searches of one space, on H100 and on H200: their first phases name their records by the point alone, so
+  // the first points' records have the same file name. A dry run evaluates one point here and records it.
+  const auto dir = std::filesystem::temp_directory_path() / ("records-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto spec = nlohmann::json::parse(
+      std::ifstream(std::string(SPANSIM_SOURCE_DIR) + "/examples/optimize/llama3-8b-two-regions.json"));
+  std::ofstream((dir / "h100.json").string()) << spec.dump();
+  spec["gpu"] = "h200";
+  std::ofstream((dir / "h200.json").string()) << spec.dump();
+  auto found = [&](const std::string& name) {
+    const auto r = spansim("optimize " + (dir / (name + ".json")).string() + " --out " + (dir / name).string() +
+                           " --slurm-dry-run --json");
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out)["phase"]["found"].get<int>();
+  };
+  CHECK(found("h100") == 0);
+  CHECK(found("h200") == 0);
+  CHECK(found("h100") == 1); // its own record answers
+  // The H100 search's records copied over the H200 search's: same names, another search's identity.
+  int copied = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "h100" / "slurm" / "records")) {
+    std::filesystem::copy_file(e.path(), dir / "h200" / "slurm" / "records" / e.path().filename(),
+                               std::filesystem::copy_options::overwrite_existing);
+    ++copied;
+  }
+  REQUIRE(copied >= 1);
+  CHECK(found("h200") == 0);
+  std::filesystem::remove_all(dir);
+}
