@@ -80,6 +80,26 @@ std::string escape_controls(const std::string& text)
   return out;
 }
 
+std::string bounded_message(const std::string& message)
+{
+  if (message.size() <= kMaxMessageBytes)
+    return message;
+  std::size_t cut = kMaxMessageBytes;
+  while (cut > 0 && (static_cast<unsigned char>(message[cut]) & 0xc0) == 0x80)
+    --cut; // not inside a UTF-8 sequence
+  return message.substr(0, cut) + " ... (message cut: " + std::to_string(message.size()) + " bytes in all)";
+}
+
+std::string listing(const std::vector<std::string>& items, std::size_t most)
+{
+  std::string out;
+  for (std::size_t i = 0; i < items.size() && i < most; ++i)
+    out += (i == 0 ? "" : ", ") + items[i];
+  if (items.size() > most)
+    out += ", and " + std::to_string(items.size() - most) + " more";
+  return out;
+}
+
 SpecError::SpecError(const std::string& file, const std::string& json_path, const std::string& what)
     : Error(format_spec_error(file, json_path, what)), file_(file), json_path_(json_path),
       detail_(escape_controls(what))

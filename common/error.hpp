@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace spansim {
 
@@ -13,11 +14,21 @@ namespace spansim {
 /// that colours no terminal.
 std::string escape_controls(const std::string& text);
 
+/// @brief Bytes an error message keeps (a message that lists a large file's names is cut, and says so).
+inline constexpr std::size_t kMaxMessageBytes = 4000;
+
+/// @brief `message` cut to kMaxMessageBytes at a character boundary, with the cut said at its end.
+std::string bounded_message(const std::string& message);
+
+/// @brief The first `most` of `items` joined by ", ", then "and N more" when there are more: a message names what it
+/// can show of a long list.
+std::string listing(const std::vector<std::string>& items, std::size_t most = 20);
+
 /// @brief Base of every error spansim reports to a user (exit code 2 in the CLI). Its message is one line: control
 /// characters are escaped (escape_controls).
 class Error : public std::runtime_error {
 public:
-  explicit Error(const std::string& what) : std::runtime_error(escape_controls(what)) {}
+  explicit Error(const std::string& what) : std::runtime_error(bounded_message(escape_controls(what))) {}
   explicit Error(const char* what) : Error(std::string(what)) {}
 };
 

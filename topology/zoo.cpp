@@ -284,17 +284,16 @@ ZooImport import_zoo(const std::string& path, const ZooOptions& options)
         }
     if (same.size() > 1) {
       std::string ids;
-      for (std::size_t i = 0; i < same.size(); ++i)
+      for (std::size_t i = 0; i < same.size() && i < 20; ++i)
         ids += (i == 0 ? "" : i + 1 == same.size() ? " or " : ", ") + same[i];
-      throw UsageError("--site \"" + site + "\": " + std::to_string(same.size()) + " nodes of " + path +
+      if (same.size() > 20)
+        ids += ", and " + std::to_string(same.size() - 20) + " more";
+      throw UsageError("--site \"" + site.substr(0, 200) + "\": " + std::to_string(same.size()) + " nodes of " + path +
                        " have that label; name one by id (" + ids + ")");
     }
-    if (!hit) {
-      std::string list;
-      for (const auto& l : labels)
-        list += (list.empty() ? "" : ", ") + l;
-      throw UsageError("--site \"" + site + "\": no node of " + path + " has that label or id (nodes: " + list + ")");
-    }
+    if (!hit)
+      throw UsageError("--site \"" + site.substr(0, 200) + "\": no node of " + path +
+                       " has that label or id (nodes: " + listing(labels) + ")");
     if (degree[hit->id] == 0)
       throw UsageError("--site \"" + site + "\": the node is isolated (no link of " + path + " reaches it)");
     auto building = safe_name(hit->label);

@@ -33,3 +33,27 @@ TEST_CASE("escape_controls passes well-formed UTF-8 and escapes every other byte
     CHECK(escape_controls(actual) == actual); // escaped text escapes to itself
   }
 }
+
+TEST_CASE("error messages are bounded: a long list is named in part, a huge message is cut and says so", "[error]")
+{
+  std::vector<std::string> labels;
+  for (int i = 0; i < 200000; ++i)
+    labels.push_back("node" + std::to_string(i));
+  const auto listed = spansim::listing(labels);
+  CHECK(listed.rfind("node0, node1, ", 0) == 0);
+  CHECK(listed.find("node19, and 199980 more") != std::string::npos);
+  CHECK(spansim::listing({"a", "b"}) == "a, b");
+  // A message past the bound (a list joined in full) keeps its start, one line, and the total it had.
+  std::string all;
+  for (const auto& l : labels)
+    all += l + ", ";
+  const spansim::UsageError e("no node has that label (nodes: " + all + ")");
+  const std::string what = e.what();
+  CHECK(what.size() < spansim::kMaxMessageBytes + 100);
+  CHECK(what.rfind("no node has that label (nodes: node0, ", 0) == 0);
+  CHECK(what.find(" bytes in all)") != std::string::npos);
+  // Cut at a character boundary: a multi-byte character across the bound is not split.
+  const spansim::UsageError u(std::string(spansim::kMaxMessageBytes - 1, 'x') + "\xc2\xb5" + "tail");
+  const std::string w = u.what();
+  CHECK(w.substr(spansim::kMaxMessageBytes - 1, 5) == " ... ");
+}
