@@ -38,6 +38,32 @@ def _is_path(spec):
     return isinstance(spec, (str, os.PathLike))
 
 
+def _path(value, what):
+    """A path as the C++ side reads it: text without NUL (a NUL would cut the path short and open its prefix)."""
+    try:
+        path = os.fspath(value)
+    except TypeError as e:
+        raise UsageError("%s: expected a path or a dict, got %s" % (what, type(value).__name__)) from None
+    if isinstance(path, bytes):
+        try:
+            path = os.fsdecode(path)
+        except UnicodeDecodeError:
+            raise UsageError("%s: the path is not text in the file system's encoding" % what) from None
+    if "\0" in path:
+        raise UsageError("%s %r: a path cannot hold a NUL character" % (what, path[:200]))
+    return path
+
+
+def _json_text(spec, what):
+    """A dict spec as JSON text; what JSON cannot hold (bytes, sets, a dict that holds itself, nesting past
+    Python's recursion limit, NaN) is a spansim UsageError naming it, as a bad file is."""
+    try:
+        return json.dumps(spec, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as e:
+        kind = "too deeply nested" if isinstance(e, RecursionError) else str(e)[:200]
+        raise UsageError("%s: the %s cannot be written as JSON (%s)" % (DICT_FILE, what, kind)) from None
+
+
 class Result:
     """One simulated training step: ``summary`` is the dict ``spansim run --json`` prints."""
 
@@ -80,9 +106,11 @@ def run(scenario, fidelity=None):
     """Simulates one training step of ``scenario`` (a dict or a path) at ``fidelity`` ("analytical", "flow",
     "packet", "hybrid"; default: the scenario's own). Returns a :class:`Result`."""
     if _is_path(scenario):
-        summary, layers = _spansim.run(os.fspath(scenario), False, "", fidelity or "")
+        summary, layers = _spansim.run(_path(scenario, "scenario"), False, "", fidelity or "")
+    elif isinstance(scenario, dict):
+        summary, layers = _spansim.run(_json_text(scenario, "scenario"), True, DICT_FILE, fidelity or "")
     else:
-        summary, layers = _spansim.run(json.dumps(scenario), True, DICT_FILE, fidelity or "")
+        raise UsageError("scenario: expected a path or a dict, got %s" % type(scenario).__name__)
     return Result(json.loads(summary), layers)
 
 
@@ -94,11 +122,14 @@ class _SpecFile:
 
     def __enter__(self):
         if _is_path(self.spec):
-            return os.fspath(self.spec)
+            return _path(self.spec, self.name)
+        if not isinstance(self.spec, dict):
+            raise UsageError("%s: expected a path or a dict, got %s" % (self.name, type(self.spec).__name__))
+        text = _json_text(self.spec, self.name)
         self.dir = tempfile.TemporaryDirectory(prefix="spansim-")
         path = os.path.join(self.dir.name, self.name)
         with open(path, "w") as f:
-            json.dump(self.spec, f)
+            f.write(text)
         return path
 
     def __exit__(self, *exc):
@@ -107,6 +138,9 @@ class _SpecFile:
 
 
 def _command(args):
+    for a in args:
+        if "\0" in str(a):
+            raise UsageError("argument %r: a NUL character cannot pass to a command" % str(a)[:200])
     return json.loads(_spansim.command([str(a) for a in args]))
 
 

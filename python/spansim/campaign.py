@@ -7,7 +7,16 @@ def load(path):
     """The campaign's point table: one row per point, in point order, with its labels (``label.<axis>``), status
     and metrics (step time, tokens/s, breakdown). Failed points keep their row with NaN metrics. The file's
     attributes (campaign name, points done, spansim version) are in ``frame.attrs``."""
-    with h5py.File(path, "r") as f:
+    from . import _path, Error
+    path = _path(path, "campaign result")
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise Error("%s: cannot be read as a campaign result (%s)" % (path, str(e)[:200])) from None
+    with f:
+        if "points" not in f:
+            raise Error("%s: not a campaign result (no \"points\" table: it is written by spansim campaign run)"
+                        % path)
         table = f["points"]
         columns = {}
         for name, data in table.items():

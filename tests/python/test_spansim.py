@@ -128,6 +128,53 @@ def test_a_bad_dict_names_the_json_path():
     assert isinstance(caught.value, spansim.Error)
 
 
+@pytest.mark.parametrize("value, says", [
+    (b"bytes", "not JSON serializable"),
+    ({1, 2}, "not JSON serializable"),
+    (float("nan"), "Out of range float"),
+    ("deep", "too deeply nested"),
+    ("circular", "Circular reference"),
+])
+def test_values_json_cannot_hold_raise_spansim_errors(value, says):
+    doc = tiny_scenario()
+    if value == "deep":
+        deep = {}
+        for _ in range(100000):
+            deep = {"x": deep}
+        doc["description"] = deep
+    elif value == "circular":
+        doc["job"]["self"] = doc
+    else:
+        doc["description"] = value
+    with pytest.raises(spansim.UsageError) as caught:
+        spansim.run(doc)
+    assert "<dict>: the scenario cannot be written as JSON" in str(caught.value)
+    assert says in str(caught.value)
+    assert isinstance(caught.value, spansim.Error)
+
+
+def test_paths_with_nul_and_missing_results_raise_spansim_errors(tmp_path):
+    # A NUL would cut the path short in C++ and open its prefix: refused, the path named.
+    with pytest.raises(spansim.UsageError) as caught:
+        spansim.run(SCENARIO + "\0ignored")
+    assert "cannot hold a NUL character" in str(caught.value)
+    with pytest.raises(spansim.UsageError):
+        spansim.collective("dgx-h100\0x", ranks=2)
+    with pytest.raises(spansim.UsageError) as caught:
+        spansim.run(42)
+    assert "expected a path or a dict, got int" in str(caught.value)
+    # A campaign result that is missing, or an HDF5 file of something else.
+    with pytest.raises(spansim.Error) as caught:
+        spansim.campaign.load(str(tmp_path / "missing.h5"))
+    assert "cannot be read as a campaign result" in str(caught.value)
+    import h5py
+    with h5py.File(tmp_path / "other.h5", "w") as f:
+        f["x"] = [1]
+    with pytest.raises(spansim.Error) as caught:
+        spansim.campaign.load(str(tmp_path / "other.h5"))
+    assert "not a campaign result" in str(caught.value)
+
+
 def test_a_bad_trace_raises_trace_error_naming_its_file():
     doc = tiny_scenario()
     doc["job"] = {"name": "truncated", "kind": "chakra", "trace": os.path.join(BAD, "chakra_truncated")}
