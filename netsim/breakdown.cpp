@@ -25,6 +25,10 @@ void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered
   // waited: its communication dependencies (and theirs, back to the previous compute op). Blocking
   // collectives (TP, CP, EP) count first, then pipeline transfers while bytes move, then overlappable
   // collectives (DP); time nothing accounts for is bubble when the op waited for a pipeline peer, else idle.
+  // A trace read without a model makes stages of ranks that send to each other (an MSCCL ring): waiting for such a
+  // peer is the trace's communication, not a pipeline bubble, and a transfer is busy from its sender's start.
+  const bool ranks_as_stages = graph.job.trace_only;
+  const auto peer_wait       = ranks_as_stages ? workload::exposed(workload::Dim::pp) : WaitCause::bubble;
   for (std::size_t s = 0; s < graph.stages.size(); ++s) {
     const auto& ops = graph.stages[s].ops;
     StageBreakdown b;
@@ -63,13 +67,19 @@ void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered
         for (const auto& x : busy)
           if (x.from <= lo && x.to >= hi && (best == nullptr || x.priority < best->priority))
             best = &x;
-        charge(i, best ? best->cause : (waited_for_peer ? WaitCause::bubble : WaitCause::idle), hi - lo);
+        charge(i, best ? best->cause : (waited_for_peer ? peer_wait : WaitCause::idle), hi - lo);
       }
     };
     auto busy_of = [&](int d) -> std::optional<Busy> {
       const auto& dep = ops[d];
-      if (is_p2p(dep.kind))
-        return Busy{r.ops[s][d].active, r.ops[s][d].end, 1, workload::exposed(*dep.dim)};
+      if (is_p2p(dep.kind)) {
+        double from = r.ops[s][d].active;
+        if (ranks_as_stages && s < lowered.peer.size() && static_cast<std::size_t>(d) < lowered.peer[s].size()) {
+          const auto [ps, pi] = lowered.peer[s][d];
+          from                = std::min(r.ops[s][d].start, r.ops[ps][pi].start);
+        }
+        return Busy{from, r.ops[s][d].end, 1, workload::exposed(*dep.dim)};
+      }
       if (dep.dim)
         return Busy{r.ops[s][d].start, r.ops[s][d].end, dep.overlappable ? 2 : 0, workload::exposed(*dep.dim)};
       return std::nullopt;
@@ -109,11 +119,14 @@ void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered
     // After the last compute op the step still waits for the stage's communication (a gradient all-reduce, a trace
     // of collectives only): that time is exposed communication, not idle; what no transfer covers is idle.
     std::vector<Busy> tail;
+    bool peers_left = false;
     for (std::size_t d = 0; d < ops.size(); ++d)
       if (!is_compute(ops[d].kind) && r.ops[s][d].end > now)
-        if (auto x = busy_of(static_cast<int>(d)))
+        if (auto x = busy_of(static_cast<int>(d))) {
           tail.push_back(*x);
-    split(-1, now, r.step_time, tail, false);
+          peers_left = peers_left || is_p2p(ops[d].kind);
+        }
+    split(-1, now, r.step_time, tail, ranks_as_stages && peers_left);
     r.stages.push_back(b);
   }
 }

@@ -526,6 +526,14 @@ TEST_CASE("ASTRA-sim's MSCCL ring all-reduce: eager sends, tag 0 repeated and ma
   const auto route = topo.route(run.placed->placement().gpu(0), run.placed->placement().gpu(1));
   const double hop = topo.route_latency(route) + 131072.0 / topo.route_bandwidth(route);
   test::expect_within("ring all-reduce: 14 neighbour transfers + 49 us", 14 * hop + 49e-6, run.result.step_time, 1e-9);
+  // Its ranks are stages only because they send to each other: the waits are the ring's communication, not a
+  // pipeline's bubble, and nothing is idle.
+  for (const auto& b : run.result.stages) {
+    CHECK(b.bubble == 0);
+    CHECK(b.idle == 0);
+    test::expect_within("stage " + std::to_string(b.stage) + " exposed ring communication", 14 * hop,
+                        b.exposed[workload::Dim::pp], 1e-9);
+  }
   for (const auto& st : run.placed->graph().stages) {
     std::set<std::int64_t> tags;
     for (const auto& op : st.ops)
