@@ -1,5 +1,6 @@
 #include "common/error.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <utility>
 #include <vector>
@@ -47,7 +48,22 @@ std::string escape_controls(const std::string& text)
     if (u >= 0x80) {
       // Valid UTF-8 passes; a stray byte is escaped, so that the message is always text (Python decodes it).
       if (const auto n = utf8_length(text, i); n > 0) {
-        out.append(text, i, n);
+        // Characters that show as a plain space or as nothing, or reorder what follows (C1 controls, no-break and
+        // zero-width spaces, bidirectional controls, the byte-order mark), are escaped as controls are: a message
+        // must show what the input holds.
+        std::uint32_t cp = u & (n == 2 ? 0x1f : n == 3 ? 0x0f : 0x07);
+        for (std::size_t k = 1; k < n; ++k)
+          cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3f);
+        const bool hidden = (cp >= 0x80 && cp <= 0xa0) || cp == 0xad || cp == 0x180e ||
+                            (cp >= 0x2000 && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202f) ||
+                            (cp >= 0x205f && cp <= 0x206f) || cp == 0x3000 || cp == 0xfeff;
+        if (hidden) {
+          char buf[12];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+          out += buf;
+        } else {
+          out.append(text, i, n);
+        }
         i += n - 1;
       } else {
         char buf[8];

@@ -25,6 +25,12 @@ TEST_CASE("escape_controls passes well-formed UTF-8 and escapes every other byte
       {"\xed\xa0\x80", "\\xed\\xa0\\x80"},          // a surrogate (U+D800)
       {"\xed\x9f\xbf", "\xed\x9f\xbf"},             // U+D7FF, just below them
       {"\xe2\x82", "\\xe2\\x82"},                   // cut short
+      {"a\xc2\xa0"
+       "b",
+       "a\\u00a0b"},                                  // a no-break space, which shows as a plain one
+      {"\xc2\x85", "\\u0085"},                        // a C1 control (NEL)
+      {"x\xe2\x80\xaey", "x\\u202ey"},                // a right-to-left override, which reorders what follows
+      {"\xe2\x80\x8b\xef\xbb\xbf", "\\u200b\\ufeff"}, // zero-width space, byte-order mark
   };
   for (const auto& c : cases) {
     const std::string actual = escape_controls(c.in);
