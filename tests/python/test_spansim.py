@@ -175,6 +175,44 @@ def test_paths_with_nul_and_missing_results_raise_spansim_errors(tmp_path):
     assert "not a campaign result" in str(caught.value)
 
 
+def test_conversion_fuzz_every_value_is_run_or_a_spansim_error():
+    """A seeded fuzz of the API's conversion of values: 600 random Python values (bytes, sets, tuples, NaN,
+    infinities, huge integers, NUL, control and hidden characters, deep and circular structures, objects) put at
+    random places of a scenario dict, or passed as the scenario itself. Each call runs or raises a spansim.Error;
+    nothing else escapes and the interpreter survives."""
+    import random
+    rng = random.Random(20261202)
+    atoms = [None, True, 0, -1, 2**63, 10**400, 0.5, float("nan"), float("inf"), "", "x\0y", "\x1b[31m",
+             "\u00a0", "\u202e", "1EiB", "5us", b"raw", bytearray(b"b"), {1, 2}, frozenset(), (1, 2), object(), 1j]
+    keys = ["description", "fidelity", "topology", "name", "bogus", "job", "placement", "collectives", "diloco"]
+
+    def value(depth):
+        k = rng.random()
+        if depth > 3 or k < 0.5:
+            return rng.choice(atoms)
+        if k < 0.75:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {(rng.choice([1, None, (1,)]) if rng.random() < 0.2 else rng.choice(keys)): value(depth + 1)
+                for _ in range(rng.randint(0, 3))}
+
+    ran = errors = 0
+    base = tiny_scenario()
+    for i in range(600):
+        doc = copy.deepcopy(base)
+        where = rng.choice([doc, doc["job"], doc["placement"]])
+        where[rng.choice(keys)] = value(0)
+        if i % 97 == 0:
+            doc["description"] = doc  # circular
+        target = doc if i % 5 else rng.choice(atoms + ["/nonexistent\0/x.json", SCENARIO + "\0"])
+        try:
+            spansim.run(target, fidelity="analytical")
+            ran += 1
+        except spansim.Error:
+            errors += 1
+    print("conversion fuzz: %d ran, %d spansim errors" % (ran, errors))
+    assert ran + errors == 600 and errors > 0 and ran > 0
+
+
 def test_a_bad_trace_raises_trace_error_naming_its_file():
     doc = tiny_scenario()
     doc["job"] = {"name": "truncated", "kind": "chakra", "trace": os.path.join(BAD, "chakra_truncated")}
