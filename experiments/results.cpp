@@ -459,6 +459,10 @@ bool usable_record(const json& record, const std::string& key)
   try {
     if (!record.is_object() || !record.contains("key") || record.at("key") != key || !record.at("status").is_string())
       return false;
+    // The key is the point (its scenario, seed and repetition); the build is the rest of what a record answers for:
+    // a record of another spansim build is computed again, as optimize's and validate's are.
+    if (record.value("git_hash", std::string()) != git_hash())
+      return false;
     record.value("error", std::string());
     record.value("spansim_version", std::string());
     record.value("git_hash", std::string());

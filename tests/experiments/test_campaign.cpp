@@ -2,6 +2,7 @@
 // run in worker processes against the same scenarios run directly.
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
+#include "common/version.hpp"
 #include "experiments/campaign.hpp"
 #include "experiments/results.hpp"
 #include "experiments/runner.hpp"
@@ -75,6 +76,7 @@ json ok_record(const std::string& key)
                            "idle", "exposed_total"})
     summary["breakdown"]["over_stages"][std::string(part) + "_s"] = {{"mean", 0.01}, {"max", 0.02}};
   return {{"key", key},
+          {"git_hash", spansim::git_hash()},
           {"status", "ok"},
           {"summary", summary},
           {"elapsed_s", 0.5},
@@ -233,7 +235,7 @@ TEST_CASE("point records of the wrong shape count as missing and the result file
   put(2, null_summary);
   put(3, null_metrics);
   put(4, text_metric);
-  put(5, {{"key", points[5].key}, {"status", "error"}, {"error", "does not fit"}});
+  put(5, {{"key", points[5].key}, {"git_hash", spansim::git_hash()}, {"status", "error"}, {"error", "does not fit"}});
   put(6, {{"key", points[6].key}, {"status", 7}});
   put(7, json::array({1, 2}));
   put(8, bad_stage);
@@ -258,6 +260,13 @@ TEST_CASE("point records of the wrong shape count as missing and the result file
   REQUIRE(t.rows == 3);
   CHECK(t.numbers["step_time_s"][0] == 0.25);
   CHECK(std::isnan(t.numbers["mfu"][2]));
+  // A record of another spansim build (its git hash) answers for another model: computed again.
+  {
+    json other        = ok_record(points[0].key);
+    other["git_hash"] = "another-build";
+    put(0, other);
+    CHECK(experiments::load_results(points, dir).count(points[0].key) == 0);
+  }
   // Figures no step can have, in an otherwise well-formed record: a negative step, one of 1e308 s, negative tokens/s.
   for (const auto& [metric, value] :
        {std::pair{"step_time_s", -1.0}, std::pair{"step_time_s", 1e308}, std::pair{"tokens_per_s", -5.0}}) {
