@@ -138,8 +138,17 @@ public:
   }
 
   FlowGraph& graph() { return graph_; }
-  /// @brief (GPU of a lowered representative group, GPU of a group it stands for), member by member.
-  const std::vector<double>& isolated_bytes() const { return isolated_bytes_; }
+  /// @brief Bytes per link and direction no flow of the graph carries: isolated collectives' and mirrored groups'.
+  std::vector<double> unsimulated_bytes() const
+  {
+    auto out = isolated_bytes_;
+    for (const auto& [key, m] : mirrored_) {
+      out.resize(2 * topology_.links().size(), 0);
+      for (auto [k, b] : m.bytes)
+        out[k] += m.count * b;
+    }
+    return out;
+  }
   bool isolate_all_to_all() const { return isolate_all_to_all_; }
   std::vector<CollectiveSpan>& spans() { return spans_; }
   const std::vector<double>& compression() const { return compression_; }
@@ -361,8 +370,17 @@ private:
           spans_.push_back({std::move(c), begin, static_cast<int>(graph_.ops().size())});
         }
       }
-      if (local)
-        mirror_bytes(graph_, first, static_cast<int>(graph_.ops().size()), all, isolated_bytes_);
+      // Every occurrence of a pattern lowers the same transfers: its mirror is computed once and counted.
+      if (local && all.size() > 1) {
+        auto& m = mirrored_[pattern_key(s, op)];
+        if (m.count++ == 0) {
+          std::vector<double> dense;
+          mirror_bytes(graph_, first, static_cast<int>(graph_.ops().size()), all, dense);
+          for (std::size_t k = 0; k < dense.size(); ++k)
+            if (dense[k] != 0)
+              m.bytes.emplace_back(k, dense[k]);
+        }
+      }
     }
     n.end = ends.empty() ? begin_op : graph_.add_delay(decompress, ends);
   }
@@ -577,9 +595,12 @@ private:
         op.imbalance};
   }
   std::map<PatternKey, Isolated> isolated_; ///< collectives timed alone
-  /// @brief Bytes per link and direction that no flow of graph_ carries: every isolated occurrence's, and those of
-  /// the groups a node-local representative stands for.
-  std::vector<double> isolated_bytes_;
+  struct Mirrored {
+    std::vector<std::pair<std::size_t, double>> bytes; ///< one occurrence's, over the groups it stands for
+    double count = 0;                                  ///< occurrences lowered
+  };
+  std::map<PatternKey, Mirrored> mirrored_; ///< node-local patterns lowered once per occurrence for all groups
+  std::vector<double> isolated_bytes_;      ///< every isolated occurrence's bytes, per link and direction
   bool isolate_all_to_all_ = false;
   std::optional<workload::Dim> nvlink_owner_; ///< the one dimension using NVLink, when there is one
   std::map<std::tuple<int, int, double, int>, double> isolated_p2p_; ///< collapsed pipeline transfers
@@ -609,7 +630,7 @@ LoweredStep lower_step(const topology::Topology& topology, const workload::StepG
   LoweredStep out;
   out.nodes               = lowering.nodes();
   out.stream_prev         = lowering.stream_prev();
-  out.isolated_link_bytes = lowering.isolated_bytes();
+  out.isolated_link_bytes = lowering.unsimulated_bytes();
   out.all_to_all_isolated = lowering.isolate_all_to_all();
   out.spans               = std::move(lowering.spans());
   out.compression         = lowering.compression();
