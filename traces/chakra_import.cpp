@@ -679,18 +679,20 @@ std::string group_text(const std::string& name, const std::vector<int>& ranks)
 {
   if (name.empty())
     return "every rank (no pg_name)";
-  std::string list;
-  for (std::size_t k = 0; k < ranks.size() && k < 16; ++k)
-    list += (k ? ", " : "") + std::to_string(ranks[k]);
-  return "\"" + name + "\" (ranks " + list + (ranks.size() > 16 ? ", ..." : "") + ")";
+  std::vector<std::string> list;
+  for (int r : ranks)
+    list.push_back(std::to_string(r));
+  return "\"" + name + "\" (ranks " + listing(list, 16) + ")";
 }
 
 // Each collective of a trace read without a model runs over the groups its ranks' files name: every rank is in its
 // group, and ranks name one group together or disjoint ones. Where those groups are not the groups along the axes
 // the reference rank's group spans (ASTRA-sim's [0,2] and [1,3] of eight ranks, which span dp), the op carries them.
-void apply_sub_groups(workload::StageProgram& st, const NamedGroups& named,
-                      const std::map<std::string, std::vector<int>>& groups, const std::string& prefix,
-                      const placement::RankLayout& layout)
+// Only where the files' groups hold every rank of the stage: ranks without a file run rank 0's program, and their
+// groups are then the axes' (returns how many collectives kept their axes for that reason).
+std::size_t apply_sub_groups(workload::StageProgram& st, const NamedGroups& named,
+                             const std::map<std::string, std::vector<int>>& groups, const std::string& prefix,
+                             const placement::RankLayout& layout)
 {
   std::map<std::string, std::vector<int>> sorted;
   for (const auto& [name, ranks] : groups) {
@@ -701,6 +703,7 @@ void apply_sub_groups(workload::StageProgram& st, const NamedGroups& named,
   for (int r = 0; r < layout.ranks(); ++r)
     every.push_back(r);
   std::map<std::vector<std::vector<int>>, std::uint32_t> ids;
+  std::size_t partial = 0;
   for (std::size_t i = 0; i < st.ops.size() && i < st.trace_nodes.size(); ++i) {
     auto& op      = st.ops[i];
     const auto it = named.find(st.trace_nodes[i]);
@@ -729,16 +732,33 @@ void apply_sub_groups(workload::StageProgram& st, const NamedGroups& named,
       parts.insert(mine);
     }
     std::vector<std::vector<int>> partition(parts.begin(), parts.end());
-    auto along = layout.groups(st.stage, op.group);
-    for (auto& g : along)
+    auto along              = layout.groups(st.stage, op.group);
+    std::size_t stage_ranks = 0, listed = 0;
+    for (auto& g : along) {
       std::sort(g.begin(), g.end());
+      stage_ranks += g.size();
+    }
+    std::set<int> covered;
+    for (const auto& g : partition) {
+      covered.insert(g.begin(), g.end());
+      listed += g.size();
+    }
+    if (listed != covered.size())
+      throw TraceError(prefix, where,
+                       "the communicator groups its ranks' files name overlap on a rank without a file: a collective "
+                       "runs over groups apart");
     std::sort(along.begin(), along.end());
     if (partition == along)
       continue;
+    if (covered.size() < stage_ranks) {
+      ++partial;
+      continue;
+    }
     const auto [pos, fresh] = ids.emplace(partition, static_cast<std::uint32_t>(ids.size()) + 1);
     op.group.members        = std::make_shared<const std::vector<std::vector<int>>>(partition);
     op.group.partition      = pos->second;
   }
+  return partial;
 }
 
 } // namespace
@@ -915,7 +935,10 @@ workload::StepGraph import_chakra(const workload::JobSpec& job)
   // A trace read without a model runs rank 0's program on every rank: the others must be alike.
   if (job.trace_only && job.parallelism.pp == 1) {
     const auto named = check_alike(prefix, layout->ranks(), graph.stages.front(), groups);
-    apply_sub_groups(graph.stages.front(), named, groups, prefix, *layout);
+    if (const auto kept = apply_sub_groups(graph.stages.front(), named, groups, prefix, *layout))
+      graph.notes.push_back(std::to_string(kept) +
+                            " collectives over named groups along their axes: ranks without a file run rank 0's "
+                            "program, so their groups are not known");
   }
   for (const auto& [what, count] : reader.notes_)
     graph.notes.push_back(std::to_string(count) + " " + what);

@@ -808,6 +808,36 @@ TEST_CASE("ASTRA-sim's 3-D artifact: collectives over named sub-groups run over 
   test::expect_within("NVLink bytes: 3 all-reduces x 4 groups x 2 ranks x 1 MiB x 2 links", 3.0 * 4 * 2 * 2 * (1 << 20),
                       nvlink, 1e-9);
 
+  // Files of ranks 0-3 only, on 8 GPUs: ranks 4-7 run rank 0's program. The first two all-reduces' groups named by
+  // the files ([0,1], [2,3]; [0,2], [1,3]) leave ranks 4-7 unknown: they keep the axes' groups, said in the notes.
+  // The third's ([0,4], [1,5], [2,6], [3,7]) hold every rank: it runs over them.
+  {
+    const auto half = scratch("t3d-half");
+    for (int r = 0; r < 4; ++r)
+      fs::copy_file(dir + "/trace/trace." + std::to_string(r) + ".et", half + "/trace." + std::to_string(r) + ".et");
+    const auto graph = traces::import_chakra(traces::load_chakra_job({{"name", "half"},
+                                                                      {"kind", "chakra"},
+                                                                      {"trace", half + "/trace"},
+                                                                      {"comm_groups", dir + "/inputs/comm_group.json"},
+                                                                      {"gpu", "h100"},
+                                                                      {"gpus", 8}},
+                                                                     half + "/job.json", "$"));
+    std::vector<const workload::Op*> reduces;
+    for (const auto& op : graph.stages.at(0).ops)
+      if (op.kind == workload::OpKind::collective)
+        reduces.push_back(&op);
+    REQUIRE(reduces.size() == 3);
+    CHECK(reduces[0]->group.members == nullptr);
+    CHECK(reduces[1]->group.members == nullptr);
+    REQUIRE(reduces[2]->group.members != nullptr);
+    CHECK(*reduces[2]->group.members == expected[2]);
+    bool noted = false;
+    for (const auto& n : graph.notes)
+      noted = noted || n == "2 collectives over named groups along their axes: ranks without a file run rank 0's "
+                            "program, so their groups are not known";
+    CHECK(noted);
+    fs::remove_all(half);
+  }
   // A group file in which rank 0's second group is [0,3]: rank 3's file names "5" = [1,3], which overlaps it.
   const auto bad = scratch("t3d-overlap");
   for (int r = 0; r < 8; ++r)
