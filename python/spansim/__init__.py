@@ -42,7 +42,7 @@ def _path(value, what):
     """A path as the C++ side reads it: text without NUL (a NUL would cut the path short and open its prefix)."""
     try:
         path = os.fspath(value)
-    except TypeError as e:
+    except TypeError:
         raise UsageError("%s: expected a path or a dict, got %s" % (what, type(value).__name__)) from None
     if isinstance(path, bytes):
         try:
