@@ -328,7 +328,6 @@ KinetoKernels read_kineto(const std::string& path)
       ++ranges;
     }
   }
-  // Without kernels there is nothing to measure: a CPU-only profile, or one recorded without the GPU's activity.
   // Iterations in trace order. torch.profiler's stop can cut the last ProfilerStep short (a step() just before it
   // opened one): a last step under half the median of the others is that fragment, not an iteration.
   std::sort(steps.begin(), steps.end());
@@ -341,6 +340,8 @@ KinetoKernels read_kineto(const std::string& path)
       out.iterations.pop_back();
     }
   }
+  // Without kernels there is nothing to measure: a CPU-only profile, one recorded without the GPU's activity, or
+  // CUPTI's range profiler's counters.
   if (kernels.empty() && ranges > 0)
     throw TraceError(path, "",
                      "no GPU kernel events: it was recorded with CUPTI's range profiler (" + std::to_string(ranges) +
