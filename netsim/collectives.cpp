@@ -252,6 +252,11 @@ Lowered add_collective(FlowGraph& graph, const Topology& topology, const Collect
   out.estimate  = std::max(0.0, low.estimate());
   out.nodes     = layout ? layout->comm.nodes : 0;
   out.nics      = layout && layout->regular ? static_cast<int>(layout->nic_members.front().size()) : 1;
+  // spansim's own step-by-step algorithms chain transfers rank by rank: one rail cannot stand for the others there.
+  const bool stepwise = a == Algorithm::halving_doubling || a == Algorithm::hierarchical ||
+                        (a == Algorithm::ring && (c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce)) ||
+                        (a == Algorithm::tree && c.op != CollectiveOp::all_reduce);
+  out.rails_differ = low.rails_differ() || (c.rail >= 0 && c.rails > 0 && stepwise);
   return out;
 }
 

@@ -57,6 +57,12 @@ struct Collective {
   /// @brief Per rank (aligned with `gpus`; empty: none): the bytes/s each send of that rank may use (its share of
   /// an uplink; a ring sends once per rank): Op::rate of its transfers.
   std::vector<double> send_rate;
+  /// @brief Under rail symmetry (`rails` > 0), for a group over several rails: the rail simulated. Transfers between
+  /// nodes leaving another rail are left out (rail `rail`'s stand for them), those inside a node all kept, identical
+  /// pairs of one part merged into one flow; Lowered::rails_differ says when the rails' transfers between nodes
+  /// differ. -1: every transfer.
+  int rail  = -1;
+  int rails = 0;
 };
 
 /// @brief What bounds a call, estimated when it is lowered (alone on its links): the latency of its chain of
@@ -77,6 +83,8 @@ struct Lowered {
   double estimate = 0;                        ///< that part's time alone on its links, seconds
   int nodes       = 0;                        ///< nodes the group spans (0: not laid out by NCCL's rules)
   int nics        = 1;                        ///< NICs per node its rings and trees leave by
+  /// @brief With Collective::rail: the transfers between nodes differ in number or bytes from rail to rail.
+  bool rails_differ = false;
 };
 
 /// @brief Adds a collective to `graph`, starting after `deps`.

@@ -133,8 +133,10 @@ double chain_latency(const std::vector<double>& latency, double steps, bool cycl
 
 Lowering::Lowering(FlowGraph& graph, const Topology& topology, const Collective& c)
     : graph_(graph), topology_(topology), flows_per_pair_(c.flows_per_pair), stretch_(c.stretch), nccl_(c.nccl),
-      members_(c.gpus.begin(), c.gpus.end())
+      members_(c.gpus.begin(), c.gpus.end()), rail_(c.rails > 0 ? c.rail : -1)
 {
+  if (rail_ >= 0)
+    by_rail_.assign(static_cast<std::size_t>(c.rails), {0, 0.0});
   for (std::size_t i = 0; i < c.send_rate.size() && i < c.gpus.size(); ++i)
     if (c.send_rate[i] > 0)
       send_rate_[c.gpus[i]] = c.send_rate[i];
@@ -145,6 +147,17 @@ void Lowering::transfer(int src, int dst, double bytes, const std::vector<int>& 
 {
   // A stretched transfer moves stretch times its bytes at the engines' rates: its window and rate cap, which
   // bound its real bytes, scale with it. A sender's share of an uplink and the call's kernel cap both bound it.
+  if (rail_ >= 0) {
+    // Rail symmetry: between nodes only the simulated rail's transfers, each standing for its images on the others.
+    const auto s = topology_.locate(src);
+    if (s.node != topology_.locate(dst).node) {
+      auto& [count, moved] = by_rail_.at(static_cast<std::size_t>(s.local));
+      ++count;
+      moved += bytes;
+      if (s.local != rail_)
+        return;
+    }
+  }
   const double share = rate_of(src, dst);
   const double cap   = share > 0 && rate > 0 ? std::min(share, rate) : std::max(share, rate);
   const int flows    = flows_per_pair_;
@@ -153,6 +166,14 @@ void Lowering::transfer(int src, int dst, double bytes, const std::vector<int>& 
                                       {stretch_, stretch_ * window / flows, stretch_ * cap / flows}));
     ++flows_;
   }
+}
+
+bool Lowering::rails_differ() const
+{
+  for (const auto& r : by_rail_)
+    if (r.first != by_rail_.front().first || std::abs(r.second - by_rail_.front().second) > 1e-9 * r.second)
+      return true;
+  return false;
 }
 
 NcclCall Lowering::plan(CollectiveOp op, const NcclLayout& layout, double bytes, NcclAlgorithm algorithm) const
@@ -182,10 +203,23 @@ int Lowering::pipelined(const std::vector<std::pair<int, int>>& pairs, double vo
   // A cap that cannot bind (above the edge's own links) is left off: it would change nothing, and TCP's packet
   // transports pace no flow.
   const double kernel_rate = call.kernel_algbw > 0 && bytes > 0 ? wire * call.kernel_algbw / bytes : 0;
-  for (auto [a, b] : pairs) {
-    const double bound = topology_.route_bandwidth(topology_.route(a, b));
-    transfer(a, b, wire, deps, ops, window, kernel_rate < bound ? kernel_rate : 0);
+  if (rail_ >= 0) {
+    // Rail symmetry: a pair several channels share (the rings' hops inside a node) is one flow carrying them all.
+    std::map<std::pair<int, int>, int> times;
+    for (auto p : pairs)
+      ++times[p];
+    for (auto [p, n] : times) {
+      const double bound = topology_.route_bandwidth(topology_.route(p.first, p.second));
+      transfer(p.first, p.second, n * wire, deps, ops, n * window, kernel_rate < bound ? n * kernel_rate : 0);
+    }
+  } else {
+    for (auto [a, b] : pairs) {
+      const double bound = topology_.route_bandwidth(topology_.route(a, b));
+      transfer(a, b, wire, deps, ops, window, kernel_rate < bound ? kernel_rate : 0);
+    }
   }
+  if (ops.empty())
+    ops = deps; // every pair left to another rail
   // NCCL's own latency for the call is the least its chain of steps takes; beyond it, every step an edge takes
   // (its volume in steps of the call's step size, one loop after another) pays the step latency of its path
   // (the node's inside a node, the fabric's between nodes: topology/fabrics.json's fitted values).
@@ -330,7 +364,7 @@ int Lowering::direct(CollectiveOp op, const Collective& c, const std::vector<int
           const double size = c.matrix.empty() ? c.bytes / k : c.matrix[i][j];
           p2p(gpus[i], gpus[j], size, deps, ops, p2p_window(size, k - 1, k, nccl_));
         }
-    return barrier(ops);
+    return barrier(ops.empty() ? deps : ops); // empty: every transfer left to another rail
   case CollectiveOp::all_reduce: {
     int mid = direct(CollectiveOp::reduce_scatter, c, deps);
     return direct(CollectiveOp::all_gather, c, {mid});
@@ -343,10 +377,10 @@ int Lowering::direct(CollectiveOp op, const Collective& c, const std::vector<int
         const double w = p2p_window(c.bytes, k - 1, k, nccl_);
         op == CollectiveOp::broadcast ? transfer(a, b, c.bytes, deps, ops, w) : transfer(b, a, c.bytes, deps, ops, w);
       }
-    return barrier(ops);
+    return barrier(ops.empty() ? deps : ops); // empty: every transfer left to another rail
   case CollectiveOp::send_recv:
     p2p(gpus[0], gpus[1], c.bytes, deps, ops, p2p_window(c.bytes, 1, 2, nccl_));
-    return barrier(ops);
+    return barrier(ops.empty() ? deps : ops); // empty: every transfer left to another rail
   }
   return barrier(deps);
 }

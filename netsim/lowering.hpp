@@ -34,6 +34,8 @@ public:
   Lowering(FlowGraph& graph, const topology::Topology& topology, const Collective& c);
 
   std::size_t flows() const { return flows_; }
+  /// @brief With Collective::rail: whether the transfers between nodes differed in number or bytes by rail.
+  bool rails_differ() const;
   /// @brief The call, bound and estimate of the slowest part lowered so far.
   const NcclCall& call() const { return call_; }
   Bound bound() const { return bound_; }
@@ -102,6 +104,9 @@ private:
   std::unordered_map<int, double> send_rate_; ///< GPU -> bytes/s of all its sends in this collective
   std::unordered_set<int> members_;           ///< the group: PXN relays only through ranks of the communicator
   std::size_t flows_ = 0;
+  int rail_          = -1; ///< Collective::rail
+  /// @brief With rail_: per rail, the transfers between nodes leaving it and their bytes.
+  std::vector<std::pair<std::size_t, double>> by_rail_;
   NcclCall call_;
   Bound bound_     = Bound::bandwidth;
   double estimate_ = -1;

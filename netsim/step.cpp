@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 namespace spansim::netsim {
 
@@ -56,24 +58,101 @@ RunResult run_symmetric(const topology::Topology& simulated, const FlowGraph& gr
 
 } // namespace
 
-// Every rail carries the same traffic when the pods are rail-optimized, TP fills each node and TP rank r sits
-// on rail r: then the groups and pipeline pairs of rail r are those of rail 0 moved over by r GPUs.
-bool detail::rails_symmetric(const topology::Topology& topology, const workload::StepGraph& graph,
-                             const placement::Placement& placement)
+// Every rail carries the same traffic when the pods are rail-optimized and turning every node's used GPUs one place
+// round (local l to l + 1 mod k) maps the step onto itself: rail r's traffic is then rail 0's moved over by r GPUs.
+int detail::symmetric_rails(const topology::Topology& topology, const workload::StepGraph& graph,
+                            const placement::Placement& placement)
 {
   const int gpn = topology.node_gpus();
   // Under ECMP each rail's flows hash onto their own paths: one rail cannot stand for the others.
-  if (!topology.rail_optimized() || gpn < 2 || graph.job.parallelism.tp != gpn || topology.spec().multipath.ecmp)
-    return false;
-  for (int r = 0; r < placement.ranks(); ++r)
-    if (topology.locate(placement.gpu(r)).local != placement.coordinates(r).tp)
-      return false;
+  if (!topology.rail_optimized() || gpn < 2 || topology.spec().multipath.ecmp)
+    return 0;
   // A trace's own sub-groups need not repeat from rail to rail.
   for (const auto& stage : graph.stages)
     for (const auto& op : stage.ops)
       if (op.group.members)
-        return false;
-  return true;
+        return 0;
+  // TP filling each node with TP rank r on rail r: every other group keeps to one rail, and its images are there.
+  bool tp_rails = graph.job.parallelism.tp == gpn;
+  for (int r = 0; tp_rails && r < placement.ranks(); ++r)
+    tp_rails = topology.locate(placement.gpu(r)).local == placement.coordinates(r).tp;
+  if (tp_rails)
+    return gpn;
+  // Otherwise the turn is checked: k used GPUs on every node the job touches (spares beyond them idle), stages and
+  // pipeline peers turned with them, and every group in one node, on one rail with its turned image a group too,
+  // or over all k GPUs of each node it touches (such a group's rings and trees are checked rail by rail when lowered).
+  const int k = placement.gpus_per_node() > 0 ? std::min(placement.gpus_per_node(), gpn) : gpn;
+  if (k < 2)
+    return 0;
+  std::unordered_map<int, int> used; // node -> ranks on it
+  for (int r = 0; r < placement.ranks(); ++r) {
+    const auto at = topology.locate(placement.gpu(r));
+    if (at.local >= k || topology.node_gpus_of(placement.gpu(r)) != gpn)
+      return 0;
+    ++used[at.node];
+  }
+  for (const auto& [node, n] : used)
+    if (n != k)
+      return 0;
+  auto turn = [&](int gpu) {
+    const int l = topology.locate(gpu).local;
+    return gpu - l + (l + 1) % k;
+  };
+  const int stages = static_cast<int>(graph.stages.size());
+  for (int s = 0; s < stages; ++s) {
+    const int next = (s + 1) % stages;
+    for (int gpu : placement.stage_gpus(s)) {
+      const int rank = placement.rank_of_gpu(turn(gpu));
+      if (rank < 0 || placement.coordinates(rank).pp != placement.coordinates(placement.rank_of_gpu(gpu)).pp)
+        return 0;
+      if (stages > 1) {
+        const int peer = placement.peer_gpu(gpu, next);
+        if (topology.locate(peer).local != topology.locate(gpu).local ||
+            placement.peer_gpu(turn(gpu), next) != turn(peer))
+          return 0;
+      }
+    }
+  }
+  auto hash_of = [](std::vector<int> members) {
+    std::sort(members.begin(), members.end());
+    std::uint64_t h = 0x51ed;
+    for (int m : members)
+      h = (h ^ static_cast<std::uint64_t>(m)) * 0x100000001b3ULL;
+    return h;
+  };
+  for (int s = 0; s < stages; ++s) {
+    std::set<std::uint64_t> seen;
+    for (const auto& op : graph.stages[s].ops) {
+      if (op.kind != OpKind::collective || op.group.size < 2 || !seen.insert(op.group.key()).second)
+        continue;
+      const auto all = placement.groups(s, op.group);
+      std::unordered_set<std::uint64_t> groups;
+      for (const auto& members : all)
+        groups.insert(hash_of(members));
+      for (const auto& members : all) {
+        std::unordered_map<int, int> per_node;
+        bool one_rail = true;
+        for (int gpu : members) {
+          ++per_node[topology.locate(gpu).node];
+          one_rail = one_rail && topology.locate(gpu).local == topology.locate(members.front()).local;
+        }
+        if (per_node.size() == 1)
+          continue;
+        if (one_rail) {
+          std::vector<int> image;
+          for (int gpu : members)
+            image.push_back(turn(gpu));
+          if (groups.count(hash_of(image)) == 0)
+            return 0;
+          continue;
+        }
+        for (const auto& [node, n] : per_node)
+          if (n != k)
+            return 0;
+      }
+    }
+  }
+  return k;
 }
 
 namespace detail {
@@ -84,14 +163,20 @@ PreparedStep prepare_step(const topology::Topology& topology, const workload::St
   if (options.flows_per_pair < 1 || options.flows_per_pair > 64)
     throw UsageError("flows per pair must be between 1 and 64");
   PreparedStep p;
-  const bool rail_only = options.rail_symmetry && rails_symmetric(topology, graph, placement);
-  p.rails              = rail_only ? topology.node_gpus() : 1;
-  if (rail_only)
-    p.one_rail.emplace(topology.with_shared_links_divided(p.rails));
-  else
-    prepare_rails_apart(topology, graph, placement, options, p);
+  if (const int rails = options.rail_symmetry ? symmetric_rails(topology, graph, placement) : 0; rails > 0) {
+    p.rails = rails;
+    p.one_rail.emplace(topology.with_shared_links_divided(rails));
+    p.lowered = lower_step(*p.one_rail, graph, placement, options, 0, rails);
+    if (!p.lowered.rails_differ)
+      return p;
+    // A call's rails moved different bytes between nodes: every rail is lowered after all.
+    p.rails = 1;
+    p.one_rail.reset();
+    p.lowered = LoweredStep();
+  }
+  prepare_rails_apart(topology, graph, placement, options, p);
   if (p.apart.empty())
-    p.lowered = lower_step(p.simulated(topology), graph, placement, options, rail_only ? 0 : kAllRails);
+    p.lowered = lower_step(topology, graph, placement, options, kAllRails);
   return p;
 }
 

@@ -27,8 +27,8 @@ bool is_p2p(OpKind k)
 class StepLowering {
 public:
   StepLowering(const topology::Topology& topology, const workload::StepGraph& graph,
-               const placement::Placement& placement, const StepOptions& options, int rail)
-      : topology_(topology), step_(graph), placement_(placement), options_(options), rail_(rail),
+               const placement::Placement& placement, const StepOptions& options, int rail, int rails)
+      : topology_(topology), step_(graph), placement_(placement), options_(options), rail_(rail), rails_(rails),
         graph_(topology.spec().multipath.qps), hot_member_(workload::expert_load(graph.job).hot_member)
   {
     const auto& stages = graph.stages;
@@ -153,6 +153,7 @@ public:
   std::vector<CollectiveSpan>& spans() { return spans_; }
   const std::vector<double>& compression() const { return compression_; }
   const workload::DimArray<unsigned>& auto_picks() const { return auto_picks_; }
+  bool rails_differ() const { return rails_differ_; }
   const std::vector<std::vector<Node>>& nodes() const { return nodes_; }
   const std::vector<std::vector<int>>& stream_prev() const { return stream_prev_; }
   /// @brief For a send or receive: the node of its peer op (both share the transfer).
@@ -190,10 +191,13 @@ private:
       auto all = placement_.groups(s, g);
       if ((options_.dp_within_regions || !options_.dp_workers.empty()) && is_data_parallel(g.axes))
         all = split_by_worker(all);
-      // One rail simulated (rail symmetry, or rails apart): groups that leave the node are kept on that rail only
-      // (their members share a rail).
+      // One rail simulated (rail symmetry, or rails apart): groups that leave the node on one rail are kept on that
+      // rail only; under rail symmetry a group over every used GPU of its nodes stays, its transfers between nodes
+      // kept on the rail when lowered.
       if (rail_ >= 0 && !node_local(all))
-        std::erase_if(all, [&](const std::vector<int>& members) { return !on_rail(members.front()); });
+        std::erase_if(all, [&](const std::vector<int>& members) {
+          return rails_ > 0 && !one_rail(members) ? false : !on_rail(members.front());
+        });
       // Node-local groups are lowered once and mirrored: a trace's own sub-groups only when they are all alike.
       bool alike = true;
       for (const auto& members : all)
@@ -261,6 +265,14 @@ private:
 
   bool on_rail(int gpu) const { return topology_.locate(gpu).local == rail_; }
 
+  bool one_rail(const std::vector<int>& gpus) const
+  {
+    for (int gpu : gpus)
+      if (topology_.locate(gpu).local != topology_.locate(gpus.front()).local)
+        return false;
+    return true;
+  }
+
   /// @brief The GPUs of a stage whose pipeline transfers are simulated (a pass over every rank: kept per stage).
   const std::vector<int>& senders(int stage)
   {
@@ -318,8 +330,11 @@ private:
         FlowGraph alone(topology_.spec().multipath.qps);
         std::vector<int> ends;
         if (active)
-          for (const auto& c : collectives_for(s, op, all, lowered))
-            ends.push_back(add_collective(alone, topology_, c, {}).end_op);
+          for (const auto& c : collectives_for(s, op, all, lowered)) {
+            const auto added = add_collective(alone, topology_, c, {});
+            rails_differ_    = rails_differ_ || added.rails_differ;
+            ends.push_back(added.end_op);
+          }
         Isolated timed;
         if (!ends.empty()) {
           auto run      = run_analytical(topology_, alone);
@@ -364,6 +379,7 @@ private:
           auto_picks_[*op.dim] |= 1u << static_cast<unsigned>(c.algorithm);
         }
         const auto added = add_collective(graph_, topology_, c, {begin_op});
+        rails_differ_    = rails_differ_ || added.rails_differ;
         ends.push_back(added.end_op);
         if (options_.fidelity == Fidelity::hybrid) {
           c.algorithm = added.algorithm;
@@ -463,6 +479,10 @@ private:
           b /= rule->ratio;
     }
     c.flows_per_pair = options_.flows_per_pair;
+    if (rails_ > 0 && !one_rail(gpus)) {
+      c.rail  = rail_;
+      c.rails = rails_;
+    }
     return c;
   }
 
@@ -571,7 +591,9 @@ private:
   const workload::StepGraph& step_;
   const placement::Placement& placement_;
   const StepOptions& options_;
-  int rail_; ///< the rail simulated (kAllRails: every rail)
+  int rail_;                  ///< the rail simulated (kAllRails: every rail)
+  int rails_         = 0;     ///< under rail symmetry: the rails rail_ stands for (0: rails apart or every rail)
+  bool rails_differ_ = false; ///< a call over several rails moved different bytes between nodes rail by rail
   FlowGraph graph_;
   std::vector<std::vector<Node>> nodes_;
   std::vector<std::vector<int>> stream_prev_;
@@ -623,9 +645,9 @@ private:
 namespace spansim::netsim::detail {
 
 LoweredStep lower_step(const topology::Topology& topology, const workload::StepGraph& graph,
-                       const placement::Placement& placement, const StepOptions& options, int rail)
+                       const placement::Placement& placement, const StepOptions& options, int rail, int rails)
 {
-  StepLowering lowering(topology, graph, placement, options, rail);
+  StepLowering lowering(topology, graph, placement, options, rail, rails);
   lowering.build();
   LoweredStep out;
   out.nodes               = lowering.nodes();
@@ -635,6 +657,7 @@ LoweredStep lower_step(const topology::Topology& topology, const workload::StepG
   out.spans               = std::move(lowering.spans());
   out.compression         = lowering.compression();
   out.auto_picks          = lowering.auto_picks();
+  out.rails_differ        = lowering.rails_differ();
   out.peer.resize(graph.stages.size());
   for (std::size_t s = 0; s < graph.stages.size(); ++s) {
     out.peer[s].assign(graph.stages[s].ops.size(), {-1, -1});

@@ -38,6 +38,9 @@ struct LoweredStep {
   std::vector<CollectiveSpan> spans;         ///< at hybrid fidelity: every collective lowered as flows
   std::vector<double> compression;           ///< [stage]: GPU seconds of compressing and decompressing its traffic
   workload::DimArray<unsigned> auto_picks{}; ///< per dimension: bit a set when `auto` resolved a call to algorithm a
+  /// @brief Under rail symmetry: a call over several rails moved different bytes between nodes from rail to rail
+  /// (NCCL's channels leave by fewer NICs than the node has, a busiest member): rail 0 cannot stand for the others.
+  bool rails_differ = false;
 };
 
 /// @brief lower_step's `rail` for every rail.
@@ -48,8 +51,11 @@ inline constexpr int kAllRails = -1;
 /// senders of that rail alone), pipeline sends and receives as transfers from every rank of the sending stage to
 /// its counterpart.
 /// @throws SimulationError if the programs deadlock.
+/// With `rails` (rail symmetry: rail 0 standing for that many), a group over several rails keeps every transfer
+/// inside a node (identical pairs of one call merged) and, between nodes, those leaving rail 0; a call whose
+/// transfers between nodes differ from rail to rail sets LoweredStep::rails_differ.
 LoweredStep lower_step(const topology::Topology& topology, const workload::StepGraph& graph,
-                       const placement::Placement& placement, const StepOptions& options, int rail);
+                       const placement::Placement& placement, const StepOptions& options, int rail, int rails = 0);
 
 /// @brief Fills `result.stages` and `result.waits` from the op timings in `result.ops`.
 void account_stages(const workload::StepGraph& graph, const LoweredStep& lowered, StepResult& result);
@@ -107,9 +113,11 @@ StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepar
 StepResult read_back(const topology::Topology& topology, const PreparedStep& prepared, const workload::StepGraph& graph,
                      const placement::Placement& placement, RunResult run_result);
 
-/// @brief Whether every rail carries the same traffic, so that rail 0 can stand for all (netsim/README.md).
-bool rails_symmetric(const topology::Topology& topology, const workload::StepGraph& graph,
-                     const placement::Placement& placement);
+/// @brief How many rails carry the same traffic, so that rail 0 can stand for them all (netsim/README.md): the
+/// node's GPUs when TP fills it, the used GPUs of each node when turning them one place maps the step onto itself;
+/// 0 when the rails differ.
+int symmetric_rails(const topology::Topology& topology, const workload::StepGraph& graph,
+                    const placement::Placement& placement);
 
 /// @brief Sets the delays standing for compute ops to `graph`'s seconds: a step graph that differs from the
 /// prepared one only there runs without being lowered again.

@@ -4,6 +4,8 @@
 #include "common/error.hpp"
 #include "netsim/step_lowering.hpp"
 
+#include <algorithm>
+
 namespace spansim::netsim {
 
 namespace {
@@ -27,7 +29,7 @@ std::vector<int> sinks(const FlowGraph& graph)
 bool rails_alike(const topology::Topology& topology, const std::vector<JobOnNetwork>& jobs)
 {
   for (const auto& job : jobs)
-    if (!detail::rails_symmetric(topology, *job.graph, *job.placement))
+    if (detail::symmetric_rails(topology, *job.graph, *job.placement) != topology.node_gpus())
       return false;
   return true;
 }
@@ -53,18 +55,27 @@ TogetherResult simulate_together(const topology::Topology& topology, const std::
                          topology.vertex_name(p.gpu(r)));
       o = static_cast<int>(j);
     }
-    rails_alike = rails_alike && detail::rails_symmetric(topology, *jobs[j].graph, p);
+    rails_alike = rails_alike && detail::symmetric_rails(topology, *jobs[j].graph, p) == topology.node_gpus();
   }
 
   std::vector<detail::PreparedStep> prepared;
-  for (const auto& job : jobs) {
-    StepOptions o     = job.options;
-    o.fidelity        = options.fidelity;
-    o.engine          = options.engine;
-    o.rail_symmetry   = rails_alike;
-    o.rails_apart     = false; // the jobs' lowerings are joined into one graph
-    o.choose_per_step = false;
-    prepared.push_back(detail::prepare_step(topology, *job.graph, *job.placement, o));
+  auto prepare = [&] {
+    prepared.clear();
+    for (const auto& job : jobs) {
+      StepOptions o     = job.options;
+      o.fidelity        = options.fidelity;
+      o.engine          = options.engine;
+      o.rail_symmetry   = rails_alike;
+      o.rails_apart     = false; // the jobs' lowerings are joined into one graph
+      o.choose_per_step = false;
+      prepared.push_back(detail::prepare_step(topology, *job.graph, *job.placement, o));
+    }
+  };
+  prepare();
+  // One rail stands for all only if it does in every job (a job's calls may differ from rail to rail when lowered).
+  if (rails_alike && std::any_of(prepared.begin(), prepared.end(), [](const auto& p) { return !p.one_rail; })) {
+    rails_alike = false;
+    prepare();
   }
   const topology::Topology& simulated = prepared.front().simulated(topology);
 
