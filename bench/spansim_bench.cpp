@@ -434,6 +434,41 @@ std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* 
   };
 }
 
+// Issue 59: ECMP's rails apart at flow fidelity, every rail through SimGrid against every rail on spansim's own
+// max-min engine (own_solver_above 1): the step and each rail's step, and their largest relative difference.
+std::function<void(Figures&)> ecmp_solver_agreement(int dp)
+{
+  return [=](Figures& f) {
+    auto spec                      = topology::load_topology_spec("two-buildings");
+    spec.multipath.ecmp            = true;
+    spec.multipath.explicit_spines = true;
+    spec.multipath.long_links      = 16;
+    topology::Topology topo(spec);
+    auto job   = workload::parse_job(job_405b(dp), "bench-405b.json");
+    auto graph = workload::build_step_graph(job);
+    placement::Placement place(topo, job, {});
+    netsim::StepOptions o;
+    o.fidelity                = netsim::Fidelity::flow;
+    o.flow_every_rail         = true;
+    o.own_solver_above        = 0;
+    auto start                = Clock::now();
+    const auto simgrid        = netsim::simulate_step(topo, graph, place, o);
+    const double simgrid_wall = seconds_since(start);
+    o.own_solver_above        = 1;
+    start                     = Clock::now();
+    const auto own            = netsim::simulate_step(topo, graph, place, o);
+    record_step(f, own, job.gpus, start);
+    const auto& a = simgrid.engine.at("ecmp").at("rail_steps_s");
+    const auto& b = own.engine.at("ecmp").at("rail_steps_s");
+    double worst  = std::abs(own.step_time / simgrid.step_time - 1);
+    for (std::size_t r = 0; r < a.size() && r < b.size(); ++r)
+      worst = std::max(worst, std::abs(b[r].get<double>() / a[r].get<double>() - 1));
+    std::snprintf(f.note, sizeof f.note,
+                  "%zu rails; SimGrid every rail %.1f s, step %.9g s; worst |own/SimGrid - 1| %.1e", a.size(),
+                  simgrid_wall, simgrid.step_time, worst);
+  };
+}
+
 // Issue 37: ECMP's rails simulated apart against every rail together (analytical, the flow engine's model), on
 // Llama 3 70B (dense) and Qwen3-30B-A3B (MoE, EP over data parallelism) across both buildings of two-buildings,
 // with explicit spines, 1-16 long links, 1-16 queue pairs and several hash seeds. One row per case as it ends.
@@ -736,6 +771,11 @@ std::vector<Case> cases()
       all.push_back({fold ? "405B step 196K 3-region alike two" : "405B step 196K 3-region alike two unfolded",
                      "three-regions", fidelity, nullptr, 0, "", true,
                      step_405b("three-regions", 1536, fidelity, false, false, fold)});
+  // Issue 59: the own max-min solver against SimGrid on ECMP's rails (every rail both ways).
+  all.push_back(
+      {"ECMP own solver vs SimGrid 4K", "two-buildings", "flow", nullptr, 0, "", false, ecmp_solver_agreement(32)});
+  all.push_back(
+      {"ECMP own solver vs SimGrid 16K", "two-buildings", "flow", nullptr, 0, "", true, ecmp_solver_agreement(128)});
   // Issue 37: ECMP's rails apart against every rail together (the table of bench/README.md).
   all.push_back(
       {"ECMP rails apart vs exact", "two-buildings", "analytical", nullptr, 0, "", false, ecmp_error_table(false)});

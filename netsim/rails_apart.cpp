@@ -131,6 +131,19 @@ std::string encode(const RunResult& r)
   return out;
 }
 
+/// @brief The settings of an encoded run (its op timings left unread).
+nlohmann::json settings_of(const std::string& bytes)
+{
+  std::uint64_t length       = 0;
+  constexpr std::size_t head = sizeof(double) + sizeof length;
+  if (bytes.size() < head)
+    throw SimulationError("a rail's simulation process returned a truncated result");
+  std::memcpy(&length, bytes.data() + sizeof(double), sizeof length);
+  if (bytes.size() < head + length)
+    throw SimulationError("a rail's simulation process returned a truncated result");
+  return nlohmann::json::parse(bytes.substr(head, length));
+}
+
 RunResult decode(const std::string& bytes, std::size_t ops)
 {
   RunResult r;
@@ -229,9 +242,23 @@ RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prep
 {
   const auto& rails = prepared.apart;
   // Each rail lowered again in its worker (from `graph`, whose compute may have been lengthened since) and run.
+  // At flow fidelity a rail past own_solver_above transfers runs on spansim's max-min engine, which computes SimGrid's
+  // model under these settings; the run says so.
   auto run_rail = [&](std::size_t r, Fidelity fidelity) {
-    const auto lowered = lower_step(topology, graph, placement, options, static_cast<int>(r));
-    return run(topology.with_directions_scaled(rails[r].link_factor), lowered.graph, fidelity, options.engine);
+    const auto lowered          = lower_step(topology, graph, placement, options, static_cast<int>(r));
+    const auto scaled           = topology.with_directions_scaled(rails[r].link_factor);
+    const std::size_t transfers = lowered.graph.transfer_count();
+    if (fidelity == Fidelity::flow && options.own_solver_above > 0 && transfers > options.own_solver_above &&
+        options.engine.simgrid.analytical_model()) {
+      auto result                    = run(scaled, lowered.graph, Fidelity::analytical, options.engine);
+      result.settings["rail_engine"] = "spansim max-min (" + std::to_string(transfers) + " transfers, above " +
+                                       std::to_string(options.own_solver_above) + ")";
+      return result;
+    }
+    auto result = run(scaled, lowered.graph, fidelity, options.engine);
+    if (fidelity == Fidelity::flow)
+      result.settings["rail_engine"] = "simgrid";
+    return result;
   };
   std::vector<double> steps(rails.size(), 0);
   std::vector<std::string> runs(rails.size()); // each rail's run at options.fidelity, encoded ("": not run)
@@ -305,18 +332,33 @@ RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prep
         if (links[l].tier != topology::Tier::nvlink)
           for (int d = 0; d < 2; ++d)
             result.link_bytes[2 * l + d] += rails[r].link_bytes[2 * l + d];
+  if (options.fidelity == Fidelity::flow)
+    prepared.ecmp["own_solver_above"] = options.own_solver_above;
   prepared.ecmp["slowest_rail"] = slowest;
   prepared.ecmp["rail_steps_s"] = steps;
+  prepared.ecmp.erase("rail_engines");
+  if (options.fidelity == Fidelity::flow) {
+    // Per rail: the engine whose run gave its step.
+    nlohmann::json engines = nlohmann::json::array();
+    for (std::size_t r = 0; r < rails.size(); ++r) {
+      const auto settings = runs[r].empty() ? nlohmann::json() : settings_of(runs[r]);
+      engines.push_back(settings.contains("rail_engine") ? settings["rail_engine"]
+                                                         : nlohmann::json("analytical (ranked below the slowest)"));
+    }
+    prepared.ecmp["rail_engines"] = std::move(engines);
+  }
   prepared.ecmp.erase("flow_rails");
   prepared.ecmp.erase("flow");
   if (ranked) {
     prepared.ecmp["flow_rails"] = at_fidelity;
     char margin[32];
     std::snprintf(margin, sizeof margin, "%g%%", 100 * kFlowRailMargin);
-    prepared.ecmp["flow"] = "the analytical engine (SimGrid's model with these settings) ran every rail; SimGrid ran "
-                            "those within " +
+    prepared.ecmp["flow"] = "the analytical engine (SimGrid's model with these settings) ran every rail; those "
+                            "within " +
                             std::string(margin) +
-                            " of the slowest (flow_rails), the others' steps are the analytical engine's";
+                            " of the slowest (flow_rails) ran again at flow fidelity (SimGrid, or spansim's max-min "
+                            "past own_solver_above transfers: rail_engines), the others' steps are the analytical "
+                            "engine's";
   }
   return result;
 }

@@ -18,6 +18,7 @@
 #include <memory>
 
 #include <array>
+#include <cstddef>
 #include <nlohmann/json.hpp>
 
 namespace spansim::netsim {
@@ -34,6 +35,12 @@ inline constexpr double kAllToAllFlowBudget = 2e6;
 /// @brief ECMP's rails apart at flow fidelity: a rail runs through SimGrid when the analytical engine's step for it is
 /// within this fraction of the slowest rail's (the two engines agree to 1e-6 on the same model).
 inline constexpr double kFlowRailMargin = 1e-3;
+
+/// @brief ECMP's rails apart at flow fidelity: a rail lowered to more transfers than this is solved by spansim's own
+/// max-min engine rather than SimGrid (SimGrid 3.32 re-solves a rail's one connected system at every flow end: a
+/// 2.3M-transfer rail of a 131K-GPU step runs over 12 minutes there). The analytical engine computes SimGrid's model
+/// under spansim's pinned settings (bench/README.md measures the two at 4K and 16K GPUs).
+inline constexpr std::size_t kOwnSolverAbove = 1000000;
 
 /// @brief Options of a step simulation.
 struct StepOptions {
@@ -66,6 +73,10 @@ struct StepOptions {
   /// analytical engine's model (SimgridSettings::analytical_model), the rails that engine finds within
   /// kFlowRailMargin of the slowest (false; the others' steps are the analytical engine's).
   bool flow_every_rail = false;
+  /// @brief ECMP's rails apart at flow fidelity: a rail of more transfers than this runs on spansim's own max-min
+  /// engine instead of SimGrid, where SimGrid's settings are that engine's model (SimgridSettings::analytical_model);
+  /// results name each rail's engine. 0: SimGrid for every rail it runs.
+  std::size_t own_solver_above = kOwnSolverAbove;
   /// @brief When a symmetry of the site moving whole regions or buildings maps the lowered step onto itself,
   /// simulate the base building's transfers alone (netsim/symmetry.hpp): exact, at analytical and flow fidelity.
   bool building_symmetry = true;

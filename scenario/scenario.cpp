@@ -114,6 +114,11 @@ Scenario parse_scenario(const json& document, const std::string& path, const std
       hybrid.workers = static_cast<int>(*w);
     h->finish();
   }
+  if (auto f = r.optional_object("flow")) {
+    if (auto n = f->optional_integer("own_solver_above", 0, std::int64_t{1} << 40))
+      sc.options.own_solver_above = static_cast<std::size_t>(*n);
+    f->finish();
+  }
   if (auto c = r.optional_object("collectives")) {
     for (workload::Dim d : workload::kDims)
       if (auto a = c->optional_enumeration<netsim::Algorithm>(name_of(d)))

@@ -106,6 +106,34 @@ TEST_CASE("ecmp rails apart: the flow engine's slowest rail is the analytical en
     CHECK(ranked[r].get<double>() == Approx(every_sg[r].get<double>()).epsilon(1e-6));
 }
 
+TEST_CASE("ecmp rails apart at flow: rails past own_solver_above run on spansim's max-min engine, within 1e-6 of "
+          "SimGrid, and say so",
+          "[scenario][multipath]")
+{
+  auto simgrid                     = ecmp_scenario(2, 1, tp::EcmpMode::rails_apart, 4, "flow");
+  simgrid.options.flow_every_rail  = true;
+  simgrid.options.own_solver_above = 0;
+  auto own                         = simgrid;
+  own.options.own_solver_above     = 1; // every rail is past it
+  const auto a                     = sc::run_scenario(simgrid).result;
+  const auto b                     = sc::run_scenario(own).result;
+  const auto& engines_a            = a.engine["ecmp"]["rail_engines"];
+  const auto& engines_b            = b.engine["ecmp"]["rail_engines"];
+  std::cout << "SimGrid every rail: " << a.engine["ecmp"]["rail_steps_s"]
+            << "\nown solver every rail: " << b.engine["ecmp"]["rail_steps_s"] << "\n"
+            << engines_b << "\n";
+  REQUIRE(engines_a.size() == 4);
+  REQUIRE(engines_b.size() == 4);
+  for (std::size_t r = 0; r < 4; ++r) {
+    CHECK(engines_a[r] == "simgrid");
+    CHECK(engines_b[r].get<std::string>().rfind("spansim max-min (", 0) == 0);
+    CHECK(b.engine["ecmp"]["rail_steps_s"][r].get<double>() ==
+          Approx(a.engine["ecmp"]["rail_steps_s"][r].get<double>()).epsilon(1e-6));
+  }
+  CHECK(b.engine["ecmp"]["own_solver_above"] == 1);
+  CHECK(b.step_time == Approx(a.step_time).epsilon(1e-6));
+}
+
 TEST_CASE("ecmp rails apart: refused where the rails do not separate, exact below the size auto starts at",
           "[scenario][multipath]")
 {
