@@ -443,6 +443,7 @@ std::function<void(Figures&)> ecmp_solver_agreement(int dp)
     spec.multipath.ecmp            = true;
     spec.multipath.explicit_spines = true;
     spec.multipath.long_links      = 16;
+    spec.multipath.ecmp_mode       = topology::EcmpMode::rails_apart; // `auto` keeps 4,096 GPUs' rails together
     topology::Topology topo(spec);
     auto job   = workload::parse_job(job_405b(dp), "bench-405b.json");
     auto graph = workload::build_step_graph(job);

@@ -61,7 +61,7 @@ RunResult run_symmetric(const topology::Topology& simulated, const FlowGraph& gr
 // Every rail carries the same traffic when the pods are rail-optimized and turning every node's used GPUs one place
 // round (local l to l + 1 mod k) maps the step onto itself: rail r's traffic is then rail 0's moved over by r GPUs.
 int detail::symmetric_rails(const topology::Topology& topology, const workload::StepGraph& graph,
-                            const placement::Placement& placement)
+                            const placement::Placement& placement, bool turned)
 {
   const int gpn = topology.node_gpus();
   // Under ECMP each rail's flows hash onto their own paths: one rail cannot stand for the others.
@@ -78,6 +78,8 @@ int detail::symmetric_rails(const topology::Topology& topology, const workload::
     tp_rails = topology.locate(placement.gpu(r)).local == placement.coordinates(r).tp;
   if (tp_rails)
     return gpn;
+  if (!turned)
+    return 0;
   // Otherwise the turn is checked: k used GPUs on every node the job touches (spares beyond them idle), stages and
   // pipeline peers turned with them, and every group in one node, on one rail with its turned image a group too,
   // or over all k GPUs of each node it touches (such a group's rings and trees are checked rail by rail when lowered).
@@ -163,7 +165,9 @@ PreparedStep prepare_step(const topology::Topology& topology, const workload::St
   if (options.flows_per_pair < 1 || options.flows_per_pair > 64)
     throw UsageError("flows per pair must be between 1 and 64");
   PreparedStep p;
-  if (const int rails = options.rail_symmetry ? symmetric_rails(topology, graph, placement) : 0; rails > 0) {
+  // Packet level keeps every flow of a group over whole nodes: merging channels into one flow changes its transport.
+  const bool turned = options.fidelity == Fidelity::analytical || options.fidelity == Fidelity::flow;
+  if (const int rails = options.rail_symmetry ? symmetric_rails(topology, graph, placement, turned) : 0; rails > 0) {
     p.rails = rails;
     p.one_rail.emplace(topology.with_shared_links_divided(rails));
     p.lowered = lower_step(*p.one_rail, graph, placement, options, 0, rails);

@@ -115,9 +115,10 @@ StepResult read_back(const topology::Topology& topology, const PreparedStep& pre
 
 /// @brief How many rails carry the same traffic, so that rail 0 can stand for them all (netsim/README.md): the
 /// node's GPUs when TP fills it, the used GPUs of each node when turning them one place maps the step onto itself;
-/// 0 when the rails differ.
+/// 0 when the rails differ. `turned` false: only the first (packet level, where merged channels would change the
+/// transport).
 int symmetric_rails(const topology::Topology& topology, const workload::StepGraph& graph,
-                    const placement::Placement& placement);
+                    const placement::Placement& placement, bool turned = true);
 
 /// @brief Sets the delays standing for compute ops to `graph`'s seconds: a step graph that differs from the
 /// prepared one only there runs without being lowered again.

@@ -43,7 +43,9 @@ TogetherResult simulate_together(const topology::Topology& topology, const std::
     throw UsageError("jobs on a shared network run at analytical, flow or packet fidelity (hybrid corrects one "
                      "job's collectives)");
   std::vector<int> owner(static_cast<std::size_t>(topology.gpu_count()), -1);
-  bool rails_alike = options.rail_symmetry;
+  // Packet level keeps every flow of a group over whole nodes (netsim/step.cpp).
+  const bool turned = options.fidelity != Fidelity::packet;
+  bool rails_alike  = options.rail_symmetry;
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     const auto& p = *jobs[j].placement;
     if (jobs[j].steps < 1)
@@ -55,7 +57,7 @@ TogetherResult simulate_together(const topology::Topology& topology, const std::
                          topology.vertex_name(p.gpu(r)));
       o = static_cast<int>(j);
     }
-    rails_alike = rails_alike && detail::symmetric_rails(topology, *jobs[j].graph, p) == topology.node_gpus();
+    rails_alike = rails_alike && detail::symmetric_rails(topology, *jobs[j].graph, p, turned) == topology.node_gpus();
   }
 
   std::vector<detail::PreparedStep> prepared;
