@@ -14,7 +14,7 @@ int buildings_used(const OptimizeSpec& spec, const topology::Topology& topo)
 {
   if (!spec.buildings.empty())
     return static_cast<int>(spec.buildings.size());
-  return topo.buildings_needed(spec.base.gpus);
+  return topo.buildings_needed(spec.base.gpus, spec.gpus_per_node);
 }
 
 namespace {
@@ -104,8 +104,9 @@ Built build(const OptimizeSpec& spec, const topology::Topology& topo, const Poin
 {
   const auto job = job_of(spec, p, buildings_used(spec, topo));
   Built b{{}, std::nullopt};
-  b.place.emplace(topo, job, placement::PlacementSpec{p.order, spec.buildings},
-                  spec::Location{spec.file, "$.search.order"});
+  placement::PlacementSpec where{p.order, spec.buildings};
+  where.gpus_per_node = spec.gpus_per_node;
+  b.place.emplace(topo, job, where, spec::Location{spec.file, "$.search.order"});
   // On a heterogeneous site each stage is costed on its building's GPU type.
   b.graph = placement::build_stage_graph(job, topo, *b.place, spec::Location{spec.file, "$.search.order"});
   return b;

@@ -281,14 +281,15 @@ const std::vector<int>& IndexedSpace::rank_nodes() const
       if (topo.building_name(b) == name)
         buildings.push_back(b);
   if (spec_.buildings.empty())
-    for (int b = 0; b < topo.buildings_needed(spec_.base.gpus) && b < topo.building_count(); ++b)
+    for (int b = 0; b < topo.buildings_needed(spec_.base.gpus, spec_.gpus_per_node) && b < topo.building_count(); ++b)
       buildings.push_back(b);
   const auto count = static_cast<std::int64_t>(buildings.size());
-  if (count == 0 || spec_.base.gpus % count != 0 || topo.buildings_needed(spec_.base.gpus) > topo.building_count())
+  if (count == 0 || spec_.base.gpus % count != 0 ||
+      topo.buildings_needed(spec_.base.gpus, spec_.gpus_per_node) > topo.building_count())
     return node_of_rank_; // the search refuses such a job; nothing is known
   const std::int64_t each = spec_.base.gpus / count;
   for (int b : buildings) {
-    const auto gpus = topo.building_gpus(b);
+    const auto gpus = topo.building_gpus(b, spec_.gpus_per_node);
     if (static_cast<std::int64_t>(gpus.size()) < each) {
       node_of_rank_.clear();
       break;

@@ -118,6 +118,9 @@ struct OptimizeSpec {
   nlohmann::json batch_ref; ///< the same for the batch
   nlohmann::json moe_ref;   ///< a MoE model's routing as the spec gives it ("moe"; dispatcher and node limit searched)
   std::vector<std::string> buildings;
+  /// @brief Of each node the job uses its first this many GPUs, the others idle as spares (placement.gpus_per_node:
+  /// NVL72 racks with 64 in the job); 0: every GPU.
+  int gpus_per_node = 0;
   SearchSpace space;
   int top_k               = 20;
   netsim::Fidelity refine = netsim::Fidelity::flow;

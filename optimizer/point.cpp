@@ -281,11 +281,13 @@ json Metrics::to_json() const
 json scenario_json(const OptimizeSpec& spec, const Point& p)
 {
   topology::Topology topo(spec.topology);
-  const int buildings =
-      !spec.buildings.empty() ? static_cast<int>(spec.buildings.size()) : topo.buildings_needed(spec.base.gpus);
-  json placement = {{"order", names(p.order)}};
+  const int buildings = !spec.buildings.empty() ? static_cast<int>(spec.buildings.size())
+                                                : topo.buildings_needed(spec.base.gpus, spec.gpus_per_node);
+  json placement      = {{"order", names(p.order)}};
   if (!spec.buildings.empty())
     placement["buildings"] = spec.buildings;
+  if (spec.gpus_per_node > 0)
+    placement["gpus_per_node"] = spec.gpus_per_node;
   json topology_ref;
   // Presets by name; anything else (a capacity of the search included) inline, so the scenario stands alone.
   auto site      = topology_of(spec, p);

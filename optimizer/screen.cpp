@@ -140,15 +140,16 @@ struct Screen::Impl {
           if (topo.building_name(b) == name)
             buildings.push_back(b);
     } else {
-      for (int b = 0; b < std::min(topo.building_count(), topo.buildings_needed(spec.base.gpus)); ++b)
+      for (int b = 0; b < std::min(topo.building_count(), topo.buildings_needed(spec.base.gpus, spec.gpus_per_node));
+           ++b)
         buildings.push_back(b);
     }
     if (buildings.empty())
       buildings.push_back(0);
     per_building = std::max<std::int64_t>(1, spec.base.gpus / static_cast<std::int64_t>(buildings.size()));
     for (int b : buildings)
-      building_gpus.push_back(topo.building_gpus(b));
-    node = topo.node_gpus();
+      building_gpus.push_back(topo.building_gpus(b, spec.gpus_per_node));
+    node = spec.gpus_per_node > 0 ? std::min(spec.gpus_per_node, topo.node_gpus()) : topo.node_gpus();
     pod  = std::max<std::int64_t>(node, topo.counts().gpus / std::max<std::int64_t>(1, topo.counts().pods));
     pod  = std::min(pod, per_building);
     std::int64_t same_region = 0;

@@ -162,6 +162,7 @@ json OptimizeSpec::to_json() const
           {"batch", batch_ref},
           {"moe", moe_ref},
           {"buildings", buildings},
+          {"gpus_per_node", gpus_per_node},
           {"search",
            {{"tp", s.tp},
             {"cp", s.cp},
@@ -250,6 +251,13 @@ OptimizeSpec load_optimize_spec(const std::string& path)
       if (!known)
         r.fail("buildings", "unknown building \"" + name + "\" (buildings: " + list + ")");
     }
+  }
+  if (auto n = r.optional_integer("gpus_per_node", 1, 1 << 20)) {
+    const int node = topology::Topology(spec.topology).node_gpus();
+    if (*n > node)
+      r.fail("gpus_per_node",
+             "gpus_per_node " + std::to_string(*n) + " is above the " + std::to_string(node) + " GPUs of a node");
+    spec.gpus_per_node = static_cast<int>(*n);
   }
   spec.top_k   = static_cast<int>(r.optional_integer("top_k", 1, 1000).value_or(20));
   spec.workers = static_cast<int>(r.optional_integer("workers", 0, 256).value_or(0));

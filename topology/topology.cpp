@@ -495,17 +495,19 @@ int Topology::vertex_building(int v) const
   return -1;
 }
 
-std::vector<int> Topology::building_gpus(int b) const
+std::vector<int> Topology::building_gpus(int b, int gpus_per_node) const
 {
   std::vector<int> out;
+  auto used = [&](int g) { return gpus_per_node <= 0 || locate(g).local < gpus_per_node; };
   if (!imported()) {
     const auto per = counts_.gpus / counts_.buildings;
     for (std::int64_t i = 0; i < per; ++i)
-      out.push_back(static_cast<int>(b * per + i));
+      if (used(static_cast<int>(b * per + i)))
+        out.push_back(static_cast<int>(b * per + i));
     return out;
   }
   for (int g = 0; g < counts_.gpus; ++g)
-    if (gpu_location_[g].building == b)
+    if (gpu_location_[g].building == b && used(g))
       out.push_back(g);
   return out;
 }

@@ -478,8 +478,9 @@ public:
   std::vector<std::pair<int, std::vector<Hop>>> spray_hops(int src_gpu, int dst_gpu, int qp = 0) const;
   /// @brief The links between buildings (and regions) on the route from building `a` to building `b`.
   std::vector<int> building_path(int a, int b) const;
-  /// @brief The GPUs of building `b`, in index order (buildings may differ in size).
-  std::vector<int> building_gpus(int b) const;
+  /// @brief The GPUs of building `b`, in index order (buildings may differ in size); with `gpus_per_node`, each
+  /// node's first that many only (the others spares).
+  std::vector<int> building_gpus(int b, int gpus_per_node = 0) const;
   /// @brief How many buildings, from the first, a job of `gpus` GPUs needs when it splits evenly over them
   /// (a building holds at most its own GPUs, or `gpus_per_node` of each node's when given); more than
   /// building_count() when it does not fit.

@@ -347,6 +347,58 @@ TEST_CASE("a DeepEP node limit at or above the nodes an EP group spans is one po
   CHECK(space.node_limit(p) == 0);
 }
 
+TEST_CASE("gpus_per_node: the search places 4 of each node's 8 GPUs, EP groups span twice the nodes, scenarios say so",
+          "[optimizer]")
+{
+  // Qwen3-30B-A3B on 128 H100s with tp = cp = pp = 1 and 4 GPUs of each 8-GPU node in the job: an EP group of ep
+  // consecutive ranks spans ep / 4 nodes (by hand: 2, 4 and 8 for ep 8, 16 and 32), so a DeepEP limit below that acts.
+  json j          = {{"name", "spares"},
+                     {"topology", "two-buildings"},
+                     {"model", "qwen3-30b-a3b"},
+                     {"gpu", "h100"},
+                     {"gpus", 128},
+                     {"buildings", {"bldg-a", "bldg-b"}},
+                     {"gpus_per_node", 4},
+                     {"batch", {{"global_sequences", 512}, {"sequence_length", 4096}}},
+                     {"search",
+                      {{"tp", {1}},
+                       {"pp", {1}},
+                       {"ep", {8, 16, 32}},
+                       {"data_parallel", {"fsdp"}},
+                       {"schedule", {"1f1b"}},
+                       {"order", {{"tp", "cp", "pp", "dp"}}},
+                       {"recompute", {"selective"}},
+                       {"dispatcher", {"deepep"}},
+                       {"node_limit", {0, 1, 2, 4}}}}};
+  const auto spec = spec_from(j);
+  CHECK(spec.gpus_per_node == 4);
+  const optimizer::IndexedSpace space(spec);
+  std::map<int, std::multiset<int>> deepep;
+  for (const auto& p : spansim::test::canonical_points(space))
+    deepep[p.ep].insert(p.node_limit);
+  CHECK(deepep[8] == std::multiset<int>{0, 1});
+  CHECK(deepep[16] == std::multiset<int>{0, 1, 2});
+  CHECK(deepep[32] == std::multiset<int>{0, 1, 2, 4});
+
+  // A point's scenario runs on the same 4 GPUs of each node.
+  optimizer::Point p;
+  p.dp                = 128;
+  p.ep                = 8;
+  p.dispatcher        = workload::Dispatcher::deepep;
+  const auto scenario = optimizer::scenario_json(spec, p);
+  CHECK(scenario.at("placement").at("gpus_per_node") == 4);
+
+  // More than a node's GPUs is refused where it is read.
+  j["gpus_per_node"] = 9;
+  try {
+    spec_from(j);
+    FAIL("gpus_per_node 9 on 8-GPU nodes was accepted");
+  } catch (const spansim::SpecError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("gpus_per_node") != std::string::npos);
+  }
+}
+
 TEST_CASE("an optimize spec whose GPU lacks its precision or SMs is refused while it is read", "[optimizer]")
 {
   auto j         = small_space();
