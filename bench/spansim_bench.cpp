@@ -434,6 +434,53 @@ std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* 
   };
 }
 
+// Issue 59: DeepSeek-V3 (PP 16, EP 64, FSDP) on 64 of each GB200 NVL72 rack's 72 GPUs, one building of
+// three-regions-nvl72, NCCL pinned to 64 channels so that its rings leave each rack by all 64 used NICs: the step with
+// rail 0 standing for the 64 rails against every rail simulated (analytical).
+std::function<void(Figures&)> nvl72_spares_fold(int gpus)
+{
+  return [=](Figures& f) {
+    topology::Topology topo(topology::load_topology_spec("three-regions-nvl72"));
+    nlohmann::json j = {
+        {"name", "deepseek-v3-nvl72-spares"},
+        {"model", "deepseek-v3"},
+        {"gpu", "gb200"},
+        {"gpus", gpus},
+        {"parallelism",
+         {{"tp", 1},
+          {"pp", 16},
+          {"dp", gpus / 16},
+          {"ep", 64},
+          {"data_parallel", "fsdp"},
+          {"reshard_after_forward", false}}},
+        {"batch", {{"global_sequences", gpus}, {"sequence_length", 4096}, {"micro_batch", 1}}},
+        {"schedule", {{"kind", "1f1b"}}},
+        {"recompute", "full"},
+        {"precision", {{"compute", "fp8"}, {"recipe", "blockwise"}, {"gradient_reduce", "bf16"}}},
+        {"moe", {{"dispatcher", "deepep"}, {"dispatch_precision", "fp8"}, {"routing", {{"balance", "balanced"}}}}}};
+    auto job   = workload::parse_job(j, "bench-deepseek-nvl72.json");
+    auto graph = workload::build_step_graph(job);
+    placement::PlacementSpec where;
+    where.buildings     = {topo.building_name(0)};
+    where.gpus_per_node = 64;
+    placement::Placement place(topo, job, where);
+    netsim::StepOptions o;
+    o.fidelity            = netsim::Fidelity::analytical;
+    o.nccl.channels       = 64;
+    o.nccl.fixed_channels = true;
+    auto start            = Clock::now();
+    const auto folded     = netsim::simulate_step(topo, graph, place, o);
+    record_step(f, folded, job.gpus, start);
+    o.rail_symmetry         = false;
+    start                   = Clock::now();
+    const auto every        = netsim::simulate_step(topo, graph, place, o);
+    const double every_wall = seconds_since(start);
+    std::snprintf(f.note, sizeof f.note,
+                  "%d rails folded: %zu ops; every rail: %zu ops, %.1f s, step %.9g s (%+.1e rel.)", folded.rails,
+                  folded.flow_ops, every.flow_ops, every_wall, every.step_time, folded.step_time / every.step_time - 1);
+  };
+}
+
 // Issue 59: ECMP's rails apart at flow fidelity, every rail through SimGrid against every rail on spansim's own
 // max-min engine (own_solver_above 1): the step and each rail's step, and their largest relative difference.
 std::function<void(Figures&)> ecmp_solver_agreement(int dp)
@@ -772,6 +819,9 @@ std::vector<Case> cases()
       all.push_back({fold ? "405B step 196K 3-region alike two" : "405B step 196K 3-region alike two unfolded",
                      "three-regions", fidelity, nullptr, 0, "", true,
                      step_405b("three-regions", 1536, fidelity, false, false, fold)});
+  // Issue 59: a step on NVL72 racks with spares, folded to one rail and not.
+  all.push_back({"DeepSeek-V3 16K NVL72 64 of 72 rail fold vs every rail", "three-regions-nvl72", "analytical", nullptr,
+                 0, "", true, nvl72_spares_fold(16384)});
   // Issue 59: the own max-min solver against SimGrid on ECMP's rails (every rail both ways).
   all.push_back(
       {"ECMP own solver vs SimGrid 4K", "two-buildings", "flow", nullptr, 0, "", false, ecmp_solver_agreement(32)});
