@@ -404,16 +404,21 @@ void on_405b_131k(const std::function<void(const topology::Topology&, const work
   body(topo, job, graph, place);
 }
 
+/// @brief Explicit spines, 16 wavelengths between the buildings, ECMP.
+void with_ecmp(topology::TopologySpec& spec)
+{
+  spec.multipath.ecmp            = true;
+  spec.multipath.explicit_spines = true;
+  spec.multipath.long_links      = 16;
+}
+
 std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* fidelity, bool imported = false,
                                         bool ecmp_spines = false, bool building_symmetry = true)
 {
   return [=](Figures& f) {
     auto spec = topology::load_topology_spec(preset);
-    if (ecmp_spines) { // explicit spines, 16 wavelengths between the buildings, ECMP
-      spec.multipath.ecmp            = true;
-      spec.multipath.explicit_spines = true;
-      spec.multipath.long_links      = 16;
-    }
+    if (ecmp_spines)
+      with_ecmp(spec);
     topology::Topology topo(spec);
     auto start = Clock::now();
     if (imported) // the preset's explicit graph, exported and imported again: routed by least cost
@@ -486,11 +491,9 @@ std::function<void(Figures&)> nvl72_spares_fold(int gpus)
 std::function<void(Figures&)> ecmp_solver_agreement(int dp)
 {
   return [=](Figures& f) {
-    auto spec                      = topology::load_topology_spec("two-buildings");
-    spec.multipath.ecmp            = true;
-    spec.multipath.explicit_spines = true;
-    spec.multipath.long_links      = 16;
-    spec.multipath.ecmp_mode       = topology::EcmpMode::rails_apart; // `auto` keeps 4,096 GPUs' rails together
+    auto spec = topology::load_topology_spec("two-buildings");
+    with_ecmp(spec);
+    spec.multipath.ecmp_mode = topology::EcmpMode::rails_apart; // `auto` keeps 4,096 GPUs' rails together
     topology::Topology topo(spec);
     auto job   = workload::parse_job(job_405b(dp), "bench-405b.json");
     auto graph = workload::build_step_graph(job);

@@ -280,27 +280,38 @@ TEST_CASE("refine_multipath: the best points re-simulated under ECMP, the screen
   CHECK_THROWS_WITH(spec_from(bad), Catch::Contains("$.refine_multipath") && Catch::Contains("\"ecmp\""));
 }
 
+namespace {
+
+// Qwen3-30B-A3B on 128 H100s of two-buildings, tp = cp = pp = 1, EP 8, 16 and 32 with `dispatchers` and DeepEP node
+// limits 0, 1, 2 and 4.
+json ep_space(const json& dispatchers)
+{
+  return {{"name", "node-limits"},
+          {"topology", "two-buildings"},
+          {"model", "qwen3-30b-a3b"},
+          {"gpu", "h100"},
+          {"gpus", 128},
+          {"buildings", {"bldg-a", "bldg-b"}},
+          {"batch", {{"global_sequences", 512}, {"sequence_length", 4096}}},
+          {"search",
+           {{"tp", {1}},
+            {"pp", {1}},
+            {"ep", {8, 16, 32}},
+            {"data_parallel", {"fsdp"}},
+            {"schedule", {"1f1b"}},
+            {"order", {{"tp", "cp", "pp", "dp"}}},
+            {"recompute", {"selective"}},
+            {"dispatcher", dispatchers},
+            {"node_limit", {0, 1, 2, 4}}}}};
+}
+
+} // namespace
+
 TEST_CASE("a DeepEP node limit at or above the nodes an EP group spans is one point with no limit", "[optimizer]")
 {
   // Qwen3-30B-A3B on 128 H100s (8-GPU nodes) with tp = cp = pp = 1: an EP group is ep consecutive ranks, so it spans
   // ep / 8 nodes (by hand: 1, 2 and 4 for ep 8, 16 and 32), and a limit of as many or more does nothing.
-  json j         = {{"name", "node-limits"},
-                    {"topology", "two-buildings"},
-                    {"model", "qwen3-30b-a3b"},
-                    {"gpu", "h100"},
-                    {"gpus", 128},
-                    {"buildings", {"bldg-a", "bldg-b"}},
-                    {"batch", {{"global_sequences", 512}, {"sequence_length", 4096}}},
-                    {"search",
-                     {{"tp", {1}},
-                      {"pp", {1}},
-                      {"ep", {8, 16, 32}},
-                      {"data_parallel", {"fsdp"}},
-                      {"schedule", {"1f1b"}},
-                      {"order", {{"tp", "cp", "pp", "dp"}}},
-                      {"recompute", {"selective"}},
-                      {"dispatcher", {"alltoall", "deepep"}},
-                      {"node_limit", {0, 1, 2, 4}}}}};
+  json j         = ep_space(json::array({"alltoall", "deepep"}));
   auto limits_of = [](const optimizer::OptimizeSpec& spec) {
     const optimizer::IndexedSpace space(spec);
     std::map<int, std::multiset<int>> deepep; // ep -> the node limits of its canonical DeepEP points
@@ -352,25 +363,9 @@ TEST_CASE("gpus_per_node: the search places 4 of each node's 8 GPUs, EP groups s
 {
   // Qwen3-30B-A3B on 128 H100s with tp = cp = pp = 1 and 4 GPUs of each 8-GPU node in the job: an EP group of ep
   // consecutive ranks spans ep / 4 nodes (by hand: 2, 4 and 8 for ep 8, 16 and 32), so a DeepEP limit below that acts.
-  json j          = {{"name", "spares"},
-                     {"topology", "two-buildings"},
-                     {"model", "qwen3-30b-a3b"},
-                     {"gpu", "h100"},
-                     {"gpus", 128},
-                     {"buildings", {"bldg-a", "bldg-b"}},
-                     {"gpus_per_node", 4},
-                     {"batch", {{"global_sequences", 512}, {"sequence_length", 4096}}},
-                     {"search",
-                      {{"tp", {1}},
-                       {"pp", {1}},
-                       {"ep", {8, 16, 32}},
-                       {"data_parallel", {"fsdp"}},
-                       {"schedule", {"1f1b"}},
-                       {"order", {{"tp", "cp", "pp", "dp"}}},
-                       {"recompute", {"selective"}},
-                       {"dispatcher", {"deepep"}},
-                       {"node_limit", {0, 1, 2, 4}}}}};
-  const auto spec = spec_from(j);
+  json j             = ep_space(json::array({"deepep"}));
+  j["gpus_per_node"] = 4;
+  const auto spec    = spec_from(j);
   CHECK(spec.gpus_per_node == 4);
   const optimizer::IndexedSpace space(spec);
   std::map<int, std::multiset<int>> deepep;
