@@ -210,7 +210,7 @@ int Lowering::pipelined(const std::vector<std::pair<int, int>>& pairs, double vo
       ++times[p];
     for (auto [p, n] : times) {
       const double bound = topology_.route_bandwidth(topology_.route(p.first, p.second));
-      transfer(p.first, p.second, n * wire, deps, ops, n * window, kernel_rate < bound ? n * kernel_rate : 0);
+      transfer(p.first, p.second, n * wire, deps, ops, n * window, n * kernel_rate < bound ? n * kernel_rate : 0);
     }
   } else {
     for (auto [a, b] : pairs) {

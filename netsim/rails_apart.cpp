@@ -131,31 +131,34 @@ std::string encode(const RunResult& r)
   return out;
 }
 
+constexpr std::size_t kHead = sizeof(double) + sizeof(std::uint64_t); ///< makespan, settings' length
+
+/// @brief The length of an encoded run's settings, checked against the bytes there.
+std::uint64_t settings_length(const std::string& bytes)
+{
+  std::uint64_t length = 0;
+  if (bytes.size() >= kHead)
+    std::memcpy(&length, bytes.data() + sizeof(double), sizeof length);
+  if (bytes.size() < kHead || bytes.size() - kHead < length)
+    throw SimulationError("a rail's simulation process returned a truncated result");
+  return length;
+}
+
 /// @brief The settings of an encoded run (its op timings left unread).
 nlohmann::json settings_of(const std::string& bytes)
 {
-  std::uint64_t length       = 0;
-  constexpr std::size_t head = sizeof(double) + sizeof length;
-  if (bytes.size() < head)
-    throw SimulationError("a rail's simulation process returned a truncated result");
-  std::memcpy(&length, bytes.data() + sizeof(double), sizeof length);
-  if (bytes.size() < head + length)
-    throw SimulationError("a rail's simulation process returned a truncated result");
-  return nlohmann::json::parse(bytes.substr(head, length));
+  return nlohmann::json::parse(bytes.substr(kHead, settings_length(bytes)));
 }
 
 RunResult decode(const std::string& bytes, std::size_t ops)
 {
   RunResult r;
-  std::uint64_t length       = 0;
-  constexpr std::size_t head = sizeof(double) + sizeof length;
-  if (bytes.size() >= head) {
-    std::memcpy(&r.makespan, bytes.data(), sizeof(double));
-    std::memcpy(&length, bytes.data() + sizeof(double), sizeof length);
-  }
+  const std::uint64_t length = settings_length(bytes);
+  constexpr std::size_t head = kHead;
+  std::memcpy(&r.makespan, bytes.data(), sizeof(double));
   if (bytes.size() != head + length + ops * sizeof(OpTiming))
     throw SimulationError("a rail's simulation process returned a truncated result");
-  r.settings = nlohmann::json::parse(bytes.substr(head, length));
+  r.settings = settings_of(bytes);
   r.ops.resize(ops);
   std::memcpy(r.ops.data(), bytes.data() + head + length, ops * sizeof(OpTiming));
   return r;
