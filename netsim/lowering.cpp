@@ -12,7 +12,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <set>
+#include <unordered_map>
 
 namespace spansim::netsim::detail {
 
@@ -198,6 +200,35 @@ int Lowering::pipelined(const std::vector<std::pair<int, int>>& pairs, double vo
   std::vector<int> ops;
   const double wire   = volume * call.wire;
   const double window = call.window * (channels_per_edge > 0 ? channels_per_edge : call.channels);
+  // A ring's hops inside a node recur in most of its channels: each distinct pair's route is walked once (in the
+  // order pairs first appear, so that ties below resolve as over every pair), and the estimates are maxima over them.
+  struct Edge {
+    std::pair<int, int> pair;
+    int times = 0;
+    std::vector<topology::Hop> route;
+    double latency = 0, bandwidth = 0;
+  };
+  std::vector<Edge> edges;
+  std::vector<std::size_t> edge_of(pairs.size());
+  {
+    std::unordered_map<std::uint64_t, std::size_t> index;
+    index.reserve(pairs.size());
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      const auto [a, b] = pairs[i];
+      const auto key    = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+      auto [it, fresh]  = index.emplace(key, edges.size());
+      if (fresh) {
+        Edge e;
+        e.pair      = pairs[i];
+        e.route     = topology_.route(a, b);
+        e.latency   = topology_.route_latency(e.route);
+        e.bandwidth = topology_.route_bandwidth(e.route);
+        edges.push_back(std::move(e));
+      }
+      ++edges[it->second].times;
+      edge_of[i] = it->second;
+    }
+  }
   // The call's kernels move its bytes no faster than their per-channel limit: each edge carries its volume in at
   // least that time.
   // A cap that cannot bind (above the edge's own links) is left off: it would change nothing, and TCP's packet
@@ -205,18 +236,19 @@ int Lowering::pipelined(const std::vector<std::pair<int, int>>& pairs, double vo
   const double kernel_rate = call.kernel_algbw > 0 && bytes > 0 ? wire * call.kernel_algbw / bytes : 0;
   if (rail_ >= 0) {
     // Rail symmetry: a pair several channels share (the rings' hops inside a node) is one flow carrying them all.
-    std::map<std::pair<int, int>, int> times;
-    for (auto p : pairs)
-      ++times[p];
-    for (auto [p, n] : times) {
-      const double bound = topology_.route_bandwidth(topology_.route(p.first, p.second));
-      transfer(p.first, p.second, n * wire, deps, ops, n * window, n * kernel_rate < bound ? n * kernel_rate : 0);
+    std::vector<std::size_t> sorted(edges.size());
+    std::iota(sorted.begin(), sorted.end(), std::size_t{0});
+    std::sort(sorted.begin(), sorted.end(), [&](std::size_t x, std::size_t y) { return edges[x].pair < edges[y].pair; });
+    for (std::size_t k : sorted) {
+      const auto& e = edges[k];
+      const int n   = e.times;
+      transfer(e.pair.first, e.pair.second, n * wire, deps, ops, n * window,
+               n * kernel_rate < e.bandwidth ? n * kernel_rate : 0);
     }
   } else {
-    for (auto [a, b] : pairs) {
-      const double bound = topology_.route_bandwidth(topology_.route(a, b));
-      transfer(a, b, wire, deps, ops, window, kernel_rate < bound ? kernel_rate : 0);
-    }
+    for (std::size_t i = 0; i < pairs.size(); ++i)
+      transfer(pairs[i].first, pairs[i].second, wire, deps, ops, window,
+               kernel_rate < edges[edge_of[i]].bandwidth ? kernel_rate : 0);
   }
   if (ops.empty())
     ops = deps; // every pair left to another rail
@@ -224,42 +256,48 @@ int Lowering::pipelined(const std::vector<std::pair<int, int>>& pairs, double vo
   // (its volume in steps of the call's step size, one loop after another) pays the step latency of its path
   // (the node's inside a node, the fabric's between nodes: topology/fabrics.json's fitted values).
   double steps_overhead = 0;
-  if (call.step_bytes > 0)
-    for (auto [a, b] : pairs) {
-      const auto la = topology_.locate(a), lb = topology_.locate(b);
-      const auto site          = topology_.spec().site_of(topology_.building_name(la.building));
-      const double per_step    = la.node == lb.node ? site.node->step_latency : site.pod->net_latency;
-      const double per_channel = volume / std::max(1, channels_per_edge > 0 ? channels_per_edge : call.channels);
-      steps_overhead           = std::max(steps_overhead, std::ceil(per_channel / call.step_bytes - 1e-9) * per_step);
+  if (call.step_bytes > 0) {
+    const double per_channel = volume / std::max(1, channels_per_edge > 0 ? channels_per_edge : call.channels);
+    const double steps       = std::ceil(per_channel / call.step_bytes - 1e-9);
+    std::map<std::pair<int, bool>, double> per_step; // (building, inside a node) -> the step latency there
+    for (const auto& e : edges) {
+      const auto la = topology_.locate(e.pair.first), lb = topology_.locate(e.pair.second);
+      const bool inside = la.node == lb.node;
+      auto [it, fresh]  = per_step.emplace(std::pair{la.building, inside}, 0.0);
+      if (fresh) {
+        const auto site = topology_.spec().site_of(topology_.building_name(la.building));
+        it->second      = inside ? site.node->step_latency : site.pod->net_latency;
+      }
+      steps_overhead = std::max(steps_overhead, steps * it->second);
     }
+  }
   chain = std::max(chain, call.latency) + steps_overhead;
   // A tree's edges share link directions (a GPU's up and down edges, of both trees, on one NVLink or NIC) and split
   // them: the estimate reported for the call counts them; the chain's delay below keeps the edge alone. A ring's
   // edges leave each GPU once, so its estimate needs no count.
   std::map<std::pair<int, bool>, int> sharing;
   if (channels_per_edge > 0)
-    for (auto [a, b] : pairs)
-      for (const auto& hop : topology_.route(a, b))
-        ++sharing[{hop.link, hop.forward}];
+    for (const auto& e : edges)
+      for (const auto& hop : e.route)
+        sharing[{hop.link, hop.forward}] += e.times;
   double shared_worst = 0;
-  for (std::size_t e = 0; e < (sharing.empty() ? 0 : pairs.size()); ++e) {
-    const auto route = topology_.route(pairs[e].first, pairs[e].second);
+  for (std::size_t k = 0; k < (sharing.empty() ? 0 : edges.size()); ++k) {
     double bandwidth = std::numeric_limits<double>::infinity();
-    for (const auto& hop : route)
+    for (const auto& hop : edges[k].route)
       bandwidth =
           std::min(bandwidth, topology_.hop_bandwidth(hop.link, hop.forward) / sharing[{hop.link, hop.forward}]);
-    shared_worst = std::max(shared_worst, topology_.route_latency(route) + wire / bandwidth);
+    shared_worst = std::max(shared_worst, edges[k].latency + wire / bandwidth);
   }
   // The bottleneck edge alone on its links: latency, then its bytes at the smaller of bandwidth and window rate.
   double worst = -1, latency = 0, stall = 0, at_window = 0, at_bandwidth = 0;
-  for (auto [a, b] : pairs) {
-    const auto route       = topology_.route(a, b);
-    const double l         = topology_.route_latency(route);
-    const double bandwidth = topology_.route_bandwidth(route);
-    // The engines apply the site's window to each flow: the transfer's channels, each split into queue pairs.
-    const double flows = static_cast<double>(flows_per_pair_) * std::max(1, topology_.spec().multipath.qps);
-    const double w     = flows * topology_.effective_window(window / flows);
-    const double rtt   = topology_.round_trip(a, b);
+  // The engines apply the site's window to each flow: the transfer's channels, each split into queue pairs.
+  const double flows = static_cast<double>(flows_per_pair_) * std::max(1, topology_.spec().multipath.qps);
+  const double w     = flows * topology_.effective_window(window / flows);
+  for (const auto& e : edges) {
+    const auto [a, b]      = e.pair;
+    const double l         = e.latency;
+    const double bandwidth = e.bandwidth;
+    const double rtt       = w > 0 ? l + topology_.route_latency(topology_.route(b, a)) : 0;
     // A sender's cap (its share of an uplink) limits the rate as a thinner link would; only a window's credit
     // stall, which waits out round trips, hides the chain.
     const double cap   = rate_of(a, b) > 0 ? rate_of(a, b) : std::numeric_limits<double>::infinity();
