@@ -18,6 +18,7 @@ void add_commands(CLI::App& app)
   add_collective_command(app);
   add_workload_command(app);
   add_run_command(app);
+  add_report_command(app);
   add_reliability_command(app);
   add_share_command(app);
   add_optimize_command(app);

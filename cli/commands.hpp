@@ -16,6 +16,8 @@ void add_workload_command(CLI::App& app);
 
 /// @brief `spansim run [SCENARIO] [--fidelity F] [--out DIR] [--json]`: one co-simulated training step.
 void add_run_command(CLI::App& app);
+/// @brief `spansim report DIR`: a run result as one HTML page.
+void add_report_command(CLI::App& app);
 
 /// @brief `spansim reliability SCENARIO --days D | --tokens T [--json]`: goodput under failures and recovery.
 void add_reliability_command(CLI::App& app);

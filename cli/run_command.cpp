@@ -4,10 +4,12 @@
 #include "common/error.hpp"
 #include "common/paths.hpp"
 #include "common/units.hpp"
+#include "report/html.hpp"
 #include "report/report.hpp"
 #include "scenario/scenario.hpp"
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -23,6 +25,7 @@ struct RunOptions {
   std::string out;
   bool no_outputs = false;
   bool json       = false;
+  bool report     = false;
   int steps       = 0;
   long long seed  = -1;
 };
@@ -151,8 +154,12 @@ void run(const RunOptions& o)
                                             *scenario.variability, so);
   }
   std::vector<std::string> written;
-  if (!o.no_outputs)
-    written = report::write_outputs(run, o.out.empty() ? path_in("out", scenario.name) : o.out);
+  if (!o.no_outputs) {
+    const auto directory = o.out.empty() ? path_in("out", scenario.name) : o.out;
+    written              = report::write_outputs(run, directory);
+    if (o.report)
+      written.push_back(report::write_report(directory));
+  }
 
   if (o.json) {
     auto summary = report::summary_json(run);
@@ -370,13 +377,33 @@ void add_run_command(CLI::App& app)
   c->add_option("--fidelity", o->fidelity, "Override the scenario's fidelity: " + allowed_names<netsim::Fidelity>());
   auto* out =
       c->add_option("--out", o->out, "Directory for summary.json, layers.csv and trace.json (default out/NAME)");
-  c->add_flag("--no-outputs", o->no_outputs, "Write no files")->excludes(out);
+  auto* none = c->add_flag("--no-outputs", o->no_outputs, "Write no files")->excludes(out);
+  c->add_flag("--report", o->report, "Also write report.html: the site, the network and the step as one page")
+      ->excludes(none);
   c->add_flag("--json", o->json, "Print one JSON document (the summary)");
   c->add_option("--steps", o->steps, "Sample this many steps under the scenario's variability block")
       ->check(integer_in(1, 1000000));
   c->add_option("--seed", o->seed, "Override the variability block's seed (a scenario without one is refused)")
       ->check(integer_in(0, 1LL << 53));
   c->callback([o] { run(*o); });
+}
+
+void add_report_command(CLI::App& app)
+{
+  auto directory = std::make_shared<std::string>();
+  auto json      = std::make_shared<bool>(false);
+  auto* c        = app.add_subcommand("report", "Draw a run result (a `run --out` folder) as one self-contained HTML "
+                                                       "page: DIR/report.html");
+  c->add_option("result", *directory, "The folder `spansim run` wrote (it holds summary.json)")->required();
+  c->add_flag("--json", *json, "Print one JSON document");
+  c->callback([directory, json] {
+    const auto path  = report::write_report(*directory);
+    const auto bytes = std::filesystem::file_size(path);
+    if (*json)
+      std::cout << nlohmann::json{{"report", path}, {"bytes", bytes}}.dump(2) << "\n";
+    else
+      std::cout << "Wrote " << path << " (" << bytes << " bytes; opens offline in a browser)\n";
+  });
 }
 
 } // namespace spansim::cli

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libsimgrid-dev libns3-dev ns3 libgsl-dev libboost-graph-dev nlohmann-json3-dev libhdf5-dev libcli11-dev catch2
   libprotobuf-dev protobuf-compiler clang-14 libclang-rt-14-dev pybind11-dev python3-dev python3-pytest
-  python3-h5py python3-matplotlib python3-pandas python3-protobuf zlib1g-dev slurm-wlm munge
+  python3-h5py python3-matplotlib python3-pandas python3-protobuf zlib1g-dev slurm-wlm munge chromium
 )
 
 missing=()

@@ -1,0 +1,24 @@
+#pragma once
+/// @file
+/// @brief A result as one self-contained HTML page: the data inline as JSON, drawn as plain SVG by an inline script,
+/// so that it opens offline with no server, no CDN and no library.
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace spansim::report {
+
+/// @brief Checks that `summary` is a run result this version draws (summary.json, or what `run --json` prints).
+/// @throws SpecError naming `file`, the missing or mistyped key and what was expected.
+void check_run_summary(const nlohmann::json& summary, const std::string& file);
+
+/// @brief The page of a run result: the site with each tier and building boundary coloured by its utilization,
+/// the step per pipeline stage, the configuration and provenance. @throws SpecError as check_run_summary.
+std::string run_page(const nlohmann::json& summary, const std::string& file = "summary");
+
+/// @brief Writes DIRECTORY/report.html from DIRECTORY/summary.json. @return the path written.
+/// @throws SpecError when the folder holds no run result (one line, naming what is missing).
+std::string write_report(const std::string& directory);
+
+} // namespace spansim::report

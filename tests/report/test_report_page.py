@@ -1,0 +1,117 @@
+"""The run page (`spansim run --report`, `spansim report DIR`) opened in headless Chromium (Debian's `chromium`)
+with the network off: no console error, every drawn element there, and the figures on the page equal to the
+result's JSON."""
+import html.parser
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+SOURCE = os.environ.get("SPANSIM_SOURCE_DIR", os.getcwd())
+BINARY = os.environ.get("SPANSIM_BINARY", os.path.join(SOURCE, "build", "spansim"))
+SHOTS = os.environ.get("SPANSIM_REPORT_SHOTS", "")
+
+
+def chromium(args, page):
+    exe = shutil.which("chromium")
+    assert exe, "Debian's chromium is not installed (scripts/install-deps.sh installs it)"
+    with tempfile.TemporaryDirectory() as profile:
+        cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--user-data-dir=" + profile, "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
+               "--virtual-time-budget=5000"] + args + ["file://" + page]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+class Elements(html.parser.HTMLParser):
+    """Every element's attributes, and the text of those with an id."""
+
+    def __init__(self):
+        super().__init__()
+        self.elements, self.text, self._open = [], {}, []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.elements.append((tag, a))
+        self._open.append(a.get("id"))
+
+    def handle_endtag(self, tag):
+        if self._open:
+            self._open.pop()
+
+    def handle_data(self, data):
+        for i in self._open:
+            if i:
+                self.text[i] = self.text.get(i, "") + data
+
+
+def run_with_report(out):
+    scenario = os.path.join(SOURCE, "examples", "scenarios", "llama3-405b-two-buildings.json")
+    done = subprocess.run([BINARY, "run", scenario, "--fidelity", "analytical", "--out", out, "--report", "--json"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    printed = json.loads(done.stdout)
+    assert os.path.join(out, "report.html") in printed["outputs_written"]
+    with open(os.path.join(out, "summary.json")) as f:
+        return json.load(f)
+
+
+def test_run_page_draws_the_site_and_the_step_as_the_json_says():
+    with tempfile.TemporaryDirectory() as out:
+        summary = run_with_report(out)
+        page = os.path.join(out, "report.html")
+        text = open(page, encoding="utf-8").read()
+        # Offline: nothing to fetch (the SVG namespace is a name, not a request).
+        for fetch in ("src=", "href=", "url(", "@import", "fetch(", "XMLHttpRequest"):
+            assert fetch not in text, f"the page asks for {fetch}"
+        dom = Elements()
+        dom.feed(chromium(["--dump-dom"], page))
+        assert dom.text.get("errors", "").strip() == "", dom.text["errors"]
+        body = [a for t, a in dom.elements if t == "body"][0]
+        assert body.get("data-drawn") == "1", "the drawing script did not finish"
+
+        by_class = lambda c: [a for t, a in dom.elements if a.get("class") == c]  # noqa: E731
+        step = [a for t, a in dom.elements if a.get("id") == "step"][0]
+        print("step: page", step["data-value"], "json", summary["metrics"]["step_time_s"])
+        assert float(step["data-value"]) == summary["metrics"]["step_time_s"]
+
+        # The site: one box per building of the topology, coloured by its boundary's utilization.
+        cfg = summary["configuration"]["topology"]
+        names = [b for r in cfg["regions"] for b in r["buildings"]]
+        drawn = {a["data-name"]: float(a["data-util"]) for a in by_class("building")}
+        assert sorted(drawn) == sorted(names)
+        for b in summary["network"]["boundaries"]:
+            assert drawn[b["name"]] == b["mean_utilisation_out"], b["name"]
+        assert len(by_class("pod")) == len(names) * cfg["building"]["pods"]
+
+        # Tiers: one bar each, its utilization the JSON's.
+        tiers = {a["data-tier"]: float(a["data-util"]) for a in by_class("tier")}
+        assert tiers == {t["tier"]: t["mean_utilisation"] for t in summary["network"]["tiers"]}
+
+        # The step: a segment per stage and non-zero part, its seconds the JSON's.
+        parts = summary["breakdown"]["parts"]
+        want = {(str(s["stage"]), p): s[p + "_s"] for s in summary["breakdown"]["stages"] for p in parts
+                if s[p + "_s"] > 0}
+        got = {(a["data-stage"], a["data-part"]): float(a["data-seconds"]) for a in by_class("part")}
+        print(f"{len(got)} stage segments drawn, {len(want)} in the JSON")
+        assert got == want
+        if SHOTS:
+            os.makedirs(SHOTS, exist_ok=True)
+            chromium(["--window-size=1250,1500", "--screenshot=" + os.path.join(SHOTS, "run-report.png")], page)
+
+
+def test_report_refuses_a_folder_that_is_not_a_result():
+    with tempfile.TemporaryDirectory() as out:
+        done = subprocess.run([BINARY, "report", out], capture_output=True, text=True)
+        assert done.returncode == 2
+        assert done.stderr.count("\n") == 1 and "not a run result" in done.stderr, done.stderr
+        # A summary of another version, without the breakdown this one draws: refused, naming the key.
+        summary = run_with_report(out)
+        del summary["breakdown"]["stages"]
+        with open(os.path.join(out, "summary.json"), "w") as f:
+            json.dump(summary, f)
+        done = subprocess.run([BINARY, "report", out], capture_output=True, text=True)
+        assert done.returncode == 2
+        assert done.stderr.count("\n") == 1 and "$.breakdown.stages" in done.stderr, done.stderr
