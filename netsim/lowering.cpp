@@ -215,8 +215,9 @@ int Lowering::pipelined(const std::vector<std::pair<int, int>>& pairs, double vo
     index.reserve(pairs.size());
     for (std::size_t i = 0; i < pairs.size(); ++i) {
       const auto [a, b] = pairs[i];
-      const auto key    = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
-      auto [it, fresh]  = index.emplace(key, edges.size());
+      const auto key =
+          (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+      auto [it, fresh] = index.emplace(key, edges.size());
       if (fresh) {
         Edge e;
         e.pair      = pairs[i];
@@ -238,7 +239,8 @@ int Lowering::pipelined(const std::vector<std::pair<int, int>>& pairs, double vo
     // Rail symmetry: a pair several channels share (the rings' hops inside a node) is one flow carrying them all.
     std::vector<std::size_t> sorted(edges.size());
     std::iota(sorted.begin(), sorted.end(), std::size_t{0});
-    std::sort(sorted.begin(), sorted.end(), [&](std::size_t x, std::size_t y) { return edges[x].pair < edges[y].pair; });
+    std::sort(sorted.begin(), sorted.end(),
+              [&](std::size_t x, std::size_t y) { return edges[x].pair < edges[y].pair; });
     for (std::size_t k : sorted) {
       const auto& e = edges[k];
       const int n   = e.times;
