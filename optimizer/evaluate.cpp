@@ -34,9 +34,10 @@ const topology::Topology& site_of(const OptimizeSpec& spec, const topology::Topo
   return *own;
 }
 
-netsim::StepOptions step_options(const Point& p, netsim::Fidelity fidelity, bool collapse)
+netsim::StepOptions step_options(const OptimizeSpec& spec, const Point& p, netsim::Fidelity fidelity, bool collapse)
 {
   netsim::StepOptions o;
+  o.nccl                   = spec.nccl;
   o.fidelity               = fidelity;
   o.collapse_communication = collapse;
   o.flows_per_pair         = p.flows_per_pair;
@@ -134,9 +135,9 @@ Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, co
     auto b           = build(spec, site, p);
     Outcome o;
     o.lower_bound = workload::compute_makespan(b.graph);
-    auto r        = netsim::simulate_step(site, b.graph, *b.place, step_options(p, netsim::Fidelity::analytical, true));
-    o.score       = r.step_time;
-    o.metrics     = metrics_of(r, site, false);
+    auto r  = netsim::simulate_step(site, b.graph, *b.place, step_options(spec, p, netsim::Fidelity::analytical, true));
+    o.score = r.step_time;
+    o.metrics = metrics_of(r, site, false);
     add_outer_sync(p, site, b.graph, *b.place, netsim::Fidelity::analytical, o.metrics, o.score);
     return o;
   } catch (const InfeasibleError& e) {
@@ -170,7 +171,7 @@ Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, c
     own.emplace(topology_of(spec, p, true));
   const auto& site = own ? *own : site_of(spec, topo, p, own);
   auto b           = build(spec, site, p);
-  auto r           = netsim::simulate_step(site, b.graph, *b.place, step_options(p, spec.refine, false));
+  auto r           = netsim::simulate_step(site, b.graph, *b.place, step_options(spec, p, spec.refine, false));
   Outcome o;
   o.score   = r.step_time;
   o.metrics = metrics_of(r, site, true);

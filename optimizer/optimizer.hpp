@@ -121,6 +121,10 @@ struct OptimizeSpec {
   /// @brief Of each node the job uses its first this many GPUs, the others idle as spares (placement.gpus_per_node:
   /// NVL72 racks with 64 in the job); 0: every GPU.
   int gpus_per_node = 0;
+  /// @brief NCCL's settings for every point, as a scenario's `collectives.nccl` (NCCL_MIN/MAX_NCHANNELS, protocol,
+  /// buffers); `nccl_ref` as the spec gives it (null: NCCL's defaults), copied into the scenarios written.
+  netsim::NcclSettings nccl;
+  nlohmann::json nccl_ref;
   SearchSpace space;
   int top_k               = 20;
   netsim::Fidelity refine = netsim::Fidelity::flow;

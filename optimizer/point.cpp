@@ -315,6 +315,8 @@ json scenario_json(const OptimizeSpec& spec, const Point& p)
               {"placement", placement},
               {"fidelity", name_of(spec.refine)},
               {"collectives", {{"dp", name_of(p.dp_algorithm)}, {"flows_per_pair", p.flows_per_pair}}}};
+  if (!spec.nccl_ref.is_null())
+    out["collectives"]["nccl"] = spec.nccl_ref;
   if (p.window > 0)
     out["transport"] = {{"window", std::to_string(static_cast<std::int64_t>(std::llround(p.window))) + "B"}};
   if (!p.compression.empty())

@@ -410,7 +410,7 @@ struct Screen::Impl {
       std::vector<int> gpus;
       for (int j = 0; j < g.n; ++j)
         gpus.push_back(gpu_of(g.ranks.empty() ? j * g.stride : g.ranks[static_cast<std::size_t>(j)]));
-      it->second.comm = netsim::nccl_layout(*site(variant).topo, gpus, netsim::NcclSettings{}).comm;
+      it->second.comm = netsim::nccl_layout(*site(variant).topo, gpus, spec.nccl).comm;
     }
     return it->second;
   }

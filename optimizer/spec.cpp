@@ -153,51 +153,54 @@ json OptimizeSpec::to_json() const
   json orders   = json::array();
   for (const auto& o : s.order)
     orders.push_back(names_of(o));
-  return {{"name", name},
-          {"file", file},
-          {"topology", topology.name},
-          {"model", model_ref},
-          {"gpu", gpu_ref},
-          {"gpus", base.gpus},
-          {"batch", batch_ref},
-          {"moe", moe_ref},
-          {"buildings", buildings},
-          {"gpus_per_node", gpus_per_node},
-          {"search",
-           {{"tp", s.tp},
-            {"cp", s.cp},
-            {"pp", s.pp},
-            {"ep", s.ep},
-            {"data_parallel", names_of(s.data_parallel)},
-            {"reshard_after_forward", s.reshard_after_forward},
-            {"micro_batch", s.micro_batch},
-            {"schedule", names_of(s.schedule)},
-            {"virtual_stages", s.virtual_stages},
-            {"order", orders},
-            {"recompute", names_of(s.recompute)},
-            {"tp_overlap", s.tp_overlap},
-            {"cp_comm", names_of(s.cp_comm)},
-            {"dp_algorithm", names_of(s.dp_algorithm)},
-            {"etp", s.etp},
-            {"dispatcher", names_of(s.dispatcher)},
-            {"node_limit", s.node_limit},
-            {"ep_overlap", s.ep_overlap},
-            {"flows_per_pair", s.flows_per_pair},
-            {"window_bytes", s.window},
-            {"qps", s.qps},
-            {"compression", compression_json(s.compression)},
-            {"diloco", diloco_json(s.diloco)},
-            {"inter_building_Bps", s.inter_building},
-            {"inter_region_Bps", s.inter_region}}},
-          {"capacity_cost", capacity.to_json()},
-          {"screen", screen.to_json()},
-          {"top_k", top_k},
-          {"refine_fidelity", name_of(refine)},
-          {"refine_multipath", refine_multipath ? topology::multipath_json(*refine_multipath) : json(nullptr)},
-          {"workers", workers},
-          {"seed", seed},
-          {"objective", time_to_train ? "time_to_train" : "step_time"},
-          {"reliability", reliability ? reliability::to_json(*reliability) : json(nullptr)}};
+  json out = {{"name", name},
+              {"file", file},
+              {"topology", topology.name},
+              {"model", model_ref},
+              {"gpu", gpu_ref},
+              {"gpus", base.gpus},
+              {"batch", batch_ref},
+              {"moe", moe_ref},
+              {"buildings", buildings},
+              {"gpus_per_node", gpus_per_node},
+              {"search",
+               {{"tp", s.tp},
+                {"cp", s.cp},
+                {"pp", s.pp},
+                {"ep", s.ep},
+                {"data_parallel", names_of(s.data_parallel)},
+                {"reshard_after_forward", s.reshard_after_forward},
+                {"micro_batch", s.micro_batch},
+                {"schedule", names_of(s.schedule)},
+                {"virtual_stages", s.virtual_stages},
+                {"order", orders},
+                {"recompute", names_of(s.recompute)},
+                {"tp_overlap", s.tp_overlap},
+                {"cp_comm", names_of(s.cp_comm)},
+                {"dp_algorithm", names_of(s.dp_algorithm)},
+                {"etp", s.etp},
+                {"dispatcher", names_of(s.dispatcher)},
+                {"node_limit", s.node_limit},
+                {"ep_overlap", s.ep_overlap},
+                {"flows_per_pair", s.flows_per_pair},
+                {"window_bytes", s.window},
+                {"qps", s.qps},
+                {"compression", compression_json(s.compression)},
+                {"diloco", diloco_json(s.diloco)},
+                {"inter_building_Bps", s.inter_building},
+                {"inter_region_Bps", s.inter_region}}},
+              {"capacity_cost", capacity.to_json()},
+              {"screen", screen.to_json()},
+              {"top_k", top_k},
+              {"refine_fidelity", name_of(refine)},
+              {"refine_multipath", refine_multipath ? topology::multipath_json(*refine_multipath) : json(nullptr)},
+              {"workers", workers},
+              {"seed", seed},
+              {"objective", time_to_train ? "time_to_train" : "step_time"},
+              {"reliability", reliability ? reliability::to_json(*reliability) : json(nullptr)}};
+  if (!nccl_ref.is_null())
+    out["nccl"] = nccl.to_json(); // only where set: the fingerprints of searches without it stay as they were
+  return out;
 }
 
 OptimizeSpec load_optimize_spec(const std::string& path)
@@ -258,6 +261,10 @@ OptimizeSpec load_optimize_spec(const std::string& path)
       r.fail("gpus_per_node",
              "gpus_per_node " + std::to_string(*n) + " is above the " + std::to_string(node) + " GPUs of a node");
     spec.gpus_per_node = static_cast<int>(*n);
+  }
+  if (auto n = r.optional_object("nccl")) {
+    spec.nccl_ref = r.raw("nccl");
+    spec.nccl     = netsim::read_nccl(*n);
   }
   spec.top_k   = static_cast<int>(r.optional_integer("top_k", 1, 1000).value_or(20));
   spec.workers = static_cast<int>(r.optional_integer("workers", 0, 256).value_or(0));

@@ -1,5 +1,6 @@
 // The optimizer against an exhaustive search at flow fidelity, its pruning, and its baselines.
 #include "common/error.hpp"
+#include "optimizer/evaluate.hpp"
 #include "optimizer/optimizer.hpp"
 #include "scenario/scenario.hpp"
 
@@ -391,6 +392,42 @@ TEST_CASE("gpus_per_node: the search places 4 of each node's 8 GPUs, EP groups s
   } catch (const spansim::SpecError& e) {
     INFO(e.what());
     CHECK(std::string(e.what()).find("gpus_per_node") != std::string::npos);
+  }
+}
+
+TEST_CASE("nccl: the spec's NCCL settings run every point and its scenarios carry them", "[optimizer]")
+{
+  // Llama 3 8B, TP 4, FSDP over 8 nodes of two regions: the DP all-gathers and reduce-scatters leave each node by
+  // as many NICs as NCCL has channels, so pinning 1 channel (NCCL_MIN/MAX_NCHANNELS = 1) slows the step.
+  json j            = small_space();
+  j["nccl"]         = {{"channels", 1}};
+  const auto pinned = spec_from(j);
+  const auto free   = spec_from(small_space());
+  const auto topo   = topology::Topology(pinned.topology);
+  optimizer::Point p;
+  p.tp            = 4;
+  p.dp            = 8;
+  p.data_parallel = workload::DataParallelMode::fsdp;
+  const auto one  = optimizer::refine_point(pinned, topo, p);
+  const auto own  = optimizer::refine_point(free, topo, p);
+  std::cout << "TP 4 FSDP 8: 1 channel " << one.score << " s, NCCL's own channels " << own.score << " s\n";
+  CHECK(one.score > own.score * 1.01);
+  CHECK(optimizer::score_point(pinned, topo, p).score > optimizer::score_point(free, topo, p).score);
+  // The scenario written for the point pins the same channels and re-runs to the search's time.
+  const auto scenario = optimizer::scenario_json(pinned, p);
+  CHECK(scenario.at("collectives").at("nccl") == json{{"channels", 1}});
+  CHECK(!optimizer::scenario_json(free, p).at("collectives").contains("nccl"));
+  const auto rerun = scenario::run_scenario(scenario::parse_scenario(scenario, "pinned.json"));
+  std::cout << "re-run from its scenario: " << rerun.result.step_time << " s\n";
+  CHECK(rerun.result.step_time == Approx(one.score).epsilon(1e-9));
+  // The block is read as a scenario's: a bad value is named with its path.
+  j["nccl"] = {{"channels", "many"}};
+  try {
+    spec_from(j);
+    FAIL("nccl.channels \"many\" was accepted");
+  } catch (const spansim::SpecError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("$.nccl.channels") != std::string::npos);
   }
 }
 
