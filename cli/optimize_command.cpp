@@ -9,6 +9,7 @@
 #include "experiments/optimize_farm.hpp"
 #include "optimizer/dlrm_search.hpp"
 #include "optimizer/optimizer.hpp"
+#include "report/html.hpp"
 #include "scenario/scenario.hpp"
 
 #include <chrono>
@@ -27,6 +28,7 @@ struct OptimizeOptions {
   int top_k   = 0;
   int workers = -1;
   bool json   = false;
+  bool report = false;
   SlurmFlags slurm;        ///< tiers 2 and 3 on Slurm (experiments/optimize_farm.hpp)
   std::string slurm_task;  ///< a batch script's role: an array task of this work list
   std::string slurm_merge; ///< a batch script's role: the merge job of this work list
@@ -236,7 +238,7 @@ void run(const OptimizeOptions& o)
   const auto& best  = result.ranked.front();
   const double base = *result.baseline.refined;
   const double win  = *best.refined;
-  if (o.json) {
+  if (o.json || o.report) {
     nlohmann::json j;
     j["spansim"] = provenance();
     j["spec"]    = spec.to_json();
@@ -296,8 +298,14 @@ void run(const OptimizeOptions& o)
            result.cheapest_within ? nlohmann::json(*result.cheapest_within) : nlohmann::json(nullptr)},
           {"best_in_budget", result.best_in_budget ? nlohmann::json(*result.best_in_budget) : nlohmann::json(nullptr)}};
     }
-    std::cout << j.dump(2) << "\n";
-    return;
+    if (o.report) {
+      j["report"] = path_in(dir, "report.html");
+      write_file_replacing(j["report"].get<std::string>(), report::optimize_page(j));
+    }
+    if (o.json) {
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
   }
 
   std::cout << "Optimize " << spec.name << ": " << spec.base.gpus << " GPUs on " << spec.topology.name << "\n";
@@ -420,6 +428,8 @@ void run(const OptimizeOptions& o)
   }
   std::cout << "\nScenarios (re-run any with `spansim run FILE`): " << dir << "/rank-NN.json, " << baseline_file
             << (single_file.empty() ? "" : ", " + single_file) << "\n";
+  if (o.report)
+    std::cout << "Report: " << path_in(dir, "report.html") << " (opens offline in a browser)\n";
 }
 
 } // namespace
@@ -438,6 +448,9 @@ void add_optimize_command(CLI::App& app)
   c->add_option("--workers", o->workers, "Child processes (default: the spec's, 0 = one per core)")
       ->check(integer_in(0, 256));
   c->add_flag("--json", o->json, "Print one JSON document");
+  c->add_flag("--report", o->report,
+              "Also write OUT/report.html: the winner against the baselines, the ranking, "
+              "the capacity front");
   add_slurm_flags(c, o->slurm, "Tiers 2 and 3");
   // The roles the batch scripts run; not for people.
   c->add_option("--slurm-task", o->slurm_task)->group("");

@@ -1,4 +1,5 @@
 #include "report/html.hpp"
+#include "report/page_parts.hpp"
 
 #include "common/error.hpp"
 #include "common/json_reader.hpp"
@@ -18,26 +19,9 @@ constexpr std::string_view kHead = R"HTML(<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>spansim run</title>
-<style>
-body{font-family:system-ui,sans-serif;margin:1.5em;color:#1d2433;background:#fff;max-width:1200px}
-h1{font-size:1.4em;margin:0 0 .2em}h2{font-size:1.1em;margin:1.4em 0 .4em;border-bottom:1px solid #ccd}
-.figs{display:flex;flex-wrap:wrap;gap:1.2em;margin:.6em 0}.fig{background:#f3f5f9;padding:.5em .8em;border-radius:6px}
-.fig b{display:block;font-size:1.3em}.note{color:#556;font-size:.9em}
-table{border-collapse:collapse;font-size:.9em}td,th{padding:2px 8px;border-bottom:1px solid #e3e6ee;text-align:right}
-td:first-child,th:first-child{text-align:left}svg text{font-size:11px;fill:#1d2433}
-.building{cursor:pointer;stroke:#334;stroke-width:1}.building:hover{stroke-width:3}
-pre{background:#f3f5f9;padding:.6em;overflow:auto;max-height:24em;font-size:.8em}
-#errors{color:#b00020;white-space:pre-wrap}
-</style>
-<script>
-window.spansimErrors = [];
-window.onerror = function (m, s, l) {
-  window.spansimErrors.push(m + ' (line ' + l + ')');
-  var e = document.getElementById('errors');
-  if (e) e.textContent = window.spansimErrors.join('\n');
-};
-</script>
-</head><body>
+)HTML";
+
+constexpr std::string_view kBody = R"HTML(</head><body>
 <div id="errors"></div>
 <h1 id="title"></h1><div class="note" id="provenance"></div>
 <div class="figs" id="headline"></div>
@@ -66,36 +50,6 @@ constexpr std::string_view kTail = R"HTML(</script>
 <script>
 (function () {
   var D = JSON.parse(document.getElementById('data').textContent);
-  var NS = 'http://www.w3.org/2000/svg';
-  function el(tag, attrs, parent, text) {
-    var e = document.createElementNS(NS, tag);
-    for (var k in attrs) e.setAttribute(k, attrs[k]);
-    if (text !== undefined) e.textContent = text;
-    if (parent) parent.appendChild(e);
-    return e;
-  }
-  function html(tag, attrs, parent, text) {
-    var e = document.createElement(tag);
-    for (var k in attrs) e.setAttribute(k, attrs[k]);
-    if (text !== undefined) e.textContent = text;
-    if (parent) parent.appendChild(e);
-    return e;
-  }
-  function seconds(s) {
-    if (s >= 1) return s.toFixed(3) + ' s';
-    if (s >= 1e-3) return (s * 1e3).toFixed(3) + ' ms';
-    return (s * 1e6).toFixed(2) + ' us';
-  }
-  function bytes(b) {
-    var u = ['B', 'KiB', 'MiB', 'GiB', 'TiB', 'PiB', 'EiB'], i = 0;
-    while (b >= 1024 && i < u.length - 1) { b /= 1024; ++i; }
-    return b.toFixed(i ? 2 : 0) + ' ' + u[i];
-  }
-  function colour(u) { // utilization 0..1, on a square-root scale so that a few per cent shows: pale to deep red
-    u = Math.sqrt(Math.max(0, Math.min(1, u || 0)));
-    var r = Math.round(240 - 40 * u), g = Math.round(244 - 200 * u), b = Math.round(250 - 210 * u);
-    return 'rgb(' + r + ',' + g + ',' + b + ')';
-  }
   var m = D.metrics, cfg = D.configuration, job = cfg.job;
   document.getElementById('title').textContent = D.scenario.name + ': ' + job.model + ' on ' + job.gpus + ' ' +
       job.gpu + ' GPUs of ' + cfg.topology.name + ' (' + cfg.fidelity + ' fidelity)';
@@ -299,16 +253,8 @@ void check_run_summary(const nlohmann::json& summary, const std::string& file)
 std::string run_page(const nlohmann::json& summary, const std::string& file)
 {
   check_run_summary(summary, file);
-  // Inline JSON ends at the first "</": written as "<\/", which JSON reads as the same string.
-  std::string data = summary.dump(-1, ' ', false, json::error_handler_t::replace);
-  std::string safe;
-  safe.reserve(data.size());
-  for (std::size_t i = 0; i < data.size(); ++i) {
-    safe += data[i];
-    if (data[i] == '<' && i + 1 < data.size() && data[i + 1] == '/')
-      safe += '\\';
-  }
-  return std::string(kHead) + safe + std::string(kTail);
+  const std::string safe = inline_json(summary);
+  return std::string(kHead) + std::string(kPageStyle) + std::string(kBody) + safe + std::string(kTail);
 }
 
 std::string write_report(const std::string& directory)

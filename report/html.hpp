@@ -17,6 +17,11 @@ void check_run_summary(const nlohmann::json& summary, const std::string& file);
 /// the step per pipeline stage, the configuration and provenance. @throws SpecError as check_run_summary.
 std::string run_page(const nlohmann::json& summary, const std::string& file = "summary");
 
+/// @brief The page of a search: the winner against the baselines as bars of where the time went, the ranked
+/// table with each configuration's scenario, the capacity front. `result` is what `optimize --json` prints.
+/// @throws SpecError when a key the page draws is missing.
+std::string optimize_page(const nlohmann::json& result);
+
 /// @brief Writes DIRECTORY/report.html from DIRECTORY/summary.json. @return the path written.
 /// @throws SpecError when the folder holds no run result (one line, naming what is missing).
 std::string write_report(const std::string& directory);

@@ -115,3 +115,47 @@ def test_report_refuses_a_folder_that_is_not_a_result():
         done = subprocess.run([BINARY, "report", out], capture_output=True, text=True)
         assert done.returncode == 2
         assert done.stderr.count("\n") == 1 and "$.breakdown.stages" in done.stderr, done.stderr
+
+
+def test_optimize_page_draws_the_winner_baselines_and_ranking_as_the_json_says():
+    with tempfile.TemporaryDirectory() as out:
+        spec = os.path.join(SOURCE, "examples", "optimize", "llama3-8b-two-regions.json")
+        done = subprocess.run([BINARY, "optimize", spec, "--out", out, "--report", "--json", "--workers", "2"],
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr
+        result = json.loads(done.stdout)
+        page = os.path.join(out, "report.html")
+        assert result["report"] == page
+        text = open(page, encoding="utf-8").read()
+        for fetch in ("src=", "href=", "url(", "@import", "fetch(", "XMLHttpRequest"):
+            assert fetch not in text, f"the page asks for {fetch}"
+        dom = Elements()
+        dom.feed(chromium(["--dump-dom"], page))
+        assert dom.text.get("errors", "").strip() == "", dom.text["errors"]
+        assert [a for t, a in dom.elements if t == "body"][0].get("data-drawn") == "1"
+        by_class = lambda c: [a for t, a in dom.elements if a.get("class") == c]  # noqa: E731
+
+        def step(e):
+            return e.get("effective_step_s", e["step_time_s"])
+
+        winner = [a for t, a in dom.elements if a.get("id") == "winner"][0]
+        print("winner: page", winner["data-value"], "json", step(result["ranked"][0]))
+        assert float(winner["data-value"]) == step(result["ranked"][0])
+        speedup = [a for t, a in dom.elements if a.get("id") == "speedup"][0]
+        assert float(speedup["data-value"]) == result["speedup_over_baseline"]
+        # The ranked table: one row per ranked configuration, in order, with its step.
+        rows = by_class("rank")
+        assert [float(a["data-step"]) for a in rows] == [step(e) for e in result["ranked"]]
+        # The bars: the winner, the default, the best single change and the best change per dimension, each
+        # split into parts that sum to its step.
+        configs = by_class("config")
+        want = 2 + ("best_single_change" in result) + len(result.get("best_change_by_dimension", []))
+        assert len(configs) == want
+        assert float(configs[0]["data-step"]) == result["ranked"][0]["metrics"]["step_time_s"]
+        assert float(configs[1]["data-step"]) == result["baseline"]["metrics"]["step_time_s"]
+        for c in configs:
+            parts = [float(a["data-seconds"]) for a in by_class("part") if a["data-row"] == c["data-row"]]
+            assert abs(sum(parts) - float(c["data-step"])) <= 1e-9 * float(c["data-step"]), c
+        if SHOTS:
+            os.makedirs(SHOTS, exist_ok=True)
+            chromium(["--window-size=1250,900", "--screenshot=" + os.path.join(SHOTS, "optimize-report.png")], page)
