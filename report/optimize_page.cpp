@@ -66,7 +66,7 @@ constexpr std::string_view kTail = R"HTML(</script>
   });
   var longest = 0;
   rows.forEach(function (r) { longest = Math.max(longest, r.e.metrics.step_time_s); });
-  var svg = document.getElementById('bars'), y = 0, scale = longest > 0 ? 700 / longest : 0;
+  var svg = document.getElementById('bars'), y = 0, scale = longest > 0 ? 620 / longest : 0;
   rows.forEach(function (r, i) {
     var m = r.e.metrics, x = 0, parts = [];
     dims.forEach(function (d) { parts.push([d, m.exposed_s[d] || 0]); });
