@@ -148,6 +148,9 @@ void run(const OptimizeOptions& o)
       if (o.slurm.any() || !o.slurm_task.empty() || !o.slurm_merge.empty())
         throw UsageError("--slurm searches an optimize spec's tiers 2 and 3; \"" + o.spec +
                          "\" is a DLRM scenario, whose search runs here");
+      if (o.report)
+        throw UsageError("--report draws an optimize spec's search; \"" + o.spec +
+                         "\" is a DLRM scenario, whose search has no page yet");
       run_dlrm(o);
       return;
     }

@@ -15,12 +15,6 @@ using nlohmann::json;
 
 // The page: styles, the drawing script and a slot for the data. The script reads only the inline JSON; every
 // figure it prints carries the JSON value it came from in a data attribute, so that a test can compare them.
-constexpr std::string_view kHead = R"HTML(<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>spansim run</title>
-)HTML";
-
 constexpr std::string_view kBody = R"HTML(</head><body>
 <div id="errors"></div>
 <h1 id="title"></h1><div class="note" id="provenance"></div>
@@ -253,8 +247,7 @@ void check_run_summary(const nlohmann::json& summary, const std::string& file)
 std::string run_page(const nlohmann::json& summary, const std::string& file)
 {
   check_run_summary(summary, file);
-  const std::string safe = inline_json(summary);
-  return std::string(kHead) + std::string(kPageStyle) + std::string(kBody) + safe + std::string(kTail);
+  return assemble_page("spansim run", kBody, summary, kTail);
 }
 
 std::string write_report(const std::string& directory)

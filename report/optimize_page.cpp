@@ -10,12 +10,6 @@ namespace {
 
 // The search's page: what won and by how much, where the time of the winner and the baselines went, the ranked
 // table with each configuration's scenario, and the capacity front when capacity was searched.
-constexpr std::string_view kHead = R"HTML(<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>spansim optimize</title>
-)HTML";
-
 constexpr std::string_view kBody = R"HTML(</head><body>
 <div id="errors"></div>
 <h1 id="title"></h1><div class="note" id="provenance"></div>
@@ -139,7 +133,7 @@ std::string optimize_page(const nlohmann::json& result)
       throw SpecError("optimize result", std::string("$.") + key, "missing: not what `spansim optimize --json` prints");
   if (!result.at("ranked").is_array() || result.at("ranked").empty())
     throw SpecError("optimize result", "$.ranked", "must list at least one configuration");
-  return std::string(kHead) + std::string(kPageStyle) + std::string(kBody) + inline_json(result) + std::string(kTail);
+  return assemble_page("spansim optimize", kBody, result, kTail);
 }
 
 } // namespace spansim::report

@@ -53,6 +53,10 @@ function colour(u) { // utilization 0..1, on a square-root scale so that a few p
 </script>
 )HTML";
 
+namespace {
+
+// `data` as the text of a <script type="application/json">: "</" written as "<\/", which JSON reads as the same
+// string, so that no value ends the element.
 std::string inline_json(const nlohmann::json& data)
 {
   const std::string text = data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -64,6 +68,22 @@ std::string inline_json(const nlohmann::json& data)
       safe += '\\';
   }
   return safe;
+}
+
+} // namespace
+
+std::string assemble_page(std::string_view title, std::string_view body, const nlohmann::json& data,
+                          std::string_view script)
+{
+  std::string page = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>";
+  page += title;
+  page += "</title>\n";
+  page += kPageStyle;
+  page += body;
+  page += inline_json(data);
+  page += script;
+  return page;
 }
 
 } // namespace spansim::report

@@ -12,8 +12,9 @@ namespace spansim::report {
 /// @brief The pages' styles and the script that shows any script error in #errors (and window.spansimErrors).
 extern const std::string_view kPageStyle;
 
-/// @brief `data` as the text of a <script type="application/json">: "</" written as "<\/", which JSON reads as the
-/// same string, so that no value ends the element.
-std::string inline_json(const nlohmann::json& data);
+/// @brief A whole page: `title`, the shared styles and helpers, `body` (the page's elements; ends by opening
+/// `<script type="application/json" id="data">`), `data` inline, then `script` (closes that element, draws).
+std::string assemble_page(std::string_view title, std::string_view body, const nlohmann::json& data,
+                          std::string_view script);
 
 } // namespace spansim::report

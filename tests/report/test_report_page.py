@@ -47,6 +47,19 @@ class Elements(html.parser.HTMLParser):
                 self.text[i] = self.text.get(i, "") + data
 
 
+def drawn(page):
+    """The page's elements once Chromium has run its script: nothing fetched, no script error, drawing finished."""
+    text = open(page, encoding="utf-8").read()
+    # Offline: nothing to fetch (the SVG namespace is a name, not a request).
+    for fetch in ("src=", "href=", "url(", "@import", "fetch(", "XMLHttpRequest"):
+        assert fetch not in text, f"the page asks for {fetch}"
+    dom = Elements()
+    dom.feed(chromium(["--dump-dom"], page))
+    assert dom.text.get("errors", "").strip() == "", dom.text["errors"]
+    assert [a for t, a in dom.elements if t == "body"][0].get("data-drawn") == "1", "the drawing script did not finish"
+    return dom
+
+
 def run_with_report(out):
     scenario = os.path.join(SOURCE, "examples", "scenarios", "llama3-405b-two-buildings.json")
     done = subprocess.run([BINARY, "run", scenario, "--fidelity", "analytical", "--out", out, "--report", "--json"],
@@ -62,15 +75,7 @@ def test_run_page_draws_the_site_and_the_step_as_the_json_says():
     with tempfile.TemporaryDirectory() as out:
         summary = run_with_report(out)
         page = os.path.join(out, "report.html")
-        text = open(page, encoding="utf-8").read()
-        # Offline: nothing to fetch (the SVG namespace is a name, not a request).
-        for fetch in ("src=", "href=", "url(", "@import", "fetch(", "XMLHttpRequest"):
-            assert fetch not in text, f"the page asks for {fetch}"
-        dom = Elements()
-        dom.feed(chromium(["--dump-dom"], page))
-        assert dom.text.get("errors", "").strip() == "", dom.text["errors"]
-        body = [a for t, a in dom.elements if t == "body"][0]
-        assert body.get("data-drawn") == "1", "the drawing script did not finish"
+        dom = drawn(page)
 
         by_class = lambda c: [a for t, a in dom.elements if a.get("class") == c]  # noqa: E731
         step = [a for t, a in dom.elements if a.get("id") == "step"][0]
@@ -80,10 +85,10 @@ def test_run_page_draws_the_site_and_the_step_as_the_json_says():
         # The site: one box per building of the topology, coloured by its boundary's utilization.
         cfg = summary["configuration"]["topology"]
         names = [b for r in cfg["regions"] for b in r["buildings"]]
-        drawn = {a["data-name"]: float(a["data-util"]) for a in by_class("building")}
-        assert sorted(drawn) == sorted(names)
+        boxes = {a["data-name"]: float(a["data-util"]) for a in by_class("building")}
+        assert sorted(boxes) == sorted(names)
         for b in summary["network"]["boundaries"]:
-            assert drawn[b["name"]] == b["mean_utilisation_out"], b["name"]
+            assert boxes[b["name"]] == b["mean_utilisation_out"], b["name"]
         assert len(by_class("pod")) == len(names) * cfg["building"]["pods"]
 
         # Tiers: one bar each, its utilization the JSON's.
@@ -115,6 +120,11 @@ def test_report_refuses_a_folder_that_is_not_a_result():
         done = subprocess.run([BINARY, "report", out], capture_output=True, text=True)
         assert done.returncode == 2
         assert done.stderr.count("\n") == 1 and "$.breakdown.stages" in done.stderr, done.stderr
+        # A DLRM scenario's search has no page: refused before it runs.
+        dlrm = os.path.join(SOURCE, "examples", "scenarios", "dlrm-dcnv2-1024-two-buildings.json")
+        done = subprocess.run([BINARY, "optimize", dlrm, "--report"], capture_output=True, text=True)
+        assert done.returncode == 2
+        assert done.stderr.count("\n") == 1 and "has no page yet" in done.stderr, done.stderr
 
 
 def test_optimize_page_draws_the_winner_baselines_and_ranking_as_the_json_says():
@@ -126,13 +136,7 @@ def test_optimize_page_draws_the_winner_baselines_and_ranking_as_the_json_says()
         result = json.loads(done.stdout)
         page = os.path.join(out, "report.html")
         assert result["report"] == page
-        text = open(page, encoding="utf-8").read()
-        for fetch in ("src=", "href=", "url(", "@import", "fetch(", "XMLHttpRequest"):
-            assert fetch not in text, f"the page asks for {fetch}"
-        dom = Elements()
-        dom.feed(chromium(["--dump-dom"], page))
-        assert dom.text.get("errors", "").strip() == "", dom.text["errors"]
-        assert [a for t, a in dom.elements if t == "body"][0].get("data-drawn") == "1"
+        dom = drawn(page)
         by_class = lambda c: [a for t, a in dom.elements if a.get("class") == c]  # noqa: E731
 
         def step(e):
