@@ -57,7 +57,7 @@ std::string one_line(const CLI::ParseError& e)
     if (c == '\n')
       c = ' ';
   // CLI11 echoes the argument as given: its control characters are escaped as every spansim message's are.
-  return escape_controls(what) + " (see --help)";
+  return bounded_message(escape_controls(what)) + " (see --help)";
 }
 
 std::string run_captured(std::vector<std::string> args)

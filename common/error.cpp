@@ -96,8 +96,72 @@ std::string escape_controls(const std::string& text)
   return out;
 }
 
-std::string bounded_message(const std::string& message)
+namespace {
+// Bytes of the first `chars` UTF-8 characters of text[from, to).
+std::size_t utf8_prefix_bytes(const std::string& text, std::size_t from, std::size_t to, std::size_t chars)
 {
+  std::size_t i = from;
+  for (std::size_t n = 0; i < to && n < chars; ++n) {
+    ++i;
+    while (i < to && (static_cast<unsigned char>(text[i]) & 0xc0) == 0x80)
+      ++i;
+  }
+  return i - from;
+}
+
+std::size_t utf8_chars(const std::string& text, std::size_t from, std::size_t to)
+{
+  std::size_t n = 0;
+  for (std::size_t i = from; i < to; ++i)
+    n += (static_cast<unsigned char>(text[i]) & 0xc0) != 0x80;
+  return n;
+}
+} // namespace
+
+std::string cut_long_echoes(const std::string& message)
+{
+  std::string out;
+  out.reserve(std::min(message.size(), kMaxMessageBytes + 64));
+  // Appends text[from, to), cut to kMaxEchoChars characters with its length said.
+  // The length is said after the span (outside its quotes, after a space), so that cutting again changes nothing.
+  auto append = [&](std::size_t from, std::size_t to, bool quoted) {
+    const std::size_t keep = utf8_prefix_bytes(message, from, to, kMaxEchoChars);
+    out += quoted ? "\"" : "";
+    out.append(message, from, keep);
+    out += quoted ? "\"" : "";
+    if (from + keep < to)
+      out += " (cut at " + std::to_string(kMaxEchoChars) + " of its " + std::to_string(utf8_chars(message, from, to)) +
+             " characters)";
+  };
+  std::size_t i = 0;
+  while (i < message.size()) {
+    if (message[i] == '"') {
+      const std::size_t close = message.find('"', i + 1);
+      if (close != std::string::npos) {
+        append(i + 1, close, true);
+        i = close + 1;
+        continue;
+      }
+    }
+    if (message[i] == ' ') {
+      out += ' ';
+      ++i;
+      continue;
+    }
+    std::size_t end = i + 1;
+    // A colon or comma after a value is the message's own punctuation ("invalid size X: ...").
+    while (end < message.size() && message[end] != ' ' && message[end] != '"' && message[end] != ':' &&
+           message[end] != ',')
+      ++end;
+    append(i, end, false);
+    i = end;
+  }
+  return out;
+}
+
+std::string bounded_message(const std::string& raw)
+{
+  const std::string message = cut_long_echoes(raw);
   if (message.size() <= kMaxMessageBytes)
     return message;
   std::size_t cut = kMaxMessageBytes;
@@ -118,7 +182,7 @@ std::string listing(const std::vector<std::string>& items, std::size_t most)
 
 SpecError::SpecError(const std::string& file, const std::string& json_path, const std::string& what)
     : Error(format_spec_error(file, json_path, what)), file_(file), json_path_(json_path),
-      detail_(escape_controls(what))
+      detail_(cut_long_echoes(escape_controls(what)))
 {
 }
 

@@ -17,7 +17,17 @@ std::string escape_controls(const std::string& text);
 /// @brief Bytes an error message keeps (a message that lists a large file's names is cut, and says so).
 inline constexpr std::size_t kMaxMessageBytes = 4000;
 
-/// @brief `message` cut to kMaxMessageBytes at a character boundary, with the cut said at its end.
+/// @brief Characters of any one value an error message echoes from its input.
+inline constexpr std::size_t kMaxEchoChars = 200;
+
+/// @brief `message` with each echoed value cut to kMaxEchoChars characters, saying how long it was: a quoted span
+/// ("...") or a run of characters without a space, quote, colon or comma longer than that is input (a name, a
+/// value, a path, an argument), since spansim's own wording has no such words. Applied to every Error and CLI11
+/// message, so that no call site can forget it.
+std::string cut_long_echoes(const std::string& message);
+
+/// @brief `message` with its echoes cut (cut_long_echoes), then cut to kMaxMessageBytes at a character boundary,
+/// with the cut said at its end.
 std::string bounded_message(const std::string& message);
 
 /// @brief The first `most` of `items` joined by ", ", then "and N more" when there are more: a message names what it
@@ -50,7 +60,8 @@ protected:
   /// @brief An error in `file` at `place` whose message is `message` as it stands; `detail` is its part that says
   /// what is wrong.
   SpecError(Worded, std::string file, std::string place, const std::string& message, std::string detail)
-      : Error(message), file_(std::move(file)), json_path_(std::move(place)), detail_(escape_controls(detail))
+      : Error(message), file_(std::move(file)), json_path_(std::move(place)),
+        detail_(cut_long_echoes(escape_controls(detail)))
   {
   }
 

@@ -26,7 +26,7 @@ if [ "$mode" = run ] || [ "$mode" = smoke ]; then
   seconds="${1:?seconds per target}"
   shift
 fi
-all=(units topology graphml job scenario optimize campaign calibration shared kineto chakra zoo)
+all=(units topology graphml job scenario optimize campaign calibration shared kineto chakra zoo python)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
@@ -44,6 +44,7 @@ seeds_of() {
   kineto) echo fuzz/seeds/kineto/* ;;
   chakra) echo fuzz/seeds/chakra/* ;;
   zoo) echo fuzz/seeds/zoo/* ;;
+  python) echo fuzz/seeds/python/* ;;
   *) echo "unknown fuzz target $1 (allowed: ${all[*]})" >&2; exit 2 ;;
   esac
 }

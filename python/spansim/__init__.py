@@ -51,7 +51,16 @@ def _path(value, what):
             raise UsageError("%s: the path is not text in the file system's encoding" % what) from None
     if "\0" in path:
         raise UsageError("%s %r: a path cannot hold a NUL character" % (what, path[:200]))
-    return path
+    return _text(path, what)
+
+
+def _text(text, what):
+    """``text`` as the C++ side takes it: UTF-8, so no lone surrogate (a file name's undecodable bytes)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("%s %r: not valid UTF-8 text (it holds a lone surrogate)" % (what, text[:200])) from None
+    return text
 
 
 def _json_text(spec, what):
@@ -137,11 +146,24 @@ class _SpecFile:
             self.dir.cleanup()
 
 
+def _argument(value):
+    """A command-line argument from a caller's value: text, a number or a path; anything else is a UsageError (a
+    list or a dict would pass as its repr, and a deep one would not even have one)."""
+    if isinstance(value, os.PathLike):
+        return _path(value, "argument")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise UsageError("argument of type %s: expected text, a number or a path" % type(value).__name__)
+    try:
+        text = str(value)
+    except ValueError:  # an integer past Python's 4,300-digit limit on conversion to text
+        raise UsageError("argument: an integer of more than 4,300 digits") from None
+    if "\0" in text:
+        raise UsageError("argument %r: a NUL character cannot pass to a command" % text[:200])
+    return _text(text, "argument")
+
+
 def _command(args):
-    for a in args:
-        if "\0" in str(a):
-            raise UsageError("argument %r: a NUL character cannot pass to a command" % str(a)[:200])
-    return json.loads(_spansim.command([str(a) for a in args]))
+    return json.loads(_spansim.command([_argument(a) for a in args]))
 
 
 def collective(topology, op="allreduce", ranks=None, gpus=None, sizes="1MiB:1GiB", factor=None, algo="auto",

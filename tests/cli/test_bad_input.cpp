@@ -81,8 +81,28 @@ struct Scratch {
         j << (i ? "," : "") << R"({"id":"v)" << i << R"(","kind":"leaf"})";
       j << R"(], "links": []}})";
     }
+    {
+      // Values of 5,000 characters where a spec names a key, a choice and a quantity: a message echoes 200.
+      const auto scenario = nlohmann::json::parse(
+          std::ifstream(std::string(SPANSIM_SOURCE_DIR) + "/examples/scenarios/llama3-8b-two-regions-dp.json"));
+      auto long_key                    = scenario;
+      long_key[long_value()]           = 1;
+      auto long_choice                 = scenario;
+      long_choice["collectives"]["dp"] = long_value();
+      auto long_name                   = scenario;
+      long_name["name"]                = long_value() + "/";
+      std::ofstream(dir / "long-key.json") << long_key.dump();
+      std::ofstream(dir / "long-choice.json") << long_choice.dump();
+      std::ofstream(dir / "long-name.json") << long_name.dump();
+      auto topology = nlohmann::json::parse(
+          std::ifstream(std::string(SPANSIM_SOURCE_DIR) + "/examples/topologies/three-building-campus.json"));
+      topology["inter_building"]["bandwidth"] = "1" + long_value();
+      std::ofstream(dir / "long-bandwidth.json") << topology.dump();
+    }
   }
   ~Scratch() { fs::remove_all(dir); }
+  /// The value that stands for any long input ({long} in the cases).
+  static std::string long_value() { return std::string(5000, 'v'); }
 };
 
 std::set<std::string> files_under(const fs::path& root)
@@ -105,7 +125,8 @@ TEST_CASE("every case of the bad-input corpus: one stderr line with file and JSO
   int checked = 0;
   for (const auto& c : doc.at("cases")) {
     auto expand = [&](const std::string& s) {
-      return replace_all(replace_all(s, "{bad}", bad), "{tmp}", scratch.dir.string());
+      return replace_all(replace_all(replace_all(s, "{bad}", bad), "{tmp}", scratch.dir.string()), "{long}",
+                         Scratch::long_value());
     };
     const auto args = expand(c.at("args").get<std::string>());
     // A bounded run: a FIFO without a writer must not hang the suite.
@@ -119,6 +140,13 @@ TEST_CASE("every case of the bad-input corpus: one stderr line with file and JSO
       return u < 0x20 || u == 0x7f;
     }));
     CHECK(r.err.rfind("spansim: error: ", 0) == 0);
+    // No value is echoed past 200 characters: the longest run of one character stays within that.
+    std::size_t run = 0, longest = 0;
+    for (std::size_t i = 0; i < r.err.size(); ++i) {
+      run     = i > 0 && r.err[i] == r.err[i - 1] ? run + 1 : 1;
+      longest = std::max(longest, run);
+    }
+    CHECK(longest <= 200);
     CHECK(r.out.empty());
     for (const auto& says : c.at("says")) {
       const auto text = expand(says.get<std::string>());

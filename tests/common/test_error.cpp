@@ -59,7 +59,56 @@ TEST_CASE("error messages are bounded: a long list is named in part, a huge mess
   CHECK(what.rfind("no node has that label (nodes: node0, ", 0) == 0);
   CHECK(what.find(" bytes in all)") != std::string::npos);
   // Cut at a character boundary: a multi-byte character across the bound is not split.
-  const spansim::UsageError u(std::string(spansim::kMaxMessageBytes - 1, 'x') + "\xc2\xb5" + "tail");
+  // (Words of nine letters: a longer run of letters would be cut as an echoed value first.)
+  std::string words;
+  while (words.size() < spansim::kMaxMessageBytes - 1)
+    words += words.size() % 10 == 9 ? ' ' : 'x';
+  const spansim::UsageError u(words + "\xc2\xb5" + "tail");
   const std::string w = u.what();
   CHECK(w.substr(spansim::kMaxMessageBytes - 1, 5) == " ... ");
+}
+
+TEST_CASE("an error echoes at most 200 characters of any one value and says how long it was", "[error]")
+{
+  const std::string value(5000, 'v');
+  struct Case {
+    std::string in;
+    std::string expected;
+  };
+  const std::string kept(spansim::kMaxEchoChars, 'v');
+  const std::vector<Case> cases{
+      {"unknown key \"" + value + "\" (allowed here: a, b)",
+       "unknown key \"" + kept + "\" (cut at 200 of its 5000 characters) (allowed here: a, b)"},
+      {"invalid size " + value + ": no unit", "invalid size " + kept + " (cut at 200 of its 5000 characters): no unit"},
+      // Characters, not bytes: a 300-character value of two-byte characters keeps 200 of them whole.
+      {"name \"" +
+           [] {
+             std::string s;
+             for (int i = 0; i < 300; ++i)
+               s += "\xc2\xb5";
+             return s;
+           }() +
+           "\"",
+       "name \"" +
+           [] {
+             std::string s;
+             for (int i = 0; i < 200; ++i)
+               s += "\xc2\xb5";
+             return s;
+           }() +
+           "\" (cut at 200 of its 300 characters)"},
+      // A value of exactly 200 characters, and spansim's own words, pass unchanged.
+      {"value \"" + kept + "\" is fine", "value \"" + kept + "\" is fine"},
+      {"an unclosed \"quote and words", "an unclosed \"quote and words"},
+  };
+  for (const auto& c : cases) {
+    const std::string actual = spansim::cut_long_echoes(c.in);
+    INFO("expected " << c.expected << "\nactual   " << actual);
+    CHECK(actual == c.expected);
+    // Cutting again changes nothing: an error rebuilt from another's message says the same.
+    CHECK(spansim::cut_long_echoes(actual) == actual);
+    CHECK(spansim::UsageError(c.in).what() == c.expected);
+  }
+  const spansim::SpecError e("f.json", "$.a", "unknown value \"" + value + "\"");
+  CHECK(e.detail() == "unknown value \"" + kept + "\" (cut at 200 of its 5000 characters)");
 }
