@@ -183,6 +183,7 @@ struct ValidationRow {
   std::optional<double> loo_error; ///< fit rows: the error with a profile fitted without this row
   std::array<double, netsim::kParts.size()> parts{}; ///< the simulated step's breakdown (mean over stages)
   std::string profile;                               ///< the profile in force
+  std::string section;                               ///< "dense", "moe" or "cross_site" (the MAPE it counts in)
   std::string excluded_because;
   std::string flop_convention = "none"; ///< the published figure's, which the simulated figure follows
 };

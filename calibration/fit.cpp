@@ -572,7 +572,8 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
     }
     (run.role == Role::fit ? fit_sum : check_sum) += std::abs(row.error);
     (run.role == Role::fit ? report.fit_rows : report.check_rows)++;
-    auto& part = run.cross_site() ? report.cross_site : is_moe(run) ? report.moe : report.dense;
+    auto& part  = run.cross_site() ? report.cross_site : is_moe(run) ? report.moe : report.dense;
+    row.section = run.cross_site() ? "cross_site" : is_moe(run) ? "moe" : "dense";
     (run.role == Role::fit ? part.fit : part.check) += std::abs(row.error);
     (run.role == Role::fit ? part.fit_rows : part.check_rows)++;
     if (row.loo_error) {

@@ -9,6 +9,7 @@
 #include "common/paths.hpp"
 #include "common/units.hpp"
 #include "experiments/slurm_map.hpp"
+#include "report/html.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -41,6 +42,7 @@ struct ValidateOptions {
   bool no_loo          = false;
   bool breakdown       = false;
   bool json            = false;
+  std::string report; ///< the page's path (report::validate_page)
   std::vector<std::string> only;
   std::string network_runs; ///< the network section's dataset (default validation/network-runs.json)
   bool no_network = false;
@@ -374,7 +376,7 @@ void validate(const ValidateOptions& o)
   std::optional<calibration::NetworkReport> net;
   if (network && !network->runs.empty())
     net = calibration::validate_network(*network, vo.fidelity);
-  if (o.json) {
+  if (o.json || !o.report.empty()) {
     nlohmann::json rows = nlohmann::json::array();
     for (const auto& r : report.rows) {
       nlohmann::json j = {{"run", r.name},
@@ -387,6 +389,7 @@ void validate(const ValidateOptions& o)
       } else {
         j["gpu"]              = r.gpu;
         j["profile"]          = r.profile;
+        j["section"]          = r.section;
         j["simulated"]        = r.simulated;
         j["throughput_error"] = r.error;
         if (r.loo_error)
@@ -430,13 +433,21 @@ void validate(const ValidateOptions& o)
       if (vo.leave_one_out)
         j["mape"][key]["leave_one_out"] = part->loo;
     }
-    std::cout << j.dump(2) << "\n";
-    return;
+    if (!o.report.empty()) {
+      write_file_replacing(o.report, report::validate_page(j));
+      j["report"] = o.report;
+    }
+    if (o.json) {
+      std::cout << j.dump(2) << "\n";
+      return;
+    }
   }
   if (steps)
     print_step_rows(o, report, vo.leave_one_out);
   if (net)
     print_network(*network, *net, steps);
+  if (!o.report.empty())
+    std::cout << "\nWrote " << escape_controls(o.report) << "\n";
 }
 
 void print_step_rows(const ValidateOptions& o, const calibration::ValidationReport& report, bool leave_one_out)
@@ -533,6 +544,7 @@ void add_calibration_commands(CLI::App& app)
                 "The network section's measured nccl-tests points (default validation/network-runs.json)");
   v->add_flag("--no-network", vo->no_network, "Leave the network section out");
   v->add_flag("--json", vo->json, "Print one JSON document");
+  v->add_option("--report", vo->report, "Also write the result as a page (HTML) to this file");
   v->add_option("--out", vo->out, "With --slurm: the folder of its records, scripts and logs (default out/validate)");
   add_slurm_flags(v, vo->slurm, "The simulations");
   v->add_option("--slurm-task", vo->slurm_task)->group(""); // the roles the batch scripts run; not for people

@@ -1,13 +1,15 @@
-// `spansim campaign run|merge|slurm|plot`: sweeps of scenarios, run on all cores or as a Slurm job array,
-// gathered into one HDF5 file and a CSV, and plotted.
+// `spansim campaign run|merge|slurm|report|plot`: sweeps of scenarios, run on all cores or as a Slurm job array,
+// gathered into one HDF5 file and a CSV, drawn as a page and plotted.
 #include "cli/commands.hpp"
 #include "cli/output.hpp"
 #include "cli/slurm_options.hpp"
 #include "common/error.hpp"
+#include "common/paths.hpp"
 #include "common/process.hpp"
 #include "common/units.hpp"
 #include "experiments/runner.hpp"
 #include "experiments/slurm.hpp"
+#include "report/html.hpp"
 
 #include <cerrno>
 #include <cmath>
@@ -37,6 +39,7 @@ struct CampaignRunOptions {
   std::string shard;
   double flush_every = 2;
   bool json          = false;
+  bool report        = false; ///< also the page, beside the HDF5 file (RESULTS with .html)
 };
 
 struct CampaignSlurmOptions {
@@ -44,6 +47,12 @@ struct CampaignSlurmOptions {
   ex::SlurmOptions sbatch;
   bool dry_run = false;
   bool json    = false;
+};
+
+struct CampaignReportOptions {
+  std::string results;
+  std::string out; ///< the page (default: RESULTS with .html)
+  bool json = false;
 };
 
 struct CampaignPlotOptions {
@@ -98,10 +107,41 @@ json report_json(const ex::Campaign& c, const ex::RunReport& r)
                                {"elapsed_s", r.elapsed_s}});
 }
 
-void print_report(const ex::Campaign& c, const ex::RunReport& r, bool json_output, bool merge_only)
+// The /points table of a result file as campaign_page draws it: every column but the points' scenario and
+// configuration texts (a JSON document each, which the page does not draw).
+json result_table(const std::string& results)
+{
+  const auto t = ex::read_results_hdf5(results);
+  json numbers = json::object(), texts = json::object();
+  for (const auto& [name, column] : t.numbers) {
+    auto& out = numbers[name] = json::array();
+    for (double v : column)
+      out.push_back(std::isfinite(v) ? json(v) : json(nullptr));
+  }
+  for (const auto& [name, column] : t.texts)
+    if (name != "scenario" && name != "configuration")
+      texts[name] = column;
+  return {{"file", results}, {"attributes", t.attributes}, {"units", t.units},
+          {"rows", t.rows},  {"numbers", numbers},         {"texts", texts}};
+}
+
+// Writes the page of a result file; returns its path.
+std::string write_campaign_page(const std::string& results, std::string page)
+{
+  if (page.empty())
+    page = std::filesystem::path(results).replace_extension(".html").string();
+  write_file_replacing(page, report::campaign_page(result_table(results)));
+  return page;
+}
+
+void print_report(const ex::Campaign& c, const ex::RunReport& r, bool json_output, bool merge_only,
+                  const std::string& page)
 {
   if (json_output) {
-    std::cout << report_json(c, r).dump(2) << "\n";
+    auto j = report_json(c, r);
+    if (!page.empty())
+      j["report"] = page;
+    std::cout << j.dump(2) << "\n";
   } else if (merge_only) {
     std::cout << "Campaign " << c.name << ": merged " << r.found << " of " << r.points << " points (" << r.failed
               << " failed, " << r.missing << " missing)\n";
@@ -119,6 +159,8 @@ void print_report(const ex::Campaign& c, const ex::RunReport& r, bool json_outpu
     std::cout << "Results: " << escape_controls(r.hdf5) << (r.csv.empty() ? "" : " and " + escape_controls(r.csv))
               << "\n";
   }
+  if (!json_output && !page.empty())
+    std::cout << "Page: " << escape_controls(page) << "\n";
 }
 
 ex::Campaign load(const std::string& path)
@@ -141,7 +183,9 @@ void run(const CampaignRunOptions& o, bool merge_only)
   if (stderr_is_terminal() && !merge_only)
     options.on_progress = draw_progress;
   auto report = ex::run_campaign(campaign, options);
-  print_report(campaign, report, o.json, merge_only);
+  // The page of the points recorded so far, also when some are missing (the error below says which).
+  const std::string page = o.report && !report.hdf5.empty() ? write_campaign_page(report.hdf5, "") : "";
+  print_report(campaign, report, o.json, merge_only, page);
   if (report.missing > 0 && (merge_only || options.shards == 1)) {
     // Named by index, so that one can see which shard (index % N) or which worker did not finish.
     const std::size_t shown = 20;
@@ -187,6 +231,17 @@ void slurm(const CampaignSlurmOptions& o)
                           std::filesystem::path(s.merge_script).parent_path().string() + "/merge.log");
 }
 
+void report_page(const CampaignReportOptions& o)
+{
+  if (!std::filesystem::is_regular_file(o.results))
+    throw UsageError("no campaign result file \"" + o.results + "\" (`spansim campaign run` writes one)");
+  const std::string page = write_campaign_page(o.results, o.out);
+  if (o.json)
+    std::cout << json{{"spansim", provenance()}, {"results", o.results}, {"report", page}}.dump(2) << "\n";
+  else
+    std::cout << "Wrote " << escape_controls(page) << "\n";
+}
+
 void plot(const CampaignPlotOptions& o)
 {
   // Checked here so that a wrong path is a usage error with one clear line, not a Python traceback.
@@ -227,6 +282,7 @@ void add_campaign_command(CLI::App& app)
   r->add_option("--flush-every", ro->flush_every, "Rewrite the HDF5 file at most every S seconds while running")
       ->check(finite_number(0));
   r->add_flag("--json", ro->json, "Print one JSON document (what the run did)");
+  r->add_flag("--report", ro->report, "Also write the results as a page (HTML) beside the HDF5 file");
   r->callback([ro] { run(*ro, false); });
 
   auto mo = std::make_shared<CampaignRunOptions>();
@@ -247,6 +303,14 @@ void add_campaign_command(CLI::App& app)
   s->add_flag("--wait", so->sbatch.wait, "Wait for the merge job to end");
   s->add_flag("--json", so->json, "Print one JSON document");
   s->callback([so] { slurm(*so); });
+
+  auto qo = std::make_shared<CampaignReportOptions>();
+  auto* q = c->add_subcommand("report", "Draw a campaign result as one page (HTML): step time against each axis, "
+                                        "each point's breakdown");
+  q->add_option("results", qo->results, "HDF5 result file")->required();
+  q->add_option("--out", qo->out, "The page (default: the results' path with .html)");
+  q->add_flag("--json", qo->json, "Print one JSON document (the page written)");
+  q->callback([qo] { report_page(*qo); });
 
   auto po = std::make_shared<CampaignPlotOptions>();
   auto* p = c->add_subcommand("plot", "Plot a campaign result: step time against an axis, time breakdown (PNG, SVG)");

@@ -600,6 +600,8 @@ ResultTable read_results_hdf5(const std::string& path)
       if (n > 0)
         H5Dvlen_reclaim(mem, space, H5P_DEFAULT, p.data());
     } else {
+      if (H5Aexists(set, "unit") > 0)
+        t.units[name] = read_string_attribute(set, "unit");
       auto& column = t.numbers[name];
       column.resize(n);
       if (n > 0)

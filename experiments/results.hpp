@@ -49,6 +49,7 @@ struct ResultTable {
   std::map<std::string, std::vector<double>> numbers;    ///< numeric columns
   std::map<std::string, std::vector<std::string>> texts; ///< text columns
   std::map<std::string, std::string> attributes;         ///< root attributes (numbers as text)
+  std::map<std::string, std::string> units;              ///< numeric axis columns' "unit" attributes
   std::size_t rows = 0;
 };
 

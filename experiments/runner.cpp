@@ -143,7 +143,7 @@ void run_point(const Campaign& campaign, const Point& point, const std::string& 
       record["links"] = link_record(run.placed->topology(), run.result.link_bytes);
     if (campaign.record.ranks)
       record["ranks"] = rank_record(run);
-    record["summary"] = report::summary_json(run, {.stages = false, .over_time = false});
+    record["summary"] = report::summary_json(run, {.stages = false, .over_time = false, .timeline = false});
     add_reliability_metrics(scenario, run, point.repetition, record["summary"]["metrics"]);
     if (run.diloco) {
       // step_time_s stays the inner step (the run's step); DiLoCo's own figures are what its axes move.

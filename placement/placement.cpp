@@ -378,7 +378,11 @@ PlacementReport Placement::report(const workload::StepGraph& graph) const
   using Kind = std::pair<std::uint32_t, int>;
   std::set<std::pair<int, Kind>> counted; // (stage or -1 for groups spanning pp, kind)
   // Ring edges of a stage's groups (or pipeline pairs) that cross a building / region boundary, per group kind.
-  std::map<Kind, std::pair<double, double>> crossing_edges;
+  struct Edges {
+    double buildings = 0, regions = 0;
+    std::vector<double> out_of; ///< per building: edges that leave it
+  };
+  std::map<Kind, Edges> crossing_edges;
   for (const auto& stage : graph.stages) {
     std::map<Kind, std::vector<std::vector<int>>> cache;
     std::vector<std::vector<int>> pairs_cache;
@@ -422,20 +426,27 @@ PlacementReport Placement::report(const workload::StepGraph& graph) const
       // Ring lowering: each member sends wire_bytes_per_rank to its successor; a send goes one way.
       auto edges_it = crossing_edges.find(dims);
       if (edges_it == crossing_edges.end()) {
-        std::pair<double, double> n{0, 0};
+        Edges n;
+        n.out_of.assign(static_cast<std::size_t>(topology_.building_count()), 0);
         for (const auto& g : *members) {
           const std::size_t edges = send ? 1 : g.size();
           for (std::size_t e = 0; e < edges && g.size() > 1; ++e) {
             auto a = topology_.locate(g[e]), b = topology_.locate(g[(e + 1) % g.size()]);
-            n.first += a.building != b.building ? 1 : 0;
-            n.second += a.region != b.region ? 1 : 0;
+            n.buildings += a.building != b.building ? 1 : 0;
+            n.regions += a.region != b.region ? 1 : 0;
+            if (a.building != b.building)
+              n.out_of[static_cast<std::size_t>(a.building)] += 1;
           }
         }
-        edges_it = crossing_edges.emplace(dims, n).first;
+        edges_it = crossing_edges.emplace(dims, std::move(n)).first;
       }
       const double per_edge = workload::wire_bytes_per_rank(op);
-      row.bytes_across_buildings += per_edge * edges_it->second.first;
-      row.bytes_across_regions += per_edge * edges_it->second.second;
+      row.bytes_across_buildings += per_edge * edges_it->second.buildings;
+      row.bytes_across_regions += per_edge * edges_it->second.regions;
+      const auto& out_of = edges_it->second.out_of;
+      for (std::size_t b = 0; b < out_of.size(); ++b)
+        if (out_of[b] > 0)
+          row.bytes_out_of_building[topology_.building_name(static_cast<int>(b))] += per_edge * out_of[b];
     }
   }
   for (auto& [key, row] : rows)
@@ -456,7 +467,8 @@ nlohmann::json PlacementReport::to_json() const
                            {"across_buildings", g.across_buildings},
                            {"across_regions", g.across_regions},
                            {"bytes_across_buildings_per_step", g.bytes_across_buildings},
-                           {"bytes_across_regions_per_step", g.bytes_across_regions}});
+                           {"bytes_across_regions_per_step", g.bytes_across_regions},
+                           {"bytes_out_of_building_per_step", g.bytes_out_of_building}});
   return j;
 }
 

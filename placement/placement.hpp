@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,9 @@ struct GroupCrossing {
   int across_regions            = 0;
   double bytes_across_buildings = 0; ///< per step, ring lowering, whole job
   double bytes_across_regions   = 0;
+  /// @brief Per building (by name), the bytes per step its members send to members in other buildings (ring
+  /// lowering, whole job): what crosses that building's boundary outwards. Buildings it never leaves are absent.
+  std::map<std::string, double> bytes_out_of_building;
 };
 
 /// @brief What a placement does: which groups cross which boundaries, bytes per step across them.

@@ -22,7 +22,7 @@ constexpr std::string_view kBody = R"HTML(</head><body>
 <h2>The site</h2>
 <div class="note">Regions, buildings and pods as the topology builds them; each building is coloured by the mean
 utilization of its boundary (bytes leaving it over the step, against its uplink capacity). Pods are drawn as blocks
-and their racks counted, not drawn one by one. Click a building for the groups that cross building boundaries.</div>
+and their racks counted, not drawn one by one. Click a building for the groups that cross its boundary.</div>
 <svg id="site" width="1150" height="10"></svg>
 <div class="note" id="site-note"></div>
 <div id="crossing"></div>
@@ -36,6 +36,9 @@ and their racks counted, not drawn one by one. Click a building for the groups t
 bubble and idle. The Perfetto trace (trace.json) holds every op.</div>
 <svg id="stages" width="1150" height="10"></svg>
 <div id="legend"></div>
+<h2 id="timeline-title">One stage's micro-batches</h2>
+<div class="note" id="timeline-note"></div>
+<svg id="timeline" width="1150" height="10"></svg>
 <h2>Configuration</h2>
 <pre id="configuration"></pre>
 <script type="application/json" id="data">)HTML";
@@ -120,22 +123,34 @@ constexpr std::string_view kTail = R"HTML(</script>
       ' GPUs, aggregated. Lines between buildings and regions: the mean utilization of the inter-building and ' +
       'inter-region tiers.';
 
+  // The groups whose members in building b send to members elsewhere, with those bytes (a result written before
+  // spansim kept them per building lists every group that crosses any building boundary, and says so).
   function showCrossing(b) {
     var box = document.getElementById('crossing');
     box.textContent = '';
-    html('h3', {}, box, 'Groups crossing building boundaries (from ' + b + ' and every other building)');
-    var t = html('table', {id: 'crossing-table'}, box);
+    var perBuilding = (D.placement.groups || []).some(function (g) {
+      return g.bytes_out_of_building_per_step !== undefined;
+    });
+    html('h3', {}, box, perBuilding ? 'Groups crossing the boundary of ' + b + ' (bytes its members send out)'
+                                    : 'Groups crossing building boundaries (this result does not split them by ' +
+                                      'building: written by an older spansim)');
+    var t = html('table', {id: 'crossing-table', 'data-building': b}, box);
     var h = html('tr', {}, t);
-    ['group', 'traffic', 'size', 'groups', 'across buildings', 'across regions', 'bytes across buildings per step']
+    ['group', 'traffic', 'size', 'groups', 'across buildings', 'across regions',
+     perBuilding ? 'bytes out of ' + b + ' per step' : 'bytes across buildings per step']
         .forEach(function (c) { html('th', {}, h, c); });
     (D.placement.groups || []).forEach(function (g) {
-      if (!(g.across_buildings > 0)) return;
-      var tr = html('tr', {'data-group': g.group}, t);
-      [g.group, g.traffic, g.size, g.groups, g.across_buildings, g.across_regions,
-       bytes(g.bytes_across_buildings_per_step)].forEach(function (c) { html('td', {}, tr, String(c)); });
+      var out = perBuilding ? (g.bytes_out_of_building_per_step || {})[b] : g.bytes_across_buildings_per_step;
+      if (!(g.across_buildings > 0) || !(out > 0)) return;
+      var tr = html('tr', {'data-group': g.group, 'data-bytes': String(out)}, t);
+      [g.group, g.traffic, g.size, g.groups, g.across_buildings, g.across_regions, bytes(out)]
+          .forEach(function (c) { html('td', {}, tr, String(c)); });
     });
-    if (t.rows.length === 1) html('p', {'class': 'note'}, box, 'No group crosses a building boundary.');
+    if (t.rows.length === 1) html('p', {'class': 'note'}, box, 'No group crosses this boundary.');
   }
+
+  // A link to one building's crossings: report.html#building=NAME opens with them listed.
+  if (location.hash.indexOf('#building=') === 0) showCrossing(decodeURIComponent(location.hash.slice(10)));
 
   // Tiers: one bar per tier, its length and colour the mean utilization.
   var tiers = document.getElementById('tiers'), ty = 0;
@@ -195,8 +210,45 @@ constexpr std::string_view kTail = R"HTML(</script>
   if (stages.length > 64)
     html('p', {'class': 'note'}, legend, stages.length + ' stages drawn as thin bars, unlabelled');
 
+  // The timeline of one stage: a lane per stream (compute, then each dimension's communication), each op a box
+  // from its start to its end, compute coloured by kind and numbered by micro-batch where there is room.
+  var tl = D.timeline, tsvg = document.getElementById('timeline'), note = document.getElementById('timeline-note');
+  if (!tl) {
+    note.textContent = 'This result has no timeline (written by an older spansim): run it again, or open trace.json.';
+  } else {
+    var kinds = {forward: '#4c78a8', backward: '#e45756', 'weight-grad': '#f58518', recompute: '#72b7b2',
+                 optimizer: '#54a24b'};
+    var used = [], end = 0;
+    tl.ops.forEach(function (o) {
+      if (used.indexOf(o[0]) < 0) used.push(o[0]);
+      end = Math.max(end, o[4]);
+    });
+    used.sort(function (a, b) { return a - b; });
+    var lh = 22, tx0 = 90, tw = 1040, tscale = end > 0 ? tw / end : 0;
+    used.forEach(function (lane, k) { el('text', {x: 0, y: k * (lh + 4) + 15}, tsvg, tl.lanes[lane]); });
+    tl.ops.forEach(function (o) {
+      var k = used.indexOf(o[0]), w = Math.max(0.5, (o[4] - o[3]) * tscale);
+      var r = el('rect', {'class': 'op', x: tx0 + o[3] * tscale, y: k * (lh + 4), width: w, height: lh,
+                          fill: o[0] === 0 ? (kinds[o[1]] || '#9d755d') : '#bab0ac', stroke: w > 3 ? '#fff' : 'none',
+                          'stroke-width': 0.5, 'data-lane': tl.lanes[o[0]], 'data-name': o[1],
+                          'data-micro-batch': String(o[2]), 'data-start': String(o[3]), 'data-end': String(o[4])},
+                 tsvg);
+      el('title', {}, r, o[1] + (o[2] >= 0 ? ' of micro-batch ' + o[2] : '') + ': ' + seconds(o[3]) + ' to ' +
+         seconds(o[4]));
+      if (o[0] === 0 && o[2] >= 0 && w > 14)
+        el('text', {x: tx0 + o[3] * tscale + 2, y: k * (lh + 4) + 15, fill: '#fff'}, tsvg, String(o[2]));
+    });
+    tsvg.setAttribute('height', Math.max(10, used.length * (lh + 4) + 4));
+    document.getElementById('timeline-title').textContent = 'Stage ' + tl.stage + '\'s micro-batches';
+    note.textContent = 'Compute: forward (blue), backward (red), weight gradients (orange), recompute (teal), ' +
+        'optimizer (green), numbered by micro-batch; below, each dimension\'s communication (grey). ' +
+        (tl.ops.length < tl.ops_in_stage ? 'The first ' + tl.ops.length + ' of its ' + tl.ops_in_stage +
+         ' ops are drawn; ' : '') + 'trace.json holds every stage\'s.';
+  }
+
   document.getElementById('configuration').textContent = JSON.stringify(cfg, null, 1);
   document.body.setAttribute('data-drawn', '1');
+  document.body.setAttribute('data-draw-ms', String(Math.round(performance.now())));
 })();
 </script>
 </body></html>

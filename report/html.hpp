@@ -22,6 +22,16 @@ std::string run_page(const nlohmann::json& summary, const std::string& file = "s
 /// @throws SpecError when a key the page draws is missing.
 std::string optimize_page(const nlohmann::json& result);
 
+/// @brief The page of a validation: the MAPEs by section and role, each step row's error by GPU and section, and
+/// the network rows' measured against simulated bus bandwidth. `result` is what `validate --json` prints.
+/// @throws SpecError when it is not that.
+std::string validate_page(const nlohmann::json& result);
+
+/// @brief The page of a campaign result: step time against each numeric axis, each point's breakdown and the
+/// points. `table` is the HDF5 file's /points table as {"file", "attributes", "rows", "numbers": {COLUMN: [...]},
+/// "texts": {COLUMN: [...]}, "units": {COLUMN: UNIT}}. @throws SpecError when a key is missing.
+std::string campaign_page(const nlohmann::json& table);
+
 /// @brief Writes DIRECTORY/report.html from DIRECTORY/summary.json. @return the path written.
 /// @throws SpecError when the folder holds no run result (one line, naming what is missing).
 std::string write_report(const std::string& directory);

@@ -119,6 +119,7 @@ constexpr std::string_view kTail = R"HTML(</script>
   }
   document.getElementById('search').textContent = JSON.stringify({search: D.search, spec: spec}, null, 1);
   document.body.setAttribute('data-drawn', '1');
+  document.body.setAttribute('data-draw-ms', String(Math.round(performance.now())));
 })();
 </script>
 </body></html>

@@ -93,6 +93,7 @@ workload::OpEffects effect_seconds(const scenario::ScenarioRun& run);
 struct SummaryOptions {
   bool stages    = true; ///< the breakdown of every stage
   bool over_time = true; ///< boundary links' utilisation over time
+  bool timeline  = true; ///< the first pipeline stage's ops with their times (the page's micro-batch timeline)
 };
 
 /// @brief The JSON summary of a run: provenance (version, git hash), the effective configuration, metrics,

@@ -255,6 +255,30 @@ json network(const NetworkReport& n, bool over_time)
   return out;
 }
 
+// One stage's ops as the page draws its micro-batches: [lane, name, micro-batch, start s, end s] each, lane 0
+// the compute stream and 1 + d the stream of dimension d. At most kTimelineOps ops, the first in program order.
+constexpr std::size_t kTimelineOps = 5000;
+
+json timeline(const scenario::ScenarioRun& run, int stage)
+{
+  const auto& stages = run.placed->graph().stages;
+  json lanes         = json::array({"compute"});
+  for (workload::Dim d : workload::kDims)
+    lanes.push_back(name_of(d));
+  json ops = json::array();
+  if (stage < 0 || static_cast<std::size_t>(stage) >= stages.size() ||
+      static_cast<std::size_t>(stage) >= run.result.ops.size())
+    return {{"stage", stage}, {"lanes", lanes}, {"ops", ops}, {"ops_in_stage", 0}};
+  const auto& program = stages[static_cast<std::size_t>(stage)].ops;
+  const auto& times   = run.result.ops[static_cast<std::size_t>(stage)];
+  for (std::size_t i = 0; i < program.size() && i < times.size() && ops.size() < kTimelineOps; ++i) {
+    const auto& op = program[i];
+    const int lane = !workload::is_compute(op.kind) && op.dim ? 1 + static_cast<int>(*op.dim) : 0;
+    ops.push_back(json::array({lane, workload::op_name(op), op.micro_batch, times[i].active, times[i].end}));
+  }
+  return {{"stage", stage}, {"lanes", lanes}, {"ops", ops}, {"ops_in_stage", program.size()}};
+}
+
 } // namespace
 
 json summary_json(const scenario::ScenarioRun& run, const SummaryOptions& options)
@@ -282,6 +306,8 @@ json summary_json(const scenario::ScenarioRun& run, const SummaryOptions& option
       j["metrics"]["mfu" + suffix]                  = r.mfu_under(c);
     }
   j["breakdown"] = breakdown(run, options.stages);
+  if (options.timeline && run.placed)
+    j["timeline"] = timeline(run, 0);
   j["network"]   = network(network_report(run), options.over_time);
   j["placement"] = run.placement.to_json();
   if (run.diloco)
