@@ -14,6 +14,7 @@ Simulations run in child processes (SimGrid allows one engine per process), so c
 import io
 import json
 import os
+import shutil
 import tempfile
 
 import pandas as pd
@@ -22,7 +23,7 @@ from . import _spansim
 from . import campaign
 from ._spansim import Error, SpecError, TraceError, UsageError
 
-__all__ = ["run", "collective", "optimize", "campaign", "Result", "OptimizeResult", "Error", "SpecError",
+__all__ = ["run", "report", "collective", "optimize", "campaign", "Result", "OptimizeResult", "Error", "SpecError",
            "TraceError", "UsageError", "version"]
 
 #: The name errors give a spec passed as a dict (it has no file).
@@ -106,6 +107,10 @@ class Result:
         """Bytes in and out of each building and region, one row per boundary."""
         return pd.DataFrame(self.summary["network"]["boundaries"])
 
+    def report(self, path):
+        """Writes this step's page (``spansim run --report``'s report.html) to ``path``; returns ``path``."""
+        return report(self, path)
+
     def __repr__(self):
         s = self.summary
         return "<spansim.Result %s: step %.6g s>" % (s["scenario"]["name"], self.step_time)
@@ -121,6 +126,24 @@ def run(scenario, fidelity=None):
     else:
         raise UsageError("scenario: expected a path or a dict, got %s" % type(scenario).__name__)
     return Result(json.loads(summary), layers)
+
+
+def report(result, path):
+    """Writes the page of a run to ``path``, as ``spansim report`` draws it: ``result`` is a :class:`Result` or the
+    dict ``spansim run --json`` prints (a summary.json read back). Returns ``path``."""
+    summary = result.summary if isinstance(result, Result) else result
+    if not isinstance(summary, dict):
+        raise UsageError("result: expected a spansim.Result or a summary dict, got %s" % type(summary).__name__)
+    path = _path(path, "path")
+    with tempfile.TemporaryDirectory(prefix="spansim-report-") as folder:
+        with open(os.path.join(folder, "summary.json"), "w") as f:
+            f.write(_json_text(summary, "summary"))
+        _command(["report", folder, "--json"])
+        try:
+            shutil.copyfile(os.path.join(folder, "report.html"), path)
+        except OSError as e:
+            raise UsageError("cannot write %r: %s" % (path[:200], e.strerror or e)) from None
+    return path
 
 
 class _SpecFile:

@@ -322,3 +322,24 @@ def test_the_example_notebook_runs_headless_and_matches_the_cli(tmp_path):
                                                       sweep.loc[d, "step_time_s"]))
         assert sweep.loc[d, "step_time_s"] == expected["metrics"]["step_time_s"]
         assert sweep.loc[d, "tokens_per_s"] == expected["metrics"]["tokens_per_s"]
+
+
+def test_a_result_draws_its_page_as_spansim_report_does(tmp_path):
+    scenario = os.path.join(SRC, "examples/scenarios/llama3-8b-two-regions-dp.json")
+    r = spansim.run(scenario, fidelity="analytical")
+    page = r.report(tmp_path / "page.html")
+    # The same page `spansim report` draws from the summary the command writes (the run's own provenance aside).
+    out = tmp_path / "cli"
+    subprocess.run([BIN, "run", scenario, "--fidelity", "analytical", "--out", str(out), "--report"], check=True,
+                   capture_output=True)
+    with open(out / "summary.json") as f:
+        cli = json.load(f)
+    mine = open(page, encoding="utf-8").read()
+    assert '"step_time_s":%s' % json.dumps(r.step_time) in mine.replace(" ", "")
+    assert r.step_time == cli["metrics"]["step_time_s"]
+    # A dict works as the Result does; what is not a summary is a spansim error, as the command gives it.
+    assert spansim.report(r.summary, tmp_path / "again.html") == str(tmp_path / "again.html")
+    with pytest.raises(spansim.SpecError):
+        spansim.report({"metrics": {}}, tmp_path / "bad.html")
+    with pytest.raises(spansim.UsageError):
+        spansim.report([1, 2], tmp_path / "bad.html")
