@@ -96,7 +96,10 @@ constexpr std::string_view kTail = R"HTML(</script>
     var m = e.metrics;
     [String(i + 1), e.label, seconds(step(e)), seconds(e.analytical_score_s), (100 * m.mfu).toFixed(1) + '%',
      seconds(m.bubble_s), seconds(m.exposed_s.tp), seconds(m.exposed_s.pp), seconds(m.exposed_s.dp),
-     seconds(m.exposed_s.ep), e.scenario.split('/').pop()].forEach(function (c) { html('td', {}, tr, c); });
+     seconds(m.exposed_s.ep)].forEach(function (c) { html('td', {}, tr, c); });
+    // The configuration's scenario file, written beside this page: a relative link that opens it offline.
+    var file = e.scenario.split('/').pop();
+    html('a', {'class': 'scenario', href: encodeURIComponent(file)}, html('td', {}, tr), file);
   });
 
   if (D.capacity) {

@@ -19,9 +19,12 @@ def chromium(args, page, hash=""):
     with tempfile.TemporaryDirectory() as profile:
         cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                "--user-data-dir=" + profile, "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
-               "--virtual-time-budget=5000"] + args + ["file://" + page + hash]
+               "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0"] + args + ["file://" + page + hash]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+    # Any console message (an error, a warning, a failed load): the pages write none.
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    assert not console, "\n".join(console)
     return done.stdout
 
 
@@ -186,6 +189,11 @@ def test_optimize_page_draws_the_winner_baselines_and_ranking_as_the_json_says()
         # The ranked table: one row per ranked configuration, in order, with its step.
         rows = by_class("rank")
         assert [float(a["data-step"]) for a in rows] == [step(e) for e in result["ranked"]]
+        # Each configuration's scenario linked, relative to the page, and there.
+        links = [a["href"] for a in by_class("scenario")]
+        assert links == [os.path.basename(e["scenario"]) for e in result["ranked"]]
+        for link in links:
+            assert os.path.isfile(os.path.join(out, link)), link
         # The bars: the winner, the default, the best single change and the best change per dimension, each
         # split into parts that sum to its step.
         configs = by_class("config")
