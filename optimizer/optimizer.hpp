@@ -221,10 +221,12 @@ struct OptimizeResult {
   std::map<std::string, std::size_t> pruned; ///< infeasible points by reason
   std::size_t bound_pruned = 0;              ///< feasible points skipped: their bound could not enter the best K
   std::size_t scored       = 0;
-  std::vector<Evaluation> ranked; ///< the refined best K, fastest first
-  Evaluation baseline;            ///< production default: order [tp, cp, pp, dp], DP across, 1F1B
-  Evaluation best_single_change;  ///< the best one-knob change from the baseline
-  std::string single_change;      ///< which knob, e.g. "order = [tp, cp, dp, pp]"
+  /// @brief Every distinct point re-simulated at the refine fidelity (the screen's best K, the baseline, the best
+  /// changes, the capacity runs), fastest first, at most top_k.
+  std::vector<Evaluation> ranked;
+  Evaluation baseline;           ///< production default: order [tp, cp, pp, dp], DP across, 1F1B
+  Evaluation best_single_change; ///< the best one-knob change from the baseline
+  std::string single_change;     ///< which knob, e.g. "order = [tp, cp, dp, pp]"
   /// @brief The best one-knob change from the baseline within each dimension of the search, where the space has one.
   struct DimensionChange {
     SearchDimension dimension;

@@ -58,6 +58,20 @@ TEST_CASE("the baseline is the production default and every ranked point beats o
     CHECK(e.lower_bound <= *e.refined * (1 + 1e-9));
   }
   CHECK(*r.ranked.front().refined <= *r.baseline.refined);
+  // The first ranked is the fastest point re-simulated at all: no baseline or best change beats it, and no point
+  // is ranked twice.
+  std::vector<const optimizer::Evaluation*> known{&r.baseline};
+  if (!r.single_change.empty())
+    known.push_back(&r.best_single_change);
+  for (const auto& d : r.by_dimension)
+    known.push_back(&d.evaluation);
+  for (const auto* e : known) {
+    INFO(e->point.label() << ": " << *e->refined << " s against the first ranked " << *r.ranked.front().refined);
+    CHECK(*r.ranked.front().refined <= *e->refined);
+  }
+  for (std::size_t i = 0; i < r.ranked.size(); ++i)
+    for (std::size_t j = i + 1; j < r.ranked.size(); ++j)
+      CHECK(r.ranked[i].point.label() != r.ranked[j].point.label());
 }
 
 TEST_CASE("infeasible points are counted by reason", "[optimizer]")
