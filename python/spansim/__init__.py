@@ -186,7 +186,14 @@ def _argument(value):
 
 
 def _command(args):
-    return json.loads(_spansim.command([_argument(a) for a in args]))
+    args = [_argument(a) for a in args]
+    out = _spansim.command(args)
+    try:
+        return json.loads(out)
+    except ValueError:
+        # A value the command read as an option of its own ("--help" as a size prints the help): no document.
+        raise UsageError("spansim %s printed no JSON document (is a value read as an option?): %r"
+                         % (" ".join(a[:200] for a in args[:2]), out[:200])) from None
 
 
 def collective(topology, op="allreduce", ranks=None, gpus=None, sizes="1MiB:1GiB", factor=None, algo="auto",
