@@ -10,11 +10,7 @@ namespace {
 
 // A campaign's result as a page: step time against each numeric axis (one series per value of another axis),
 // where each point's time went, and the points as a table. The data is the HDF5 file's /points table.
-constexpr std::string_view kBody = R"HTML(</head><body>
-<div id="errors"></div>
-<h1 id="title"></h1><div class="note" id="provenance"></div>
-<div class="figs" id="headline"></div>
-<h2>Step time against each axis</h2>
+constexpr std::string_view kBody = R"HTML(<h2>Step time against each axis</h2>
 <div class="note">One line per value of the series axis; the other axes at every value (points that share the
 horizontal and series values are drawn side by side). Failed points are left out and listed below.</div>
 <div id="sweeps"></div>
@@ -40,12 +36,6 @@ constexpr std::string_view kTail = R"HTML(</script>
   var ok = [];
   for (var i = 0; i < n; ++i)
     if (T.status[i] === 'ok') ok.push(i);
-  var head = document.getElementById('headline');
-  function fig(id, label, value, text) {
-    var f = html('div', {'class': 'fig'}, head);
-    html('b', {id: id, 'data-value': String(value)}, f, text);
-    html('span', {}, f, label);
-  }
   var steps = ok.map(function (i) { return N.step_time_s[i]; });
   fig('points-done', 'points with a result', ok.length, String(ok.length));
   if (steps.length) {
@@ -145,8 +135,7 @@ constexpr std::string_view kTail = R"HTML(</script>
     html('td', {}, tr, good ? Math.round(N.tokens_per_s[j]).toLocaleString('en-US') : '-');
     html('td', {}, tr, good ? (100 * N.mfu[j]).toFixed(1) + '%' : '-');
   }
-  document.body.setAttribute('data-drawn', '1');
-  document.body.setAttribute('data-draw-ms', String(Math.round(performance.now())));
+  finished();
 })();
 </script>
 </body></html>

@@ -15,11 +15,7 @@ using nlohmann::json;
 
 // The page: styles, the drawing script and a slot for the data. The script reads only the inline JSON; every
 // figure it prints carries the JSON value it came from in a data attribute, so that a test can compare them.
-constexpr std::string_view kBody = R"HTML(</head><body>
-<div id="errors"></div>
-<h1 id="title"></h1><div class="note" id="provenance"></div>
-<div class="figs" id="headline"></div>
-<h2>The site</h2>
+constexpr std::string_view kBody = R"HTML(<h2>The site</h2>
 <div class="note">Regions, buildings and pods as the topology builds them; each building is coloured by the mean
 utilization of its boundary (bytes leaving it over the step, against its uplink capacity). Pods are drawn as blocks
 and their racks counted, not drawn one by one. Click a building for the groups that cross its boundary.</div>
@@ -53,12 +49,6 @@ constexpr std::string_view kTail = R"HTML(</script>
   document.title = 'spansim: ' + D.scenario.name;
   document.getElementById('provenance').textContent = D.spansim.tool + ' ' + D.spansim.version + ', git ' +
       D.spansim.git_hash + '; scenario ' + D.scenario.file;
-  var head = document.getElementById('headline');
-  function fig(id, label, value, text) {
-    var f = html('div', {'class': 'fig'}, head);
-    html('b', {id: id, 'data-value': String(value)}, f, text);
-    html('span', {}, f, label);
-  }
   fig('step', 'step time', m.step_time_s, seconds(m.step_time_s));
   fig('tokens', 'tokens per second', m.tokens_per_s, Math.round(m.tokens_per_s).toLocaleString('en-US'));
   fig('mfu', 'MFU (model FLOPs, causal)', m.mfu, (100 * m.mfu).toFixed(1) + '%');
@@ -247,8 +237,7 @@ constexpr std::string_view kTail = R"HTML(</script>
   }
 
   document.getElementById('configuration').textContent = JSON.stringify(cfg, null, 1);
-  document.body.setAttribute('data-drawn', '1');
-  document.body.setAttribute('data-draw-ms', String(Math.round(performance.now())));
+  finished();
 })();
 </script>
 </body></html>

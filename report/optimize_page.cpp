@@ -10,11 +10,7 @@ namespace {
 
 // The search's page: what won and by how much, where the time of the winner and the baselines went, the ranked
 // table with each configuration's scenario, and the capacity front when capacity was searched.
-constexpr std::string_view kBody = R"HTML(</head><body>
-<div id="errors"></div>
-<h1 id="title"></h1><div class="note" id="provenance"></div>
-<div class="figs" id="headline"></div>
-<h2>Where the time went: the winner against the baselines</h2>
+constexpr std::string_view kBody = R"HTML(<h2>Where the time went: the winner against the baselines</h2>
 <div class="note">Each bar is one configuration's step: exposed communication by dimension, pipeline bubble, and
 the rest (compute and what overlaps it). The production default is the best point of the space with rank order
 [tp, cp, pp, dp] (data parallelism across the boundary), 1F1B and default collectives.</div>
@@ -37,12 +33,6 @@ constexpr std::string_view kTail = R"HTML(</script>
   document.title = 'spansim optimize: ' + spec.name;
   document.getElementById('provenance').textContent = D.spansim.tool + ' ' + D.spansim.version + ', git ' +
       D.spansim.git_hash + '; spec ' + spec.file;
-  var head = document.getElementById('headline');
-  function fig(id, label, value, text) {
-    var f = html('div', {'class': 'fig'}, head);
-    html('b', {id: id, 'data-value': String(value)}, f, text);
-    html('span', {}, f, label);
-  }
   function step(e) { return e.effective_step_s !== undefined ? e.effective_step_s : e.step_time_s; }
   fig('winner', 'the winner\'s step', step(best), seconds(step(best)));
   fig('baseline', 'the production default\'s', step(D.baseline), seconds(step(D.baseline)));
@@ -121,8 +111,7 @@ constexpr std::string_view kTail = R"HTML(</script>
     });
   }
   document.getElementById('search').textContent = JSON.stringify({search: D.search, spec: spec}, null, 1);
-  document.body.setAttribute('data-drawn', '1');
-  document.body.setAttribute('data-draw-ms', String(Math.round(performance.now())));
+  finished();
 })();
 </script>
 </body></html>

@@ -45,6 +45,17 @@ function bytes(b) {
   while (b >= 1024 && i < u.length - 1) { b /= 1024; ++i; }
   return b.toFixed(i ? 2 : 0) + ' ' + u[i];
 }
+// A headline figure in #headline: its value in data-value, for the tests.
+function fig(id, label, value, text) {
+  var f = html('div', {'class': 'fig'}, document.getElementById('headline'));
+  html('b', {id: id, 'data-value': String(value)}, f, text);
+  html('span', {}, f, label);
+}
+// The drawing ended: data-drawn for the tests, data-draw-ms (from navigation start) for bench/report_page.sh.
+function finished() {
+  document.body.setAttribute('data-drawn', '1');
+  document.body.setAttribute('data-draw-ms', String(Math.round(performance.now())));
+}
 function colour(u) { // utilization 0..1, on a square-root scale so that a few per cent shows: pale to deep red
   u = Math.sqrt(Math.max(0, Math.min(1, u || 0)));
   var r = Math.round(240 - 40 * u), g = Math.round(244 - 200 * u), b = Math.round(250 - 210 * u);
@@ -80,6 +91,10 @@ std::string assemble_page(std::string_view title, std::string_view body, const n
   page += title;
   page += "</title>\n";
   page += kPageStyle;
+  // Every page opens with its errors, title, provenance and headline figures.
+  page +=
+      "</head><body>\n<div id=\"errors\"></div>\n<h1 id=\"title\"></h1><div class=\"note\" id=\"provenance\"></div>\n"
+      "<div class=\"figs\" id=\"headline\"></div>\n";
   page += body;
   page += inline_json(data);
   page += script;

@@ -11,11 +11,7 @@ namespace {
 // Validation as a page: the MAPEs by section and role, each step row's throughput error by GPU and section, and
 // the network section's measured bus bandwidth against the simulated one. Every drawn figure carries the JSON
 // value it came from in a data attribute, so that a test can compare them.
-constexpr std::string_view kBody = R"HTML(</head><body>
-<div id="errors"></div>
-<h1 id="title"></h1><div class="note" id="provenance"></div>
-<div class="figs" id="headline"></div>
-<h2>Mean absolute errors</h2>
+constexpr std::string_view kBody = R"HTML(<h2>Mean absolute errors</h2>
 <div class="note">Fit rows set the profiles' free parameters; check rows never do. Leave-one-out: each fit row
 simulated with its profile fitted without it.</div>
 <table id="mape"></table>
@@ -44,12 +40,6 @@ constexpr std::string_view kTail = R"HTML(</script>
   document.getElementById('provenance').textContent = D.spansim.tool + ' ' + D.spansim.version + ', git ' +
       D.spansim.git_hash;
   function pct(v) { return (v >= 0 ? '+' : '') + (100 * v).toFixed(1) + '%'; }
-  var head = document.getElementById('headline');
-  function fig(id, label, value, text) {
-    var f = html('div', {'class': 'fig'}, head);
-    html('b', {id: id, 'data-value': String(value)}, f, text);
-    html('span', {}, f, label);
-  }
   var steps = (D.rows || []).filter(function (r) { return r.role !== 'excluded'; });
   var net = D.network ? D.network.rows.filter(function (r) { return r.role !== 'excluded'; }) : [];
   if (steps.length) {
@@ -215,8 +205,7 @@ constexpr std::string_view kTail = R"HTML(</script>
      (r.published_busbw / 1e9).toFixed(1), (r.simulated_busbw / 1e9).toFixed(1), pct(r.busbw_error)]
         .forEach(function (c) { html('td', {}, tr, c); });
   });
-  document.body.setAttribute('data-drawn', '1');
-  document.body.setAttribute('data-draw-ms', String(Math.round(performance.now())));
+  finished();
 })();
 </script>
 </body></html>
