@@ -14,6 +14,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 
 namespace spansim::netsim::detail {
@@ -393,7 +394,7 @@ int Lowering::direct(CollectiveOp op, const Collective& c, const std::vector<int
 {
   const auto& gpus = c.gpus;
   const int k      = static_cast<int>(gpus.size());
-  std::vector<int> ops;
+  std::vector<P2pSend> sends;
   switch (op) {
   case CollectiveOp::all_to_all:
   case CollectiveOp::all_gather:
@@ -402,9 +403,9 @@ int Lowering::direct(CollectiveOp op, const Collective& c, const std::vector<int
       for (int j = 0; j < k; ++j)
         if (i != j && (c.matrix.empty() || c.matrix[i][j] > 0)) { // a size matrix sends nothing where it says 0
           const double size = c.matrix.empty() ? c.bytes / k : c.matrix[i][j];
-          p2p(gpus[i], gpus[j], size, deps, ops, p2p_window(size, k - 1, k, nccl_));
+          sends.push_back({gpus[i], gpus[j], size, p2p_window(size, k - 1, k, nccl_), true});
         }
-    return barrier(ops.empty() ? deps : ops); // empty: every transfer left to another rail
+    break;
   case CollectiveOp::all_reduce: {
     int mid = direct(CollectiveOp::reduce_scatter, c, deps);
     return direct(CollectiveOp::all_gather, c, {mid});
@@ -413,16 +414,61 @@ int Lowering::direct(CollectiveOp op, const Collective& c, const std::vector<int
   case CollectiveOp::reduce:
     for (int i = 0; i < k; ++i)
       if (i != c.root) {
-        int a = gpus[c.root], b = gpus[i];
+        const int a = gpus[c.root], b = gpus[i];
         const double w = p2p_window(c.bytes, k - 1, k, nccl_);
-        op == CollectiveOp::broadcast ? transfer(a, b, c.bytes, deps, ops, w) : transfer(b, a, c.bytes, deps, ops, w);
+        sends.push_back(op == CollectiveOp::broadcast ? P2pSend{a, b, c.bytes, w, false}
+                                                      : P2pSend{b, a, c.bytes, w, false});
       }
-    return barrier(ops.empty() ? deps : ops); // empty: every transfer left to another rail
+    break;
   case CollectiveOp::send_recv:
-    p2p(gpus[0], gpus[1], c.bytes, deps, ops, p2p_window(c.bytes, 1, 2, nccl_));
-    return barrier(ops.empty() ? deps : ops); // empty: every transfer left to another rail
+    sends.push_back({gpus[0], gpus[1], c.bytes, p2p_window(c.bytes, 1, 2, nccl_), true});
+    break;
   }
-  return barrier(deps);
+  return p2p_group(sends, k, deps);
+}
+
+int Lowering::p2p_group(const std::vector<P2pSend>& sends, int ranks, const std::vector<int>& deps)
+{
+  std::vector<int> ops;
+  std::unordered_map<int, int> peers; // sender -> its peers
+  for (const auto& s : sends) {
+    s.pxn ? p2p(s.src, s.dst, s.bytes, deps, ops, s.window) : transfer(s.src, s.dst, s.bytes, deps, ops, s.window);
+    ++peers[s.src];
+  }
+  if (ops.empty())
+    ops = deps; // every transfer left to another rail
+  if (sends.empty())
+    return barrier(ops);
+  // NCCL's tuner has no latency for send/recv, and a group of them is one kernel call: spansim charges it what the
+  // tables charge a ring call (its launch, baseLat, once) and, per wave of peers, one step over the slowest path
+  // (hwLat there, plus the step latency topology/fabrics.json fits for it, as every pipelined step pays). A send of
+  // at most 16 KiB runs LL (it takes one channel), a larger one Simple. The flows already pay their routes' latency.
+  int most = 0;
+  for (const auto& [gpu, n] : peers)
+    most = std::max(most, n);
+  double base = 0, step = 0, route = 0;
+  bool all_ll = true;
+  std::map<std::tuple<int, bool, bool>, bool> seen; // (building, inside a node, LL)
+  for (const auto& s : sends) {
+    const auto la = topology_.locate(s.src), lb = topology_.locate(s.dst);
+    const bool inside = la.building == lb.building && la.node == lb.node;
+    const bool ll     = s.bytes <= kP2pLLThreshold;
+    all_ll            = all_ll && ll;
+    if (!seen.emplace(std::tuple{la.building, inside, ll}, true).second)
+      continue;
+    const auto site   = topology_.spec().site_of(topology_.building_name(la.building));
+    const auto tables = nccl_p2p_latency(nccl_.version, ll ? Protocol::ll : Protocol::simple,
+                                         inside ? NcclPath::nvlink : NcclPath::net);
+    base              = std::max(base, tables.base_us * 1e-6);
+    step  = std::max(step, tables.step_us * 1e-6 + (inside ? site.node->step_latency : site.pod->net_latency));
+    route = std::max(route, topology_.route_latency(topology_.route(s.src, s.dst)));
+  }
+  const double chain = base + p2p_waves(most, ranks, nccl_) * step;
+  if (estimate_ < 0) { // the call as results name it (no pipelined part noted one)
+    call_.protocol = all_ll ? Protocol::ll : Protocol::simple;
+    call_.latency  = chain;
+  }
+  return graph_.add_delay(std::max(0.0, chain - route), ops);
 }
 
 int Lowering::hierarchical(const Hierarchy& h, double bytes, const std::vector<int>& deps)

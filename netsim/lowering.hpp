@@ -64,6 +64,15 @@ public:
   int tree(CollectiveOp op, const std::vector<int>& gpus, int root, double bytes, const std::vector<int>& deps);
   int halving_doubling(CollectiveOp op, const std::vector<int>& gpus, double bytes, const std::vector<int>& deps);
   int direct(CollectiveOp op, const Collective& c, const std::vector<int>& deps);
+  /// @brief One send of a group of sends and receives (NCCL's point-to-point): `pxn` sends between nodes as PXN does.
+  struct P2pSend {
+    int src = 0, dst = 0;
+    double bytes = 0, window = 0;
+    bool pxn = true;
+  };
+  /// @brief The sends of one NCCL call of point-to-point operations over `ranks` ranks, all starting together, then
+  /// the call's latency that their flows do not pay (netsim/README.md, "Send/recv and all-to-all").
+  int p2p_group(const std::vector<P2pSend>& sends, int ranks, const std::vector<int>& deps);
   int hierarchical(const Hierarchy& h, double bytes, const std::vector<int>& deps);
 
   // NCCL's algorithms as NCCL lays them out (nccl_lowering.cpp).

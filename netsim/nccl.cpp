@@ -118,10 +118,22 @@ double p2p_window(double bytes, int peers, int ranks, const NcclSettings& settin
     chunk /= 4;
   else if (bytes < 8 * chunk)
     chunk /= 2;
-  const int per_peer = settings.p2p_channels_per_peer > 0 ? settings.p2p_channels_per_peer : ranks > 32 ? 1 : 2;
+  const int per_peer = p2p_channels_per_peer(ranks, settings);
   const int sharing  = std::max(1, (std::max(1, peers) * per_peer + kP2pChannels - 1) / kP2pChannels);
   const int depth    = std::max(1, std::min(settings.slots, kSharedSteps / sharing));
   return per_peer * depth * chunk;
+}
+
+int p2p_channels_per_peer(int ranks, const NcclSettings& settings)
+{
+  return settings.p2p_channels_per_peer > 0 ? settings.p2p_channels_per_peer : ranks > 32 ? 1 : 2;
+}
+
+int p2p_waves(int peers, int ranks, const NcclSettings& settings)
+{
+  constexpr int kPerBatch = 8; // NCCL_MAX_DEV_WORK_P2P_PER_BATCH
+  const int at_once       = std::max(1, kP2pChannels / p2p_channels_per_peer(ranks, settings)) * kPerBatch;
+  return std::max(1, (std::max(1, peers) + at_once - 1) / at_once);
 }
 
 } // namespace spansim::netsim

@@ -117,4 +117,15 @@ NcclCall nccl_call(const NcclComm& comm, const NcclPick& pick, CollectiveOp op, 
 /// over all its channels. `peers` is how many peers the rank sends to at once (an all-to-all's group less one).
 double p2p_window(double bytes, int peers, int ranks, const NcclSettings& settings);
 
+/// @brief The channels one peer's sends are split over: NCCL_NCHANNELS_PER_NET_PEER, or NCCL's own (2; 1 above 32
+/// ranks, where NCCL halves them to fit every peer in one round).
+int p2p_channels_per_peer(int ranks, const NcclSettings& settings);
+
+/// @brief The waves in which a rank's sends to `peers` peers run (src/enqueue.cc): each channel runs at most 8 peers
+/// at once (NCCL_MAX_DEV_WORK_P2P_PER_BATCH), its batches one after another, over p2pnChannels / channels per peer.
+int p2p_waves(int peers, int ranks, const NcclSettings& settings);
+
+/// @brief NCCL_P2P_LL_THRESHOLD: a send of at most this many bytes per channel runs LL, a larger one Simple.
+inline constexpr double kP2pLLThreshold = 16384;
+
 } // namespace spansim::netsim

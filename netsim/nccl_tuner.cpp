@@ -366,6 +366,15 @@ int nccl_call_channels(const NcclComm& comm, const NcclPick& pick, double bytes,
   return channels;
 }
 
+NcclP2pLatency nccl_p2p_latency(NcclVersion version, Protocol protocol, NcclPath path)
+{
+  const Tables& t = tables(version);
+  const int a     = static_cast<int>(NcclAlgorithm::ring);
+  const int p     = protocol == Protocol::ll ? kLL : kSimple;
+  const int hw    = path == NcclPath::nvlink ? kNvlinkHw : path == NcclPath::pci ? kPciHw : kNetHw;
+  return {t.base[a][p], t.hw[hw][a][p]};
+}
+
 NcclVersion NcclVersion::parse(std::string_view text)
 {
   auto fail = [&] {

@@ -71,4 +71,17 @@ NcclPick nccl_pick(const NcclComm& comm, CollectiveOp op, double bytes, const Nc
 /// channels x threads x threshold (NVLS: its own channel count).
 int nccl_call_channels(const NcclComm& comm, const NcclPick& pick, double bytes, const NcclSettings& settings);
 
+/// @brief A path type of NCCL's latency tables (hwLat's first index).
+enum class NcclPath { nvlink, pci, net };
+
+/// @brief The parts of NCCL's ring latencies a group of sends and receives (an all-to-all, a send/recv) pays, which
+/// NCCL's tuner does not model for point-to-point: the call's launch (`base_us`: baseLat of Ring under `protocol`)
+/// and one step over a path of `path`'s type (`step_us`: hwLat of Ring there). Microseconds.
+struct NcclP2pLatency {
+  double base_us = 0;
+  double step_us = 0;
+};
+/// @brief The release's tables for a send/recv under `protocol` (LL or Simple: NCCL's p2p uses no LL128) over `path`.
+NcclP2pLatency nccl_p2p_latency(NcclVersion version, Protocol protocol, NcclPath path);
+
 } // namespace spansim::netsim

@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 #include "netsim/collectives.hpp"
 #include "netsim/nccl_layout.hpp"
+#include "netsim/nccl_tuner.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -101,6 +102,10 @@ struct Wire {
   /// @brief The group's communicator as NCCL lays it out on the variant's site (its tuner times gathers and
   /// all-reduces); null for a group of one.
   Tuned* nccl = nullptr;
+  /// @brief A group of sends over the widest hop (all-to-all): the hop's path type and the step latency
+  /// topology/fabrics.json fits for it, beyond NCCL's tables (netsim/README.md, "Send/recv and all-to-all").
+  netsim::NcclPath path = netsim::NcclPath::nvlink;
+  double step_latency   = 0;
 };
 
 // The groups of every kind under one placement (degrees and rank order; DiLoCo keeps DP inside regions).
@@ -388,6 +393,11 @@ struct Screen::Impl {
       w.bandwidth      = s.topo->route_bandwidth(route);
       w.latency        = s.topo->route_latency(route);
       w.bandwidth      = std::min(w.bandwidth, s.qps * s.topo->window_rate(g.src, g.dst));
+      const auto a = s.topo->locate(g.src), b = s.topo->locate(g.dst);
+      const auto at     = s.topo->spec().site_of(s.topo->building_name(a.building));
+      const bool inside = a.building == b.building && a.node == b.node;
+      w.path            = inside ? netsim::NcclPath::nvlink : netsim::NcclPath::net;
+      w.step_latency    = inside ? at.node->step_latency : at.pod->net_latency;
       if (g.level >= building_level)
         w.bandwidth = std::min(w.bandwidth, s.pod_uplink_share);
     }
@@ -475,10 +485,22 @@ double collective(const Wire& w, int n, Pattern pattern, double bytes, netsim::A
     break;
   }
   charge.add(w, calls * crossing);
-  const double bw         = crossing < volume ? w.bandwidth * volume / crossing : w.bandwidth;
-  const double alpha_beta = steps * w.latency + volume / bw;
-  const auto nccl         = netsim::nccl_algorithm(algorithm);
-  const bool tuned        = w.nccl && pattern != Pattern::all_to_all && (algorithm == Algorithm::automatic || nccl);
+  const double bw   = crossing < volume ? w.bandwidth * volume / crossing : w.bandwidth;
+  double alpha_beta = steps * w.latency + volume / bw;
+  if (pattern == Pattern::all_to_all && w.nccl) {
+    // NCCL's point-to-point, as the engines charge it: the ring's launch, then one step per wave of peers.
+    const auto& comm = w.nccl->comm;
+    const bool ll    = bytes / n <= netsim::kP2pLLThreshold;
+    const auto tables =
+        netsim::nccl_p2p_latency(comm.version, ll ? netsim::Protocol::ll : netsim::Protocol::simple, w.path);
+    netsim::NcclSettings settings;
+    settings.version   = comm.version;
+    const double waves = netsim::p2p_waves(n - 1, n, settings);
+    alpha_beta =
+        std::max(w.latency, 1e-6 * (tables.base_us + waves * tables.step_us) + waves * w.step_latency) + volume / bw;
+  }
+  const auto nccl  = netsim::nccl_algorithm(algorithm);
+  const bool tuned = w.nccl && pattern != Pattern::all_to_all && (algorithm == Algorithm::automatic || nccl);
   if (!tuned)
     return calls * (alpha_beta + extra);
   // NCCL's tuner for the call on the group as NCCL lays it out (its rings and trees per NIC, NVLS, its latencies);

@@ -3,6 +3,7 @@
 #include "common/collective.hpp"
 #include "netsim/collectives.hpp"
 #include "netsim/nccl_layout.hpp"
+#include "netsim/nccl_tuner.hpp"
 #include "netsim/netsim.hpp"
 #include "topology/topology.hpp"
 
@@ -44,6 +45,21 @@ inline double ring_allreduce_time(int ranks, double bytes, double bandwidth, dou
   if (ranks < 2)
     return 0;
   return wire_bytes_per_rank(CollectiveOp::all_reduce, ranks, bytes) / bandwidth + 2.0 * (ranks - 1) * alpha;
+}
+
+/// @brief What a group of sends and receives of `bytes` each over the path from gpus[0] to gpus[1] takes beyond its
+/// bytes (seconds), for groups of at most 65 ranks (one wave of peers): NCCL's ring launch (baseLat), then one step
+/// over the path (hwLat, plus the path's fitted step latency); LL at most 16 KiB, Simple above.
+inline double p2p_floor(const topology::Topology& t, const netsim::Collective& c, double bytes)
+{
+  REQUIRE(c.gpus.size() <= 65);
+  const auto a = t.locate(c.gpus[0]), b = t.locate(c.gpus[1]);
+  const bool inside = a.building == b.building && a.node == b.node;
+  const auto tables =
+      netsim::nccl_p2p_latency(c.nccl.version, bytes <= 16384 ? netsim::Protocol::ll : netsim::Protocol::simple,
+                               inside ? netsim::NcclPath::nvlink : netsim::NcclPath::net);
+  const auto site = t.spec().site_of(t.building_name(a.building));
+  return (tables.base_us + tables.step_us) * 1e-6 + (inside ? site.node->step_latency : site.pod->net_latency);
 }
 
 /// @brief NCCL's tuner latency (seconds) for a call run as `algorithm` under Simple: the least a pipelined call takes

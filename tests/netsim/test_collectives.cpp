@@ -130,10 +130,15 @@ void check_all_cases(const topology::Topology& t, const std::vector<int>& gpus, 
         Collective col      = make(c.op, c.algorithm, gpus, s);
         const auto floor_as = c.op == CollectiveOp::broadcast || c.op == CollectiveOp::reduce
                                   ? NcclAlgorithm::ring
-                                  : *nccl_algorithm(c.algorithm);
-        const double chain =
-            c.nccl_floor ? std::max(c.chain(k, alpha), test::nccl_floor(t, col, floor_as)) : c.chain(k, alpha);
-        std::string what = std::string(where) + ": " + std::string(name_of(c.op)) + "/" +
+                                  : nccl_algorithm(c.algorithm).value_or(NcclAlgorithm::ring);
+        // A direct call is NCCL's point-to-point: each group of sends pays the larger of its route and the p2p
+        // floor (baseLat, then one step: netsim/README.md); an all-reduce is two such groups.
+        const double per_send = c.op == CollectiveOp::broadcast ? s : s / k;
+        const double chain    = c.nccl_floor ? std::max(c.chain(k, alpha), test::nccl_floor(t, col, floor_as))
+                                : c.algorithm == Algorithm::direct
+                                    ? c.chain(k, std::max(alpha, test::p2p_floor(t, col, per_send)))
+                                    : c.chain(k, alpha);
+        std::string what      = std::string(where) + ": " + std::string(name_of(c.op)) + "/" +
                            std::string(name_of(c.algorithm)) + " of " + std::to_string(static_cast<long>(s)) +
                            " B at " + std::string(name_of(f)) + " fidelity";
         // Inside one node NCCL's tree is a chain per NIC, each from its own head: a GPU heads one chain (sends no

@@ -285,3 +285,49 @@ TEST_CASE("every step pays the step latency of its path: NVLink's inside a node,
     expect_within("14 steps x " + std::to_string(step * 1e6) + " us at " + std::string(name_of(f)),
                   simulate(without, c, f) + 14 * step, simulate(with, c, f), 1e-9);
 }
+
+TEST_CASE("a group of sends pays NCCL's ring launch once and one step per wave of peers", "[nccl][collective]")
+{
+  // NCCL's tables (src/graph/tuning.cc, every series 2.18 to 2.30): baseLat of Ring 6.6 us (LL) and 8.4 us
+  // (Simple); hwLat of Ring 0.6 / 3.4 us over NVLink and 2.7 / 14 us over the network.
+  const auto v = NcclVersion::parse("2.27");
+  struct Row {
+    Protocol protocol;
+    NcclPath path;
+    double base, step;
+  };
+  for (const auto& r :
+       {Row{Protocol::simple, NcclPath::nvlink, 8.4, 3.4}, Row{Protocol::ll, NcclPath::nvlink, 6.6, 0.6},
+        Row{Protocol::simple, NcclPath::net, 8.4, 14.0}, Row{Protocol::ll, NcclPath::net, 6.6, 2.7}}) {
+    const auto l = nccl_p2p_latency(v, r.protocol, r.path);
+    expect_within("baseLat", r.base, l.base_us, 1e-12);
+    expect_within("hwLat", r.step, l.step_us, 1e-12);
+  }
+  // Waves: 16 channels (DGX H100), 8 peers per channel's batch; 2 channels per peer up to 32 ranks, 1 above.
+  NcclSettings s;
+  CHECK(p2p_waves(31, 32, s) == 1);   // 8 channels' batches of 8: 64 peers at once
+  CHECK(p2p_waves(127, 128, s) == 1); // 16 x 8 = 128 at once
+  CHECK(p2p_waves(255, 256, s) == 2);
+  CHECK(p2p_waves(1023, 1024, s) == 8);
+  // An all-to-all of 4 GPUs of one node, 1 MiB (256 KiB a peer: Simple): the NVLink time of its 3 sends, then
+  // baseLat + hwLat + the node's step latency, at analytical and flow fidelity.
+  auto spec              = topology::load_topology_spec("hgx-h100-pod");
+  spec.node.step_latency = 1e-6;
+  const auto t           = topology::Topology(spec);
+  Collective c;
+  c.op                = CollectiveOp::all_to_all;
+  c.algorithm         = Algorithm::automatic;
+  c.gpus              = first(4);
+  c.bytes             = 1 << 20;
+  const double nvlink = t.spec().node.nvlink_rate();
+  const double form   = 3.0 / 4 * c.bytes / nvlink + (8.4 + 3.4) * 1e-6 + 1e-6;
+  for (auto f : {Fidelity::analytical, Fidelity::flow})
+    expect_within("4-GPU all-to-all of 1 MiB at " + std::string(name_of(f)), form, simulate(t, c, f), 0.01);
+  // 64 KiB (16 KiB a peer: LL) over 4 nodes, one GPU each: the network's LL step.
+  c.gpus           = {0, 8, 16, 24};
+  c.bytes          = 65536;
+  const double nic = t.spec().pod.nic_rate();
+  const double net = 3.0 / 4 * c.bytes / nic + (6.6 + 2.7) * 1e-6 + t.spec().pod.net_latency;
+  for (auto f : {Fidelity::analytical, Fidelity::flow})
+    expect_within("4-node all-to-all of 64 KiB at " + std::string(name_of(f)), net, simulate(t, c, f), 0.01);
+}
