@@ -265,12 +265,9 @@ int Lowering::pipelined(const std::vector<std::pair<int, int>>& pairs, double vo
     std::map<std::pair<int, bool>, double> per_step; // (building, inside a node) -> the step latency there
     for (const auto& e : edges) {
       const auto la = topology_.locate(e.pair.first), lb = topology_.locate(e.pair.second);
-      const bool inside = la.node == lb.node;
-      auto [it, fresh]  = per_step.emplace(std::pair{la.building, inside}, 0.0);
-      if (fresh) {
-        const auto site = topology_.spec().site_of(topology_.building_name(la.building));
-        it->second      = inside ? site.node->step_latency : site.pod->net_latency;
-      }
+      auto [it, fresh] = per_step.emplace(std::pair{la.building, la.node == lb.node}, 0.0);
+      if (fresh)
+        it->second = topology_.step_latency(e.pair.first, e.pair.second);
       steps_overhead = std::max(steps_overhead, steps * it->second);
     }
   }
@@ -432,7 +429,10 @@ int Lowering::p2p_group(const std::vector<P2pSend>& sends, int ranks, const std:
   std::vector<int> ops;
   std::unordered_map<int, int> peers; // sender -> its peers
   for (const auto& s : sends) {
-    s.pxn ? p2p(s.src, s.dst, s.bytes, deps, ops, s.window) : transfer(s.src, s.dst, s.bytes, deps, ops, s.window);
+    // LL writes each 8 bytes of data with two 4-byte flags in a 16-byte line (ncclLLFifoLine, src/include/device.h):
+    // twice the bytes on the wire, as a pipelined call's LL pays them (NcclCall::wire).
+    const double wire = s.bytes <= kP2pLLThreshold ? 2 * s.bytes : s.bytes;
+    s.pxn ? p2p(s.src, s.dst, wire, deps, ops, s.window) : transfer(s.src, s.dst, wire, deps, ops, s.window);
     ++peers[s.src];
   }
   if (ops.empty())
@@ -442,26 +442,26 @@ int Lowering::p2p_group(const std::vector<P2pSend>& sends, int ranks, const std:
   // NCCL's tuner has no latency for send/recv, and a group of them is one kernel call: spansim charges it what the
   // tables charge a ring call (its launch, baseLat, once) and, per wave of peers, one step over the slowest path
   // (hwLat there, plus the step latency topology/fabrics.json fits for it, as every pipelined step pays). A send of
-  // at most 16 KiB runs LL (it takes one channel), a larger one Simple. The flows already pay their routes' latency.
+  // at most 16 KiB runs LL (it takes one channel, its bytes doubled on the wire above), a larger one Simple. The flows
+  // already pay their routes' latency.
   int most = 0;
   for (const auto& [gpu, n] : peers)
     most = std::max(most, n);
   double base = 0, step = 0, route = 0;
   bool all_ll = true;
-  std::map<std::tuple<int, bool, bool>, bool> seen; // (building, inside a node, LL)
+  std::set<std::tuple<int, bool, bool>> seen; // (building, inside a node, LL)
   for (const auto& s : sends) {
     const auto la = topology_.locate(s.src), lb = topology_.locate(s.dst);
-    const bool inside = la.building == lb.building && la.node == lb.node;
+    const bool inside = la.node == lb.node;
     const bool ll     = s.bytes <= kP2pLLThreshold;
     all_ll            = all_ll && ll;
-    if (!seen.emplace(std::tuple{la.building, inside, ll}, true).second)
+    if (!seen.emplace(la.building, inside, ll).second)
       continue;
-    const auto site   = topology_.spec().site_of(topology_.building_name(la.building));
     const auto tables = nccl_p2p_latency(nccl_.version, ll ? Protocol::ll : Protocol::simple,
                                          inside ? NcclPath::nvlink : NcclPath::net);
     base              = std::max(base, tables.base_us * 1e-6);
-    step  = std::max(step, tables.step_us * 1e-6 + (inside ? site.node->step_latency : site.pod->net_latency));
-    route = std::max(route, topology_.route_latency(topology_.route(s.src, s.dst)));
+    step              = std::max(step, tables.step_us * 1e-6 + topology_.step_latency(s.src, s.dst));
+    route             = std::max(route, topology_.route_latency(topology_.route(s.src, s.dst)));
   }
   const double chain = base + p2p_waves(most, ranks, nccl_) * step;
   if (estimate_ < 0) { // the call as results name it (no pipelined part noted one)

@@ -65,6 +65,7 @@ GroupShape kept(GroupShape g)
 // screen asks the same call of many points).
 struct Tuned {
   netsim::NcclComm comm;
+  netsim::NcclSettings settings; ///< the search's `nccl` (channels per peer for groups of sends)
   std::unordered_map<std::uint64_t, double> seconds;
 
   /// @brief Seconds of the call under `algorithm` (none: NCCL's own pick among all); an algorithm NCCL has no model
@@ -386,18 +387,16 @@ struct Screen::Impl {
     // By members (which fix the widest hop) and variant: one lookup per group and point.
     auto [it, fresh] = wires.try_emplace((g.members ^ variant) * 1099511628211ull);
     if (fresh && g.n > 1) {
-      Wire& w          = it->second;
-      w.nccl           = &comm(g, variant);
-      Site& s          = site(variant);
-      const auto route = s.topo->route(g.src, g.dst);
-      w.bandwidth      = s.topo->route_bandwidth(route);
-      w.latency        = s.topo->route_latency(route);
-      w.bandwidth      = std::min(w.bandwidth, s.qps * s.topo->window_rate(g.src, g.dst));
-      const auto a = s.topo->locate(g.src), b = s.topo->locate(g.dst);
-      const auto at     = s.topo->spec().site_of(s.topo->building_name(a.building));
-      const bool inside = a.building == b.building && a.node == b.node;
+      Wire& w           = it->second;
+      w.nccl            = &comm(g, variant);
+      Site& s           = site(variant);
+      const auto route  = s.topo->route(g.src, g.dst);
+      w.bandwidth       = s.topo->route_bandwidth(route);
+      w.latency         = s.topo->route_latency(route);
+      w.bandwidth       = std::min(w.bandwidth, s.qps * s.topo->window_rate(g.src, g.dst));
+      const bool inside = s.topo->locate(g.src).node == s.topo->locate(g.dst).node;
       w.path            = inside ? netsim::NcclPath::nvlink : netsim::NcclPath::net;
-      w.step_latency    = inside ? at.node->step_latency : at.pod->net_latency;
+      w.step_latency    = s.topo->step_latency(g.src, g.dst);
       if (g.level >= building_level)
         w.bandwidth = std::min(w.bandwidth, s.pod_uplink_share);
     }
@@ -420,7 +419,8 @@ struct Screen::Impl {
       std::vector<int> gpus;
       for (int j = 0; j < g.n; ++j)
         gpus.push_back(gpu_of(g.ranks.empty() ? j * g.stride : g.ranks[static_cast<std::size_t>(j)]));
-      it->second.comm = netsim::nccl_layout(*site(variant).topo, gpus, spec.nccl).comm;
+      it->second.comm     = netsim::nccl_layout(*site(variant).topo, gpus, spec.nccl).comm;
+      it->second.settings = spec.nccl;
     }
     return it->second;
   }
@@ -488,16 +488,18 @@ double collective(const Wire& w, int n, Pattern pattern, double bytes, netsim::A
   const double bw   = crossing < volume ? w.bandwidth * volume / crossing : w.bandwidth;
   double alpha_beta = steps * w.latency + volume / bw;
   if (pattern == Pattern::all_to_all && w.nccl) {
-    // NCCL's point-to-point, as the engines charge it: the ring's launch, then one step per wave of peers.
+    // NCCL's point-to-point, as the engines charge it: the ring's launch, then one step per wave of peers; LL's
+    // sends carry twice their bytes on the wire.
     const auto& comm = w.nccl->comm;
     const bool ll    = bytes / n <= netsim::kP2pLLThreshold;
     const auto tables =
         netsim::nccl_p2p_latency(comm.version, ll ? netsim::Protocol::ll : netsim::Protocol::simple, w.path);
-    netsim::NcclSettings settings;
-    settings.version   = comm.version;
-    const double waves = netsim::p2p_waves(n - 1, n, settings);
-    alpha_beta =
-        std::max(w.latency, 1e-6 * (tables.base_us + waves * tables.step_us) + waves * w.step_latency) + volume / bw;
+    const double waves = netsim::p2p_waves(n - 1, n, w.nccl->settings);
+    const double wire  = ll ? 2 : 1;
+    if (ll)
+      charge.add(w, calls * crossing);
+    alpha_beta = std::max(w.latency, 1e-6 * (tables.base_us + waves * tables.step_us) + waves * w.step_latency) +
+                 wire * volume / bw;
   }
   const auto nccl  = netsim::nccl_algorithm(algorithm);
   const bool tuned = w.nccl && pattern != Pattern::all_to_all && (algorithm == Algorithm::automatic || nccl);

@@ -53,13 +53,11 @@ inline double ring_allreduce_time(int ranks, double bytes, double bandwidth, dou
 inline double p2p_floor(const topology::Topology& t, const netsim::Collective& c, double bytes)
 {
   REQUIRE(c.gpus.size() <= 65);
-  const auto a = t.locate(c.gpus[0]), b = t.locate(c.gpus[1]);
-  const bool inside = a.building == b.building && a.node == b.node;
+  const bool inside = t.locate(c.gpus[0]).node == t.locate(c.gpus[1]).node;
   const auto tables =
       netsim::nccl_p2p_latency(c.nccl.version, bytes <= 16384 ? netsim::Protocol::ll : netsim::Protocol::simple,
                                inside ? netsim::NcclPath::nvlink : netsim::NcclPath::net);
-  const auto site = t.spec().site_of(t.building_name(a.building));
-  return (tables.base_us + tables.step_us) * 1e-6 + (inside ? site.node->step_latency : site.pod->net_latency);
+  return (tables.base_us + tables.step_us) * 1e-6 + t.step_latency(c.gpus[0], c.gpus[1]);
 }
 
 /// @brief NCCL's tuner latency (seconds) for a call run as `algorithm` under Simple: the least a pipelined call takes

@@ -379,6 +379,13 @@ double Topology::route_latency(const std::vector<Hop>& route) const
   return sum;
 }
 
+double Topology::step_latency(int src_gpu, int dst_gpu) const
+{
+  const auto a = locate(src_gpu), b = locate(dst_gpu);
+  const auto site = spec_.site_of(building_name(a.building));
+  return a.node == b.node ? site.node->step_latency : site.pod->net_latency;
+}
+
 double Topology::route_bandwidth(const std::vector<Hop>& route) const
 {
   double bw = std::numeric_limits<double>::infinity();

@@ -491,6 +491,9 @@ public:
   int vertex_region(int vertex) const;
   /// @brief Sum of latencies along a route.
   double route_latency(const std::vector<Hop>& route) const;
+  /// @brief The latency each pipelined step of a collective pays between two GPUs beyond its route (fitted in
+  /// topology/fabrics.json): the node's `step_latency` inside a node, the sender's pod's `net_latency` between nodes.
+  double step_latency(int src_gpu, int dst_gpu) const;
   /// @brief The most a queue pair from `src_gpu` to `dst_gpu` can carry under the spec's window and the transfer's
   /// own (`window` bytes, 0: none), the smaller of the two: window over the round trip (route there and back);
   /// infinity without a window.

@@ -9,6 +9,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <set>
 
@@ -238,4 +239,52 @@ TEST_CASE("points travel to a farm's tasks as lines and come back the same point
   std::string bad = line;
   bad.replace(0, 16, "000000000000e03f"); // tp = 0.5
   CHECK_THROWS_AS(optimizer::decode_point(spec, bad), UsageError);
+}
+
+TEST_CASE("the screen's all-to-alls take the search's NCCL channels per peer", "[optimizer][screen]")
+{
+  // Qwen3-30B-A3B on 128 H100s (8-GPU nodes), EP 8 and 32 with NCCL's all-to-all dispatcher. NCCL runs 8 peers per
+  // channel's batch on 16 channels (netsim::p2p_waves): at 2 channels a peer (NCCL's default up to 32 ranks) EP 8's 7
+  // peers and EP 32's 31 go in one wave; at 16 a peer, 8 peers a wave, EP 8 still takes 1 and EP 32 takes 4. The
+  // estimate must move for EP 32 only.
+  nlohmann::json j = {{"name", "p2p-channels"},
+                      {"topology", "two-buildings"},
+                      {"model", "qwen3-30b-a3b"},
+                      {"gpu", "h100"},
+                      {"gpus", 128},
+                      {"buildings", {"bldg-a", "bldg-b"}},
+                      {"batch", {{"global_sequences", 512}, {"sequence_length", 4096}}},
+                      {"search",
+                       {{"tp", {1}},
+                        {"pp", {1}},
+                        {"ep", {8, 32}},
+                        {"data_parallel", {"fsdp"}},
+                        {"schedule", {"1f1b"}},
+                        {"order", {{"tp", "cp", "pp", "dp"}}},
+                        {"recompute", {"selective"}},
+                        {"dispatcher", {"alltoall"}}}}};
+  const auto plain = spec_from(j);
+  j["nccl"]        = {{"p2p_channels_per_peer", 16}};
+  const auto wide  = spec_from(j);
+  const optimizer::IndexedSpace plain_space(plain), wide_space(wide);
+  REQUIRE(plain_space.size() == wide_space.size());
+  const topology::Topology topo(plain.topology);
+  optimizer::Screen a(plain_space, topo), b(wide_space, topo);
+  std::set<int> checked;
+  for (std::uint64_t i = 0; i < plain_space.size(); ++i) {
+    const auto at = plain_space.decode(i);
+    if (!plain_space.divisible(at))
+      continue;
+    std::string why_a, why_b;
+    const double ta = a.estimate(at, why_a), tb = b.estimate(wide_space.decode(i), why_b);
+    const int ep = plain_space.point(at).ep;
+    std::printf("EP %d: 2 channels a peer %.9f s, 16 a peer %.9f s\n", ep, ta, tb);
+    REQUIRE(std::isfinite(ta));
+    if (ep == 8)
+      spansim::test::expect_within("EP 8 (one wave either way)", ta, tb, 1e-12);
+    else
+      CHECK(tb > ta * (1 + 1e-9)); // three more waves of the network's step in each all-to-all
+    checked.insert(ep);
+  }
+  CHECK(checked == std::set<int>{8, 32});
 }
