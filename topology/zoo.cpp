@@ -288,11 +288,11 @@ ZooImport import_zoo(const std::string& path, const ZooOptions& options)
         ids += (i == 0 ? "" : i + 1 == same.size() ? " or " : ", ") + same[i];
       if (same.size() > 20)
         ids += ", and " + std::to_string(same.size() - 20) + " more";
-      throw UsageError("--site \"" + site.substr(0, 200) + "\": " + std::to_string(same.size()) + " nodes of " + path +
+      throw UsageError("--site \"" + site + "\": " + std::to_string(same.size()) + " nodes of " + path +
                        " have that label; name one by id (" + ids + ")");
     }
     if (!hit)
-      throw UsageError("--site \"" + site.substr(0, 200) + "\": no node of " + path +
+      throw UsageError("--site \"" + site + "\": no node of " + path +
                        " has that label or id (nodes: " + listing(labels) + ")");
     if (degree[hit->id] == 0)
       throw UsageError("--site \"" + site + "\": the node is isolated (no link of " + path + " reaches it)");
