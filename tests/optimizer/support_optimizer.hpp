@@ -49,6 +49,29 @@ inline json small_space()
           {"refine_fidelity", "flow"}};
 }
 
+/// @brief Qwen3-30B-A3B on 128 H100s of two-buildings, tp = cp = pp = 1, EP 8, 16 and 32 with `dispatchers` and
+/// DeepEP node limits 0, 1, 2 and 4.
+inline json ep_space(const json& dispatchers)
+{
+  return {{"name", "node-limits"},
+          {"topology", "two-buildings"},
+          {"model", "qwen3-30b-a3b"},
+          {"gpu", "h100"},
+          {"gpus", 128},
+          {"buildings", {"bldg-a", "bldg-b"}},
+          {"batch", {{"global_sequences", 512}, {"sequence_length", 4096}}},
+          {"search",
+           {{"tp", {1}},
+            {"pp", {1}},
+            {"ep", {8, 16, 32}},
+            {"data_parallel", {"fsdp"}},
+            {"schedule", {"1f1b"}},
+            {"order", {{"tp", "cp", "pp", "dp"}}},
+            {"recompute", {"selective"}},
+            {"dispatcher", dispatchers},
+            {"node_limit", {0, 1, 2, 4}}}}};
+}
+
 /// @brief Llama 3 8B on 256 H100s over the two regions of two-regions, loaded as a spec: about 2,000 distinct
 /// points once duplicates go, screened to the best 1%.
 inline optimizer::OptimizeSpec screened_spec()

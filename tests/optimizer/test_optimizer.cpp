@@ -19,6 +19,7 @@
 using namespace spansim;
 using nlohmann::json;
 
+using spansim::test::ep_space;
 using spansim::test::small_space;
 using spansim::test::spec_from;
 
@@ -294,33 +295,6 @@ TEST_CASE("refine_multipath: the best points re-simulated under ECMP, the screen
   bad["refine_multipath"] = {{"routing", "ideal"}};
   CHECK_THROWS_WITH(spec_from(bad), Catch::Contains("$.refine_multipath") && Catch::Contains("\"ecmp\""));
 }
-
-namespace {
-
-// Qwen3-30B-A3B on 128 H100s of two-buildings, tp = cp = pp = 1, EP 8, 16 and 32 with `dispatchers` and DeepEP node
-// limits 0, 1, 2 and 4.
-json ep_space(const json& dispatchers)
-{
-  return {{"name", "node-limits"},
-          {"topology", "two-buildings"},
-          {"model", "qwen3-30b-a3b"},
-          {"gpu", "h100"},
-          {"gpus", 128},
-          {"buildings", {"bldg-a", "bldg-b"}},
-          {"batch", {{"global_sequences", 512}, {"sequence_length", 4096}}},
-          {"search",
-           {{"tp", {1}},
-            {"pp", {1}},
-            {"ep", {8, 16, 32}},
-            {"data_parallel", {"fsdp"}},
-            {"schedule", {"1f1b"}},
-            {"order", {{"tp", "cp", "pp", "dp"}}},
-            {"recompute", {"selective"}},
-            {"dispatcher", dispatchers},
-            {"node_limit", {0, 1, 2, 4}}}}};
-}
-
-} // namespace
 
 TEST_CASE("a DeepEP node limit at or above the nodes an EP group spans is one point with no limit", "[optimizer]")
 {

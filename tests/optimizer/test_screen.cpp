@@ -247,22 +247,9 @@ TEST_CASE("the screen's all-to-alls take the search's NCCL channels per peer", "
   // channel's batch on 16 channels (netsim::p2p_waves): at 2 channels a peer (NCCL's default up to 32 ranks) EP 8's 7
   // peers and EP 32's 31 go in one wave; at 16 a peer, 8 peers a wave, EP 8 still takes 1 and EP 32 takes 4. The
   // estimate must move for EP 32 only.
-  nlohmann::json j = {{"name", "p2p-channels"},
-                      {"topology", "two-buildings"},
-                      {"model", "qwen3-30b-a3b"},
-                      {"gpu", "h100"},
-                      {"gpus", 128},
-                      {"buildings", {"bldg-a", "bldg-b"}},
-                      {"batch", {{"global_sequences", 512}, {"sequence_length", 4096}}},
-                      {"search",
-                       {{"tp", {1}},
-                        {"pp", {1}},
-                        {"ep", {8, 32}},
-                        {"data_parallel", {"fsdp"}},
-                        {"schedule", {"1f1b"}},
-                        {"order", {{"tp", "cp", "pp", "dp"}}},
-                        {"recompute", {"selective"}},
-                        {"dispatcher", {"alltoall"}}}}};
+  auto j            = spansim::test::ep_space(nlohmann::json::array({"alltoall"}));
+  j["search"]["ep"] = {8, 32};
+  j["search"].erase("node_limit");
   const auto plain = spec_from(j);
   j["nccl"]        = {{"p2p_channels_per_peer", 16}};
   const auto wide  = spec_from(j);
