@@ -17,6 +17,80 @@ namespace {
 constexpr int kSharedSteps = 16; // NCCL_SHARED_STEPS: a channel's p2p slots over all its peers
 constexpr int kP2pChannels = 16; // p2pnChannels on DGX H100
 
+// The chunk NCCL's kernels move per step for a call off the ring (src/enqueue.cc, computeColl): each algorithm's
+// own size, halved for small messages so that every channel (and head) keeps enough chunks in flight. `slot` is
+// the protocol's step (buffsize / NCCL_STEPS, payload); `channels` the call's. A ring's other calls take the slot.
+double algorithm_chunk(const NcclComm& comm, const NcclPick& pick, CollectiveOp op, double bytes, int channels,
+                       double slot)
+{
+  const double nc   = std::max(1, channels);
+  double chunk      = slot;
+  const auto shrink = [&](double parts, double floor) {
+    while (bytes / (parts * chunk) < 1 && chunk > floor)
+      chunk /= 2;
+  };
+  switch (pick.algorithm) {
+  case NcclAlgorithm::collnet_chain: {
+    const double depth = static_cast<double>(comm.ranks) / std::max(1, comm.nodes);
+    chunk              = std::min(262144.0, slot);
+    shrink(nc * depth * 64, 131072);
+    shrink(nc * depth * 8, 65536);
+    shrink(nc * depth, 32768);
+    break;
+  }
+  case NcclAlgorithm::collnet_direct: {
+    const double heads = comm.graphs[static_cast<int>(NcclAlgorithm::collnet_direct)].channels;
+    const double depth = comm.ranks > comm.nodes ? 2 : 1;
+    shrink(nc * heads * depth * 64, 131072);
+    shrink(nc * heads * depth * 8, 65536);
+    shrink(nc * heads * depth * 8, 32768);
+    break;
+  }
+  case NcclAlgorithm::nvls:
+  case NcclAlgorithm::nvls_tree: {
+    // NCCL_NVLS_CHUNKSIZE (128 KiB, src/transport/nvls.cc; 2.21 and later for NVLSTree, which took the Simple step
+    // before); NVLSTree at most 64 KiB on 4 nodes or more (2.19 and later, NCCL_NVLSTREE_MAX_CHUNKSIZE).
+    const double ops = nc * std::max(1, comm.graphs[static_cast<int>(NcclAlgorithm::nvls)].channels);
+    if (pick.algorithm == NcclAlgorithm::nvls) {
+      double most = 131072;
+      // The all-reduce's NVLS bandwidth decides (the pick's own stands in for another op's).
+      if (comm.version.at_least(20) && comm.nodes > 1 && pick.algbw > 0 && pick.algbw < 150)
+        most = 32768;
+      chunk = std::min(chunk, most);
+      for (auto [times, to] : {std::pair{64.0, 65536.0}, {8.0, 32768.0}, {2.0, 16384.0}})
+        if (bytes < times * ops * chunk && chunk > to)
+          chunk = to;
+    } else {
+      if (comm.version.at_least(21))
+        chunk = 131072;
+      if (comm.version.at_least(19) && comm.nodes >= 4)
+        chunk = std::min(chunk, 65536.0);
+      for (auto [times, to] : {std::pair{32.0, 262144.0}, {16.0, 131072.0}, {4.0, 65536.0}, {1.0, 32768.0}})
+        if (bytes < times * ops * chunk && chunk > to)
+          chunk = to;
+    }
+    break;
+  }
+  case NcclAlgorithm::tree:
+    if (pick.protocol == Protocol::ll128) {
+      const double ppn   = static_cast<double>(comm.ranks) / std::max(1, comm.nodes);
+      const double steps = 1 + std::floor(std::log2(std::max(1, comm.nodes))) + 0.1 * ppn;
+      while (std::floor(bytes / (nc * chunk)) < steps * 64 / ppn && chunk > 131072)
+        chunk /= 2;
+      while (std::floor(bytes / (nc * chunk)) < steps * 16 / ppn && chunk > 32768)
+        chunk /= 2;
+    }
+    break;
+  case NcclAlgorithm::pat:
+    while (chunk * nc * (op == CollectiveOp::reduce_scatter ? 16 : 32) > bytes && chunk > 65536)
+      chunk /= 2;
+    break;
+  case NcclAlgorithm::ring:
+    break;
+  }
+  return chunk;
+}
+
 } // namespace
 
 nlohmann::json NcclSettings::to_json() const
@@ -96,9 +170,11 @@ NcclCall nccl_call(const NcclComm& comm, const NcclPick& pick, CollectiveOp op, 
   const double slot = call.protocol == Protocol::ll      ? settings.ll_buffsize / settings.slots / 2
                       : call.protocol == Protocol::ll128 ? settings.ll128_buffsize / settings.slots * 120 / 128
                                                          : settings.buffsize / settings.slots;
-  // Ring Simple: a step (chunk) is 4 slots, 2 slices of 2; everything else takes one slot per step.
-  const bool simple_ring    = ring && call.protocol == Protocol::simple;
-  const double chunk        = simple_ring ? slot * settings.slots / 2 : slot;
+  // Ring Simple: a step (chunk) is 4 slots, 2 slices of 2; everything else takes one slot per step, of its
+  // algorithm's chunk.
+  const bool simple_ring = ring && call.protocol == Protocol::simple;
+  const double chunk =
+      simple_ring ? slot * settings.slots / 2 : algorithm_chunk(comm, pick, op, bytes, call.channels, slot);
   const double per_channel  = bytes / call.channels;
   const double steps_in_air = simple_ring ? std::max(1, settings.slots / 4) : settings.slots;
   call.step_bytes           = std::min(chunk, ring ? per_channel / comm.ranks : per_channel);

@@ -157,6 +157,48 @@ TEST_CASE("NCCL's tuner: latencies and bandwidths by hand from its tables", "[nc
                     Catch::Contains("no algorithm") && Catch::Contains("CollNetDirect"));
 }
 
+TEST_CASE("each algorithm steps by the chunk NCCL's enqueue.cc gives it: NVLS, NVLSTree, CollNet and tree LL128",
+          "[nccl]")
+{
+  const auto dgx  = topology::Topology(topology::load_topology_spec("dgx-h100"));
+  const auto step = [&](const NcclSettings& s, int ranks, double bytes, NcclAlgorithm a, Protocol p) {
+    const auto layout = nccl_layout(dgx, first(ranks), s);
+    NcclPick pick;
+    REQUIRE(nccl_time(layout.comm, CollectiveOp::all_reduce, bytes, a, p, &pick) > 0);
+    pick.algorithm = a;
+    pick.protocol  = p;
+    return nccl_call(layout.comm, pick, CollectiveOp::all_reduce, bytes, s).step_bytes;
+  };
+  NcclSettings s;
+  // NVLS on one node: 16 channels x 8 heads = 128 operations in flight. NCCL_NVLS_CHUNKSIZE (128 KiB) at 1 GiB
+  // (not below 64 x 128 x 128 KiB); at 8 MiB below 64 x 128 x 128 KiB (64 KiB) and 8 x 128 x 64 KiB (32 KiB), not
+  // below 2 x 128 x 32 KiB.
+  expect_within("NVLS, 8 GPUs, 1 GiB: chunk (bytes)", 131072, step(s, 8, kGiB, NcclAlgorithm::nvls, Protocol::simple),
+                0);
+  expect_within("NVLS, 8 GPUs, 8 MiB: chunk (bytes)", 32768, step(s, 8, 8 << 20, NcclAlgorithm::nvls, Protocol::simple),
+                0);
+  // NVLSTree: 128 KiB on two nodes, at most 64 KiB on four (NCCL_NVLSTREE_MAX_CHUNKSIZE's default).
+  expect_within("NVLSTree, 2 nodes, 1 GiB: chunk (bytes)", 131072,
+                step(s, 16, kGiB, NcclAlgorithm::nvls_tree, Protocol::simple), 0);
+  expect_within("NVLSTree, 4 nodes, 1 GiB: chunk (bytes)", 65536,
+                step(s, 32, kGiB, NcclAlgorithm::nvls_tree, Protocol::simple), 0);
+  // NCCL 2.20's NVLSTree starts from the Simple step (4 MiB / 8 = 512 KiB) and halves it below 32 x 128 x 512 KiB.
+  NcclSettings old;
+  old.version = NcclVersion::parse("2.20");
+  expect_within("NVLSTree, 2 nodes, 1 GiB, NCCL 2.20: chunk (bytes)", 262144,
+                step(old, 16, kGiB, NcclAlgorithm::nvls_tree, Protocol::simple), 0);
+  // CollNet chain: at most 256 KiB, kept while every channel has 64 x depth (8 GPUs a node) chunks.
+  NcclSettings sharp;
+  sharp.collnet = true;
+  expect_within("CollNet chain, 2 nodes, 16 GiB: chunk (bytes)", 262144,
+                step(sharp, 16, 16 * kGiB, NcclAlgorithm::collnet_chain, Protocol::simple), 0);
+  // Tree LL128 on two nodes at 1 MiB over 32 channels: LL128's step (4,915,200 / 8 x 120/128 = 576,000 payload
+  // bytes) halves while fewer than (1 + log2 2 + 0.1 x 8) x 64 / 8 chunks a channel (to 72,000, below 128 KiB),
+  // then while fewer than 2.8 x 16 / 8 (to 18,000, below 32 KiB).
+  expect_within("tree LL128, 2 nodes, 1 MiB: chunk (bytes)", 18000,
+                step(s, 16, 1 << 20, NcclAlgorithm::tree, Protocol::ll128), 0);
+}
+
 TEST_CASE("rings over whole nodes leave each node by every NIC: 16 ranks reach the 8-NIC bound", "[nccl][collective]")
 {
   // hgx-h100-pod (8 x 400G a node, RoCE at 0.94): rings one per NIC, each carrying S/8, rail-local between nodes. Bus
