@@ -66,18 +66,23 @@ GroupShape kept(GroupShape g)
 struct Tuned {
   netsim::NcclComm comm;
   netsim::NcclSettings settings; ///< the search's `nccl` (channels per peer for groups of sends)
-  std::unordered_map<std::uint64_t, double> seconds;
+  /// @brief A call as NCCL's tuner picks it: its time, and the wire bytes its channels may have in flight on one
+  /// edge (NCCL's slots, netsim/nccl.hpp; 0: no window).
+  struct Call {
+    double seconds = 0, window = 0, wire = 1;
+  };
+  std::unordered_map<std::uint64_t, Call> calls;
 
-  /// @brief Seconds of the call under `algorithm` (none: NCCL's own pick among all); an algorithm NCCL has no model
-  /// for here (a tree for a gather) runs as the lowering runs it, as NCCL's ring.
-  double time(CollectiveOp op, double bytes, std::optional<netsim::NcclAlgorithm> algorithm)
+  /// @brief The call under `algorithm` (none: NCCL's own pick among all); an algorithm NCCL has no model for here (a
+  /// tree for a gather) runs as the lowering runs it, as NCCL's ring.
+  const Call& call(CollectiveOp op, double bytes, std::optional<netsim::NcclAlgorithm> algorithm)
   {
     using netsim::NcclAlgorithm;
     std::uint64_t bits = 0;
     std::memcpy(&bits, &bytes, sizeof bits);
     const std::uint64_t key = (bits * 31 + static_cast<std::uint64_t>(op)) * 17 +
                               (algorithm ? static_cast<std::uint64_t>(*algorithm) + 1 : 0);
-    auto [it, fresh] = seconds.try_emplace(key);
+    auto [it, fresh] = calls.try_emplace(key);
     if (!fresh)
       return it->second;
     const auto only = [](NcclAlgorithm a) { return netsim::NcclAlgorithmSet{1u << static_cast<unsigned>(a)}; };
@@ -88,7 +93,9 @@ struct Tuned {
         modelled = modelled || netsim::nccl_time(comm, op, bytes, *algorithm, p) >= 0;
       allowed = only(modelled ? *algorithm : NcclAlgorithm::ring);
     }
-    it->second = 1e-6 * netsim::nccl_pick(comm, op, bytes, allowed, netsim::Protocol::automatic).time_us;
+    const auto pick = netsim::nccl_pick(comm, op, bytes, allowed, netsim::Protocol::automatic);
+    const auto plan = netsim::nccl_call(comm, pick, op, bytes, settings);
+    it->second      = {1e-6 * pick.time_us, plan.window * plan.channels, plan.wire};
     return it->second;
   }
 };
@@ -411,6 +418,24 @@ struct Screen::Impl {
     return w;
   }
 
+  // How many hops between consecutive members cross the group's widest boundary (a pipeline's stages in order: of
+  // PP 8 over 3 + 3 + 2 buildings in three regions, 2 hops cross a region and the other 5 a building or less).
+  int wide_hops(const GroupShape& g) const
+  {
+    const auto unit = [&](std::int64_t rank) {
+      const auto l = topo.locate(gpu_of(rank));
+      return g.level == world_level      ? l.region
+             : g.level == region_level   ? l.building
+             : g.level == building_level ? l.pod
+                                         : l.node;
+    };
+    const auto rank = [&](int j) { return g.ranks.empty() ? j * g.stride : g.ranks[static_cast<std::size_t>(j)]; };
+    int hops        = 0;
+    for (int j = 1; j < g.n; ++j)
+      hops += unit(rank(j)) != unit(rank(j - 1)) ? 1 : 0;
+    return std::max(1, hops);
+  }
+
   // The group's communicator as NCCL's graph search lays it out on the variant's site, cached by members.
   Tuned& comm(const GroupShape& g, std::uint32_t variant)
   {
@@ -507,10 +532,15 @@ double collective(const Wire& w, int n, Pattern pattern, double bytes, netsim::A
     return calls * (alpha_beta + extra);
   // NCCL's tuner for the call on the group as NCCL lays it out (its rings and trees per NIC, NVLS, its latencies);
   // a group across buildings or regions also moves its bytes over the long link's share, which the tuner never sees.
-  const auto op = pattern == Pattern::all_reduce ? CollectiveOp::all_reduce : CollectiveOp::all_gather;
-  double t      = w.nccl->time(op, bytes, nccl);
+  const auto op    = pattern == Pattern::all_reduce ? CollectiveOp::all_reduce : CollectiveOp::all_gather;
+  const auto& call = w.nccl->call(op, bytes, nccl);
+  double t         = call.seconds;
   if (w.level >= region_level)
     t = std::max(t, alpha_beta);
+  // Over a long hop NCCL's slots bound the call as the engines bound it: the edge across moves its volume at no more
+  // than the channels' window per round trip (a ring of many ranks steps in small pieces, so its window is small).
+  if (w.level >= building_level && call.window > 0)
+    t = std::max(t, w.latency + call.wire * volume * 2 * w.latency / call.window);
   return calls * (t + extra);
 }
 
@@ -602,7 +632,14 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
     const Wire w   = wire(sh.pp, variant);
     const auto* r  = rule(Dim::pp, Purpose::pp_activations, w);
     const double b = r ? s.pp_bytes / r->ratio : s.pp_bytes;
-    message        = w.latency + b / w.bandwidth + (r ? r->cost(s.pp_bytes) : 0);
+    // A send over the widest hop moves no faster than NCCL's p2p slots allow per round trip (netsim::p2p_window),
+    // as the engines send; the pipeline's other hops cross narrower boundaries, at the rate alone. `message` is the
+    // mean over the pp - 1 hops.
+    const double window = netsim::p2p_window(b, 1, 2, spec.nccl);
+    const double rate   = window > 0 && w.latency > 0 ? std::min(w.bandwidth, window / (2 * w.latency)) : w.bandwidth;
+    const double cost   = r ? r->cost(s.pp_bytes) : 0;
+    const int wide      = std::min(pp - 1, wide_hops(sh.pp));
+    message = (wide * (w.latency + b / rate + cost) + (pp - 1 - wide) * (b / w.bandwidth + cost)) / (pp - 1);
     // Every micro-batch crosses each boundary once per chunk and direction.
     Charge pipe;
     pipe.add(w, s.m * v * b);
