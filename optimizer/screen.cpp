@@ -525,6 +525,11 @@ double collective(const Wire& w, int n, Pattern pattern, double bytes, netsim::A
       charge.add(w, calls * crossing);
     alpha_beta = std::max(w.latency, 1e-6 * (tables.base_us + waves * tables.step_us) + waves * w.step_latency) +
                  wire * volume / bw;
+    // Over a long hop each send moves no faster than NCCL's p2p window per round trip (netsim::p2p_window, the
+    // engines' bound), the sends to every peer at once.
+    const double window = netsim::p2p_window(bytes / n, n - 1, n, w.nccl->settings);
+    if (w.level >= building_level && window > 0 && w.latency > 0)
+      alpha_beta = std::max(alpha_beta, w.latency + wire * (bytes / n) * 2 * w.latency / window);
   }
   const auto nccl  = netsim::nccl_algorithm(algorithm);
   const bool tuned = w.nccl && pattern != Pattern::all_to_all && (algorithm == Algorithm::automatic || nccl);

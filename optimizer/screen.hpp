@@ -8,7 +8,7 @@
 /// group as NCCL lays it out on the site (netsim/nccl_layout.hpp: rings and trees per NIC, NVLS, the release's
 /// latencies; across buildings or regions no faster than the long link's share or NCCL's slots per round trip),
 /// all-to-alls and pipeline messages from alpha-beta terms on the tier their groups cross (bandwidth and latency of
-/// the placement's own routes; a pipeline send over a long hop at NCCL's p2p window per round trip),
+/// the placement's own routes; a pipeline or all-to-all send over a long hop at NCCL's p2p window per round trip),
 /// data parallelism hidden under compute but for its first unit, and every byte a step sends across a long link
 /// charged to that link (a lower bound on a saturated long haul, which the collapsed analytical score misses).
 /// It only has to order points well: the analytical engine and the refine fidelity decide among the survivors.

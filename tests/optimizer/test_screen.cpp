@@ -328,3 +328,35 @@ TEST_CASE("over a long link the screen bounds a ring by NCCL's slots as the engi
   }
   CHECK(screen_best == all.ranked.front().point.label());
 }
+
+TEST_CASE("over a long link the screen bounds an all-to-all's sends by NCCL's p2p window as the engines do",
+          "[optimizer][screen]")
+{
+  // Qwen3-30B-A3B on 128 H100s, 64 in each of two regions 1,000 km apart, EP 128: half of each rank's 127 peers are
+  // across the regions. A send there moves at most NCCL's p2p window per 10 ms round trip (one channel a peer above
+  // 32 ranks, its slots shared by the peers of the channel), far below the link's rate: the screen's estimate must
+  // be within 25% of the analytical score.
+  auto j                    = spansim::test::ep_space(nlohmann::json::array({"alltoall"}));
+  j["topology"]             = "two-regions";
+  j["buildings"]            = {"east-b0", "west-b0"};
+  j["search"]["ep"]         = {128};
+  j["search"]["node_limit"] = {0};
+  j["top_k"]                = 1;
+  j["refine_fidelity"]      = "analytical";
+  const auto spec           = spec_from(j);
+  const optimizer::IndexedSpace space(spec);
+  const topology::Topology topo(spec.topology);
+  optimizer::Screen screen(space, topo);
+  const auto all = optimizer::optimize(spec);
+  REQUIRE(all.ranked.size() == 1);
+  for (std::uint64_t i = 0; i < space.size(); ++i) {
+    const auto at = space.decode(i);
+    if (!space.divisible(at) || !space.canonical(at))
+      continue;
+    std::string why;
+    const double t = screen.estimate(at, why);
+    std::printf("%s: analytical %.4f s, screen %.4f s\n", space.point(at).label().c_str(), all.ranked.front().score, t);
+    spansim::test::expect_within("EP 128 across the regions: screen against analytical (s)", all.ranked.front().score,
+                                 t, 0.25);
+  }
+}
