@@ -431,7 +431,7 @@ int Lowering::p2p_group(const std::vector<P2pSend>& sends, int ranks, const std:
   for (const auto& s : sends) {
     // LL writes each 8 bytes of data with two 4-byte flags in a 16-byte line (ncclLLFifoLine, src/include/device.h):
     // twice the bytes on the wire, as a pipelined call's LL pays them (NcclCall::wire).
-    const double wire = s.bytes <= kP2pLLThreshold ? 2 * s.bytes : s.bytes;
+    const double wire = wire_factor(p2p_protocol(s.bytes)) * s.bytes;
     s.pxn ? p2p(s.src, s.dst, wire, deps, ops, s.window) : transfer(s.src, s.dst, wire, deps, ops, s.window);
     ++peers[s.src];
   }
@@ -453,7 +453,7 @@ int Lowering::p2p_group(const std::vector<P2pSend>& sends, int ranks, const std:
   for (const auto& s : sends) {
     const auto la = topology_.locate(s.src), lb = topology_.locate(s.dst);
     const bool inside = la.node == lb.node;
-    const bool ll     = s.bytes <= kP2pLLThreshold;
+    const bool ll     = p2p_protocol(s.bytes) == Protocol::ll;
     all_ll            = all_ll && ll;
     if (!seen.emplace(la.building, inside, ll).second)
       continue;

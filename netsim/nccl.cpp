@@ -178,10 +178,10 @@ NcclCall nccl_call(const NcclComm& comm, const NcclPick& pick, CollectiveOp op, 
   const double per_channel  = bytes / call.channels;
   const double steps_in_air = simple_ring ? std::max(1, settings.slots / 4) : settings.slots;
   call.step_bytes           = std::min(chunk, ring ? per_channel / comm.ranks : per_channel);
-  call.wire         = call.protocol == Protocol::ll ? 2.0 : call.protocol == Protocol::ll128 ? 128.0 / 120.0 : 1.0;
-  call.window       = settings.windows ? steps_in_air * call.step_bytes * call.wire : 0;
-  call.latency      = pick.latency_us * 1e-6;
-  call.kernel_algbw = pick.kernel_algbw * 1e9;
+  call.wire                 = wire_factor(call.protocol);
+  call.window               = settings.windows ? steps_in_air * call.step_bytes * call.wire : 0;
+  call.latency              = pick.latency_us * 1e-6;
+  call.kernel_algbw         = pick.kernel_algbw * 1e9;
   return call;
 }
 

@@ -515,14 +515,12 @@ double collective(const Wire& w, int n, Pattern pattern, double bytes, netsim::A
   if (pattern == Pattern::all_to_all && w.nccl) {
     // NCCL's point-to-point, as the engines charge it: the ring's launch, then one step per wave of peers; LL's
     // sends carry twice their bytes on the wire.
-    const auto& comm = w.nccl->comm;
-    const bool ll    = bytes / n <= netsim::kP2pLLThreshold;
-    const auto tables =
-        netsim::nccl_p2p_latency(comm.version, ll ? netsim::Protocol::ll : netsim::Protocol::simple, w.path);
-    const double waves = netsim::p2p_waves(n - 1, n, w.nccl->settings);
-    const double wire  = ll ? 2 : 1;
-    if (ll)
-      charge.add(w, calls * crossing);
+    const auto& comm    = w.nccl->comm;
+    const auto protocol = netsim::p2p_protocol(bytes / n);
+    const auto tables   = netsim::nccl_p2p_latency(comm.version, protocol, w.path);
+    const double waves  = netsim::p2p_waves(n - 1, n, w.nccl->settings);
+    const double wire   = netsim::wire_factor(protocol);
+    charge.add(w, calls * crossing * (wire - 1)); // the LL flags' share of the wire
     alpha_beta = std::max(w.latency, 1e-6 * (tables.base_us + waves * tables.step_us) + waves * w.step_latency) +
                  wire * volume / bw;
     // Over a long hop each send moves no faster than NCCL's p2p window per round trip (netsim::p2p_window, the

@@ -54,9 +54,8 @@ inline double p2p_floor(const topology::Topology& t, const netsim::Collective& c
 {
   REQUIRE(c.gpus.size() <= 65);
   const bool inside = t.locate(c.gpus[0]).node == t.locate(c.gpus[1]).node;
-  const auto tables =
-      netsim::nccl_p2p_latency(c.nccl.version, bytes <= 16384 ? netsim::Protocol::ll : netsim::Protocol::simple,
-                               inside ? netsim::NcclPath::nvlink : netsim::NcclPath::net);
+  const auto tables = netsim::nccl_p2p_latency(c.nccl.version, netsim::p2p_protocol(bytes),
+                                               inside ? netsim::NcclPath::nvlink : netsim::NcclPath::net);
   return (tables.base_us + tables.step_us) * 1e-6 + t.step_latency(c.gpus[0], c.gpus[1]);
 }
 
