@@ -23,27 +23,28 @@ constexpr int kP2pChannels = 16; // p2pnChannels on DGX H100
 double algorithm_chunk(const NcclComm& comm, const NcclPick& pick, CollectiveOp op, double bytes, int channels,
                        double slot)
 {
-  const double nc   = std::max(1, channels);
-  double chunk      = slot;
-  const auto shrink = [&](double parts, double floor) {
-    while (bytes / (parts * chunk) < 1 && chunk > floor)
+  const double nc = std::max(1, channels);
+  double chunk    = slot;
+  // NCCL's halving: while each of `per` (channels, heads) has fewer than `least` whole chunks, down to `floor`.
+  const auto shrink = [&](double per, double least, double floor) {
+    while (std::floor(bytes / (per * chunk)) < least && chunk > floor)
       chunk /= 2;
   };
   switch (pick.algorithm) {
   case NcclAlgorithm::collnet_chain: {
     const double depth = static_cast<double>(comm.ranks) / std::max(1, comm.nodes);
     chunk              = std::min(262144.0, slot);
-    shrink(nc * depth * 64, 131072);
-    shrink(nc * depth * 8, 65536);
-    shrink(nc * depth, 32768);
+    shrink(nc, depth * 64, 131072);
+    shrink(nc, depth * 8, 65536);
+    shrink(nc, depth, 32768);
     break;
   }
   case NcclAlgorithm::collnet_direct: {
     const double heads = comm.graphs[static_cast<int>(NcclAlgorithm::collnet_direct)].channels;
     const double depth = comm.ranks > comm.nodes ? 2 : 1;
-    shrink(nc * heads * depth * 64, 131072);
-    shrink(nc * heads * depth * 8, 65536);
-    shrink(nc * heads * depth * 8, 32768);
+    shrink(nc * heads, depth * 64, 131072);
+    shrink(nc * heads, depth * 8, 65536);
+    shrink(nc * heads, depth * 8, 32768);
     break;
   }
   case NcclAlgorithm::nvls:
@@ -75,10 +76,8 @@ double algorithm_chunk(const NcclComm& comm, const NcclPick& pick, CollectiveOp 
     if (pick.protocol == Protocol::ll128) {
       const double ppn   = static_cast<double>(comm.ranks) / std::max(1, comm.nodes);
       const double steps = 1 + std::floor(std::log2(std::max(1, comm.nodes))) + 0.1 * ppn;
-      while (std::floor(bytes / (nc * chunk)) < steps * 64 / ppn && chunk > 131072)
-        chunk /= 2;
-      while (std::floor(bytes / (nc * chunk)) < steps * 16 / ppn && chunk > 32768)
-        chunk /= 2;
+      shrink(nc, steps * 64 / ppn, 131072);
+      shrink(nc, steps * 16 / ppn, 32768);
     }
     break;
   case NcclAlgorithm::pat:
