@@ -78,11 +78,21 @@ nlohmann::json evaluation_json(const optimizer::Evaluation& e)
                       {"metrics", e.metrics.to_json()}};
   if (e.refined)
     j["step_time_s"] = *e.refined;
+  if (!e.failure.empty())
+    j["refine_failed"] = e.failure; // step_time_s is then the analytical score
   if (e.ettr) {
     j["ettr"]             = *e.ettr;
     j["recovery"]         = e.recovery;
     j["effective_step_s"] = e.effective_step();
   }
+  return j;
+}
+
+nlohmann::json failed_json(const optimizer::OptimizeResult& result)
+{
+  auto j = nlohmann::json::array();
+  for (const auto& f : result.failed)
+    j.push_back({{"point", f.point}, {"phase", f.phase}, {"why", f.why}});
   return j;
 }
 
@@ -250,6 +260,8 @@ void run(const OptimizeOptions& o)
                     {"pruned", result.pruned},
                     {"bound_pruned", result.bound_pruned},
                     {"scored", result.scored},
+                    {"failed", failed_json(result)},
+                    {"worker_memory_bytes", result.worker_memory},
                     {"wall_seconds", result.wall_seconds},
                     {"scoring_wall_seconds", result.scoring_seconds}};
     if (farm) {
@@ -326,6 +338,9 @@ void run(const OptimizeOptions& o)
       std::cout << " " << reason << " " << n << ";";
     std::cout << "\n";
   }
+  for (const auto& f : result.failed)
+    std::cout << "Failed (" << f.phase << (f.phase == "refine" ? ", ranked by its analytical score" : "")
+              << "): " << f.point << ": " << f.why << "\n";
   std::cout << "\n";
   Table t{"Best configurations (step time at " + std::string(name_of(spec.refine)) + " fidelity)",
           {"#", "configuration", "step", "analytical", "MFU", "exposed tp", "exposed pp", "exposed dp", "bubble",
@@ -343,7 +358,7 @@ void run(const OptimizeOptions& o)
     const auto& m = e.metrics;
     std::vector<std::string> out{rank,
                                  label_with_choice(e),
-                                 units::format_time(*e.refined),
+                                 units::format_time(*e.refined) + (e.failure.empty() ? "" : " (failed)"),
                                  units::format_time(e.score),
                                  pct(m.mfu),
                                  units::format_time(m.exposed[workload::Dim::tp]),

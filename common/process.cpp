@@ -67,6 +67,11 @@ int available_cores()
   return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
+double physical_memory()
+{
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
 namespace {
 
 struct Pipe {
@@ -173,24 +178,36 @@ std::string run_in_child(const std::function<std::string()>& work)
 }
 
 std::vector<std::string> parallel_map(std::size_t n, int workers, const std::function<std::string(std::size_t)>& fn,
-                                      const std::function<void(std::size_t, const std::string&)>& on_done)
+                                      const std::function<void(std::size_t, const std::string&)>& on_done,
+                                      const MapOptions& options)
 {
   std::vector<std::string> out(n);
   if (n == 0)
     return out;
-  workers = std::max(1, std::min<int>(workers > 0 ? workers : available_cores(), static_cast<int>(n)));
+  workers           = std::max(1, std::min<int>(workers > 0 ? workers : available_cores(), static_cast<int>(n)));
+  const auto stride = static_cast<std::size_t>(workers);
   struct Worker {
     pid_t pid;
     int fd;
+    std::size_t first; ///< its items: first, first + workers, ...
+    std::string pending;
+    bool open = true;
   };
-  std::vector<Worker> children;
-  for (int w = 0; w < workers; ++w) {
+  // A worker takes its items in order, so the first of them not done when it dies is the one it died on.
+  auto start = [&](std::size_t first) {
     Pipe p;
     const pid_t pid = fork_or_throw();
     if (pid == 0) {
       ::close(p.read);
+      if (options.memory_limit > 0) {
+        // The data segment (heap and private mappings) is what a simulation grows; past it, allocation throws
+        // std::bad_alloc in this worker instead of the kernel's OOM killer choosing a process of the machine.
+        const auto bytes = static_cast<rlim_t>(options.memory_limit);
+        const rlimit limit{bytes, bytes};
+        ::setrlimit(RLIMIT_DATA, &limit);
+      }
       // Records: index, status ('R' or 'E'), length, bytes.
-      for (std::size_t i = static_cast<std::size_t>(w); i < n; i += static_cast<std::size_t>(workers)) {
+      for (std::size_t i = first; i < n; i += stride) {
         std::string r;
         char status = 'R';
         try {
@@ -210,16 +227,25 @@ std::vector<std::string> parallel_map(std::size_t n, int workers, const std::fun
       ::_exit(0);
     }
     ::close(p.write);
-    children.push_back({pid, p.read});
-  }
+    return Worker{pid, p.read, first, {}, true};
+  };
+  std::vector<Worker> children;
+  for (std::size_t w = 0; w < stride; ++w)
+    children.push_back(start(w));
   std::vector<bool> done(n, false);
   std::size_t finished = 0;
   std::string first_error; // encoded (encode_error)
   std::uint64_t first_error_item = 0;
+  std::string died; // why a worker died, when nothing took its item
+  auto finish = [&](std::size_t i, std::string text) {
+    out[i]  = std::move(text);
+    done[i] = true;
+    ++finished;
+    if (on_done)
+      on_done(finished, out[i]);
+  };
   // Every worker's pipe is read as records arrive (a worker blocked on a full pipe would stall the others), and
   // each complete record counts as an item done.
-  std::vector<std::string> pending(children.size());
-  std::vector<bool> open(children.size(), true);
   auto take_records = [&](std::string& data) {
     std::size_t pos = 0;
     while (pos + 17 <= data.size()) {
@@ -229,27 +255,48 @@ std::vector<std::string> parallel_map(std::size_t n, int workers, const std::fun
         break;
       const char kind = data[pos + 16];
       pos += 17;
-      const std::string text = data.substr(pos, header[1]);
+      std::string text = data.substr(pos, header[1]);
       pos += header[1];
       if (kind == 'E' && first_error.empty()) {
         first_error      = text;
         first_error_item = header[0];
       }
-      if (header[0] < n && !done[header[0]]) {
-        out[header[0]]  = text;
-        done[header[0]] = true;
-        ++finished;
-        if (on_done)
-          on_done(finished, out[header[0]]);
-      }
+      if (header[0] < n && !done[header[0]])
+        finish(header[0], std::move(text));
     }
     data.erase(0, pos);
+  };
+  // A worker's pipe closed: reap it; if it left items, the first is lost (on_lost gives its result) and a new
+  // worker takes the rest of its stride.
+  auto ended = [&](std::size_t c) {
+    ::close(children[c].fd);
+    int status = 0;
+    while (::waitpid(children[c].pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    std::size_t lost = children[c].first;
+    while (lost < n && done[lost])
+      lost += stride;
+    if (lost >= n)
+      return;
+    const std::string why =
+        WIFSIGNALED(status)
+            ? "its worker process died with signal " + std::to_string(WTERMSIG(status)) + " (" +
+                  strsignal(WTERMSIG(status)) + ")"
+            : "its worker process ended (exit status " + std::to_string(WEXITSTATUS(status)) + ") without its result";
+    if (!options.on_lost) {
+      if (died.empty())
+        died = "item " + std::to_string(lost) + ": " + why;
+      return;
+    }
+    finish(lost, options.on_lost(lost, why));
+    if (lost + stride < n)
+      children.push_back(start(lost + stride));
   };
   for (;;) {
     std::vector<pollfd> fds;
     std::vector<std::size_t> which;
     for (std::size_t c = 0; c < children.size(); ++c)
-      if (open[c]) {
+      if (children[c].open) {
         fds.push_back({children[c].fd, POLLIN, 0});
         which.push_back(c);
       }
@@ -269,23 +316,19 @@ std::vector<std::string> parallel_map(std::size_t n, int workers, const std::fun
       if (got < 0 && errno == EINTR)
         continue;
       if (got <= 0) {
-        open[c] = false;
+        children[c].open = false;
+        ended(c); // may start a worker: `children` grows, `c` stays valid as an index
         continue;
       }
-      pending[c].append(buffer, static_cast<std::size_t>(got));
-      take_records(pending[c]);
-    }
-  }
-  for (auto& c : children) {
-    ::close(c.fd);
-    int status = 0;
-    while (::waitpid(c.pid, &status, 0) < 0 && errno == EINTR) {
+      children[c].pending.append(buffer, static_cast<std::size_t>(got));
+      take_records(children[c].pending);
     }
   }
   if (!first_error.empty())
     rethrow_error(first_error, "item " + std::to_string(first_error_item) + ": ");
-  if (std::find(done.begin(), done.end(), false) != done.end())
-    throw SimulationError("a worker process died before finishing its items");
+  if (!died.empty() || std::find(done.begin(), done.end(), false) != done.end())
+    throw SimulationError("a worker process died before finishing its items (" +
+                          (died.empty() ? std::string("a pipe failed") : died) + ")");
   return out;
 }
 

@@ -22,6 +22,8 @@ void flush_stdio();
 int exit_code(int status);
 /// @brief Cores this process may run on (its CPU affinity).
 int available_cores();
+/// @brief Bytes of physical memory of the machine.
+double physical_memory();
 
 /// @brief How a child ran.
 struct ChildOptions {
@@ -45,14 +47,25 @@ ChildResult run_child(const std::function<std::string()>& work, const ChildOptio
 /// (rethrow_error), or SimulationError when the child failed otherwise.
 std::string run_in_child(const std::function<std::string()>& work);
 
+/// @brief How parallel_map treats its workers.
+struct MapOptions {
+  /// @brief Set: an item whose worker died on it (a signal, the OOM killer) gets on_lost(index, why) as its result
+  /// and a new worker takes the rest of the dead one's items. Unset: a worker's death throws.
+  std::function<std::string(std::size_t, const std::string&)> on_lost;
+  /// @brief Bytes of data segment each worker may hold (RLIMIT_DATA); past it an allocation throws std::bad_alloc
+  /// in the worker. 0: no limit.
+  double memory_limit = 0;
+};
+
 /// @brief Runs fn(i) for i in [0, n) in up to `workers` forked workers (0: one per core); worker w takes the
 /// indices w, w + workers, ..., so results do not depend on timing. Returns the results in index order.
 /// @throws fn's spansim error in a worker as its own type (rethrow_error; a SimulationError or another exception
-/// as a SimulationError naming the index), or SimulationError when a worker dies.
+/// as a SimulationError naming the index), or SimulationError when a worker dies (unless options.on_lost).
 /// `on_done`, when set, is called in this process each time an item finishes, with the number finished so far and
 /// the item's result.
 std::vector<std::string> parallel_map(std::size_t n, int workers, const std::function<std::string(std::size_t)>& fn,
-                                      const std::function<void(std::size_t, const std::string&)>& on_done = {});
+                                      const std::function<void(std::size_t, const std::string&)>& on_done = {},
+                                      const MapOptions& options                                           = {});
 
 /// @brief Maps fn over [0, n), results in index order: in worker processes here (local_mapper) or elsewhere (a
 /// Slurm job array, experiments/slurm_map.hpp). fn must give the same result for the same index in any process.

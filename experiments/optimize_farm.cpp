@@ -369,7 +369,14 @@ std::size_t run_farm_task(const optimizer::OptimizeSpec& spec, const std::string
         const auto eol = out.find('\n');
         write_point_record(record_path(records, list.work, out.substr(0, eol)), fingerprint, out.substr(0, eol),
                            out.substr(eol + 1));
-      });
+      },
+      [&] {
+        // A point whose worker dies is recorded as failed (its line with the failed outcome), as a local search does.
+        auto o          = optimizer::worker_options(spec, jobs);
+        const auto lost = o.on_lost;
+        o.on_lost       = [&, lost](std::size_t i, const std::string& why) { return mine[i] + "\n" + lost(i, why); };
+        return o;
+      }());
   return mine.size();
 }
 

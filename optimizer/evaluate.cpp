@@ -4,6 +4,7 @@
 #include "common/error.hpp"
 #include "common/process.hpp"
 
+#include <new>
 #include <optional>
 
 namespace spansim::optimizer {
@@ -113,38 +114,59 @@ Built build(const OptimizeSpec& spec, const topology::Topology& topo, const Poin
   return b;
 }
 
+// A point that runs out of memory, or whose simulation fails, fails alone: the search records why and goes on
+// with the others (a search of hours must not end on one point a 2-core machine cannot hold).
+template <class Evaluate>
+Outcome guarded(Evaluate&& evaluate)
+{
+  Outcome o;
+  try {
+    return evaluate();
+  } catch (const std::bad_alloc&) {
+    o.failure = "out of memory (std::bad_alloc) within the worker's limit (worker_memory)";
+  } catch (const SimulationError& e) {
+    o.failure = e.what();
+  }
+  return o;
+}
+
 } // namespace
 
 // Bounds a point (compute and bubble with free communication), or names why it cannot run.
 Outcome bound_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
 {
-  try {
-    auto b = build(spec, topo, p);
-    return {"", workload::compute_makespan(b.graph), 0, {}};
-  } catch (const InfeasibleError& e) {
-    return {e.reason(), 0, 0, {}};
-  }
+  return guarded([&]() -> Outcome {
+    try {
+      auto b = build(spec, topo, p);
+      return {"", "", workload::compute_makespan(b.graph), 0, {}};
+    } catch (const InfeasibleError& e) {
+      return {e.reason(), "", 0, 0, {}};
+    }
+  });
 }
 
 // Scores a point with the collapsed analytical step, or names why it cannot run.
 Outcome score_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
 {
-  try {
-    std::optional<topology::Topology> own;
-    const auto& site = site_of(spec, topo, p, own);
-    auto b           = build(spec, site, p);
-    Outcome o;
-    o.lower_bound = workload::compute_makespan(b.graph);
-    auto r  = netsim::simulate_step(site, b.graph, *b.place, step_options(spec, p, netsim::Fidelity::analytical, true));
-    o.score = r.step_time;
-    o.metrics = metrics_of(r, site, false);
-    add_outer_sync(p, site, b.graph, *b.place, netsim::Fidelity::analytical, o.metrics, o.score);
-    return o;
-  } catch (const InfeasibleError& e) {
-    return {e.reason(), 0, 0, {}};
-  } catch (const UsageError& e) {
-    return {std::string("collectives: ") + e.what(), 0, 0, {}};
-  }
+  return guarded([&]() -> Outcome {
+    try {
+      std::optional<topology::Topology> own;
+      const auto& site = site_of(spec, topo, p, own);
+      auto b           = build(spec, site, p);
+      Outcome o;
+      o.lower_bound = workload::compute_makespan(b.graph);
+      auto r =
+          netsim::simulate_step(site, b.graph, *b.place, step_options(spec, p, netsim::Fidelity::analytical, true));
+      o.score   = r.step_time;
+      o.metrics = metrics_of(r, site, false);
+      add_outer_sync(p, site, b.graph, *b.place, netsim::Fidelity::analytical, o.metrics, o.score);
+      return o;
+    } catch (const InfeasibleError& e) {
+      return {e.reason(), "", 0, 0, {}};
+    } catch (const UsageError& e) {
+      return {std::string("collectives: ") + e.what(), "", 0, 0, {}};
+    }
+  });
 }
 
 // ETTR of a re-simulated point under the spec's reliability block. Replica recovery needs replicas (HSDP or DDP);
@@ -166,16 +188,32 @@ void goodput(const OptimizeSpec& spec, const topology::Topology& topo, Evaluatio
 
 Outcome refine_point(const OptimizeSpec& spec, const topology::Topology& topo, const Point& p)
 {
-  std::optional<topology::Topology> own;
-  if (spec.refine_multipath)
-    own.emplace(topology_of(spec, p, true));
-  const auto& site = own ? *own : site_of(spec, topo, p, own);
-  auto b           = build(spec, site, p);
-  auto r           = netsim::simulate_step(site, b.graph, *b.place, step_options(spec, p, spec.refine, false));
-  Outcome o;
-  o.score   = r.step_time;
-  o.metrics = metrics_of(r, site, true);
-  add_outer_sync(p, site, b.graph, *b.place, spec.refine, o.metrics, o.score);
+  return guarded([&] {
+    std::optional<topology::Topology> own;
+    if (spec.refine_multipath)
+      own.emplace(topology_of(spec, p, true));
+    const auto& site = own ? *own : site_of(spec, topo, p, own);
+    auto b           = build(spec, site, p);
+    auto r           = netsim::simulate_step(site, b.graph, *b.place, step_options(spec, p, spec.refine, false));
+    Outcome o;
+    o.score   = r.step_time;
+    o.metrics = metrics_of(r, site, true);
+    add_outer_sync(p, site, b.graph, *b.place, spec.refine, o.metrics, o.score);
+    return o;
+  });
+}
+
+process::MapOptions worker_options(const OptimizeSpec& spec, int workers)
+{
+  process::MapOptions o;
+  if (workers <= 0)
+    workers = process::available_cores();
+  o.memory_limit = spec.worker_memory > 0 ? spec.worker_memory : process::physical_memory() / workers;
+  o.on_lost      = [](std::size_t, const std::string& why) {
+    Outcome failed;
+    failed.failure = why;
+    return encode(failed);
+  };
   return o;
 }
 

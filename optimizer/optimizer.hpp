@@ -10,6 +10,7 @@
 /// flow fidelity. A space larger than ScreenSpec::above is first screened in closed form (optimizer/screen.hpp) and
 /// only its best fraction goes on as above. Deterministic.
 
+#include "common/process.hpp"
 #include "netsim/step.hpp"
 #include "placement/placement.hpp"
 #include "reliability/reliability.hpp"
@@ -131,8 +132,12 @@ struct OptimizeSpec {
   /// @brief Set: the re-simulated points (tier 3) route by it rather than by `topology.multipath`, so that the
   /// ranking counts ECMP's collisions while the screen and tier 2 score on ideal routing.
   std::optional<topology::MultipathSpec> refine_multipath;
-  int workers        = 0; ///< child processes; 0: one per core
-  std::uint64_t seed = 1; ///< recorded; the search itself has no randomness
+  int workers = 0; ///< child processes; 0: one per core
+  /// @brief Bytes of memory each worker may hold (`worker_memory`); a point past it fails alone, recorded as
+  /// failed, instead of the kernel's OOM killer ending a worker or the whole search. 0: the machine's physical
+  /// memory over the workers (the same on every run of a machine).
+  double worker_memory = 0;
+  std::uint64_t seed   = 1; ///< recorded; the search itself has no randomness
   /// @brief Failures and recovery: with it, every re-simulated point gets its ETTR (a Monte Carlo over the block's
   /// horizon; replica recovery where the point's data parallelism has replicas, synchronous otherwise).
   std::optional<reliability::ReliabilitySpec> reliability;
@@ -210,6 +215,9 @@ struct Evaluation {
   Metrics metrics;               ///< of the most faithful run
   std::optional<double> ettr;    ///< effective training time ratio under the spec's reliability block
   std::string recovery;          ///< the recovery mode that ETTR assumed
+  /// @brief Why its re-simulation failed (out of memory, a worker that died); `refined` is then its analytical
+  /// score. Empty: re-simulated.
+  std::string failure;
   /// @brief Seconds of wall time per step once failures count (the step time without a reliability block).
   double effective_step() const { return *refined / ettr.value_or(1.0); }
 };
@@ -219,7 +227,15 @@ struct OptimizeResult {
   std::size_t points   = 0;
   std::size_t feasible = 0;
   std::map<std::string, std::size_t> pruned; ///< infeasible points by reason
-  std::size_t bound_pruned = 0;              ///< feasible points skipped: their bound could not enter the best K
+  /// @brief A point whose evaluation failed (out of memory, a worker that died) in a phase of the search.
+  struct Failure {
+    std::string point; ///< its label
+    std::string phase; ///< "bound", "score" or "refine"
+    std::string why;
+  };
+  std::vector<Failure> failed;  ///< in the order met; scored points that failed count among `pruned` as "failed"
+  double worker_memory     = 0; ///< bytes each local worker could hold (OptimizeSpec::worker_memory as it applied)
+  std::size_t bound_pruned = 0; ///< feasible points skipped: their bound could not enter the best K
   std::size_t scored       = 0;
   /// @brief Every distinct point re-simulated at the refine fidelity (the screen's best K, the baseline, the best
   /// changes, the capacity runs), fastest first, at most top_k.
@@ -271,6 +287,11 @@ using Farm = std::function<std::vector<std::string>(Work, const std::vector<Poin
 
 /// @brief Runs the search; with a farm, tiers 2 and 3 evaluate their points there (the ranking is the same).
 OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress = {}, const Farm& farm = {});
+
+/// @brief How the search's worker processes run, here or in a farm's task: each under the spec's memory limit
+/// (OptimizeSpec::worker_memory), and a point whose worker dies recorded as failed (its Outcome::failure) while a
+/// new worker takes the rest.
+process::MapOptions worker_options(const OptimizeSpec& spec, int workers);
 
 /// @brief One point evaluated as tier 2 or 3 does (what a farm's task runs): the worker's record.
 std::string evaluate_point(const OptimizeSpec& spec, const topology::Topology& topo, Work work, const Point& point);

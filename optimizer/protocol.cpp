@@ -32,6 +32,7 @@ std::string encode(const Outcome& o)
 {
   Bytes b;
   b.put(o.reason);
+  b.put(o.failure);
   b.put(o.lower_bound);
   b.put(o.score);
   const auto& m = o.metrics;
@@ -58,6 +59,7 @@ Outcome decode(const std::string& data)
   Reader r(data);
   Outcome o;
   o.reason      = r.text();
+  o.failure     = r.text();
   o.lower_bound = r.number();
   o.score       = r.number();
   auto& m       = o.metrics;

@@ -12,7 +12,8 @@ namespace spansim::optimizer {
 
 /// @brief What a worker hands back for a point: infeasible (with the reason code), or bounded, scored, refined.
 struct Outcome {
-  std::string reason; ///< empty: feasible
+  std::string reason;  ///< empty: feasible
+  std::string failure; ///< why the evaluation failed (out of memory, a worker that died); empty: it ran
   double lower_bound = 0;
   double score       = 0;
   Metrics metrics;

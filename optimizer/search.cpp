@@ -18,6 +18,8 @@ namespace {
 
 /// @brief Fewest points per scoring batch: the bound skips points between batches.
 constexpr int kScoreBatch = 8;
+/// @brief The pruning reason of points whose evaluation failed (OptimizeResult::failed says why).
+constexpr const char* kFailed = "failed";
 
 std::vector<Point> enumerate(const OptimizeSpec& spec, std::map<std::string, std::size_t>& pruned)
 {
@@ -173,16 +175,19 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress, cons
 {
   const auto started = std::chrono::steady_clock::now();
   topology::Topology topo(spec.topology);
-  const int workers = spec.workers > 0 ? spec.workers : process::available_cores();
-  const RunWork run = [&](Work work, const std::vector<Point>& points) {
+  const int workers     = spec.workers > 0 ? spec.workers : process::available_cores();
+  const auto in_workers = worker_options(spec, workers);
+  const RunWork run     = [&](Work work, const std::vector<Point>& points) {
     if (farm)
       return farm(work, points);
-    return process::parallel_map(points.size(), workers,
-                                 [&](std::size_t i) { return evaluate_point(spec, topo, work, points[i]); });
+    return process::parallel_map(
+            points.size(), workers, [&](std::size_t i) { return evaluate_point(spec, topo, work, points[i]); }, {},
+            in_workers);
   };
   OptimizeResult result;
-  const bool tiered = IndexedSpace(spec).size() > spec.screen.above;
-  auto points       = tiered ? screen_space(spec, topo, workers, result, progress) : enumerate(spec, result.pruned);
+  result.worker_memory = in_workers.memory_limit;
+  const bool tiered    = IndexedSpace(spec).size() > spec.screen.above;
+  auto points          = tiered ? screen_space(spec, topo, workers, result, progress) : enumerate(spec, result.pruned);
   if (!tiered) {
     result.points = points.size();
     for (const auto& [reason, n] : result.pruned)
@@ -190,13 +195,16 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress, cons
   }
 
   // Bounds first (cheap, here), then scores in batches in order of bound, skipping what cannot enter the best K.
-  auto bounds = process::parallel_map(points.size(), workers,
-                                      [&](std::size_t i) { return encode(bound_point(spec, topo, points[i])); });
+  auto bounds = process::parallel_map(
+      points.size(), workers, [&](std::size_t i) { return encode(bound_point(spec, topo, points[i])); }, {},
+      in_workers);
   std::vector<Evaluation> feasible;
   for (std::size_t i = 0; i < points.size(); ++i) {
     const auto o = decode(bounds[i]);
-    if (!o.reason.empty()) {
-      result.pruned[o.reason]++;
+    if (!o.failure.empty())
+      result.failed.push_back({points[i].label(), "bound", o.failure});
+    if (!o.reason.empty() || !o.failure.empty()) {
+      result.pruned[o.failure.empty() ? o.reason : kFailed]++;
       if (tiered)
         result.feasible--;
       continue;
@@ -251,8 +259,10 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress, cons
     }
     for (std::size_t k = 0; k < todo.size(); ++k) {
       const auto o = decode(out[k]);
-      if (!o.reason.empty()) {
-        result.pruned[o.reason]++;
+      if (!o.failure.empty())
+        result.failed.push_back({feasible[todo[k]].point.label(), "score", o.failure});
+      if (!o.reason.empty() || !o.failure.empty()) {
+        result.pruned[o.failure.empty() ? o.reason : kFailed]++;
         result.feasible--;
         continue;
       }
@@ -298,8 +308,15 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress, cons
   for (std::size_t k = 0; k < distinct.size(); ++k) {
     auto& e      = refine[distinct_at[k]];
     const auto o = decode(refined[k]);
-    e.refined    = o.score;
-    e.metrics    = o.metrics;
+    if (!o.failure.empty()) {
+      // Ranked by its analytical score, and said so: the explanation needs every point it asked for.
+      result.failed.push_back({e.point.label(), "refine", o.failure});
+      e.failure = o.failure;
+      e.refined = e.score;
+    } else {
+      e.refined = o.score;
+      e.metrics = o.metrics;
+    }
     if (spec.reliability)
       goodput(spec, topo, e);
   }
@@ -309,6 +326,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress, cons
     refine[i].metrics  = first.metrics;
     refine[i].ettr     = first.ettr;
     refine[i].recovery = first.recovery;
+    refine[i].failure  = first.failure;
   }
   if (progress)
     progress(phase, refine.size(), refine.size(),

@@ -200,6 +200,8 @@ json OptimizeSpec::to_json() const
               {"reliability", reliability ? reliability::to_json(*reliability) : json(nullptr)}};
   if (!nccl_ref.is_null())
     out["nccl"] = nccl.to_json(); // only where set: the fingerprints of searches without it stay as they were
+  if (worker_memory > 0)
+    out["worker_memory_bytes"] = worker_memory; // the same
   return out;
 }
 
@@ -268,6 +270,11 @@ OptimizeSpec load_optimize_spec(const std::string& path)
   }
   spec.top_k   = static_cast<int>(r.optional_integer("top_k", 1, 1000).value_or(20));
   spec.workers = static_cast<int>(r.optional_integer("workers", 0, 256).value_or(0));
+  if (auto m = r.optional_size("worker_memory")) {
+    if (*m < 64.0 * 1024 * 1024)
+      r.fail("worker_memory", "a worker needs at least 64MiB (allowed: a size such as \"10GiB\")");
+    spec.worker_memory = *m;
+  }
   spec.seed =
       static_cast<std::uint64_t>(r.optional_integer("seed", 0, std::numeric_limits<std::int64_t>::max()).value_or(1));
   if (auto f = r.optional_enumeration<netsim::Fidelity>("refine_fidelity"))

@@ -3,9 +3,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <csignal>
+#include <fstream>
 #include <iostream>
+#include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 using namespace spansim;
 
@@ -107,4 +111,64 @@ TEST_CASE("an error text that is not what encode_error writes is a SimulationErr
     CHECK_THROWS_AS(rethrow_error(text), SimulationError);
   }
   CHECK_THROWS_WITH(rethrow_error("U5:--out"), "--out");
+}
+
+TEST_CASE("a worker that dies loses only its item when parallel_map is told what a lost item gives", "[process]")
+{
+  // Worker 1 of 2 takes items 1, 3, 5, 7 and dies on 3 (SIGKILL, as the OOM killer sends): 3 gets on_lost's
+  // result, a new worker does 5 and 7, and worker 0's items are untouched.
+  auto fn = [](std::size_t i) {
+    if (i == 3)
+      ::raise(SIGKILL);
+    return std::to_string(i * i);
+  };
+  process::MapOptions options;
+  std::vector<std::size_t> lost;
+  options.on_lost = [&](std::size_t i, const std::string& why) {
+    lost.push_back(i);
+    return "lost: " + why;
+  };
+  const auto out = process::parallel_map(9, 2, fn, {}, options);
+  REQUIRE(out.size() == 9);
+  CHECK(lost == std::vector<std::size_t>{3});
+  std::cout << "expected: lost: its worker process died with signal 9 (...)\nactual:   " << out[3] << "\n";
+  CHECK(out[3].rfind("lost: its worker process died with signal 9", 0) == 0);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (i != 3)
+      CHECK(out[i] == std::to_string(i * i));
+  // Without on_lost a death still throws, naming the item.
+  try {
+    process::parallel_map(9, 2, fn);
+    FAIL("nothing thrown");
+  } catch (const SimulationError& e) {
+    std::cout << "thrown: " << e.what() << "\n";
+    CHECK(std::string(e.what()).find("item 3: its worker process died with signal 9") != std::string::npos);
+  }
+}
+
+TEST_CASE("a worker's memory limit makes an allocation past it throw in that worker only", "[process]")
+{
+  // 1 GiB more than the worker holds at the start cannot fit under a limit of 256 MiB over it; 1 MiB can.
+  process::MapOptions options;
+  std::ifstream status("/proc/self/status");
+  double data_kib = 0;
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmData:", 0) == 0)
+      data_kib = std::stod(line.substr(7));
+  REQUIRE(data_kib > 0);
+  options.memory_limit = data_kib * 1024 + 256.0 * 1024 * 1024;
+  const auto out       = process::parallel_map(
+            2, 2,
+            [](std::size_t i) {
+        try {
+          std::vector<char> block(i == 0 ? std::size_t{1} << 20 : std::size_t{1} << 30, 1);
+          return std::string("held ") + std::to_string(block.size());
+        } catch (const std::bad_alloc&) {
+          return std::string("out of memory");
+        }
+      },
+            {}, options);
+  std::cout << "expected: held 1048576 | out of memory\nactual:   " << out[0] << " | " << out[1] << "\n";
+  CHECK(out[0] == "held 1048576");
+  CHECK(out[1] == "out of memory");
 }

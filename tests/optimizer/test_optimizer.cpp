@@ -87,6 +87,32 @@ TEST_CASE("infeasible points are counted by reason", "[optimizer]")
                                                    Catch::Contains("gpus not divisible by tp x cp x pp"));
 }
 
+TEST_CASE("points that run out of their worker's memory fail alone and are counted as failed", "[optimizer]")
+{
+  // A limit at what the search's process holds before it forks its workers leaves them no room to build any
+  // point: every point fails (std::bad_alloc, or a worker ended by it), is counted, and nothing crashes.
+  auto spec = spec_from(small_space());
+  std::ifstream status("/proc/self/status");
+  double data_kib = 0;
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmData:", 0) == 0)
+      data_kib = std::stod(line.substr(7));
+  REQUIRE(data_kib > 0);
+  spec.worker_memory = data_kib * 1024;
+  try {
+    optimizer::optimize(spec);
+    FAIL("nothing thrown");
+  } catch (const SpecError& e) {
+    std::cout << "expected: no feasible configuration (pruned: failed N)\nactual:   " << e.what() << "\n";
+    CHECK_THAT(e.what(), Catch::Contains("no feasible configuration in the search space (pruned: failed "));
+  }
+  auto j             = small_space();
+  j["worker_memory"] = "1MiB";
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.worker_memory") && Catch::Contains("64MiB"));
+  j["worker_memory"] = "lots";
+  CHECK_THROWS_WITH(spec_from(j), Catch::Contains("$.worker_memory"));
+}
+
 TEST_CASE("bad optimize specs name the JSON path and the allowed values", "[optimizer]")
 {
   auto j                  = small_space();
