@@ -30,15 +30,15 @@ bool is_power_of_two(std::size_t k)
   return k > 0 && (k & (k - 1)) == 0;
 }
 
-namespace {
-
-int tree_depth(int k)
+int tree_levels(int k)
 {
   int depth = 0;
   while ((1 << (depth + 1)) <= k)
     ++depth;
   return depth; // heap layout: the last position k-1 sits at depth floor(log2 k)
 }
+
+namespace {
 
 /// @brief The edges of the two binary trees of NCCL's double binary tree: a heap over the ranks, and the same
 /// heap over the ranks reversed, so that (for powers of two) every rank is interior in one tree, leaf in the other.
@@ -379,7 +379,7 @@ int Lowering::halving_doubling(CollectiveOp op, const std::vector<int>& gpus, do
     for (int d = k / 2, s = 1; d >= 1; d /= 2, ++s)
       step(d, bytes / (1 << s));
   if (op != CollectiveOp::reduce_scatter)
-    for (int d = 1, s = tree_depth(k); d < k; d *= 2, --s)
+    for (int d = 1, s = tree_levels(k); d < k; d *= 2, --s)
       step(d, bytes / (1 << s));
   std::vector<int> all;
   for (const auto& l : last)

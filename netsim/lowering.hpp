@@ -85,6 +85,9 @@ public:
   /// in-network reduction between nodes.
   int nvls(CollectiveOp op, const NcclLayout& layout, double bytes, const NcclCall& call, bool across_by_tree,
            const std::vector<int>& deps);
+  /// @brief The wait of an NVLS all-reduce's store-and-forward stages as its pipeline fills and drains, after `end`.
+  int pipeline_fill(CollectiveOp op, const NcclLayout& layout, double bytes, const NcclCall& call, bool across_by_tree,
+                    int end);
   /// @brief CollNet: the node's data reduced to its heads, the switches reduce across nodes, the heads spread it.
   int collnet(const NcclLayout& layout, double bytes, const NcclCall& call, const std::vector<int>& deps);
   /// @brief A point-to-point transfer over the network as NCCL's PXN sends it: over NVLink to the local GPU on the
@@ -124,6 +127,8 @@ private:
 /// @brief The edges (child, parent) of a heap-shaped binary tree over k positions, or of its mirror (positions
 /// reversed), so that with both every position is interior in one tree and a leaf in the other (powers of two).
 std::vector<std::pair<int, int>> tree_edges(int k, bool mirrored);
+/// @brief The levels of a heap-shaped binary tree over k positions: the depth of its last, floor(log2 k).
+int tree_levels(int k);
 /// @brief Consecutive pairs of a ring over `gpus`.
 std::vector<std::pair<int, int>> ring_pairs(const std::vector<int>& gpus);
 /// @brief Latency of a chain of `steps` dependent steps over consecutive edges (cyclic: a ring from its worst start).

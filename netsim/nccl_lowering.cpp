@@ -178,7 +178,7 @@ int Lowering::nvls(CollectiveOp op, const NcclLayout& L, double bytes, const Ncc
   const int a            = pipelined(inside, volume, 0, call, deps, call.channels, bytes);
   stretch_               = saved;
   if (L.comm.nodes == 1)
-    return a;
+    return pipeline_fill(op, L, bytes, call, across_by_tree, a);
   // Between nodes, per NIC between its heads: NVLSTree's double binary trees, or the switches' reduction (SHARP),
   // which moves on every link what a ring moving each head's share once moves.
   const int rails = rails_used(L, call.channels);
@@ -195,7 +195,49 @@ int Lowering::nvls(CollectiveOp op, const NcclLayout& L, double bytes, const Ncc
   }
   const double share = across_by_tree ? bytes / (2.0 * rails) : bytes / rails;
   const int b        = pipelined(across, share, chain, call, deps, std::max(1, call.channels / rails), bytes);
-  return barrier({a, b});
+  return pipeline_fill(op, L, bytes, call, across_by_tree, barrier({a, b}));
+}
+
+int Lowering::pipeline_fill(CollectiveOp op, const NcclLayout& L, double bytes, const NcclCall& call,
+                            bool across_by_tree, int end)
+{
+  // NCCL's NVLS and NVLSTree all-reduce kernels (src/device/all_reduce.h) pass each loop of a channel (one chunk per
+  // head) through warp groups in turn, store and forward: scatter into the NVLS buffers, the heads' multimem
+  // reduction, up the network tree (each level's head combining), the root's multicast, down the tree, the
+  // heads' multicast, gather. The flows above carry the busiest stage's bytes; a loop also waits for the other
+  // stages once, as a pipeline fills and drains: the sum of a loop's stage times less the longest.
+  const auto [inside, k] = node_rings(L);
+  if (op != CollectiveOp::all_reduce || inside.empty() || call.step_bytes <= 0 || bytes <= 0)
+    return end;
+  const double channels = std::max(1, call.channels);
+  const double loop     = std::min(k * call.step_bytes, bytes / channels); // a channel's bytes per loop
+  // Each stage alone at its channel's share of the link it crosses: a GPU's NVLink (at NCCL's NVLS efficiency),
+  // a head's NIC shared by the channels.
+  const auto [ga, gb]   = inside.front();
+  const double t_inside = loop * channels / (topology_.route_bandwidth(topology_.route(ga, gb)) * L.nvls_efficiency);
+  const double kk       = k;
+  std::vector<double> stages{t_inside * (kk - 1) / kk, t_inside / kk,
+                             t_inside * (kk - 1) / kk}; // scatter, reduce, gather
+  if (L.comm.nodes > 1) {
+    // Every channel has a chunk on every head: a head's NIC carries all the channels.
+    const auto heads   = heads_of(L, 0);
+    const double t_net = loop / kk * channels / topology_.route_bandwidth(topology_.route(heads[0], heads[1]));
+    // Up and down: NVLSTree's levels (a heap over the nodes, each level a transit and its head's combination), or
+    // the switches' one reduction (CollNet); then the heads' multicast.
+    const int levels = across_by_tree ? tree_levels(L.comm.nodes) : 1;
+    for (int level = 0; level < levels; ++level)
+      stages.insert(stages.end(), {t_net, t_inside / kk, t_net});
+    stages.push_back(t_inside / kk);
+  }
+  double sum = 0, longest = 0;
+  for (double t : stages) {
+    sum += t;
+    longest = std::max(longest, t);
+  }
+  const double fill = sum - longest;
+  if (estimate_ >= 0)
+    estimate_ += fill;
+  return graph_.add_delay(fill, {end});
 }
 
 int Lowering::collnet(const NcclLayout& L, double bytes, const NcclCall& call, const std::vector<int>& deps)
