@@ -1,10 +1,11 @@
 #include "common/error.hpp"
 #include "common/process.hpp"
 
+#include "tests/support_process.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <csignal>
-#include <fstream>
 #include <iostream>
 #include <new>
 #include <stdexcept>
@@ -150,13 +151,7 @@ TEST_CASE("a worker's memory limit makes an allocation past it throw in that wor
 {
   // 1 GiB more than the worker holds at the start cannot fit under a limit of 256 MiB over it; 1 MiB can.
   process::MapOptions options;
-  std::ifstream status("/proc/self/status");
-  double data_kib = 0;
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmData:", 0) == 0)
-      data_kib = std::stod(line.substr(7));
-  REQUIRE(data_kib > 0);
-  options.memory_limit = data_kib * 1024 + 256.0 * 1024 * 1024;
+  options.memory_limit = test::data_segment_bytes() + 256.0 * 1024 * 1024;
   const auto out       = process::parallel_map(
             2, 2,
             [](std::size_t i) {

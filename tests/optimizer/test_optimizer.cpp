@@ -5,6 +5,7 @@
 #include "scenario/scenario.hpp"
 
 #include "tests/optimizer/support_optimizer.hpp"
+#include "tests/support_process.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -91,14 +92,8 @@ TEST_CASE("points that run out of their worker's memory fail alone and are count
 {
   // A limit at what the search's process holds before it forks its workers leaves them no room to build any
   // point: every point fails (std::bad_alloc, or a worker ended by it), is counted, and nothing crashes.
-  auto spec = spec_from(small_space());
-  std::ifstream status("/proc/self/status");
-  double data_kib = 0;
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmData:", 0) == 0)
-      data_kib = std::stod(line.substr(7));
-  REQUIRE(data_kib > 0);
-  spec.worker_memory = data_kib * 1024;
+  auto spec          = spec_from(small_space());
+  spec.worker_memory = test::data_segment_bytes();
   try {
     optimizer::optimize(spec);
     FAIL("nothing thrown");
