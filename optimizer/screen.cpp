@@ -476,6 +476,13 @@ struct Charge {
 
 enum class Pattern { gather, all_reduce, all_to_all };
 
+// The least time `wire_bytes` take over a hop of one-way `latency` when at most `window` bytes may be in flight per
+// round trip (NCCL's slots, as the engines bound a long hop); 0 where no window applies.
+double slotted(double latency, double wire_bytes, double window)
+{
+  return window > 0 && latency > 0 ? latency + wire_bytes * 2 * latency / window : 0;
+}
+
 // One collective of `bytes` (its buffer) on a group: alpha-beta time; its wire bytes charged to the long links.
 double collective(const Wire& w, int n, Pattern pattern, double bytes, netsim::Algorithm algorithm,
                   const netsim::CompressionRule* rule, double calls, Charge& charge)
@@ -525,9 +532,9 @@ double collective(const Wire& w, int n, Pattern pattern, double bytes, netsim::A
                  wire * volume / bw;
     // Over a long hop each send moves no faster than NCCL's p2p window per round trip (netsim::p2p_window, the
     // engines' bound), the sends to every peer at once.
-    const double window = netsim::p2p_window(bytes / n, n - 1, n, w.nccl->settings);
-    if (w.level >= building_level && window > 0 && w.latency > 0)
-      alpha_beta = std::max(alpha_beta, w.latency + wire * (bytes / n) * 2 * w.latency / window);
+    if (w.level >= building_level)
+      alpha_beta = std::max(alpha_beta, slotted(w.latency, wire * (bytes / n),
+                                                netsim::p2p_window(bytes / n, n - 1, n, w.nccl->settings)));
   }
   const auto nccl  = netsim::nccl_algorithm(algorithm);
   const bool tuned = w.nccl && pattern != Pattern::all_to_all && (algorithm == Algorithm::automatic || nccl);
@@ -542,8 +549,8 @@ double collective(const Wire& w, int n, Pattern pattern, double bytes, netsim::A
     t = std::max(t, alpha_beta);
   // Over a long hop NCCL's slots bound the call as the engines bound it: the edge across moves its volume at no more
   // than the channels' window per round trip (a ring of many ranks steps in small pieces, so its window is small).
-  if (w.level >= building_level && call.window > 0)
-    t = std::max(t, w.latency + call.wire * volume * 2 * w.latency / call.window);
+  if (w.level >= building_level)
+    t = std::max(t, slotted(w.latency, call.wire * volume, call.window));
   return calls * (t + extra);
 }
 
@@ -638,11 +645,11 @@ double Screen::Impl::estimate(const Indices& at, std::string& reason)
     // A send over the widest hop moves no faster than NCCL's p2p slots allow per round trip (netsim::p2p_window),
     // as the engines send; the pipeline's other hops cross narrower boundaries, at the rate alone. `message` is the
     // mean over the pp - 1 hops.
-    const double window = netsim::p2p_window(b, 1, 2, spec.nccl);
-    const double rate   = window > 0 && w.latency > 0 ? std::min(w.bandwidth, window / (2 * w.latency)) : w.bandwidth;
-    const double cost   = r ? r->cost(s.pp_bytes) : 0;
-    const int wide      = std::min(pp - 1, wide_hops(sh.pp));
-    message = (wide * (w.latency + b / rate + cost) + (pp - 1 - wide) * (b / w.bandwidth + cost)) / (pp - 1);
+    const double across =
+        std::max(w.latency + b / w.bandwidth, slotted(w.latency, b, netsim::p2p_window(b, 1, 2, spec.nccl)));
+    const double cost = r ? r->cost(s.pp_bytes) : 0;
+    const int wide    = std::min(pp - 1, wide_hops(sh.pp));
+    message           = (wide * (across + cost) + (pp - 1 - wide) * (b / w.bandwidth + cost)) / (pp - 1);
     // Every micro-batch crosses each boundary once per chunk and direction.
     Charge pipe;
     pipe.add(w, s.m * v * b);
