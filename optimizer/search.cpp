@@ -194,6 +194,17 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress, cons
       result.points += n;
   }
 
+  // A point infeasible or failed in `phase` is counted among the pruned (a failed one also listed with why); false:
+  // it ran.
+  auto dropped = [&](const Outcome& o, const Point& p, const char* phase) {
+    if (!o.failure.empty())
+      result.failed.push_back({p.label(), phase, o.failure});
+    if (o.reason.empty() && o.failure.empty())
+      return false;
+    result.pruned[o.failure.empty() ? o.reason : kFailed]++;
+    return true;
+  };
+
   // Bounds first (cheap, here), then scores in batches in order of bound, skipping what cannot enter the best K.
   auto bounds = process::parallel_map(
       points.size(), workers, [&](std::size_t i) { return encode(bound_point(spec, topo, points[i])); }, {},
@@ -201,10 +212,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress, cons
   std::vector<Evaluation> feasible;
   for (std::size_t i = 0; i < points.size(); ++i) {
     const auto o = decode(bounds[i]);
-    if (!o.failure.empty())
-      result.failed.push_back({points[i].label(), "bound", o.failure});
-    if (!o.reason.empty() || !o.failure.empty()) {
-      result.pruned[o.failure.empty() ? o.reason : kFailed]++;
+    if (dropped(o, points[i], "bound")) {
       if (tiered)
         result.feasible--;
       continue;
@@ -259,10 +267,7 @@ OptimizeResult optimize(const OptimizeSpec& spec, const Progress& progress, cons
     }
     for (std::size_t k = 0; k < todo.size(); ++k) {
       const auto o = decode(out[k]);
-      if (!o.failure.empty())
-        result.failed.push_back({feasible[todo[k]].point.label(), "score", o.failure});
-      if (!o.reason.empty() || !o.failure.empty()) {
-        result.pruned[o.failure.empty() ? o.reason : kFailed]++;
+      if (dropped(o, feasible[todo[k]].point, "score")) {
         result.feasible--;
         continue;
       }
