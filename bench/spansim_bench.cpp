@@ -439,10 +439,12 @@ std::function<void(Figures&)> step_405b(const char* preset, int dp, const char* 
   };
 }
 
-// Issue 59: DeepSeek-V3 (PP 16, EP 64, FSDP) on 64 of each GB200 NVL72 rack's 72 GPUs, one building of
-// three-regions-nvl72, NCCL pinned to 64 channels so that its rings leave each rack by all 64 used NICs: the step with
-// rail 0 standing for the 64 rails against every rail simulated (analytical).
-std::function<void(Figures&)> nvl72_spares_fold(int gpus)
+// Issue 59: DeepSeek-V3 (PP 16, FSDP) on 64 of each GB200 NVL72 rack's 72 GPUs, one building of three-regions-nvl72,
+// NCCL pinned to 64 channels so that its rings leave each rack by all 64 used NICs: the step with the simulated rails
+// standing for the others against every rail simulated. EP 64 in Megatron's order folds onto rail 0; EP 32 with data
+// parallelism inside the pipeline ([tp, cp, dp, pp]: two EP groups a rack, each expert data-parallel group at one
+// offset of both halves of its racks) folds onto rails 0 and 32, each standing for its half.
+std::function<void(Figures&)> nvl72_spares_fold(int gpus, int ep, netsim::Fidelity fidelity)
 {
   return [=](Figures& f) {
     topology::Topology topo(topology::load_topology_spec("three-regions-nvl72"));
@@ -455,7 +457,7 @@ std::function<void(Figures&)> nvl72_spares_fold(int gpus)
          {{"tp", 1},
           {"pp", 16},
           {"dp", gpus / 16},
-          {"ep", 64},
+          {"ep", ep},
           {"data_parallel", "fsdp"},
           {"reshard_after_forward", false}}},
         {"batch", {{"global_sequences", gpus}, {"sequence_length", 4096}, {"micro_batch", 1}}},
@@ -468,9 +470,11 @@ std::function<void(Figures&)> nvl72_spares_fold(int gpus)
     placement::PlacementSpec where;
     where.buildings     = {topo.building_name(0)};
     where.gpus_per_node = 64;
+    if (ep < 64)
+      where.order = {workload::Dim::tp, workload::Dim::cp, workload::Dim::dp, workload::Dim::pp};
     placement::Placement place(topo, job, where);
     netsim::StepOptions o;
-    o.fidelity            = netsim::Fidelity::analytical;
+    o.fidelity            = fidelity;
     o.nccl.channels       = 64;
     o.nccl.fixed_channels = true;
     auto start            = Clock::now();
@@ -480,9 +484,9 @@ std::function<void(Figures&)> nvl72_spares_fold(int gpus)
     start                   = Clock::now();
     const auto every        = netsim::simulate_step(topo, graph, place, o);
     const double every_wall = seconds_since(start);
-    std::snprintf(f.note, sizeof f.note,
-                  "%d rails folded: %zu ops; every rail: %zu ops, %.1f s, step %.9g s (%+.1e rel.)", folded.rails,
-                  folded.flow_ops, every.flow_ops, every_wall, every.step_time, folded.step_time / every.step_time - 1);
+    std::snprintf(f.note, sizeof f.note, "%s; %zu ops; every rail: %zu ops, %.1f s, step %.9g s (%+.1e rel.)",
+                  folded.engine.value("rail_symmetry", nlohmann::json("no fold")).dump().c_str(), folded.flow_ops,
+                  every.flow_ops, every_wall, every.step_time, folded.step_time / every.step_time - 1);
   };
 }
 
@@ -824,7 +828,11 @@ std::vector<Case> cases()
                      step_405b("three-regions", 1536, fidelity, false, false, fold)});
   // Issue 59: a step on NVL72 racks with spares, folded to one rail and not.
   all.push_back({"DeepSeek-V3 16K NVL72 64 of 72 rail fold vs every rail", "three-regions-nvl72", "analytical", nullptr,
-                 0, "", true, nvl72_spares_fold(16384)});
+                 0, "", true, nvl72_spares_fold(16384, 64, netsim::Fidelity::analytical)});
+  all.push_back({"DeepSeek-V3 16K NVL72 64 of 72 EP 32 rail blocks vs every rail", "three-regions-nvl72", "analytical",
+                 nullptr, 0, "", true, nvl72_spares_fold(16384, 32, netsim::Fidelity::analytical)});
+  all.push_back({"DeepSeek-V3 16K NVL72 64 of 72 EP 32 rail blocks vs every rail", "three-regions-nvl72", "flow",
+                 nullptr, 0, "", true, nvl72_spares_fold(16384, 32, netsim::Fidelity::flow)});
   // Issue 59: the own max-min solver against SimGrid on ECMP's rails (every rail both ways).
   all.push_back(
       {"ECMP own solver vs SimGrid 4K", "two-buildings", "flow", nullptr, 0, "", false, ecmp_solver_agreement(32)});

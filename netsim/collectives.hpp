@@ -57,10 +57,11 @@ struct Collective {
   /// @brief Per rank (aligned with `gpus`; empty: none): the bytes/s each send of that rank may use (its share of
   /// an uplink; a ring sends once per rank): Op::rate of its transfers.
   std::vector<double> send_rate;
-  /// @brief Under rail symmetry (`rails` > 0), for a group over several rails: the rail simulated. Transfers between
-  /// nodes leaving another rail are left out (rail `rail`'s stand for them), those inside a node all kept, identical
-  /// pairs of one part merged into one flow; Lowered::rails_differ says when the rails' transfers between nodes
-  /// differ. -1: every transfer.
+  /// @brief Under rail symmetry (`rails` > 0), for a group over several rails: the rail simulated, with every
+  /// `rails`-th after it (rail r stands for the rails r+1 .. r+rails-1 of its block). Transfers between nodes leaving
+  /// another rail are left out (the simulated ones stand for them), those inside a node all kept, identical pairs of
+  /// one part merged into one flow; Lowered::rails_differ says when a rail's transfers between nodes differ from
+  /// those of the simulated rail of its block. -1: every transfer.
   int rail  = -1;
   int rails = 0;
 };

@@ -136,7 +136,7 @@ double chain_latency(const std::vector<double>& latency, double steps, bool cycl
 
 Lowering::Lowering(FlowGraph& graph, const Topology& topology, const Collective& c)
     : graph_(graph), topology_(topology), flows_per_pair_(c.flows_per_pair), stretch_(c.stretch), nccl_(c.nccl),
-      members_(c.gpus.begin(), c.gpus.end()), rail_(c.rails > 0 ? c.rail : -1)
+      members_(c.gpus.begin(), c.gpus.end()), rail_(c.rails > 0 ? c.rail : -1), rails_(c.rails)
 {
   if (rail_ >= 0)
     by_rail_.assign(static_cast<std::size_t>(c.rails), {0, 0.0});
@@ -154,10 +154,12 @@ void Lowering::transfer(int src, int dst, double bytes, const std::vector<int>& 
     // Rail symmetry: between nodes only the simulated rail's transfers, each standing for its images on the others.
     const auto s = topology_.locate(src);
     if (s.node != topology_.locate(dst).node) {
-      auto& [count, moved] = by_rail_.at(static_cast<std::size_t>(s.local));
+      if (static_cast<std::size_t>(s.local) >= by_rail_.size())
+        by_rail_.resize(static_cast<std::size_t>(s.local) + 1, {0, 0.0});
+      auto& [count, moved] = by_rail_[static_cast<std::size_t>(s.local)];
       ++count;
       moved += bytes;
-      if (s.local != rail_)
+      if (s.local % rails_ != rail_)
         return;
     }
   }
@@ -173,9 +175,21 @@ void Lowering::transfer(int src, int dst, double bytes, const std::vector<int>& 
 
 bool Lowering::rails_differ() const
 {
-  for (const auto& r : by_rail_)
-    if (r.first != by_rail_.front().first || std::abs(r.second - by_rail_.front().second) > 1e-9 * r.second)
+  // Each rail of the group against the simulated one of its block, where the group holds that one too (a group at
+  // one offset of the blocks is another group's image, checked when the rails were found symmetric).
+  std::vector<char> held(by_rail_.size(), 0); // the group's rails
+  for (int gpu : members_)
+    if (const auto l = static_cast<std::size_t>(topology_.locate(gpu).local); l < held.size())
+      held[l] = 1;
+  for (std::size_t r = 0; r < by_rail_.size(); ++r) {
+    const std::size_t simulated = r - r % static_cast<std::size_t>(rails_);
+    if (!held[r] || !held[simulated])
+      continue;
+    const auto& [count, moved] = by_rail_[r];
+    const auto& [first, base]  = by_rail_[simulated];
+    if (count != first || std::abs(moved - base) > 1e-9 * moved)
       return true;
+  }
   return false;
 }
 

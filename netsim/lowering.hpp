@@ -117,7 +117,8 @@ private:
   std::unordered_set<int> members_;           ///< the group: PXN relays only through ranks of the communicator
   std::size_t flows_ = 0;
   int rail_          = -1; ///< Collective::rail
-  /// @brief With rail_: per rail, the transfers between nodes leaving it and their bytes.
+  int rails_         = 0;  ///< Collective::rails
+  /// @brief With rail_: per rail (a node's GPU), the transfers between nodes leaving it and their bytes.
   std::vector<std::pair<std::size_t, double>> by_rail_;
   NcclCall call_;
   Bound bound_     = Bound::bandwidth;

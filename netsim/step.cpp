@@ -60,6 +60,9 @@ RunResult run_symmetric(const topology::Topology& simulated, const FlowGraph& gr
 
 // Every rail carries the same traffic when the pods are rail-optimized and turning every node's used GPUs one place
 // round (local l to l + 1 mod k) maps the step onto itself: rail r's traffic is then rail 0's moved over by r GPUs.
+// Where groups of several GPUs a node sit at one offset of equal blocks of the used GPUs (two EP groups of 32 in a
+// rack of 64, and the expert data-parallel groups joining their like members), turning each block one place round
+// does: rails 0, p, 2p, ... are simulated and each stands for the p rails of its block.
 int detail::symmetric_rails(const topology::Topology& topology, const workload::StepGraph& graph,
                             const placement::Placement& placement, bool turned)
 {
@@ -81,8 +84,9 @@ int detail::symmetric_rails(const topology::Topology& topology, const workload::
   if (!turned)
     return 0;
   // Otherwise the turn is checked: k used GPUs on every node the job touches (spares beyond them idle), stages and
-  // pipeline peers turned with them, and every group in one node, on one rail with its turned image a group too,
-  // or over all k GPUs of each node it touches (such a group's rings and trees are checked rail by rail when lowered).
+  // pipeline peers turned with them, and every group in one node, at one offset of the blocks with its turned image
+  // a group too, or over all k GPUs of each node it touches (such a group's rings and trees are checked rail by
+  // rail when lowered).
   const int k = placement.gpus_per_node() > 0 ? std::min(placement.gpus_per_node(), gpn) : gpn;
   if (k < 2)
     return 0;
@@ -96,25 +100,6 @@ int detail::symmetric_rails(const topology::Topology& topology, const workload::
   for (const auto& [node, n] : used)
     if (n != k)
       return 0;
-  auto turn = [&](int gpu) {
-    const int l = topology.locate(gpu).local;
-    return gpu - l + (l + 1) % k;
-  };
-  const int stages = static_cast<int>(graph.stages.size());
-  for (int s = 0; s < stages; ++s) {
-    const int next = (s + 1) % stages;
-    for (int gpu : placement.stage_gpus(s)) {
-      const int rank = placement.rank_of_gpu(turn(gpu));
-      if (rank < 0 || placement.coordinates(rank).pp != placement.coordinates(placement.rank_of_gpu(gpu)).pp)
-        return 0;
-      if (stages > 1) {
-        const int peer = placement.peer_gpu(gpu, next);
-        if (topology.locate(peer).local != topology.locate(gpu).local ||
-            placement.peer_gpu(turn(gpu), next) != turn(peer))
-          return 0;
-      }
-    }
-  }
   auto hash_of = [](std::vector<int> members) {
     std::sort(members.begin(), members.end());
     std::uint64_t h = 0x51ed;
@@ -122,39 +107,66 @@ int detail::symmetric_rails(const topology::Topology& topology, const workload::
       h = (h ^ static_cast<std::uint64_t>(m)) * 0x100000001b3ULL;
     return h;
   };
-  for (int s = 0; s < stages; ++s) {
-    std::set<std::uint64_t> seen;
-    for (const auto& op : graph.stages[s].ops) {
-      if (op.kind != OpKind::collective || op.group.size < 2 || !seen.insert(op.group.key()).second)
-        continue;
-      const auto all = placement.groups(s, op.group);
-      std::unordered_set<std::uint64_t> groups;
-      for (const auto& members : all)
-        groups.insert(hash_of(members));
-      for (const auto& members : all) {
-        std::unordered_map<int, int> per_node;
-        bool one_rail = true;
-        for (int gpu : members) {
-          ++per_node[topology.locate(gpu).node];
-          one_rail = one_rail && topology.locate(gpu).local == topology.locate(members.front()).local;
+  const int stages = static_cast<int>(graph.stages.size());
+  // Whether turning each block of p used GPUs one place round maps the step onto itself.
+  auto turns = [&](int p) {
+    auto turn = [&](int gpu) {
+      const int l = topology.locate(gpu).local;
+      return gpu - l + l / p * p + (l % p + 1) % p;
+    };
+    for (int s = 0; s < stages; ++s) {
+      const int next = (s + 1) % stages;
+      for (int gpu : placement.stage_gpus(s)) {
+        const int rank = placement.rank_of_gpu(turn(gpu));
+        if (rank < 0 || placement.coordinates(rank).pp != placement.coordinates(placement.rank_of_gpu(gpu)).pp)
+          return false;
+        if (stages > 1) {
+          const int peer = placement.peer_gpu(gpu, next);
+          if (topology.locate(peer).local != topology.locate(gpu).local ||
+              placement.peer_gpu(turn(gpu), next) != turn(peer))
+            return false;
         }
-        if (per_node.size() == 1)
-          continue;
-        if (one_rail) {
-          std::vector<int> image;
-          for (int gpu : members)
-            image.push_back(turn(gpu));
-          if (groups.count(hash_of(image)) == 0)
-            return 0;
-          continue;
-        }
-        for (const auto& [node, n] : per_node)
-          if (n != k)
-            return 0;
       }
     }
-  }
-  return k;
+    for (int s = 0; s < stages; ++s) {
+      std::set<std::uint64_t> seen;
+      for (const auto& op : graph.stages[s].ops) {
+        if (op.kind != OpKind::collective || op.group.size < 2 || !seen.insert(op.group.key()).second)
+          continue;
+        const auto all = placement.groups(s, op.group);
+        std::unordered_set<std::uint64_t> groups;
+        for (const auto& members : all)
+          groups.insert(hash_of(members));
+        for (const auto& members : all) {
+          std::unordered_map<int, int> per_node;
+          bool one_offset = true;
+          for (int gpu : members) {
+            ++per_node[topology.locate(gpu).node];
+            one_offset = one_offset && topology.locate(gpu).local % p == topology.locate(members.front()).local % p;
+          }
+          if (per_node.size() == 1)
+            continue;
+          if (one_offset) {
+            std::vector<int> image;
+            for (int gpu : members)
+              image.push_back(turn(gpu));
+            if (groups.count(hash_of(image)) == 0)
+              return false;
+            continue;
+          }
+          for (const auto& [node, n] : per_node)
+            if (n != k)
+              return false;
+        }
+      }
+    }
+    return true;
+  };
+  // The whole node first (one rail simulated), then blocks of fewer GPUs (more rails simulated).
+  for (int p = k; p >= 2; --p)
+    if (k % p == 0 && turns(p))
+      return p;
+  return 0;
 }
 
 namespace detail {
@@ -241,8 +253,18 @@ StepResult read_back(const topology::Topology& topology, const PreparedStep& pre
   const int rails        = prepared.rails;
   const auto& lowered    = prepared.lowered;
   const auto& flow_graph = lowered.graph;
-  run_result.settings["rail_symmetry"] =
-      rail_only ? nlohmann::json(std::to_string(rails) + " identical rails, rail 0 simulated") : nlohmann::json(false);
+  if (rail_only) {
+    const int gpn = topology.node_gpus();
+    const int k   = placement.gpus_per_node() > 0 ? std::min(placement.gpus_per_node(), gpn) : gpn;
+    std::string simulated;
+    for (int l = 0; l < k; l += rails)
+      simulated += (simulated.empty() ? "" : ", ") + std::to_string(l);
+    run_result.settings["rail_symmetry"] =
+        k <= rails ? std::to_string(rails) + " identical rails, rail 0 simulated"
+                   : "blocks of " + std::to_string(rails) + " identical rails, rails " + simulated + " simulated";
+  } else {
+    run_result.settings["rail_symmetry"] = false;
+  }
 
   StepResult r;
   // With the rails apart the transfers read back are the slowest rail's, standing for every rail's.
@@ -254,11 +276,12 @@ StepResult read_back(const topology::Topology& topology, const PreparedStep& pre
   for (std::size_t k = 0; k < lowered.isolated_link_bytes.size() && k < r.link_bytes.size(); ++k)
     r.link_bytes[k] += lowered.isolated_link_bytes[k];
   if (rail_only) {
-    // Rails 1.. moved what rail 0 moved over their own NICs and leaves; the shared links carried every rail.
+    // The rails of a block moved what its simulated rail moved over their own NICs and leaves; the shared links
+    // carried every rail.
     std::set<std::pair<int, int>> leaves;
     for (int rank = 0; rank < placement.ranks(); ++rank) {
       const int gpu = placement.gpu(rank);
-      if (topology.locate(gpu).local != 0)
+      if (topology.locate(gpu).local % rails != 0)
         continue;
       for (int k = 1; k < rails; ++k) {
         for (int dir = 0; dir < 2; ++dir)

@@ -192,8 +192,9 @@ private:
       if ((options_.dp_within_regions || !options_.dp_workers.empty()) && is_data_parallel(g.axes))
         all = split_by_worker(all);
       // One rail simulated (rail symmetry, or rails apart): groups that leave the node on one rail are kept on that
-      // rail only; under rail symmetry a group over every used GPU of its nodes stays, its transfers between nodes
-      // kept on the rail when lowered.
+      // rail only; under rail symmetry a group over several GPUs of its nodes (all of them, or one offset of each
+      // block) stays, its hops inside a node all kept and its transfers between nodes kept on the simulated rails
+      // when lowered.
       if (rail_ >= 0 && !node_local(all))
         std::erase_if(all, [&](const std::vector<int>& members) {
           return rails_ > 0 && !one_rail(members) ? false : !on_rail(members.front());
@@ -263,7 +264,14 @@ private:
     return {before, after};
   }
 
-  bool on_rail(int gpu) const { return topology_.locate(gpu).local == rail_; }
+  /// @brief A GPU's rail as the simulated ones see it: under rail symmetry, its offset in its block of rails_.
+  int rail_of(int gpu) const
+  {
+    const int l = topology_.locate(gpu).local;
+    return rails_ > 0 ? l % rails_ : l;
+  }
+
+  bool on_rail(int gpu) const { return rail_of(gpu) == rail_; }
 
   bool one_rail(const std::vector<int>& gpus) const
   {
@@ -592,7 +600,8 @@ private:
   const placement::Placement& placement_;
   const StepOptions& options_;
   int rail_;                  ///< the rail simulated (kAllRails: every rail)
-  int rails_         = 0;     ///< under rail symmetry: the rails rail_ stands for (0: rails apart or every rail)
+  int rails_ = 0;             ///< under rail symmetry: the rails each simulated one (rail_ + j rails_) stands for
+                              ///< (0: rails apart or every rail)
   bool rails_differ_ = false; ///< a call over several rails moved different bytes between nodes rail by rail
   FlowGraph graph_;
   std::vector<std::vector<Node>> nodes_;
