@@ -270,6 +270,47 @@ TEST_CASE("NVLS: the NVSwitch reduces, each GPU moves S (k+1)/k each way at NCCL
                     Catch::Contains("nvls does not apply") && Catch::Contains("NVSwitch that reduces"));
 }
 
+TEST_CASE("NVLSTree on two nodes: NVLS inside, each NIC's double tree carries S/8 each way, and the pipeline fills",
+          "[nccl][collective]")
+{
+  // dgx-h100, 16 GPUs: inside each node NVLS moves S (k+1)/k over each GPU's NVLink at NCCL's NVLS efficiency; between
+  // the nodes each of the 8 NICs' heads carries its S/8 in two trees of S/16, one rooted on each node, so S/8 crosses
+  // each NIC each way. A channel's loop (k chunks of 128 KiB, NCCL's NVLSTree chunk on two nodes) also waits once for
+  // its stages other than the longest: scatter (k-1)/k, reduce 1/k and gather (k-1)/k of a loop through a GPU's
+  // NVLink at the channel's share, and one tree level (up over the NIC, the head's combination, down) and the
+  // heads' multicast.
+  const auto t      = test::without_step_latencies("dgx-h100");
+  const double nv   = t.spec().node.nvlink_rate() * 0.85; // tuning.cc 2.28+: nvlsEfficiency, Hopper
+  const double nic  = t.spec().pod.nic_rate();
+  const double k    = 8;
+  const double head = 131072; // NCCL_NVLSTREE_MAX_CHUNKSIZE's default on two nodes (the chunk test above)
+  for (double s : {64.0 * 1024 * 1024, 4 * kGiB})
+    for (auto f : {Fidelity::analytical, Fidelity::flow}) {
+      const auto c = make(Algorithm::nvls_tree, first(16), s);
+      Lowered l;
+      const double time = simulate(t, c, f, &l);
+      REQUIRE(l.algorithm == Algorithm::nvls_tree);
+      const double nc       = l.nccl.channels;
+      const double loop     = std::min(k * head, s / nc);
+      const double t_inside = loop * nc / nv;
+      const double t_net    = loop / k * nc / nic;
+      const double stages[] = {
+          t_inside * (k - 1) / k, t_inside / k, t_inside * (k - 1) / k, t_net, t_inside / k, t_net, t_inside / k};
+      double sum = 0, longest = 0;
+      for (double x : stages) {
+        sum += x;
+        longest = std::max(longest, x);
+      }
+      const double fill = sum - longest;
+      const double form =
+          std::max(s * (k + 1) / k / nv, s / (8 * nic)) + test::nccl_floor(t, c, NcclAlgorithm::nvls_tree) + fill;
+      expect_within("2-node NVLSTree all-reduce of " + std::to_string(s / 1024 / 1024) + " MiB at " +
+                        std::string(name_of(f)) + " (" + std::to_string(static_cast<int>(nc)) +
+                        " channels, pipeline fill " + std::to_string(fill * 1e6) + " us)",
+                    form, time, 0.01);
+    }
+}
+
 TEST_CASE("CollNet: the switches reduce, each node puts S on the network once", "[nccl][collective]")
 {
   // dgx-h100 has SHARP switches; with CollNet enabled each NIC's head sends S/8 once, the nodes' GPUs reduce to their
