@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <unordered_map>
 
 namespace spansim::netsim::detail {
@@ -40,6 +41,7 @@ private:
 struct Pattern {
   std::uint64_t key = 0;
   double scale      = 1;
+  bool whole        = false; ///< scaled where it is measured, from the whole collective's transfers
 };
 
 bool is_flow(const Op& op)
@@ -47,23 +49,35 @@ bool is_flow(const Op& op)
   return op.kind == Op::Kind::transfer && op.src != op.dst && op.bytes > 0;
 }
 
-// A collective above the byte budget is measured scaled down, but its transfers never below the floor, where
-// latency rather than bandwidth would set the ratio. Collectives that differ only in a size above the budget
-// then measure alike and share a pattern.
-Pattern pattern_of(const topology::Topology& topology, const FlowGraph& graph, const CollectiveSpan& span,
-                   const HybridSettings& settings)
+/// @brief The size a collective whose transfers [begin, end) of `graph` carry is measured at, as a fraction.
+double scale_of(const FlowGraph& graph, int begin, int end, const HybridSettings& settings)
 {
   const auto& ops = graph.ops();
   double total = 0, flows = 0;
-  for (int k = span.begin; k < span.end; ++k)
+  for (int k = begin; k < end; ++k)
     if (is_flow(ops[k])) {
       total += ops[k].bytes;
       ++flows;
     }
+  if (total <= settings.max_pattern_bytes)
+    return 1;
+  return std::min(1.0, std::max(settings.max_pattern_bytes / total, settings.min_transfer_bytes * flows / total));
+}
+
+// A collective above the byte budget is measured scaled down, but its transfers never below the floor, where
+// latency rather than bandwidth would set the ratio. Collectives that differ only in a size above the budget
+// then measure alike and share a pattern. A span of a folded step holds one rail's transfers between nodes: its
+// scale is found where it is measured, on the whole collective, and its pattern keeps its own size.
+Pattern pattern_of(const topology::Topology& topology, const FlowGraph& graph, const CollectiveSpan& span,
+                   const HybridSettings& settings)
+{
+  const auto& ops = graph.ops();
   Pattern p;
-  if (total > settings.max_pattern_bytes)
-    p.scale = std::min(1.0, std::max(settings.max_pattern_bytes / total, settings.min_transfer_bytes * flows / total));
+  p.whole = span.collective.rails > 0;
+  if (!p.whole)
+    p.scale = scale_of(graph, span.begin, span.end, settings);
   PatternHash h;
+  h.add(p.whole);
   h.add(static_cast<int>(span.collective.op));
   h.add(static_cast<int>(span.collective.algorithm));
   h.add(std::llround(span.collective.bytes * p.scale));
@@ -94,44 +108,74 @@ Pattern pattern_of(const topology::Topology& topology, const FlowGraph& graph, c
 
 } // namespace
 
-Corrections measure_corrections(const topology::Topology& topology, const LoweredStep& lowered,
-                                const EngineOptions& engine)
+Corrections measure_corrections(const topology::Topology& topology, const topology::Topology& simulated,
+                                const LoweredStep& lowered, const EngineOptions& engine)
 {
   const auto begin = std::chrono::steady_clock::now();
   std::vector<std::size_t> pattern_of_span(lowered.spans.size());
   std::vector<std::size_t> representative; // span index per pattern
   std::vector<double> scale;               // per pattern: the size it is measured at, relative to the span's
+  std::vector<char> whole;                 // per pattern: scaled where it is measured (Pattern::whole)
   std::vector<int> occurrences;
   std::unordered_map<std::uint64_t, std::size_t> index;
   for (std::size_t s = 0; s < lowered.spans.size(); ++s) {
-    const auto pattern  = pattern_of(topology, lowered.graph, lowered.spans[s], engine.hybrid);
+    const auto pattern  = pattern_of(simulated, lowered.graph, lowered.spans[s], engine.hybrid);
     auto [it, inserted] = index.try_emplace(pattern.key, representative.size());
     if (inserted) {
       representative.push_back(s);
       scale.push_back(pattern.scale);
+      whole.push_back(pattern.whole);
       occurrences.push_back(0);
     }
     ++occurrences[it->second];
     pattern_of_span[s] = it->second;
   }
 
-  // Each worker runs its patterns at flow level (SimGrid) and at packet level (ns-3), each in a child of its own.
-  const auto results = process::parallel_map(representative.size(), engine.hybrid.workers, [&](std::size_t p) {
-    Collective c = lowered.spans[representative[p]].collective;
-    c.bytes *= scale[p];
-    FlowGraph graph(topology.spec().multipath.qps);
-    add_collective(graph, topology, c, {});
-    nlohmann::json out = {{"measured_bytes", c.bytes}};
-    const auto start   = std::chrono::steady_clock::now();
-    out["flow_s"]      = run_flow(topology, graph, engine.simgrid).makespan;
-    try {
-      out["packet_s"] = run_packet(topology, graph, engine.packet).makespan;
-    } catch (const UsageError& e) {
-      out["skipped"] = e.what(); // too large for packet level: left uncorrected
-    }
-    out["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return out.dump();
-  });
+  // Each worker runs its patterns at flow level (SimGrid) and at packet level (ns-3), each in a child of its own,
+  // within its share of the machine's memory: a pattern past it is left uncorrected rather than taking the machine.
+  const int workers = engine.hybrid.workers > 0 ? engine.hybrid.workers : process::available_cores();
+  process::MapOptions guard;
+  guard.memory_limit = process::physical_memory() / std::max(1, workers);
+  guard.on_lost      = [&](std::size_t p, const std::string& why) {
+    return nlohmann::json{{"measured_bytes", lowered.spans[representative[p]].collective.bytes * scale[p]},
+                          {"flow_s", nullptr},
+                          {"wall_s", 0.0},
+                          {"skipped", "its worker died (" + why + ")"}}
+        .dump();
+  };
+  const auto results = process::parallel_map(
+      representative.size(), workers,
+      [&](std::size_t p) {
+        // Every rail and channel of the collective (a folded step's spans keep one rail's transfers between nodes).
+        Collective c = lowered.spans[representative[p]].collective;
+        c.rail       = -1;
+        c.rails      = 0;
+        c.bytes *= scale[p];
+        FlowGraph graph(topology.spec().multipath.qps);
+        nlohmann::json out = {{"measured_bytes", c.bytes}, {"flow_s", nullptr}};
+        const auto start   = std::chrono::steady_clock::now();
+        try {
+          add_collective(graph, topology, c, {});
+          if (const double down =
+                  whole[p] ? scale_of(graph, 0, static_cast<int>(graph.ops().size()), engine.hybrid) : 1;
+              down < 1) {
+            c.bytes *= down;
+            out["measured_bytes"] = c.bytes;
+            graph                 = FlowGraph(topology.spec().multipath.qps);
+            add_collective(graph, topology, c, {});
+          }
+          out["flow_s"]   = run_flow(topology, graph, engine.simgrid).makespan;
+          out["packet_s"] = run_packet(topology, graph, engine.packet).makespan;
+        } catch (const UsageError& e) {
+          out["skipped"] = e.what(); // too large for packet level: left uncorrected
+        } catch (const std::bad_alloc&) {
+          out["skipped"] = "its runs need more than the worker's " +
+                           std::to_string(static_cast<long long>(guard.memory_limit / (1 << 20))) + " MiB";
+        }
+        out["wall_s"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return out.dump();
+      },
+      {}, guard);
 
   Corrections out;
   std::vector<double> factor(representative.size(), 1.0);

@@ -19,11 +19,13 @@ struct Corrections {
   nlohmann::json report;           ///< patterns, packet runs, their wall time, and each correction
 };
 
-/// @brief Finds the distinct patterns of `lowered.spans` and measures each one's correction.
-/// @throws SimulationError when a packet or flow run fails (a pattern too large for packet level is skipped,
-/// with factor 1, and reported).
-Corrections measure_corrections(const topology::Topology& topology, const LoweredStep& lowered,
-                                const EngineOptions& engine);
+/// @brief Finds the distinct patterns of `lowered.spans` (lowered on `simulated`: `topology` itself, or its one
+/// rail under rail symmetry) and measures each one's correction on `topology`, every rail and channel of the
+/// collective as packet level runs it.
+/// @throws SimulationError when a packet or flow run fails (a pattern too large for packet level, or whose worker
+/// runs out of its share of memory, is skipped with factor 1 and reported).
+Corrections measure_corrections(const topology::Topology& topology, const topology::Topology& simulated,
+                                const LoweredStep& lowered, const EngineOptions& engine);
 
 /// @brief Multiplies every span's transfers by its factor; returns (op, bytes before) for restore_bytes.
 std::vector<std::pair<int, double>> apply_corrections(FlowGraph& graph, const LoweredStep& lowered,

@@ -178,7 +178,8 @@ PreparedStep prepare_step(const topology::Topology& topology, const workload::St
     throw UsageError("flows per pair must be between 1 and 64");
   PreparedStep p;
   // Packet level keeps every flow of a group over whole nodes: merging channels into one flow changes its transport.
-  const bool turned = options.fidelity == Fidelity::analytical || options.fidelity == Fidelity::flow;
+  // Hybrid runs its step at flow level, and measures each pattern's correction on the whole collective.
+  const bool turned = options.fidelity != Fidelity::packet;
   if (const int rails = options.rail_symmetry ? symmetric_rails(topology, graph, placement, turned) : 0; rails > 0) {
     p.rails = rails;
     p.one_rail.emplace(topology.with_shared_links_divided(rails));
@@ -218,7 +219,7 @@ StepResult run_prepared(const topology::Topology& topology, PreparedStep& prepar
   } else if (options.fidelity == Fidelity::hybrid) {
     // Flow level with each collective's transfers stretched by its pattern's packet-level correction; the bytes
     // are put back before anything reads them.
-    auto corrections = detail::measure_corrections(simulated, lowered, options.engine);
+    auto corrections = detail::measure_corrections(topology, simulated, lowered, options.engine);
     const auto saved = detail::apply_corrections(lowered.graph, lowered, corrections.span_factor);
     run_result       = run(simulated, lowered.graph, Fidelity::flow, options.engine);
     detail::restore_bytes(lowered.graph, saved);

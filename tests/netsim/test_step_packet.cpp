@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <map>
 
 using namespace spansim;
 using nlohmann::json;
@@ -157,6 +158,46 @@ TEST_CASE("hybrid fidelity: flow when every correction is 1, moved by each measu
   // 1.8), so the corrections above move the step by more than rounding.
   INFO("largest |factor - 1|: " << furthest);
   CHECK(furthest > 0.1);
+}
+
+TEST_CASE("hybrid fidelity folds the rails as flow does and measures each pattern on every rail",
+          "[step][packet][hybrid][rails]")
+{
+  // DP 16 with FSDP over one whole 8-GPU node in each building: its rings leave each node by all 8 NICs, so the
+  // flow-level step runs rail 0 alone. The packet runs still see the whole collective (every rail and channel), so
+  // the corrections, and the step, are those of the unfolded hybrid run.
+  auto job_json                            = small_job(1, 16, 1024);
+  job_json["parallelism"]["data_parallel"] = "fsdp";
+  job_json["batch"]["global_sequences"]    = 16;
+  SmallStep step(job_json);
+  netsim::StepOptions o;
+  o.fidelity      = netsim::Fidelity::hybrid;
+  auto folded     = netsim::simulate_step(step.topo, step.graph, *step.place, o);
+  o.rail_symmetry = false;
+  auto every      = netsim::simulate_step(step.topo, step.graph, *step.place, o);
+  std::cout << "hybrid, rails folded: " << folded.step_time << " s, " << folded.flow_ops << " flow ops, "
+            << folded.engine["hybrid"]["corrections"].dump() << "\nhybrid, every rail: " << every.step_time << " s, "
+            << every.flow_ops << " flow ops, " << every.engine["hybrid"]["corrections"].dump() << "\n";
+  REQUIRE(folded.rails == 8);
+  CHECK(folded.engine["rail_symmetry"] != false);
+  CHECK(folded.flow_ops < every.flow_ops);
+  REQUIRE(folded.engine["hybrid"]["packet_runs"].get<int>() >= 1);
+  // Each collective is measured at the same size, on the same whole collective, with the same factor (the folded
+  // step keys its spans by their own sizes, so a size the unfolded one shares with another is a pattern of its own).
+  auto key_of = [](const json& row) {
+    return row["collective"].get<std::string>() + " measured at " +
+           std::to_string(std::llround(row["measured_bytes"].get<double>())) + " B";
+  };
+  std::map<std::string, double> factors;
+  for (const auto& row : every.engine["hybrid"]["corrections"])
+    factors[key_of(row)] = row["factor"].get<double>();
+  for (const auto& row : folded.engine["hybrid"]["corrections"]) {
+    const auto key = key_of(row);
+    REQUIRE(factors.count(key) == 1);
+    expect_within("correction of " + key + ", folded against every rail", factors[key], row["factor"].get<double>(),
+                  1e-9);
+  }
+  expect_within("hybrid step, rails folded against every rail", every.step_time, folded.step_time, 1e-6);
 }
 
 TEST_CASE("hybrid fidelity: a step whose DP flows ECMP forces together moves to sprayed packets' time",
