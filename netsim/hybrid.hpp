@@ -23,7 +23,7 @@ struct Corrections {
 /// rail under rail symmetry) and measures each one's correction on `topology`, every rail and channel of the
 /// collective as packet level runs it.
 /// @throws SimulationError when a packet or flow run fails (a pattern too large for packet level, or whose worker
-/// runs out of its share of memory, is skipped with factor 1 and reported).
+/// runs out of memory or dies, is skipped with factor 1 and reported).
 Corrections measure_corrections(const topology::Topology& topology, const topology::Topology& simulated,
                                 const LoweredStep& lowered, const EngineOptions& engine);
 
