@@ -135,7 +135,6 @@ Corrections measure_corrections(const topology::Topology& topology, const topolo
   // pattern whose worker dies (the kernel's out-of-memory killer) is left uncorrected rather than ending the step.
   // No RLIMIT_DATA here: SimGrid maps an 8 MiB stack per actor, which a data limit counts whole (a 262K-GPU
   // pattern's flow run failed to allocate stacks under 12 GB while its resident set was 0.4 GB).
-  const int workers = engine.hybrid.workers > 0 ? engine.hybrid.workers : process::available_cores();
   process::MapOptions guard;
   guard.on_lost = [&](std::size_t p, const std::string& why) {
     return nlohmann::json{{"measured_bytes", lowered.spans[representative[p]].collective.bytes * scale[p]},
@@ -145,7 +144,7 @@ Corrections measure_corrections(const topology::Topology& topology, const topolo
         .dump();
   };
   const auto results = process::parallel_map(
-      representative.size(), workers,
+      representative.size(), engine.hybrid.workers,
       [&](std::size_t p) {
         // Every rail and channel of the collective (a folded step's spans keep one rail's transfers between nodes).
         Collective c = lowered.spans[representative[p]].collective;

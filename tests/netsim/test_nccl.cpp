@@ -290,6 +290,7 @@ TEST_CASE("NVLSTree on two nodes: NVLS inside, each NIC's double tree carries S/
       Lowered l;
       const double time = simulate(t, c, f, &l);
       REQUIRE(l.algorithm == Algorithm::nvls_tree);
+      REQUIRE(l.nccl.channels == 16); // NCCL's NVLS channels on Hopper, as the NVLS test above counts them
       const double nc       = l.nccl.channels;
       const double loop     = std::min(k * head, s / nc);
       const double t_inside = loop * nc / nv;
