@@ -133,8 +133,9 @@ Corrections measure_corrections(const topology::Topology& topology, const topolo
 
   // Each worker runs its patterns at flow level (SimGrid) and at packet level (ns-3), each in a child of its own: a
   // pattern whose worker dies (the kernel's out-of-memory killer) is left uncorrected rather than ending the step.
-  // No RLIMIT_DATA here: SimGrid maps an 8 MiB stack per actor, which a data limit counts whole (a 262K-GPU
-  // pattern's flow run failed to allocate stacks under 12 GB while its resident set was 0.4 GB).
+  // No RLIMIT_DATA here: one was removed when SimGrid's 8 MiB actor stacks, counted whole, failed a 262K-GPU
+  // pattern's flow run under 12 GB at 0.4 GB resident. Stacks are 256 KiB now (SimgridSettings::actor_stack_kib);
+  // a limit has not been measured again at that scale.
   process::MapOptions guard;
   guard.on_lost = [&](std::size_t p, const std::string& why) {
     return nlohmann::json{{"measured_bytes", lowered.spans[representative[p]].collective.bytes * scale[p]},

@@ -126,6 +126,10 @@ struct SimgridSettings {
   /// first or last hops add up to no more than their capacity): the same max-min shares, fewer constraints.
   /// Applies under CM02 without cross traffic or weight-S (netsim/README.md).
   bool leave_out_slack_links = true;
+  /// @brief KiB of stack per SimGrid actor (contexts/stack-size). SimGrid's 8 MiB default is mapped whole for each
+  /// of a large step's thousands of workers, which a worker's data limit (RLIMIT_DATA) counts in full; the
+  /// workers' frames need far less (netsim/README.md). 0: 256 KiB, or 8 MiB in sanitizer builds (larger frames).
+  std::size_t actor_stack_kib = 0;
 
   /// @brief Whether SimGrid computes the analytical engine's model under these settings (CM02 with equal shares:
   /// no cross traffic, TCP gamma or weight-S, latency and bandwidth factors 1), so that an analytical run can stand

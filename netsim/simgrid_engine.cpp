@@ -303,6 +303,19 @@ bool SimgridSettings::analytical_model() const
          weight_s == 0;
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SPANSIM_SANITIZED_STACKS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPANSIM_SANITIZED_STACKS 1
+#endif
+#endif
+#ifdef SPANSIM_SANITIZED_STACKS
+constexpr std::size_t kDefaultActorStackKib = 8192; // ASan's redzones and fake frames
+#else
+constexpr std::size_t kDefaultActorStackKib = 256;
+#endif
+
 std::vector<std::string> SimgridSettings::config_lines() const
 {
   return {"network/model:" + network_model,
@@ -313,7 +326,8 @@ std::vector<std::string> SimgridSettings::config_lines() const
           "network/bandwidth-factor:" + num(bandwidth_factor),
           "network/weight-S:" + num(weight_s),
           "maxmin/precision:" + num(maxmin_precision),
-          "surf/precision:" + num(timing_precision)};
+          "surf/precision:" + num(timing_precision),
+          "contexts/stack-size:" + std::to_string(actor_stack_kib > 0 ? actor_stack_kib : kDefaultActorStackKib)};
 }
 
 nlohmann::json SimgridSettings::to_json() const

@@ -1,16 +1,19 @@
 // Flow fidelity (SimGrid) against closed forms: alpha-beta for single flows, max-min shares for contention,
 // and the ring all-reduce formula. Each run forks its own SimGrid process.
+#include "common/process.hpp"
 #include "netsim/collectives.hpp"
 #include "netsim/netsim.hpp"
 #include "topology/topology.hpp"
 
 #include "tests/support.hpp"
 #include "tests/support_flow.hpp"
+#include "tests/support_process.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 
 using namespace spansim;
@@ -125,6 +128,47 @@ TEST_CASE("thousands of transfers in rounds: every round takes the fair share of
   auto flow             = run_flow(t, g);
   expect_within("5,120 transfers in 160 rounds at flow fidelity", expected, flow.makespan, 1e-3);
   expect_within("the same rounds, analytical against flow", flow.makespan, run_analytical(t, g).makespan, 1e-6);
+}
+
+TEST_CASE("thousands of concurrent transfers run under a worker's data limit: SimGrid's actor stacks are small",
+          "[flow]")
+{
+  // 8,192 transfers ready at once start 128 worker actors (64 comms each). With SimGrid's default 8 MiB stacks
+  // that is 1 GiB of mappings, past a limit of 256 MiB over what the worker holds; spansim's 256 KiB stacks take
+  // 32 MiB. Closed form: they share one NVLink, so all end at latency + n x bytes / bandwidth.
+  if (run_flow(test::tiny_topology(), transfers({{0, 1}}, 1)).settings["config"]["contexts/stack-size"] != "256") {
+    WARN("a sanitizer build keeps SimGrid's 8 MiB stacks: nothing to check");
+    return;
+  }
+  auto t             = test::tiny_topology();
+  const int n        = 8192;
+  const double bytes = 1e5;
+  FlowGraph g;
+  for (int i = 0; i < n; ++i)
+    g.add_transfer(0, 1, bytes);
+  const auto route      = t.route(0, 1);
+  const double expected = t.route_latency(route) + n * bytes / t.route_bandwidth(route);
+  process::MapOptions limited;
+  limited.memory_limit = test::data_segment_bytes() + 256.0 * 1024 * 1024;
+  const auto out       = process::parallel_map(
+            2, 1,
+            [&](std::size_t i) {
+        SimgridSettings settings;
+        if (i == 1)
+          settings.actor_stack_kib = 8192;
+        try {
+          char text[32];
+          std::snprintf(text, sizeof text, "%.17g", run_flow(t, g, settings).makespan);
+          return std::string(text);
+        } catch (const SimulationError& e) {
+          return std::string("failed: ") + e.what();
+        }
+      },
+            {}, limited);
+  std::cout << "256 KiB stacks: " << out[0] << "\n8 MiB stacks:   " << out[1] << "\n";
+  REQUIRE(out[0].rfind("failed", 0) != 0);
+  expect_within("8,192 transfers on one NVLink under the data limit", expected, std::stod(out[0]), 1e-3);
+  CHECK(out[1].rfind("failed", 0) == 0);
 }
 
 TEST_CASE("dependencies and delays order the flow graph", "[flow]")
