@@ -127,9 +127,9 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
   // Current FP8 scaling and NVFP4's per-tensor scale read the tensor once more, in a kernel of its own.
   const int casts =
       (precision == Precision::fp8 && format.recipe == Fp8Recipe::current) || precision == Precision::nvfp4 ? 2 : 1;
-  // A norm that quantizes its own output writes the low-precision copies only (current scaling still reads the
-  // output again for its amax).
-  const double fused_q = q > 0 ? 2 * input_bytes(precision) + (casts == 2 ? kBf16 : 0) : 0;
+  // A norm that quantizes its own output writes the low-precision copies with their scales only (current scaling
+  // still reads the output again for its amax).
+  const double fused_q = q > 0 ? 2 * quantized_bytes(precision, format.recipe) + (casts == 2 ? kBf16 : 0) : 0;
   if (q > 0)
     for (const GemmShape& f : gemms) {
       const double rows = f.cast_rows < 0 ? f.m : f.cast_rows;

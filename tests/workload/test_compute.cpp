@@ -192,6 +192,44 @@ TEST_CASE("Quantization runs at the GPU file's cast rate: the casts' bytes by ha
                 bytes / hbm * (1 / at_file - 1 / at_plain) * 1e3, with - without, 1e-9);
 }
 
+TEST_CASE("Quantization bytes per operand and recipe: a hand count over the cast rate of each format")
+{
+  // The same layer as above, each recipe on a GPU whose file has its cast rate. Per element, an unfused cast reads
+  // BF16 (2 bytes) and writes a row-wise and a column-wise copy with their scales; current scaling and NVFP4 read
+  // the tensor once more (amax); a norm that quantizes its own output writes the copies (and reads for the amax)
+  // only. Copies: FP8 1 byte; block-wise FP8 1 + 4/128 (an FP32 scale per 128); MXFP8 1 + 1/32 (an E8M0 scale per
+  // 32); NVFP4 1/2 + 1/16 (an E4M3 scale per 16).
+  struct Case {
+    const char* gpu;
+    const char* recipe;
+    double copy;
+    bool amax;
+  };
+  const double h = 4096, f = 16384, t = 31 * 512;
+  for (const Case& k : {Case{"h100", "delayed", 1, false}, Case{"h100", "current", 1, true},
+                        Case{"h100", "blockwise", 1 + 4.0 / 128, false}, Case{"b300", "mxfp8", 1 + 1.0 / 32, false},
+                        Case{"b300", "nvfp4", 0.5 + 1.0 / 16, true}}) {
+    const double unfused = 2 + 2 * k.copy + (k.amax ? 2 : 0), fed = 2 * k.copy + (k.amax ? 2 : 0);
+    // Norm-fed: the QKV and fc1 inputs. Unfused: the proj and fc2 inputs, the weights (one micro-batch) and the
+    // output gradients of all four.
+    const double bytes = fed * (t * h + t * h) + unfused * (t * h + t * f) +
+                         unfused * (3 * h * h + h * h + f * h + h * f) + unfused * t * (3 * h + h + f + h);
+    json g = json::parse(std::ifstream(std::string(SPANSIM_SOURCE_DIR) + "/workload/gpus/" + k.gpu + ".json"));
+    const std::string key = std::string(k.recipe) == "current"                                     ? "fp8_current"
+                            : std::string(k.recipe) == "mxfp8" || std::string(k.recipe) == "nvfp4" ? k.recipe
+                                                                                                   : "fp8";
+    const double hbm      = spansim::units::parse_bandwidth(g["hbm_bandwidth"].get<std::string>());
+    const double at_file  = g["efficiency"]["quantize"][key].get<double>();
+    const double at_plain = g["efficiency"]["elementwise"].get<double>();
+    const double with     = te_profile_layer_ms(g, k.recipe);
+    g["efficiency"].erase("quantize");
+    const double without = te_profile_layer_ms(g, k.recipe);
+    expect_within(std::string(k.gpu) + " " + k.recipe + ": " + std::to_string(unfused) + " bytes an element unfused, " +
+                      std::to_string(fed) + " norm-fed; cast ms at the file's rate less at the element-wise one",
+                  bytes / hbm * (1 / at_file - 1 / at_plain) * 1e3, with - without, 1e-9);
+  }
+}
+
 TEST_CASE("Block-wise FP8 runs as MXFP8 where the GPU has MXFP8 and no block-scaled FP8 ceiling")
 {
   // Transformer Engine emulates FP8 block scaling with MXFP8 on Blackwell (fp8_blockwise_scaling.rst, "Supported
