@@ -267,14 +267,18 @@ void run(const RunOptions& o)
                           fixed(h["wall_seconds"].get<double>(), 1) + " s elapsed)",
                       {"collective", "group", "size", "measured at", "occurrences", "flow", "packet", "correction"},
                       {}};
+    // A pattern whose worker died, or that was too large, has no measurement: its cells say so.
+    auto size_of = [](const nlohmann::json& v) { return v.is_number() ? units::format_size(v.get<double>()) : "-"; };
+    auto time_of = [](const nlohmann::json& v) { return v.is_number() ? units::format_time(v.get<double>()) : "-"; };
     for (const auto& c : h["corrections"])
-      corrections.rows.push_back(
-          {c["collective"].get<std::string>() + " (" + c["algorithm"].get<std::string>() + ")",
-           std::to_string(c["group"].get<int>()), units::format_size(c["bytes"].get<double>()),
-           units::format_size(c["measured_bytes"].get<double>()), std::to_string(c["occurrences"].get<int>()),
-           units::format_time(c["flow_s"].get<double>()),
-           c.contains("packet_s") ? units::format_time(c["packet_s"].get<double>()) : "skipped (too large)",
-           fixed(c["factor"].get<double>(), 3) + "x"});
+      corrections.rows.push_back({c["collective"].get<std::string>() + " (" + c["algorithm"].get<std::string>() + ")",
+                                  std::to_string(c["group"].get<int>()), size_of(c["bytes"]),
+                                  size_of(c["measured_bytes"]), std::to_string(c["occurrences"].get<int>()),
+                                  time_of(c["flow_s"]),
+                                  c.contains("packet_s")  ? time_of(c["packet_s"])
+                                  : c.contains("skipped") ? "skipped: " + c["skipped"].get<std::string>()
+                                                          : "skipped",
+                                  fixed(c["factor"].get<double>(), 3) + "x"});
     print_table(std::cout, corrections);
   }
 

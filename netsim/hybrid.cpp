@@ -138,10 +138,9 @@ Corrections measure_corrections(const topology::Topology& topology, const topolo
   // a limit has not been measured again at that scale.
   process::MapOptions guard;
   guard.on_lost = [&](std::size_t p, const std::string& why) {
-    return nlohmann::json{{"measured_bytes", lowered.spans[representative[p]].collective.bytes * scale[p]},
-                          {"flow_s", nullptr},
-                          {"wall_s", 0.0},
-                          {"skipped", "its worker died (" + why + ")"}}
+    // Nothing was measured: a folded span's size would have been scaled down in the worker that died.
+    return nlohmann::json{
+        {"measured_bytes", nullptr}, {"flow_s", nullptr}, {"wall_s", 0.0}, {"skipped", "its worker died (" + why + ")"}}
         .dump();
   };
   const auto results = process::parallel_map(
