@@ -137,7 +137,7 @@ Corrections measure_corrections(const topology::Topology& topology, const topolo
   // pattern's flow run under 12 GB at 0.4 GB resident. Stacks are 256 KiB now (SimgridSettings::actor_stack_kib);
   // a limit has not been measured again at that scale.
   process::MapOptions guard;
-  guard.on_lost = [&](std::size_t p, const std::string& why) {
+  guard.on_lost = [](std::size_t, const std::string& why) {
     // Nothing was measured: a folded span's size would have been scaled down in the worker that died.
     return nlohmann::json{
         {"measured_bytes", nullptr}, {"flow_s", nullptr}, {"wall_s", 0.0}, {"skipped", "its worker died (" + why + ")"}}

@@ -135,10 +135,16 @@ constexpr std::array<std::string_view, 2> enum_names(GemmLibrary)
 
 /// @brief A GEMM library's published grouped-GEMM rates: FLOP/s by rows per group on each published (n, k) shape,
 /// and what its weight-gradient kernels reach against them.
+struct GpuSpec;
+
 struct GroupedGemmRates {
-  /// @brief One published figure: a GEMM of `rows` rows per group, `n` x `k`, at `rate` FLOP/s.
+  /// @brief One published figure: `groups` GEMMs of `rows` rows each, `n` x `k`, at `rate` FLOP/s.
   struct Point {
     double rows = 0, n = 0, k = 0, rate = 0;
+    double groups = 1;
+    /// @brief The rate of whole waves: `rate` over the tile and wave model's quantization at the published shape,
+    /// so that the model gives the published time back there (derive_full_wave).
+    double full_wave = 0;
   };
   std::vector<Point> points;
   int block_m = 128; ///< each group's rows are padded to a multiple of this (the kernel's block of rows)
@@ -149,6 +155,9 @@ struct GroupedGemmRates {
   double rate(double rows, double k) const;
   /// @brief `rows` padded to the block.
   double padded(double rows) const;
+  /// @brief Sets each point's full_wave on `gpu`'s SMs and tiles: a published rate was measured on its own shape,
+  /// whose partial waves it already includes.
+  void derive_full_wave(const GpuSpec& gpu);
 };
 
 /// @brief The GEMM model's per-GPU inputs: the best measured rate of a full-wave GEMM and the tiling that

@@ -125,12 +125,24 @@ double GroupedGemmRates::rate(double rows, double k) const
   // epilogue a larger share); N only sets how many tiles the rows fill.
   std::map<std::pair<double, double>, std::vector<std::pair<double, double>>> shapes;
   for (const auto& p : points)
-    shapes[{p.k, p.n}].emplace_back(std::log2(p.rows), p.rate);
+    shapes[{p.k, p.n}].emplace_back(std::log2(p.rows), p.full_wave > 0 ? p.full_wave : p.rate);
   std::vector<std::pair<double, double>> by_k;
   const double x = std::log2(padded(rows));
   for (const auto& [shape, curve] : shapes)
     by_k.emplace_back(std::log2(shape.first), piecewise(curve, x));
   return piecewise(by_k, std::log2(k));
+}
+
+void GroupedGemmRates::derive_full_wave(const GpuSpec& gpu)
+{
+  for (auto& p : points) {
+    GpuSpec library          = gpu;
+    library.gemm.ceiling_fp8 = library.gemm.ceiling_fp8_blockwise = p.rate;
+    const GemmShape shape  = {.m = padded(p.rows), .n = p.n, .k = p.k, .groups = static_cast<int>(p.groups)};
+    const double modelled  = gemm_cost(library, Precision::fp8, shape, 1, Fp8Recipe::blockwise).seconds;
+    const double published = 2 * p.groups * p.rows * p.n * p.k / p.rate;
+    p.full_wave            = p.rate * modelled / published;
+  }
 }
 
 double AttentionRates::rate(double s, bool backward) const

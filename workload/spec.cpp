@@ -138,8 +138,8 @@ double read_measured_rate(spec::ObjectReader& r, std::string_view key, double pe
   return rate;
 }
 
-// A library's published grouped-GEMM rates: {"block_m": 128, "wgrad_fraction": 0.72, "grouped": [{"rows": 4096,
-// "n": 4096, "k": 7168, "rate": "1346TFLOPs"}, ...]}.
+// A library's published grouped-GEMM rates: {"block_m": 128, "wgrad_fraction": 0.72, "grouped": [{"groups": 8,
+// "rows": 4096, "n": 4096, "k": 7168, "rate": "1346TFLOPs"}, ...]} (groups: how many the measurement ran, 1 if unsaid).
 GroupedGemmRates read_grouped_rates(spec::ObjectReader r, const GpuSpec& g)
 {
   GroupedGemmRates out;
@@ -152,10 +152,11 @@ GroupedGemmRates read_grouped_rates(spec::ObjectReader r, const GpuSpec& g)
   for (std::size_t i = 0; i < rows.size(); ++i) {
     spec::ObjectReader p(rows[i], at.element(i));
     GroupedGemmRates::Point point;
-    point.rows = static_cast<double>(p.integer("rows", 1, 1 << 24));
-    point.n    = static_cast<double>(p.integer("n", 1, 1 << 24));
-    point.k    = static_cast<double>(p.integer("k", 1, 1 << 24));
-    point.rate = read_measured_rate(p, "rate", g.peak_fp8_flops, "peak_fp8");
+    point.rows   = static_cast<double>(p.integer("rows", 1, 1 << 24));
+    point.n      = static_cast<double>(p.integer("n", 1, 1 << 24));
+    point.k      = static_cast<double>(p.integer("k", 1, 1 << 24));
+    point.groups = static_cast<double>(p.optional_integer("groups", 1, 1 << 16).value_or(1));
+    point.rate   = read_measured_rate(p, "rate", g.peak_fp8_flops, "peak_fp8");
     p.finish();
     out.points.push_back(point);
   }
@@ -322,6 +323,7 @@ GpuSpec read_gpu(spec::ObjectReader r)
   }
   eff.finish();
   g.comm_sms = static_cast<int>(r.optional_integer("comm_sms", 0, g.gemm.sms - 1).value_or(0));
+  g.gemm.deepgemm.derive_full_wave(g); // needs the tiles, SMs and memory rate read above
   if (auto m = r.optional_object("measured_kernels"))
     g.measured = read_measured_kernels(*m);
   r.finish();
