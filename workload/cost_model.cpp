@@ -65,6 +65,7 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
     const double dispatched = c.job.dispatch.precision == Precision::fp8 ? t / c.sp / local : -1;
     mlp(m.moe.expert_ffn, expert_tokens(c) * c.load.busiest[static_cast<std::size_t>(layer)] / local, local, c.etp,
         routed, dispatched, false);
+    routed[routed.size() - 2].dispatched = dispatched >= 0;
     if (m.moe.shared_experts > 0)
       mlp(double(m.moe.shared_experts) * m.moe.expert_ffn, t, 1, tp, g, normed, true);
   } else {
@@ -133,15 +134,19 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
   if (q > 0)
     for (const GemmShape& f : gemms) {
       const double rows = f.cast_rows < 0 ? f.m : f.cast_rows;
-      const double fwd  = f.groups * ((f.cast_fused ? fused_q : q) * rows * f.k + q * f.n * f.k / c.mbs);
-      const double bwd  = q * f.groups * f.m * f.n;
+      // Before an FP8 dispatch the rank writes the row-wise copy only; the received rows are re-quantized
+      // column-wise (read the row-wise copy, write the column-wise one), a launch of its own.
+      const double qb  = quantized_bytes(precision, format.recipe);
+      const double a_q = f.dispatched ? (q - qb) * rows + 2 * qb * f.m : (f.cast_fused ? fused_q : q) * rows;
+      const double fwd = f.groups * (a_q * f.k + q * f.n * f.k / c.mbs);
+      const double bwd = q * f.groups * f.m * f.n;
       k.gemm_fwd_seconds += fwd / mem_rate;
       k.quantize_fwd_seconds += fwd / mem_rate;
       k.gemm_fwd_bytes += fwd;
       k.gemm_bwd_seconds += bwd / mem_rate;
       k.quantize_bwd_seconds += bwd / mem_rate;
       k.gemm_bwd_bytes += bwd;
-      k.kernels_fwd += f.cast_fused ? casts - 1 : casts;
+      k.kernels_fwd += (f.cast_fused ? casts - 1 : casts) + (f.dispatched ? 1 : 0);
       k.kernels_bwd += casts;
     }
   for (const GemmShape& f : gemms) {

@@ -26,6 +26,10 @@ struct GemmShape {
   /// quantizes its shard before the all-gather; an FP8 dispatch sends tokens already quantized.
   double cast_rows = -1;
   bool cast_fused  = false; ///< A is quantized by the norm that produces it (Transformer Engine's LayerNormLinear)
+  /// @brief A arrives row-wise quantized from an FP8 dispatch: the rank casts its cast_rows row-wise only before the
+  /// dispatch, and the weight gradient needs A column-wise over the m rows received, a second pass that reads the
+  /// row-wise copy and writes a column-wise one (DeepSeek-V3's column-wise re-quantization).
+  bool dispatched = false;
 };
 
 /// @brief What one GEMM costs under the model: FLOPs, HBM bytes, achieved fraction of peak, and time.

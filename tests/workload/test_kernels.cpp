@@ -139,3 +139,30 @@ TEST_CASE("Grouped GEMMs at DeepGEMM's published shapes take the published times
                   expected, cost.seconds, 0.05);
   }
 }
+
+TEST_CASE("An FP8 dispatch casts the rank's tokens row-wise and re-quantizes the received rows column-wise")
+{
+  // DeepSeek-V3's H800 layout (EP 64: 4 local experts, 4,096 tokens a GPU, top-8, balanced, block-wise FP8). With a
+  // BF16 dispatch each expert casts its received rows once, both layouts: (2 + 2 qb) bytes an element. With DeepEP's
+  // FP8 dispatch the rank writes its own tokens' row-wise copy before they leave ((2 + qb) an element of its 1,024
+  // tokens a local expert) and each expert re-quantizes its received rows column-wise for the weight gradient
+  // (read the row-wise copy, write the column-wise one: 2 qb), qb = 1 + 4/128 (an FP32 scale per 128).
+  json j                   = workload_test::roofline(job_file("deepseek-v3-h800-profile.json"));
+  auto quantized_fwd_bytes = [&](const std::string& dispatch) {
+    j["moe"]["dispatch_precision"] = dispatch;
+    const wl::JobSpec job          = wl::parse_job(j, "deepseek-v3-h800-profile.json");
+    const wl::detail::Context c(job);
+    const auto ch = wl::detail::chunk_costs(c)[2];
+    REQUIRE(ch.moe_layers == ch.layers);
+    return ch.sum.quantize_fwd_seconds * job.gpu.quantize_rate(wl::Precision::fp8, wl::Fp8Recipe::blockwise) /
+           ch.layers;
+  };
+  const double fp8 = quantized_fwd_bytes("fp8"), bf16 = quantized_fwd_bytes("bf16");
+  const double qb = 1 + 4.0 / 128, q = 2 + 2 * qb, h = 7168, local = 4;
+  const double received = 4096.0 * 64 * 8 / 256; // an expert's rows: top-8 copies of 64 GPUs' 4,096 tokens over 256
+  const double own      = 4096.0 / local;
+  const double expected = local * h * ((q - qb) * own + 2 * qb * received - q * received);
+  std::cout << "rows received an expert: " << received << ", own tokens a local expert: " << own << "\n";
+  expect_within("FP8 dispatch less BF16 dispatch: the experts' input casts of a layer (bytes)", expected, fp8 - bf16,
+                1e-9);
+}
