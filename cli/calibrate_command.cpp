@@ -398,6 +398,19 @@ void validate(const ValidateOptions& o)
         for (std::size_t k = 0; k < netsim::kParts.size(); ++k)
           parts[std::string(name_of(netsim::kParts[k]))] = r.parts[k];
         j["breakdown_s"] = parts;
+        // What the row ran, as its job states it (issue 62: each row names its kernels).
+        for (const auto& run : dataset.runs)
+          if (run.name == r.name && run.job) {
+            const auto& job   = *run.job;
+            nlohmann::json ks = {{"gemm", name_of(job.gemm_library)},
+                                 {"attention", name_of(job.attention)},
+                                 {"precision", name_of(job.precision)}};
+            if (job.precision == workload::Precision::fp8)
+              ks["fp8_recipe"] = name_of(job.fp8_recipe);
+            if (job.model.moe.experts > 0)
+              ks["dispatcher"] = name_of(job.dispatch.dispatcher);
+            j["kernels"] = ks;
+          }
       }
       rows.push_back(j);
     }

@@ -333,6 +333,13 @@ TEST_CASE("validate --json on a few small published runs: each error is the thro
     CHECK(error == Approx(expected).epsilon(1e-9));
     CHECK(std::fabs(error) < 0.5);
     CHECK(row["profile"].get<std::string>().ends_with("-published"));
+    // Each row names what it ran: the MPT row its FlashAttention-2 kernel (llm-foundry's Triton kernel is named
+    // apart), the NeMo FP8 row its recipe.
+    CHECK(row["kernels"]["gemm"] == "cublas");
+    if (row["run"] == "mpt-7b-8k-8xa100")
+      CHECK(row["kernels"]["attention"] == "flash2");
+    if (row["run"].get<std::string>().starts_with("nemo2407"))
+      CHECK(row["kernels"]["precision"] == "fp8");
     double parts = 0;
     for (const auto& [part, seconds] : row["breakdown_s"].items())
       parts += seconds.get<double>();
