@@ -410,6 +410,7 @@ void validate(const ValidateOptions& o)
             if (job.model.moe.experts > 0)
               ks["dispatcher"] = name_of(job.dispatch.dispatcher);
             j["kernels"] = ks;
+            break;
           }
       }
       rows.push_back(j);

@@ -1,5 +1,6 @@
 #include "common/process.hpp"
 
+#include "common/build.hpp"
 #include "common/error.hpp"
 
 #include <algorithm>
@@ -93,8 +94,9 @@ pid_t fork_or_throw()
   if (pid < 0)
     throw SimulationError(std::string("cannot fork a child process: ") + std::strerror(errno));
   // A child that crashes (SimGrid aborts when it cannot map an actor's stack) dies of its signal, which its
-  // parent reports; the parent's crash handlers (a test framework's failure report) must not run in it.
-  if (pid == 0)
+  // parent reports; the parent's crash handlers (a test framework's failure report) must not run in it. Under
+  // AddressSanitizer its handlers stay: they report where the child crashed.
+  if (pid == 0 && !kAddressSanitizer)
     for (int crash : {SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL})
       ::signal(crash, SIG_DFL);
   return pid;

@@ -3,6 +3,8 @@
 #include "common/error.hpp"
 #include "common/process.hpp"
 #include "netsim/netsim.hpp"
+
+#include "common/build.hpp"
 #include "netsim/simgrid_platform.hpp"
 #include "netsim/slack_links.hpp"
 
@@ -303,18 +305,8 @@ bool SimgridSettings::analytical_model() const
          weight_s == 0;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SPANSIM_SANITIZED_STACKS 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SPANSIM_SANITIZED_STACKS 1
-#endif
-#endif
-#ifdef SPANSIM_SANITIZED_STACKS
-constexpr std::size_t kDefaultActorStackKib = 8192; // ASan's redzones and fake frames
-#else
-constexpr std::size_t kDefaultActorStackKib = 256;
-#endif
+// ASan's redzones and fake frames need SimGrid's own 8 MiB.
+constexpr std::size_t kDefaultActorStackKib = kAddressSanitizer ? 8192 : 256;
 
 std::vector<std::string> SimgridSettings::config_lines() const
 {

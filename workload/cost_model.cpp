@@ -50,9 +50,14 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
   // An MLP of width f split `split` ways: gate and up fused into one GEMM (gated) or fc1 (plain), then down / fc2.
   const double in_mats = m.mlp == MlpKind::gated ? 2 : 1;
   auto mlp = [&](double f, double tokens, int groups, double split, std::vector<GemmShape>& to, double cast_rows,
-                 bool fused) {
-    to.push_back(
-        {.m = tokens, .n = in_mats * f / split, .k = h, .groups = groups, .cast_rows = cast_rows, .cast_fused = fused});
+                 bool fused, bool dispatched = false) {
+    to.push_back({.m          = tokens,
+                  .n          = in_mats * f / split,
+                  .k          = h,
+                  .groups     = groups,
+                  .cast_rows  = cast_rows,
+                  .cast_fused = fused,
+                  .dispatched = dispatched});
     to.push_back({.m = tokens, .n = h, .k = f / split, .groups = groups});
   };
   if (m.is_moe_layer(layer)) {
@@ -62,10 +67,9 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
     // The busiest expert GPU sets the pace of the layer (its all-to-alls wait for it).
     const int local = m.moe.experts / c.ep;
     // An FP8 dispatch quantizes the rank's tokens once, before their top-k copies leave.
-    const double dispatched = c.job.dispatch.precision == Precision::fp8 ? t / c.sp / local : -1;
+    const double own = c.job.dispatch.precision == Precision::fp8 ? t / c.sp / local : -1;
     mlp(m.moe.expert_ffn, expert_tokens(c) * c.load.busiest[static_cast<std::size_t>(layer)] / local, local, c.etp,
-        routed, dispatched, false);
-    routed[routed.size() - 2].dispatched = dispatched >= 0;
+        routed, own, false, own >= 0);
     if (m.moe.shared_experts > 0)
       mlp(double(m.moe.shared_experts) * m.moe.expert_ffn, t, 1, tp, g, normed, true);
   } else {
@@ -128,18 +132,19 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
   // Current FP8 scaling and NVFP4's per-tensor scale read the tensor once more, in a kernel of its own.
   const int casts =
       (precision == Precision::fp8 && format.recipe == Fp8Recipe::current) || precision == Precision::nvfp4 ? 2 : 1;
+  // Bytes an element of one low-precision copy with its scales.
+  const double qb = quantized_bytes(precision, format.recipe);
   // A norm that quantizes its own output writes the low-precision copies with their scales only (current scaling
   // still reads the output again for its amax).
-  const double fused_q = q > 0 ? 2 * quantized_bytes(precision, format.recipe) + (casts == 2 ? kBf16 : 0) : 0;
+  const double fused_q = q > 0 ? 2 * qb + (casts == 2 ? kBf16 : 0) : 0;
+  // Before an FP8 dispatch the rank writes the row-wise copy only; the received rows are re-quantized column-wise
+  // (read the row-wise copy, write the column-wise one), a launch of its own.
   if (q > 0)
     for (const GemmShape& f : gemms) {
       const double rows = f.cast_rows < 0 ? f.m : f.cast_rows;
-      // Before an FP8 dispatch the rank writes the row-wise copy only; the received rows are re-quantized
-      // column-wise (read the row-wise copy, write the column-wise one), a launch of its own.
-      const double qb  = quantized_bytes(precision, format.recipe);
-      const double a_q = f.dispatched ? (q - qb) * rows + 2 * qb * f.m : (f.cast_fused ? fused_q : q) * rows;
-      const double fwd = f.groups * (a_q * f.k + q * f.n * f.k / c.mbs);
-      const double bwd = q * f.groups * f.m * f.n;
+      const double a_q  = f.dispatched ? (q - qb) * rows + 2 * qb * f.m : (f.cast_fused ? fused_q : q) * rows;
+      const double fwd  = f.groups * (a_q * f.k + q * f.n * f.k / c.mbs);
+      const double bwd  = q * f.groups * f.m * f.n;
       k.gemm_fwd_seconds += fwd / mem_rate;
       k.quantize_fwd_seconds += fwd / mem_rate;
       k.gemm_fwd_bytes += fwd;

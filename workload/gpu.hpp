@@ -133,15 +133,16 @@ constexpr std::array<std::string_view, 2> enum_names(GemmLibrary)
   return {"cublas", "deepgemm"};
 }
 
+struct GpuSpec;
+
 /// @brief A GEMM library's published grouped-GEMM rates: FLOP/s by rows per group on each published (n, k) shape,
 /// and what its weight-gradient kernels reach against them.
-struct GpuSpec;
 
 struct GroupedGemmRates {
   /// @brief One published figure: `groups` GEMMs of `rows` rows each, `n` x `k`, at `rate` FLOP/s.
   struct Point {
     double rows = 0, n = 0, k = 0, rate = 0;
-    double groups = 1;
+    int groups = 1;
     /// @brief The rate of whole waves: `rate` over the tile and wave model's quantization at the published shape,
     /// so that the model gives the published time back there (derive_full_wave).
     double full_wave = 0;

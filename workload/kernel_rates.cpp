@@ -138,7 +138,7 @@ void GroupedGemmRates::derive_full_wave(const GpuSpec& gpu)
   for (auto& p : points) {
     GpuSpec library          = gpu;
     library.gemm.ceiling_fp8 = library.gemm.ceiling_fp8_blockwise = p.rate;
-    const GemmShape shape  = {.m = padded(p.rows), .n = p.n, .k = p.k, .groups = static_cast<int>(p.groups)};
+    const GemmShape shape  = {.m = padded(p.rows), .n = p.n, .k = p.k, .groups = p.groups};
     const double modelled  = gemm_cost(library, Precision::fp8, shape, 1, Fp8Recipe::blockwise).seconds;
     const double published = 2 * p.groups * p.rows * p.n * p.k / p.rate;
     p.full_wave            = p.rate * modelled / published;

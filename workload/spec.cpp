@@ -155,7 +155,7 @@ GroupedGemmRates read_grouped_rates(spec::ObjectReader r, const GpuSpec& g)
     point.rows   = static_cast<double>(p.integer("rows", 1, 1 << 24));
     point.n      = static_cast<double>(p.integer("n", 1, 1 << 24));
     point.k      = static_cast<double>(p.integer("k", 1, 1 << 24));
-    point.groups = static_cast<double>(p.optional_integer("groups", 1, 1 << 16).value_or(1));
+    point.groups = static_cast<int>(p.optional_integer("groups", 1, 1 << 16).value_or(1));
     point.rate   = read_measured_rate(p, "rate", g.peak_fp8_flops, "peak_fp8");
     p.finish();
     out.points.push_back(point);
