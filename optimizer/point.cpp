@@ -67,6 +67,12 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
   json job = {
       {"name", spec.base.name}, {"model", spec.model_ref}, {"gpu", spec.gpu_ref},  {"gpus", spec.base.gpus},
       {"parallelism", par},     {"batch", batch},          {"schedule", schedule}, {"recompute", name_of(p.recompute)}};
+  // The base job's recompute modules hold where the point recomputes selectively.
+  if (p.recompute == workload::Recompute::selective && !spec.base.recompute_modules.empty()) {
+    job["recompute_modules"] = json::array();
+    for (const auto m : spec.base.recompute_modules)
+      job["recompute_modules"].push_back(name_of(m));
+  }
   if (spec.base.precision != workload::Precision::bf16 || spec.base.gradient_reduce_bytes != 4) {
     job["precision"] = {{"compute", name_of(spec.base.precision)},
                         {"gradient_reduce", spec.base.gradient_reduce_bytes == 4 ? "fp32" : "bf16"}};
@@ -244,9 +250,11 @@ workload::JobSpec job_of(const OptimizeSpec& spec, const Point& p, int buildings
   job.schedule.virtual_stages   = p.schedule == workload::ScheduleKind::interleaved_1f1b ? p.virtual_stages : 1;
   job.schedule.microbatch_group = 0;
   job.recompute                 = p.recompute;
-  job.schedule.ep_overlap       = p.ep_overlap;
-  job.dispatch.dispatcher       = p.dispatcher;
-  job.dispatch.node_limit       = p.node_limit;
+  if (p.recompute != workload::Recompute::selective)
+    job.recompute_modules.clear();
+  job.schedule.ep_overlap = p.ep_overlap;
+  job.dispatch.dispatcher = p.dispatcher;
+  job.dispatch.node_limit = p.node_limit;
   // An explicit layer split (or layout) holds for the base job's pipeline only; other points split evenly.
   const bool dual =
       job.schedule.kind == workload::ScheduleKind::dualpipe || job.schedule.kind == workload::ScheduleKind::dualpipev;

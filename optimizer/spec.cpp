@@ -161,6 +161,7 @@ json OptimizeSpec::to_json() const
               {"gpus", base.gpus},
               {"batch", batch_ref},
               {"moe", moe_ref},
+              {"recompute_modules", names_of(base.recompute_modules)},
               {"buildings", buildings},
               {"gpus_per_node", gpus_per_node},
               {"search",
@@ -480,6 +481,13 @@ OptimizeSpec load_optimize_spec(const std::string& path)
                          "); allowed: a multiple of one of them, or search.tp, search.cp, search.pp that "
                          "divide the GPU count");
     }
+  }
+  // Megatron's recompute modules, for the points that recompute selectively (a search without selective has none).
+  if (r.has("recompute_modules")) {
+    if (std::find(spec.space.recompute.begin(), spec.space.recompute.end(), workload::Recompute::selective) ==
+        spec.space.recompute.end())
+      r.fail("recompute_modules", "search.recompute has no \"selective\", the only recompute the modules apply to");
+    spec.base.recompute_modules = workload::read_recompute_modules(r, workload::Recompute::selective, spec.base.model);
   }
   r.finish();
   return spec;

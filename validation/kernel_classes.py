@@ -2,7 +2,8 @@
 """One DeepSeek-V3 MoE layer on H800, kernel class by kernel class: DeepSeek's public profile against spansim.
 
 Runs `spansim run --json` on examples/scenarios/deepseek-v3-h800-profile.json (the profile's layout: EP 64, TP 1,
-4K tokens per GPU, FP8 block scaling on DeepGEMM, DeepEP's FP8 dispatch, balanced routing), takes one micro-batch's
+4K tokens per GPU, FP8 block scaling on DeepGEMM, DeepEP's FP8 dispatch, balanced routing, RMSNorm and the MLA
+up-projections recomputed), takes one micro-batch's
 kernel classes of a pipeline stage made of MoE layers only, divides by its layers, and sets each class beside the
 trace's (validation/kernels/deepseek-v3-h800-trace.json). Prints a table, or JSON with --json.
 
@@ -28,7 +29,7 @@ MAPPING = [
     ("permute", ["permute_unpermute"]),
     ("norms", ["norm"]),
     ("elementwise", ["activation_swiglu", "elementwise_other", "router"]),
-    ("recompute", []),
+    ("recompute", []),  # the trace files recomputed kernels under their own classes (norm, dense_gemm)
 ]
 
 

@@ -20,60 +20,78 @@ namespace {
 // The forward GEMMs of one layer and micro-batch on one rank. Tokens are the GEMMs' M: with sequence parallelism
 // the all-gathered sequence (T), as tensor parallelism splits the weights' output (column-parallel) or input
 // (row-parallel) features by tp.
-std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<GemmShape>& routed)
+// layer_gemms' module for the routed experts' GEMMs, which go to their own list.
+constexpr int kRoutedExperts = -2;
+
+std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<GemmShape>& routed,
+                                   std::vector<int>& module_of)
 {
   const ModelSpec& m = c.m;
   const double t = c.tokens, h = m.hidden, tp = c.tp;
   // A norm's output: the rank's sequence-parallel shard, quantized before its all-gather.
   const double normed = t / c.sp;
   std::vector<GemmShape> g;
+  // Each of the layer's GEMMs (not the routed experts') with the recompute module that re-runs it (-1: none).
+  auto push = [&](const GemmShape& s, int module = -1) {
+    g.push_back(s);
+    module_of.push_back(module);
+  };
+  const int up_proj = static_cast<int>(RecomputeModule::mla_up_proj);
   if (m.attention == AttentionKind::mla) {
     // Every projection split by tp, as the parameter and FLOP counts assume.
     const auto& a   = m.mla;
     const double qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
     if (a.q_lora_rank > 0) {
-      g.push_back({.m = t, .n = a.q_lora_rank / tp, .k = h, .cast_rows = normed, .cast_fused = true});
-      g.push_back({.m = t, .n = m.heads * qk / tp, .k = double(a.q_lora_rank)});
+      push({.m = t, .n = a.q_lora_rank / tp, .k = h, .cast_rows = normed, .cast_fused = true});
+      push({.m = t, .n = m.heads * qk / tp, .k = double(a.q_lora_rank)}, up_proj);
     } else {
-      g.push_back({.m = t, .n = m.heads * qk / tp, .k = h, .cast_rows = normed, .cast_fused = true});
+      push({.m = t, .n = m.heads * qk / tp, .k = h, .cast_rows = normed, .cast_fused = true});
     }
-    g.push_back(
-        {.m = t, .n = (a.kv_lora_rank + a.qk_rope_head_dim) / tp, .k = h, .cast_rows = normed, .cast_fused = true});
-    g.push_back({.m = t, .n = m.heads * double(a.qk_nope_head_dim + a.v_head_dim) / tp, .k = double(a.kv_lora_rank)});
-    g.push_back({.m = t, .n = h, .k = m.heads * double(a.v_head_dim) / tp});
+    push({.m = t, .n = (a.kv_lora_rank + a.qk_rope_head_dim) / tp, .k = h, .cast_rows = normed, .cast_fused = true});
+    push({.m = t, .n = m.heads * double(a.qk_nope_head_dim + a.v_head_dim) / tp, .k = double(a.kv_lora_rank)}, up_proj);
+    push({.m = t, .n = h, .k = m.heads * double(a.v_head_dim) / tp});
   } else {
     // Fused QKV: the rank's query heads and its K/V heads (replicated when kv_heads < tp).
     const double kv = std::ceil(double(m.kv_heads) / tp);
-    g.push_back({.m = t, .n = (m.heads / tp + 2 * kv) * m.head_dim, .k = h, .cast_rows = normed, .cast_fused = true});
-    g.push_back({.m = t, .n = h, .k = m.heads / tp * m.head_dim});
+    push({.m = t, .n = (m.heads / tp + 2 * kv) * m.head_dim, .k = h, .cast_rows = normed, .cast_fused = true});
+    push({.m = t, .n = h, .k = m.heads / tp * m.head_dim});
   }
-  // An MLP of width f split `split` ways: gate and up fused into one GEMM (gated) or fc1 (plain), then down / fc2.
+  // An MLP of width f split `split` ways: gate and up fused into one GEMM (gated) or fc1 (plain), then down / fc2;
+  // the routed experts' go to `routed`, the others to the layer's GEMMs with the module that re-runs them.
   const double in_mats = m.mlp == MlpKind::gated ? 2 : 1;
-  auto mlp = [&](double f, double tokens, int groups, double split, std::vector<GemmShape>& to, double cast_rows,
-                 bool fused, bool dispatched = false) {
-    to.push_back({.m          = tokens,
-                  .n          = in_mats * f / split,
-                  .k          = h,
-                  .groups     = groups,
-                  .cast_rows  = cast_rows,
-                  .cast_fused = fused,
-                  .dispatched = dispatched});
-    to.push_back({.m = tokens, .n = h, .k = f / split, .groups = groups});
+  auto mlp = [&](double f, double tokens, int groups, double split, double cast_rows, bool fused, int module,
+                 bool dispatched = false) {
+    const GemmShape in{.m          = tokens,
+                       .n          = in_mats * f / split,
+                       .k          = h,
+                       .groups     = groups,
+                       .cast_rows  = cast_rows,
+                       .cast_fused = fused,
+                       .dispatched = dispatched};
+    const GemmShape out{.m = tokens, .n = h, .k = f / split, .groups = groups};
+    if (module == kRoutedExperts) {
+      routed.push_back(in);
+      routed.push_back(out);
+    } else {
+      push(in, module);
+      push(out, module);
+    }
   };
   if (m.is_moe_layer(layer)) {
     // Router over the rank's sequence-parallel share of the tokens; the routed experts as one grouped GEMM over
     // the rank's experts (split etp ways), each receiving its uniform share of the tokens the rank computes.
-    g.push_back({.m = t / tp, .n = double(m.moe.experts), .k = h});
+    push({.m = t / tp, .n = double(m.moe.experts), .k = h});
     // The busiest expert GPU sets the pace of the layer (its all-to-alls wait for it).
     const int local = m.moe.experts / c.ep;
     // An FP8 dispatch quantizes the rank's tokens once, before their top-k copies leave.
     const double own = c.job.dispatch.precision == Precision::fp8 ? t / c.sp / local : -1;
-    mlp(m.moe.expert_ffn, expert_tokens(c) * c.load.busiest[static_cast<std::size_t>(layer)] / local, local, c.etp,
-        routed, own, false, own >= 0);
+    mlp(m.moe.expert_ffn, expert_tokens(c) * c.load.busiest[static_cast<std::size_t>(layer)] / local, local, c.etp, own,
+        false, kRoutedExperts, own >= 0);
     if (m.moe.shared_experts > 0)
-      mlp(double(m.moe.shared_experts) * m.moe.expert_ffn, t, 1, tp, g, normed, true);
+      mlp(double(m.moe.shared_experts) * m.moe.expert_ffn, t, 1, tp, normed, true,
+          static_cast<int>(RecomputeModule::shared_experts));
   } else {
-    mlp(m.ffn, t, 1, tp, g, normed, true);
+    mlp(m.ffn, t, 1, tp, normed, true, static_cast<int>(RecomputeModule::mlp));
   }
   return g;
 }
@@ -181,52 +199,6 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
   }
 }
 
-// The pre-FlashAttention path (Megatron's): Q K^T and P V as batched GEMMs over the rank's heads, and the
-// fused scale-mask-softmax and the dropout reading and writing the whole s x s score matrix in HBM. It computes the
-// masked half too. Backward: four GEMMs (dQ, dK, dP, dV), dropout and softmax backward.
-void unfused_attention(const Context& c, LayerCost& k)
-{
-  const ModelSpec& m = c.m;
-  const double s     = c.job.batch.sequence_length;
-  const double q     = s / c.cp; // the rank's queries against every key
-  const int heads    = static_cast<int>(c.job.batch.micro_batch * m.heads / c.tp);
-  const std::vector<GemmShape> fwd{{.m = q, .n = s, .k = qk_dim(m), .groups = heads},
-                                   {.m = q, .n = v_dim(m), .k = s, .groups = heads}};
-  const std::vector<GemmShape> bwd{{.m = q, .n = qk_dim(m), .k = s, .groups = heads},
-                                   {.m = s, .n = qk_dim(m), .k = q, .groups = heads},
-                                   {.m = q, .n = s, .k = v_dim(m), .groups = heads},
-                                   {.m = s, .n = v_dim(m), .k = q, .groups = heads}};
-  const double mem_rate = c.job.gpu.hbm_bandwidth * c.job.gpu.elementwise_efficiency;
-  const double scores   = double(heads) * q * s;
-  // Forward: softmax reads and writes the scores (2 + 2 bytes), dropout reads them and writes them and a mask
-  // (2 + 2 + 1). Backward: dropout's (read the gradient and the mask, write: 5) and softmax's (read the gradient
-  // and the softmax output, write: 6).
-  const double fwd_bytes = 9 * scores, bwd_bytes = 11 * scores;
-  for (const auto& g : fwd) {
-    const GemmCost at = gemm_cost(c.job.gpu, Precision::bf16, g, c.clock);
-    k.unfused_fwd_seconds += at.seconds;
-    k.unfused_fwd_bytes += at.bytes;
-    k.unfused_flops += at.flops;
-    if (c.clock < 1)
-      k.unfused_fwd_clock += at.seconds - gemm_cost(c.job.gpu, Precision::bf16, g).seconds;
-  }
-  k.clock_fwd_seconds += k.unfused_fwd_clock;
-  for (const auto& g : bwd) {
-    const GemmCost at = gemm_cost(c.job.gpu, Precision::bf16, g, c.clock);
-    k.unfused_bwd_seconds += at.seconds;
-    k.unfused_bwd_bytes += at.bytes;
-    if (c.clock < 1)
-      k.clock_bwd_seconds += at.seconds - gemm_cost(c.job.gpu, Precision::bf16, g).seconds;
-  }
-  k.unfused_fwd_seconds += fwd_bytes / mem_rate;
-  k.unfused_bwd_seconds += bwd_bytes / mem_rate;
-  k.unfused_fwd_bytes += fwd_bytes;
-  k.unfused_bwd_bytes += bwd_bytes;
-  k.scores_bytes = 5 * scores; // softmax output (2), dropout mask (1), dropout output (2)
-  k.kernels_fwd += 2 + 2;      // two batched GEMMs, softmax, dropout
-  k.kernels_bwd += 4 + 2;
-}
-
 void add(LayerCost& a, const LayerCost& b);
 
 LayerCost layer_cost(const Context& c, int layer)
@@ -245,7 +217,20 @@ LayerCost layer_cost(const Context& c, int layer)
   k.dense_linear_params = (p.attention + p.mlp_dense - p.router) / c.tp;
   k.params              = k.dense_params + p.experts / (double(c.etp) * c.ep);
   std::vector<GemmShape> routed;
-  add_gemms(c, layer_gemms(c, layer, routed), k);
+  std::vector<int> module_of;
+  const std::vector<GemmShape> gemms = layer_gemms(c, layer, routed, module_of);
+  add_gemms(c, gemms, k);
+  // A recompute module's GEMMs run their forward again, with the casts of their activations.
+  for (std::size_t i = 0; i < gemms.size(); ++i)
+    if (module_of[i] >= 0) {
+      LayerCost one;
+      add_gemms(c, {gemms[i]}, one);
+      RecomputedModule& mod = k.modules[static_cast<std::size_t>(module_of[i])];
+      mod.gemm_seconds += one.gemm_fwd_seconds;
+      mod.gemm_bytes += one.gemm_fwd_bytes;
+      mod.flops += 2 * gemms[i].m * gemms[i].n * gemms[i].k * gemms[i].groups;
+      mod.kernels += one.kernels_fwd;
+    }
   if (!routed.empty()) {
     // The routed experts' GEMMs, kept apart too: a MoE layer's part after the dispatch (its "MLP" slot).
     LayerCost r;
@@ -274,7 +259,9 @@ LayerCost layer_cost(const Context& c, int layer)
   const double kv_rank = std::ceil(double(m.kv_heads) / c.tp) * (qk_dim(m) + v_dim(m));
   const double act_fn  = m.mlp == MlpKind::gated ? 3 : 2; // gated: gate, up, product; plain: fc1 out, GELU out
   // Two norms (read + write) and two residual adds (two reads, one write), rotary on q and k, the MLP activation.
-  k.norm_bytes = t * kBf16 * 4 * h / c.sp;
+  // MLA normalizes its two latents too (q_a_layernorm and kv_a_layernorm of DeepSeek-V3's model code).
+  const double latents = m.attention == AttentionKind::mla ? (m.mla.q_lora_rank + m.mla.kv_lora_rank) / c.tp : 0;
+  k.norm_bytes         = t * kBf16 * (4 * h / c.sp + 2 * latents);
   k.elementwise_bytes =
       k.norm_bytes + t * kBf16 * (6 * h / c.sp + 2 * (q_rank + kv_rank) + act_fn * p.ffn_active / c.tp);
 
@@ -295,6 +282,7 @@ LayerCost layer_cost(const Context& c, int layer)
   k.act_selective     = t * kBf16 * (none - 2 * h / c.sp - o_rank - p.ffn_active / c.tp - mla_kv); // and no scores
   k.selective_bytes   = k.norm_bytes + t * kBf16 * 3 * p.ffn_active / c.tp;
   k.act_full          = t * kBf16 * h / c.sp;
+  recomputed_modules(c, p, q_rank, kv_rank, o_rank, act_fn, k);
   return k;
 }
 
@@ -351,6 +339,16 @@ void add(LayerCost& a, const LayerCost& b)
   a.permute_fwd_bytes += b.permute_fwd_bytes;
   a.permute_bwd_bytes += b.permute_bwd_bytes;
   a.kernels_bwd += b.kernels_bwd;
+  for (std::size_t i = 0; i < a.modules.size(); ++i) {
+    RecomputedModule& x       = a.modules[i];
+    const RecomputedModule& y = b.modules[i];
+    x.gemm_seconds += y.gemm_seconds;
+    x.gemm_bytes += y.gemm_bytes;
+    x.flops += y.flops;
+    x.elementwise_bytes += y.elementwise_bytes;
+    x.kernels += y.kernels;
+    x.freed += y.freed;
+  }
 }
 
 } // namespace
@@ -536,28 +534,7 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
     ch.wgrad_seconds                 = ch.sum.gemm_wgrad_seconds + ch.wgrad_effects.kernel_gaps;
     ch.wgrad_hbm                     = ch.sum.gemm_wgrad_bytes;
     ch.wgrad_flops                   = mm_flops;
-    switch (c.job.recompute) {
-    case Recompute::none:
-      break;
-    case Recompute::selective: {
-      // The flash-attention forward and three element-wise kernels (norms and the activation) per layer.
-      const double kernels = ch.layers * ((unfused ? 4.0 : kAttentionKernelsForward) + 3.0);
-      ch.recompute_effects.sustained_clock =
-          unfused ? ch.sum.unfused_fwd_clock : (attention_clocked ? attn_fwd * (1 - c.clock) : 0);
-      ch.recompute_effects.attention_by_length = ch.fwd_effects.attention_by_length;
-      ch.recompute_effects.kernel_gaps         = kernels * c.gap;
-      ch.recompute_seconds = attn_fwd + ch.sum.selective_bytes / mem_rate + ch.recompute_effects.kernel_gaps;
-      ch.recompute_hbm     = ch.sum.selective_bytes + ch.sum.unfused_fwd_bytes;
-      ch.recompute_flops   = ch.sum.attention_flops;
-      break;
-    }
-    case Recompute::full:
-      ch.recompute_seconds = ch.fwd_seconds;
-      ch.recompute_hbm     = ch.fwd_hbm;
-      ch.recompute_flops   = ch.fwd_flops;
-      ch.recompute_effects = ch.fwd_effects;
-      break;
-    }
+    add_recompute(c, attn_fwd, mem_rate, unfused || !attention_clocked, ch);
     KernelTimes& kt = ch.kernels;
     const auto& sum = ch.sum;
     kt.quantize     = sum.quantize_fwd_seconds + sum.quantize_bwd_seconds;
@@ -573,14 +550,6 @@ std::vector<ChunkCost> chunk_costs(const Context& c)
     kt.kernel_gaps = ch.fwd_effects.kernel_gaps + ch.bwd_effects.kernel_gaps;
   }
   return out;
-}
-
-double stored_activations(const Context& c, const ChunkCost& ch)
-{
-  const double per = c.job.recompute == Recompute::none        ? ch.sum.act_none
-                     : c.job.recompute == Recompute::selective ? ch.sum.act_selective
-                                                               : ch.sum.act_full;
-  return per + ch.logits_bytes;
 }
 
 } // namespace detail

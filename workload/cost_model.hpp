@@ -5,6 +5,7 @@
 
 #include "workload/workload.hpp"
 
+#include <array>
 #include <vector>
 
 namespace spansim::workload::detail {
@@ -71,6 +72,17 @@ constexpr double quantize_bytes(Precision p, Fp8Recipe r)
   return 0;
 }
 
+/// @brief One recompute module's share of a layer: the forward work it re-runs before the backward and the
+/// activations it no longer keeps.
+struct RecomputedModule {
+  double gemm_seconds      = 0; ///< its GEMMs' forward, with their activations' casts (no kernel gaps)
+  double gemm_bytes        = 0;
+  double flops             = 0;
+  double elementwise_bytes = 0; ///< its norm, activation or RoPE kernels' traffic
+  int kernels              = 0; ///< kernels it launches again
+  double freed             = 0; ///< activation bytes per micro-batch it no longer keeps
+};
+
 // Per-rank cost of one layer for one micro-batch, forward pass.
 struct LayerCost {
   double matmul_flops        = 0;
@@ -88,9 +100,11 @@ struct LayerCost {
   double elementwise_bytes   = 0;
   double norm_bytes          = 0;
   double selective_bytes     = 0; ///< element-wise traffic of the selective recompute
-  double act_none            = 0; ///< activations kept for backward without recompute
-  double act_selective       = 0;
-  double act_full            = 0;
+  /// @brief What each of Megatron's recompute modules (RecomputeModule order) re-runs and frees.
+  std::array<RecomputedModule, enum_names(RecomputeModule{}).size()> modules{};
+  double act_none      = 0; ///< activations kept for backward without recompute
+  double act_selective = 0;
+  double act_full      = 0;
   // Unfused attention (its GEMMs and the score matrix's softmax and dropout in HBM), per pass; zero when fused.
   double unfused_fwd_seconds = 0;
   double unfused_bwd_seconds = 0;
@@ -214,8 +228,18 @@ double v_dim(const ModelSpec& m);
 
 /// @brief The cost of every model chunk (pp x v of them, chunk g = v x pp + stage) on one rank.
 std::vector<ChunkCost> chunk_costs(const Context& c);
+/// @brief Adds Megatron's pre-FlashAttention attention of one layer to `k`: its GEMMs, the softmax and dropout over
+/// the score matrix in HBM, and what it keeps for the backward (`attention` "unfused").
+void unfused_attention(const Context& c, LayerCost& k);
 /// @brief Activations a chunk keeps per micro-batch under the job's recompute policy.
 double stored_activations(const Context& c, const ChunkCost& ch);
+/// @brief Fills `k.modules` beyond their GEMMs (layer_cost adds those): each recompute module's element-wise
+/// work and the activations it frees. q_rank, kv_rank and o_rank are the rank's Q, K/V and attention-output widths.
+void recomputed_modules(const Context& c, const LayerParams& p, double q_rank, double kv_rank, double o_rank,
+                        double act_fn, LayerCost& k);
+/// @brief A chunk's recompute under the job's policy (its seconds, bytes, FLOPs and effects), once its forward is
+/// costed. `attention_unclocked`: the attention forward keeps no sustained-clock share (measured or unfused).
+void add_recompute(const Context& c, double attn_fwd, double mem_rate, bool attention_unclocked, ChunkCost& ch);
 
 /// @brief The share of a chunk's parameters in its first unit (its first layer and embedding or output layer), which
 /// waits on compute when data parallelism overlaps unit by unit; 1 when it does not.

@@ -115,6 +115,44 @@ BatchSpec read_batch(spec::ObjectReader b, bool micro_batch_allowed)
   return batch;
 }
 
+// Megatron's recompute_modules, each once; "moe" (the whole MoE layer, its all-to-alls again) is not modelled.
+std::vector<RecomputeModule> read_recompute_modules(spec::ObjectReader& r, Recompute recompute, const ModelSpec& model)
+{
+  constexpr std::string_view key = "recompute_modules";
+  if (recompute != Recompute::selective)
+    r.fail(key, "only with \"recompute\": \"selective\" (Megatron's recompute_granularity \"selective\")");
+  const auto names = r.strings(key);
+  if (names.empty())
+    r.fail(key, "an empty list (give one or more of " + allowed_names<RecomputeModule>(true) + ")");
+  std::vector<RecomputeModule> out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string at = "element " + std::to_string(i) + ": ";
+    if (names[i] == "moe")
+      r.fail(key, at + "\"moe\" (the whole MoE layer with its all-to-alls) is not modelled; \"full\" recompute "
+                       "re-runs whole layers");
+    const auto m = parse_name<RecomputeModule>(names[i]);
+    if (!m)
+      r.fail(key, at + "unknown module \"" + names[i] + "\" (allowed: " + allowed_names<RecomputeModule>(true) + ")");
+    if (std::find(out.begin(), out.end(), *m) != out.end())
+      r.fail(key, at + "\"" + names[i] + "\" is listed twice");
+    bool dense_layer = false;
+    for (int l = 0; l < model.layers && !dense_layer; ++l)
+      dense_layer = !model.is_moe_layer(l);
+    const std::string has_none = at + "model " + model.name + " has no ";
+    if (*m == RecomputeModule::mla_up_proj && model.attention != AttentionKind::mla)
+      r.fail(key, has_none + "multi-latent attention to up-project");
+    if (*m == RecomputeModule::moe_act && model.moe.experts == 0)
+      r.fail(key, has_none + "routed experts (it is dense)");
+    if (*m == RecomputeModule::shared_experts && model.moe.shared_experts == 0)
+      r.fail(key, has_none + "shared experts");
+    if (*m == RecomputeModule::mlp && !dense_layer)
+      r.fail(key,
+             has_none + "dense MLP layer (\"mlp\" re-runs dense layers' MLPs; \"moe_act\" the experts' activation)");
+    out.push_back(*m);
+  }
+  return out;
+}
+
 JobSpec load_job(const std::string& path)
 {
   return parse_job(spec::load_json_file(path), path);
@@ -329,7 +367,9 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
       job.gemm_library = k->enumeration<GemmLibrary>("gemm");
     k->finish({"attention", "gemm"});
   }
-  job.recompute        = r.optional_enumeration<Recompute>("recompute").value_or(Recompute::none);
+  job.recompute = r.optional_enumeration<Recompute>("recompute").value_or(Recompute::none);
+  if (r.has("recompute_modules"))
+    job.recompute_modules = read_recompute_modules(r, job.recompute, job.model);
   job.model.mtp_layers = static_cast<int>(r.optional_integer("mtp_layers", 0, 16).value_or(0));
   read_calibration_and_effects(r, job);
   // A job's own measured kernel times replace the GPU file's.

@@ -12,6 +12,7 @@
 #include "workload/moe.hpp"
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -51,6 +52,14 @@ enum class Recompute { none, selective, full };
 constexpr std::array<std::string_view, 3> enum_names(Recompute)
 {
   return {"none", "selective", "full"};
+}
+/// @brief Megatron-LM's recompute modules of selective recompute (TransformerConfig.recompute_modules): the core
+/// attention, the two norms, MLA's up-projections with their RoPE, a dense layer's MLP, the routed experts'
+/// activation function, the shared experts.
+enum class RecomputeModule { core_attn, layernorm, mla_up_proj, mlp, moe_act, shared_experts };
+constexpr std::array<std::string_view, 6> enum_names(RecomputeModule)
+{
+  return {"core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "shared_experts"};
 }
 
 /// @brief Degrees of parallelism and how data parallelism shards.
@@ -134,7 +143,16 @@ struct JobSpec {
   ParallelismSpec parallelism;
   BatchSpec batch;
   ScheduleSpec schedule;
-  Recompute recompute       = Recompute::none;
+  Recompute recompute = Recompute::none;
+  /// @brief With selective recompute, the modules Megatron re-runs (`recompute_modules`); empty: spansim's own
+  /// selective recompute (the core attention, the norms and the MLP activation).
+  std::vector<RecomputeModule> recompute_modules;
+  /// @brief Whether selective recompute re-runs module `m`.
+  bool recomputes(RecomputeModule m) const
+  {
+    return recompute == Recompute::selective &&
+           std::find(recompute_modules.begin(), recompute_modules.end(), m) != recompute_modules.end();
+  }
   Precision precision       = Precision::bf16;
   Fp8Recipe fp8_recipe      = Fp8Recipe::delayed;      ///< with precision fp8
   AttentionKernel attention = AttentionKernel::flash2; ///< The GPU's default unless `kernels.attention` is given.
@@ -224,6 +242,9 @@ DispatchSpec read_dispatch(spec::ObjectReader r, const GpuSpec& gpu);
 /// @brief Reads the optional `precision` object of a job (or an optimize spec) into `job`, whose GPU is read: a compute
 /// precision the GPU has no peak for is refused at `precision.compute`.
 void read_precision(spec::ObjectReader& r, JobSpec& job);
+/// @brief Reads `recompute_modules` of `r` (an object that has it) for a job recomputing as `recompute` on `model`:
+/// Megatron's module names, each once, each one the model has something for. @throws SpecError otherwise.
+std::vector<RecomputeModule> read_recompute_modules(spec::ObjectReader& r, Recompute recompute, const ModelSpec& model);
 /// @brief Reads a batch object; with `micro_batch_allowed` false, a micro_batch key is refused (it is searched).
 BatchSpec read_batch(spec::ObjectReader r, bool micro_batch_allowed = true);
 /// @brief Reads the optional `calibration` key (a profile for the job's GPU) and `effects` object of a job (or an

@@ -453,3 +453,39 @@ TEST_CASE("an optimize spec whose GPU lacks its precision or SMs is refused whil
   CHECK_THROWS_WITH(spec_from(j), Catch::Contains("at $.moe.dispatch_sms") && Catch::Contains("GPU h100 has 132 SMs") &&
                                       Catch::Contains("allowed: 1 to 131"));
 }
+
+TEST_CASE(
+    "recompute_modules: the spec's modules run the points that recompute selectively and their scenarios carry them",
+    "[optimizer]")
+{
+  json j                   = small_space();
+  j["search"]["recompute"] = {"selective", "full"};
+  j["recompute_modules"]   = {"layernorm", "mlp"};
+  const auto spec          = spec_from(j);
+  optimizer::Point p;
+  p.tp            = 4;
+  p.dp            = 8;
+  p.data_parallel = workload::DataParallelMode::fsdp;
+  p.recompute     = workload::Recompute::selective;
+  const auto job  = optimizer::job_of(spec, p, 2);
+  CHECK(job.recomputes(workload::RecomputeModule::layernorm));
+  CHECK(job.recomputes(workload::RecomputeModule::mlp));
+  CHECK(!job.recomputes(workload::RecomputeModule::core_attn));
+  // The scenario written for the point names them, and its job reads back as the search's.
+  const auto scenario = optimizer::scenario_json(spec, p);
+  CHECK(scenario.at("job").at("recompute_modules") == json{"layernorm", "mlp"});
+  CHECK(workload::parse_job(scenario.at("job"), "point.json").recompute_modules == job.recompute_modules);
+  // A point that recomputes whole layers has none.
+  p.recompute = workload::Recompute::full;
+  CHECK(optimizer::job_of(spec, p, 2).recompute_modules.empty());
+  CHECK(!optimizer::scenario_json(spec, p).at("job").contains("recompute_modules"));
+  // Modules without a selective point to run them are refused where they are read.
+  j["search"]["recompute"] = {"full"};
+  try {
+    spec_from(j);
+    FAIL("recompute_modules without selective recompute was accepted");
+  } catch (const spansim::SpecError& e) {
+    INFO(e.what());
+    CHECK(std::string(e.what()).find("recompute_modules") != std::string::npos);
+  }
+}

@@ -1,0 +1,127 @@
+// Activation recomputation: what each of Megatron's recompute modules re-runs and frees, a chunk's recompute
+// under the job's policy, and the activations a chunk keeps.
+#include "workload/cost_model.hpp"
+
+namespace spansim::workload::detail {
+
+// What Megatron's recompute modules re-run beyond their GEMMs (layer_cost adds those) and what they free, per the
+// module list of TransformerConfig.recompute_modules: "layernorm" and "mla_up_proj" discard their outputs (the two
+// norm outputs; the per-head Q, K and V with their RoPE) and "moe_act" the routed experts' activation output;
+// "core_attn", "mlp" and "shared_experts" checkpoint their inputs and free what they hold inside (the attention
+// output; the MLP's intermediates). The core attention's forward itself is a chunk's (chunk_costs).
+void recomputed_modules(const Context& c, const LayerParams& p, double q_rank, double kv_rank, double o_rank,
+                        double act_fn, LayerCost& k)
+{
+  const ModelSpec& m  = c.m;
+  const double t      = c.tokens * kBf16; // bytes per element of one token's activations
+  const double expert = k.moe ? act_fn * m.moe.expert_ffn / c.tp : 0;
+  auto mod            = [&](RecomputeModule r) -> RecomputedModule& { return k.modules[static_cast<std::size_t>(r)]; };
+  mod(RecomputeModule::core_attn).freed = t * o_rank;
+  auto& norms                           = mod(RecomputeModule::layernorm);
+  norms.elementwise_bytes               = t * 4 * m.hidden / c.sp; // input_layernorm and pre_mlp_layernorm
+  norms.kernels += 2;
+  norms.freed = t * 2 * m.hidden / c.sp;
+  if (m.attention == AttentionKind::mla) {
+    auto& up = mod(RecomputeModule::mla_up_proj);
+    // RoPE and the concatenation of its part into the per-head Q and K (each q_rank wide), read and written.
+    up.elementwise_bytes += t * 4 * q_rank;
+    up.kernels += 1;
+    up.freed = t * (q_rank + kv_rank);
+  }
+  auto activation = [&](RecomputeModule r, double width, double freed) {
+    auto& a = mod(r);
+    a.elementwise_bytes += t * width;
+    a.kernels += 1;
+    a.freed = t * freed;
+  };
+  if (!k.moe)
+    activation(RecomputeModule::mlp, act_fn * p.ffn_active / c.tp, act_fn * p.ffn_active / c.tp);
+  else {
+    // The activation's output is one of act_fn widths (the product of a gated MLP, the GELU output of a plain one).
+    activation(RecomputeModule::moe_act, m.moe.experts_per_token * expert, m.moe.experts_per_token * expert / act_fn);
+    activation(RecomputeModule::shared_experts, m.moe.shared_experts * expert, m.moe.shared_experts * expert);
+  }
+}
+
+namespace {
+
+// Selective recompute of the listed modules: the core attention's forward (with its context-parallel exchange,
+// stage_program) and each module's GEMMs and element-wise kernels again; the GEMMs' sustained-clock share is not
+// kept apart (in the seconds, not named as an effect).
+void recompute_modules(const Context& c, double attn_fwd, double mem_rate, bool attention_unclocked, ChunkCost& ch)
+{
+  double gemm = 0, bytes = 0, flops = 0, elementwise = 0;
+  int kernels = 0;
+  for (const RecomputeModule r : c.job.recompute_modules) {
+    const RecomputedModule& m = ch.sum.modules[static_cast<std::size_t>(r)];
+    gemm += m.gemm_seconds;
+    bytes += m.gemm_bytes + m.elementwise_bytes;
+    flops += m.flops;
+    elementwise += m.elementwise_bytes;
+    kernels += m.kernels;
+  }
+  double attention = 0;
+  if (c.job.recomputes(RecomputeModule::core_attn)) {
+    const bool unfused = c.job.attention == AttentionKernel::unfused;
+    attention          = attn_fwd;
+    kernels += static_cast<int>(ch.layers * (unfused ? 4.0 : kAttentionKernelsForward));
+    bytes += ch.sum.unfused_fwd_bytes;
+    flops += ch.sum.attention_flops;
+    ch.recompute_effects.sustained_clock =
+        unfused ? ch.sum.unfused_fwd_clock : (attention_unclocked ? 0 : attn_fwd * (1 - c.clock));
+    ch.recompute_effects.attention_by_length = ch.fwd_effects.attention_by_length;
+  }
+  ch.recompute_effects.kernel_gaps = kernels * c.gap;
+  ch.recompute_seconds             = attention + gemm + elementwise / mem_rate + ch.recompute_effects.kernel_gaps;
+  ch.recompute_hbm                 = bytes;
+  ch.recompute_flops               = flops;
+}
+
+} // namespace
+
+void add_recompute(const Context& c, double attn_fwd, double mem_rate, bool attention_unclocked, ChunkCost& ch)
+{
+  const bool unfused = c.job.attention == AttentionKernel::unfused;
+  switch (c.job.recompute) {
+  case Recompute::none:
+    break;
+  case Recompute::selective: {
+    if (!c.job.recompute_modules.empty()) {
+      recompute_modules(c, attn_fwd, mem_rate, attention_unclocked, ch);
+      break;
+    }
+    // spansim's own: the flash-attention forward and three element-wise kernels (norms and the activation) per
+    // layer.
+    const double kernels = ch.layers * ((unfused ? 4.0 : kAttentionKernelsForward) + 3.0);
+    ch.recompute_effects.sustained_clock =
+        unfused ? ch.sum.unfused_fwd_clock : (attention_unclocked ? 0 : attn_fwd * (1 - c.clock));
+    ch.recompute_effects.attention_by_length = ch.fwd_effects.attention_by_length;
+    ch.recompute_effects.kernel_gaps         = kernels * c.gap;
+    ch.recompute_seconds = attn_fwd + ch.sum.selective_bytes / mem_rate + ch.recompute_effects.kernel_gaps;
+    ch.recompute_hbm     = ch.sum.selective_bytes + ch.sum.unfused_fwd_bytes;
+    ch.recompute_flops   = ch.sum.attention_flops;
+    break;
+  }
+  case Recompute::full:
+    ch.recompute_seconds = ch.fwd_seconds;
+    ch.recompute_hbm     = ch.fwd_hbm;
+    ch.recompute_flops   = ch.fwd_flops;
+    ch.recompute_effects = ch.fwd_effects;
+    break;
+  }
+}
+
+double stored_activations(const Context& c, const ChunkCost& ch)
+{
+  double per = c.job.recompute == Recompute::none        ? ch.sum.act_none
+               : c.job.recompute == Recompute::selective ? ch.sum.act_selective
+                                                         : ch.sum.act_full;
+  if (c.job.recompute == Recompute::selective && !c.job.recompute_modules.empty()) {
+    per = ch.sum.act_none;
+    for (const RecomputeModule r : c.job.recompute_modules)
+      per -= ch.sum.modules[static_cast<std::size_t>(r)].freed;
+  }
+  return per + ch.logits_bytes;
+}
+
+} // namespace spansim::workload::detail
