@@ -80,7 +80,7 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
   if (m.is_moe_layer(layer)) {
     // Router over the rank's sequence-parallel share of the tokens; the routed experts as one grouped GEMM over
     // the rank's experts (split etp ways), each receiving its uniform share of the tokens the rank computes.
-    push({.m = t / tp, .n = double(m.moe.experts), .k = h});
+    push({.m = t / tp, .n = double(m.moe.experts), .k = h}, static_cast<int>(RecomputeModule::moe));
     // The busiest expert GPU sets the pace of the layer (its all-to-alls wait for it).
     const int local = m.moe.experts / c.ep;
     // An FP8 dispatch quantizes the rank's tokens once, before their top-k copies leave.
@@ -220,17 +220,27 @@ LayerCost layer_cost(const Context& c, int layer)
   std::vector<int> module_of;
   const std::vector<GemmShape> gemms = layer_gemms(c, layer, routed, module_of);
   add_gemms(c, gemms, k);
-  // A recompute module's GEMMs run their forward again, with the casts of their activations.
+  // A recompute module's GEMMs run their forward again, with the casts of their activations; the shared experts
+  // re-run with their MoE layer too.
+  auto rerun = [&](const std::vector<GemmShape>& list, RecomputeModule module) {
+    LayerCost one;
+    add_gemms(c, list, one);
+    RecomputedModule& mod = k.modules[static_cast<std::size_t>(module)];
+    mod.gemm_seconds += one.gemm_fwd_seconds;
+    mod.gemm_bytes += one.gemm_fwd_bytes;
+    for (const GemmShape& g : list)
+      mod.flops += 2 * g.m * g.n * g.k * g.groups;
+    mod.kernels += one.kernels_fwd;
+  };
   for (std::size_t i = 0; i < gemms.size(); ++i)
     if (module_of[i] >= 0) {
-      LayerCost one;
-      add_gemms(c, {gemms[i]}, one);
-      RecomputedModule& mod = k.modules[static_cast<std::size_t>(module_of[i])];
-      mod.gemm_seconds += one.gemm_fwd_seconds;
-      mod.gemm_bytes += one.gemm_fwd_bytes;
-      mod.flops += 2 * gemms[i].m * gemms[i].n * gemms[i].k * gemms[i].groups;
-      mod.kernels += one.kernels_fwd;
+      const auto module = static_cast<RecomputeModule>(module_of[i]);
+      rerun({gemms[i]}, module);
+      if (module == RecomputeModule::shared_experts)
+        rerun({gemms[i]}, RecomputeModule::moe);
     }
+  if (!routed.empty())
+    rerun(routed, RecomputeModule::moe);
   if (!routed.empty()) {
     // The routed experts' GEMMs, kept apart too: a MoE layer's part after the dispatch (its "MLP" slot).
     LayerCost r;

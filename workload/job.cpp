@@ -127,10 +127,7 @@ std::vector<RecomputeModule> read_recompute_modules(spec::ObjectReader& r, Recom
   std::vector<RecomputeModule> out;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string at = "element " + std::to_string(i) + ": ";
-    if (names[i] == "moe")
-      r.fail(key, at + "\"moe\" (the whole MoE layer with its all-to-alls) is not modelled; \"full\" recompute "
-                       "re-runs whole layers");
-    const auto m = parse_name<RecomputeModule>(names[i]);
+    const auto m         = parse_name<RecomputeModule>(names[i]);
     if (!m)
       r.fail(key, at + "unknown module \"" + names[i] + "\" (allowed: " + allowed_names<RecomputeModule>(true) + ")");
     if (std::find(out.begin(), out.end(), *m) != out.end())
@@ -141,7 +138,7 @@ std::vector<RecomputeModule> read_recompute_modules(spec::ObjectReader& r, Recom
     const std::string has_none = at + "model " + model.name + " has no ";
     if (*m == RecomputeModule::mla_up_proj && model.attention != AttentionKind::mla)
       r.fail(key, has_none + "multi-latent attention to up-project");
-    if (*m == RecomputeModule::moe_act && model.moe.experts == 0)
+    if ((*m == RecomputeModule::moe_act || *m == RecomputeModule::moe) && model.moe.experts == 0)
       r.fail(key, has_none + "routed experts (it is dense)");
     if (*m == RecomputeModule::shared_experts && model.moe.shared_experts == 0)
       r.fail(key, has_none + "shared experts");
@@ -150,6 +147,11 @@ std::vector<RecomputeModule> read_recompute_modules(spec::ObjectReader& r, Recom
              has_none + "dense MLP layer (\"mlp\" re-runs dense layers' MLPs; \"moe_act\" the experts' activation)");
     out.push_back(*m);
   }
+  // The whole MoE layer re-runs its activation and shared experts already.
+  const bool moe = std::find(out.begin(), out.end(), RecomputeModule::moe) != out.end();
+  for (const RecomputeModule inside : {RecomputeModule::moe_act, RecomputeModule::shared_experts})
+    if (moe && std::find(out.begin(), out.end(), inside) != out.end())
+      r.fail(key, "\"moe\" re-runs the whole MoE layer, \"" + std::string(name_of(inside)) + "\" with it: list one");
   return out;
 }
 
@@ -537,6 +539,13 @@ void validate_job(JobSpec& job)
     if (job.recompute == Recompute::full)
       at.fail(JobIssue::schedule, {"schedule", "ep_overlap"},
               "ep_overlap does not run with full recompute (Megatron refuses the combination)");
+  }
+  // A paired schedule runs a unit's all-to-alls beside the other's compute; a recomputed MoE layer's are not
+  // modelled there.
+  if (job.recomputes(RecomputeModule::moe) && (sched.ep_overlap || dual)) {
+    at.fail(JobIssue::schedule, {"recompute_modules"},
+            "\"moe\" recompute is modelled for schedules without ep_overlap, DualPipe or DualPipeV; not with " +
+                std::string(sched.ep_overlap ? "ep_overlap" : name_of(sched.kind)));
   }
   if (sched.kind != ScheduleKind::gpipe && mbs < par.pp)
     at.fail(JobIssue::pipeline_depth, {"batch"},

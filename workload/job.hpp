@@ -55,11 +55,11 @@ constexpr std::array<std::string_view, 3> enum_names(Recompute)
 }
 /// @brief Megatron-LM's recompute modules of selective recompute (TransformerConfig.recompute_modules): the core
 /// attention, the two norms, MLA's up-projections with their RoPE, a dense layer's MLP, the routed experts'
-/// activation function, the shared experts.
-enum class RecomputeModule { core_attn, layernorm, mla_up_proj, mlp, moe_act, shared_experts };
-constexpr std::array<std::string_view, 6> enum_names(RecomputeModule)
+/// activation function, the shared experts, the whole MoE layer (with its all-to-alls).
+enum class RecomputeModule { core_attn, layernorm, mla_up_proj, mlp, moe_act, shared_experts, moe };
+constexpr std::array<std::string_view, 7> enum_names(RecomputeModule)
 {
-  return {"core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "shared_experts"};
+  return {"core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "shared_experts", "moe"};
 }
 
 /// @brief Degrees of parallelism and how data parallelism shards.

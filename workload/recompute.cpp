@@ -40,6 +40,12 @@ void recomputed_modules(const Context& c, const LayerParams& p, double q_rank, d
     // The activation's output is one of act_fn widths (the product of a gated MLP, the GELU output of a plain one).
     activation(RecomputeModule::moe_act, m.moe.experts_per_token * expert, m.moe.experts_per_token * expert / act_fn);
     activation(RecomputeModule::shared_experts, m.moe.shared_experts * expert, m.moe.shared_experts * expert);
+    // The whole layer: the router's softmax and top-k, the permute and unpermute, the experts' activations; it
+    // frees the token copies the rank's experts compute and every expert's intermediates.
+    auto& layer = mod(RecomputeModule::moe);
+    layer.elementwise_bytes += k.permute_fwd_bytes + t * (m.moe.experts_per_token + m.moe.shared_experts) * expert;
+    layer.kernels += kMoeKernels + 1;
+    layer.freed = t * (act_fn * p.ffn_active / c.tp + expert_tokens(c) / c.tokens * m.hidden);
   }
 }
 

@@ -107,7 +107,12 @@ std::vector<int> StageBuilder::recompute(const Unit& u, const std::vector<int>& 
     end = tensor_collectives(u.chunk, u.micro_batch, end, false, deps);
     if (!paired)
       end = expert_collectives(u.chunk, u.micro_batch, end, false, false);
-  } else if (c_.cp > 1 && (c_.job.recompute_modules.empty() || c_.job.recomputes(RecomputeModule::core_attn))) {
+  } else if (c_.job.recomputes(RecomputeModule::moe) && !paired) {
+    // The recomputed MoE layers dispatch and combine again (job.cpp refuses "moe" on the paired schedules).
+    end = expert_collectives(u.chunk, u.micro_batch, end, false, false);
+  }
+  if (c_.job.recompute == Recompute::selective && c_.cp > 1 &&
+      (c_.job.recompute_modules.empty() || c_.job.recomputes(RecomputeModule::core_attn))) {
     // Selective recompute re-runs the core attention, and with it context parallelism's exchange: Megatron
     // checkpoints Transformer Engine's whole context-parallel attention function, which gathers K/V (or passes
     // them around its ring, under the recomputed attention) or runs Ulysses' all-to-alls again.

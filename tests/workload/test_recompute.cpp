@@ -68,6 +68,16 @@ TEST_CASE("Recompute modules re-run their forward and free their activations: a 
     expect_within(std::string("activations freed by ") + k.module, k.freed,
                   none.activations - chunk_of({k.module}).activations, 1e-12);
 
+  // The whole MoE layer: the expert intermediates (3 x (8 + 1) x 2048) and the rank's token copies (8 x h).
+  expect_within("activations freed by moe", moe * t * (3 * 9 * 2048 + 8 * h),
+                none.activations - chunk_of({"moe"}).activations, 1e-12);
+  // ...and its dispatch and combine run again before the backward: six all-to-alls a MoE layer instead of four.
+  auto ep_bytes = [](const std::vector<std::string>& modules) {
+    const wl::JobSpec job = wl::parse_job(deepseek(modules), "recompute.json");
+    return wl::summarize(wl::build_step_graph(job, wl::BuildOptions{false})).traffic[wl::Dim::ep].per_gpu_max;
+  };
+  expect_within("ep bytes with moe recomputed", 1.5 * ep_bytes({}), ep_bytes({"moe"}), 1e-12);
+
   // The norms: both read and write a token's h, forward only.
   const Chunk norms = chunk_of({"layernorm"});
   expect_within("layernorm re-runs both norms", layers * t * 4 * h / norms.mem_rate, norms.recompute, 1e-12);
@@ -100,7 +110,14 @@ TEST_CASE("Recompute modules the job cannot run are refused with the module and 
       CHECK(std::string(e.what()).find(needle) != std::string::npos);
     }
   };
-  refused(deepseek({"moe"}), "not modelled");
+  refused(deepseek({"moe", "moe_act"}), "list one");
+  json paired                         = deepseek({"moe"});
+  paired["schedule"]                  = {{"kind", "interleaved-1f1b"}, {"virtual_stages", 2}, {"ep_overlap", true}};
+  paired["parallelism"]["pp"]         = 2;
+  paired["parallelism"]["dp"]         = 8;
+  paired["gpus"]                      = 16;
+  paired["batch"]["global_sequences"] = 32;
+  refused(paired, "ep_overlap");
   refused(deepseek({"attention"}), "\"core_attn\", \"layernorm\"");
   refused(deepseek({"layernorm", "layernorm"}), "listed twice");
   json full         = deepseek({"layernorm"});
