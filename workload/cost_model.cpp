@@ -263,6 +263,10 @@ LayerCost layer_cost(const Context& c, int layer)
     unfused_attention(c, k);
   k.kernels_fwd += (unfused ? 0 : kAttentionKernelsForward) + kElementwiseKernels + (k.moe ? kMoeKernels : 0);
   k.kernels_bwd += (unfused ? 0 : kAttentionKernelsBackward) + 2 * kElementwiseKernels + (k.moe ? kMoeKernels : 0);
+  if (m.qk_norm) { // a norm of the queries and one of the keys, each in a kernel of its own
+    k.kernels_fwd += 2;
+    k.kernels_bwd += 4;
+  }
 
   const double q_rank  = double(m.heads) / c.tp * qk_dim(m);
   const double o_rank  = double(m.heads) / c.tp * v_dim(m);
@@ -271,7 +275,9 @@ LayerCost layer_cost(const Context& c, int layer)
   // Two norms (read + write) and two residual adds (two reads, one write), rotary on q and k, the MLP activation.
   // MLA normalizes its two latents too (q_a_layernorm and kv_a_layernorm of DeepSeek-V3's model code).
   const double latents = m.attention == AttentionKind::mla ? (m.mla.q_lora_rank + m.mla.kv_lora_rank) / c.tp : 0;
-  k.norm_bytes         = t * kBf16 * (4 * h / c.sp + 2 * latents);
+  // QK-norm normalizes the rank's query and key heads (each head_dim wide).
+  const double qk_normed = m.qk_norm ? (double(m.heads) / c.tp + std::ceil(double(m.kv_heads) / c.tp)) * m.head_dim : 0;
+  k.norm_bytes           = t * kBf16 * (4 * h / c.sp + 2 * latents + 2 * qk_normed);
   k.elementwise_bytes =
       k.norm_bytes + t * kBf16 * (6 * h / c.sp + 2 * (q_rank + kv_rank) + act_fn * p.ffn_active / c.tp);
 
@@ -280,10 +286,11 @@ LayerCost layer_cost(const Context& c, int layer)
     latent = m.mla.q_lora_rank + m.mla.kv_lora_rank + m.mla.qk_rope_head_dim;
   // The token copies the rank's experts compute (gathered over etp), kept for their weight gradients.
   const double dispatched = k.moe ? expert_tokens(c) / t * h : 0;
-  // Stored for backward (flash attention: no score matrix): norm inputs and outputs, Q, K, V, attention output,
-  // MLP intermediates, MoE token copies.
-  const double none = 4 * h / c.sp + q_rank + kv_rank + o_rank + latent + act_fn * p.ffn_active / c.tp + dispatched;
-  k.act_none        = t * kBf16 * none + k.scores_bytes;
+  // Stored for backward (flash attention: no score matrix): norm inputs and outputs, Q, K, V (and with QK-norm their
+  // inputs too), attention output, MLP intermediates, MoE token copies.
+  const double none =
+      4 * h / c.sp + q_rank + kv_rank + qk_normed + o_rank + latent + act_fn * p.ffn_active / c.tp + dispatched;
+  k.act_none = t * kBf16 * none + k.scores_bytes;
   // Selective recompute drops what is cheap to recompute and large to keep: the norm outputs, the attention
   // output (the flash-attention forward is rerun) and the MLP activation-function output.
   // MLA's per-head K and V are up-projected from the stored latent again (DeepSeek-V3 recomputes "MLA

@@ -51,15 +51,18 @@ struct MoeSpec {
 struct ModelSpec {
   std::string name;
   std::string source;
-  int layers              = 0;
-  int hidden              = 0;
-  int ffn                 = 0; ///< FFN size of the dense layers.
-  int heads               = 0;
-  int kv_heads            = 0;
-  int head_dim            = 0;
-  int vocab               = 0;
-  MlpKind mlp             = MlpKind::gated;
-  bool tied_embeddings    = false;
+  int layers           = 0;
+  int hidden           = 0;
+  int ffn              = 0; ///< FFN size of the dense layers.
+  int heads            = 0;
+  int kv_heads         = 0;
+  int head_dim         = 0;
+  int vocab            = 0;
+  MlpKind mlp          = MlpKind::gated;
+  bool tied_embeddings = false;
+  /// @brief RMSNorm of every query and key head over head_dim before RoPE (Qwen3's q_norm and k_norm; Megatron's
+  /// qk_layernorm): two norms more a layer, their weights head_dim each.
+  bool qk_norm            = false;
   AttentionKind attention = AttentionKind::gqa;
   MlaSpec mla;
   MoeSpec moe;

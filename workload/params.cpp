@@ -45,7 +45,7 @@ LayerParams layer_params(const ModelSpec& m, int layer)
   LayerParams p;
   const double h    = m.hidden;
   p.attention       = attention_params(m);
-  p.norms           = 2 * h;
+  p.norms           = 2 * h + (m.qk_norm ? 2.0 * m.head_dim : 0);
   const double g    = gated_factor(m.mlp);
   double mlp_active = 0;
   if (m.is_moe_layer(layer)) {

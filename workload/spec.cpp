@@ -71,6 +71,7 @@ ModelSpec read_model(spec::ObjectReader r)
   m.vocab           = dim(r, "vocab");
   m.mlp             = r.optional_enumeration<MlpKind>("mlp").value_or(MlpKind::gated);
   m.tied_embeddings = r.optional_boolean("tied_embeddings").value_or(false);
+  m.qk_norm         = r.optional_boolean("qk_norm").value_or(false);
   if (m.kv_heads > m.heads || m.heads % m.kv_heads != 0)
     r.fail("kv_heads", "kv_heads " + std::to_string(m.kv_heads) + " must divide heads " + std::to_string(m.heads));
   if (!r.has("head_dim") && m.hidden % m.heads != 0)

@@ -166,3 +166,29 @@ TEST_CASE("An FP8 dispatch casts the rank's tokens row-wise and re-quantizes the
   expect_within("FP8 dispatch less BF16 dispatch: the experts' input casts of a layer (bytes)", expected, fp8 - bf16,
                 1e-9);
 }
+
+TEST_CASE("QK-norm adds two norms of the query and key heads: their traffic and their kept inputs by hand")
+{
+  // Qwen3-30B-A3B (48 layers, 32 query and 4 key heads of 128) on one H100, one 4K sequence, no recompute, the
+  // roofline model: the norms read and write the rank's Q and K forward, twice that backward (3 passes), and the
+  // pre-norm Q and K are kept for the backward.
+  auto chunk = [](bool qk_norm) {
+    json model            = spansim::spec::load_json_file(kSource + "/workload/models/qwen3-30b-a3b.json");
+    model["qk_norm"]      = qk_norm;
+    const json j          = workload_test::roofline({{"model", model},
+                                                     {"gpu", "h100"},
+                                                     {"gpus", 8},
+                                                     {"parallelism", {{"tp", 1}, {"dp", 8}, {"ep", 8}}},
+                                                     {"batch", {{"global_sequences", 8}, {"sequence_length", 4096}}},
+                                                     {"schedule", {{"kind", "1f1b"}}}});
+    const wl::JobSpec job = wl::parse_job(j, "qk-norm.json");
+    const wl::detail::Context c(job);
+    const auto ch = wl::detail::chunk_costs(c)[0];
+    return std::pair{ch, wl::detail::stored_activations(c, ch)};
+  };
+  const auto [with, kept_with]       = chunk(true);
+  const auto [without, kept_without] = chunk(false);
+  const double bytes = 48 * 4096 * 2.0 * (32 + 4) * 128, rate = 3.35e12 * 0.8;
+  expect_within("norms class, QK-norm's share", 3 * 2 * bytes / rate, with.kernels.norms - without.kernels.norms, 1e-9);
+  expect_within("activations kept for QK-norm", bytes, kept_with - kept_without, 1e-12);
+}
