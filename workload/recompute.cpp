@@ -7,8 +7,9 @@ namespace spansim::workload::detail {
 // What Megatron's recompute modules re-run beyond their GEMMs (layer_cost adds those) and what they free, per the
 // module list of TransformerConfig.recompute_modules: "layernorm" and "mla_up_proj" discard their outputs (the two
 // norm outputs; the per-head Q, K and V with their RoPE) and "moe_act" the routed experts' activation output;
-// "core_attn", "mlp" and "shared_experts" checkpoint their inputs and free what they hold inside (the attention
-// output; the MLP's intermediates). The core attention's forward itself is a chunk's (chunk_costs).
+// "core_attn", "mlp", "shared_experts" and "moe" checkpoint their inputs and free what they hold inside (the
+// attention output; the MLP's intermediates; the MoE layer's token copies and intermediates). The core attention's
+// forward itself is a chunk's (chunk_costs), and a recomputed MoE layer's all-to-alls are the stage program's.
 void recomputed_modules(const Context& c, const LayerParams& p, double q_rank, double kv_rank, double o_rank,
                         double act_fn, LayerCost& k)
 {
