@@ -220,31 +220,32 @@ LayerCost layer_cost(const Context& c, int layer)
   std::vector<int> module_of;
   const std::vector<GemmShape> gemms = layer_gemms(c, layer, routed, module_of);
   add_gemms(c, gemms, k);
-  // A recompute module's GEMMs run their forward again, with the casts of their activations; the shared experts
-  // re-run with their MoE layer too.
-  auto rerun = [&](const std::vector<GemmShape>& list, RecomputeModule module) {
-    LayerCost one;
-    add_gemms(c, list, one);
+  // A recompute module's GEMMs run their forward again, with the casts of their activations (costed where the job
+  // lists modules); the shared experts re-run with their MoE layer too.
+  const bool modules = !c.job.recompute_modules.empty();
+  auto rerun         = [&](const LayerCost& cost, const std::vector<GemmShape>& list, RecomputeModule module) {
     RecomputedModule& mod = k.modules[static_cast<std::size_t>(module)];
-    mod.gemm_seconds += one.gemm_fwd_seconds;
-    mod.gemm_bytes += one.gemm_fwd_bytes;
+    mod.gemm_seconds += cost.gemm_fwd_seconds;
+    mod.gemm_bytes += cost.gemm_fwd_bytes;
     for (const GemmShape& g : list)
       mod.flops += 2 * g.m * g.n * g.k * g.groups;
-    mod.kernels += one.kernels_fwd;
+    mod.kernels += cost.kernels_fwd;
   };
-  for (std::size_t i = 0; i < gemms.size(); ++i)
+  for (std::size_t i = 0; modules && i < gemms.size(); ++i)
     if (module_of[i] >= 0) {
       const auto module = static_cast<RecomputeModule>(module_of[i]);
-      rerun({gemms[i]}, module);
+      LayerCost one;
+      add_gemms(c, {gemms[i]}, one);
+      rerun(one, {gemms[i]}, module);
       if (module == RecomputeModule::shared_experts)
-        rerun({gemms[i]}, RecomputeModule::moe);
+        rerun(one, {gemms[i]}, RecomputeModule::moe);
     }
-  if (!routed.empty())
-    rerun(routed, RecomputeModule::moe);
   if (!routed.empty()) {
     // The routed experts' GEMMs, kept apart too: a MoE layer's part after the dispatch (its "MLP" slot).
     LayerCost r;
     add_gemms(c, routed, r);
+    if (modules)
+      rerun(r, routed, RecomputeModule::moe);
     k.routed_fwd_seconds   = r.gemm_fwd_seconds + r.kernels_fwd * c.gap;
     k.routed_wgrad_seconds = r.gemm_wgrad_seconds + r.kernels_wgrad * c.gap;
     k.routed_dgrad_seconds = r.gemm_bwd_seconds + r.kernels_bwd * c.gap - k.routed_wgrad_seconds;

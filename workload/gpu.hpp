@@ -137,7 +137,6 @@ struct GpuSpec;
 
 /// @brief A GEMM library's published grouped-GEMM rates: FLOP/s by rows per group on each published (n, k) shape,
 /// and what its weight-gradient kernels reach against them.
-
 struct GroupedGemmRates {
   /// @brief One published figure: `groups` GEMMs of `rows` rows each, `n` x `k`, at `rate` FLOP/s.
   struct Point {

@@ -115,7 +115,7 @@ BatchSpec read_batch(spec::ObjectReader b, bool micro_batch_allowed)
   return batch;
 }
 
-// Megatron's recompute_modules, each once; "moe" (the whole MoE layer, its all-to-alls again) is not modelled.
+// Megatron's recompute_modules, each once, each one the model has something for.
 std::vector<RecomputeModule> read_recompute_modules(spec::ObjectReader& r, Recompute recompute, const ModelSpec& model)
 {
   constexpr std::string_view key = "recompute_modules";
@@ -124,6 +124,9 @@ std::vector<RecomputeModule> read_recompute_modules(spec::ObjectReader& r, Recom
   const auto names = r.strings(key);
   if (names.empty())
     r.fail(key, "an empty list (give one or more of " + allowed_names<RecomputeModule>(true) + ")");
+  bool dense_layer = false;
+  for (int l = 0; l < model.layers && !dense_layer; ++l)
+    dense_layer = !model.is_moe_layer(l);
   std::vector<RecomputeModule> out;
   for (std::size_t i = 0; i < names.size(); ++i) {
     const std::string at = "element " + std::to_string(i) + ": ";
@@ -132,9 +135,6 @@ std::vector<RecomputeModule> read_recompute_modules(spec::ObjectReader& r, Recom
       r.fail(key, at + "unknown module \"" + names[i] + "\" (allowed: " + allowed_names<RecomputeModule>(true) + ")");
     if (std::find(out.begin(), out.end(), *m) != out.end())
       r.fail(key, at + "\"" + names[i] + "\" is listed twice");
-    bool dense_layer = false;
-    for (int l = 0; l < model.layers && !dense_layer; ++l)
-      dense_layer = !model.is_moe_layer(l);
     const std::string has_none = at + "model " + model.name + " has no ";
     if (*m == RecomputeModule::mla_up_proj && model.attention != AttentionKind::mla)
       r.fail(key, has_none + "multi-latent attention to up-project");
