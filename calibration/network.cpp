@@ -52,6 +52,7 @@ topology::TopologySpec row_topology(ObjectReader& r, const std::string& file, Ne
   stated.nccl_efficiency = given("pod", "nccl_efficiency");
   stated.net_latency     = given("pod", "net_latency");
   stated.step_latency    = given("node", "step_latency");
+  stated.nvls_warp_rate  = given("node", "nvls_warp_rate");
   return topology::parse_topology_spec(doc, file, r.where().path);
 }
 
@@ -74,6 +75,10 @@ void set_parameters(topology::TopologySpec& spec, const NetworkRun::Stated& stat
   auto node = [&](topology::NodeSpec& n) {
     if (!stated.step_latency)
       n.step_latency = candidate.nvlink == n.nvlink ? candidate.step_latency : topology::nvlink_step_latency(n.nvlink);
+    if (!stated.nvls_warp_rate) {
+      const auto& w    = candidate.nvls_warp_rate;
+      n.nvls_warp_rate = !w ? topology::nvlink_nvls_warp_rate(n.nvlink) : w->count(n.nvlink) ? w->at(n.nvlink) : 0;
+    }
   };
   pod(spec.pod);
   node(spec.node);
@@ -231,7 +236,8 @@ std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidel
         inside[run.topology.node.nvlink].push_back(&run);
     }
   std::vector<NetworkFit> out;
-  Candidate fitted; // what is fitted so far stays in force for what follows
+  Candidate fitted;                // what is fitted so far stays in force for what follows
+  fitted.nvls_warp_rate.emplace(); // no warp bound until the warp rates are fitted
   auto fit_group = [&](NetworkFit f, const std::vector<const NetworkRun*>& rows, const NetworkFit& shipped) {
     for (const auto* r : rows)
       f.rows.push_back(r->name);
@@ -240,6 +246,8 @@ std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidel
       if (x.fabric) {
         c.fabric = x.fabric;
         c.value  = x.value;
+      } else if (x.nvls) {
+        (*c.nvls_warp_rate)[*x.nvlink] = x.nvls_warp_rate;
       } else {
         c.nvlink       = x.nvlink;
         c.step_latency = x.step_latency;
@@ -260,8 +268,8 @@ std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidel
     loss(shipped, &f.mape_before);
     const bool small =
         std::any_of(rows.begin(), rows.end(), [](const NetworkRun* r) { return r->bytes <= 16.0 * 1024 * 1024; });
-    const std::string what = "fitting " + std::string(f.fabric ? name_of(*f.fabric) : name_of(*f.nvlink)) + " on " +
-                             std::to_string(rows.size()) + " fit rows";
+    const std::string what = "fitting " + std::string(f.fabric ? name_of(*f.fabric) : name_of(*f.nvlink)) +
+                             (f.nvls ? " NVLS" : "") + " on " + std::to_string(rows.size()) + " fit rows";
     auto improve = [&](NetworkFit& best, double& best_loss, auto set, int steps) {
       for (int i = 0; i <= steps; ++i) {
         auto x = best;
@@ -284,9 +292,13 @@ std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidel
       if (f.fabric && small)
         improve(
             f, best_loss, [](NetworkFit& x, int i) { x.value.net_latency = 0.5e-6 * i; }, 100);
-      if (!f.fabric && small)
+      if (!f.fabric && !f.nvls && small)
         improve(
             f, best_loss, [](NetworkFit& x, int i) { x.step_latency = 0.1e-6 * i; }, 100);
+      // A warp rate binds large calls: from no bound (the start) down to 0.5 GB/s a warp.
+      if (f.nvls)
+        improve(
+            f, best_loss, [](NetworkFit& x, int i) { x.nvls_warp_rate = 10e9 - 0.05e9 * i; }, 190);
     }
     if (progress)
       progress(what, 3, 3);
@@ -308,6 +320,21 @@ std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidel
     shipped.value             = topology::fabric_defaults(fabric);
     fit_group(f, rows, shipped);
   }
+  // The rows whose all-reduce NCCL runs as NVLS or NVLSTree (with what is fitted above), by NVLink generation.
+  std::map<topology::NvLink, std::vector<const NetworkRun*>> nvls;
+  for (const auto& run : dataset.runs)
+    if (run.role == Role::fit && run.op == CollectiveOp::all_reduce) {
+      const auto a = simulate_network_run(run, fidelity, fitted).call.algorithm;
+      if (a == netsim::Algorithm::nvls || a == netsim::Algorithm::nvls_tree)
+        nvls[run.topology.node.nvlink].push_back(&run);
+    }
+  for (const auto& [generation, rows] : nvls) {
+    NetworkFit f, shipped;
+    f.nvlink = shipped.nvlink = generation;
+    f.nvls = shipped.nvls  = true;
+    shipped.nvls_warp_rate = topology::nvlink_nvls_warp_rate(generation);
+    fit_group(f, rows, shipped);
+  }
   return out;
 }
 
@@ -320,6 +347,13 @@ json fabrics_document(const std::vector<NetworkFit>& fits, const std::string& da
       j["nccl_efficiency"] = std::round(f.value.nccl_efficiency * 1e4) / 1e4;
       j["net_latency"]     = topology::detail::config_time(f.value.net_latency);
       j["fitted_on"]       = f.rows;
+    } else if (f.nvls) {
+      auto& j = doc["nvlink"][std::string(name_of(*f.nvlink))];
+      if (f.nvls_warp_rate > 0)
+        j["nvls_warp_rate"] = topology::detail::config_number(f.nvls_warp_rate / 1e9) + "GBps";
+      else
+        j.erase("nvls_warp_rate");
+      j["nvls_fitted_on"] = f.rows;
     } else {
       auto& j           = doc["nvlink"][std::string(name_of(*f.nvlink))];
       j["step_latency"] = topology::detail::config_time(f.step_latency);

@@ -9,6 +9,7 @@
 #include "netsim/collectives.hpp"
 #include "topology/topology.hpp"
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ struct NetworkRun {
     bool nccl_efficiency = false; ///< pod
     bool net_latency     = false; ///< pod
     bool step_latency    = false; ///< node
+    bool nvls_warp_rate  = false; ///< node
   } stated;
   std::vector<int> gpus;
   CollectiveOp op = CollectiveOp::all_reduce;
@@ -55,6 +57,9 @@ struct Candidate {
   topology::FabricDefaults value;
   std::optional<topology::NvLink> nvlink; ///< this generation's step latency is `step_latency`
   double step_latency = 0;
+  /// @brief Every generation's NVLS warp rate in place of the shipped ones (a fit's: 0, none, for those not yet
+  /// fitted).
+  std::optional<std::map<topology::NvLink, double>> nvls_warp_rate;
 };
 
 /// @brief What one point's simulation gives: nccl-tests' bus bandwidth and NCCL's pick.
@@ -89,18 +94,23 @@ struct NetworkReport {
 /// @brief Simulates every row that is not excluded.
 NetworkReport validate_network(const NetworkDataset& dataset, netsim::Fidelity fidelity);
 
-/// @brief One fitted group: a fabric (its NCCL efficiency and net latency, on the fit rows across nodes) or an NVLink
-/// generation (its step latency, on the fit rows inside one node); least squares of the log of simulated over
-/// published bus bandwidth on bounded grids, efficiency and latency in turns.
+/// @brief One fitted group: a fabric (its NCCL efficiency and net latency, on the fit rows across nodes), an NVLink
+/// generation's step latency (on the fit rows inside one node) or its NVLS warp rate (on the fit rows whose
+/// all-reduce runs NVLS or NVLSTree); least squares of the log of simulated over published bus bandwidth on bounded
+/// grids, efficiency and latency in turns.
 struct NetworkFit {
   std::optional<topology::Fabric> fabric;
   std::optional<topology::NvLink> nvlink;
+  bool nvls = false;              ///< an NVLink generation's NVLS warp rate (else its step latency)
   topology::FabricDefaults value; ///< a fabric's
-  double step_latency = 0;        ///< an NVLink generation's, seconds
+  double step_latency   = 0;      ///< an NVLink generation's, seconds
+  double nvls_warp_rate = 0;      ///< an NVLink generation's, bytes/s (0: none)
   std::vector<std::string> rows;
   double mape_before = 0, mape_after = 0; ///< the rows' MAPE at the shipped values and at the fitted ones
 };
-/// @brief NVLink generations first (their rows do not touch a fabric), then fabrics with those values in force.
+/// @brief NVLink generations' step latencies first (their rows do not touch a fabric), then fabrics with those values
+/// in force, then the generations' NVLS warp rates with both in force. Every search starts from a neutral point (no
+/// latency, efficiency 0.94, no warp bound), so that a refit on the same rows gives the same file.
 std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidelity fidelity, const Progress& progress);
 
 /// @brief topology/fabrics.json with the fitted values in place (the others kept).

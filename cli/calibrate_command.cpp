@@ -134,15 +134,21 @@ void calibrate_network(const CalibrateOptions& o)
     throw UsageError(dataset.file + " has no fit rows: nothing to fit");
   if (write_and_print(o, calibration::fabrics_document(fits, dataset.file)))
     return;
-  Table t{
-      "Fitted on " + calibration::recorded_path(dataset.file),
-      {"fabric or NVLink", "fit rows", "NCCL efficiency", "net latency", "step latency", "MAPE before", "MAPE after"},
-      {}};
-  for (const auto& f : fits)
-    t.rows.push_back(
-        {std::string(f.fabric ? name_of(*f.fabric) : name_of(*f.nvlink)), std::to_string(f.rows.size()),
-         f.fabric ? fixed(f.value.nccl_efficiency, 4) : "-", f.fabric ? units::format_time(f.value.net_latency) : "-",
-         f.fabric ? "-" : units::format_time(f.step_latency), percent(f.mape_before), percent(f.mape_after)});
+  Table t{"Fitted on " + calibration::recorded_path(dataset.file),
+          {"fabric or NVLink", "fit rows", "NCCL efficiency", "net latency", "step latency", "NVLS warp rate",
+           "MAPE before", "MAPE after"},
+          {}};
+  for (const auto& f : fits) {
+    const bool step = !f.fabric && !f.nvls;
+    t.rows.push_back({std::string(f.fabric ? name_of(*f.fabric) : name_of(*f.nvlink)), std::to_string(f.rows.size()),
+                      f.fabric ? fixed(f.value.nccl_efficiency, 4) : "-",
+                      f.fabric ? units::format_time(f.value.net_latency) : "-",
+                      step ? units::format_time(f.step_latency) : "-",
+                      !f.nvls                ? "-"
+                      : f.nvls_warp_rate > 0 ? units::format_bandwidth(f.nvls_warp_rate)
+                                             : "none",
+                      percent(f.mape_before), percent(f.mape_after)});
+  }
   print_table(std::cout, t);
   if (!o.out.empty())
     std::cout << "written to " << o.out << "\n";

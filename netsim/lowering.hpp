@@ -85,6 +85,9 @@ public:
   /// in-network reduction between nodes.
   int nvls(CollectiveOp op, const NcclLayout& layout, double bytes, const NcclCall& call, bool across_by_tree,
            const std::vector<int>& deps);
+  /// @brief The share of the NVLink rate an NVLS call's data moves at inside a node: NCCL's nvlsEfficiency, or less
+  /// where the channels' copy warps (the node's nvls_warp_rate) are slower.
+  double nvls_share(CollectiveOp op, const NcclLayout& layout, const NcclCall& call, bool across_by_tree) const;
   /// @brief The wait of an NVLS all-reduce's store-and-forward stages as its pipeline fills and drains, after `end`.
   int pipeline_fill(CollectiveOp op, const NcclLayout& layout, double bytes, const NcclCall& call, bool across_by_tree,
                     int end);

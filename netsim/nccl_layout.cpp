@@ -118,7 +118,9 @@ NcclLayout nccl_layout(const topology::Topology& topology, const std::vector<int
       arch_most = std::max(arch_most, arch_of(site.node->nvlink));
       sites.push_back(site);
       nvls_capable = nvls_capable && site.node->nvls;
-      sharp        = sharp && site.pod->sharp;
+      if (const double w = site.node->nvls_warp_rate; w > 0)
+        L.nvls_warp_rate = L.nvls_warp_rate > 0 ? std::min(L.nvls_warp_rate, w) : w;
+      sharp = sharp && site.pod->sharp;
       if (!node0) {
         node0 = site.node;
         pod0  = site.pod;

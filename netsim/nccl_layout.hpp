@@ -24,8 +24,10 @@ struct NcclLayout {
   bool regular           = true;
   bool nics_shared       = false; ///< several of the group's GPUs share a NIC
   double nvls_efficiency = 1;     ///< the share of NVLink a multimem reduction reaches (NCCL's nvlsEfficiency)
-  bool sharp             = false; ///< the fabric reduces in its switches and CollNet is enabled
-  int nic_ports          = 1;     ///< ports fused into each NIC device
+  /// @brief Bytes/s one warp of NCCL's NVLS all-reduce kernels copies (the slowest of the group's nodes; 0: none).
+  double nvls_warp_rate = 0;
+  bool sharp            = false; ///< the fabric reduces in its switches and CollNet is enabled
+  int nic_ports         = 1;     ///< ports fused into each NIC device
 };
 
 /// @brief Lays out a group (GPUs in rank order) as NCCL's graph search would, under `settings` (release, NVLS and

@@ -51,6 +51,9 @@ std::vector<int> shared_nic_order(const std::vector<std::vector<int>>& by_nic, i
   return order;
 }
 
+// Warps of one NCCL channel's thread block (NCCL_MAX_NTHREADS 640 / 32, src/include/device.h).
+constexpr int kNcclWarps = 20;
+
 // The pairs of a ring over each node's group GPUs (inside nodes), and the most GPUs a node holds.
 std::pair<std::vector<std::pair<int, int>>, int> node_rings(const NcclLayout& L)
 {
@@ -174,7 +177,7 @@ int Lowering::nvls(CollectiveOp op, const NcclLayout& L, double bytes, const Ncc
   const auto [inside, k] = node_rings(L);
   const double volume    = op == CollectiveOp::all_reduce ? bytes * (k + 1) / k : bytes * (k - 1) / k;
   const double saved     = stretch_;
-  stretch_               = saved / L.nvls_efficiency;
+  stretch_               = saved / nvls_share(op, L, call, across_by_tree);
   const int a            = pipelined(inside, volume, 0, call, deps, call.channels, bytes);
   stretch_               = saved;
   if (L.comm.nodes == 1)
@@ -198,6 +201,27 @@ int Lowering::nvls(CollectiveOp op, const NcclLayout& L, double bytes, const Ncc
   return pipeline_fill(op, L, bytes, call, across_by_tree, barrier({a, b}));
 }
 
+double Lowering::nvls_share(CollectiveOp op, const NcclLayout& L, const NcclCall& call, bool across_by_tree) const
+{
+  const auto [inside, k] = node_rings(L);
+  if (op != CollectiveOp::all_reduce || L.nvls_warp_rate <= 0 || inside.empty() || call.channels <= 0)
+    return L.nvls_efficiency;
+  // NCCL's NVLS all-reduce kernels (src/device/all_reduce.h, the same from 2.19 to 2.29) split each channel's 20 warps
+  // (NCCL_MAX_NTHREADS 640, unregistered buffers as nccl-tests runs) among scatter, gather, the heads' reduction and
+  // the sends between nodes: on one node 5 reduce warps (7 on 6 GPUs or fewer) leave 8 and 7 (7 and 6) to scatter
+  // and gather; across nodes by SHARP 3 reduce and 2 broadcast warps leave 8 and 7; NVLSTree's 5 reduce and 4 tree
+  // warps leave 6 and 5. Every byte of a GPU passes its channel's scatter and gather warps once, so the fewer of the
+  // two bound the channel; against the link, which moves (k+1)/k of the bytes, that is a share of its rate.
+  const bool across   = L.comm.nodes > 1;
+  const int bcast     = across ? (across_by_tree ? 4 : 2) : 0;
+  const int reduce    = across ? (across_by_tree ? 5 : 3) : (k <= 6 ? 7 : 5);
+  const int warps     = (kNcclWarps - reduce - bcast) / 2; // gather; scatter takes the odd one
+  const auto [ga, gb] = inside.front();
+  const double link   = topology_.route_bandwidth(topology_.route(ga, gb));
+  const double copies = call.channels * warps * L.nvls_warp_rate * (k + 1.0) / k;
+  return std::min(L.nvls_efficiency, copies / link);
+}
+
 int Lowering::pipeline_fill(CollectiveOp op, const NcclLayout& L, double bytes, const NcclCall& call,
                             bool across_by_tree, int end)
 {
@@ -213,9 +237,10 @@ int Lowering::pipeline_fill(CollectiveOp op, const NcclLayout& L, double bytes, 
   const double loop     = std::min(k * call.step_bytes, bytes / channels); // a channel's bytes per loop
   // Each stage alone at its channel's share of the link it crosses: a GPU's NVLink (at NCCL's NVLS efficiency),
   // a head's NIC shared by the channels.
-  const auto [ga, gb]   = inside.front();
-  const double t_inside = loop * channels / (topology_.route_bandwidth(topology_.route(ga, gb)) * L.nvls_efficiency);
-  const double kk       = k;
+  const auto [ga, gb] = inside.front();
+  const double t_inside =
+      loop * channels / (topology_.route_bandwidth(topology_.route(ga, gb)) * nvls_share(op, L, call, across_by_tree));
+  const double kk = k;
   std::vector<double> stages{t_inside * (kk - 1) / kk, t_inside / kk,
                              t_inside * (kk - 1) / kk}; // scatter, reduce, gather
   if (L.comm.nodes > 1) {

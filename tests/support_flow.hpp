@@ -25,16 +25,18 @@ inline netsim::FlowGraph transfers(const std::vector<std::pair<int, int>>& pairs
   return g;
 }
 
-/// @brief A preset (or file) with no per-step latency beyond NCCL's own (the fitted step and net latencies of
-/// topology/fabrics.json at 0): the site whose collectives the closed forms describe.
-inline topology::Topology without_step_latencies(const std::string& preset)
+/// @brief A preset (or file) with no per-step latency beyond NCCL's own and no NVLS warp bound (the fitted step and
+/// net latencies and warp rates of topology/fabrics.json at 0): the site whose collectives the closed forms describe.
+inline topology::Topology without_fitted_terms(const std::string& preset)
 {
-  auto spec              = topology::load_topology_spec(preset);
-  spec.node.step_latency = 0;
-  spec.pod.net_latency   = 0;
+  auto spec                = topology::load_topology_spec(preset);
+  spec.node.step_latency   = 0;
+  spec.node.nvls_warp_rate = 0;
+  spec.pod.net_latency     = 0;
   for (auto& b : spec.building_overrides) {
-    b.node.step_latency = 0;
-    b.pod.net_latency   = 0;
+    b.node.step_latency   = 0;
+    b.node.nvls_warp_rate = 0;
+    b.pod.net_latency     = 0;
   }
   return topology::Topology(std::move(spec));
 }

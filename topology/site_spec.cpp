@@ -95,6 +95,9 @@ void read_node(ObjectReader& r, NodeSpec& node, bool required)
   node.nvlink           = r.optional_enumeration<NvLink>("nvlink").value_or(node.nvlink);
   node.step_latency     = r.optional_time("step_latency")
                           .value_or(required || new_nvlink ? nvlink_step_latency(node.nvlink) : node.step_latency);
+  node.nvls_warp_rate =
+      r.optional_bandwidth("nvls_warp_rate")
+          .value_or(required || new_nvlink ? nvlink_nvls_warp_rate(node.nvlink) : node.nvls_warp_rate);
   node.nvls = r.optional_boolean("nvls").value_or(node.nvls);
   if (node.nvls && node.nvlink == NvLink::nvlink3)
     r.fail(r.has("nvls") ? "nvls" : "nvlink",
@@ -176,6 +179,8 @@ json node_json(const NodeSpec& node)
             {"nvls", node.nvls},
             {"nics", node.nic_count()},
             {"step_latency", config_time(node.step_latency)}};
+  if (node.nvls_warp_rate > 0)
+    j["nvls_warp_rate"] = config_bandwidth(node.nvls_warp_rate);
   if (node.shared_nics())
     j["nic_gpus"] = node.nic_gpus;
   return j;
@@ -208,6 +213,7 @@ namespace {
 struct Shipped {
   std::map<Fabric, FabricDefaults> fabrics;
   std::map<NvLink, double> step_latency;
+  std::map<NvLink, double> nvls_warp_rate;
 };
 
 // Read once per process: reference data, not simulation state.
@@ -235,6 +241,8 @@ const Shipped& shipped()
     for (auto g : enum_names(NvLink{})) {
       auto o = nvlink.object(g);
       out.step_latency.emplace(*parse_name<NvLink>(g), o.time("step_latency"));
+      out.nvls_warp_rate.emplace(*parse_name<NvLink>(g), o.optional_bandwidth("nvls_warp_rate").value_or(0));
+      o.raw("nvls_fitted_on");
       o.raw("fitted_on");
       o.finish();
     }
@@ -255,6 +263,11 @@ FabricDefaults fabric_defaults(Fabric fabric)
 double nvlink_step_latency(NvLink generation)
 {
   return shipped().step_latency.at(generation);
+}
+
+double nvlink_nvls_warp_rate(NvLink generation)
+{
+  return shipped().nvls_warp_rate.at(generation);
 }
 
 } // namespace spansim::topology

@@ -24,7 +24,7 @@ namespace {
 // (test "every step pays the step latency of its path") are left out.
 topology::Topology preset(const char* name)
 {
-  return test::without_step_latencies(name);
+  return test::without_fitted_terms(name);
 }
 
 // tiny.json reshaped into one region of two buildings, so that one inter-building link joins them.

@@ -189,7 +189,7 @@ TEST_CASE("dependencies and delays order the flow graph", "[flow]")
 
 TEST_CASE("ring all-reduce inside one HGX node and over 16 nodes of one rail matches alpha-beta", "[flow][collective]")
 {
-  topology::Topology t = test::without_step_latencies("hgx-h100-pod");
+  topology::Topology t = test::without_fitted_terms("hgx-h100-pod");
   const auto& spec     = t.spec();
   struct Ring {
     const char* what;

@@ -126,7 +126,7 @@ TEST_CASE("a large send over one long link is bound by the window of its channel
 
 TEST_CASE("a ring over equal links is unchanged by the slot windows", "[collective][nccl]")
 {
-  topology::Topology t = test::without_step_latencies("hgx-h100-pod");
+  topology::Topology t = test::without_fitted_terms("hgx-h100-pod");
   std::vector<int> gpus; // GPU 0 of 16 nodes: one rail, one leaf
   for (int n = 0; n < 16; ++n)
     gpus.push_back(8 * n);

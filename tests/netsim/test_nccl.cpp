@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <tuple>
 #include <utility>
 
 using namespace spansim;
@@ -205,7 +206,7 @@ TEST_CASE("rings over whole nodes leave each node by every NIC: 16 ranks reach t
 {
   // hgx-h100-pod (8 x 400G a node, RoCE at 0.94): rings one per NIC, each carrying S/8, rail-local between nodes. Bus
   // bandwidth 8 x 47 GB/s where one ring through one NIC gave 47 (issue 61's figure); NVLink carries 7/8 of it.
-  const auto t   = test::without_step_latencies("hgx-h100-pod");
+  const auto t   = test::without_fitted_terms("hgx-h100-pod");
   const double b = t.spec().pod.nic_rate();
   for (double s : {1 * kGiB, 8 * kGiB})
     for (auto f : {Fidelity::analytical, Fidelity::flow}) {
@@ -227,7 +228,7 @@ TEST_CASE("NCCL's tree on two nodes: chains inside bound it, or its kernels' per
   // Each NIC's tree and mirror carry S/8 between the nodes (S/8 a NIC each way: S / (8 x 47 GB/s)); inside, each of
   // the 8 chains (one per NIC, from its own head) moves 2 x 7/8 S over every GPU's NVLink (1.75 S / 369 GB/s); the
   // tree kernels reach at most 8 channels x 41.4 GB/s (Hopper, 2 nodes) x 0.85 (TREE pattern) x 0.5 of algBw.
-  const auto t     = test::without_step_latencies("hgx-h100-pod");
+  const auto t     = test::without_fitted_terms("hgx-h100-pod");
   const double nic = 8 * t.spec().pod.nic_rate(), nv = t.spec().node.nvlink_rate();
   const double cap = 8 * 41.4e9 * 0.85 * 0.5;
   for (auto f : {Fidelity::analytical, Fidelity::flow}) {
@@ -241,7 +242,7 @@ TEST_CASE("NCCL's tree on two nodes: chains inside bound it, or its kernels' per
 TEST_CASE("NVLS: the NVSwitch reduces, each GPU moves S (k+1)/k each way at NCCL's NVLS efficiency",
           "[nccl][collective]")
 {
-  const auto t      = test::without_step_latencies("dgx-h100");
+  const auto t      = test::without_fitted_terms("dgx-h100");
   const double rate = t.spec().node.nvlink_rate() * 0.85; // tuning.cc 2.28+: nvlsEfficiency, Hopper
   const int nc      = nccl_layout(t, first(8), {}).comm.nvls_channels;
   REQUIRE(nc == 16); // the chunks below are counted for 16 channels of 8 heads
@@ -264,7 +265,7 @@ TEST_CASE("NVLS: the NVSwitch reduces, each GPU moves S (k+1)/k each way at NCCL
       CHECK(l.algorithm == Algorithm::nvls);
     }
   // NVLS where the switch does not reduce: refused.
-  const auto a100 = test::without_step_latencies("p4de");
+  const auto a100 = test::without_fitted_terms("p4de");
   FlowGraph g;
   CHECK_THROWS_WITH(add_collective(g, a100, make(Algorithm::nvls, first(8), kGiB), {}),
                     Catch::Contains("nvls does not apply") && Catch::Contains("NVSwitch that reduces"));
@@ -279,7 +280,7 @@ TEST_CASE("NVLSTree on two nodes: NVLS inside, each NIC's double tree carries S/
   // its stages other than the longest: scatter (k-1)/k, reduce 1/k and gather (k-1)/k of a loop through a GPU's
   // NVLink at the channel's share, and one tree level (up over the NIC, the head's combination, down) and the
   // heads' multicast.
-  const auto t      = test::without_step_latencies("dgx-h100");
+  const auto t      = test::without_fitted_terms("dgx-h100");
   const double nv   = t.spec().node.nvlink_rate() * 0.85; // tuning.cc 2.28+: nvlsEfficiency, Hopper
   const double nic  = t.spec().pod.nic_rate();
   const double k    = 8;
@@ -312,11 +313,68 @@ TEST_CASE("NVLSTree on two nodes: NVLS inside, each NIC's double tree carries S/
     }
 }
 
+TEST_CASE("NVLS warps: a channel's gather warps bound NVLS (7 of 20) and NVLSTree (5 of 20) below the link's share",
+          "[nccl][collective]")
+{
+  // NCCL's NVLS all-reduce kernels (src/device/all_reduce.h) give each channel's gather 7 of its 20 warps on one
+  // node of 8 GPUs and 5 in NVLSTree; every byte of a GPU passes them once. With a warp rate w the NVLink moves
+  // (k+1)/k of the bytes at min(NVLS efficiency x link, channels x warps x w x (k+1)/k); the pipeline fill as above at
+  // that rate. The rates are chosen to bind: 16 x 7 x 2 GB/s and 16 x 5 x 3 GB/s, against 0.85 x 369 GB/s.
+  auto spec            = test::without_fitted_terms("dgx-h100").spec();
+  const double nv_link = spec.node.nvlink_rate();
+  const double nv      = nv_link * 0.85;
+  const double k       = 8;
+  for (auto [ranks, warps, w] : {std::tuple{8, 7.0, 2e9}, {16, 5.0, 3e9}}) {
+    spec.node.nvls_warp_rate = w;
+    for (auto& b : spec.building_overrides)
+      b.node.nvls_warp_rate = w;
+    const topology::Topology t(spec);
+    const double nic = t.spec().pod.nic_rate();
+    const auto a     = ranks == 8 ? Algorithm::nvls : Algorithm::nvls_tree;
+    const auto na    = ranks == 8 ? NcclAlgorithm::nvls : NcclAlgorithm::nvls_tree;
+    const double s   = 4 * kGiB;
+    for (auto f : {Fidelity::analytical, Fidelity::flow}) {
+      const auto c = make(a, first(ranks), s);
+      Lowered l;
+      const double time = simulate(t, c, f, &l);
+      REQUIRE(l.algorithm == a);
+      const double nc   = l.nccl.channels;
+      const double rate = std::min(nv, nc * warps * w * (k + 1) / k);
+      REQUIRE(rate < nv); // the warps bind
+      const double loop     = std::min(k * 131072, s / nc);
+      const double t_inside = loop * nc / rate;
+      std::vector<double> stages{t_inside * (k - 1) / k, t_inside / k, t_inside * (k - 1) / k};
+      if (ranks > 8)
+        for (double x : {loop / k * nc / nic, t_inside / k, loop / k * nc / nic, t_inside / k})
+          stages.push_back(x);
+      double sum = 0, longest = 0;
+      for (double x : stages) {
+        sum += x;
+        longest = std::max(longest, x);
+      }
+      const double form =
+          std::max(s / (nc * warps * w), ranks > 8 ? s / (8 * nic) : 0.0) + test::nccl_floor(t, c, na) + sum - longest;
+      expect_within(std::to_string(ranks) + "-GPU " + std::string(name_of(a)) + " all-reduce of 4 GiB at " +
+                        std::string(name_of(f)) + ", " + std::to_string(static_cast<int>(warps)) + " gather warps of " +
+                        std::to_string(w / 1e9) + " GB/s (bus bandwidth " +
+                        std::to_string(2 * (ranks - 1.0) / ranks * s / time / 1e9) + " GB/s)",
+                    form, time, 0.01);
+    }
+  }
+  // The shipped Hopper rate (topology/fabrics.json, fitted on the network section's fit rows) binds NVLSTree, not NVLS.
+  const topology::Topology shipped(topology::load_topology_spec("dgx-h100"));
+  const double w = shipped.spec().node.nvls_warp_rate;
+  std::cout << "  shipped NVLS warp rate " << w / 1e9 << " GB/s: NVLS bound " << 16 * 7 * w * 9 / 8 / 1e9
+            << " GB/s, NVLSTree " << 16 * 5 * w * 9 / 8 / 1e9 << " GB/s, against " << nv / 1e9 << " GB/s\n";
+  CHECK(16 * 7 * w * 9 / 8 > nv);
+  CHECK(16 * 5 * w * 9 / 8 < nv);
+}
+
 TEST_CASE("CollNet: the switches reduce, each node puts S on the network once", "[nccl][collective]")
 {
   // dgx-h100 has SHARP switches; with CollNet enabled each NIC's head sends S/8 once, the nodes' GPUs reduce to their
   // heads and spread the result (a ring's NVLink volume, 2 (k-1)/k S).
-  const auto t = test::without_step_latencies("dgx-h100");
+  const auto t = test::without_fitted_terms("dgx-h100");
   for (auto f : {Fidelity::analytical, Fidelity::flow}) {
     const double s    = 4 * kGiB;
     auto c            = make(Algorithm::collnet_direct, first(16), s);
@@ -334,7 +392,7 @@ TEST_CASE("CollNet: the switches reduce, each node puts S on the network once", 
 TEST_CASE("PXN: a send to another node leaves by the destination's rail, relayed by a rank of the group",
           "[nccl][collective]")
 {
-  const auto t   = test::without_step_latencies("hgx-h100-pod");
+  const auto t   = test::without_fitted_terms("hgx-h100-pod");
   auto transfers = [&](const Collective& c) {
     FlowGraph g;
     add_collective(g, t, c, {});
@@ -374,7 +432,7 @@ TEST_CASE("every step pays the step latency of its path: NVLink's inside a node,
   const double step      = 2e-6;
   spec.node.step_latency = step;
   const auto with        = topology::Topology(spec);
-  const auto without     = test::without_step_latencies("hgx-h100-pod");
+  const auto without     = test::without_fitted_terms("hgx-h100-pod");
   const auto c           = make(Algorithm::ring, first(8), 1 << 20);
   for (auto f : {Fidelity::analytical, Fidelity::flow})
     expect_within("14 steps x " + std::to_string(step * 1e6) + " us at " + std::string(name_of(f)),

@@ -294,7 +294,7 @@ TEST_CASE("NCCL's layouts at packet level: rings per NIC, the 2-node tree, NVLS 
   // The closed forms of tests/netsim/test_nccl.cpp hold at flow level; packets add headers and store-and-forward.
   // NVLS and CollNet reduce in the switch: packet level carries them as their link loads (the switches' arithmetic
   // is not simulated), as flow level does.
-  const auto t = test::without_step_latencies("dgx-h100");
+  const auto t = test::without_fitted_terms("dgx-h100");
   std::vector<int> sixteen, eight;
   for (int i = 0; i < 16; ++i)
     (i < 8 ? eight : sixteen).push_back(i);

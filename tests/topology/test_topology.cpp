@@ -329,3 +329,35 @@ TEST_CASE("faults: what a failed element cuts off, and names that do not exist",
   CHECK(t.with_faults(r).failed_links() == t.with_faults(r).failed_links());
   CHECK(t.with_faults(r).failed_links() > 0);
 }
+
+TEST_CASE("a node's NVLS warp rate: its NVLink generation's unless stated and read back from the effective JSON",
+          "[topology]")
+{
+  // dgx-h100 states none: Hopper's fitted rate (topology/fabrics.json); a stated one replaces it and reads back.
+  auto spec = load_topology_spec("dgx-h100");
+  std::cout << "  dgx-h100: NVLS warp rate " << spec.node.nvls_warp_rate / 1e9 << " GB/s (nvlink4's "
+            << nvlink_nvls_warp_rate(NvLink::nvlink4) / 1e9 << ")\n";
+  CHECK(spec.node.nvls_warp_rate == nvlink_nvls_warp_rate(NvLink::nvlink4));
+  auto j                      = spec.to_json();
+  j["node"]["nvls_warp_rate"] = "2.5GBps";
+  j.erase("file");
+  for (const char* key : {"inter_building", "inter_region"})
+    if (j.contains(key))
+      j[key].erase("effective_latency");
+  auto stated = parse_topology_spec(j, "stated");
+  expect_within("stated NVLS warp rate (bytes/s)", 2.5e9, stated.node.nvls_warp_rate, 1e-12);
+  auto again = parse_topology_spec(
+      [&] {
+        auto k = stated.to_json();
+        k.erase("file");
+        for (const char* key : {"inter_building", "inter_region"})
+          if (k.contains(key))
+            k[key].erase("effective_latency");
+        return k;
+      }(),
+      "again");
+  expect_within("NVLS warp rate read back (bytes/s)", 2.5e9, again.node.nvls_warp_rate, 1e-12);
+  j["node"]["nvls_warp_rate"] = "0GBps";
+  CHECK_THROWS_WITH(parse_topology_spec(j, "zero"),
+                    Catch::Contains("nvls_warp_rate") && Catch::Contains("greater than zero"));
+}

@@ -352,7 +352,7 @@ TEST_CASE("a hand-built foreign trace: every node kind and dependency kind, impo
 
   // Simulated: stage 0 computes 1 ms, all-reduces 64 MiB over NVLink, computes 0.5 ms, sends 16 MiB to stage 1,
   // which then computes 2 ms. The step is their chain.
-  topology::Topology topo = test::without_step_latencies("two-buildings");
+  topology::Topology topo = test::without_fitted_terms("two-buildings");
   placement::Placement place(topo, job, {});
   netsim::StepOptions o;
   o.fidelity                      = netsim::Fidelity::analytical;
