@@ -17,6 +17,17 @@ namespace spansim::cli {
 
 namespace {
 
+// What packet level cannot carry: the switches' arithmetic of an in-switch reduction.
+constexpr const char* kInSwitchAtPacket =
+    "the switches' reduction (NVLS, CollNet) is not simulated at packet level: the call runs as the flows a ring over "
+    "the same GPUs moving its per-link volume moves";
+
+bool in_switch(netsim::Algorithm a)
+{
+  return a == netsim::Algorithm::nvls || a == netsim::Algorithm::nvls_tree || a == netsim::Algorithm::collnet_direct ||
+         a == netsim::Algorithm::collnet_chain;
+}
+
 struct CollectiveOptions {
   std::string topology;
   std::string op       = "allreduce";
@@ -248,6 +259,8 @@ void run(const CollectiveOptions& o)
         double algbw                             = points[i].bytes / t;
         row[std::string(name_of(fidelities[f]))] = {
             {"time_s", t}, {"algbw_Bps", algbw}, {"busbw_Bps", algbw * bus_factor}};
+        if (fidelities[f] == netsim::Fidelity::packet && in_switch(calls[i].algorithm))
+          row["packet"]["approximated"] = kInSwitchAtPacket;
       }
       rows.push_back(row);
     }
@@ -307,6 +320,9 @@ void run(const CollectiveOptions& o)
                 std::to_string(flows) + " flows per call, " + std::to_string(c.flows_per_pair) +
                 " flow(s) per GPU pair)";
   print_table(std::cout, table);
+  const bool packet = std::find(fidelities.begin(), fidelities.end(), netsim::Fidelity::packet) != fidelities.end();
+  if (packet && std::any_of(calls.begin(), calls.end(), [](const auto& l) { return in_switch(l.algorithm); }))
+    std::cout << "packet: " << kInSwitchAtPacket << "\n";
 }
 
 } // namespace

@@ -674,6 +674,8 @@ nlohmann::json PacketSettings::to_json() const
               {"headers", "IPv4 20 + UDP 8 + BTH 12 + ICRC 4 (+ PPP 2 per hop)"},
               {"start", "line rate of the sender's first link"},
               {"lossless", "deep queues stand in for PFC (its pauses are not modelled)"},
+              {"in_switch_reduction", "not simulated: an NVLS or CollNet (SHARP) call runs as the flows a ring over the "
+                                            "same GPUs moving its per-link volume moves (netsim/README.md)"},
               {"device_queue_packets", device_queue_packets},
               {"queue_disc", queue},
               {"time_resolution", "ps"},

@@ -657,7 +657,9 @@ TEST_CASE("options that cannot apply are refused, not ignored", "[cli][options]"
   std::remove(graphml.c_str());
 }
 
-TEST_CASE("help and text output say what holds: hybrid fidelity, --no-boundaries, no rows, one trial", "[cli][options]")
+TEST_CASE("help and text output say what holds: hybrid fidelity, --no-boundaries, no rows, one trial, packet level's "
+          "in-switch reduction",
+          "[cli][options]")
 {
   const auto run_help = spansim("run --help");
   CHECK(run_help.out.find("analytical, flow, packet, hybrid") != std::string::npos);
@@ -686,6 +688,21 @@ TEST_CASE("help and text output say what holds: hybrid fidelity, --no-boundaries
   const auto outcome = nlohmann::json::parse(one_json.out)["outcome"];
   CHECK(outcome["ettr_stddev"].is_null());
   CHECK(outcome["trials"] == 1);
+  // What packet level cannot carry is said: an NVLSTree all-reduce's in-switch reduction, in the row and the table;
+  // a ring's packet row says nothing of it.
+  const auto nvls = spansim("collective -t dgx-h100 --ranks 16 --sizes 1MiB --fidelity packet --json");
+  INFO(nvls.err);
+  REQUIRE(nvls.exit_code == 0);
+  const auto row = nlohmann::json::parse(nvls.out)["results"][0];
+  CHECK(row["algorithm"] == "nvls-tree");
+  CHECK(row["packet"]["approximated"].get<std::string>().find("not simulated at packet level") != std::string::npos);
+  CHECK(nlohmann::json::parse(nvls.out)["engines"]["packet"].contains("in_switch_reduction"));
+  CHECK(
+      spansim("collective -t dgx-h100 --ranks 16 --sizes 1MiB --fidelity packet").out.find("not simulated at packet") !=
+      std::string::npos);
+  const auto ring = spansim("collective -t dgx-h100 --ranks 16 --sizes 1MiB --algo ring --fidelity packet --json");
+  REQUIRE(ring.exit_code == 0);
+  CHECK_FALSE(nlohmann::json::parse(ring.out)["results"][0]["packet"].contains("approximated"));
 }
 
 TEST_CASE("workload describe on a trace read without a model prints no model, tokens or MFU, as run does",
