@@ -49,10 +49,11 @@ topology::TopologySpec row_topology(ObjectReader& r, const std::string& file, Ne
   auto given = [&](const char* block, const char* key) {
     return doc.contains(block) && doc[block].is_object() && doc[block].contains(key);
   };
-  stated.nccl_efficiency = given("pod", "nccl_efficiency");
-  stated.net_latency     = given("pod", "net_latency");
-  stated.step_latency    = given("node", "step_latency");
-  stated.nvls_warp_rate  = given("node", "nvls_warp_rate");
+  stated.nccl_efficiency  = given("pod", "nccl_efficiency");
+  stated.net_latency      = given("pod", "net_latency");
+  stated.step_latency     = given("node", "step_latency");
+  stated.nvls_warp_rate   = given("node", "nvls_warp_rate");
+  stated.p2p_channel_rate = given("node", "p2p_channel_rate");
   return topology::parse_topology_spec(doc, file, r.where().path);
 }
 
@@ -78,6 +79,14 @@ void set_parameters(topology::TopologySpec& spec, const NetworkRun::Stated& stat
     if (!stated.nvls_warp_rate) {
       const auto& w    = candidate.nvls_warp_rate;
       n.nvls_warp_rate = !w ? topology::nvlink_nvls_warp_rate(n.nvlink) : w->count(n.nvlink) ? w->at(n.nvlink) : 0;
+    }
+    if (!stated.p2p_channel_rate) {
+      const auto& c      = candidate.p2p_channel_rate;
+      n.p2p_channel_rate = !c ? topology::nvlink_p2p_channel_rate(n.nvlink) : c->count(n.nvlink) ? c->at(n.nvlink) : 0;
+      const auto& l      = candidate.p2p_ll_channel_rate;
+      n.p2p_ll_channel_rate = !l                   ? topology::nvlink_p2p_ll_channel_rate(n.nvlink)
+                              : l->count(n.nvlink) ? l->at(n.nvlink)
+                                                   : 0;
     }
   };
   pod(spec.pod);
@@ -151,8 +160,6 @@ NetworkDataset load_network_dataset(const std::string& path)
     run.op = parse_enum<CollectiveOp>(
         r.choice("op", {"allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "broadcast", "reduce"}),
         "collective");
-    if (run.op == CollectiveOp::send_recv && ranks != 2)
-      r.fail("ranks", "sendrecv takes 2 ranks (a sender and a receiver)");
     const auto& b = r.raw("bytes");
     run.bytes     = b.is_number() ? r.number("bytes", 1, 1e15) : r.size("bytes");
     if (!(run.bytes > 0))
@@ -232,12 +239,14 @@ std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidel
     if (run.role == Role::fit) {
       if (spans_nodes(run))
         across[fabric_of(run)].push_back(&run);
-      else
-        inside[run.topology.node.nvlink].push_back(&run);
+      else if (run.op != CollectiveOp::all_to_all && run.op != CollectiveOp::send_recv)
+        inside[run.topology.node.nvlink].push_back(&run); // sends inside a node fit their channel rate (below)
     }
   std::vector<NetworkFit> out;
   Candidate fitted;                // what is fitted so far stays in force for what follows
-  fitted.nvls_warp_rate.emplace(); // no warp bound until the warp rates are fitted
+  fitted.nvls_warp_rate.emplace(); // no warp or channel bound until those rates are fitted
+  fitted.p2p_channel_rate.emplace();
+  fitted.p2p_ll_channel_rate.emplace();
   auto fit_group = [&](NetworkFit f, const std::vector<const NetworkRun*>& rows, const NetworkFit& shipped) {
     for (const auto* r : rows)
       f.rows.push_back(r->name);
@@ -248,6 +257,9 @@ std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidel
         c.value  = x.value;
       } else if (x.nvls) {
         (*c.nvls_warp_rate)[*x.nvlink] = x.nvls_warp_rate;
+      } else if (x.p2p) {
+        (*c.p2p_channel_rate)[*x.nvlink]    = x.p2p_channel_rate;
+        (*c.p2p_ll_channel_rate)[*x.nvlink] = x.p2p_ll_channel_rate;
       } else {
         c.nvlink       = x.nvlink;
         c.step_latency = x.step_latency;
@@ -269,7 +281,10 @@ std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidel
     const bool small =
         std::any_of(rows.begin(), rows.end(), [](const NetworkRun* r) { return r->bytes <= 16.0 * 1024 * 1024; });
     const std::string what = "fitting " + std::string(f.fabric ? name_of(*f.fabric) : name_of(*f.nvlink)) +
-                             (f.nvls ? " NVLS" : "") + " on " + std::to_string(rows.size()) + " fit rows";
+                             (f.nvls  ? " NVLS"
+                              : f.p2p ? " send/recv"
+                                      : "") +
+                             " on " + std::to_string(rows.size()) + " fit rows";
     auto improve = [&](NetworkFit& best, double& best_loss, auto set, int steps) {
       for (int i = 0; i <= steps; ++i) {
         auto x = best;
@@ -280,7 +295,7 @@ std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidel
         }
       }
     };
-    for (int round = 0; round < (f.fabric ? 3 : 1); ++round) {
+    for (int round = 0; round < (f.fabric || f.p2p ? 3 : 1); ++round) {
       if (progress)
         progress(what, static_cast<std::size_t>(round), 3);
       double best_loss = loss(f, nullptr);
@@ -292,13 +307,20 @@ std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidel
       if (f.fabric && small)
         improve(
             f, best_loss, [](NetworkFit& x, int i) { x.value.net_latency = 0.5e-6 * i; }, 100);
-      if (!f.fabric && !f.nvls && small)
+      if (!f.fabric && !f.nvls && !f.p2p && small)
         improve(
             f, best_loss, [](NetworkFit& x, int i) { x.step_latency = 0.1e-6 * i; }, 100);
       // A warp rate binds large calls: from no bound (the start) down to 0.5 GB/s a warp.
       if (f.nvls)
         improve(
             f, best_loss, [](NetworkFit& x, int i) { x.nvls_warp_rate = 10e9 - 0.05e9 * i; }, 190);
+      // A channel's rate binds sends that take few channels: from no bound down to 2 GB/s a channel.
+      if (f.p2p) {
+        improve(
+            f, best_loss, [](NetworkFit& x, int i) { x.p2p_channel_rate = 100e9 - 0.1e9 * i; }, 980);
+        improve(
+            f, best_loss, [](NetworkFit& x, int i) { x.p2p_ll_channel_rate = 100e9 - 0.1e9 * i; }, 995);
+      }
     }
     if (progress)
       progress(what, 3, 3);
@@ -335,6 +357,20 @@ std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidel
     shipped.nvls_warp_rate = topology::nvlink_nvls_warp_rate(generation);
     fit_group(f, rows, shipped);
   }
+  // The all-to-all and send/recv rows inside one node, by NVLink generation.
+  std::map<topology::NvLink, std::vector<const NetworkRun*>> p2p;
+  for (const auto& run : dataset.runs)
+    if (run.role == Role::fit && (run.op == CollectiveOp::all_to_all || run.op == CollectiveOp::send_recv) &&
+        !spans_nodes(run))
+      p2p[run.topology.node.nvlink].push_back(&run);
+  for (const auto& [generation, rows] : p2p) {
+    NetworkFit f, shipped;
+    f.nvlink = shipped.nvlink = generation;
+    f.p2p = shipped.p2p         = true;
+    shipped.p2p_channel_rate    = topology::nvlink_p2p_channel_rate(generation);
+    shipped.p2p_ll_channel_rate = topology::nvlink_p2p_ll_channel_rate(generation);
+    fit_group(f, rows, shipped);
+  }
   return out;
 }
 
@@ -347,6 +383,17 @@ json fabrics_document(const std::vector<NetworkFit>& fits, const std::string& da
       j["nccl_efficiency"] = std::round(f.value.nccl_efficiency * 1e4) / 1e4;
       j["net_latency"]     = topology::detail::config_time(f.value.net_latency);
       j["fitted_on"]       = f.rows;
+    } else if (f.p2p) {
+      auto& j = doc["nvlink"][std::string(name_of(*f.nvlink))];
+      if (f.p2p_channel_rate > 0)
+        j["p2p_channel_rate"] = topology::detail::config_number(f.p2p_channel_rate / 1e9) + "GBps";
+      else
+        j.erase("p2p_channel_rate");
+      if (f.p2p_ll_channel_rate > 0)
+        j["p2p_ll_channel_rate"] = topology::detail::config_number(f.p2p_ll_channel_rate / 1e9) + "GBps";
+      else
+        j.erase("p2p_ll_channel_rate");
+      j["p2p_fitted_on"] = f.rows;
     } else if (f.nvls) {
       auto& j = doc["nvlink"][std::string(name_of(*f.nvlink))];
       if (f.nvls_warp_rate > 0)

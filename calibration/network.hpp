@@ -28,10 +28,11 @@ struct NetworkRun {
   topology::TopologySpec topology;
   /// @brief Which of the fitted parameters the preset or the row states (kept as stated, not fitted values).
   struct Stated {
-    bool nccl_efficiency = false; ///< pod
-    bool net_latency     = false; ///< pod
-    bool step_latency    = false; ///< node
-    bool nvls_warp_rate  = false; ///< node
+    bool nccl_efficiency  = false; ///< pod
+    bool net_latency      = false; ///< pod
+    bool step_latency     = false; ///< node
+    bool nvls_warp_rate   = false; ///< node
+    bool p2p_channel_rate = false; ///< node (and its LL rate)
   } stated;
   std::vector<int> gpus;
   CollectiveOp op = CollectiveOp::all_reduce;
@@ -60,6 +61,9 @@ struct Candidate {
   /// @brief Every generation's NVLS warp rate in place of the shipped ones (a fit's: 0, none, for those not yet
   /// fitted).
   std::optional<std::map<topology::NvLink, double>> nvls_warp_rate;
+  /// @brief The same for every generation's send/recv channel rate.
+  std::optional<std::map<topology::NvLink, double>> p2p_channel_rate;
+  std::optional<std::map<topology::NvLink, double>> p2p_ll_channel_rate;
 };
 
 /// @brief What one point's simulation gives: nccl-tests' bus bandwidth and NCCL's pick.
@@ -95,22 +99,27 @@ struct NetworkReport {
 NetworkReport validate_network(const NetworkDataset& dataset, netsim::Fidelity fidelity);
 
 /// @brief One fitted group: a fabric (its NCCL efficiency and net latency, on the fit rows across nodes), an NVLink
-/// generation's step latency (on the fit rows inside one node) or its NVLS warp rate (on the fit rows whose
-/// all-reduce runs NVLS or NVLSTree); least squares of the log of simulated over published bus bandwidth on bounded
+/// generation's step latency (on the fit rows inside one node), its NVLS warp rate (on the fit rows whose
+/// all-reduce runs NVLS or NVLSTree) or its send/recv channel rate (on the all-to-all and send/recv fit rows inside
+/// one node); least squares of the log of simulated over published bus bandwidth on bounded
 /// grids, efficiency and latency in turns.
 struct NetworkFit {
   std::optional<topology::Fabric> fabric;
   std::optional<topology::NvLink> nvlink;
   bool nvls = false;              ///< an NVLink generation's NVLS warp rate (else its step latency)
+  bool p2p  = false;              ///< an NVLink generation's send/recv channel rate
   topology::FabricDefaults value; ///< a fabric's
-  double step_latency   = 0;      ///< an NVLink generation's, seconds
-  double nvls_warp_rate = 0;      ///< an NVLink generation's, bytes/s (0: none)
+  double step_latency        = 0; ///< an NVLink generation's, seconds
+  double nvls_warp_rate      = 0; ///< an NVLink generation's, bytes/s (0: none)
+  double p2p_channel_rate    = 0; ///< an NVLink generation's, bytes/s (0: none)
+  double p2p_ll_channel_rate = 0; ///< the same for LL sends (wire bytes/s)
   std::vector<std::string> rows;
   double mape_before = 0, mape_after = 0; ///< the rows' MAPE at the shipped values and at the fitted ones
 };
 /// @brief NVLink generations' step latencies first (their rows do not touch a fabric), then fabrics with those values
-/// in force, then the generations' NVLS warp rates with both in force. Every search starts from a neutral point (no
-/// latency, efficiency 0.94, no warp bound), so that a refit on the same rows gives the same file.
+/// in force, then the generations' NVLS warp rates and send/recv channel rates with those in force. Every search starts
+/// from a neutral point (no latency, efficiency 0.94, no warp bound), so that a refit on the same rows gives the same
+/// file.
 std::vector<NetworkFit> fit_network(const NetworkDataset& dataset, netsim::Fidelity fidelity, const Progress& progress);
 
 /// @brief topology/fabrics.json with the fitted values in place (the others kept).

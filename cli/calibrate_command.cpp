@@ -136,10 +136,10 @@ void calibrate_network(const CalibrateOptions& o)
     return;
   Table t{"Fitted on " + calibration::recorded_path(dataset.file),
           {"fabric or NVLink", "fit rows", "NCCL efficiency", "net latency", "step latency", "NVLS warp rate",
-           "MAPE before", "MAPE after"},
+           "send/recv channel", "MAPE before", "MAPE after"},
           {}};
   for (const auto& f : fits) {
-    const bool step = !f.fabric && !f.nvls;
+    const bool step = !f.fabric && !f.nvls && !f.p2p;
     t.rows.push_back({std::string(f.fabric ? name_of(*f.fabric) : name_of(*f.nvlink)), std::to_string(f.rows.size()),
                       f.fabric ? fixed(f.value.nccl_efficiency, 4) : "-",
                       f.fabric ? units::format_time(f.value.net_latency) : "-",
@@ -147,6 +147,9 @@ void calibrate_network(const CalibrateOptions& o)
                       !f.nvls                ? "-"
                       : f.nvls_warp_rate > 0 ? units::format_bandwidth(f.nvls_warp_rate)
                                              : "none",
+                      !f.p2p                   ? "-"
+                      : f.p2p_channel_rate > 0 ? units::format_bandwidth(f.p2p_channel_rate)
+                                               : "none",
                       percent(f.mape_before), percent(f.mape_after)});
   }
   print_table(std::cout, t);

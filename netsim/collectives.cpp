@@ -42,8 +42,8 @@ void validate(const Topology& t, const Collective& c)
     throw UsageError("flows per pair must be between 1 and 64");
   if (c.root < 0 || c.root >= static_cast<int>(k))
     throw UsageError("root rank " + std::to_string(c.root) + " is outside the group of " + std::to_string(k));
-  if (c.op == CollectiveOp::send_recv && k != 2)
-    throw UsageError("sendrecv takes exactly 2 GPUs (source, destination)");
+  if (c.op == CollectiveOp::send_recv && k < 2)
+    throw UsageError("sendrecv takes 2 GPUs or more (each sends to the next, as nccl-tests' sendrecv_perf)");
   if (!c.matrix.empty()) {
     if (c.op != CollectiveOp::all_to_all)
       throw UsageError("a size matrix is only for alltoall");

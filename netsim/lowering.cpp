@@ -432,21 +432,38 @@ int Lowering::direct(CollectiveOp op, const Collective& c, const std::vector<int
       }
     break;
   case CollectiveOp::send_recv:
-    sends.push_back({gpus[0], gpus[1], c.bytes, p2p_window(c.bytes, 1, 2, nccl_), true});
+    // Two GPUs: the first sends to the second; more: each sends to the next, around (nccl-tests' sendrecv_perf).
+    for (int i = 0; i < (k == 2 ? 1 : k); ++i)
+      sends.push_back({gpus[i], gpus[(i + 1) % k], c.bytes, p2p_window(c.bytes, 1, k, nccl_), true});
     break;
   }
-  return p2p_group(sends, k, deps);
+  const auto layout = nccl_layout(topology_, gpus, nccl_);
+  bool all_nvlink   = true;
+  for (int g : gpus)
+    all_nvlink = all_nvlink && topology_.node_gpus_of(g) > 1;
+  return p2p_group(sends, p2p_comm(layout.comm.channels, k, layout.comm.nodes, all_nvlink, nccl_), deps);
 }
 
-int Lowering::p2p_group(const std::vector<P2pSend>& sends, int ranks, const std::vector<int>& deps)
+int Lowering::p2p_group(const std::vector<P2pSend>& sends, const P2pComm& comm, const std::vector<int>& deps)
 {
+  const int ranks = comm.ranks;
   std::vector<int> ops;
   std::unordered_map<int, int> peers; // sender -> its peers
   for (const auto& s : sends) {
     // LL writes each 8 bytes of data with two 4-byte flags in a 16-byte line (ncclLLFifoLine, src/include/device.h):
     // twice the bytes on the wire, as a pipelined call's LL pays them (NcclCall::wire).
-    const double wire = wire_factor(p2p_protocol(s.bytes)) * s.bytes;
-    s.pxn ? p2p(s.src, s.dst, wire, deps, ops, s.window) : transfer(s.src, s.dst, wire, deps, ops, s.window);
+    // Inside a node a send moves at most what its channels' kernels copy (the node's p2p_channel_rate, or for LL its
+    // p2p_ll_channel_rate of wire bytes; NCCL's channels a send takes, src/enqueue.cc addP2pToPlan).
+    const auto plan   = p2p_plan(comm, s.bytes);
+    const double wire = wire_factor(plan.protocol) * s.bytes;
+    double rate       = 0;
+    if (const auto a = topology_.locate(s.src); a.node == topology_.locate(s.dst).node) {
+      const auto& node         = *topology_.spec().site_of(topology_.building_name(a.building)).node;
+      const double per_channel = plan.protocol == Protocol::ll ? node.p2p_ll_channel_rate : node.p2p_channel_rate;
+      rate                     = per_channel > 0 ? plan.channels * per_channel : 0;
+    }
+    s.pxn ? p2p(s.src, s.dst, wire, deps, ops, s.window, rate)
+          : transfer(s.src, s.dst, wire, deps, ops, s.window, rate);
     ++peers[s.src];
   }
   if (ops.empty())
@@ -467,7 +484,7 @@ int Lowering::p2p_group(const std::vector<P2pSend>& sends, int ranks, const std:
   for (const auto& s : sends) {
     const auto la = topology_.locate(s.src), lb = topology_.locate(s.dst);
     const bool inside = la.node == lb.node;
-    const bool ll     = p2p_protocol(s.bytes) == Protocol::ll;
+    const bool ll     = p2p_plan(comm, s.bytes).protocol == Protocol::ll;
     all_ll            = all_ll && ll;
     if (!seen.emplace(la.building, inside, ll).second)
       continue;

@@ -72,7 +72,7 @@ public:
   };
   /// @brief The sends of one NCCL call of point-to-point operations over `ranks` ranks, all starting together, then
   /// the call's latency that their flows do not pay (netsim/README.md, "Send/recv and all-to-all").
-  int p2p_group(const std::vector<P2pSend>& sends, int ranks, const std::vector<int>& deps);
+  int p2p_group(const std::vector<P2pSend>& sends, const P2pComm& comm, const std::vector<int>& deps);
   int hierarchical(const Hierarchy& h, double bytes, const std::vector<int>& deps);
 
   // NCCL's algorithms as NCCL lays them out (nccl_lowering.cpp).
@@ -96,7 +96,8 @@ public:
   /// @brief A point-to-point transfer over the network as NCCL's PXN sends it: over NVLink to the local GPU on the
   /// destination's rail, then out of that GPU's NIC; direct when that GPU is not in the group (NCCL relays only
   /// through ranks of the communicator).
-  void p2p(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out, double window);
+  void p2p(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out, double window,
+           double rate = 0);
 
 private:
   /// @brief The cap on a transfer's rate from its sender's share of an uplink (Collective::send_rate); 0: none.

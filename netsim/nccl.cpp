@@ -204,6 +204,54 @@ int p2p_channels_per_peer(int ranks, const NcclSettings& settings)
   return settings.p2p_channels_per_peer > 0 ? settings.p2p_channels_per_peer : ranks > 32 ? 1 : 2;
 }
 
+P2pComm p2p_comm(int channels, int ranks, int nodes, bool all_nvlink, const NcclSettings& settings)
+{
+  auto pow2_up = [](int x) {
+    int p = 1;
+    while (p < x)
+      p *= 2;
+    return p;
+  };
+  P2pComm c;
+  c.ranks      = ranks;
+  c.nodes      = nodes;
+  c.channels   = pow2_up(std::max(1, channels));
+  int per_peer = c.channels;
+  if (nodes > 1) {
+    int net = 2;
+    while (net * ranks > c.channels * 4 && net > 1)
+      net /= 2;
+    per_peer = settings.p2p_channels_per_peer > 0 ? settings.p2p_channels_per_peer : net;
+  }
+  c.per_peer                 = std::min(pow2_up(std::min(per_peer, c.channels)), c.channels);
+  constexpr double kNvlChunk = 524288; // NCCL_P2P_NVL_CHUNKSIZE
+  c.step    = std::min(nodes == 1 && all_nvlink ? kNvlChunk : settings.p2p_chunk, settings.buffsize / settings.slots);
+  c.ll_step = settings.ll_buffsize / settings.slots;
+  return c;
+}
+
+P2pPlan p2p_plan(const P2pComm& c, double bytes)
+{
+  P2pPlan p;
+  const int most = c.per_peer;
+  int least      = most;
+  while (least * c.ranks > c.channels && least > 1)
+    least /= 2;
+  p.protocol            = bytes <= most * kP2pLLThreshold ? Protocol::ll : Protocol::simple;
+  const double step     = p.protocol == Protocol::ll ? c.ll_step : c.step;
+  const double min_part = c.nodes > 1 ? step / 2 : step / 8;
+  const double max_part = c.nodes > 1 ? step : step * 32;
+  if (bytes <= 0)
+    return p;
+  p.channels  = std::min(least, static_cast<int>(std::ceil(bytes / min_part)));
+  double part = std::max(min_part, std::ceil(bytes / p.channels));
+  while (part > max_part && p.channels <= most / 2) {
+    p.channels *= 2;
+    part = std::ceil(bytes / p.channels);
+  }
+  return p;
+}
+
 int p2p_waves(int peers, int ranks, const NcclSettings& settings)
 {
   constexpr int kPerBatch = 8; // NCCL_MAX_DEV_WORK_P2P_PER_BATCH

@@ -125,6 +125,32 @@ int p2p_channels_per_peer(int ranks, const NcclSettings& settings);
 /// at once (NCCL_MAX_DEV_WORK_P2P_PER_BATCH), its batches one after another, over p2pnChannels / channels per peer.
 int p2p_waves(int peers, int ranks, const NcclSettings& settings);
 
+/// @brief A communicator's point-to-point channels (src/graph/paths.cc, ncclTopoComputeP2pChannels): p2pnChannels,
+/// the power of two at or above its collective channels; p2pnChannelsPerPeer, the fewest any peer takes (inside one
+/// node every NVLink peer takes them all; across nodes a network peer 2, halved while 2 x ranks exceeds 4 x
+/// p2pnChannels, or NCCL_NCHANNELS_PER_NET_PEER); and the Simple step (NCCL_P2P_NVL_CHUNKSIZE 512 KiB on one node of
+/// NVLink, NCCL_P2P_NET_CHUNKSIZE across nodes, at most an eighth of NCCL_BUFFSIZE).
+struct P2pComm {
+  int channels   = 16;
+  int per_peer   = 2;
+  int ranks      = 2;
+  int nodes      = 1;
+  double step    = 131072; ///< bytes of a Simple step
+  double ll_step = 65536;  ///< wire bytes of an LL step (NCCL_LL_BUFFSIZE / 8)
+};
+/// @brief The p2p channels of a communicator of `ranks` over `nodes` nodes whose collectives run `channels` channels.
+P2pComm p2p_comm(int channels, int ranks, int nodes, bool all_nvlink, const NcclSettings& settings);
+
+/// @brief How NCCL runs one send of a group (src/enqueue.cc, addP2pToPlan, 2.27-2.30): LL when its bytes are at most
+/// NCCL_P2P_LL_THRESHOLD (16 KiB) a channel of p2pnChannelsPerPeer, else Simple; over as many channels as parts of
+/// at least a step / 8 (a step / 2 across nodes) fill, from p2pnChannelsPerPeer halved until every rank's peer fits
+/// the channels once, doubled while a part exceeds 32 steps (one step across nodes), up to p2pnChannelsPerPeer.
+struct P2pPlan {
+  Protocol protocol = Protocol::simple;
+  int channels      = 1;
+};
+P2pPlan p2p_plan(const P2pComm& comm, double bytes);
+
 /// @brief NCCL_P2P_LL_THRESHOLD: a send of at most this many bytes per channel runs LL, a larger one Simple.
 inline constexpr double kP2pLLThreshold = 16384;
 

@@ -299,11 +299,12 @@ double Lowering::double_tree(const std::vector<int>& heads, std::vector<std::pai
   return chain;
 }
 
-void Lowering::p2p(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out, double window)
+void Lowering::p2p(int src, int dst, double bytes, const std::vector<int>& deps, std::vector<int>& out, double window,
+                   double rate)
 {
   const auto s = topology_.locate(src), d = topology_.locate(dst);
   if (!nccl_.pxn || s.node == d.node) {
-    transfer(src, dst, bytes, deps, out, window);
+    transfer(src, dst, bytes, deps, out, window, rate);
     return;
   }
   // The NIC on the destination's rail, and the GPU behind it on the sender's node.
@@ -316,11 +317,11 @@ void Lowering::p2p(int src, int dst, double bytes, const std::vector<int>& deps,
       proxy = src - s.local + local;
   }
   if (proxy == src) {
-    transfer(src, dst, bytes, deps, out, window);
+    transfer(src, dst, bytes, deps, out, window, rate);
     return;
   }
-  transfer(src, proxy, bytes, deps, out, window);
-  transfer(proxy, dst, bytes, deps, out, window);
+  transfer(src, proxy, bytes, deps, out, window, rate);
+  transfer(proxy, dst, bytes, deps, out, window, rate);
 }
 
 } // namespace spansim::netsim::detail

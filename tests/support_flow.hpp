@@ -49,14 +49,24 @@ inline double ring_allreduce_time(int ranks, double bytes, double bandwidth, dou
   return wire_bytes_per_rank(CollectiveOp::all_reduce, ranks, bytes) / bandwidth + 2.0 * (ranks - 1) * alpha;
 }
 
+/// @brief The protocol NCCL gives a send of `bytes` in the group of `c` (LL at most p2pnChannelsPerPeer x 16 KiB,
+/// src/enqueue.cc addP2pToPlan; checked by hand in tests/netsim/test_nccl.cpp).
+inline netsim::Protocol p2p_protocol_in(const topology::Topology& t, const netsim::Collective& c, double bytes)
+{
+  const auto layout = netsim::nccl_layout(t, c.gpus, c.nccl);
+  const auto comm =
+      netsim::p2p_comm(layout.comm.channels, static_cast<int>(c.gpus.size()), layout.comm.nodes, true, c.nccl);
+  return netsim::p2p_plan(comm, bytes).protocol;
+}
+
 /// @brief What a group of sends and receives of `bytes` each over the path from gpus[0] to gpus[1] takes beyond its
 /// bytes (seconds), for groups of at most 65 ranks (one wave of peers): NCCL's ring launch (baseLat), then one step
-/// over the path (hwLat, plus the path's fitted step latency); LL at most 16 KiB, Simple above.
+/// over the path (hwLat, plus the path's fitted step latency), under the protocol NCCL gives the send.
 inline double p2p_floor(const topology::Topology& t, const netsim::Collective& c, double bytes)
 {
   REQUIRE(c.gpus.size() <= 65);
   const bool inside = t.locate(c.gpus[0]).node == t.locate(c.gpus[1]).node;
-  const auto tables = netsim::nccl_p2p_latency(c.nccl.version, netsim::p2p_protocol(bytes),
+  const auto tables = netsim::nccl_p2p_latency(c.nccl.version, p2p_protocol_in(t, c, bytes),
                                                inside ? netsim::NcclPath::nvlink : netsim::NcclPath::net);
   return (tables.base_us + tables.step_us) * 1e-6 + t.step_latency(c.gpus[0], c.gpus[1]);
 }

@@ -184,6 +184,9 @@ void Topology::build_from_graph()
   spec_.node.nvls             = g.nvls;
   spec_.node.step_latency     = g.step_latency >= 0 ? g.step_latency : nvlink_step_latency(g.nvlink);
   spec_.node.nvls_warp_rate   = g.nvls_warp_rate >= 0 ? g.nvls_warp_rate : nvlink_nvls_warp_rate(g.nvlink);
+  spec_.node.p2p_channel_rate = g.p2p_channel_rate >= 0 ? g.p2p_channel_rate : nvlink_p2p_channel_rate(g.nvlink);
+  spec_.node.p2p_ll_channel_rate =
+      g.p2p_ll_channel_rate >= 0 ? g.p2p_ll_channel_rate : nvlink_p2p_ll_channel_rate(g.nvlink);
   spec_.node.nvlink_bandwidth = gpu_nvlink_[0] >= 0 ? links_[gpu_nvlink_[0]].bandwidth : 0;
   spec_.node.nvlink_latency   = gpu_nvlink_[0] >= 0 ? links_[gpu_nvlink_[0]].latency : 0;
   spec_.pod                   = PodSpec{};

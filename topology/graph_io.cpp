@@ -139,14 +139,16 @@ void read_nccl_block(ObjectReader& r, GraphSpec& g)
   auto n = r.optional_object("nccl");
   if (!n)
     return;
-  g.nvlink         = n->optional_enumeration<NvLink>("nvlink").value_or(g.nvlink);
-  g.nvls           = n->optional_boolean("nvls").value_or(g.nvls);
-  g.step_latency   = n->optional_time("step_latency").value_or(g.step_latency);
-  g.nvls_warp_rate = n->optional_bandwidth("nvls_warp_rate").value_or(g.nvls_warp_rate);
-  g.fabric         = n->optional_enumeration<Fabric>("fabric").value_or(g.fabric);
-  g.sharp          = n->optional_boolean("sharp").value_or(g.sharp);
-  g.net_latency    = n->optional_time("net_latency").value_or(g.net_latency);
-  g.nics           = static_cast<int>(n->optional_integer("nics", 1, 4096).value_or(0));
+  g.nvlink              = n->optional_enumeration<NvLink>("nvlink").value_or(g.nvlink);
+  g.nvls                = n->optional_boolean("nvls").value_or(g.nvls);
+  g.step_latency        = n->optional_time("step_latency").value_or(g.step_latency);
+  g.nvls_warp_rate      = n->optional_bandwidth("nvls_warp_rate").value_or(g.nvls_warp_rate);
+  g.p2p_channel_rate    = n->optional_bandwidth("p2p_channel_rate").value_or(g.p2p_channel_rate);
+  g.p2p_ll_channel_rate = n->optional_bandwidth("p2p_ll_channel_rate").value_or(g.p2p_ll_channel_rate);
+  g.fabric              = n->optional_enumeration<Fabric>("fabric").value_or(g.fabric);
+  g.sharp               = n->optional_boolean("sharp").value_or(g.sharp);
+  g.net_latency         = n->optional_time("net_latency").value_or(g.net_latency);
+  g.nics                = static_cast<int>(n->optional_integer("nics", 1, 4096).value_or(0));
   if (g.nvls && g.nvlink == NvLink::nvlink3)
     n->fail("nvls", "NVLS (NVLink SHARP) needs an NVSwitch that reduces: nvlink4 or nvlink5");
   if (g.sharp && g.fabric != Fabric::ib)
@@ -578,6 +580,10 @@ nlohmann::json Topology::to_graph_json() const
                    {"links", links}};
   if (n.nvls_warp_rate > 0)
     doc["graph"]["nccl"]["nvls_warp_rate"] = exact(n.nvls_warp_rate, "Bps");
+  if (n.p2p_channel_rate > 0)
+    doc["graph"]["nccl"]["p2p_channel_rate"] = exact(n.p2p_channel_rate, "Bps");
+  if (n.p2p_ll_channel_rate > 0)
+    doc["graph"]["nccl"]["p2p_ll_channel_rate"] = exact(n.p2p_ll_channel_rate, "Bps");
   return doc;
 }
 

@@ -98,6 +98,12 @@ void read_node(ObjectReader& r, NodeSpec& node, bool required)
   node.nvls_warp_rate =
       r.optional_bandwidth("nvls_warp_rate")
           .value_or(required || new_nvlink ? nvlink_nvls_warp_rate(node.nvlink) : node.nvls_warp_rate);
+  node.p2p_channel_rate =
+      r.optional_bandwidth("p2p_channel_rate")
+          .value_or(required || new_nvlink ? nvlink_p2p_channel_rate(node.nvlink) : node.p2p_channel_rate);
+  node.p2p_ll_channel_rate =
+      r.optional_bandwidth("p2p_ll_channel_rate")
+          .value_or(required || new_nvlink ? nvlink_p2p_ll_channel_rate(node.nvlink) : node.p2p_ll_channel_rate);
   node.nvls = r.optional_boolean("nvls").value_or(node.nvls);
   if (node.nvls && node.nvlink == NvLink::nvlink3)
     r.fail(r.has("nvls") ? "nvls" : "nvlink",
@@ -181,6 +187,10 @@ json node_json(const NodeSpec& node)
             {"step_latency", config_time(node.step_latency)}};
   if (node.nvls_warp_rate > 0)
     j["nvls_warp_rate"] = config_bandwidth(node.nvls_warp_rate);
+  if (node.p2p_channel_rate > 0)
+    j["p2p_channel_rate"] = config_bandwidth(node.p2p_channel_rate);
+  if (node.p2p_ll_channel_rate > 0)
+    j["p2p_ll_channel_rate"] = config_bandwidth(node.p2p_ll_channel_rate);
   if (node.shared_nics())
     j["nic_gpus"] = node.nic_gpus;
   return j;
@@ -214,6 +224,8 @@ struct Shipped {
   std::map<Fabric, FabricDefaults> fabrics;
   std::map<NvLink, double> step_latency;
   std::map<NvLink, double> nvls_warp_rate;
+  std::map<NvLink, double> p2p_channel_rate;
+  std::map<NvLink, double> p2p_ll_channel_rate;
 };
 
 // Read once per process: reference data, not simulation state.
@@ -243,6 +255,9 @@ const Shipped& shipped()
       out.step_latency.emplace(*parse_name<NvLink>(g), o.time("step_latency"));
       out.nvls_warp_rate.emplace(*parse_name<NvLink>(g), o.optional_bandwidth("nvls_warp_rate").value_or(0));
       o.raw("nvls_fitted_on");
+      out.p2p_channel_rate.emplace(*parse_name<NvLink>(g), o.optional_bandwidth("p2p_channel_rate").value_or(0));
+      out.p2p_ll_channel_rate.emplace(*parse_name<NvLink>(g), o.optional_bandwidth("p2p_ll_channel_rate").value_or(0));
+      o.raw("p2p_fitted_on");
       o.raw("fitted_on");
       o.finish();
     }
@@ -268,6 +283,16 @@ double nvlink_step_latency(NvLink generation)
 double nvlink_nvls_warp_rate(NvLink generation)
 {
   return shipped().nvls_warp_rate.at(generation);
+}
+
+double nvlink_p2p_channel_rate(NvLink generation)
+{
+  return shipped().p2p_channel_rate.at(generation);
+}
+
+double nvlink_p2p_ll_channel_rate(NvLink generation)
+{
+  return shipped().p2p_ll_channel_rate.at(generation);
 }
 
 } // namespace spansim::topology

@@ -81,13 +81,15 @@ struct GraphSpec {
   bool rail_optimized = false; ///< GPU i of every node reaches its leaves only through rail i (checked)
   /// @brief What NCCL sees of the nodes and fabric that the links do not say (a JSON graph's "nccl" block; NVLS
   /// off, the fabric's and generation's fitted latencies where not given: negative).
-  NvLink nvlink         = NvLink::nvlink4;
-  bool nvls             = false;
-  double step_latency   = -1;
-  double nvls_warp_rate = -1;
-  Fabric fabric         = Fabric::roce;
-  bool sharp            = false;
-  double net_latency    = -1;
+  NvLink nvlink              = NvLink::nvlink4;
+  bool nvls                  = false;
+  double step_latency        = -1;
+  double nvls_warp_rate      = -1;
+  double p2p_channel_rate    = -1;
+  double p2p_ll_channel_rate = -1;
+  Fabric fabric              = Fabric::roce;
+  bool sharp                 = false;
+  double net_latency         = -1;
   /// @brief NIC ports per node when each GPU has several (fused into one device by NCCL); 0: what the links say
   /// (one per GPU, or the NIC vertices that GPUs share).
   int nics = 0;
@@ -117,6 +119,11 @@ struct NodeSpec {
   /// @brief Bytes/s one warp of NCCL's NVLS all-reduce kernels copies (its scatter and gather warps bound a
   /// channel); 0: no such bound. Not given: the NVLink generation's (topology/fabrics.json).
   double nvls_warp_rate = 0;
+  /// @brief Bytes/s one channel of NCCL's send/recv kernel moves between two GPUs of the node; 0: no such bound.
+  /// Not given: the NVLink generation's (topology/fabrics.json).
+  double p2p_channel_rate = 0;
+  /// @brief The same for an LL send (wire bytes: each 16-byte line carries 8 of data); 0: no such bound.
+  double p2p_ll_channel_rate = 0;
   /// @brief The rate the NVLink links carry (bytes/s): the link rate times nccl_efficiency.
   double nvlink_rate() const { return nvlink_bandwidth * nccl_efficiency; }
   int nic_count() const { return nics > 0 ? nics : gpus; }
@@ -164,6 +171,10 @@ FabricDefaults fabric_defaults(Fabric fabric);
 double nvlink_step_latency(NvLink generation);
 /// @brief The shipped NVLS warp rate of an NVLink generation (bytes/s; 0: none fitted; topology/fabrics.json).
 double nvlink_nvls_warp_rate(NvLink generation);
+/// @brief The shipped send/recv channel rate of an NVLink generation (bytes/s; 0: none fitted; topology/fabrics.json).
+double nvlink_p2p_channel_rate(NvLink generation);
+/// @brief The same for LL sends (wire bytes/s).
+double nvlink_p2p_ll_channel_rate(NvLink generation);
 /// @brief The file the defaults are read from.
 std::string fabrics_file();
 

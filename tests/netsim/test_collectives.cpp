@@ -145,7 +145,10 @@ void check_all_cases(const topology::Topology& t, const std::vector<int>& gpus, 
         // share up) and ends another (none down), so each moves 2 (K-1)/K S rather than 2 S.
         const bool chains = c.op == CollectiveOp::all_reduce && c.algorithm == Algorithm::tree &&
                             t.locate(gpus.front()).node == t.locate(gpus.back()).node;
-        const double bytes = c.bytes(k, s, bandwidth) * (chains ? (k - 1) / k : 1);
+        // A direct call's LL sends (at most p2pnChannelsPerPeer x 16 KiB each) put twice their bytes on the wire.
+        const double wire =
+            c.algorithm == Algorithm::direct ? netsim::wire_factor(test::p2p_protocol_in(t, col, per_send)) : 1.0;
+        const double bytes = c.bytes(k, s, bandwidth) * (chains ? (k - 1) / k : 1) * wire;
         expect_within(what, bytes + chain, simulate(t, col, f), 0.01);
       }
 }

@@ -439,6 +439,73 @@ TEST_CASE("every step pays the step latency of its path: NVLink's inside a node,
                   simulate(without, c, f) + 14 * step, simulate(with, c, f), 1e-9);
 }
 
+TEST_CASE("NCCL's send/recv channels and protocol by size: addP2pToPlan by hand", "[nccl]")
+{
+  // One node of 8 GPUs whose collectives run 32 channels (a B200 node): p2pnChannels 32, every NVLink peer takes
+  // all 32 (p2pnChannelsPerPeer), halved to 4 so that 8 ranks' peers fit the 32 channels once; the NVLink step is
+  // NCCL_P2P_NVL_CHUNKSIZE, 512 KiB: parts of at least 64 KiB, doubled while above 16 MiB. LL up to 32 x 16 KiB,
+  // its step NCCL_LL_BUFFSIZE / 8 = 64 KiB: parts of at least 8 KiB (16 KiB takes 2 channels).
+  const NcclSettings s;
+  const auto one = p2p_comm(32, 8, 1, true, s);
+  CHECK(one.channels == 32);
+  CHECK(one.per_peer == 32);
+  expect_within("NVLink step (bytes)", 524288, one.step, 0);
+  const double MiB = 1048576;
+  for (auto [bytes, channels, protocol] : {std::tuple{16384.0, 2, Protocol::ll},
+                                           {512 * 1024.0, 4, Protocol::ll},
+                                           {MiB, 4, Protocol::simple},
+                                           {64 * MiB, 4, Protocol::simple},
+                                           {128 * MiB, 8, Protocol::simple},
+                                           {256 * MiB, 16, Protocol::simple},
+                                           {512 * MiB, 32, Protocol::simple},
+                                           {1024 * MiB, 32, Protocol::simple}}) {
+    const auto plan = p2p_plan(one, bytes);
+    std::cout << "  one node, " << bytes / MiB << " MiB: expected " << channels << " channel(s) " << name_of(protocol)
+              << ", actual " << plan.channels << " " << name_of(plan.protocol) << "\n";
+    CHECK(plan.channels == channels);
+    CHECK(plan.protocol == protocol);
+  }
+  // Two nodes of 8, 16 channels: a network peer takes 2 (2 x 16 ranks <= 4 x 16), so every peer does; the net
+  // step (128 KiB) makes parts of 64 KiB to 128 KiB: LL up to 32 KiB, 1 MiB over 2 channels (1 to fit 16 ranks,
+  // doubled once). 128 ranks: 1 channel a peer (2 x 128 > 4 x 16), LL up to 16 KiB.
+  const auto two = p2p_comm(16, 16, 2, false, s);
+  CHECK(two.per_peer == 2);
+  CHECK(p2p_plan(two, 32768).protocol == Protocol::ll);
+  CHECK(p2p_plan(two, 65536).protocol == Protocol::simple);
+  CHECK(p2p_plan(two, MiB).channels == 2);
+  const auto many = p2p_comm(16, 128, 16, false, s);
+  CHECK(many.per_peer == 1);
+  CHECK(p2p_plan(many, 16384).protocol == Protocol::ll);
+  CHECK(p2p_plan(many, 16385).protocol == Protocol::simple);
+}
+
+TEST_CASE("a send/recv ring inside one node moves at its channels' rate: 4 channels to 64 MiB then 8",
+          "[nccl][collective]")
+{
+  // 8 B200 of one node, each sending to the next (nccl-tests' sendrecv_perf), at a channel rate of 20 GB/s: the
+  // channels above (4 for 64 MiB, 8 for 128 MiB) bound each send below its NVLink, and the call pays NCCL's Simple
+  // ring launch and one NVLink step (8.4 + 3.4 us) beyond its bytes.
+  auto spec                  = test::without_fitted_terms("dgx-b200").spec();
+  spec.node.p2p_channel_rate = 20e9;
+  for (auto& b : spec.building_overrides)
+    b.node.p2p_channel_rate = 20e9;
+  const topology::Topology t(spec);
+  Collective c;
+  c.op   = CollectiveOp::send_recv;
+  c.gpus = first(8);
+  REQUIRE(nccl_layout(t, c.gpus, c.nccl).comm.channels == 32);
+  for (auto [mib, channels] : {std::pair{64.0, 4}, {128.0, 8}})
+    for (auto f : {Fidelity::analytical, Fidelity::flow}) {
+      c.bytes           = mib * 1048576;
+      const double form = c.bytes / (channels * 20e9) + (8.4 + 3.4) * 1e-6;
+      const double time = simulate(t, c, f);
+      expect_within("8-GPU send/recv ring of " + std::to_string(static_cast<int>(mib)) + " MiB at " +
+                        std::string(name_of(f)) + " (" + std::to_string(channels) + " channels, " +
+                        std::to_string(c.bytes / time / 1e9) + " GB/s)",
+                    form, time, 0.01);
+    }
+}
+
 TEST_CASE("a group of sends pays NCCL's ring launch once and one step per wave of peers", "[nccl][collective]")
 {
   // NCCL's tables (src/graph/tuning.cc, every series 2.18 to 2.30): baseLat of Ring 6.6 us (LL) and 8.4 us
@@ -462,8 +529,9 @@ TEST_CASE("a group of sends pays NCCL's ring launch once and one step per wave o
   CHECK(p2p_waves(127, 128, s) == 1); // 16 x 8 = 128 at once
   CHECK(p2p_waves(255, 256, s) == 2);
   CHECK(p2p_waves(1023, 1024, s) == 8);
-  // An all-to-all of 4 GPUs of one node, 1 MiB (256 KiB a peer: Simple): the NVLink time of its 3 sends, then
-  // baseLat + hwLat + the node's step latency, at analytical and flow fidelity.
+  // An all-to-all of 4 GPUs of one node, 1 MiB (256 KiB a peer: LL, at most p2pnChannelsPerPeer x 16 KiB with 16
+  // or more channels a peer on one node): the NVLink time of its 3 sends' wire bytes (LL's twice the data), then
+  // LL's baseLat + hwLat + the node's step latency, at analytical and flow fidelity.
   auto spec              = topology::load_topology_spec("hgx-h100-pod");
   spec.node.step_latency = 1e-6;
   const auto t           = topology::Topology(spec);
@@ -473,7 +541,7 @@ TEST_CASE("a group of sends pays NCCL's ring launch once and one step per wave o
   c.gpus              = first(4);
   c.bytes             = 1 << 20;
   const double nvlink = t.spec().node.nvlink_rate();
-  const double form   = 3.0 / 4 * c.bytes / nvlink + (8.4 + 3.4) * 1e-6 + 1e-6;
+  const double form   = 2 * 3.0 / 4 * c.bytes / nvlink + (6.6 + 0.6) * 1e-6 + 1e-6;
   for (auto f : {Fidelity::analytical, Fidelity::flow})
     expect_within("4-GPU all-to-all of 1 MiB at " + std::string(name_of(f)), form, simulate(t, c, f), 0.01);
   // 64 KiB (16 KiB a peer: LL) over 4 nodes, one GPU each: the network's LL step, and LL's lines of 8 data bytes

@@ -361,3 +361,25 @@ TEST_CASE("a node's NVLS warp rate: its NVLink generation's unless stated and re
   CHECK_THROWS_WITH(parse_topology_spec(j, "zero"),
                     Catch::Contains("nvls_warp_rate") && Catch::Contains("greater than zero"));
 }
+
+TEST_CASE("a node's send/recv channel rates: its NVLink generation's unless stated", "[topology]")
+{
+  // dgx-b200 states none: Blackwell's fitted rates (topology/fabrics.json); stated ones replace them.
+  auto spec = load_topology_spec("dgx-b200");
+  std::cout << "  dgx-b200: send/recv channel " << spec.node.p2p_channel_rate / 1e9 << " GB/s, LL "
+            << spec.node.p2p_ll_channel_rate / 1e9 << " GB/s (nvlink5's "
+            << nvlink_p2p_channel_rate(NvLink::nvlink5) / 1e9 << ", "
+            << nvlink_p2p_ll_channel_rate(NvLink::nvlink5) / 1e9 << ")\n";
+  CHECK(spec.node.p2p_channel_rate == nvlink_p2p_channel_rate(NvLink::nvlink5));
+  CHECK(spec.node.p2p_ll_channel_rate == nvlink_p2p_ll_channel_rate(NvLink::nvlink5));
+  auto j = spec.to_json();
+  j.erase("file");
+  for (const char* key : {"inter_building", "inter_region"})
+    if (j.contains(key))
+      j[key].erase("effective_latency");
+  j["node"]["p2p_channel_rate"]    = "25GBps";
+  j["node"]["p2p_ll_channel_rate"] = "10GBps";
+  const auto stated                = parse_topology_spec(j, "stated");
+  expect_within("stated send/recv channel rate (bytes/s)", 25e9, stated.node.p2p_channel_rate, 1e-12);
+  expect_within("stated LL channel rate (bytes/s)", 10e9, stated.node.p2p_ll_channel_rate, 1e-12);
+}
