@@ -114,6 +114,9 @@ struct Wire {
   /// topology/fabrics.json fits for it, beyond NCCL's tables (netsim/README.md, "Send/recv and all-to-all").
   netsim::NcclPath path = netsim::NcclPath::nvlink;
   double step_latency   = 0;
+  /// @brief Inside a node: what one channel of a send moves, Simple and LL (the node's p2p_channel_rate and
+  /// p2p_ll_channel_rate; 0: no bound).
+  double p2p_rate = 0, p2p_ll_rate = 0;
 };
 
 // The groups of every kind under one placement (degrees and rank order; DiLoCo keeps DP inside regions).
@@ -404,6 +407,11 @@ struct Screen::Impl {
       const bool inside = s.topo->locate(g.src).node == s.topo->locate(g.dst).node;
       w.path            = inside ? netsim::NcclPath::nvlink : netsim::NcclPath::net;
       w.step_latency    = s.topo->step_latency(g.src, g.dst);
+      if (inside) {
+        const auto& node = *s.topo->spec().site_of(s.topo->building_name(s.topo->locate(g.src).building)).node;
+        w.p2p_rate       = node.p2p_channel_rate;
+        w.p2p_ll_rate    = node.p2p_ll_channel_rate;
+      }
       if (g.level >= building_level)
         w.bandwidth = std::min(w.bandwidth, s.pod_uplink_share);
     }
@@ -520,16 +528,22 @@ double collective(const Wire& w, int n, Pattern pattern, double bytes, netsim::A
   const double bw   = crossing < volume ? w.bandwidth * volume / crossing : w.bandwidth;
   double alpha_beta = steps * w.latency + volume / bw;
   if (pattern == Pattern::all_to_all && w.nccl) {
-    // NCCL's point-to-point, as the engines charge it: the ring's launch, then one step per wave of peers; LL's
-    // sends carry twice their bytes on the wire.
-    const auto& comm    = w.nccl->comm;
-    const auto protocol = netsim::p2p_protocol(bytes / n);
+    // NCCL's point-to-point, as the engines charge it: the ring's launch, then one step per wave of peers; each send
+    // under the protocol and over the channels NCCL plans for it (LL's sends carry twice their bytes on the wire),
+    // inside a node no faster than its channels' rate.
+    const auto& comm = w.nccl->comm;
+    const auto plan =
+        netsim::p2p_plan(netsim::p2p_comm(comm.channels, n, comm.nodes, true, w.nccl->settings), bytes / n);
+    const auto protocol = plan.protocol;
     const auto tables   = netsim::nccl_p2p_latency(comm.version, protocol, w.path);
     const double waves  = netsim::p2p_waves(n - 1, n, w.nccl->settings);
     const double wire   = netsim::wire_factor(protocol);
     charge.add(w, calls * crossing * (wire - 1)); // the LL flags' share of the wire
-    alpha_beta = std::max(w.latency, 1e-6 * (tables.base_us + waves * tables.step_us) + waves * w.step_latency) +
-                 wire * volume / bw;
+    double moving = wire * volume / bw;
+    if (const double per_channel = protocol == netsim::Protocol::ll ? w.p2p_ll_rate : w.p2p_rate; per_channel > 0)
+      moving = std::max(moving, wire * (bytes / n) / (plan.channels * per_channel));
+    alpha_beta =
+        std::max(w.latency, 1e-6 * (tables.base_us + waves * tables.step_us) + waves * w.step_latency) + moving;
     // Over a long hop each send moves no faster than NCCL's p2p window per round trip (netsim::p2p_window, the
     // engines' bound), the sends to every peer at once.
     if (w.level >= building_level)
