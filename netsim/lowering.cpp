@@ -449,22 +449,26 @@ int Lowering::p2p_group(const std::vector<P2pSend>& sends, const P2pComm& comm, 
   const int ranks = comm.ranks;
   std::vector<int> ops;
   std::unordered_map<int, int> peers; // sender -> its peers
+  for (const auto& s : sends)
+    ++peers[s.src];
   for (const auto& s : sends) {
     // LL writes each 8 bytes of data with two 4-byte flags in a 16-byte line (ncclLLFifoLine, src/include/device.h):
     // twice the bytes on the wire, as a pipelined call's LL pays them (NcclCall::wire).
     // Inside a node a send moves at most what its channels' kernels copy (the node's p2p_channel_rate, or for LL its
-    // p2p_ll_channel_rate of wire bytes; NCCL's channels a send takes, src/enqueue.cc addP2pToPlan).
+    // p2p_ll_channel_rate of wire bytes; NCCL's channels a send takes, src/enqueue.cc addP2pToPlan). Where a rank's
+    // sends take more channels than the communicator's p2pnChannels, several share a channel, whose warps NCCL splits
+    // among its works (src/device/sendrecv.h): the rank's sends then move at most p2pnChannels channels' worth.
     const auto plan   = p2p_plan(comm, s.bytes);
     const double wire = wire_factor(plan.protocol) * s.bytes;
     double rate       = 0;
     if (const auto a = topology_.locate(s.src); a.node == topology_.locate(s.dst).node) {
       const auto& node         = *topology_.spec().site_of(topology_.building_name(a.building)).node;
       const double per_channel = plan.protocol == Protocol::ll ? node.p2p_ll_channel_rate : node.p2p_channel_rate;
-      rate                     = per_channel > 0 ? plan.channels * per_channel : 0;
+      const double channels    = std::min<double>(plan.channels, double(comm.channels) / peers.at(s.src));
+      rate                     = per_channel > 0 ? channels * per_channel : 0;
     }
     s.pxn ? p2p(s.src, s.dst, wire, deps, ops, s.window, rate)
           : transfer(s.src, s.dst, wire, deps, ops, s.window, rate);
-    ++peers[s.src];
   }
   if (ops.empty())
     ops = deps; // every transfer left to another rail
@@ -472,9 +476,9 @@ int Lowering::p2p_group(const std::vector<P2pSend>& sends, const P2pComm& comm, 
     return barrier(ops);
   // NCCL's tuner has no latency for send/recv, and a group of them is one kernel call: spansim charges it what the
   // tables charge a ring call (its launch, baseLat, once) and, per wave of peers, one step over the slowest path
-  // (hwLat there, plus the step latency topology/fabrics.json fits for it, as every pipelined step pays). A send of
-  // at most 16 KiB runs LL (it takes one channel, its bytes doubled on the wire above), a larger one Simple. The flows
-  // already pay their routes' latency.
+  // (hwLat there, plus the step latency topology/fabrics.json fits for it, as every pipelined step pays), under the
+  // protocol NCCL plans for the sends (LL's bytes doubled on the wire above). The flows already pay their routes'
+  // latency.
   int most = 0;
   for (const auto& [gpu, n] : peers)
     most = std::max(most, n);

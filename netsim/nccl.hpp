@@ -154,13 +154,6 @@ P2pPlan p2p_plan(const P2pComm& comm, double bytes);
 /// @brief NCCL_P2P_LL_THRESHOLD: a send of at most this many bytes per channel runs LL, a larger one Simple.
 inline constexpr double kP2pLLThreshold = 16384;
 
-/// @brief The protocol NCCL's point-to-point gives a send of `bytes` (src/enqueue.cc, addP2pToPlan: by size alone;
-/// NCCL_PROTO does not reach it).
-inline Protocol p2p_protocol(double bytes)
-{
-  return bytes <= kP2pLLThreshold ? Protocol::ll : Protocol::simple;
-}
-
 /// @brief Wire bytes per payload byte under protocol `p`: LL 2 (a 16-byte line holds 8 bytes of data and two 4-byte
 /// flags), LL128 128/120, Simple 1.
 inline double wire_factor(Protocol p)

@@ -506,6 +506,30 @@ TEST_CASE("a send/recv ring inside one node moves at its channels' rate: 4 chann
     }
 }
 
+TEST_CASE("sends that share a channel share its rate: 64 GPUs of one NVLink domain move 32 channels' worth",
+          "[nccl][collective]")
+{
+  // 64 GPUs of one GB200 NVL72 rack, 32 channels: each of a rank's 63 sends takes 1 channel (32 / 64 rounds down to
+  // 1), so 63 sends share the 32 channels, whose warps NCCL splits among their works: the rank moves at most 32 x
+  // 20 GB/s = 640 GB/s, below its NVLink. An all-to-all of 1 GiB then takes 63/64 S / 640 GB/s beyond NCCL's Simple
+  // ring launch and one NVLink step (8.4 + 3.4 us).
+  auto spec                  = test::without_fitted_terms("gb200-nvl72").spec();
+  spec.node.p2p_channel_rate = 20e9;
+  for (auto& b : spec.building_overrides)
+    b.node.p2p_channel_rate = 20e9;
+  const topology::Topology t(spec);
+  Collective c;
+  c.op    = CollectiveOp::all_to_all;
+  c.gpus  = first(64);
+  c.bytes = kGiB;
+  REQUIRE(nccl_layout(t, c.gpus, c.nccl).comm.channels == 32);
+  REQUIRE(t.spec().node.nvlink_rate() > 640e9);
+  for (auto f : {Fidelity::analytical, Fidelity::flow}) {
+    const double form = 63.0 / 64 * c.bytes / (32 * 20e9) + (8.4 + 3.4) * 1e-6;
+    expect_within("64-GPU all-to-all of 1 GiB at " + std::string(name_of(f)), form, simulate(t, c, f), 0.01);
+  }
+}
+
 TEST_CASE("a group of sends pays NCCL's ring launch once and one step per wave of peers", "[nccl][collective]")
 {
   // NCCL's tables (src/graph/tuning.cc, every series 2.18 to 2.30): baseLat of Ring 6.6 us (LL) and 8.4 us
