@@ -243,7 +243,7 @@ P2pPlan p2p_plan(const P2pComm& c, double bytes)
   const double max_part = c.nodes > 1 ? step : step * 32;
   if (bytes <= 0)
     return p;
-  p.channels  = std::min(least, static_cast<int>(std::ceil(bytes / min_part)));
+  p.channels  = static_cast<int>(std::min<double>(least, std::ceil(bytes / min_part))); // in double: no overflow
   double part = std::max(min_part, std::ceil(bytes / p.channels));
   while (part > max_part && p.channels <= most / 2) {
     p.channels *= 2;

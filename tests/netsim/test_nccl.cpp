@@ -473,6 +473,8 @@ TEST_CASE("NCCL's send/recv channels and protocol by size: addP2pToPlan by hand"
   CHECK(p2p_plan(two, 32768).protocol == Protocol::ll);
   CHECK(p2p_plan(two, 65536).protocol == Protocol::simple);
   CHECK(p2p_plan(two, MiB).channels == 2);
+  // A send far larger than any buffer still takes at most the peer's channels.
+  CHECK(p2p_plan(one, 1e15).channels == 32);
   const auto many = p2p_comm(16, 128, 16, false, s);
   CHECK(many.per_peer == 1);
   CHECK(p2p_plan(many, 16384).protocol == Protocol::ll);
