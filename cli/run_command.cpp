@@ -261,25 +261,47 @@ void run(const RunOptions& o)
   if (r.engine.contains("hybrid")) {
     const auto& h = r.engine["hybrid"];
     std::cout << "\n";
-    Table corrections{"Hybrid fidelity: " + std::to_string(h["packet_runs"].get<int>()) + " packet runs for " +
-                          std::to_string(h["collectives"].get<int>()) + " collectives (" +
-                          fixed(h["run_wall_seconds"].get<double>(), 1) + " s of runs, " +
-                          fixed(h["wall_seconds"].get<double>(), 1) + " s elapsed)",
-                      {"collective", "group", "size", "measured at", "occurrences", "flow", "packet", "correction"},
-                      {}};
-    // A pattern whose worker died, or that was too large, has no measurement: its cells say so.
+    Table corrections{
+        "Hybrid fidelity: " + std::to_string(h["packet_runs"].get<int>()) + " packet runs for " +
+            std::to_string(h["collectives"].get<int>()) + " collectives (" +
+            fixed(h["run_wall_seconds"].get<double>(), 1) + " s of runs, " + fixed(h["wall_seconds"].get<double>(), 1) +
+            " s elapsed)",
+        {"collective", "group", "size", "measured at", "measured on", "occurrences", "flow", "packet", "correction"},
+        {}};
+    // A pattern whose worker died, or that was too large, has no measurement: its cells say so, and why is noted
+    // under the table (once per reason).
     auto size_of = [](const nlohmann::json& v) { return v.is_number() ? units::format_size(v.get<double>()) : "-"; };
     auto time_of = [](const nlohmann::json& v) { return v.is_number() ? units::format_time(v.get<double>()) : "-"; };
-    for (const auto& c : h["corrections"])
+    auto on_of   = [](const nlohmann::json& c) -> std::string {
+      if (!c.contains("measured_on"))
+        return "-";
+      const auto& m      = c["measured_on"];
+      const int nodes    = m["nodes"].get<int>();
+      const int of_nodes = m["of_nodes"].get<int>();
+      const int rails    = m["rails"].get<int>();
+      std::string on     = nodes < of_nodes ? std::to_string(nodes) + " of " + std::to_string(of_nodes) + " nodes" : "";
+      if (rails > 0)
+        on += (on.empty() ? "" : ", ") + std::string("1 rail of ") + std::to_string(rails);
+      return on.empty() ? "whole" : on;
+    };
+    std::vector<std::string> reasons;
+    for (const auto& c : h["corrections"]) {
+      std::string packet = c.contains("packet_s") ? time_of(c["packet_s"]) : "skipped";
+      if (!c.contains("packet_s") && c.contains("skipped")) {
+        const auto why = c["skipped"].get<std::string>();
+        auto it        = std::find(reasons.begin(), reasons.end(), why);
+        if (it == reasons.end())
+          it = reasons.insert(reasons.end(), why);
+        packet += " (" + std::to_string(it - reasons.begin() + 1) + ")";
+      }
       corrections.rows.push_back({c["collective"].get<std::string>() + " (" + c["algorithm"].get<std::string>() + ")",
                                   std::to_string(c["group"].get<int>()), size_of(c["bytes"]),
-                                  size_of(c["measured_bytes"]), std::to_string(c["occurrences"].get<int>()),
-                                  time_of(c["flow_s"]),
-                                  c.contains("packet_s")  ? time_of(c["packet_s"])
-                                  : c.contains("skipped") ? "skipped: " + c["skipped"].get<std::string>()
-                                                          : "skipped",
-                                  fixed(c["factor"].get<double>(), 3) + "x"});
+                                  size_of(c["measured_bytes"]), on_of(c), std::to_string(c["occurrences"].get<int>()),
+                                  time_of(c["flow_s"]), packet, fixed(c["factor"].get<double>(), 3) + "x"});
+    }
     print_table(std::cout, corrections);
+    for (std::size_t i = 0; i < reasons.size(); ++i)
+      std::cout << "(" << i + 1 << ") " << reasons[i] << "\n";
   }
 
   std::cout << "\n";

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <unordered_map>
 
 namespace spansim::netsim::detail {
@@ -64,6 +65,15 @@ double scale_of(const FlowGraph& graph, int begin, int end, const HybridSettings
   return std::min(1.0, std::max(settings.max_pattern_bytes / total, settings.min_transfer_bytes * flows / total));
 }
 
+double total_bytes(const FlowGraph& graph)
+{
+  double total = 0;
+  for (const auto& op : graph.ops())
+    if (is_flow(op))
+      total += op.bytes;
+  return total;
+}
+
 // A collective above the byte budget is measured scaled down, but its transfers never below the floor, where
 // latency rather than bandwidth would set the ratio. Collectives that differ only in a size above the budget
 // then measure alike and share a pattern. A span of a folded step holds one rail's transfers between nodes: its
@@ -106,6 +116,121 @@ Pattern pattern_of(const topology::Topology& topology, const FlowGraph& graph, c
   return p;
 }
 
+/// @brief What a pattern is measured on: the graph both levels run, the topology they run it on, and how it stands
+/// for the collective.
+struct Measured {
+  FlowGraph graph;
+  const topology::Topology* on = nullptr;
+  double bytes                 = 0;
+  int nodes                    = 0; ///< nodes of the group measured
+  int of_nodes                 = 0; ///< nodes the group spans
+  int rails                    = 0; ///< 0: every rail; else one rail standing for this many
+};
+
+/// @brief `c` on the GPUs of `m` of its nodes spread evenly over the group (in rank order: the first, then every
+/// (nodes / m)-th), so that a group over buildings or regions keeps hops across them; what rides on its ranks (an
+/// all-to-all's matrix, send rates, the root) is kept for those ranks.
+Collective on_spread_nodes(const topology::Topology& topology, const Collective& c, int m)
+{
+  std::vector<int> nodes; // in order of first appearance
+  for (int g : c.gpus)
+    if (const int node = topology.locate(g).node; std::find(nodes.begin(), nodes.end(), node) == nodes.end())
+      nodes.push_back(node);
+  std::vector<int> chosen;
+  for (int i = 0; i < m; ++i)
+    chosen.push_back(nodes[static_cast<std::size_t>(i) * nodes.size() / m]);
+  std::vector<int> keep;
+  for (std::size_t r = 0; r < c.gpus.size(); ++r)
+    if (std::find(chosen.begin(), chosen.end(), topology.locate(c.gpus[r]).node) != chosen.end())
+      keep.push_back(static_cast<int>(r));
+  Collective sub = c;
+  sub.gpus.clear();
+  sub.send_rate.clear();
+  sub.matrix.clear();
+  sub.root = 0;
+  for (int r : keep) {
+    sub.gpus.push_back(c.gpus[r]);
+    if (!c.send_rate.empty())
+      sub.send_rate.push_back(c.send_rate[r]);
+    if (r == c.root)
+      sub.root = static_cast<int>(sub.gpus.size()) - 1;
+  }
+  if (!c.matrix.empty())
+    for (int i : keep) {
+      sub.matrix.emplace_back();
+      for (int j : keep)
+        sub.matrix.back().push_back(c.matrix[i][j]);
+    }
+  return sub;
+}
+
+int nodes_of(const topology::Topology& topology, const std::vector<int>& gpus)
+{
+  std::vector<int> nodes;
+  for (int g : gpus)
+    nodes.push_back(topology.locate(g).node);
+  std::sort(nodes.begin(), nodes.end());
+  return static_cast<int>(std::unique(nodes.begin(), nodes.end()) - nodes.begin());
+}
+
+/// @brief The largest form of a span's collective that packet level takes, in this order: the whole collective,
+/// every rail and channel, on the full topology; under rail symmetry, the rail the step simulated (its shared
+/// links divided among the rails, as the flow-level step sees them); then that on half, a quarter, ... of the
+/// group's nodes, spread over it, down to two. Each form is scaled down to the byte budget as a whole collective is. A
+/// group cut to fewer nodes keeps its size per call, so each ring or tree hop still carries what it carries in the
+/// whole group (bench/README.md measures what the cut changes).
+std::optional<Measured> measurable(const topology::Topology& topology, const topology::Topology& simulated,
+                                   const CollectiveSpan& span, double scale, const EngineOptions& engine)
+{
+  const auto& settings = engine.hybrid;
+  auto lower           = [&](Collective c, const topology::Topology& on, bool scaled) {
+    Measured m;
+    m.on    = &on;
+    m.graph = FlowGraph(on.spec().multipath.qps);
+    add_collective(m.graph, on, c, {});
+    if (const double down = scaled ? scale_of(m.graph, 0, static_cast<int>(m.graph.ops().size()), settings) : 1;
+        down < 1) {
+      c.bytes *= down;
+      m.graph = FlowGraph(on.spec().multipath.qps);
+      add_collective(m.graph, on, c, {});
+    }
+    m.bytes = c.bytes;
+    return m;
+  };
+  const int of_nodes = nodes_of(topology, span.collective.gpus);
+  Collective whole   = span.collective;
+  whole.rail         = -1;
+  whole.rails        = 0;
+  whole.bytes *= scale;
+  if (static_cast<int>(whole.gpus.size()) <= engine.packet.max_gpus) {
+    auto m = lower(whole, topology, span.collective.rails > 0);
+    if (packet_refusal(topology, m.graph, engine.packet).empty()) {
+      m.nodes = m.of_nodes = of_nodes;
+      return m;
+    }
+  }
+  const bool folded    = span.collective.rails > 0;
+  const Collective& at = folded ? span.collective : whole;
+  const auto& on       = folded ? simulated : topology;
+  for (int n = folded ? of_nodes : of_nodes / 2; n >= 2; n = n == of_nodes ? of_nodes / 2 : n / 2) {
+    const auto c = n == of_nodes ? at : on_spread_nodes(topology, at, n);
+    if (static_cast<int>(c.gpus.size()) > engine.packet.max_gpus)
+      continue;
+    auto m = lower(c, on, true);
+    // A form whose transfers, floored at min_transfer_bytes, still move more than the budget is cut further: the
+    // budget, not the packet limits, bounds each measurement's wall time (1-4 s per GB over RoCE).
+    if (n > 2 && total_bytes(m.graph) > settings.max_pattern_bytes * (1 + 1e-9))
+      continue;
+    if (packet_refusal(on, m.graph, engine.packet).empty()) {
+      m.nodes    = n;
+      m.of_nodes = of_nodes;
+      m.rails    = folded ? span.collective.rails : 0;
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 Corrections measure_corrections(const topology::Topology& topology, const topology::Topology& simulated,
@@ -115,7 +240,6 @@ Corrections measure_corrections(const topology::Topology& topology, const topolo
   std::vector<std::size_t> pattern_of_span(lowered.spans.size());
   std::vector<std::size_t> representative; // span index per pattern
   std::vector<double> scale;               // per pattern: the size it is measured at, relative to the span's
-  std::vector<char> whole;                 // per pattern: scaled where it is measured (Pattern::whole)
   std::vector<int> occurrences;
   std::unordered_map<std::uint64_t, std::size_t> index;
   for (std::size_t s = 0; s < lowered.spans.size(); ++s) {
@@ -124,7 +248,6 @@ Corrections measure_corrections(const topology::Topology& topology, const topolo
     if (inserted) {
       representative.push_back(s);
       scale.push_back(pattern.scale);
-      whole.push_back(pattern.whole);
       occurrences.push_back(0);
     }
     ++occurrences[it->second];
@@ -146,26 +269,18 @@ Corrections measure_corrections(const topology::Topology& topology, const topolo
   const auto results = process::parallel_map(
       representative.size(), engine.hybrid.workers,
       [&](std::size_t p) {
-        // Every rail and channel of the collective (a folded step's spans keep one rail's transfers between nodes).
-        Collective c = lowered.spans[representative[p]].collective;
-        c.rail       = -1;
-        c.rails      = 0;
-        c.bytes *= scale[p];
-        FlowGraph graph(topology.spec().multipath.qps);
-        nlohmann::json out = {{"measured_bytes", c.bytes}, {"flow_s", nullptr}};
+        const auto& span   = lowered.spans[representative[p]];
+        nlohmann::json out = {{"measured_bytes", nullptr}, {"flow_s", nullptr}};
         const auto start   = std::chrono::steady_clock::now();
         try {
-          add_collective(graph, topology, c, {});
-          if (const double down =
-                  whole[p] ? scale_of(graph, 0, static_cast<int>(graph.ops().size()), engine.hybrid) : 1;
-              down < 1) {
-            c.bytes *= down;
-            out["measured_bytes"] = c.bytes;
-            graph                 = FlowGraph(topology.spec().multipath.qps);
-            add_collective(graph, topology, c, {});
+          if (auto m = measurable(topology, simulated, span, scale[p], engine)) {
+            out["measured_bytes"] = m->bytes;
+            out["measured_on"]    = {{"nodes", m->nodes}, {"of_nodes", m->of_nodes}, {"rails", m->rails}};
+            out["flow_s"]         = run_flow(*m->on, m->graph, engine.simgrid).makespan;
+            out["packet_s"]       = run_packet(*m->on, m->graph, engine.packet).makespan;
+          } else {
+            out["skipped"] = "too large for packet level, whole and on as few as two of its nodes";
           }
-          out["flow_s"]   = run_flow(topology, graph, engine.simgrid).makespan;
-          out["packet_s"] = run_packet(topology, graph, engine.packet).makespan;
         } catch (const UsageError& e) {
           out["skipped"] = e.what(); // too large for packet level: left uncorrected
         } catch (const std::bad_alloc&) {
@@ -191,6 +306,8 @@ Corrections measure_corrections(const topology::Topology& topology, const topolo
                           {"measured_bytes", r["measured_bytes"]},
                           {"occurrences", occurrences[p]},
                           {"flow_s", r["flow_s"]}};
+    if (r.contains("measured_on"))
+      row["measured_on"] = r["measured_on"];
     packet_wall += r["wall_s"].get<double>();
     if (r.contains("skipped")) {
       ++skipped;

@@ -21,7 +21,8 @@ struct Corrections {
 
 /// @brief Finds the distinct patterns of `lowered.spans` (lowered on `simulated`: `topology` itself, or its one
 /// rail under rail symmetry) and measures each one's correction on `topology`, every rail and channel of the
-/// collective as packet level runs it.
+/// collective as packet level runs it; one too large for packet level is measured on the rail the step simulated,
+/// then on fewer of its nodes (netsim/README.md, "hybrid"), and its report row says on what.
 /// @throws SimulationError when a packet or flow run fails (a pattern too large for packet level, or whose worker
 /// runs out of memory or dies, is skipped with factor 1 and reported).
 Corrections measure_corrections(const topology::Topology& topology, const topology::Topology& simulated,

@@ -212,6 +212,11 @@ struct PacketSettings {
   nlohmann::json to_json() const;
 };
 
+/// @brief Why packet level refuses `graph` on `topology` (the GPUs, bytes or transfers above the limits of
+/// `settings`), or empty when it fits those limits.
+std::string packet_refusal(const topology::Topology& topology, const FlowGraph& graph,
+                           const PacketSettings& settings = {});
+
 /// @brief Runs a flow graph at packet fidelity on ns-3 (driven directly), in a child process.
 /// @throws UsageError when the graph is too large for packet level (see the limits in PacketSettings);
 /// SimulationError when ns-3 fails.

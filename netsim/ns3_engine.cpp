@@ -8,6 +8,7 @@
 // A transfer ends when its receiver has its last byte, and its dependents are started from that callback.
 #include "common/error.hpp"
 #include "common/process.hpp"
+#include "common/units.hpp"
 #include "netsim/netsim.hpp"
 #include "netsim/ns3_roce.hpp"
 
@@ -180,16 +181,8 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
   plan.gpus = static_cast<int>(std::count(gpu_used.begin(), gpu_used.end(), true));
 
   const std::string advice = "; run it with --fidelity flow, or split it";
-  if (plan.gpus > settings.max_gpus)
-    throw UsageError("packet level: the flow graph touches " + std::to_string(plan.gpus) + " GPUs, more than the " +
-                     std::to_string(settings.max_gpus) + " ns-3 can simulate in reasonable time" + advice);
-  if (plan.total_bytes > settings.max_total_bytes)
-    throw UsageError("packet level: the flow graph moves " + std::to_string(plan.total_bytes / 1073741824.0) +
-                     " GiB, more than the limit of " + std::to_string(settings.max_total_bytes / 1073741824.0) +
-                     " GiB (ns-3 needs 1-4 s of wall time per GB over RoCE, 4-12 s over TCP)" + advice);
-  if (static_cast<int>(plan.transfers.size()) > settings.max_transfers)
-    throw UsageError("packet level: the flow graph has " + std::to_string(plan.transfers.size()) +
-                     " transfers, more than the limit of " + std::to_string(settings.max_transfers) + advice);
+  if (const auto why = packet_refusal(topology, graph, settings); !why.empty())
+    throw UsageError(why + advice);
   for (int g = 0; g < ngpus && !is_roce(settings); ++g) // RoCE: one socket per node
     if (connections[g] > kMaxSocketsPerGpu)
       throw UsageError("packet level: GPU " + std::to_string(g) + " takes part in " + std::to_string(connections[g]) +
@@ -727,6 +720,33 @@ nlohmann::json PacketSettings::to_json() const
           {"rng_run", 1},
           {"routing", "static host routes along Topology::route"},
           {"limits", {{"max_gpus", max_gpus}, {"max_total_bytes", max_total_bytes}, {"max_transfers", max_transfers}}}};
+}
+
+std::string packet_refusal(const topology::Topology& topology, const FlowGraph& graph, const PacketSettings& settings)
+{
+  const int ngpus = topology.gpu_count();
+  std::vector<bool> gpu_used(ngpus, false);
+  double total          = 0;
+  std::size_t transfers = 0;
+  for (const auto& op : graph.ops()) {
+    if (!moves_bytes(op) || op.src < 0 || op.dst < 0 || op.src >= ngpus || op.dst >= ngpus)
+      continue;
+    total += static_cast<double>(op_bytes(op));
+    ++transfers;
+    gpu_used[op.src] = gpu_used[op.dst] = true;
+  }
+  const auto gpus = std::count(gpu_used.begin(), gpu_used.end(), true);
+  if (gpus > settings.max_gpus)
+    return "packet level: the flow graph touches " + std::to_string(gpus) + " GPUs, more than the " +
+           std::to_string(settings.max_gpus) + " ns-3 can simulate in reasonable time";
+  if (total > settings.max_total_bytes)
+    return "packet level: the flow graph moves " + units::format_size(total) + ", more than the limit of " +
+           units::format_size(settings.max_total_bytes) +
+           " (ns-3 needs 1-4 s of wall time per GB over RoCE, 4-12 s over TCP)";
+  if (transfers > static_cast<std::size_t>(settings.max_transfers))
+    return "packet level: the flow graph has " + std::to_string(transfers) + " transfers, more than the limit of " +
+           std::to_string(settings.max_transfers);
+  return {};
 }
 
 RunResult run_packet(const topology::Topology& topology, const FlowGraph& graph, const PacketSettings& settings)
