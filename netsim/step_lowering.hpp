@@ -77,6 +77,9 @@ struct PreparedStep {
   std::vector<RailApart> apart;
   int slowest = 0;     ///< with `apart`: the rail whose run gave the step (set by the run)
   nlohmann::json ecmp; ///< under ECMP: how the step was simulated, for results (null otherwise)
+  /// @brief Hybrid fidelity: each span's packet/flow correction and their report, measured at the first run and kept
+  /// for a second one on the same lowering (compute retimed for SM contention: the collectives are the same).
+  std::optional<std::pair<std::vector<double>, nlohmann::json>> corrections;
   /// @brief The topology the flows run on.
   const topology::Topology& simulated(const topology::Topology& full) const { return one_rail ? *one_rail : full; }
 };
