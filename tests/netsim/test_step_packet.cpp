@@ -64,6 +64,15 @@ struct SmallStep {
   }
 };
 
+/// The small model with FSDP over `dp` GPUs, one sequence each: its DP rings leave each node by all 8 NICs.
+json fsdp_job(int dp)
+{
+  auto j                            = small_job(1, dp, 1024);
+  j["parallelism"]["data_parallel"] = "fsdp";
+  j["batch"]["global_sequences"]    = dp;
+  return j;
+}
+
 /// Seconds of the step's DP collectives, from when each could begin to its end.
 double dp_collective_seconds(const workload::StepGraph& graph, const netsim::StepResult& r)
 {
@@ -166,10 +175,7 @@ TEST_CASE("hybrid fidelity folds the rails as flow does and measures each patter
   // DP 16 with FSDP over one whole 8-GPU node in each building: its rings leave each node by all 8 NICs, so the
   // flow-level step runs rail 0 alone. The packet runs still see the whole collective (every rail and channel), so
   // the corrections, and the step, are those of the unfolded hybrid run.
-  auto job_json                            = small_job(1, 16, 1024);
-  job_json["parallelism"]["data_parallel"] = "fsdp";
-  job_json["batch"]["global_sequences"]    = 16;
-  SmallStep step(job_json);
+  const SmallStep step(fsdp_job(16));
   netsim::StepOptions o;
   o.fidelity      = netsim::Fidelity::hybrid;
   auto folded     = netsim::simulate_step(step.topo, step.graph, *step.place, o);
@@ -208,10 +214,7 @@ TEST_CASE("hybrid fidelity measures a pattern too large for packet level on one 
   // measured on two of its four nodes, spread over the group (one in each building: the cut keeps the hops across
   // the buildings), on one rail. Bound stated: corrections within 4% of the whole ones, the step within 1% (measured
   // when written: 1.0045 against 1.0185, -1.4%; step -0.74%; bench/README.md: DP 64 over 8 nodes, -3.4..+0.4%).
-  auto job_json                            = small_job(1, 32, 1024);
-  job_json["parallelism"]["data_parallel"] = "fsdp";
-  job_json["batch"]["global_sequences"]    = 32;
-  SmallStep step(job_json);
+  const SmallStep step(fsdp_job(32));
   netsim::StepOptions o;
   o.fidelity               = netsim::Fidelity::hybrid;
   auto whole               = netsim::simulate_step(step.topo, step.graph, *step.place, o);
