@@ -150,6 +150,10 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
   if (spray && !is_roce(settings))
     throw UsageError("per-packet spraying (multipath routing \"spray\") needs the roce transport: TCP over "
                      "sprayed paths would take reordering for loss");
+  // The limits first: a graph too large is refused before any of its routes is looked up.
+  const std::string advice = "; run it with --fidelity flow, or split it";
+  if (const auto why = packet_refusal(topology, graph, settings); !why.empty())
+    throw UsageError(why + advice);
   std::map<std::tuple<int, int, int>, int> pair_index;
   std::vector<int> connections(ngpus, 0);
   std::vector<bool> gpu_used(ngpus, false);
@@ -180,9 +184,6 @@ Plan make_plan(const topology::Topology& topology, const FlowGraph& graph, const
   }
   plan.gpus = static_cast<int>(std::count(gpu_used.begin(), gpu_used.end(), true));
 
-  const std::string advice = "; run it with --fidelity flow, or split it";
-  if (const auto why = packet_refusal(topology, graph, settings); !why.empty())
-    throw UsageError(why + advice);
   for (int g = 0; g < ngpus && !is_roce(settings); ++g) // RoCE: one socket per node
     if (connections[g] > kMaxSocketsPerGpu)
       throw UsageError("packet level: GPU " + std::to_string(g) + " takes part in " + std::to_string(connections[g]) +

@@ -55,6 +55,16 @@ Collective make(Algorithm a, std::vector<int> gpus, double bytes, Protocol p = P
   return c;
 }
 
+/// A preset without fitted terms whose send/recv channels (every node's) move at most `rate` bytes/s each.
+topology::TopologySpec at_p2p_channel_rate(const std::string& preset, double rate)
+{
+  auto spec                  = test::without_fitted_terms(preset).spec();
+  spec.node.p2p_channel_rate = rate;
+  for (auto& b : spec.building_overrides)
+    b.node.p2p_channel_rate = rate;
+  return spec;
+}
+
 } // namespace
 
 TEST_CASE("NCCL's graph search: channels and speeds of the systems NCCL's logs and rules give", "[nccl]")
@@ -487,11 +497,7 @@ TEST_CASE("a send/recv ring inside one node moves at its channels' rate: 4 chann
   // 8 B200 of one node, each sending to the next (nccl-tests' sendrecv_perf), at a channel rate of 20 GB/s: the
   // channels above (4 for 64 MiB, 8 for 128 MiB) bound each send below its NVLink, and the call pays NCCL's Simple
   // ring launch and one NVLink step (8.4 + 3.4 us) beyond its bytes.
-  auto spec                  = test::without_fitted_terms("dgx-b200").spec();
-  spec.node.p2p_channel_rate = 20e9;
-  for (auto& b : spec.building_overrides)
-    b.node.p2p_channel_rate = 20e9;
-  const topology::Topology t(spec);
+  const topology::Topology t(at_p2p_channel_rate("dgx-b200", 20e9));
   Collective c;
   c.op   = CollectiveOp::send_recv;
   c.gpus = first(8);
@@ -515,11 +521,7 @@ TEST_CASE("sends that share a channel share its rate: 64 GPUs of one NVLink doma
   // 1), so 63 sends share the 32 channels, whose warps NCCL splits among their works: the rank moves at most 32 x
   // 20 GB/s = 640 GB/s, below its NVLink. An all-to-all of 1 GiB then takes 63/64 S / 640 GB/s beyond NCCL's Simple
   // ring launch and one NVLink step (8.4 + 3.4 us).
-  auto spec                  = test::without_fitted_terms("gb200-nvl72").spec();
-  spec.node.p2p_channel_rate = 20e9;
-  for (auto& b : spec.building_overrides)
-    b.node.p2p_channel_rate = 20e9;
-  const topology::Topology t(spec);
+  const topology::Topology t(at_p2p_channel_rate("gb200-nvl72", 20e9));
   Collective c;
   c.op    = CollectiveOp::all_to_all;
   c.gpus  = first(64);
