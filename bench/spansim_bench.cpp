@@ -524,18 +524,76 @@ std::function<void(Figures&)> ecmp_solver_agreement(int dp)
   };
 }
 
+/// @brief An ECMP case of two-buildings: the job across both buildings, explicit spines, the long haul split into
+/// `long_links` wavelengths.
+struct EcmpCase {
+  const char* model; ///< llama3-70b (dense) or an MoE model (EP 8 over data parallelism)
+  int gpus;
+  double long_haul_tbps; ///< between the buildings (the preset's 204.8, or a thin 12.8 that binds)
+  int long_links, qps, seed;
+};
+
+/// @brief The scenario of an ECMP case at analytical fidelity (TP 8, PP 2, FSDP over the rest; 4,096 tokens a GPU).
+scenario::Scenario ecmp_two_buildings(const EcmpCase& c)
+{
+  nlohmann::json job = {{"name", "ecmp"},
+                        {"model", c.model},
+                        {"gpu", "h100"},
+                        {"gpus", c.gpus},
+                        {"batch", {{"global_tokens", c.gpus * 4096}, {"sequence_length", 4096}, {"micro_batch", 1}}},
+                        {"schedule", {{"kind", "1f1b"}}}};
+  job["parallelism"] = {{"tp", 8}, {"pp", 2}, {"dp", c.gpus / 16}, {"data_parallel", "fsdp"}};
+  if (std::string(c.model) != "llama3-70b")
+    job["parallelism"]["ep"] = 8;
+  nlohmann::json doc = {
+      {"name", "ecmp-error"},
+      {"topology", "two-buildings"},
+      {"job", job},
+      {"placement", {{"order", {"tp", "cp", "pp", "dp"}}, {"buildings", {"bldg-a", "bldg-b"}}}},
+      {"fidelity", "analytical"},
+      {"multipath",
+       {{"routing", "ecmp"}, {"spines", "explicit"}, {"long_links", c.long_links}, {"qps", c.qps}, {"seed", c.seed}}}};
+  auto sc                              = scenario::parse_scenario(doc, "ecmp-error.json");
+  sc.topology.inter_building.bandwidth = c.long_haul_tbps * 1e12 / 8;
+  return sc;
+}
+
+// Issue 59: an MoE step whose all-to-alls cross nodes under ECMP, every rail together (what `auto` runs), at
+// `gpus`: past netsim::kAllToAllFlowBudget its all-to-alls are timed in isolation, so the note gives that
+// mechanism's error at 4,096 GPUs (all-to-alls as flows against isolated, both exact), and at flow fidelity the
+// own max-min solver against SimGrid on the same step.
+std::function<void(Figures&)> ecmp_moe_exact(int gpus, netsim::Fidelity fidelity)
+{
+  return [=](Figures& f) {
+    auto sc             = ecmp_two_buildings({"qwen3-30b-a3b", gpus, 12.8, 16, 1, 1});
+    sc.options.fidelity = fidelity;
+    auto start          = Clock::now();
+    const auto run      = scenario::simulate(sc, std::make_shared<const scenario::PlacedStep>(sc));
+    record_step(f, run.result, gpus, start);
+    const auto engine = run.result.engine.value("max_min_engine", std::string(name_of(fidelity)));
+    if (gpus > 4096) {
+      std::snprintf(f.note, sizeof f.note, "%s; all-to-alls %s", engine.substr(0, 40).c_str(),
+                    run.result.engine.value("all_to_all", "").substr(0, 40).c_str());
+      return;
+    }
+    double step[2] = {0, 0};
+    for (int isolated = 0; isolated < 2; ++isolated) {
+      auto each               = ecmp_two_buildings({"qwen3-30b-a3b", gpus, 12.8, 16, 1, 1});
+      each.options.all_to_all = isolated ? netsim::AllToAllTiming::isolated : netsim::AllToAllTiming::flows;
+      step[isolated] = scenario::simulate(each, std::make_shared<const scenario::PlacedStep>(each)).result.step_time;
+    }
+    std::snprintf(f.note, sizeof f.note, "all-to-alls isolated %.6f s / as flows %.6f s - 1 = %+.2f%%", step[1],
+                  step[0], 100 * (step[1] / step[0] - 1));
+  };
+}
+
 // Issue 37: ECMP's rails simulated apart against every rail together (analytical, the flow engine's model), on
 // Llama 3 70B (dense) and Qwen3-30B-A3B (MoE, EP over data parallelism) across both buildings of two-buildings,
 // with explicit spines, 1-16 long links, 1-16 queue pairs and several hash seeds. One row per case as it ends.
 std::function<void(Figures&)> ecmp_error_table(bool large)
 {
   return [=](Figures& f) {
-    struct Row {
-      const char* model;
-      int gpus;
-      double long_haul_tbps; ///< between the buildings (the preset's 204.8, or a thin 12.8 that binds)
-      int long_links, qps, seed;
-    };
+    using Row = EcmpCase;
     std::vector<Row> rows;
     // The 4,096-GPU rows alone (minutes each exactly); the table of 256 and 1,024 is the case without --large.
     if (large) {
@@ -564,37 +622,14 @@ std::function<void(Figures&)> ecmp_error_table(bool large)
     double worst = 0, apart_wall = 0, exact_wall = 0;
     std::string worst_case;
     for (const auto& row : rows) {
-      const bool moe     = std::string(row.model) != "llama3-70b";
-      nlohmann::json job = {
-          {"name", "ecmp"},
-          {"model", row.model},
-          {"gpu", "h100"},
-          {"gpus", row.gpus},
-          {"batch", {{"global_tokens", row.gpus * 4096}, {"sequence_length", 4096}, {"micro_batch", 1}}},
-          {"schedule", {{"kind", "1f1b"}}}};
-      job["parallelism"] = {{"tp", 8}, {"pp", 2}, {"dp", row.gpus / 16}, {"data_parallel", "fsdp"}};
-      if (moe)
-        job["parallelism"]["ep"] = 8;
-      nlohmann::json doc = {{"name", "ecmp-error"},
-                            {"topology", "two-buildings"},
-                            {"job", job},
-                            {"placement", {{"order", {"tp", "cp", "pp", "dp"}}, {"buildings", {"bldg-a", "bldg-b"}}}},
-                            {"fidelity", "analytical"},
-                            {"multipath",
-                             {{"routing", "ecmp"},
-                              {"spines", "explicit"},
-                              {"long_links", row.long_links},
-                              {"qps", row.qps},
-                              {"seed", row.seed}}}};
       double step[2] = {0, 0}, wall[2] = {0, 0};
       for (int apart = 0; apart < 2; ++apart) {
-        auto sc                              = scenario::parse_scenario(doc, "ecmp-error.json");
-        sc.topology.multipath.ecmp_mode      = apart ? topology::EcmpMode::rails_apart : topology::EcmpMode::exact;
-        sc.topology.inter_building.bandwidth = row.long_haul_tbps * 1e12 / 8;
-        const auto start                     = Clock::now();
-        const auto run                       = scenario::simulate(sc, std::make_shared<const scenario::PlacedStep>(sc));
-        wall[apart]                          = seconds_since(start);
-        step[apart]                          = run.result.step_time;
+        auto sc = ecmp_two_buildings({row.model, row.gpus, row.long_haul_tbps, row.long_links, row.qps, row.seed});
+        sc.topology.multipath.ecmp_mode = apart ? topology::EcmpMode::rails_apart : topology::EcmpMode::exact;
+        const auto start                = Clock::now();
+        const auto run                  = scenario::simulate(sc, std::make_shared<const scenario::PlacedStep>(sc));
+        wall[apart]                     = seconds_since(start);
+        step[apart]                     = run.result.step_time;
       }
       const double error = (step[1] - step[0]) / step[0];
       if (std::abs(error) >= std::abs(worst)) {
@@ -900,6 +935,11 @@ std::vector<Case> cases()
       {"ECMP own solver vs SimGrid 4K", "two-buildings", "flow", nullptr, 0, "", false, ecmp_solver_agreement(32)});
   all.push_back(
       {"ECMP own solver vs SimGrid 16K", "two-buildings", "flow", nullptr, 0, "", true, ecmp_solver_agreement(128)});
+  // Issue 59: an MoE step with all-to-alls between nodes under ECMP, every rail together (what `auto` runs).
+  all.push_back({"ECMP MoE 4K exact", "two-buildings", "analytical", nullptr, 0, "", false,
+                 ecmp_moe_exact(4096, netsim::Fidelity::analytical)});
+  all.push_back({"ECMP MoE 16K exact", "two-buildings", "flow", nullptr, 600, "< 10 min", true,
+                 ecmp_moe_exact(16384, netsim::Fidelity::flow)});
   // Issue 37: ECMP's rails apart against every rail together (the table of bench/README.md).
   all.push_back(
       {"ECMP rails apart vs exact", "two-buildings", "analytical", nullptr, 0, "", false, ecmp_error_table(false)});

@@ -248,20 +248,8 @@ RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prep
   // At flow fidelity a rail past own_solver_above transfers runs on spansim's max-min engine, which computes SimGrid's
   // model under these settings; the run says so.
   auto run_rail = [&](std::size_t r, Fidelity fidelity) {
-    const auto lowered          = lower_step(topology, graph, placement, options, static_cast<int>(r));
-    const auto scaled           = topology.with_directions_scaled(rails[r].link_factor);
-    const std::size_t transfers = lowered.graph.transfer_count();
-    if (fidelity == Fidelity::flow && options.own_solver_above > 0 && transfers > options.own_solver_above &&
-        options.engine.simgrid.analytical_model()) {
-      auto result                    = run(scaled, lowered.graph, Fidelity::analytical, options.engine);
-      result.settings["rail_engine"] = "spansim max-min (" + std::to_string(transfers) + " transfers, above " +
-                                       std::to_string(options.own_solver_above) + ")";
-      return result;
-    }
-    auto result = run(scaled, lowered.graph, fidelity, options.engine);
-    if (fidelity == Fidelity::flow)
-      result.settings["rail_engine"] = "simgrid";
-    return result;
+    const auto lowered = lower_step(topology, graph, placement, options, static_cast<int>(r));
+    return run_max_min(topology.with_directions_scaled(rails[r].link_factor), lowered.graph, fidelity, options);
   };
   std::vector<double> steps(rails.size(), 0);
   std::vector<std::string> runs(rails.size()); // each rail's run at options.fidelity, encoded ("": not run)
@@ -345,8 +333,8 @@ RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prep
     nlohmann::json engines = nlohmann::json::array();
     for (std::size_t r = 0; r < rails.size(); ++r) {
       const auto settings = runs[r].empty() ? nlohmann::json() : settings_of(runs[r]);
-      engines.push_back(settings.contains("rail_engine") ? settings["rail_engine"]
-                                                         : nlohmann::json("analytical (ranked below the slowest)"));
+      engines.push_back(settings.contains("max_min_engine") ? settings["max_min_engine"]
+                                                            : nlohmann::json("analytical (ranked below the slowest)"));
     }
     prepared.ecmp["rail_engines"] = std::move(engines);
   }

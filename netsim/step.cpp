@@ -47,16 +47,35 @@ RunResult run_symmetric(const topology::Topology& simulated, const FlowGraph& gr
 {
   if (options.building_symmetry && (options.fidelity == Fidelity::analytical || options.fidelity == Fidelity::flow))
     if (auto folded = detail::fold_graph(simulated, graph)) {
-      auto result = detail::unfold_run(*folded, run(folded->topology, folded->graph, options.fidelity, options.engine));
+      auto result =
+          detail::unfold_run(*folded, detail::run_max_min(folded->topology, folded->graph, options.fidelity, options));
       result.settings["building_symmetry"] = folded->description;
       return result;
     }
-  auto result                          = run(simulated, graph, options.fidelity, options.engine);
+  auto result                          = detail::run_max_min(simulated, graph, options.fidelity, options);
   result.settings["building_symmetry"] = false;
   return result;
 }
 
 } // namespace
+
+RunResult detail::run_max_min(const topology::Topology& topology, const FlowGraph& graph, Fidelity fidelity,
+                              const StepOptions& options)
+{
+  if (fidelity != Fidelity::flow || !topology.spec().multipath.ecmp)
+    return run(topology, graph, fidelity, options.engine);
+  const std::size_t transfers = graph.transfer_count();
+  if (options.own_solver_above > 0 && transfers > options.own_solver_above &&
+      options.engine.simgrid.analytical_model()) {
+    auto result                       = run(topology, graph, Fidelity::analytical, options.engine);
+    result.settings["max_min_engine"] = "spansim max-min (" + std::to_string(transfers) + " transfers, above " +
+                                        std::to_string(options.own_solver_above) + ")";
+    return result;
+  }
+  auto result                       = run(topology, graph, Fidelity::flow, options.engine);
+  result.settings["max_min_engine"] = "simgrid";
+  return result;
+}
 
 // Every rail carries the same traffic when the pods are rail-optimized and turning every node's used GPUs one place
 // round (local l to l + 1 mod k) maps the step onto itself: rail r's traffic is then rail 0's moved over by r GPUs.

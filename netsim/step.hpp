@@ -73,9 +73,10 @@ struct StepOptions {
   /// analytical engine's model (SimgridSettings::analytical_model), the rails that engine finds within
   /// kFlowRailMargin of the slowest (false; the others' steps are the analytical engine's).
   bool flow_every_rail = false;
-  /// @brief ECMP's rails apart at flow fidelity: a rail of more transfers than this runs on spansim's own max-min
-  /// engine instead of SimGrid, where SimGrid's settings are that engine's model (SimgridSettings::analytical_model);
-  /// results name each rail's engine. 0: SimGrid for every rail it runs.
+  /// @brief Under ECMP at flow fidelity: a graph of more transfers than this (a rail's, with the rails apart; the
+  /// step's, with every rail together) runs on spansim's own max-min engine instead of SimGrid, where SimGrid's
+  /// settings are that engine's model (SimgridSettings::analytical_model); results name the engine
+  /// (`max_min_engine`, and each rail's in `ecmp.rail_engines`). 0: SimGrid for every graph it runs.
   std::size_t own_solver_above = kOwnSolverAbove;
   /// @brief When a symmetry of the site moving whole regions or buildings maps the lowered step onto itself,
   /// simulate the base building's transfers alone (netsim/symmetry.hpp): exact, at analytical and flow fidelity.

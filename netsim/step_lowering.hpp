@@ -84,6 +84,13 @@ struct PreparedStep {
   const topology::Topology& simulated(const topology::Topology& full) const { return one_rail ? *one_rail : full; }
 };
 
+/// @brief Runs a graph of a step at `fidelity`. Under ECMP at flow fidelity, a graph of more than
+/// `options.own_solver_above` transfers runs on spansim's own max-min engine instead of SimGrid where SimGrid's
+/// settings are that engine's model (SimGrid 3.32 re-solves an ECMP fabric's one connected system at every flow's
+/// end); `settings["max_min_engine"]` then names the engine that ran it ("simgrid" or spansim's, with the counts).
+RunResult run_max_min(const topology::Topology& topology, const FlowGraph& graph, Fidelity fidelity,
+                      const StepOptions& options);
+
 /// @brief Why a step under ECMP keeps its rails together ("" when prepare_rails_apart would lower them apart, unless
 /// a lowered transfer then joins two rails). @throws UsageError as prepare_rails_apart.
 std::string rails_apart_decision(const topology::Topology& topology, const workload::StepGraph& graph,

@@ -134,6 +134,25 @@ TEST_CASE("ecmp rails apart at flow: rails past own_solver_above run on spansim'
   CHECK(b.step_time == Approx(a.step_time).epsilon(1e-6));
 }
 
+TEST_CASE("ecmp with every rail together at flow: a step past own_solver_above runs on spansim's max-min engine, "
+          "within 1e-6 of SimGrid, and says so",
+          "[scenario][multipath]")
+{
+  auto simgrid                     = ecmp_scenario(2, 1, tp::EcmpMode::exact, 4, "flow");
+  simgrid.options.own_solver_above = 0;
+  auto own                         = simgrid;
+  own.options.own_solver_above     = 1; // the step's graph is past it
+  const auto a                     = sc::run_scenario(simgrid).result;
+  const auto b                     = sc::run_scenario(own).result;
+  std::cout << "every rail together at flow: SimGrid " << a.step_time << " s (" << a.engine["max_min_engine"]
+            << "), own solver " << b.step_time << " s (" << b.engine["max_min_engine"] << ")\n";
+  CHECK(a.engine["ecmp"]["mode"] == "exact");
+  CHECK(b.engine["ecmp"]["mode"] == "exact");
+  CHECK(a.engine["max_min_engine"] == "simgrid");
+  CHECK(b.engine["max_min_engine"].get<std::string>().rfind("spansim max-min (", 0) == 0);
+  CHECK(b.step_time == Approx(a.step_time).epsilon(1e-6));
+}
+
 TEST_CASE("ecmp rails apart: refused where the rails do not separate, exact below the size auto starts at",
           "[scenario][multipath]")
 {
