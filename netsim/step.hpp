@@ -67,6 +67,10 @@ struct StepOptions {
   /// @brief Under ECMP, whether the topology's `ecmp_mode` may simulate the rails apart (netsim/README.md); off where
   /// a caller joins lowerings of several jobs.
   bool rails_apart = true;
+  /// @brief ECMP's rails apart on a step whose all-to-alls cross nodes: each rail's share of a link direction the rails
+  /// share is its share of the flows there while its own flows are there, from a first run of every rail (true);
+  /// false: its share of the bytes over the whole step (what dense steps use).
+  bool time_resolved_shares = true;
   /// @brief Worker processes running rails apart (0: one per core).
   int rail_workers = 0;
   /// @brief ECMP's rails apart at flow fidelity: SimGrid runs every rail (true), or, where its settings are the

@@ -210,9 +210,11 @@ struct TopologySpec;
 
 /// @brief How a training step under ECMP is simulated (a scenario's `multipath.ecmp_mode`; netsim/README.md).
 enum class EcmpMode {
-  automatic,  ///< rails apart where they separate and the job has more than kExactEcmpGpus GPUs, else exact
+  automatic,  ///< rails apart where they separate and the job has more than kExactEcmpGpus GPUs (kExactEcmpAllToAllGpus
+              ///< when all-to-alls cross nodes), else exact
   exact,      ///< every rail's flows together
-  rails_apart ///< each rail alone, the links rails share divided by its share of their bytes; the slowest rail
+  rails_apart ///< each rail alone, the links rails share divided by its share of their bytes (of their flows over
+              ///< time when all-to-alls cross nodes); the slowest rail
 };
 constexpr std::array<std::string_view, 3> enum_names(EcmpMode)
 {
@@ -220,6 +222,9 @@ constexpr std::array<std::string_view, 3> enum_names(EcmpMode)
 }
 /// @brief Jobs up to this many GPUs run ECMP exactly under EcmpMode::automatic (minutes at most, analytical).
 inline constexpr std::int64_t kExactEcmpGpus = 4096;
+/// @brief Jobs whose all-to-alls cross nodes run ECMP exactly under EcmpMode::automatic up to this many GPUs (about a
+/// minute at flow fidelity at 16K, bench/README.md); above, the rails apart with time-resolved shares.
+inline constexpr std::int64_t kExactEcmpAllToAllGpus = 16384;
 
 /// @brief How traffic uses parallel paths (a scenario's `multipath` block; format: topology/README.md).
 struct MultipathSpec {
