@@ -524,13 +524,14 @@ std::function<void(Figures&)> ecmp_solver_agreement(int dp)
   };
 }
 
-/// @brief An ECMP case of two-buildings: the job across both buildings, explicit spines, the long haul split into
-/// `long_links` wavelengths.
+/// @brief An ECMP case of two-buildings (the job across both buildings), or of all of two-regions: explicit spines,
+/// the long haul split into `long_links` wavelengths.
 struct EcmpCase {
   const char* model; ///< llama3-70b (dense) or an MoE model (EP 8 over data parallelism)
   int gpus;
-  double long_haul_tbps; ///< between the buildings (the preset's 204.8, or a thin 12.8 that binds)
+  double long_haul_tbps; ///< between two-buildings' buildings (the preset's 204.8, or a thin 12.8 that binds)
   int long_links, qps, seed;
+  bool two_regions = false; ///< all of two-regions as shipped (long_haul_tbps unused)
 };
 
 /// @brief The scenario of an ECMP case at analytical fidelity (TP 8, PP 2, FSDP over the rest; 4,096 tokens a GPU).
@@ -547,33 +548,37 @@ scenario::Scenario ecmp_two_buildings(const EcmpCase& c)
     job["parallelism"]["ep"] = 8;
   nlohmann::json doc = {
       {"name", "ecmp-error"},
-      {"topology", "two-buildings"},
+      {"topology", c.two_regions ? "two-regions" : "two-buildings"},
       {"job", job},
-      {"placement", {{"order", {"tp", "cp", "pp", "dp"}}, {"buildings", {"bldg-a", "bldg-b"}}}},
+      {"placement", {{"order", {"tp", "cp", "pp", "dp"}}}},
       {"fidelity", "analytical"},
       {"multipath",
        {{"routing", "ecmp"}, {"spines", "explicit"}, {"long_links", c.long_links}, {"qps", c.qps}, {"seed", c.seed}}}};
-  auto sc                              = scenario::parse_scenario(doc, "ecmp-error.json");
-  sc.topology.inter_building.bandwidth = c.long_haul_tbps * 1e12 / 8;
+  if (!c.two_regions)
+    doc["placement"]["buildings"] = {"bldg-a", "bldg-b"};
+  auto sc = scenario::parse_scenario(doc, "ecmp-error.json");
+  if (!c.two_regions)
+    sc.topology.inter_building.bandwidth = c.long_haul_tbps * 1e12 / 8;
   return sc;
 }
 
-// Issue 59: an MoE step whose all-to-alls cross nodes under ECMP, every rail together (what `auto` runs), at
-// `gpus`: past netsim::kAllToAllFlowBudget its all-to-alls are timed in isolation, so the note gives that
-// mechanism's error at 4,096 GPUs (all-to-alls as flows against isolated, both exact), and at flow fidelity the
-// own max-min solver against SimGrid on the same step.
-std::function<void(Figures&)> ecmp_moe_exact(int gpus, netsim::Fidelity fidelity)
+// Issue 59: an MoE step whose all-to-alls cross nodes under ECMP, as `auto` runs it (every rail together up to
+// 16,384 GPUs, the rails apart with time-resolved shares above), on two-buildings with a thin long haul, or on all of
+// two-regions. Past netsim::kAllToAllFlowBudget its all-to-alls are timed in isolation, so at 4,096 GPUs the note
+// gives that mechanism's error (all-to-alls as flows against isolated, both exact).
+std::function<void(Figures&)> ecmp_moe_exact(int gpus, netsim::Fidelity fidelity, bool two_regions = false)
 {
   return [=](Figures& f) {
-    auto sc             = ecmp_two_buildings({"qwen3-30b-a3b", gpus, 12.8, 16, 1, 1});
+    auto sc             = ecmp_two_buildings({"qwen3-30b-a3b", gpus, 12.8, 16, 1, 1, two_regions});
     sc.options.fidelity = fidelity;
     auto start          = Clock::now();
     const auto run      = scenario::simulate(sc, std::make_shared<const scenario::PlacedStep>(sc));
     record_step(f, run.result, gpus, start);
     const auto engine = run.result.engine.value("max_min_engine", std::string(name_of(fidelity)));
     if (gpus > 4096) {
-      std::snprintf(f.note, sizeof f.note, "%s; all-to-alls %s", engine.substr(0, 40).c_str(),
-                    run.result.engine.value("all_to_all", "").substr(0, 40).c_str());
+      const auto& ecmp = run.result.engine.at("ecmp");
+      std::snprintf(f.note, sizeof f.note, "%s; %s; all-to-alls %s", ecmp.value("mode", "").c_str(),
+                    engine.substr(0, 40).c_str(), run.result.engine.value("all_to_all", "").substr(0, 40).c_str());
       return;
     }
     double step[2] = {0, 0};
@@ -946,6 +951,8 @@ std::vector<Case> cases()
                  ecmp_moe_exact(4096, netsim::Fidelity::analytical)});
   all.push_back({"ECMP MoE 16K exact", "two-buildings", "flow", nullptr, 600, "< 10 min", true,
                  ecmp_moe_exact(16384, netsim::Fidelity::flow)});
+  all.push_back({"ECMP MoE 131K 2-region", "two-regions", "flow", nullptr, 600, "< 10 min, 8 GB", true,
+                 ecmp_moe_exact(131072, netsim::Fidelity::flow, true)});
   // Issue 37: ECMP's rails apart against every rail together (the table of bench/README.md).
   all.push_back(
       {"ECMP rails apart vs exact", "two-buildings", "analytical", nullptr, 0, "", false, ecmp_error_table(false)});
