@@ -535,7 +535,7 @@ struct EcmpCase {
 };
 
 /// @brief The scenario of an ECMP case at analytical fidelity (TP 8, PP 2, FSDP over the rest; 4,096 tokens a GPU).
-scenario::Scenario ecmp_two_buildings(const EcmpCase& c)
+scenario::Scenario ecmp_case(const EcmpCase& c)
 {
   nlohmann::json job = {{"name", "ecmp"},
                         {"model", c.model},
@@ -566,10 +566,10 @@ scenario::Scenario ecmp_two_buildings(const EcmpCase& c)
 // 16,384 GPUs, the rails apart with time-resolved shares above), on two-buildings with a thin long haul, or on all of
 // two-regions. Past netsim::kAllToAllFlowBudget its all-to-alls are timed in isolation, so at 4,096 GPUs the note
 // gives that mechanism's error (all-to-alls as flows against isolated, both exact).
-std::function<void(Figures&)> ecmp_moe_exact(int gpus, netsim::Fidelity fidelity, bool two_regions = false)
+std::function<void(Figures&)> ecmp_moe_auto(int gpus, netsim::Fidelity fidelity, bool two_regions = false)
 {
   return [=](Figures& f) {
-    auto sc             = ecmp_two_buildings({"qwen3-30b-a3b", gpus, 12.8, 16, 1, 1, two_regions});
+    auto sc             = ecmp_case({"qwen3-30b-a3b", gpus, 12.8, 16, 1, 1, two_regions});
     sc.options.fidelity = fidelity;
     auto start          = Clock::now();
     const auto run      = scenario::simulate(sc, std::make_shared<const scenario::PlacedStep>(sc));
@@ -583,7 +583,7 @@ std::function<void(Figures&)> ecmp_moe_exact(int gpus, netsim::Fidelity fidelity
     }
     double step[2] = {0, 0};
     for (int isolated = 0; isolated < 2; ++isolated) {
-      auto each               = ecmp_two_buildings({"qwen3-30b-a3b", gpus, 12.8, 16, 1, 1});
+      auto each               = ecmp_case({"qwen3-30b-a3b", gpus, 12.8, 16, 1, 1});
       each.options.all_to_all = isolated ? netsim::AllToAllTiming::isolated : netsim::AllToAllTiming::flows;
       step[isolated] = scenario::simulate(each, std::make_shared<const scenario::PlacedStep>(each)).result.step_time;
     }
@@ -631,7 +631,7 @@ std::function<void(Figures&)> ecmp_error_table(bool large)
       const bool moe = std::string(row.model) != "llama3-70b";
       double step[3] = {0, 0, 0}, wall[3] = {0, 0, 0};
       for (int way = 0; way < (moe ? 3 : 2); ++way) {
-        auto sc = ecmp_two_buildings({row.model, row.gpus, row.long_haul_tbps, row.long_links, row.qps, row.seed});
+        auto sc = ecmp_case({row.model, row.gpus, row.long_haul_tbps, row.long_links, row.qps, row.seed});
         sc.topology.multipath.ecmp_mode = way > 0 ? topology::EcmpMode::rails_apart : topology::EcmpMode::exact;
         sc.options.time_resolved_shares = way != 2;
         const auto start                = Clock::now();
@@ -948,11 +948,11 @@ std::vector<Case> cases()
       {"ECMP own solver vs SimGrid 16K", "two-buildings", "flow", nullptr, 0, "", true, ecmp_solver_agreement(128)});
   // Issue 59: an MoE step with all-to-alls between nodes under ECMP, every rail together (what `auto` runs).
   all.push_back({"ECMP MoE 4K exact", "two-buildings", "analytical", nullptr, 0, "", false,
-                 ecmp_moe_exact(4096, netsim::Fidelity::analytical)});
+                 ecmp_moe_auto(4096, netsim::Fidelity::analytical)});
   all.push_back({"ECMP MoE 16K exact", "two-buildings", "flow", nullptr, 600, "< 10 min", true,
-                 ecmp_moe_exact(16384, netsim::Fidelity::flow)});
+                 ecmp_moe_auto(16384, netsim::Fidelity::flow)});
   all.push_back({"ECMP MoE 131K 2-region", "two-regions", "flow", nullptr, 600, "< 10 min, 8 GB", true,
-                 ecmp_moe_exact(131072, netsim::Fidelity::flow, true)});
+                 ecmp_moe_auto(131072, netsim::Fidelity::flow, true)});
   // Issue 37: ECMP's rails apart against every rail together (the table of bench/README.md).
   all.push_back(
       {"ECMP rails apart vs exact", "two-buildings", "analytical", nullptr, 0, "", false, ecmp_error_table(false)});

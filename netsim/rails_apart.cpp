@@ -367,7 +367,12 @@ RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prep
   // model under these settings; the run says so.
   auto run_rail = [&](std::size_t r, Fidelity fidelity) {
     const auto lowered = lower_step(topology, graph, placement, options, static_cast<int>(r));
-    return run_max_min(topology.with_directions_scaled(rails[r].link_factor), lowered.graph, fidelity, options);
+    const auto scaled  = topology.with_directions_scaled(rails[r].link_factor);
+    // Ranking a rail the own solver would run at flow fidelity gives that run: it is kept, not run again.
+    if (fidelity == Fidelity::analytical && options.fidelity == Fidelity::flow &&
+        own_solver_runs(scaled, lowered.graph, Fidelity::flow, options))
+      fidelity = Fidelity::flow;
+    return run_max_min(scaled, lowered.graph, fidelity, options);
   };
   std::vector<double> steps(rails.size(), 0);
   std::vector<std::string> runs(rails.size()); // each rail's run at options.fidelity, encoded ("": not run)
@@ -389,13 +394,10 @@ RunResult run_rails_apart(const topology::Topology& topology, PreparedStep& prep
                 options.engine.simgrid.analytical_model() && rails.size() > 1;
   if (ranked) {
     const auto out = process::parallel_map(rails.size(), options.rail_workers, [&](std::size_t r) {
-      const auto lowered = lower_step(topology, graph, placement, options, static_cast<int>(r));
-      const auto scaled  = topology.with_directions_scaled(rails[r].link_factor);
-      // A rail past own_solver_above would run on this engine again at flow fidelity: its run is kept ('F').
-      if (options.own_solver_above > 0 && lowered.graph.transfer_count() > options.own_solver_above)
-        return "F" + encode(run_max_min(scaled, lowered.graph, Fidelity::flow, options));
-      const double makespan = run(scaled, lowered.graph, Fidelity::analytical, options.engine).makespan;
-      return "A" + std::string(reinterpret_cast<const char*>(&makespan), sizeof makespan);
+      const auto result = run_rail(r, Fidelity::analytical);
+      if (result.settings.contains("max_min_engine"))
+        return "F" + encode(result); // the rail's run at flow fidelity
+      return "A" + std::string(reinterpret_cast<const char*>(&result.makespan), sizeof result.makespan);
     });
     for (std::size_t r = 0; r < rails.size(); ++r) {
       const auto& o = out[r];

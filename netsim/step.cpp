@@ -59,21 +59,25 @@ RunResult run_symmetric(const topology::Topology& simulated, const FlowGraph& gr
 
 } // namespace
 
+bool detail::own_solver_runs(const topology::Topology& topology, const FlowGraph& graph, Fidelity fidelity,
+                             const StepOptions& options)
+{
+  return fidelity == Fidelity::flow && topology.spec().multipath.ecmp && options.own_solver_above > 0 &&
+         options.engine.simgrid.analytical_model() && graph.transfer_count() > options.own_solver_above;
+}
+
 RunResult detail::run_max_min(const topology::Topology& topology, const FlowGraph& graph, Fidelity fidelity,
                               const StepOptions& options)
 {
-  if (fidelity != Fidelity::flow || !topology.spec().multipath.ecmp)
-    return run(topology, graph, fidelity, options.engine);
-  const std::size_t transfers = graph.transfer_count();
-  if (options.own_solver_above > 0 && transfers > options.own_solver_above &&
-      options.engine.simgrid.analytical_model()) {
+  if (own_solver_runs(topology, graph, fidelity, options)) {
     auto result                       = run(topology, graph, Fidelity::analytical, options.engine);
-    result.settings["max_min_engine"] = "spansim max-min (" + std::to_string(transfers) + " transfers, above " +
-                                        std::to_string(options.own_solver_above) + ")";
+    result.settings["max_min_engine"] = "spansim max-min (" + std::to_string(graph.transfer_count()) +
+                                        " transfers, above " + std::to_string(options.own_solver_above) + ")";
     return result;
   }
-  auto result                       = run(topology, graph, Fidelity::flow, options.engine);
-  result.settings["max_min_engine"] = "simgrid";
+  auto result = run(topology, graph, fidelity, options.engine);
+  if (fidelity == Fidelity::flow && topology.spec().multipath.ecmp)
+    result.settings["max_min_engine"] = "simgrid";
   return result;
 }
 

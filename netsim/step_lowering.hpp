@@ -91,6 +91,11 @@ struct PreparedStep {
 RunResult run_max_min(const topology::Topology& topology, const FlowGraph& graph, Fidelity fidelity,
                       const StepOptions& options);
 
+/// @brief Whether run_max_min runs `graph` on spansim's own max-min engine (at flow fidelity it gives the analytical
+/// engine's run).
+bool own_solver_runs(const topology::Topology& topology, const FlowGraph& graph, Fidelity fidelity,
+                     const StepOptions& options);
+
 /// @brief Why a step under ECMP keeps its rails together ("" when prepare_rails_apart would lower them apart, unless
 /// a lowered transfer then joins two rails). @throws UsageError as prepare_rails_apart.
 std::string rails_apart_decision(const topology::Topology& topology, const workload::StepGraph& graph,

@@ -73,6 +73,17 @@ json fsdp_job(int dp)
   return j;
 }
 
+/// The step at hybrid fidelity, then again with `change` made to its options.
+std::pair<netsim::StepResult, netsim::StepResult> hybrid_before_after(const SmallStep& step,
+                                                                      void (*change)(netsim::StepOptions&))
+{
+  netsim::StepOptions o;
+  o.fidelity  = netsim::Fidelity::hybrid;
+  auto before = netsim::simulate_step(step.topo, step.graph, *step.place, o);
+  change(o);
+  return {std::move(before), netsim::simulate_step(step.topo, step.graph, *step.place, o)};
+}
+
 /// Seconds of the step's DP collectives, from when each could begin to its end.
 double dp_collective_seconds(const workload::StepGraph& graph, const netsim::StepResult& r)
 {
@@ -175,12 +186,8 @@ TEST_CASE("hybrid fidelity folds the rails as flow does and measures each patter
   // DP 16 with FSDP over one whole 8-GPU node in each building: its rings leave each node by all 8 NICs, so the
   // flow-level step runs rail 0 alone. The packet runs still see the whole collective (every rail and channel), so
   // the corrections, and the step, are those of the unfolded hybrid run.
-  const SmallStep step(fsdp_job(16));
-  netsim::StepOptions o;
-  o.fidelity      = netsim::Fidelity::hybrid;
-  auto folded     = netsim::simulate_step(step.topo, step.graph, *step.place, o);
-  o.rail_symmetry = false;
-  auto every      = netsim::simulate_step(step.topo, step.graph, *step.place, o);
+  const auto [folded, every] =
+      hybrid_before_after(SmallStep(fsdp_job(16)), [](netsim::StepOptions& o) { o.rail_symmetry = false; });
   std::cout << "hybrid, rails folded: " << folded.step_time << " s, " << folded.flow_ops << " flow ops, "
             << folded.engine["hybrid"]["corrections"].dump() << "\nhybrid, every rail: " << every.step_time << " s, "
             << every.flow_ops << " flow ops, " << every.engine["hybrid"]["corrections"].dump() << "\n";
@@ -214,14 +221,10 @@ TEST_CASE("hybrid fidelity measures a pattern too large for packet level on one 
   // measured on two of its four nodes, spread over the group (one in each building: the cut keeps the hops across
   // the buildings), on one rail. Bound stated: corrections within 4% of the whole ones, the step within 1% (measured
   // when written: 1.0045 against 1.0185, -1.4%; step -0.74%; bench/README.md: DP 64 over 8 nodes, -3.4..+0.4%).
-  const SmallStep step(fsdp_job(32));
-  netsim::StepOptions o;
-  o.fidelity               = netsim::Fidelity::hybrid;
-  auto whole               = netsim::simulate_step(step.topo, step.graph, *step.place, o);
-  o.engine.packet.max_gpus = 16;
-  auto cut                 = netsim::simulate_step(step.topo, step.graph, *step.place, o);
-  const auto& w            = whole.engine["hybrid"]["corrections"];
-  const auto& c            = cut.engine["hybrid"]["corrections"];
+  const auto [whole, cut] =
+      hybrid_before_after(SmallStep(fsdp_job(32)), [](netsim::StepOptions& o) { o.engine.packet.max_gpus = 16; });
+  const auto& w = whole.engine["hybrid"]["corrections"];
+  const auto& c = cut.engine["hybrid"]["corrections"];
   std::cout << "hybrid, whole patterns: " << whole.step_time << " s, " << w.dump()
             << "\nhybrid, cut to 16 GPUs: " << cut.step_time << " s, " << c.dump() << "\n";
   REQUIRE(cut.rails == 8);

@@ -148,6 +148,17 @@ TEST_CASE("ecmp rails apart at flow: rails past own_solver_above run on spansim'
   }
   CHECK(b.engine["ecmp"]["own_solver_above"] == 1);
   CHECK(b.step_time == Approx(a.step_time).epsilon(1e-6));
+
+  // Ranked by the analytical engine, a rail past own_solver_above keeps its ranking run as its flow-fidelity run:
+  // every rail at fidelity, on the own solver, the same rail steps.
+  auto ranked                    = own;
+  ranked.options.flow_every_rail = false;
+  const auto c                   = sc::run_scenario(ranked).result;
+  REQUIRE(c.engine["ecmp"]["flow_rails"].size() == 4);
+  for (std::size_t r = 0; r < 4; ++r) {
+    CHECK(c.engine["ecmp"]["rail_engines"][r] == engines_b[r]);
+    CHECK(c.engine["ecmp"]["rail_steps_s"][r] == b.engine["ecmp"]["rail_steps_s"][r]);
+  }
 }
 
 TEST_CASE("ecmp with every rail together at flow: a step past own_solver_above runs on spansim's max-min engine "
