@@ -187,7 +187,14 @@ json breakdown(const scenario::ScenarioRun& run, bool with_stages)
         for (const auto& [name, seconds] : program.kernels.named())
           k[std::string(name)] = seconds;
         e["kernels_per_micro_batch_s"] = k;
-        int layers                     = 0;
+        if (program.kernels.recompute > 0) {
+          json by;
+          for (const auto& [name, seconds] : program.recomputed.named())
+            if (name != "recompute")
+              by[std::string(name)] = seconds;
+          e["recomputed_per_micro_batch_s"] = by;
+        }
+        int layers = 0;
         for (int l : program.chunk_layers)
           layers += l;
         e["layers"] = layers;

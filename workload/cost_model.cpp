@@ -226,6 +226,8 @@ LayerCost layer_cost(const Context& c, int layer)
   auto rerun         = [&](const LayerCost& cost, const std::vector<GemmShape>& list, RecomputeModule module) {
     RecomputedModule& mod = k.modules[static_cast<std::size_t>(module)];
     mod.gemm_seconds += cost.gemm_fwd_seconds;
+    mod.quantize_seconds += cost.quantize_fwd_seconds;
+    mod.grouped_seconds += cost.routed_fwd_gemm;
     mod.gemm_bytes += cost.gemm_fwd_bytes;
     for (const GemmShape& g : list)
       mod.flops += 2 * g.m * g.n * g.k * g.groups;
@@ -244,6 +246,7 @@ LayerCost layer_cost(const Context& c, int layer)
     // The routed experts' GEMMs, kept apart too: a MoE layer's part after the dispatch (its "MLP" slot).
     LayerCost r;
     add_gemms(c, routed, r);
+    r.routed_fwd_gemm = r.gemm_fwd_seconds - r.quantize_fwd_seconds;
     if (modules)
       rerun(r, routed, RecomputeModule::moe);
     k.routed_fwd_seconds   = r.gemm_fwd_seconds + r.kernels_fwd * c.gap;
@@ -354,6 +357,7 @@ void add(LayerCost& a, const LayerCost& b)
   a.quantize_bwd_seconds += b.quantize_bwd_seconds;
   a.routed_gemm_seconds += b.routed_gemm_seconds;
   a.routed_wgrad_gemm += b.routed_wgrad_gemm;
+  a.routed_fwd_gemm += b.routed_fwd_gemm;
   a.permute_fwd_bytes += b.permute_fwd_bytes;
   a.permute_bwd_bytes += b.permute_bwd_bytes;
   a.kernels_bwd += b.kernels_bwd;
@@ -361,9 +365,13 @@ void add(LayerCost& a, const LayerCost& b)
     RecomputedModule& x       = a.modules[i];
     const RecomputedModule& y = b.modules[i];
     x.gemm_seconds += y.gemm_seconds;
+    x.quantize_seconds += y.quantize_seconds;
+    x.grouped_seconds += y.grouped_seconds;
     x.gemm_bytes += y.gemm_bytes;
     x.flops += y.flops;
     x.elementwise_bytes += y.elementwise_bytes;
+    x.norm_bytes += y.norm_bytes;
+    x.permute_bytes += y.permute_bytes;
     x.kernels += y.kernels;
     x.freed += y.freed;
   }

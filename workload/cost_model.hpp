@@ -76,9 +76,13 @@ constexpr double quantize_bytes(Precision p, Fp8Recipe r)
 /// activations it no longer keeps.
 struct RecomputedModule {
   double gemm_seconds      = 0; ///< its GEMMs' forward, with their activations' casts (no kernel gaps)
+  double quantize_seconds  = 0; ///< of gemm_seconds: the casts
+  double grouped_seconds   = 0; ///< of gemm_seconds: the routed experts' GEMM kernels
   double gemm_bytes        = 0;
   double flops             = 0;
-  double elementwise_bytes = 0; ///< its norm, activation or RoPE kernels' traffic
+  double elementwise_bytes = 0; ///< its norm, activation, RoPE or permute kernels' traffic
+  double norm_bytes        = 0; ///< of elementwise_bytes: the norms'
+  double permute_bytes     = 0; ///< of elementwise_bytes: the MoE token permute and unpermute
   int kernels              = 0; ///< kernels it launches again
   double freed             = 0; ///< activation bytes per micro-batch it no longer keeps
 };
@@ -129,6 +133,7 @@ struct LayerCost {
   double quantize_bwd_seconds = 0;
   double routed_gemm_seconds  = 0;
   double routed_wgrad_gemm    = 0;
+  double routed_fwd_gemm      = 0; ///< of routed_gemm_seconds: the forward's
   /// @brief MoE token permute and unpermute, HBM bytes per pass (memory-bound, their own kernels).
   double permute_fwd_bytes = 0;
   double permute_bwd_bytes = 0;
@@ -190,6 +195,7 @@ struct ChunkCost {
   double fwd_flops = 0, recompute_flops = 0;
   OpEffects fwd_effects, bwd_effects, recompute_effects; ///< of the seconds above: what each effect adds
   KernelTimes kernels;                                   ///< fwd, bwd and recompute seconds by kernel class
+  KernelTimes recomputed; ///< kernels.recompute by the class of what it re-runs (its own recompute 0)
   /// @brief Of the backward: the weight-gradient GEMMs alone (a zero-bubble schedule's W), their HBM bytes, FLOPs and
   /// effects; the rest is the input-gradient pass (B).
   double wgrad_seconds = 0, wgrad_hbm = 0, wgrad_flops = 0;
@@ -237,8 +243,12 @@ double stored_activations(const Context& c, const ChunkCost& ch);
 /// work and the activations it frees. q_rank, kv_rank and o_rank are the rank's Q, K/V and attention-output widths.
 void recomputed_modules(const Context& c, const LayerParams& p, double q_rank, double kv_rank, double o_rank,
                         double act_fn, LayerCost& k);
+/// @brief A chunk's forward by kernel class (what a full recompute re-runs): its seconds without the effects that
+/// have no class (the sustained clock is in the GEMMs' and attention's seconds already).
+KernelTimes forward_kernels(double attn_fwd, double mem_rate, const ChunkCost& ch);
 /// @brief A chunk's recompute under the job's policy (its seconds, bytes, FLOPs and effects), once its forward is
-/// costed. `attention_unclocked`: the attention forward keeps no sustained-clock share (measured or unfused).
+/// costed, and the same seconds by kernel class (`recomputed`). `attention_unclocked`: the attention forward keeps
+/// no sustained-clock share (measured or unfused).
 void add_recompute(const Context& c, double attn_fwd, double mem_rate, bool attention_unclocked, ChunkCost& ch);
 
 /// @brief The share of a chunk's parameters in its first unit (its first layer and embedding or output layer), which

@@ -20,6 +20,7 @@ void recomputed_modules(const Context& c, const LayerParams& p, double q_rank, d
   mod(RecomputeModule::core_attn).freed = t * o_rank;
   auto& norms                           = mod(RecomputeModule::layernorm);
   norms.elementwise_bytes               = t * 4 * m.hidden / c.sp; // input_layernorm and pre_mlp_layernorm
+  norms.norm_bytes                      = norms.elementwise_bytes;
   norms.kernels += 2;
   norms.freed = t * 2 * m.hidden / c.sp;
   if (m.attention == AttentionKind::mla) {
@@ -45,6 +46,7 @@ void recomputed_modules(const Context& c, const LayerParams& p, double q_rank, d
     // frees the token copies the rank's experts compute and every expert's intermediates.
     auto& layer = mod(RecomputeModule::moe);
     layer.elementwise_bytes += k.permute_fwd_bytes + t * (m.moe.experts_per_token + m.moe.shared_experts) * expert;
+    layer.permute_bytes += k.permute_fwd_bytes;
     layer.kernels += kMoeKernels + 1;
     layer.freed = t * (act_fn * p.ffn_active / c.tp + expert_tokens(c) / c.tokens * m.hidden);
   }
@@ -58,7 +60,8 @@ namespace {
 void recompute_modules(const Context& c, double attn_fwd, double mem_rate, bool attention_unclocked, ChunkCost& ch)
 {
   double gemm = 0, bytes = 0, flops = 0, elementwise = 0;
-  int kernels = 0;
+  int kernels     = 0;
+  KernelTimes& by = ch.recomputed;
   for (const RecomputeModule r : c.job.recompute_modules) {
     const RecomputedModule& m = ch.sum.modules[static_cast<std::size_t>(r)];
     gemm += m.gemm_seconds;
@@ -66,6 +69,12 @@ void recompute_modules(const Context& c, double attn_fwd, double mem_rate, bool 
     flops += m.flops;
     elementwise += m.elementwise_bytes;
     kernels += m.kernels;
+    by.quantize += m.quantize_seconds;
+    by.grouped_gemm += m.grouped_seconds;
+    by.gemm += m.gemm_seconds - m.quantize_seconds - m.grouped_seconds;
+    by.norms += m.norm_bytes / mem_rate;
+    by.permute += m.permute_bytes / mem_rate;
+    by.elementwise += (m.elementwise_bytes - m.norm_bytes - m.permute_bytes) / mem_rate;
   }
   double attention = 0;
   if (c.job.recomputes(RecomputeModule::core_attn)) {
@@ -80,11 +89,28 @@ void recompute_modules(const Context& c, double attn_fwd, double mem_rate, bool 
   }
   ch.recompute_effects.kernel_gaps = kernels * c.gap;
   ch.recompute_seconds             = attention + gemm + elementwise / mem_rate + ch.recompute_effects.kernel_gaps;
+  by.attention                     = attention;
+  by.kernel_gaps                   = ch.recompute_effects.kernel_gaps;
   ch.recompute_hbm                 = bytes;
   ch.recompute_flops               = flops;
 }
 
 } // namespace
+
+KernelTimes forward_kernels(double attn_fwd, double mem_rate, const ChunkCost& ch)
+{
+  const LayerCost& sum = ch.sum;
+  KernelTimes k;
+  k.quantize     = sum.quantize_fwd_seconds;
+  k.grouped_gemm = sum.routed_fwd_gemm;
+  k.gemm         = sum.gemm_fwd_seconds - sum.quantize_fwd_seconds - sum.routed_fwd_gemm;
+  k.attention    = attn_fwd;
+  k.permute      = sum.permute_fwd_bytes / mem_rate;
+  k.norms        = sum.norm_bytes / mem_rate;
+  k.elementwise  = (sum.elementwise_bytes - sum.norm_bytes) / mem_rate;
+  k.kernel_gaps  = ch.fwd_effects.kernel_gaps;
+  return k;
+}
 
 void add_recompute(const Context& c, double attn_fwd, double mem_rate, bool attention_unclocked, ChunkCost& ch)
 {
@@ -104,9 +130,13 @@ void add_recompute(const Context& c, double attn_fwd, double mem_rate, bool atte
         unfused ? ch.sum.unfused_fwd_clock : (attention_unclocked ? 0 : attn_fwd * (1 - c.clock));
     ch.recompute_effects.attention_by_length = ch.fwd_effects.attention_by_length;
     ch.recompute_effects.kernel_gaps         = kernels * c.gap;
-    ch.recompute_seconds = attn_fwd + ch.sum.selective_bytes / mem_rate + ch.recompute_effects.kernel_gaps;
-    ch.recompute_hbm     = ch.sum.selective_bytes + ch.sum.unfused_fwd_bytes;
-    ch.recompute_flops   = ch.sum.attention_flops;
+    ch.recompute_seconds      = attn_fwd + ch.sum.selective_bytes / mem_rate + ch.recompute_effects.kernel_gaps;
+    ch.recompute_hbm          = ch.sum.selective_bytes + ch.sum.unfused_fwd_bytes;
+    ch.recompute_flops        = ch.sum.attention_flops;
+    ch.recomputed.attention   = attn_fwd;
+    ch.recomputed.norms       = ch.sum.norm_bytes / mem_rate;
+    ch.recomputed.elementwise = (ch.sum.selective_bytes - ch.sum.norm_bytes) / mem_rate;
+    ch.recomputed.kernel_gaps = ch.recompute_effects.kernel_gaps;
     break;
   }
   case Recompute::full:
@@ -114,6 +144,7 @@ void add_recompute(const Context& c, double attn_fwd, double mem_rate, bool atte
     ch.recompute_hbm     = ch.fwd_hbm;
     ch.recompute_flops   = ch.fwd_flops;
     ch.recompute_effects = ch.fwd_effects;
+    ch.recomputed        = forward_kernels(attn_fwd, mem_rate, ch);
     break;
   }
 }

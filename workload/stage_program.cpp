@@ -277,6 +277,7 @@ StageProgram StageBuilder::build()
   for (int v = 0; v < c_.v; ++v) {
     prog_.chunk_layers.push_back(cost(v).layers);
     prog_.kernels += cost(v).kernels;
+    prog_.recomputed += cost(v).recomputed;
   }
   statics.optimizer.deps = reductions_;
   statics.optimizer.deps.insert(statics.optimizer.deps.end(), chain.begin(), chain.end());

@@ -130,6 +130,8 @@ struct StageProgram {
   double params = 0;             ///< Parameters held per GPU (before data-parallel sharding).
   MemoryEstimate memory;
   KernelTimes kernels; ///< one micro-batch's compute by kernel class (zero for an imported program)
+  /// @brief kernels.recompute by the class of the kernels it re-runs (a profiler files them so; its recompute 0).
+  KernelTimes recomputed;
   std::vector<Op> ops;
   /// @brief An imported program: the rank whose trace it was read from and each op's node id there, so that errors
   /// name them (-1 and empty: built).

@@ -29,8 +29,9 @@ json job_file(const std::string& name)
 
 TEST_CASE("Kernel classes add up to each stage's forward, backward and recompute")
 {
-  for (const std::string name : {"deepseek-v3-h800-profile.json", "llama3-8b-64-h100.json", "gpt3-175b-1024-h100.json",
-                                 "llama4-maverick-512-h200.json", "deepseek-v3-2048-b200.json"}) {
+  for (const std::string name :
+       {"deepseek-v3-h800-profile.json", "llama3-8b-64-h100.json", "gpt3-175b-1024-h100.json",
+        "llama4-maverick-512-h200.json", "deepseek-v3-2048-b200.json", "llama3-70b-hsdp-b200.json"}) {
     const wl::JobSpec job = wl::load_job(kSource + "/examples/jobs/" + name);
     const auto graph      = wl::build_step_graph(job, wl::BuildOptions{false});
     const auto costs      = wl::job_costs(job, wl::BuildOptions{false});
@@ -39,6 +40,17 @@ TEST_CASE("Kernel classes add up to each stage's forward, backward and recompute
       const auto& c = costs.stages[s];
       expect_within(name + " stage " + std::to_string(s) + ": classes against forward + backward + recompute",
                     c.forward + c.backward + c.recompute, graph.stages[s].kernels.total(), 1e-9);
+      // The recompute by the classes it re-runs adds up to it; a full recompute re-runs the forward.
+      const auto& by = graph.stages[s].recomputed;
+      CHECK(by.recompute == 0);
+      if (c.recompute > 0)
+        expect_within(name + " stage " + std::to_string(s) + ": recompute by class against recompute", c.recompute,
+                      by.total(), 1e-9);
+      else
+        CHECK(by.total() == 0);
+      if (job.recompute == wl::Recompute::full)
+        expect_within(name + " stage " + std::to_string(s) + ": full recompute by class against the forward", c.forward,
+                      by.total(), 1e-9);
     }
     const auto& k  = graph.stages[graph.stages.size() > 1 ? 1 : 0].kernels;
     const bool moe = job.model.moe.experts > 0;
@@ -50,6 +62,34 @@ TEST_CASE("Kernel classes add up to each stage's forward, backward and recompute
     CHECK(k.gemm > 0);
     CHECK(k.attention > 0);
   }
+}
+
+TEST_CASE("Recomputed norms and RoPE of DeepSeek-V3's layout against a hand count")
+{
+  // DeepSeek recomputes "all RMSNorm operations and MLA up-projections" (recompute_modules layernorm, mla_up_proj):
+  // per MoE layer the two hidden-size norms (read and write 7,168 BF16 values a token, twice) and MLA's RoPE and
+  // concatenation into the per-head Q and K (read and write 128 heads x 192 a token), at the element-wise rate.
+  json j                = workload_test::roofline(job_file("deepseek-v3-h800-profile.json"));
+  const wl::JobSpec job = wl::parse_job(j, "deepseek-v3-h800-profile.json");
+  const wl::detail::Context c(job);
+  const auto costs = wl::detail::chunk_costs(c);
+  const auto& ch   = costs[2];
+  REQUIRE(ch.moe_layers == ch.layers);
+  const double tokens = 4096, mem_rate = job.gpu.hbm_bandwidth * job.gpu.elementwise_efficiency;
+  const double norms = tokens * 2 * 4 * 7168 / mem_rate, rope = tokens * 2 * 4 * 128 * 192 / mem_rate;
+  const auto& by = ch.recomputed;
+  expect_within("recomputed norms of a layer (s)", norms, by.norms / ch.layers, 1e-12);
+  expect_within("recomputed RoPE of a layer (s)", rope, by.elementwise / ch.layers, 1e-12);
+  // The up-projections' GEMMs again, with the casts of their inputs: nothing of the experts, permute or attention.
+  CHECK(by.gemm > 0);
+  CHECK(by.quantize > 0);
+  CHECK(by.grouped_gemm == 0);
+  CHECK(by.permute == 0);
+  CHECK(by.attention == 0);
+  expect_within("recompute by class against the chunk's recompute (s)", ch.recompute_seconds, by.total(), 1e-12);
+  std::cout << "DeepSeek-V3 layer recomputed by class (us): norms " << by.norms / ch.layers * 1e6 << " (hand count "
+            << norms * 1e6 << "), RoPE " << by.elementwise / ch.layers * 1e6 << " (" << rope * 1e6 << "), GEMMs "
+            << by.gemm / ch.layers * 1e6 << ", casts " << by.quantize / ch.layers * 1e6 << "\n";
 }
 
 TEST_CASE("DeepGEMM's table is read at its published points and between them as documented")
