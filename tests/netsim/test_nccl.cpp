@@ -237,10 +237,11 @@ TEST_CASE("NCCL's tree on two nodes: chains inside bound it, or its kernels' per
 {
   // Each NIC's tree and mirror carry S/8 between the nodes (S/8 a NIC each way: S / (8 x 47 GB/s)); inside, each of
   // the 8 chains (one per NIC, from its own head) moves 2 x 7/8 S over every GPU's NVLink (1.75 S / 369 GB/s); the
-  // tree kernels reach at most 8 channels x 41.4 GB/s (Hopper, 2 nodes) x 0.85 (TREE pattern) x 0.5 of algBw.
+  // tree kernels reach at most 8 channels x 41.4 GB/s (Hopper, 2 nodes) x 0.5 of algBw (the tuner's 0.85 for the
+  // TREE pattern is the NICs' sharing, which the engines simulate, not a kernel limit).
   const auto t     = test::without_fitted_terms("hgx-h100-pod");
   const double nic = 8 * t.spec().pod.nic_rate(), nv = t.spec().node.nvlink_rate();
-  const double cap = 8 * 41.4e9 * 0.85 * 0.5;
+  const double cap = 8 * 41.4e9 * 0.5;
   for (auto f : {Fidelity::analytical, Fidelity::flow}) {
     const double s    = 4 * kGiB;
     const auto c      = make(Algorithm::tree, first(16), s);
