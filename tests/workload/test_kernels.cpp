@@ -25,6 +25,24 @@ json job_file(const std::string& name)
   return spansim::spec::load_json_file(kSource + "/examples/jobs/" + name);
 }
 
+// DeepSeek's H800 profile without calibration or effects, and its third model chunk (MoE layers only).
+struct DeepSeekProfile {
+  wl::JobSpec job;
+  double gemm_sm_share = 0;
+  wl::detail::ChunkCost moe;
+};
+
+DeepSeekProfile deepseek_profile()
+{
+  json j = workload_test::roofline(job_file("deepseek-v3-h800-profile.json"));
+  DeepSeekProfile p;
+  p.job = wl::parse_job(j, "deepseek-v3-h800-profile.json");
+  const wl::detail::Context c(p.job);
+  p.gemm_sm_share = c.gemm_sm_share;
+  p.moe           = wl::detail::chunk_costs(c)[2];
+  return p;
+}
+
 } // namespace
 
 TEST_CASE("Kernel classes add up to each stage's forward, backward and recompute")
@@ -69,11 +87,9 @@ TEST_CASE("Recomputed norms and RoPE of DeepSeek-V3's layout against a hand coun
   // DeepSeek recomputes "all RMSNorm operations and MLA up-projections" (recompute_modules layernorm, mla_up_proj):
   // per MoE layer the two hidden-size norms (read and write 7,168 BF16 values a token, twice) and MLA's RoPE and
   // concatenation into the per-head Q and K (read and write 128 heads x 192 a token), at the element-wise rate.
-  json j                = workload_test::roofline(job_file("deepseek-v3-h800-profile.json"));
-  const wl::JobSpec job = wl::parse_job(j, "deepseek-v3-h800-profile.json");
-  const wl::detail::Context c(job);
-  const auto costs = wl::detail::chunk_costs(c);
-  const auto& ch   = costs[2];
+  const auto p    = deepseek_profile();
+  const auto& job = p.job;
+  const auto& ch  = p.moe;
   REQUIRE(ch.moe_layers == ch.layers);
   const double tokens = 4096, mem_rate = job.gpu.hbm_bandwidth * job.gpu.elementwise_efficiency;
   const double norms = tokens * 2 * 4 * 7168 / mem_rate, rope = tokens * 2 * 4 * 128 * 192 / mem_rate;
@@ -124,14 +140,12 @@ TEST_CASE("A DeepSeek-V3 MoE layer's grouped GEMMs run at DeepGEMM's rates on th
 {
   // The profile's layout without calibration or effects: 4,096 tokens a GPU, top-8 of 256 experts over EP 64, so 4
   // local experts of 8,192 rows each (a multiple of 128: no padding).
-  json j                = workload_test::roofline(job_file("deepseek-v3-h800-profile.json"));
-  const wl::JobSpec job = wl::parse_job(j, "deepseek-v3-h800-profile.json");
-  const wl::detail::Context c(job);
-  const auto costs = wl::detail::chunk_costs(c);
-  const auto& ch   = costs[2];
+  const auto p    = deepseek_profile();
+  const auto& job = p.job;
+  const auto& ch  = p.moe;
   REQUIRE(ch.moe_layers == ch.layers);
   const double share = (132.0 - 20) / 132;
-  expect_within("SM share", share, c.gemm_sm_share, 1e-12);
+  expect_within("SM share", share, p.gemm_sm_share, 1e-12);
   const double rows = 8192, experts = 4, h = 7168, f = 2048;
   // DeepGEMM's rates at 8K rows as whole waves (its published 1,346 and 1,214 TFLOP/s over the tile model's
   // quantization of its own 4 groups of 8,192 rows on 132 SMs).
