@@ -126,6 +126,8 @@ struct Bounds {
   double gap_min = 0, gap_max = 100e-6;
   double alltoall_min = 0.2, alltoall_max = 1.0; ///< NCCL all-to-all's share, fitted on MoE rows
   double moe_host_min = 0, moe_host_max = 20e-3; ///< host seconds per MoE layer and micro-batch, fitted on MoE rows
+  /// @brief Host seconds the all-to-all overlap adds per MoE layer and micro-batch, fitted on its MoE rows.
+  double moe_overlap_min = 0, moe_overlap_max = 20e-3;
 };
 
 /// @brief Progress of a long run: what is being done, items done, items in all.
@@ -167,7 +169,9 @@ struct Profile {
 
 /// @brief Fits clock_fraction and kernel_gap on the dense fit rows of options.gpu (bounded least squares on the log
 /// of simulated over published step time), then alltoall_efficiency and moe_host on its MoE fit rows with those two
-/// fixed (each in one dimension, in turn; 1 and 0 without MoE fit rows). Deterministic. @throws UsageError when the GPU
+/// fixed, and moe_host_overlap on those of them that run ep_overlap (each in one dimension, in turn; 1, 0 and 0
+/// without such rows; with --moe-from the first two are the donor's and a GPU's own fit rows may only be ep_overlap
+/// runs, which fit the third). Deterministic. @throws UsageError when the GPU
 /// has no dense fit rows.
 Profile fit_profile(const Dataset& dataset, const FitOptions& options);
 

@@ -173,15 +173,21 @@ std::pair<double, double> minimise(const std::vector<Row>& rows, const Bounds& b
   return {best_c, best_g};
 }
 
-// The MoE parameters, fitted on the MoE fit rows with the compute parameters fixed: NCCL all-to-all's share and the
-// host's seconds per MoE layer and micro-batch. Each moves its own rows (the all-to-all share those whose
-// all-to-alls are exposed, the host floor those whose layers are too small to hide it), so they are fitted in turn,
-// each in one dimension over interpolants of real simulations, until neither moves.
-enum class MoeParam { alltoall, host };
+// The MoE parameters, fitted on the MoE fit rows with the compute parameters fixed: NCCL all-to-all's share, the
+// host's seconds per MoE layer and micro-batch, and what Megatron's all-to-all overlap adds to them (fitted on the
+// rows that run it). Each moves its own rows (the all-to-all share those whose all-to-alls are exposed, the host
+// floor those whose layers are too small to hide it, the overlap's only the overlapped ones), so they are fitted in
+// turn, each in one dimension over interpolants of real simulations, until none moves.
+enum class MoeParam { alltoall, host, overlap };
 
 struct MoePoint {
-  double alltoall = 1, host = 0;
+  double alltoall = 1, host = 0, overlap = 0;
 };
+
+bool overlapped(const PublishedRun& run)
+{
+  return run.job->schedule.ep_overlap;
+}
 
 /// @brief One MoE parameter as the fit sees it: its bounds, its grid of simulated values, the coordinate its
 /// interpolant is linear in, and the end that changes nothing (a share of 1, no host floor), which wins ties.
@@ -192,8 +198,15 @@ struct MoeAxis {
 
   static MoeAxis of(MoeParam param, const Bounds& b)
   {
-    return param == MoeParam::alltoall ? MoeAxis{param, b.alltoall_min, b.alltoall_max, 5}
-                                       : MoeAxis{param, b.moe_host_min, b.moe_host_max, 11};
+    switch (param) {
+    case MoeParam::alltoall:
+      return {param, b.alltoall_min, b.alltoall_max, 5};
+    case MoeParam::host:
+      return {param, b.moe_host_min, b.moe_host_max, 11};
+    case MoeParam::overlap:
+      break;
+    }
+    return {param, b.moe_overlap_min, b.moe_overlap_max, 11};
   }
   /// @brief The value a fraction `f` of the way from the neutral end to the far one.
   double at(double f) const { return neutral() + (far() - neutral()) * f; }
@@ -204,8 +217,18 @@ struct MoeAxis {
   double coordinate(double v) const { return param == MoeParam::alltoall ? 1 / v : v; }
   double neutral() const { return param == MoeParam::alltoall ? hi : lo; }
   double far() const { return param == MoeParam::alltoall ? lo : hi; }
-  double& in(MoePoint& p) const { return param == MoeParam::alltoall ? p.alltoall : p.host; }
-  const char* what() const { return param == MoeParam::alltoall ? "all-to-all shares" : "host seconds per MoE layer"; }
+  double& in(MoePoint& p) const
+  {
+    return param == MoeParam::alltoall ? p.alltoall : param == MoeParam::host ? p.host : p.overlap;
+  }
+  const char* what() const
+  {
+    return param == MoeParam::alltoall ? "all-to-all shares"
+           : param == MoeParam::host   ? "host seconds per MoE layer"
+                                       : "host seconds the all-to-all overlap adds per MoE layer";
+  }
+  /// @brief Whether the parameter moves `run`'s step (the overlap's, only runs with ep_overlap).
+  bool moves(const PublishedRun& run) const { return param != MoeParam::overlap || overlapped(run); }
 };
 
 // One MoE fit row's step time over one parameter (the other held), interpolated piecewise linearly in the axis's
@@ -242,8 +265,9 @@ struct MoeFit {
 
   workload::Calibration candidate(MoePoint p) const
   {
-    auto c     = spansim::calibration::candidate(gpus, clock, gap, p.alltoall);
-    c.moe_host = p.host;
+    auto c             = spansim::calibration::candidate(gpus, clock, gap, p.alltoall);
+    c.moe_host         = p.host;
+    c.moe_host_overlap = p.overlap;
     return c;
   }
   std::vector<const PublishedRun*> rows() const
@@ -260,7 +284,8 @@ struct MoeFit {
     const MoeAxis axis = MoeAxis::of(param, bounds);
     std::vector<MoeRow> out;
     for (const auto* run : rows())
-      out.push_back({run, run->published_step_time(), axis, {}, {}});
+      if (axis.moves(*run))
+        out.push_back({run, run->published_step_time(), axis, {}, {}});
     if (out.empty())
       return out;
     const std::string what = "simulating the MoE fit rows of " + joined(gpus) + " over " + axis.what();
@@ -307,21 +332,27 @@ double minimise_moe(const std::vector<MoeRow>& rows, std::size_t skip)
   return best;
 }
 
-// Both MoE parameters, in turn from the neutral point until neither moves by more than a thousandth of its range,
-// four turns at most (the two move mostly different rows, so two or three turns settle them).
-MoePoint fit_moe(const MoeFit& fit)
+// The MoE parameters `params`, in turn from `p` until none moves by more than a thousandth of its range, four
+// turns at most (they move mostly different rows, so two or three turns settle them). A parameter no fit row moves
+// keeps its value.
+MoePoint fit_moe(const MoeFit& fit, MoePoint p, const std::vector<MoeParam>& params)
 {
-  MoePoint p{.alltoall = fit.bounds.alltoall_max, .host = fit.bounds.moe_host_min};
   if (fit.rows().empty())
     return p;
   constexpr int kRounds = 4;
   for (int round = 0; round < kRounds; ++round) {
     const MoePoint before = p;
-    p.alltoall            = minimise_moe(fit.surfaces(MoeParam::alltoall, p), kNone);
-    p.host                = minimise_moe(fit.surfaces(MoeParam::host, p), kNone);
-    const Bounds& b       = fit.bounds;
-    if (std::abs(p.alltoall - before.alltoall) <= 1e-3 * (b.alltoall_max - b.alltoall_min) &&
-        std::abs(p.host - before.host) <= 1e-3 * (b.moe_host_max - b.moe_host_min))
+    bool settled          = true;
+    for (const MoeParam param : params) {
+      const MoeAxis axis = MoeAxis::of(param, fit.bounds);
+      const auto rows    = fit.surfaces(param, p);
+      if (rows.empty())
+        continue;
+      axis.in(p)   = minimise_moe(rows, kNone);
+      MoePoint was = before;
+      settled      = settled && std::abs(axis.in(p)-axis.in(was)) <= 1e-3 * (axis.hi - axis.lo);
+    }
+    if (settled)
       break;
   }
   return p;
@@ -347,12 +378,13 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   if (!options.moe_from.empty()) {
     std::size_t own = 0;
     for (const auto& run : dataset.runs)
-      if (run.role == Role::fit && is_moe(run) &&
+      if (run.role == Role::fit && is_moe(run) && !overlapped(run) &&
           std::find(options.gpus.begin(), options.gpus.end(), run.job->gpu.name) != options.gpus.end())
         ++own;
     if (own > 0)
-      throw UsageError("--moe-from carries MoE parameters to GPUs without MoE fit rows; " + joined(options.gpus) +
-                       " has " + std::to_string(own));
+      throw UsageError("--moe-from carries the all-to-all share and MoE host seconds to GPUs without MoE fit rows "
+                       "(rows with ep_overlap may stay: they fit the overlap's host seconds); " +
+                       joined(options.gpus) + " has " + std::to_string(own) + " without ep_overlap");
     donor = workload::load_calibration(options.moe_from);
   }
   const auto map = process::local_mapper(options.workers);
@@ -418,15 +450,26 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
 
   // The MoE parameters on the MoE fit rows with the compute parameters fixed; checked by real simulations.
   const MoeFit moe_fit{dataset, options.gpus, b, clock, gap, options.fidelity, map, options.progress};
-  MoePoint moe_p         = fit_moe(moe_fit);
-  const auto moe         = moe_fit.rows();
-  std::string moe_source = ", then NCCL all-to-all's share and the host seconds per MoE layer on " +
-                           std::to_string(moe.size()) + " MoE fit rows";
+  const auto moe          = moe_fit.rows();
+  const auto overlaps     = std::count_if(moe.begin(), moe.end(), [](const auto* r) { return overlapped(*r); });
+  const std::string added = ", and what the all-to-all overlap adds to the host seconds on the " +
+                            std::to_string(overlaps) + " of them with ep_overlap";
+  MoePoint moe_p;
+  std::string moe_source;
   if (donor) {
-    moe_p      = {.alltoall = donor->alltoall_efficiency, .host = donor->moe_host};
-    moe_source = "; no MoE fit rows: NCCL all-to-all's share and the host seconds per MoE layer carried from "
-                 "profile " +
-                 options.moe_from + " (--moe-from; both are the software's and the host CPU's, not the GPU's)";
+    moe_p      = fit_moe(moe_fit,
+                         {.alltoall = donor->alltoall_efficiency,
+                          .host     = donor->moe_host,
+                          .overlap  = overlaps > 0 ? b.moe_overlap_min : donor->moe_host_overlap},
+                         {MoeParam::overlap});
+    moe_source = "; NCCL all-to-all's share and the host seconds per MoE layer carried from profile " +
+                 options.moe_from + " (--moe-from; both are the software's and the host CPU's, not the GPU's)" +
+                 (overlaps > 0 ? added.substr(1) + " MoE fit rows" : ", with the overlap's host seconds");
+  } else {
+    moe_p      = fit_moe(moe_fit, {.alltoall = b.alltoall_max, .host = b.moe_host_min, .overlap = b.moe_overlap_min},
+                         {MoeParam::alltoall, MoeParam::host, MoeParam::overlap});
+    moe_source = ", then NCCL all-to-all's share and the host seconds per MoE layer on " + std::to_string(moe.size()) +
+                 " MoE fit rows" + added;
   }
   std::vector<double> moe_at;
   if (!moe.empty()) {
@@ -475,12 +518,14 @@ json Profile::to_json() const
            {{"clock_fraction", calibration.clock_fraction},
             {"kernel_gap", microseconds(calibration.kernel_gap)},
             {"alltoall_efficiency", calibration.alltoall_efficiency},
-            {"moe_host", microseconds(calibration.moe_host)}}},
+            {"moe_host", microseconds(calibration.moe_host)},
+            {"moe_host_overlap", microseconds(calibration.moe_host_overlap)}}},
           {"bounds",
            {{"clock_fraction", {bounds.clock_min, bounds.clock_max}},
             {"kernel_gap_s", {bounds.gap_min, bounds.gap_max}},
             {"alltoall_efficiency", {bounds.alltoall_min, bounds.alltoall_max}},
-            {"moe_host_s", {bounds.moe_host_min, bounds.moe_host_max}}}},
+            {"moe_host_s", {bounds.moe_host_min, bounds.moe_host_max}},
+            {"moe_host_overlap_s", {bounds.moe_overlap_min, bounds.moe_overlap_max}}}},
           {"fit", {{"dataset", dataset}, {"rows", fit}}},
           {"spansim", provenance()}};
 }
@@ -525,17 +570,33 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
         auto [c, g]            = minimise(rows, b, i);
         loo[rows[i].run->name] = rows[i].surface(c, g);
       }
-      // MoE fit rows: each MoE parameter refitted without each row from the profile's point (both at once, not in
+      // MoE fit rows: each MoE parameter refitted without each row from the profile's point (all at once, not in
       // turns), the compute parameters kept, then the row simulated at the refitted point.
       const MoeFit moe_fit{dataset,         gpus, b, profile.clock_fraction, profile.kernel_gap, options.fidelity, map,
                            options.progress};
       if (moe_fit.rows().size() > 1) {
-        const MoePoint at{.alltoall = profile.alltoall_efficiency, .host = profile.moe_host};
-        const auto shares = moe_fit.surfaces(MoeParam::alltoall, at);
-        const auto hosts  = moe_fit.surfaces(MoeParam::host, at);
+        const MoePoint at{
+            .alltoall = profile.alltoall_efficiency, .host = profile.moe_host, .overlap = profile.moe_host_overlap};
+        const auto shares   = moe_fit.surfaces(MoeParam::alltoall, at);
+        const auto hosts    = moe_fit.surfaces(MoeParam::host, at);
+        const auto overlaps = moe_fit.surfaces(MoeParam::overlap, at); // the overlapped rows alone
+        // Fit rows that all run the overlap fitted only its host seconds (the share and host seconds came with
+        // --moe-from): only that is refitted.
+        const bool overlap_only = overlaps.size() == shares.size();
         std::vector<MoePoint> refit;
-        for (std::size_t i = 0; i < shares.size(); ++i)
-          refit.push_back({.alltoall = minimise_moe(shares, i), .host = minimise_moe(hosts, i)});
+        for (std::size_t i = 0; i < shares.size(); ++i) {
+          MoePoint p = at;
+          if (!overlap_only) {
+            p.alltoall = minimise_moe(shares, i);
+            p.host     = minimise_moe(hosts, i);
+          }
+          if (!overlaps.empty()) {
+            const auto it =
+                std::find_if(overlaps.begin(), overlaps.end(), [&](const MoeRow& r) { return r.run == shares[i].run; });
+            p.overlap = minimise_moe(overlaps, it == overlaps.end() ? kNone : std::size_t(it - overlaps.begin()));
+          }
+          refit.push_back(p);
+        }
         auto out = map(shares.size(), [&](std::size_t i) {
           return pack(simulate_step_time(*shares[i].run, moe_fit.candidate(refit[i]), options.fidelity));
         });

@@ -188,7 +188,11 @@ void calibrate(const CalibrateOptions& o)
             << "; 1 without MoE fit rows or --moe-from)\n";
   std::cout << "  moe_host       " << units::format_time(profile.calibration.moe_host) << " per MoE layer (bounds "
             << units::format_time(profile.bounds.moe_host_min) << " to "
-            << units::format_time(profile.bounds.moe_host_max) << "; 0 without MoE fit rows or --moe-from)\n\n";
+            << units::format_time(profile.bounds.moe_host_max) << "; 0 without MoE fit rows or --moe-from)\n";
+  std::cout << "  moe_host_overlap " << units::format_time(profile.calibration.moe_host_overlap)
+            << " more per MoE layer under ep_overlap (bounds " << units::format_time(profile.bounds.moe_overlap_min)
+            << " to " << units::format_time(profile.bounds.moe_overlap_max)
+            << "; 0 without MoE fit rows that run it)\n\n";
   Table t{"", {"run", "published step", "simulated step", "throughput error"}, {}};
   for (const auto& r : profile.residuals)
     t.rows.push_back({r.name, units::format_time(r.published_step), units::format_time(r.simulated_step),
@@ -432,7 +436,8 @@ void validate(const ValidateOptions& o)
                             {"clock_fraction", c.clock_fraction},
                             {"kernel_gap_s", c.kernel_gap},
                             {"alltoall_efficiency", c.alltoall_efficiency},
-                            {"moe_host_s", c.moe_host}};
+                            {"moe_host_s", c.moe_host},
+                            {"moe_host_overlap_s", c.moe_host_overlap}};
       }
     nlohmann::json j = {{"spansim", provenance()},
                         {"dataset", dataset.file},

@@ -43,6 +43,9 @@ Calibration read_profile(spec::ObjectReader r, const std::string& file)
   c.moe_host            = p.optional_time("moe_host").value_or(0.0);
   if (c.moe_host > 1)
     p.fail("moe_host", "at most 1s per MoE layer and micro-batch");
+  c.moe_host_overlap = p.optional_time("moe_host_overlap").value_or(0.0);
+  if (c.moe_host_overlap > 1)
+    p.fail("moe_host_overlap", "at most 1s per MoE layer and micro-batch");
   p.finish();
   // What the fit saw and who wrote it: kept in the file for readers, not used by the model.
   for (const char* record : {"fit", "bounds", "spansim"})
@@ -98,6 +101,8 @@ std::string calibration_line(const JobSpec& job)
     line += ", NCCL all-to-all " + format_fixed(c.alltoall_efficiency, 3);
   if (c.name != "none" && c.moe_host > 0 && job.model.moe.experts > 0)
     line += ", MoE host " + units::format_time(c.moe_host) + " per layer";
+  if (c.name != "none" && c.moe_host_overlap > 0 && job.model.moe.experts > 0 && job.schedule.ep_overlap)
+    line += " (+" + units::format_time(c.moe_host_overlap) + " under ep_overlap)";
   std::string off;
   for (const auto& [key, member] : kEffectSwitches)
     if (!(job.effects.*member))

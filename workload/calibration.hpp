@@ -27,6 +27,10 @@ struct Calibration {
   /// @brief Seconds the host (Python, PyTorch, Transformer Engine) takes to issue one MoE layer's forward and backward
   /// for one micro-batch: the GPU waits where a pass's compute is shorter. Fitted on published MoE runs; 0: off.
   double moe_host = 0;
+  /// @brief Seconds the host adds to moe_host under Megatron's all-to-all overlap (`ep_overlap`: a layer's forward of
+  /// one micro-batch paired with another's backward, on two streams, issued piece by piece): fitted on published MoE
+  /// runs with the overlap on; 0: as without it.
+  double moe_host_overlap = 0;
   /// @brief Whether the profile holds for the GPU named `gpu`.
   bool covers(const std::string& gpu) const { return std::find(gpus.begin(), gpus.end(), gpu) != gpus.end(); }
 };

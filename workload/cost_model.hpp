@@ -151,7 +151,7 @@ struct Context {
   double tokens;   ///< tokens per rank per micro-batch
   double clock;    ///< sustained compute rate over the measured best (1: the effect off or no profile)
   double gap;      ///< seconds of GPU idle per kernel launched (0: off)
-  double moe_host; ///< host seconds per MoE layer and micro-batch, forward and backward (0: off)
+  double moe_host; ///< host seconds per MoE layer and micro-batch, forward and backward, ep_overlap's included (0: off)
   ExpertLoad load; ///< what the busiest expert GPU computes per layer (empty for a dense model)
   /// @brief Of the GPU's SMs, the share a GEMM library that partitions them statically runs on: DeepGEMM beside a
   /// dispatcher that names its SMs (DeepEP's) leaves them those; 1 otherwise.
@@ -165,8 +165,10 @@ struct Context {
         tokens(double(j.batch.micro_batch) * j.batch.sequence_length / j.parallelism.cp),
         clock(j.effects.sustained_clock ? j.calibration.clock_fraction : 1.0),
         gap(j.effects.kernel_gaps ? j.calibration.kernel_gap : 0.0),
-        moe_host(j.effects.kernel_gaps ? j.calibration.moe_host : 0.0), load(expert_load(j)),
-        gemm_sm_share(reserved_sms(j) > 0 ? 1 - double(reserved_sms(j)) / j.gpu.gemm.sms : 1.0)
+        moe_host(j.effects.kernel_gaps
+                     ? j.calibration.moe_host + (j.schedule.ep_overlap ? j.calibration.moe_host_overlap : 0.0)
+                     : 0.0),
+        load(expert_load(j)), gemm_sm_share(reserved_sms(j) > 0 ? 1 - double(reserved_sms(j)) / j.gpu.gemm.sms : 1.0)
   {
   }
 };

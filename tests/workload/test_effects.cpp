@@ -3,6 +3,7 @@
 #include "common/error.hpp"
 #include "roofline.hpp"
 #include "tests/support.hpp"
+#include "workload/cost_model.hpp"
 #include "workload/workload.hpp"
 
 #include <catch2/catch.hpp>
@@ -121,6 +122,22 @@ TEST_CASE("MoE host floor: a pass whose MoE layers take the host longer to issue
   CHECK(with_host(1e-6).forward.seconds == a.forward.seconds);
   CHECK(with_host(1e-6).backward.seconds == a.backward.seconds);
   CHECK(with_host(0.1, false).forward.seconds == a.forward.seconds);
+  // What the all-to-all overlap adds to the host's time counts only for a job that runs the overlap.
+  wl::JobSpec added                  = off;
+  added.calibration.name             = "test";
+  added.calibration.moe_host_overlap = 0.1;
+  CHECK(ops_of(added).forward.seconds == a.forward.seconds);
+  json paired                          = qwen;
+  paired["schedule"]                   = {{"kind", "1f1b"}, {"ep_overlap", true}};
+  wl::JobSpec overlap                  = parse(paired);
+  overlap.calibration.name             = "test";
+  overlap.calibration.moe_host         = 0.02;
+  overlap.effects.kernel_gaps          = true;
+  const double host_alone              = wl::detail::Context(overlap).moe_host;
+  overlap.calibration.moe_host_overlap = 0.01;
+  expect_within("host seconds per MoE layer under ep_overlap: moe_host + moe_host_overlap", 0.03,
+                wl::detail::Context(overlap).moe_host, 1e-12);
+  expect_within("host seconds per MoE layer without the overlap's share", 0.02, host_alone, 1e-12);
   // A dense model has no MoE layer to wait on.
   wl::JobSpec dense          = parse(llama8b());
   const double dense_forward = ops_of(dense).forward.seconds;
