@@ -341,16 +341,16 @@ MoePoint fit_moe(const MoeFit& fit, MoePoint p, const std::vector<MoeParam>& par
     return p;
   constexpr int kRounds = 4;
   for (int round = 0; round < kRounds; ++round) {
-    const MoePoint before = p;
-    bool settled          = true;
+    bool settled = true;
     for (const MoeParam param : params) {
       const MoeAxis axis = MoeAxis::of(param, fit.bounds);
       const auto rows    = fit.surfaces(param, p);
       if (rows.empty())
         continue;
-      axis.in(p)   = minimise_moe(rows, kNone);
-      MoePoint was = before;
-      settled      = settled && std::abs(axis.in(p)-axis.in(was)) <= 1e-3 * (axis.hi - axis.lo);
+      double& value    = axis.in(p);
+      const double was = value;
+      value            = minimise_moe(rows, kNone);
+      settled          = settled && std::abs(value - was) <= 1e-3 * (axis.hi - axis.lo);
     }
     if (settled)
       break;
@@ -452,8 +452,8 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
   const MoeFit moe_fit{dataset, options.gpus, b, clock, gap, options.fidelity, map, options.progress};
   const auto moe          = moe_fit.rows();
   const auto overlaps     = std::count_if(moe.begin(), moe.end(), [](const auto* r) { return overlapped(*r); });
-  const std::string added = ", and what the all-to-all overlap adds to the host seconds on the " +
-                            std::to_string(overlaps) + " of them with ep_overlap";
+  const std::string added = "what the all-to-all overlap adds to the host seconds on the " + std::to_string(overlaps) +
+                            " MoE fit rows with ep_overlap";
   MoePoint moe_p;
   std::string moe_source;
   if (donor) {
@@ -464,12 +464,12 @@ Profile fit_profile(const Dataset& dataset, const FitOptions& options)
                          {MoeParam::overlap});
     moe_source = "; NCCL all-to-all's share and the host seconds per MoE layer carried from profile " +
                  options.moe_from + " (--moe-from; both are the software's and the host CPU's, not the GPU's)" +
-                 (overlaps > 0 ? added.substr(1) + " MoE fit rows" : ", with the overlap's host seconds");
+                 (overlaps > 0 ? ", then " + added : ", with the overlap's host seconds");
   } else {
     moe_p      = fit_moe(moe_fit, {.alltoall = b.alltoall_max, .host = b.moe_host_min, .overlap = b.moe_overlap_min},
                          {MoeParam::alltoall, MoeParam::host, MoeParam::overlap});
     moe_source = ", then NCCL all-to-all's share and the host seconds per MoE layer on " + std::to_string(moe.size()) +
-                 " MoE fit rows" + added;
+                 " MoE fit rows, and " + added;
   }
   std::vector<double> moe_at;
   if (!moe.empty()) {
