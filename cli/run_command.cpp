@@ -46,31 +46,42 @@ std::string flop_line(const netsim::StepResult& r, Format format)
   return out;
 }
 
-// One micro-batch's compute by kernel class, mean and max over the stages (nothing for an imported program).
+// One micro-batch's compute by kernel class, mean and max over the stages (nothing for an imported program); with
+// a recompute, its row split by the class of what it re-runs, beside (a profiler files those kernels there).
 void print_kernel_classes(const workload::StepGraph& graph)
 {
   if (graph.stages.empty() || !(graph.stages.front().kernels.total() > 0))
     return;
   const double n = static_cast<double>(graph.stages.size());
+  double total = 0, recomputed = 0;
+  for (const auto& st : graph.stages) {
+    total += st.kernels.total() / n;
+    recomputed += st.recomputed.total() / n;
+  }
   Table t{"Compute of one micro-batch by kernel class, per GPU (mean and max over stages)",
           {"kernel class", "mean", "max", "mean share"},
           {}};
-  double total = 0;
-  for (const auto& st : graph.stages)
-    total += st.kernels.total() / n;
+  if (recomputed > 0)
+    t.headers.push_back("recompute by class (mean)");
   const auto names = graph.stages.front().kernels.named();
   for (std::size_t i = 0; i < names.size(); ++i) {
-    double mean = 0, max = 0;
+    double mean = 0, max = 0, again = 0;
     for (const auto& st : graph.stages) {
       const double v = st.kernels.named()[i].second;
       mean += v / n;
       max = std::max(max, v);
+      again += st.recomputed.named()[i].second / n;
     }
-    if (max > 0)
-      t.rows.push_back(
-          {std::string(names[i].first), units::format_time(mean), units::format_time(max), pct(mean, total)});
+    if (!(max > 0) && !(again > 0))
+      continue;
+    t.rows.push_back(
+        {std::string(names[i].first), units::format_time(mean), units::format_time(max), pct(mean, total)});
+    if (recomputed > 0)
+      t.rows.back().push_back(again > 0 ? units::format_time(again) : "");
   }
   t.rows.push_back({"total", units::format_time(total), "", "100.0%"});
+  if (recomputed > 0)
+    t.rows.back().push_back(units::format_time(recomputed));
   std::cout << "\n";
   print_table(std::cout, t);
 }
