@@ -57,6 +57,8 @@ json calibration_json(const workload::JobSpec& job)
           {"clock_fraction", c.clock_fraction},
           {"kernel_gap_s", c.kernel_gap},
           {"alltoall_efficiency", c.alltoall_efficiency},
+          {"moe_host_s", c.moe_host},
+          {"moe_host_overlap_s", c.moe_host_overlap},
           {"source", c.source},
           {"effects", effects}};
 }
