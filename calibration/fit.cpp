@@ -577,14 +577,15 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
       if (moe_fit.rows().size() > 1) {
         const MoePoint at{
             .alltoall = profile.alltoall_efficiency, .host = profile.moe_host, .overlap = profile.moe_host_overlap};
-        const auto shares   = moe_fit.surfaces(MoeParam::alltoall, at);
-        const auto hosts    = moe_fit.surfaces(MoeParam::host, at);
+        const auto rows     = moe_fit.rows();
         const auto overlaps = moe_fit.surfaces(MoeParam::overlap, at); // the overlapped rows alone
         // Fit rows that all run the overlap fitted only its host seconds (the share and host seconds came with
-        // --moe-from): only that is refitted.
-        const bool overlap_only = overlaps.size() == shares.size();
+        // --moe-from): only that is refitted, and the other two are not simulated.
+        const bool overlap_only = overlaps.size() == rows.size();
+        const auto shares       = overlap_only ? std::vector<MoeRow>{} : moe_fit.surfaces(MoeParam::alltoall, at);
+        const auto hosts        = overlap_only ? std::vector<MoeRow>{} : moe_fit.surfaces(MoeParam::host, at);
         std::vector<MoePoint> refit;
-        for (std::size_t i = 0; i < shares.size(); ++i) {
+        for (std::size_t i = 0; i < rows.size(); ++i) {
           MoePoint p = at;
           if (!overlap_only) {
             p.alltoall = minimise_moe(shares, i);
@@ -592,16 +593,16 @@ ValidationReport validate(const Dataset& dataset, const ValidateOptions& options
           }
           if (!overlaps.empty()) {
             const auto it =
-                std::find_if(overlaps.begin(), overlaps.end(), [&](const MoeRow& r) { return r.run == shares[i].run; });
+                std::find_if(overlaps.begin(), overlaps.end(), [&](const MoeRow& r) { return r.run == rows[i]; });
             p.overlap = minimise_moe(overlaps, it == overlaps.end() ? kNone : std::size_t(it - overlaps.begin()));
           }
           refit.push_back(p);
         }
-        auto out = map(shares.size(), [&](std::size_t i) {
-          return pack(simulate_step_time(*shares[i].run, moe_fit.candidate(refit[i]), options.fidelity));
+        auto out = map(rows.size(), [&](std::size_t i) {
+          return pack(simulate_step_time(*rows[i], moe_fit.candidate(refit[i]), options.fidelity));
         });
-        for (std::size_t i = 0; i < shares.size(); ++i)
-          loo[shares[i].run->name] = unpack(out[i]);
+        for (std::size_t i = 0; i < rows.size(); ++i)
+          loo[rows[i]->name] = unpack(out[i]);
       }
     }
   }

@@ -122,8 +122,8 @@ void set_link_factors(const topology::Topology& topology, std::vector<RailApart>
 
 /// @brief A transfer's stay on a link direction the rails share, from a rail's timing run.
 struct Span {
-  std::uint32_t hop; ///< 2 * link + (forward ? 0 : 1)
-  std::uint32_t unused;
+  std::uint32_t hop;     ///< 2 * link + (forward ? 0 : 1)
+  std::uint32_t padding; ///< zero, so that the bytes sent back are all written
   double start, end;
 };
 

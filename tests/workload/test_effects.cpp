@@ -122,22 +122,24 @@ TEST_CASE("MoE host floor: a pass whose MoE layers take the host longer to issue
   CHECK(with_host(1e-6).forward.seconds == a.forward.seconds);
   CHECK(with_host(1e-6).backward.seconds == a.backward.seconds);
   CHECK(with_host(0.1, false).forward.seconds == a.forward.seconds);
-  // What the all-to-all overlap adds to the host's time counts only for a job that runs the overlap.
-  wl::JobSpec added                  = off;
-  added.calibration.name             = "test";
-  added.calibration.moe_host_overlap = 0.1;
-  CHECK(ops_of(added).forward.seconds == a.forward.seconds);
-  json paired                          = qwen;
-  paired["schedule"]                   = {{"kind", "1f1b"}, {"ep_overlap", true}};
-  wl::JobSpec overlap                  = parse(paired);
-  overlap.calibration.name             = "test";
-  overlap.calibration.moe_host         = 0.02;
-  overlap.effects.kernel_gaps          = true;
-  const double host_alone              = wl::detail::Context(overlap).moe_host;
-  overlap.calibration.moe_host_overlap = 0.01;
-  expect_within("host seconds per MoE layer under ep_overlap: moe_host + moe_host_overlap", 0.03,
-                wl::detail::Context(overlap).moe_host, 1e-12);
-  expect_within("host seconds per MoE layer without the overlap's share", 0.02, host_alone, 1e-12);
+  // What the all-to-all overlap adds to the host's time counts only for a job that runs the overlap: without it the
+  // far-above-compute host time of 0.1 s is the forward's as before; with it, 0.1 s + 0.05 s.
+  auto host_of = [&](const json& spec, double overlap_host) {
+    wl::JobSpec job                  = parse(spec);
+    job.calibration.name             = "test";
+    job.calibration.moe_host         = 0.1;
+    job.calibration.moe_host_overlap = overlap_host;
+    job.effects.kernel_gaps          = true;
+    return std::pair{wl::detail::Context(job).moe_host, ops_of(job).forward.seconds};
+  };
+  json paired        = qwen;
+  paired["schedule"] = {{"kind", "1f1b"}, {"ep_overlap", true}};
+  expect_within("host seconds per MoE layer without ep_overlap: moe_host alone", 0.1, host_of(qwen, 0.05).first, 1e-12);
+  expect_within("host-bound forward without ep_overlap: 48 x 0.1 s / 3", 48 * 0.1 / 3, host_of(qwen, 0.05).second,
+                1e-12);
+  expect_within("host seconds per MoE layer under ep_overlap: moe_host + moe_host_overlap", 0.15,
+                host_of(paired, 0.05).first, 1e-12);
+  expect_within("host seconds per MoE layer under ep_overlap, none added", 0.1, host_of(paired, 0).first, 1e-12);
   // A dense model has no MoE layer to wait on.
   wl::JobSpec dense          = parse(llama8b());
   const double dense_forward = ops_of(dense).forward.seconds;
