@@ -80,6 +80,13 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
       job["precision"]["recipe"] = name_of(spec.base.fp8_recipe);
     if (spec.base.low_precision_param_gather)
       job["precision"]["param_gather"] = "fp8";
+    const auto& kept = spec.base.activation_cache;
+    if (kept.attention_output > 0)
+      job["precision"]["activation_cache"]["attention_output"] =
+          workload::activation_cache_format(kept.attention_output);
+    if (kept.mlp_activation_input > 0)
+      job["precision"]["activation_cache"]["mlp_activation_input"] =
+          workload::activation_cache_format(kept.mlp_activation_input);
   }
   if (spec.base.model.moe.experts > 0) {
     // The spec's routing as given, the point's dispatcher and node limit.

@@ -29,7 +29,8 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
   const ModelSpec& m = c.m;
   const double t = c.tokens, h = m.hidden, tp = c.tp;
   // A norm's output: the rank's sequence-parallel shard, quantized before its all-gather.
-  const double normed = t / c.sp;
+  const double normed         = t / c.sp;
+  const ActivationCache& kept = c.job.activation_cache;
   std::vector<GemmShape> g;
   // Each of the layer's GEMMs (not the routed experts') with the recompute module that re-runs it (-1: none).
   auto push = [&](const GemmShape& s, int module = -1) {
@@ -49,12 +50,12 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
     }
     push({.m = t, .n = (a.kv_lora_rank + a.qk_rope_head_dim) / tp, .k = h, .cast_rows = normed, .cast_fused = true});
     push({.m = t, .n = m.heads * double(a.qk_nope_head_dim + a.v_head_dim) / tp, .k = double(a.kv_lora_rank)}, up_proj);
-    push({.m = t, .n = h, .k = m.heads * double(a.v_head_dim) / tp});
+    push({.m = t, .n = h, .k = m.heads * double(a.v_head_dim) / tp, .cached_a = kept.attention_output});
   } else {
     // Fused QKV: the rank's query heads and its K/V heads (replicated when kv_heads < tp).
     const double kv = std::ceil(double(m.kv_heads) / tp);
     push({.m = t, .n = (m.heads / tp + 2 * kv) * m.head_dim, .k = h, .cast_rows = normed, .cast_fused = true});
-    push({.m = t, .n = h, .k = m.heads / tp * m.head_dim});
+    push({.m = t, .n = h, .k = m.heads / tp * m.head_dim, .cached_a = kept.attention_output});
   }
   // An MLP of width f split `split` ways: gate and up fused into one GEMM (gated) or fc1 (plain), then down / fc2;
   // the routed experts' go to `routed`, the others to the layer's GEMMs with the module that re-runs them.
@@ -67,7 +68,8 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
                        .groups     = groups,
                        .cast_rows  = cast_rows,
                        .cast_fused = fused,
-                       .dispatched = dispatched};
+                       .dispatched = dispatched,
+                       .cached_c   = kept.mlp_activation_input};
     const GemmShape out{.m = tokens, .n = h, .k = f / split, .groups = groups};
     if (module == kRoutedExperts) {
       routed.push_back(in);
@@ -171,6 +173,20 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
       k.gemm_bwd_bytes += bwd;
       k.kernels_fwd += (f.cast_fused ? casts - 1 : casts) + (f.dispatched ? 1 : 0);
       k.kernels_bwd += casts;
+      // A kept low-precision copy: BF16 read and the copy written in the forward, the reverse in the backward.
+      const double kept = f.groups * (f.cached_a > 0 ? (kBf16 + f.cached_a) * f.m * f.k : 0) +
+                          f.groups * (f.cached_c > 0 ? (kBf16 + f.cached_c) * f.m * f.n : 0);
+      if (kept > 0) {
+        const int casts_kept = (f.cached_a > 0 ? 1 : 0) + (f.cached_c > 0 ? 1 : 0);
+        k.gemm_fwd_seconds += kept / mem_rate;
+        k.quantize_fwd_seconds += kept / mem_rate;
+        k.gemm_fwd_bytes += kept;
+        k.gemm_bwd_seconds += kept / mem_rate;
+        k.quantize_bwd_seconds += kept / mem_rate;
+        k.gemm_bwd_bytes += kept;
+        k.kernels_fwd += casts_kept;
+        k.kernels_bwd += casts_kept;
+      }
     }
   for (const GemmShape& f : gemms) {
     // A library's table is read at the forward's rows per group: the input gradient's depth is the forward's N,
@@ -292,18 +308,25 @@ LayerCost layer_cost(const Context& c, int layer)
   const double dispatched = k.moe ? expert_tokens(c) / t * h : 0;
   // Stored for backward (flash attention: no score matrix): norm inputs and outputs, Q, K, V (and with QK-norm their
   // inputs too), attention output, MLP intermediates, MoE token copies.
+  // Activations kept in a low precision (activation_cache) hold that fraction of their BF16 bytes: the attention
+  // output, and the activation's input among the MLP's intermediates (a gated MLP's gate and up).
+  const ActivationCache& cache = c.job.activation_cache;
+  const double o_kept          = o_rank * (cache.attention_output > 0 ? cache.attention_output / kBf16 : 1);
+  const double in_widths       = m.mlp == MlpKind::gated ? 2 : 1;
+  const double mlp_kept =
+      act_fn - in_widths + in_widths * (cache.mlp_activation_input > 0 ? cache.mlp_activation_input / kBf16 : 1);
   const double none =
-      4 * h / c.sp + q_rank + kv_rank + qk_normed + o_rank + latent + act_fn * p.ffn_active / c.tp + dispatched;
+      4 * h / c.sp + q_rank + kv_rank + qk_normed + o_kept + latent + mlp_kept * p.ffn_active / c.tp + dispatched;
   k.act_none = t * kBf16 * none + k.scores_bytes;
   // Selective recompute drops what is cheap to recompute and large to keep: the norm outputs, the attention
   // output (the flash-attention forward is rerun) and the MLP activation-function output.
   // MLA's per-head K and V are up-projected from the stored latent again (DeepSeek-V3 recomputes "MLA
   // up-projections" in back-propagation, arXiv 2412.19437 section 3.3.3).
   const double mla_kv = m.attention == AttentionKind::mla ? kv_rank : 0;
-  k.act_selective     = t * kBf16 * (none - 2 * h / c.sp - o_rank - p.ffn_active / c.tp - mla_kv); // and no scores
+  k.act_selective     = t * kBf16 * (none - 2 * h / c.sp - o_kept - p.ffn_active / c.tp - mla_kv); // and no scores
   k.selective_bytes   = k.norm_bytes + t * kBf16 * 3 * p.ffn_active / c.tp;
   k.act_full          = t * kBf16 * h / c.sp;
-  recomputed_modules(c, p, q_rank, kv_rank, o_rank, act_fn, k);
+  recomputed_modules(c, p, {.q = q_rank, .kv = kv_rank, .o_kept = o_kept, .act_fn = act_fn, .mlp_kept = mlp_kept}, k);
   return k;
 }
 

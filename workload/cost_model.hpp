@@ -241,10 +241,17 @@ std::vector<ChunkCost> chunk_costs(const Context& c);
 void unfused_attention(const Context& c, LayerCost& k);
 /// @brief Activations a chunk keeps per micro-batch under the job's recompute policy.
 double stored_activations(const Context& c, const ChunkCost& ch);
+/// @brief A layer's activation widths on one rank, in BF16 elements a token.
+struct LayerWidths {
+  double q        = 0; ///< the rank's query heads
+  double kv       = 0; ///< its key and value heads
+  double o_kept   = 0; ///< the attention output as kept (a low-precision copy holds its share of BF16's bytes)
+  double act_fn   = 0; ///< the MLP's intermediates per width of its FFN (gated: gate, up, product)
+  double mlp_kept = 0; ///< the same as kept (the activation's input may be kept in a low precision)
+};
 /// @brief Fills `k.modules` beyond their GEMMs (layer_cost adds those): each recompute module's element-wise
-/// work and the activations it frees. q_rank, kv_rank and o_rank are the rank's Q, K/V and attention-output widths.
-void recomputed_modules(const Context& c, const LayerParams& p, double q_rank, double kv_rank, double o_rank,
-                        double act_fn, LayerCost& k);
+/// work and the activations it frees.
+void recomputed_modules(const Context& c, const LayerParams& p, const LayerWidths& w, LayerCost& k);
 /// @brief A chunk's forward by kernel class (what a full recompute re-runs): its seconds without the effects that
 /// have no class (the sustained clock is in the GEMMs' and attention's seconds already).
 KernelTimes forward_kernels(double attn_fwd, double mem_rate, const ChunkCost& ch);

@@ -30,6 +30,11 @@ struct GemmShape {
   /// dispatch, and the weight gradient needs A column-wise over the m rows received, a second pass that reads the
   /// row-wise copy and writes a column-wise one (DeepSeek-V3's column-wise re-quantization).
   bool dispatched = false;
+  /// @brief Bytes an element of a low-precision copy of A (cached_a) or C (cached_c) kept for the backward, 0 for
+  /// none: a kernel of its own casts the BF16 tensor in the forward and one casts it back in the backward (DeepSeek's
+  /// E5M6 attention output before o_proj, the MLP activation's FP8 input after the up-projection).
+  double cached_a = 0;
+  double cached_c = 0;
 };
 
 /// @brief What one GEMM costs under the model: FLOPs, HBM bytes, achieved fraction of peak, and time.

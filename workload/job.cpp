@@ -247,6 +247,12 @@ DispatchSpec read_dispatch(spec::ObjectReader e, const GpuSpec& gpu)
   return d;
 }
 
+// Bytes an element of a kept activation copy: FP8 or 12-bit E5M6 (DeepSeek-V3's format for the attention output),
+// each with an FP32 scale per 1x128 tile.
+constexpr double kCacheScale = 4.0 / 128;
+constexpr double kCacheFp8   = 1 + kCacheScale;
+constexpr double kCacheE5m6  = 1.5 + kCacheScale;
+
 void read_precision(spec::ObjectReader& r, JobSpec& job)
 {
   if (auto pr = r.optional_object("precision")) {
@@ -275,8 +281,27 @@ void read_precision(spec::ObjectReader& r, JobSpec& job)
                                  "or \"hsdp\"); this job's is \"ddp\", which gathers no parameters");
       job.low_precision_param_gather = true;
     }
+    if (auto ac = pr->optional_object("activation_cache")) {
+      // The casts run at the job's quantization rate, which a BF16 job has none of.
+      if (job.precision != Precision::fp8 && job.precision != Precision::mxfp8)
+        pr->fail("activation_cache", "activations are kept in a low precision by the casts of an FP8 recipe: give "
+                                     "compute \"fp8\" or \"mxfp8\" (this job computes in " +
+                                         std::string(name_of(job.precision)) + ")");
+      if (ac->has("mlp_activation_input") && ac->choice("mlp_activation_input", {"bf16", "fp8"}) == "fp8")
+        job.activation_cache.mlp_activation_input = kCacheFp8;
+      if (ac->has("attention_output")) {
+        const std::string f                   = ac->choice("attention_output", {"bf16", "fp8", "e5m6"});
+        job.activation_cache.attention_output = f == "fp8" ? kCacheFp8 : f == "e5m6" ? kCacheE5m6 : 0;
+      }
+      ac->finish();
+    }
     pr->finish();
   }
+}
+
+std::string activation_cache_format(double bytes)
+{
+  return bytes <= 0 ? "bf16" : bytes < kCacheE5m6 ? "fp8" : "e5m6";
 }
 
 JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std::string& json_path)

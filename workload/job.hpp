@@ -121,6 +121,17 @@ struct ScheduleSpec {
   }
 };
 
+/// @brief Activations a job keeps for the backward in a low precision, as DeepSeek-V3 does (arXiv 2412.19437 section
+/// 3.3.3) and Megatron's activation_func_fp8_input_store: bytes per element of each kept copy with its scales, 0 where
+/// it stays in BF16.
+struct ActivationCache {
+  double mlp_activation_input = 0; ///< the MLP activation's input (a gated MLP's gate and up; FP8, 1x128 scales)
+  double attention_output     = 0; ///< the attention output, o_proj's input (DeepSeek's E5M6, 1x128 scales)
+  bool any() const { return mlp_activation_input > 0 || attention_output > 0; }
+};
+/// @brief The format a kept copy of `bytes` an element is ("fp8", "e5m6"; "bf16" for 0), as a job names it.
+std::string activation_cache_format(double bytes);
+
 /// @brief A whole training job, validated.
 struct JobSpec {
   std::string name;
@@ -164,6 +175,9 @@ struct JobSpec {
   /// @brief Megatron's fp8_param_gather: the linear layers' weights are all-gathered in the compute format (FP8 or
   /// MXFP8, with their scales) rather than BF16.
   bool low_precision_param_gather = false;
+  /// @brief Activations kept for the backward in a low precision (`precision.activation_cache`), each cast from BF16
+  /// in the forward and back in the backward; bytes per element of the kept copy with its scales, 0 for BF16.
+  ActivationCache activation_cache;
   Calibration calibration; ///< the profile in force (default: the shipped one for the GPU, if any)
   Effects effects;
   /// @brief A recommendation model (`"kind": "dlrm"`): its step graph is built by build_dlrm_graph; batch

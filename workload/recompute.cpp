@@ -10,14 +10,15 @@ namespace spansim::workload::detail {
 // "core_attn", "mlp", "shared_experts" and "moe" checkpoint their inputs and free what they hold inside (the
 // attention output; the MLP's intermediates; the MoE layer's token copies and intermediates). The core attention's
 // forward itself is a chunk's (chunk_costs), and a recomputed MoE layer's all-to-alls are the stage program's.
-void recomputed_modules(const Context& c, const LayerParams& p, double q_rank, double kv_rank, double o_rank,
-                        double act_fn, LayerCost& k)
+void recomputed_modules(const Context& c, const LayerParams& p, const LayerWidths& w, LayerCost& k)
 {
   const ModelSpec& m  = c.m;
   const double t      = c.tokens * kBf16; // bytes per element of one token's activations
+  const double act_fn = w.act_fn;
+  const double kept   = w.mlp_kept / w.act_fn; // of the MLP intermediates' BF16 bytes, what they hold as kept
   const double expert = k.moe ? act_fn * m.moe.expert_ffn / c.tp : 0;
   auto mod            = [&](RecomputeModule r) -> RecomputedModule& { return k.modules[static_cast<std::size_t>(r)]; };
-  mod(RecomputeModule::core_attn).freed = t * o_rank;
+  mod(RecomputeModule::core_attn).freed = t * w.o_kept;
   auto& norms                           = mod(RecomputeModule::layernorm);
   norms.elementwise_bytes               = t * 4 * m.hidden / c.sp; // input_layernorm and pre_mlp_layernorm
   norms.norm_bytes                      = norms.elementwise_bytes;
@@ -26,9 +27,9 @@ void recomputed_modules(const Context& c, const LayerParams& p, double q_rank, d
   if (m.attention == AttentionKind::mla) {
     auto& up = mod(RecomputeModule::mla_up_proj);
     // RoPE and the concatenation of its part into the per-head Q and K (each q_rank wide), read and written.
-    up.elementwise_bytes += t * 4 * q_rank;
+    up.elementwise_bytes += t * 4 * w.q;
     up.kernels += 1;
-    up.freed = t * (q_rank + kv_rank);
+    up.freed = t * (w.q + w.kv);
   }
   auto activation = [&](RecomputeModule r, double width, double freed) {
     auto& a = mod(r);
@@ -37,18 +38,18 @@ void recomputed_modules(const Context& c, const LayerParams& p, double q_rank, d
     a.freed = t * freed;
   };
   if (!k.moe)
-    activation(RecomputeModule::mlp, act_fn * p.ffn_active / c.tp, act_fn * p.ffn_active / c.tp);
+    activation(RecomputeModule::mlp, act_fn * p.ffn_active / c.tp, w.mlp_kept * p.ffn_active / c.tp);
   else {
     // The activation's output is one of act_fn widths (the product of a gated MLP, the GELU output of a plain one).
     activation(RecomputeModule::moe_act, m.moe.experts_per_token * expert, m.moe.experts_per_token * expert / act_fn);
-    activation(RecomputeModule::shared_experts, m.moe.shared_experts * expert, m.moe.shared_experts * expert);
+    activation(RecomputeModule::shared_experts, m.moe.shared_experts * expert, m.moe.shared_experts * expert * kept);
     // The whole layer: the router's softmax and top-k, the permute and unpermute, the experts' activations; it
     // frees the token copies the rank's experts compute and every expert's intermediates.
     auto& layer = mod(RecomputeModule::moe);
     layer.elementwise_bytes += k.permute_fwd_bytes + t * (m.moe.experts_per_token + m.moe.shared_experts) * expert;
     layer.permute_bytes += k.permute_fwd_bytes;
     layer.kernels += kMoeKernels + 1;
-    layer.freed = t * (act_fn * p.ffn_active / c.tp + expert_tokens(c) / c.tokens * m.hidden);
+    layer.freed = t * (w.mlp_kept * p.ffn_active / c.tp + expert_tokens(c) / c.tokens * m.hidden);
   }
 }
 

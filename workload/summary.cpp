@@ -29,6 +29,11 @@ std::string precision_line(const JobSpec& job)
   line += std::string("; gradients ") + (job.gradient_reduce_bytes == 2 ? "bf16" : "fp32");
   line += std::string("; parameters gathered in ") +
           (job.low_precision_param_gather ? std::string(name_of(job.precision)) : std::string("bf16"));
+  const auto& kept = job.activation_cache;
+  if (kept.attention_output > 0)
+    line += "; attention output kept in " + activation_cache_format(kept.attention_output);
+  if (kept.mlp_activation_input > 0)
+    line += "; MLP activation input kept in " + activation_cache_format(kept.mlp_activation_input);
   return line;
 }
 

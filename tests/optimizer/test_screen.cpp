@@ -105,6 +105,7 @@ TEST_CASE("job_costs' parameter all-gathers are the stage programs', in BF16 and
     if (fp8) {
       spec.base.precision                  = workload::Precision::fp8;
       spec.base.low_precision_param_gather = true;
+      spec.base.activation_cache = {.mlp_activation_input = 1 + 4.0 / 128, .attention_output = 1.5 + 4.0 / 128};
     }
     optimizer::Point p;
     p.tp = 2, p.cp = 1, p.pp = 4, p.dp = 256 / 8, p.micro_batch = 1;
@@ -133,6 +134,12 @@ TEST_CASE("job_costs' parameter all-gathers are the stage programs', in BF16 and
     const auto scenario = optimizer::scenario_json(spec, p);
     CHECK(scenario["job"].value("precision", nlohmann::json::object()).value("param_gather", "bf16") ==
           (fp8 ? "fp8" : "bf16"));
+    // The kept activations' formats go into the scenario as the job names them.
+    const auto kept = scenario["job"]
+                          .value("precision", nlohmann::json::object())
+                          .value("activation_cache", nlohmann::json::object());
+    CHECK(kept.value("attention_output", "bf16") == (fp8 ? "e5m6" : "bf16"));
+    CHECK(kept.value("mlp_activation_input", "bf16") == (fp8 ? "fp8" : "bf16"));
   }
 }
 

@@ -246,3 +246,36 @@ TEST_CASE("QK-norm adds two norms of the query and key heads: their traffic and 
   expect_within("norms class, QK-norm's share", 3 * 2 * bytes / rate, with.kernels.norms - without.kernels.norms, 1e-9);
   expect_within("activations kept for QK-norm", bytes, kept_with - kept_without, 1e-12);
 }
+
+TEST_CASE("Activations kept in a low precision: their casts and the bytes they keep by hand")
+{
+  // DeepSeek-V3's H800 layout (report section 3.3.3): the attention output kept in E5M6 (1.5 bytes an element) and
+  // the experts' SwiGLU inputs in FP8 (1 byte), each with an FP32 scale per 128. Each is cast from BF16 in the
+  // forward and back in the backward, (2 + kept) bytes an element each way, at the job's quantization rate; what
+  // the layer keeps for the backward shrinks by (2 - kept) bytes an element. Per layer and GPU: 4,096 tokens, an
+  // attention output of 128 heads of 128, the gate and up of 4 local experts over 8,192 received rows each and of
+  // the shared expert over the 4,096 tokens, 2 x 2,048 wide.
+  json j     = workload_test::roofline(job_file("deepseek-v3-h800-profile.json"));
+  auto costs = [&](bool kept) {
+    if (!kept)
+      j["precision"].erase("activation_cache");
+    const wl::JobSpec job = wl::parse_job(j, "deepseek-v3-h800-profile.json");
+    const wl::detail::Context c(job);
+    const auto ch = wl::detail::chunk_costs(c)[2];
+    REQUIRE(ch.moe_layers == ch.layers);
+    const double rate = job.gpu.quantize_rate(wl::Precision::fp8, wl::Fp8Recipe::blockwise);
+    return std::tuple{ch.sum.quantize_fwd_seconds * rate / ch.layers, ch.sum.quantize_bwd_seconds * rate / ch.layers,
+                      wl::detail::stored_activations(c, ch) / ch.layers, static_cast<double>(ch.sum.kernels_fwd)};
+  };
+  const auto [fwd_kept, bwd_kept, stored_kept, kernels_kept] = costs(true);
+  const auto [fwd, bwd, stored, kernels]                     = costs(false);
+  const double scale = 4.0 / 128, e5m6 = 1.5 + scale, fp8 = 1 + scale;
+  const double o = 4096.0 * 128 * 128, swiglu = (4 * 8192.0 + 4096) * 2 * 2048;
+  const double cast = (2 + e5m6) * o + (2 + fp8) * swiglu;
+  expect_within("forward casts a layer, kept less BF16 (bytes)", cast, fwd_kept - fwd, 1e-9);
+  expect_within("backward casts a layer, kept less BF16 (bytes)", cast, bwd_kept - bwd, 1e-9);
+  // The memory model keeps every token's top-8 and shared expert intermediates: 9 experts' gate and up a token.
+  const double saved = 4096.0 * ((2 - e5m6) * 128 * 128 + (2 - fp8) * 9 * 2 * 2048);
+  expect_within("activations a layer keeps, BF16 less kept (bytes)", saved, stored - stored_kept, 1e-9);
+  CHECK(kernels_kept - kernels == 3 * 4); // a layer's three kept tensors (attention, experts, shared), 4 layers
+}
