@@ -422,6 +422,8 @@ void validate(const ValidateOptions& o)
               ks["fp8_recipe"] = name_of(job.fp8_recipe);
             if (job.model.moe.experts > 0)
               ks["dispatcher"] = name_of(job.dispatch.dispatcher);
+            if (job.model.moe.experts > 0 && job.precision != workload::Precision::bf16)
+              ks["expert_quantize"] = name_of(job.expert_quantize);
             j["kernels"] = ks;
             break;
           }

@@ -88,6 +88,16 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
       job["precision"]["activation_cache"]["mlp_activation_input"] =
           workload::activation_cache_format(kept.mlp_activation_input);
   }
+  // The base job's kernels, where they are not the defaults.
+  json kernels;
+  if (spec.base.attention != spec.base.gpu.attention_default)
+    kernels["attention"] = name_of(spec.base.attention);
+  if (spec.base.gemm_library != workload::GemmLibrary::cublas)
+    kernels["gemm"] = name_of(spec.base.gemm_library);
+  if (spec.base.expert_quantize != workload::ExpertQuantize::grouped)
+    kernels["expert_quantize"] = name_of(spec.base.expert_quantize);
+  if (!kernels.is_null())
+    job["kernels"] = kernels;
   if (spec.base.model.moe.experts > 0) {
     // The spec's routing as given, the point's dispatcher and node limit.
     json moe          = spec.moe_ref.is_object() ? spec.moe_ref : json::object();

@@ -154,6 +154,11 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
       (precision == Precision::fp8 && format.recipe == Fp8Recipe::current) || precision == Precision::nvfp4 ? 2 : 1;
   // Bytes an element of one low-precision copy with its scales.
   const double qb = quantized_bytes(precision, format.recipe);
+  // Transformer Engine's split quantize launched a cast per expert but for delayed scaling (its multi-tensor
+  // cast-transpose) and NVFP4 (a fused split): 1 where each cast is one launch for all of a GEMM's groups.
+  const bool fused_split =
+      (precision == Precision::fp8 && format.recipe == Fp8Recipe::delayed) || precision == Precision::nvfp4;
+  const bool per_expert = c.job.expert_quantize == ExpertQuantize::per_expert && !fused_split;
   // A norm that quantizes its own output writes the low-precision copies with their scales only (current scaling
   // still reads the output again for its amax).
   const double fused_q = q > 0 ? 2 * qb + (casts == 2 ? kBf16 : 0) : 0;
@@ -171,8 +176,9 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
       k.gemm_bwd_seconds += bwd / mem_rate;
       k.quantize_bwd_seconds += bwd / mem_rate;
       k.gemm_bwd_bytes += bwd;
-      k.kernels_fwd += (f.cast_fused ? casts - 1 : casts) + (f.dispatched ? 1 : 0);
-      k.kernels_bwd += casts;
+      const int launches = per_expert ? f.groups : 1; // a GEMM's casts, each over its groups
+      k.kernels_fwd += ((f.cast_fused ? casts - 1 : casts) + (f.dispatched ? 1 : 0)) * launches;
+      k.kernels_bwd += casts * launches;
       // A kept low-precision copy: BF16 read and the copy written in the forward, the reverse in the backward.
       const double kept = f.groups * (f.cached_a > 0 ? (kBf16 + f.cached_a) * f.m * f.k : 0) +
                           f.groups * (f.cached_c > 0 ? (kBf16 + f.cached_c) * f.m * f.n : 0);

@@ -133,6 +133,16 @@ constexpr std::array<std::string_view, 2> enum_names(GemmLibrary)
   return {"cublas", "deepgemm"};
 }
 
+/// @brief How a MoE job's casts of its experts' GEMM operands are launched: `grouped` (one kernel for all of a rank's
+/// experts: DeepSeek's kernels, Transformer Engine's grouped quantize) or `per_expert` (Transformer Engine's
+/// split_quantize before its grouped quantize reached GroupedLinear in mid-2026: a kernel per expert for current
+/// scaling, block scaling and MXFP8; delayed scaling's multi-tensor cast-transpose and NVFP4's fused split stay one).
+enum class ExpertQuantize { grouped, per_expert };
+constexpr std::array<std::string_view, 2> enum_names(ExpertQuantize)
+{
+  return {"grouped", "per_expert"};
+}
+
 struct GpuSpec;
 
 /// @brief A GEMM library's published grouped-GEMM rates: FLOP/s by rows per group on each published (n, k) shape,

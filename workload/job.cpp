@@ -392,7 +392,9 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
       job.attention = k->enumeration<AttentionKernel>("attention");
     if (k->has("gemm"))
       job.gemm_library = k->enumeration<GemmLibrary>("gemm");
-    k->finish({"attention", "gemm"});
+    if (k->has("expert_quantize"))
+      job.expert_quantize = k->enumeration<ExpertQuantize>("expert_quantize");
+    k->finish({"attention", "gemm", "expert_quantize"});
   }
   job.recompute = r.optional_enumeration<Recompute>("recompute").value_or(Recompute::none);
   if (r.has("recompute_modules"))
@@ -613,6 +615,18 @@ void validate_job(JobSpec& job)
       at.fail(JobIssue::gemm, {"kernels", "gemm"},
               "DeepGEMM runs FP8 with block-wise scaling only: give precision {\"compute\": \"fp8\", \"recipe\": "
               "\"blockwise\"}");
+  }
+  // Per-expert casts are Transformer Engine's, of a MoE job's expert GEMMs in a low precision.
+  if (job.expert_quantize == ExpertQuantize::per_expert) {
+    if (m.moe.experts == 0 || job.precision == Precision::bf16)
+      at.fail(
+          JobIssue::gemm, {"kernels", "expert_quantize"},
+          "\"per_expert\" launches the casts of a mixture-of-experts model's experts in a low precision; this job " +
+              std::string(m.moe.experts == 0 ? "has no experts" : "computes in bf16"));
+    if (job.gemm_library == GemmLibrary::deepgemm)
+      at.fail(JobIssue::gemm, {"kernels", "expert_quantize"},
+              "\"per_expert\" is Transformer Engine's split quantize; DeepGEMM's jobs cast with DeepSeek's grouped "
+              "kernels (give \"grouped\")");
   }
   if (!(job.gpu.peak(job.precision) > 0))
     at.fail(JobIssue::precision, {"precision", "compute"},

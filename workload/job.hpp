@@ -164,10 +164,11 @@ struct JobSpec {
     return recompute == Recompute::selective &&
            std::find(recompute_modules.begin(), recompute_modules.end(), m) != recompute_modules.end();
   }
-  Precision precision       = Precision::bf16;
-  Fp8Recipe fp8_recipe      = Fp8Recipe::delayed;      ///< with precision fp8
-  AttentionKernel attention = AttentionKernel::flash2; ///< The GPU's default unless `kernels.attention` is given.
-  GemmLibrary gemm_library  = GemmLibrary::cublas;     ///< `kernels.gemm`
+  Precision precision            = Precision::bf16;
+  Fp8Recipe fp8_recipe           = Fp8Recipe::delayed;      ///< with precision fp8
+  AttentionKernel attention      = AttentionKernel::flash2; ///< The GPU's default unless `kernels.attention` is given.
+  GemmLibrary gemm_library       = GemmLibrary::cublas;     ///< `kernels.gemm`
+  ExpertQuantize expert_quantize = ExpertQuantize::grouped; ///< `kernels.expert_quantize`
   /// @brief Bytes per gradient element on the wire and in the gradient buffer (fp32: 4, bf16: 2): Megatron allocates
   /// its gradient buffer in the reduce dtype (param_and_grad_buffer.py: "torch.float if grad_reduce_in_fp32, else
   /// param.dtype"), and the weight-gradient GEMMs accumulate into it.

@@ -106,6 +106,9 @@ TEST_CASE("job_costs' parameter all-gathers are the stage programs', in BF16 and
       spec.base.precision                  = workload::Precision::fp8;
       spec.base.low_precision_param_gather = true;
       spec.base.activation_cache = {.mlp_activation_input = 1 + 4.0 / 128, .attention_output = 1.5 + 4.0 / 128};
+      spec.base.attention        = spec.base.gpu.attention_default == workload::AttentionKernel::flash3
+                                       ? workload::AttentionKernel::flash2
+                                       : workload::AttentionKernel::flash3;
     }
     optimizer::Point p;
     p.tp = 2, p.cp = 1, p.pp = 4, p.dp = 256 / 8, p.micro_batch = 1;
@@ -140,6 +143,9 @@ TEST_CASE("job_costs' parameter all-gathers are the stage programs', in BF16 and
                           .value("activation_cache", nlohmann::json::object());
     CHECK(kept.value("attention_output", "bf16") == (fp8 ? "e5m6" : "bf16"));
     CHECK(kept.value("mlp_activation_input", "bf16") == (fp8 ? "fp8" : "bf16"));
+    // So does an attention kernel other than the GPU's default (none is written for the default).
+    const auto kernels = scenario["job"].value("kernels", nlohmann::json::object());
+    CHECK(kernels.value("attention", "default") == (fp8 ? std::string(name_of(spec.base.attention)) : "default"));
   }
 }
 

@@ -279,3 +279,44 @@ TEST_CASE("Activations kept in a low precision: their casts and the bytes they k
   expect_within("activations a layer keeps, BF16 less kept (bytes)", saved, stored - stored_kept, 1e-9);
   CHECK(kernels_kept - kernels == 3 * 4); // a layer's three kept tensors (attention, experts, shared), 4 layers
 }
+
+TEST_CASE("Per-expert casts launch each cast once per local expert where Transformer Engine's split quantize did")
+{
+  // Qwen3-30B-A3B on 8 H100 with EP 8: 16 local experts, two routed GEMMs a MoE layer (gate+up, down). Each routed
+  // GEMM's input cast (forward) and output-gradient cast (backward) is one launch for all 16 experts when grouped and
+  // 16 when per expert; current scaling is two kernels a cast (amax, then cast), delayed scaling's multi-tensor
+  // cast-transpose and NVFP4's fused split stay one launch. Bytes and seconds of the casts are the same either way.
+  auto layer = [](const std::string& precision, const std::string& recipe, const std::string& quantize) {
+    json j         = workload_test::roofline({{"model", "qwen3-30b-a3b"},
+                                              {"gpu", precision == "fp8" ? "h100" : "b200"},
+                                              {"gpus", 8},
+                                              {"parallelism", {{"tp", 1}, {"dp", 8}, {"ep", 8}}},
+                                              {"batch", {{"global_sequences", 8}, {"sequence_length", 4096}}},
+                                              {"schedule", {{"kind", "1f1b"}}},
+                                              {"kernels", {{"expert_quantize", quantize}}}});
+    j["precision"] = {{"compute", precision}};
+    if (!recipe.empty())
+      j["precision"]["recipe"] = recipe;
+    const wl::JobSpec job = wl::parse_job(j, "per-expert.json");
+    const wl::detail::Context c(job);
+    const auto ch = wl::detail::chunk_costs(c)[0];
+    return std::tuple{static_cast<double>(ch.sum.kernels_fwd) / ch.layers,
+                      static_cast<double>(ch.sum.kernels_bwd) / ch.layers, ch.sum.quantize_fwd_seconds};
+  };
+  struct Case {
+    const char* precision;
+    const char* recipe;
+    double kernels_a_cast; // launches a cast takes, per expert when per expert
+    bool split;            // launched per expert by split quantize
+  };
+  for (const Case& k : {Case{"fp8", "current", 2, true}, Case{"fp8", "blockwise", 1, true}, Case{"mxfp8", "", 1, true},
+                        Case{"fp8", "delayed", 1, false}, Case{"nvfp4", "", 2, false}}) {
+    const auto [fwd_g, bwd_g, q_g] = layer(k.precision, k.recipe, "grouped");
+    const auto [fwd_e, bwd_e, q_e] = layer(k.precision, k.recipe, "per_expert");
+    const double extra             = k.split ? 2 * k.kernels_a_cast * (16 - 1) : 0; // two routed GEMMs
+    const std::string name         = std::string(k.precision) + " " + k.recipe;
+    expect_within(name + ": forward launches a layer, per expert less grouped", extra, fwd_e - fwd_g, 1e-12);
+    expect_within(name + ": backward launches a layer, per expert less grouped", extra, bwd_e - bwd_g, 1e-12);
+    expect_within(name + ": cast seconds either way", q_g, q_e, 1e-12);
+  }
+}
