@@ -424,6 +424,10 @@ void validate(const ValidateOptions& o)
               ks["dispatcher"] = name_of(job.dispatch.dispatcher);
             if (job.model.moe.experts > 0 && job.precision != workload::Precision::bf16)
               ks["expert_quantize"] = name_of(job.expert_quantize);
+            if (job.activation_cache.attention_output != workload::KeptFormat::bf16)
+              ks["attention_output_kept"] = name_of(job.activation_cache.attention_output);
+            if (job.activation_cache.mlp_activation_input != workload::KeptFormat::bf16)
+              ks["mlp_activation_input_kept"] = name_of(job.activation_cache.mlp_activation_input);
             j["kernels"] = ks;
             break;
           }

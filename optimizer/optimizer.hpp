@@ -118,6 +118,8 @@ struct OptimizeSpec {
   nlohmann::json gpu_ref;   ///< the same for the GPU
   nlohmann::json batch_ref; ///< the same for the batch
   nlohmann::json moe_ref;   ///< a MoE model's routing as the spec gives it ("moe"; dispatcher and node limit searched)
+  nlohmann::json precision_ref; ///< the spec's `precision` as given (null: none), in the search's fingerprint
+  nlohmann::json kernels_ref;   ///< the spec's `kernels` as given (null: none), in the search's fingerprint
   std::vector<std::string> buildings;
   /// @brief Of each node the job uses its first this many GPUs, the others idle as spares (placement.gpus_per_node:
   /// NVL72 racks with 64 in the job); 0: every GPU.

@@ -81,12 +81,10 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
     if (spec.base.low_precision_param_gather)
       job["precision"]["param_gather"] = "fp8";
     const auto& kept = spec.base.activation_cache;
-    if (kept.attention_output > 0)
-      job["precision"]["activation_cache"]["attention_output"] =
-          workload::activation_cache_format(kept.attention_output);
-    if (kept.mlp_activation_input > 0)
-      job["precision"]["activation_cache"]["mlp_activation_input"] =
-          workload::activation_cache_format(kept.mlp_activation_input);
+    if (kept.attention_output != workload::KeptFormat::bf16)
+      job["precision"]["activation_cache"]["attention_output"] = name_of(kept.attention_output);
+    if (kept.mlp_activation_input != workload::KeptFormat::bf16)
+      job["precision"]["activation_cache"]["mlp_activation_input"] = name_of(kept.mlp_activation_input);
   }
   // The base job's kernels, where they are not the defaults.
   json kernels;

@@ -203,6 +203,10 @@ json OptimizeSpec::to_json() const
     out["nccl"] = nccl.to_json(); // only where set: the fingerprints of searches without it stay as they were
   if (worker_memory > 0)
     out["worker_memory_bytes"] = worker_memory; // the same
+  if (!precision_ref.is_null())
+    out["precision"] = precision_ref; // the same
+  if (!kernels_ref.is_null())
+    out["kernels"] = kernels_ref; // the same
   return out;
 }
 
@@ -228,10 +232,14 @@ OptimizeSpec load_optimize_spec(const std::string& path)
   spec.gpu_ref   = r.raw("gpu");
   base.model     = workload::read_model_ref(r, "model");
   base.gpu       = workload::read_gpu_ref(r, "gpu");
-  base.attention = base.gpu.attention_default;
   base.gpus      = r.integer("gpus", 1, 4'000'000);
   workload::read_calibration_and_effects(r, base);
+  if (r.has("precision"))
+    spec.precision_ref = r.raw("precision");
   workload::read_precision(r, base);
+  if (r.has("kernels"))
+    spec.kernels_ref = r.raw("kernels");
+  workload::read_kernels(r, base);
   if (auto m = r.optional_object("moe")) {
     if (base.model.moe.experts == 0)
       r.fail("moe", "model " + base.model.name + " is dense: routing is for mixture-of-experts models");

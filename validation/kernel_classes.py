@@ -2,8 +2,9 @@
 """One DeepSeek-V3 MoE layer on H800, kernel class by kernel class: DeepSeek's public profile against spansim.
 
 Runs `spansim run --json` on examples/scenarios/deepseek-v3-h800-profile.json (the profile's layout: EP 64, TP 1,
-4K tokens per GPU, FP8 block scaling on DeepGEMM, DeepEP's FP8 dispatch, balanced routing, RMSNorm and the MLA
-up-projections recomputed), takes one micro-batch's
+4K tokens per GPU, FP8 block scaling on DeepGEMM, DeepEP's FP8 dispatch, balanced routing, RMSNorm, the MLA
+up-projections and the SwiGLU output recomputed, the attention output and SwiGLU inputs kept in E5M6 and FP8), takes
+one micro-batch's
 kernel classes of a pipeline stage made of MoE layers only, divides by its layers, and sets each class beside the
 trace's (validation/kernels/deepseek-v3-h800-trace.json). The trace files a recomputed kernel under its own class
 (a recomputed norm is a norm kernel), so spansim's recompute is added to the classes it re-runs

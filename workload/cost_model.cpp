@@ -29,8 +29,15 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
   const ModelSpec& m = c.m;
   const double t = c.tokens, h = m.hidden, tp = c.tp;
   // A norm's output: the rank's sequence-parallel shard, quantized before its all-gather.
-  const double normed         = t / c.sp;
-  const ActivationCache& kept = c.job.activation_cache;
+  const double normed = t / c.sp;
+  // Bytes an element of the low-precision copies the layer keeps (0: none). The attention output is kept only where it
+  // is not recomputed: selective recompute of the core attention re-runs it in BF16 for the backward.
+  const ActivationCache& cache = c.job.activation_cache;
+  const bool o_recomputed      = c.job.recompute == Recompute::selective &&
+                            (c.job.recompute_modules.empty() || c.job.recomputes(RecomputeModule::core_attn));
+  const double o_copy =
+      cache.attention_output != KeptFormat::bf16 && !o_recomputed ? kept_bytes(cache.attention_output) : 0;
+  const double act_copy = cache.mlp_activation_input != KeptFormat::bf16 ? kept_bytes(cache.mlp_activation_input) : 0;
   std::vector<GemmShape> g;
   // Each of the layer's GEMMs (not the routed experts') with the recompute module that re-runs it (-1: none).
   auto push = [&](const GemmShape& s, int module = -1) {
@@ -50,12 +57,12 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
     }
     push({.m = t, .n = (a.kv_lora_rank + a.qk_rope_head_dim) / tp, .k = h, .cast_rows = normed, .cast_fused = true});
     push({.m = t, .n = m.heads * double(a.qk_nope_head_dim + a.v_head_dim) / tp, .k = double(a.kv_lora_rank)}, up_proj);
-    push({.m = t, .n = h, .k = m.heads * double(a.v_head_dim) / tp, .cached_a = kept.attention_output});
+    push({.m = t, .n = h, .k = m.heads * double(a.v_head_dim) / tp, .cached_a = o_copy});
   } else {
     // Fused QKV: the rank's query heads and its K/V heads (replicated when kv_heads < tp).
     const double kv = std::ceil(double(m.kv_heads) / tp);
     push({.m = t, .n = (m.heads / tp + 2 * kv) * m.head_dim, .k = h, .cast_rows = normed, .cast_fused = true});
-    push({.m = t, .n = h, .k = m.heads / tp * m.head_dim, .cached_a = kept.attention_output});
+    push({.m = t, .n = h, .k = m.heads / tp * m.head_dim, .cached_a = o_copy});
   }
   // An MLP of width f split `split` ways: gate and up fused into one GEMM (gated) or fc1 (plain), then down / fc2;
   // the routed experts' go to `routed`, the others to the layer's GEMMs with the module that re-runs them.
@@ -69,7 +76,7 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
                        .cast_rows  = cast_rows,
                        .cast_fused = fused,
                        .dispatched = dispatched,
-                       .cached_c   = kept.mlp_activation_input};
+                       .cached_c   = act_copy};
     const GemmShape out{.m = tokens, .n = h, .k = f / split, .groups = groups};
     if (module == kRoutedExperts) {
       routed.push_back(in);
@@ -162,37 +169,36 @@ void add_gemms(const Context& c, const std::vector<GemmShape>& gemms, Cost& k, b
   // A norm that quantizes its own output writes the low-precision copies with their scales only (current scaling
   // still reads the output again for its amax).
   const double fused_q = q > 0 ? 2 * qb + (casts == 2 ? kBf16 : 0) : 0;
-  // Before an FP8 dispatch the rank writes the row-wise copy only; the received rows are re-quantized column-wise
-  // (read the row-wise copy, write the column-wise one), a launch of its own.
+  // Memory-bound casts: their bytes in the forward and the backward at the cast rate, and their launches.
+  auto add_casts = [&](double fwd, double bwd, int launches_fwd, int launches_bwd) {
+    k.gemm_fwd_seconds += fwd / mem_rate;
+    k.quantize_fwd_seconds += fwd / mem_rate;
+    k.gemm_fwd_bytes += fwd;
+    k.gemm_bwd_seconds += bwd / mem_rate;
+    k.quantize_bwd_seconds += bwd / mem_rate;
+    k.gemm_bwd_bytes += bwd;
+    k.kernels_fwd += launches_fwd;
+    k.kernels_bwd += launches_bwd;
+  };
   if (q > 0)
     for (const GemmShape& f : gemms) {
+      // Before an FP8 dispatch the rank writes the row-wise copy only; the received rows are re-quantized
+      // column-wise (read the row-wise copy, write the column-wise one), a launch of its own.
       const double rows = f.cast_rows < 0 ? f.m : f.cast_rows;
       const double a_q  = f.dispatched ? (q - qb) * rows + 2 * qb * f.m : (f.cast_fused ? fused_q : q) * rows;
-      const double fwd  = f.groups * (a_q * f.k + q * f.n * f.k / c.mbs);
-      const double bwd  = q * f.groups * f.m * f.n;
-      k.gemm_fwd_seconds += fwd / mem_rate;
-      k.quantize_fwd_seconds += fwd / mem_rate;
-      k.gemm_fwd_bytes += fwd;
-      k.gemm_bwd_seconds += bwd / mem_rate;
-      k.quantize_bwd_seconds += bwd / mem_rate;
-      k.gemm_bwd_bytes += bwd;
-      const int launches = per_expert ? f.groups : 1; // a GEMM's casts, each over its groups
-      k.kernels_fwd += ((f.cast_fused ? casts - 1 : casts) + (f.dispatched ? 1 : 0)) * launches;
-      k.kernels_bwd += casts * launches;
-      // A kept low-precision copy: BF16 read and the copy written in the forward, the reverse in the backward.
+      // A GEMM's casts, each over its groups; before an FP8 dispatch the rank casts its own tokens once, whatever
+      // the experts they go to, and the per-expert split is the received rows' re-quantization.
+      const int launches = per_expert ? f.groups : 1;
+      const int input    = (f.cast_fused ? casts - 1 : casts) * (f.dispatched ? 1 : launches);
+      add_casts(f.groups * (a_q * f.k + q * f.n * f.k / c.mbs), q * f.groups * f.m * f.n,
+                input + (f.dispatched ? launches : 0), casts * launches);
+      // A kept low-precision copy: BF16 read and the copy written in the forward, the reverse in the backward; one
+      // launch over the whole tensor (the activation runs over every expert's rows at once).
       const double kept = f.groups * (f.cached_a > 0 ? (kBf16 + f.cached_a) * f.m * f.k : 0) +
                           f.groups * (f.cached_c > 0 ? (kBf16 + f.cached_c) * f.m * f.n : 0);
-      if (kept > 0) {
-        const int casts_kept = (f.cached_a > 0 ? 1 : 0) + (f.cached_c > 0 ? 1 : 0);
-        k.gemm_fwd_seconds += kept / mem_rate;
-        k.quantize_fwd_seconds += kept / mem_rate;
-        k.gemm_fwd_bytes += kept;
-        k.gemm_bwd_seconds += kept / mem_rate;
-        k.quantize_bwd_seconds += kept / mem_rate;
-        k.gemm_bwd_bytes += kept;
-        k.kernels_fwd += casts_kept;
-        k.kernels_bwd += casts_kept;
-      }
+      const int casts_kept = (f.cached_a > 0 ? 1 : 0) + (f.cached_c > 0 ? 1 : 0);
+      if (kept > 0)
+        add_casts(kept, kept, casts_kept, casts_kept);
     }
   for (const GemmShape& f : gemms) {
     // A library's table is read at the forward's rows per group: the input gradient's depth is the forward's N,
@@ -317,10 +323,9 @@ LayerCost layer_cost(const Context& c, int layer)
   // Activations kept in a low precision (activation_cache) hold that fraction of their BF16 bytes: the attention
   // output, and the activation's input among the MLP's intermediates (a gated MLP's gate and up).
   const ActivationCache& cache = c.job.activation_cache;
-  const double o_kept          = o_rank * (cache.attention_output > 0 ? cache.attention_output / kBf16 : 1);
+  const double o_kept          = o_rank * kept_bytes(cache.attention_output) / kBf16;
   const double in_widths       = m.mlp == MlpKind::gated ? 2 : 1;
-  const double mlp_kept =
-      act_fn - in_widths + in_widths * (cache.mlp_activation_input > 0 ? cache.mlp_activation_input / kBf16 : 1);
+  const double mlp_kept        = act_fn - in_widths + in_widths * kept_bytes(cache.mlp_activation_input) / kBf16;
   const double none =
       4 * h / c.sp + q_rank + kv_rank + qk_normed + o_kept + latent + mlp_kept * p.ffn_active / c.tp + dispatched;
   k.act_none = t * kBf16 * none + k.scores_bytes;

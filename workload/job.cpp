@@ -247,11 +247,34 @@ DispatchSpec read_dispatch(spec::ObjectReader e, const GpuSpec& gpu)
   return d;
 }
 
-// Bytes an element of a kept activation copy: FP8 or 12-bit E5M6 (DeepSeek-V3's format for the attention output),
-// each with an FP32 scale per 1x128 tile.
-constexpr double kCacheScale = 4.0 / 128;
-constexpr double kCacheFp8   = 1 + kCacheScale;
-constexpr double kCacheE5m6  = 1.5 + kCacheScale;
+namespace {
+
+// Reads precision.activation_cache: each kept format a low-precision one only where the job's FP8 recipe casts (its
+// cast rate is FP8's; an NVFP4 job's rate includes its Hadamard transforms), and the MLP's only for a gated MLP (the
+// input Megatron's bias-SwiGLU stores in FP8; a plain MLP's GELU keeps its own).
+void read_activation_cache(spec::ObjectReader& ac, JobSpec& job)
+{
+  auto read = [&](const char* key, std::initializer_list<std::string_view> allowed) {
+    if (!ac.has(key))
+      return KeptFormat::bf16;
+    const std::string f = ac.choice(key, allowed);
+    const auto format   = f == "fp8" ? KeptFormat::fp8 : f == "e5m6" ? KeptFormat::e5m6 : KeptFormat::bf16;
+    if (format != KeptFormat::bf16 && job.precision != Precision::fp8 && job.precision != Precision::mxfp8)
+      ac.fail(key, "activations are kept in a low precision by the casts of an FP8 recipe: give compute \"fp8\" or "
+                   "\"mxfp8\" (this job computes in " +
+                       std::string(name_of(job.precision)) + ")");
+    return format;
+  };
+  job.activation_cache.mlp_activation_input = read("mlp_activation_input", {"bf16", "fp8"});
+  if (job.activation_cache.mlp_activation_input != KeptFormat::bf16 && job.model.mlp != MlpKind::gated)
+    ac.fail("mlp_activation_input", "model " + job.model.name +
+                                        " has a plain MLP: the activation input kept in FP8 is a gated MLP's gate and "
+                                        "up (Megatron's bias-SwiGLU)");
+  job.activation_cache.attention_output = read("attention_output", {"bf16", "fp8", "e5m6"});
+  ac.finish();
+}
+
+} // namespace
 
 void read_precision(spec::ObjectReader& r, JobSpec& job)
 {
@@ -281,27 +304,24 @@ void read_precision(spec::ObjectReader& r, JobSpec& job)
                                  "or \"hsdp\"); this job's is \"ddp\", which gathers no parameters");
       job.low_precision_param_gather = true;
     }
-    if (auto ac = pr->optional_object("activation_cache")) {
-      // The casts run at the job's quantization rate, which a BF16 job has none of.
-      if (job.precision != Precision::fp8 && job.precision != Precision::mxfp8)
-        pr->fail("activation_cache", "activations are kept in a low precision by the casts of an FP8 recipe: give "
-                                     "compute \"fp8\" or \"mxfp8\" (this job computes in " +
-                                         std::string(name_of(job.precision)) + ")");
-      if (ac->has("mlp_activation_input") && ac->choice("mlp_activation_input", {"bf16", "fp8"}) == "fp8")
-        job.activation_cache.mlp_activation_input = kCacheFp8;
-      if (ac->has("attention_output")) {
-        const std::string f                   = ac->choice("attention_output", {"bf16", "fp8", "e5m6"});
-        job.activation_cache.attention_output = f == "fp8" ? kCacheFp8 : f == "e5m6" ? kCacheE5m6 : 0;
-      }
-      ac->finish();
-    }
+    if (auto ac = pr->optional_object("activation_cache"))
+      read_activation_cache(*ac, job);
     pr->finish();
   }
 }
 
-std::string activation_cache_format(double bytes)
+void read_kernels(spec::ObjectReader& r, JobSpec& job)
 {
-  return bytes <= 0 ? "bf16" : bytes < kCacheE5m6 ? "fp8" : "e5m6";
+  job.attention = job.gpu.attention_default;
+  if (auto k = r.optional_object("kernels")) {
+    if (k->has("attention"))
+      job.attention = k->enumeration<AttentionKernel>("attention");
+    if (k->has("gemm"))
+      job.gemm_library = k->enumeration<GemmLibrary>("gemm");
+    if (k->has("expert_quantize"))
+      job.expert_quantize = k->enumeration<ExpertQuantize>("expert_quantize");
+    k->finish({"attention", "gemm", "expert_quantize"});
+  }
 }
 
 JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std::string& json_path)
@@ -386,16 +406,7 @@ JobSpec parse_job(const nlohmann::json& json, const std::string& file, const std
     s.fail("virtual_stages", std::string(name_of(sched.kind)) + " holds two model chunks per stage by construction");
   s.finish();
 
-  job.attention = job.gpu.attention_default;
-  if (auto k = r.optional_object("kernels")) {
-    if (k->has("attention"))
-      job.attention = k->enumeration<AttentionKernel>("attention");
-    if (k->has("gemm"))
-      job.gemm_library = k->enumeration<GemmLibrary>("gemm");
-    if (k->has("expert_quantize"))
-      job.expert_quantize = k->enumeration<ExpertQuantize>("expert_quantize");
-    k->finish({"attention", "gemm", "expert_quantize"});
-  }
+  read_kernels(r, job);
   job.recompute = r.optional_enumeration<Recompute>("recompute").value_or(Recompute::none);
   if (r.has("recompute_modules"))
     job.recompute_modules = read_recompute_modules(r, job.recompute, job.model);

@@ -121,16 +121,25 @@ struct ScheduleSpec {
   }
 };
 
+/// @brief The format an activation is kept in for the backward: BF16 as computed, or a low-precision copy with an FP32
+/// scale per 128 elements (1x128 tiles): FP8, or DeepSeek-V3's 12-bit E5M6.
+enum class KeptFormat { bf16, fp8, e5m6 };
+constexpr std::array<std::string_view, 3> enum_names(KeptFormat)
+{
+  return {"bf16", "fp8", "e5m6"};
+}
+/// @brief Bytes an element of an activation kept in `f`, its scale included.
+constexpr double kept_bytes(KeptFormat f)
+{
+  return f == KeptFormat::fp8 ? 1 + 4.0 / 128 : f == KeptFormat::e5m6 ? 1.5 + 4.0 / 128 : 2;
+}
+
 /// @brief Activations a job keeps for the backward in a low precision, as DeepSeek-V3 does (arXiv 2412.19437 section
-/// 3.3.3) and Megatron's activation_func_fp8_input_store: bytes per element of each kept copy with its scales, 0 where
-/// it stays in BF16.
+/// 3.3.3) and Megatron's activation_func_fp8_input_store (`precision.activation_cache`).
 struct ActivationCache {
-  double mlp_activation_input = 0; ///< the MLP activation's input (a gated MLP's gate and up; FP8, 1x128 scales)
-  double attention_output     = 0; ///< the attention output, o_proj's input (DeepSeek's E5M6, 1x128 scales)
-  bool any() const { return mlp_activation_input > 0 || attention_output > 0; }
+  KeptFormat mlp_activation_input = KeptFormat::bf16; ///< a gated MLP's activation input (gate and up): FP8
+  KeptFormat attention_output     = KeptFormat::bf16; ///< the attention output, o_proj's input: FP8 or E5M6
 };
-/// @brief The format a kept copy of `bytes` an element is ("fp8", "e5m6"; "bf16" for 0), as a job names it.
-std::string activation_cache_format(double bytes);
 
 /// @brief A whole training job, validated.
 struct JobSpec {
@@ -177,7 +186,7 @@ struct JobSpec {
   /// MXFP8, with their scales) rather than BF16.
   bool low_precision_param_gather = false;
   /// @brief Activations kept for the backward in a low precision (`precision.activation_cache`), each cast from BF16
-  /// in the forward and back in the backward; bytes per element of the kept copy with its scales, 0 for BF16.
+  /// in the forward and back in the backward.
   ActivationCache activation_cache;
   Calibration calibration; ///< the profile in force (default: the shipped one for the GPU, if any)
   Effects effects;
@@ -257,6 +266,9 @@ DispatchSpec read_dispatch(spec::ObjectReader r, const GpuSpec& gpu);
 /// @brief Reads the optional `precision` object of a job (or an optimize spec) into `job`, whose GPU is read: a compute
 /// precision the GPU has no peak for is refused at `precision.compute`.
 void read_precision(spec::ObjectReader& r, JobSpec& job);
+/// @brief Reads the optional `kernels` object of a job (or an optimize spec) into `job`, whose GPU is read: the
+/// attention kernel, the GEMM library and how the experts' casts are launched (checked with the job, validate_job).
+void read_kernels(spec::ObjectReader& r, JobSpec& job);
 /// @brief Reads `recompute_modules` of `r` (an object that has it) for a job recomputing as `recompute` on `model`:
 /// Megatron's module names, each once, each one the model has something for. @throws SpecError otherwise.
 std::vector<RecomputeModule> read_recompute_modules(spec::ObjectReader& r, Recompute recompute, const ModelSpec& model);

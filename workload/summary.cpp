@@ -30,10 +30,10 @@ std::string precision_line(const JobSpec& job)
   line += std::string("; parameters gathered in ") +
           (job.low_precision_param_gather ? std::string(name_of(job.precision)) : std::string("bf16"));
   const auto& kept = job.activation_cache;
-  if (kept.attention_output > 0)
-    line += "; attention output kept in " + activation_cache_format(kept.attention_output);
-  if (kept.mlp_activation_input > 0)
-    line += "; MLP activation input kept in " + activation_cache_format(kept.mlp_activation_input);
+  if (kept.attention_output != KeptFormat::bf16)
+    line += "; attention output kept in " + std::string(name_of(kept.attention_output));
+  if (kept.mlp_activation_input != KeptFormat::bf16)
+    line += "; MLP activation input kept in " + std::string(name_of(kept.mlp_activation_input));
   return line;
 }
 

@@ -105,10 +105,11 @@ TEST_CASE("job_costs' parameter all-gathers are the stage programs', in BF16 and
     if (fp8) {
       spec.base.precision                  = workload::Precision::fp8;
       spec.base.low_precision_param_gather = true;
-      spec.base.activation_cache = {.mlp_activation_input = 1 + 4.0 / 128, .attention_output = 1.5 + 4.0 / 128};
-      spec.base.attention        = spec.base.gpu.attention_default == workload::AttentionKernel::flash3
-                                       ? workload::AttentionKernel::flash2
-                                       : workload::AttentionKernel::flash3;
+      spec.base.activation_cache           = {.mlp_activation_input = workload::KeptFormat::fp8,
+                                              .attention_output     = workload::KeptFormat::e5m6};
+      spec.base.attention                  = spec.base.gpu.attention_default == workload::AttentionKernel::flash3
+                                                 ? workload::AttentionKernel::flash2
+                                                 : workload::AttentionKernel::flash3;
     }
     optimizer::Point p;
     p.tp = 2, p.cp = 1, p.pp = 4, p.dp = 256 / 8, p.micro_batch = 1;
@@ -377,4 +378,29 @@ TEST_CASE("over a long link the screen bounds an all-to-all's sends by NCCL's p2
   REQUIRE(scored.size() == 1);
   spansim::test::expect_within("EP 128 across the regions: screen against analytical (s)", scored.front().analytical,
                                scored.front().screen, 0.25);
+}
+
+TEST_CASE("An optimize spec's kernels and precision reach every point, its scenarios and its fingerprint",
+          "[optimizer][screen]")
+{
+  // A spec that names a kernel and a precision: the base job runs them, the winner's scenario names them, and the
+  // search's JSON (what its fingerprint hashes) carries both, so a changed precision is not resumed from old records.
+  auto j         = spansim::test::small_space();
+  const auto off = spansim::test::spec_from(j);
+  j["kernels"]   = {{"attention", "flash3"}};
+  j["precision"] = {{"compute", "fp8"}, {"activation_cache", {{"attention_output", "e5m6"}}}};
+  const auto on  = spansim::test::spec_from(j);
+  CHECK(on.base.attention == workload::AttentionKernel::flash3);
+  CHECK(on.base.activation_cache.attention_output == workload::KeptFormat::e5m6);
+  CHECK(off.to_json().count("kernels") == 0);
+  CHECK(off.to_json().count("precision") == 0);
+  CHECK(on.to_json()["kernels"] == j["kernels"]);
+  CHECK(on.to_json()["precision"] == j["precision"]);
+  optimizer::Point p;
+  p.tp = 1, p.cp = 1, p.pp = 1, p.dp = 32, p.micro_batch = 1;
+  p.schedule        = workload::ScheduleKind::one_f_one_b;
+  const auto job    = optimizer::scenario_json(on, p)["job"];
+  const auto parsed = workload::parse_job(job, "scenario.json");
+  CHECK(parsed.attention == workload::AttentionKernel::flash3);
+  CHECK(parsed.activation_cache.attention_output == workload::KeptFormat::e5m6);
 }

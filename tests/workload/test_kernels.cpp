@@ -84,18 +84,21 @@ TEST_CASE("Kernel classes add up to each stage's forward, backward and recompute
 
 TEST_CASE("Recomputed norms and RoPE of DeepSeek-V3's layout against a hand count")
 {
-  // DeepSeek recomputes "all RMSNorm operations and MLA up-projections" (recompute_modules layernorm, mla_up_proj):
-  // per MoE layer the two hidden-size norms (read and write 7,168 BF16 values a token, twice) and MLA's RoPE and
-  // concatenation into the per-head Q and K (read and write 128 heads x 192 a token), at the element-wise rate.
+  // DeepSeek recomputes "all RMSNorm operations and MLA up-projections" and the SwiGLU output (recompute_modules
+  // layernorm, mla_up_proj, moe_act): per MoE layer the two hidden-size norms (read and write 7,168 BF16 values a
+  // token, twice), MLA's RoPE and concatenation into the per-head Q and K (read and write 128 heads x 192 a token)
+  // and the routed experts' SwiGLU (gate, up and product of 2,048 each for each of a token's 8 experts), at the
+  // element-wise rate.
   const auto p    = deepseek_profile();
   const auto& job = p.job;
   const auto& ch  = p.moe;
   REQUIRE(ch.moe_layers == ch.layers);
   const double tokens = 4096, mem_rate = job.gpu.hbm_bandwidth * job.gpu.elementwise_efficiency;
   const double norms = tokens * 2 * 4 * 7168 / mem_rate, rope = tokens * 2 * 4 * 128 * 192 / mem_rate;
-  const auto& by = ch.recomputed;
+  const double swiglu = tokens * 2 * 8 * 3 * 2048 / mem_rate;
+  const auto& by      = ch.recomputed;
   expect_within("recomputed norms of a layer (s)", norms, by.norms / ch.layers, 1e-12);
-  expect_within("recomputed RoPE of a layer (s)", rope, by.elementwise / ch.layers, 1e-12);
+  expect_within("recomputed RoPE and SwiGLU of a layer (s)", rope + swiglu, by.elementwise / ch.layers, 1e-12);
   // The up-projections' GEMMs again, with the casts of their inputs: nothing of the experts, permute or attention.
   CHECK(by.gemm > 0);
   CHECK(by.quantize > 0);
@@ -104,8 +107,8 @@ TEST_CASE("Recomputed norms and RoPE of DeepSeek-V3's layout against a hand coun
   CHECK(by.attention == 0);
   expect_within("recompute by class against the chunk's recompute (s)", ch.recompute_seconds, by.total(), 1e-12);
   std::cout << "DeepSeek-V3 layer recomputed by class (us): norms " << by.norms / ch.layers * 1e6 << " (hand count "
-            << norms * 1e6 << "), RoPE " << by.elementwise / ch.layers * 1e6 << " (" << rope * 1e6 << "), GEMMs "
-            << by.gemm / ch.layers * 1e6 << ", casts " << by.quantize / ch.layers * 1e6 << "\n";
+            << norms * 1e6 << "), RoPE and SwiGLU " << by.elementwise / ch.layers * 1e6 << " (" << (rope + swiglu) * 1e6
+            << "), GEMMs " << by.gemm / ch.layers * 1e6 << ", casts " << by.quantize / ch.layers * 1e6 << "\n";
 }
 
 TEST_CASE("DeepGEMM's table is read at its published points and between them as documented")
@@ -277,7 +280,56 @@ TEST_CASE("Activations kept in a low precision: their casts and the bytes they k
   // The memory model keeps every token's top-8 and shared expert intermediates: 9 experts' gate and up a token.
   const double saved = 4096.0 * ((2 - e5m6) * 128 * 128 + (2 - fp8) * 9 * 2 * 2048);
   expect_within("activations a layer keeps, BF16 less kept (bytes)", saved, stored - stored_kept, 1e-9);
-  CHECK(kernels_kept - kernels == 3 * 4); // a layer's three kept tensors (attention, experts, shared), 4 layers
+  // A layer's three kept tensors (attention output, routed and shared experts' SwiGLU inputs), one launch each.
+  expect_within("forward launches, kept less BF16", 3.0 * 4, kernels_kept - kernels, 1e-12);
+}
+
+TEST_CASE("Kept activations under recompute: what is cast and what is kept, by hand")
+{
+  // Llama 3 8B (32 query heads and 8 K/V heads of 128, gated MLP of 14,336) in FP8 on 2 H100 with TP 2 and sequence
+  // parallelism, one 8K sequence a micro-batch: a rank's attention output is 16 heads of 128 and its MLP's gate and
+  // up 2 x 7,168 over the 8,192 gathered tokens. Kept in E5M6 and FP8, the casts add (2 + kept) bytes an element each
+  // way and the stored activations shrink by (2 - kept). Where the core attention is recomputed its output is not
+  // kept (nothing cast, nothing saved); where the MLP is recomputed its intermediates are not kept either.
+  auto chunk = [](const std::string& caching, const json& modules) {
+    json j = workload_test::roofline({{"model", "llama3-8b"},
+                                      {"gpu", "h100"},
+                                      {"gpus", 2},
+                                      {"parallelism", {{"tp", 2}, {"dp", 1}}},
+                                      {"batch", {{"global_sequences", 2}, {"sequence_length", 8192}}},
+                                      {"schedule", {{"kind", "1f1b"}}},
+                                      {"precision", {{"compute", "fp8"}, {"recipe", "current"}}}});
+    if (caching == "kept")
+      j["precision"]["activation_cache"] = {{"attention_output", "e5m6"}, {"mlp_activation_input", "fp8"}};
+    if (!modules.empty()) {
+      j["recompute"]         = "selective";
+      j["recompute_modules"] = modules;
+    }
+    const wl::JobSpec job = wl::parse_job(j, "kept.json");
+    const wl::detail::Context c(job);
+    const auto ch     = wl::detail::chunk_costs(c)[0];
+    const double rate = job.gpu.quantize_rate(wl::Precision::fp8, wl::Fp8Recipe::current);
+    return std::pair{ch.sum.quantize_fwd_seconds * rate / ch.layers, wl::detail::stored_activations(c, ch) / ch.layers};
+  };
+  const double t = 8192, e5m6 = 1.5 + 4.0 / 128, fp8 = 1 + 4.0 / 128;
+  const double o = t * 16 * 128, act = t * 2 * 7168;
+  struct Case {
+    json modules;
+    bool o_kept, mlp_kept;
+  };
+  for (const Case& k : {Case{json::array(), true, true}, Case{json::array({"core_attn"}), false, true},
+                        Case{json::array({"mlp"}), true, false}, Case{json::array({"layernorm"}), true, true}}) {
+    const auto [cast_kept, stored_kept] = chunk("kept", k.modules);
+    const auto [cast, stored]           = chunk("bf16", k.modules);
+    const std::string name              = "recompute " + k.modules.dump();
+    expect_within(name + ": forward cast bytes a layer, kept less BF16",
+                  (k.o_kept ? (2 + e5m6) * o : 0) + (2 + fp8) * act, cast_kept - cast, 1e-9);
+    const double saved = (k.o_kept ? (2 - e5m6) * o : 0) + (k.mlp_kept ? (2 - fp8) * act : 0);
+    if (saved > 0)
+      expect_within(name + ": stored bytes a layer, BF16 less kept", saved, stored - stored_kept, 1e-9);
+    else
+      CHECK(stored == Approx(stored_kept).epsilon(1e-12));
+  }
 }
 
 TEST_CASE("Per-expert casts launch each cast once per local expert where Transformer Engine's split quantize did")
@@ -286,7 +338,8 @@ TEST_CASE("Per-expert casts launch each cast once per local expert where Transfo
   // GEMM's input cast (forward) and output-gradient cast (backward) is one launch for all 16 experts when grouped and
   // 16 when per expert; current scaling is two kernels a cast (amax, then cast), delayed scaling's multi-tensor
   // cast-transpose and NVFP4's fused split stay one launch. Bytes and seconds of the casts are the same either way.
-  auto layer = [](const std::string& precision, const std::string& recipe, const std::string& quantize) {
+  auto layer = [](const std::string& precision, const std::string& recipe, const std::string& quantize,
+                  bool fp8_dispatch = false) {
     json j         = workload_test::roofline({{"model", "qwen3-30b-a3b"},
                                               {"gpu", precision == "fp8" ? "h100" : "b200"},
                                               {"gpus", 8},
@@ -297,6 +350,8 @@ TEST_CASE("Per-expert casts launch each cast once per local expert where Transfo
     j["precision"] = {{"compute", precision}};
     if (!recipe.empty())
       j["precision"]["recipe"] = recipe;
+    if (fp8_dispatch)
+      j["moe"] = {{"dispatcher", "deepep"}, {"dispatch_precision", "fp8"}};
     const wl::JobSpec job = wl::parse_job(j, "per-expert.json");
     const wl::detail::Context c(job);
     const auto ch = wl::detail::chunk_costs(c)[0];
@@ -319,4 +374,12 @@ TEST_CASE("Per-expert casts launch each cast once per local expert where Transfo
     expect_within(name + ": backward launches a layer, per expert less grouped", extra, bwd_e - bwd_g, 1e-12);
     expect_within(name + ": cast seconds either way", q_g, q_e, 1e-12);
   }
+  // With an FP8 dispatch the rank casts its own tokens once before they leave (two kernels in current scaling,
+  // whatever the experts) and re-quantizes the received rows once per expert: the gate+up GEMM's forward adds 15
+  // launches, the down GEMM's 2 x 15; the backward casts as before.
+  const auto [fwd_g, bwd_g, q_g] = layer("fp8", "current", "grouped", true);
+  const auto [fwd_e, bwd_e, q_e] = layer("fp8", "current", "per_expert", true);
+  expect_within("FP8 dispatch: forward launches a layer, per expert less grouped", 15.0 + 2 * 15, fwd_e - fwd_g, 1e-12);
+  expect_within("FP8 dispatch: backward launches a layer, per expert less grouped", 2.0 * 2 * 15, bwd_e - bwd_g, 1e-12);
+  CHECK(q_g == q_e);
 }
