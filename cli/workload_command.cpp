@@ -112,8 +112,10 @@ void describe_workload(const WorkloadDescribeOptions& o)
           {"kernel_gaps", s.effects.kernel_gaps},
           {"attention_by_length", s.effects.attention_by_length},
           {"grad_clipping", s.effects.grad_clipping}}}};
-    if (!job.dlrm)
+    if (!job.dlrm) {
       out["precision"] = workload::precision_line(job);
+      out["kernels"]   = workload::kernels_line(job);
+    }
     if (o.graph)
       out["step_graph"] = workload::to_json(graph);
     std::cout << out.dump(2) << "\n";
@@ -164,8 +166,10 @@ void describe_workload(const WorkloadDescribeOptions& o)
   t.rows.push_back({"hardware FLOPs per step", fmt(s.hardware_flops) + " (with recompute)"});
   t.rows.push_back({"busiest stage compute", units::format_time(s.stage_compute_max)});
   t.rows.push_back({"calibration", workload::calibration_line(job)});
-  if (!job.dlrm)
+  if (!job.dlrm) {
     t.rows.push_back({"precision", workload::precision_line(job)});
+    t.rows.push_back({"kernels", workload::kernels_line(job)});
+  }
   t.rows.push_back({"of which effects", "clock " + units::format_time(s.effects.sustained_clock) + ", gaps " +
                                             units::format_time(s.effects.kernel_gaps) + ", attention " +
                                             units::format_time(s.effects.attention_by_length) + ", clipping " +

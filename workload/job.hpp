@@ -220,6 +220,9 @@ std::string calibration_line(const JobSpec& job);
 /// FP8 on Blackwell runs as MXFP8), the gradients' and the gathered parameters' ("fp8 blockwise, run as mxfp8 on
 /// b200; gradients bf16; parameters gathered in bf16").
 std::string precision_line(const JobSpec& job);
+/// @brief The kernels in force, as one line: the attention kernel (and whether it is the GPU's default), the GEMM
+/// library and, for a MoE job in a low precision, how its experts' casts are launched.
+std::string kernels_line(const JobSpec& job);
 /// @brief Reads and validates a job spec file. @throws SpecError with the JSON path of the problem.
 JobSpec load_job(const std::string& path);
 

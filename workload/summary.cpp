@@ -37,6 +37,17 @@ std::string precision_line(const JobSpec& job)
   return line;
 }
 
+std::string kernels_line(const JobSpec& job)
+{
+  std::string line = "attention " + std::string(name_of(job.attention)) +
+                     (job.attention == job.gpu.attention_default ? " (the GPU's default)" : "") + "; GEMMs " +
+                     std::string(name_of(job.gemm_library));
+  if (job.model.moe.experts > 0 && job.precision != Precision::bf16)
+    line +=
+        "; experts' casts " + std::string(job.expert_quantize == ExpertQuantize::per_expert ? "per expert" : "grouped");
+  return line;
+}
+
 std::string_view op_name(const Op& op)
 {
   return op.kind == OpKind::collective ? name_of(op.collective) : name_of(op.kind);

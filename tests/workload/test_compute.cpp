@@ -229,6 +229,13 @@ TEST_CASE("Block-wise FP8 runs as MXFP8 where the GPU has MXFP8 and no block-sca
   auto h100_job = b200_job;
   h100_job.gpu  = h100;
   CHECK(wl::precision_line(h100_job) == "fp8 blockwise; gradients bf16; parameters gathered in bf16");
+  // And its kernels line: a MoE job in a low precision says how its experts' casts are launched.
+  auto per_expert            = b200_job;
+  per_expert.expert_quantize = wl::ExpertQuantize::per_expert;
+  CHECK(wl::kernels_line(per_expert) ==
+        "attention " + std::string(spansim::name_of(per_expert.attention)) +
+            (per_expert.attention == per_expert.gpu.attention_default ? " (the GPU's default)" : "") +
+            "; GEMMs cublas; experts' casts per expert");
 }
 
 namespace {
