@@ -205,6 +205,12 @@ TEST_CASE("run: the scenario format doc's example runs and writes summary, CSV a
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["spansim"]["git_hash"].is_string());
   CHECK(j["configuration"]["engine"]["config"]["network/model"] == "CM02");
+  // The job's number formats and kernels as in force, the GPU's defaults filled in.
+  const auto& job = j["configuration"]["job"];
+  CHECK(job["precision"]["compute"].is_string());
+  CHECK(job["precision"]["activation_cache"]["attention_output"].is_string());
+  CHECK(job["kernels"]["attention"].is_string());
+  CHECK(job["kernels"]["gemm"].is_string());
   double step = j["metrics"]["step_time_s"];
   CHECK(step > 0);
   // Every stage's parts add up to the step time.
