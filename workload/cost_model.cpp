@@ -33,10 +33,9 @@ std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<Gemm
   // Bytes an element of the low-precision copies the layer keeps (0: none). The attention output is kept only where it
   // is not recomputed: selective recompute of the core attention re-runs it in BF16 for the backward.
   const ActivationCache& cache = c.job.activation_cache;
-  const bool o_recomputed      = c.job.recompute == Recompute::selective &&
-                            (c.job.recompute_modules.empty() || c.job.recomputes(RecomputeModule::core_attn));
-  const double o_copy =
-      cache.attention_output != KeptFormat::bf16 && !o_recomputed ? kept_bytes(cache.attention_output) : 0;
+  const double o_copy          = cache.attention_output != KeptFormat::bf16 && !c.job.recomputes_core_attention()
+                                     ? kept_bytes(cache.attention_output)
+                                     : 0;
   const double act_copy = cache.mlp_activation_input != KeptFormat::bf16 ? kept_bytes(cache.mlp_activation_input) : 0;
   std::vector<GemmShape> g;
   // Each of the layer's GEMMs (not the routed experts') with the recompute module that re-runs it (-1: none).

@@ -46,6 +46,13 @@ constexpr double input_bytes(Precision p)
 /// elements.
 inline constexpr double kBlockScaleBytes = 4.0 / 128;
 
+/// @brief Bytes an element of an activation kept in `f` for the backward: BF16, or the low-precision copy with its
+/// scale per 128 elements (FP8 1 byte, E5M6 12 bits).
+constexpr double kept_bytes(KeptFormat f)
+{
+  return f == KeptFormat::fp8 ? 1 + kBlockScaleBytes : f == KeptFormat::e5m6 ? 1.5 + kBlockScaleBytes : kBf16;
+}
+
 /// @brief Bytes per element of a tensor quantized in `p` under FP8 recipe `r`, with every scale that travels beside
 /// it: input_bytes(), and block-wise FP8's FP32 scales (per-tensor scales are a few bytes per tensor).
 constexpr double quantized_bytes(Precision p, Fp8Recipe r)

@@ -254,23 +254,22 @@ namespace {
 // input Megatron's bias-SwiGLU stores in FP8; a plain MLP's GELU keeps its own).
 void read_activation_cache(spec::ObjectReader& ac, JobSpec& job)
 {
-  auto read = [&](const char* key, std::initializer_list<std::string_view> allowed) {
-    if (!ac.has(key))
-      return KeptFormat::bf16;
-    const std::string f = ac.choice(key, allowed);
-    const auto format   = f == "fp8" ? KeptFormat::fp8 : f == "e5m6" ? KeptFormat::e5m6 : KeptFormat::bf16;
+  auto read = [&](const char* key) {
+    const auto format = ac.optional_enumeration<KeptFormat>(key).value_or(KeptFormat::bf16);
     if (format != KeptFormat::bf16 && job.precision != Precision::fp8 && job.precision != Precision::mxfp8)
       ac.fail(key, "activations are kept in a low precision by the casts of an FP8 recipe: give compute \"fp8\" or "
                    "\"mxfp8\" (this job computes in " +
                        std::string(name_of(job.precision)) + ")");
     return format;
   };
-  job.activation_cache.mlp_activation_input = read("mlp_activation_input", {"bf16", "fp8"});
+  job.activation_cache.mlp_activation_input = read("mlp_activation_input");
+  if (job.activation_cache.mlp_activation_input == KeptFormat::e5m6)
+    ac.fail("mlp_activation_input", "kept in \"bf16\" or \"fp8\" (E5M6 is DeepSeek's format for the attention output)");
   if (job.activation_cache.mlp_activation_input != KeptFormat::bf16 && job.model.mlp != MlpKind::gated)
     ac.fail("mlp_activation_input", "model " + job.model.name +
                                         " has a plain MLP: the activation input kept in FP8 is a gated MLP's gate and "
                                         "up (Megatron's bias-SwiGLU)");
-  job.activation_cache.attention_output = read("attention_output", {"bf16", "fp8", "e5m6"});
+  job.activation_cache.attention_output = read("attention_output");
   ac.finish();
 }
 

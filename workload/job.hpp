@@ -128,11 +128,6 @@ constexpr std::array<std::string_view, 3> enum_names(KeptFormat)
 {
   return {"bf16", "fp8", "e5m6"};
 }
-/// @brief Bytes an element of an activation kept in `f`, its scale included.
-constexpr double kept_bytes(KeptFormat f)
-{
-  return f == KeptFormat::fp8 ? 1 + 4.0 / 128 : f == KeptFormat::e5m6 ? 1.5 + 4.0 / 128 : 2;
-}
 
 /// @brief Activations a job keeps for the backward in a low precision, as DeepSeek-V3 does (arXiv 2412.19437 section
 /// 3.3.3) and Megatron's activation_func_fp8_input_store (`precision.activation_cache`).
@@ -167,6 +162,12 @@ struct JobSpec {
   /// @brief With selective recompute, the modules Megatron re-runs (`recompute_modules`); empty: spansim's own
   /// selective recompute (the core attention, the norms and the MLP activation).
   std::vector<RecomputeModule> recompute_modules;
+  /// @brief Whether selective recompute re-runs the core attention: spansim's own selective recompute (no modules
+  /// listed) or Megatron's `core_attn` module.
+  bool recomputes_core_attention() const
+  {
+    return recompute == Recompute::selective && (recompute_modules.empty() || recomputes(RecomputeModule::core_attn));
+  }
   /// @brief Whether selective recompute re-runs module `m`.
   bool recomputes(RecomputeModule m) const
   {

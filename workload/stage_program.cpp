@@ -111,8 +111,7 @@ std::vector<int> StageBuilder::recompute(const Unit& u, const std::vector<int>& 
     // The recomputed MoE layers dispatch and combine again (job.cpp refuses "moe" on the paired schedules).
     end = expert_collectives(u.chunk, u.micro_batch, end, false, false);
   }
-  if (c_.job.recompute == Recompute::selective && c_.cp > 1 &&
-      (c_.job.recompute_modules.empty() || c_.job.recomputes(RecomputeModule::core_attn))) {
+  if (c_.cp > 1 && c_.job.recomputes_core_attention()) {
     // Selective recompute re-runs the core attention, and with it context parallelism's exchange: Megatron
     // checkpoints Transformer Engine's whole context-parallel attention function, which gathers K/V (or passes
     // them around its ring, under the recomputed attention) or runs Ulysses' all-to-alls again.
