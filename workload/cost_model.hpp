@@ -292,6 +292,12 @@ std::pair<double, double> cp_a2a_bytes(const Context& c, int a2a);
 double cp_working_bytes(const Context& c);
 /// @brief Bytes of one token on the wire in a dispatch (the job's dispatch precision) or a combine (BF16).
 double token_bytes(const Context& c, bool dispatch);
+/// @brief The forward GEMMs of one layer and micro-batch on one rank. Tokens are the GEMMs' M: with sequence
+/// parallelism the all-gathered sequence, as tensor parallelism splits the weights' output (column-parallel) or input
+/// (row-parallel) features by tp. The routed experts' GEMMs go to `routed`; `module_of` gets, for each returned
+/// GEMM, the recompute module that re-runs it (-1: none).
+std::vector<GemmShape> layer_gemms(const Context& c, int layer, std::vector<GemmShape>& routed,
+                                   std::vector<int>& module_of);
 /// @brief Buffer of one expert-parallel dispatch or combine: the top-k copies of the rank's tokens.
 double ep_buffer_bytes(const Context& c, bool dispatch = true);
 /// @brief The all-gather dispatcher's buffer (nccl-tests size: the gathered total): the tokens of the etp x ep ranks
