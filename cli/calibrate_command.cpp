@@ -414,21 +414,11 @@ void validate(const ValidateOptions& o)
         // What the row ran, as its job states it (issue 62: each row names its kernels).
         for (const auto& run : dataset.runs)
           if (run.name == r.name && run.job) {
-            const auto& job   = *run.job;
-            nlohmann::json ks = {{"gemm", name_of(job.gemm_library)},
-                                 {"attention", name_of(job.attention)},
-                                 {"precision", name_of(job.precision)}};
-            if (job.precision == workload::Precision::fp8)
-              ks["fp8_recipe"] = name_of(job.fp8_recipe);
+            const auto& job = *run.job;
+            j["precision"]  = workload::precision_spec(job);
+            j["kernels"]    = workload::kernels_spec(job);
             if (job.model.moe.experts > 0)
-              ks["dispatcher"] = name_of(job.dispatch.dispatcher);
-            if (job.model.moe.experts > 0 && job.precision != workload::Precision::bf16)
-              ks["expert_quantize"] = name_of(job.expert_quantize);
-            if (job.activation_cache.attention_output != workload::KeptFormat::bf16)
-              ks["attention_output_kept"] = name_of(job.activation_cache.attention_output);
-            if (job.activation_cache.mlp_activation_input != workload::KeptFormat::bf16)
-              ks["mlp_activation_input_kept"] = name_of(job.activation_cache.mlp_activation_input);
-            j["kernels"] = ks;
+              j["dispatcher"] = name_of(job.dispatch.dispatcher);
             break;
           }
       }

@@ -73,29 +73,9 @@ json job_json(const OptimizeSpec& spec, const Point& p, int buildings)
     for (const auto m : spec.base.recompute_modules)
       job["recompute_modules"].push_back(name_of(m));
   }
-  if (spec.base.precision != workload::Precision::bf16 || spec.base.gradient_reduce_bytes != 4) {
-    job["precision"] = {{"compute", name_of(spec.base.precision)},
-                        {"gradient_reduce", spec.base.gradient_reduce_bytes == 4 ? "fp32" : "bf16"}};
-    if (spec.base.precision == workload::Precision::fp8)
-      job["precision"]["recipe"] = name_of(spec.base.fp8_recipe);
-    if (spec.base.low_precision_param_gather)
-      job["precision"]["param_gather"] = "fp8";
-    const auto& kept = spec.base.activation_cache;
-    if (kept.attention_output != workload::KeptFormat::bf16)
-      job["precision"]["activation_cache"]["attention_output"] = name_of(kept.attention_output);
-    if (kept.mlp_activation_input != workload::KeptFormat::bf16)
-      job["precision"]["activation_cache"]["mlp_activation_input"] = name_of(kept.mlp_activation_input);
-  }
-  // The base job's kernels, where they are not the defaults.
-  json kernels;
-  if (spec.base.attention != spec.base.gpu.attention_default)
-    kernels["attention"] = name_of(spec.base.attention);
-  if (spec.base.gemm_library != workload::GemmLibrary::cublas)
-    kernels["gemm"] = name_of(spec.base.gemm_library);
-  if (spec.base.expert_quantize != workload::ExpertQuantize::grouped)
-    kernels["expert_quantize"] = name_of(spec.base.expert_quantize);
-  if (!kernels.is_null())
-    job["kernels"] = kernels;
+  // The base job's number formats and kernels, every key given.
+  job["precision"] = workload::precision_spec(spec.base);
+  job["kernels"]   = workload::kernels_spec(spec.base);
   if (spec.base.model.moe.experts > 0) {
     // The spec's routing as given, the point's dispatcher and node limit.
     json moe          = spec.moe_ref.is_object() ? spec.moe_ref : json::object();

@@ -63,25 +63,6 @@ json calibration_json(const workload::JobSpec& job)
           {"effects", effects}};
 }
 
-// The job's number formats and kernels as in force (the GPU's defaults filled in).
-json precision_json(const workload::JobSpec& job)
-{
-  return {{"compute", name_of(job.precision)},
-          {"fp8_recipe", job.precision == workload::Precision::fp8 ? json(name_of(job.fp8_recipe)) : json(nullptr)},
-          {"gradient_reduce", job.gradient_reduce_bytes == 2 ? "bf16" : "fp32"},
-          {"param_gather", job.low_precision_param_gather ? name_of(job.precision) : "bf16"},
-          {"activation_cache",
-           {{"attention_output", name_of(job.activation_cache.attention_output)},
-            {"mlp_activation_input", name_of(job.activation_cache.mlp_activation_input)}}}};
-}
-
-json kernels_json(const workload::JobSpec& job)
-{
-  return {{"attention", name_of(job.attention)},
-          {"gemm", name_of(job.gemm_library)},
-          {"expert_quantize", name_of(job.expert_quantize)}};
-}
-
 json configuration(const scenario::ScenarioRun& run)
 {
   const auto& sc  = run.scenario;
@@ -112,8 +93,8 @@ json configuration(const scenario::ScenarioRun& run)
         {"micro_batches", job.micro_batches()},
         {"tokens_per_step", job.tokens_per_step()},
         {"calibration", calibration_json(job)},
-        {"precision", precision_json(job)},
-        {"kernels", kernels_json(job)},
+        {"precision", workload::precision_spec(job)},
+        {"kernels", workload::kernels_spec(job)},
         {"moe", workload::dispatch_json(job)},
         {"trace", job.trace.empty() ? nlohmann::json(nullptr) : nlohmann::json(job.trace)},
         {"trace_only", job.trace_only},

@@ -224,6 +224,13 @@ std::string precision_line(const JobSpec& job);
 /// @brief The kernels in force, as one line: the attention kernel (and whether it is the GPU's default), the GEMM
 /// library and, for a MoE job in a low precision, how its experts' casts are launched.
 std::string kernels_line(const JobSpec& job);
+/// @brief The job's number formats as a job spec's `precision` block, every key given (what a result writes, and a
+/// search writes into the scenarios it finds): compute, recipe (FP8 only), gradient_reduce, param_gather,
+/// activation_cache.
+nlohmann::json precision_spec(const JobSpec& job);
+/// @brief The job's kernels as a job spec's `kernels` block, every key given (the GPU's default attention filled in):
+/// attention, gemm, expert_quantize.
+nlohmann::json kernels_spec(const JobSpec& job);
 /// @brief Reads and validates a job spec file. @throws SpecError with the JSON path of the problem.
 JobSpec load_job(const std::string& path);
 

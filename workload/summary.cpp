@@ -48,6 +48,25 @@ std::string kernels_line(const JobSpec& job)
   return line;
 }
 
+nlohmann::json precision_spec(const JobSpec& job)
+{
+  nlohmann::json j = {{"compute", name_of(job.precision)}};
+  if (job.precision == Precision::fp8)
+    j["recipe"] = name_of(job.fp8_recipe);
+  j["gradient_reduce"]  = job.gradient_reduce_bytes == 2 ? "bf16" : "fp32";
+  j["param_gather"]     = job.low_precision_param_gather ? "fp8" : "bf16"; // "fp8": the compute format's copy
+  j["activation_cache"] = {{"attention_output", name_of(job.activation_cache.attention_output)},
+                           {"mlp_activation_input", name_of(job.activation_cache.mlp_activation_input)}};
+  return j;
+}
+
+nlohmann::json kernels_spec(const JobSpec& job)
+{
+  return {{"attention", name_of(job.attention)},
+          {"gemm", name_of(job.gemm_library)},
+          {"expert_quantize", name_of(job.expert_quantize)}};
+}
+
 std::string_view op_name(const Op& op)
 {
   return op.kind == OpKind::collective ? name_of(op.collective) : name_of(op.kind);

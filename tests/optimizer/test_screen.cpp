@@ -144,9 +144,10 @@ TEST_CASE("job_costs' parameter all-gathers are the stage programs', in BF16 and
                           .value("activation_cache", nlohmann::json::object());
     CHECK(kept.value("attention_output", "bf16") == (fp8 ? "e5m6" : "bf16"));
     CHECK(kept.value("mlp_activation_input", "bf16") == (fp8 ? "fp8" : "bf16"));
-    // So does an attention kernel other than the GPU's default (none is written for the default).
+    // So do the kernels, every key given (the GPU's default attention by its name).
     const auto kernels = scenario["job"].value("kernels", nlohmann::json::object());
-    CHECK(kernels.value("attention", "default") == (fp8 ? std::string(name_of(spec.base.attention)) : "default"));
+    CHECK(kernels.value("attention", "") == std::string(name_of(spec.base.attention)));
+    CHECK(kernels.value("gemm", "") == std::string(name_of(spec.base.gemm_library)));
   }
 }
 

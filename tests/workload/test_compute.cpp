@@ -238,6 +238,40 @@ TEST_CASE("Block-wise FP8 runs as MXFP8 where the GPU has MXFP8 and no block-sca
             "; GEMMs cublas; experts' casts per expert");
 }
 
+TEST_CASE("A job's precision and kernels blocks, as results and searches write them, read back to the same job")
+{
+  const std::string file = std::string(SPANSIM_SOURCE_DIR) + "/examples/jobs/deepseek-v3-2048-b200.json";
+  json spec              = json::parse(std::ifstream(file));
+  spec["precision"]      = {{"compute", "fp8"},
+                            {"recipe", "blockwise"},
+                            {"gradient_reduce", "bf16"},
+                            {"param_gather", "fp8"},
+                            {"activation_cache", {{"attention_output", "e5m6"}, {"mlp_activation_input", "fp8"}}}};
+  spec["kernels"]        = {{"attention", "cudnn"}, {"expert_quantize", "per_expert"}};
+  const wl::JobSpec job  = wl::parse_job(spec, file);
+  INFO("written: " << wl::precision_spec(job).dump() << " " << wl::kernels_spec(job).dump());
+  CHECK(wl::precision_spec(job) == spec["precision"]); // every key was given: the same block
+  CHECK(wl::kernels_spec(job)["gemm"] == "cublas");    // the default filled in
+  json again             = spec;
+  again["precision"]     = wl::precision_spec(job);
+  again["kernels"]       = wl::kernels_spec(job);
+  const wl::JobSpec back = wl::parse_job(again, file);
+  CHECK(wl::precision_line(back) == wl::precision_line(job));
+  CHECK(wl::kernels_line(back) == wl::kernels_line(job));
+  CHECK(back.low_precision_param_gather);
+  CHECK(back.activation_cache.attention_output == wl::KeptFormat::e5m6);
+  CHECK(back.expert_quantize == wl::ExpertQuantize::per_expert);
+  // A BF16 job writes no recipe (the reader refuses one) and reads back in BF16.
+  json bf16           = spec;
+  bf16["precision"]   = {{"compute", "bf16"}};
+  bf16["kernels"]     = json::object();
+  const wl::JobSpec b = wl::parse_job(bf16, file);
+  CHECK(wl::precision_spec(b).count("recipe") == 0);
+  bf16["precision"] = wl::precision_spec(b);
+  bf16["kernels"]   = wl::kernels_spec(b);
+  CHECK(wl::precision_line(wl::parse_job(bf16, file)) == wl::precision_line(b));
+}
+
 namespace {
 
 // Llama 3 8B on one GPU, one sequence: the forward and backward ops of the step graph.
