@@ -234,7 +234,7 @@ LayerCost layer_cost(const Context& c, int layer)
   // output, and the activation's input among the MLP's intermediates (a gated MLP's gate and up).
   const ActivationCache& cache = c.job.activation_cache;
   const double o_kept          = o_rank * kept_bytes(cache.attention_output) / kBf16;
-  const double in_widths       = m.mlp == MlpKind::gated ? 2 : 1;
+  const double in_widths       = act_fn - 1; // the activation's inputs: every intermediate but its output
   const double mlp_kept        = act_fn - in_widths + in_widths * kept_bytes(cache.mlp_activation_input) / kBf16;
   const double none =
       4 * h / c.sp + q_rank + kv_rank + qk_normed + o_kept + latent + mlp_kept * p.ffn_active / c.tp + dispatched;
